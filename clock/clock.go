@@ -1,0 +1,136 @@
+// Package clock lets code that waits be tested without waiting. Real is the
+// wall clock; Fake moves only when a test calls Advance, firing due timers in
+// order, so timeout and backoff tests run in microseconds.
+package clock
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock tells the time and schedules callbacks.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a scheduled callback.
+type Timer interface {
+	// Stop cancels the callback; it reports whether that prevented it.
+	Stop() bool
+}
+
+// Real is the system clock.
+type Real struct{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// AfterFunc wraps time.AfterFunc.
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Fake is a clock for tests. Its zero value is not usable; call NewFake.
+type Fake struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	seq    int
+}
+
+// NewFake returns a fake clock reading start.
+func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+
+type fakeTimer struct {
+	c    *Fake
+	at   time.Time
+	seq  int
+	f    func()
+	done bool
+}
+
+// Now returns the fake time.
+func (c *Fake) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// AfterFunc schedules f for when the fake time reaches Now()+d.
+func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	t := &fakeTimer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// Stop cancels the timer.
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.done {
+		return false
+	}
+	t.done = true
+	return true
+}
+
+// Advance moves the time forward by d and runs every timer that falls due,
+// earliest first, each synchronously in the caller's goroutine.
+func (c *Fake) Advance(d time.Duration) {
+	c.mu.Lock()
+	target := c.now.Add(d)
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		next := c.nextDue(target)
+		if next == nil {
+			c.now = target
+			c.mu.Unlock()
+			return
+		}
+		next.done = true
+		if next.at.After(c.now) {
+			c.now = next.at
+		}
+		c.mu.Unlock()
+		next.f()
+	}
+}
+
+// Pending reports how many timers are scheduled and not yet fired or stopped.
+func (c *Fake) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.done {
+			n++
+		}
+	}
+	return n
+}
+
+// nextDue returns the earliest live timer due by target; c.mu is held.
+func (c *Fake) nextDue(target time.Time) *fakeTimer {
+	live := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.done {
+			live = append(live, t)
+		}
+	}
+	c.timers = live
+	sort.SliceStable(live, func(i, j int) bool {
+		if !live[i].at.Equal(live[j].at) {
+			return live[i].at.Before(live[j].at)
+		}
+		return live[i].seq < live[j].seq
+	})
+	if len(live) == 0 || live[0].at.After(target) {
+		return nil
+	}
+	return live[0]
+}

@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Action types.
+const (
+	TypeToolCall      = "tool.call"
+	TypeToolResult    = "tool.result"
+	TypeToolError     = "tool.error"
+	TypeMessageAppend = "message.append"
+	TypeModelPrompt   = "model.prompt"
+	TypeHold          = "hold"
+	TypeEndSession    = "session.end"
+	TypeClientEvent   = "client.event"
+)
+
+// Action is one step of a Decision. Its concrete type is one of the structs
+// below.
+type Action interface {
+	ActionType() string
+}
+
+// Decision is a worker's answer to a trigger.
+type Decision struct {
+	Agent   *AgentConfig `json:"agent,omitempty"`
+	Actions []Action     `json:"actions,omitempty"`
+}
+
+// ToolCall dispatches a tool call.
+type ToolCall struct {
+	// ID is omitted to have the engine mint one.
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	// Arguments is any JSON value. A JSON string is taken as the raw argument
+	// string (that is how the model's calls are proposed); any other value is
+	// the arguments themselves.
+	Arguments json.RawMessage `json:"arguments"`
+	Handler   Handler         `json:"handler,omitempty"`
+	Retry     *RetryPolicy    `json:"retry,omitempty"`
+}
+
+// ToolResult settles a call with a result. ID and Attempt default to the
+// answered tool.execute trigger.
+type ToolResult struct {
+	ID      string          `json:"id,omitempty"`
+	Attempt int             `json:"attempt,omitempty"`
+	Result  json.RawMessage `json:"result"`
+}
+
+// ToolError settles a call with a failure, terminal unless Retryable.
+type ToolError struct {
+	ID        string          `json:"id,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Error     string          `json:"error"`
+	Retryable bool            `json:"retryable,omitempty"`
+	Code      ErrorCode       `json:"code,omitempty"`
+	Detail    json.RawMessage `json:"detail,omitempty"`
+}
+
+// MessageAppend adds a message to the transcript.
+type MessageAppend struct {
+	Message Message `json:"message"`
+}
+
+// ModelPrompt starts a model turn on the transcript as it stands.
+type ModelPrompt struct{}
+
+// Hold does nothing: the session waits for the next trigger.
+type Hold struct{}
+
+// EndSession closes the session.
+type EndSession struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ClientEvent pushes a free-form event to the session's browsers.
+type ClientEvent struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+func (ToolCall) ActionType() string      { return TypeToolCall }
+func (ToolResult) ActionType() string    { return TypeToolResult }
+func (ToolError) ActionType() string     { return TypeToolError }
+func (MessageAppend) ActionType() string { return TypeMessageAppend }
+func (ModelPrompt) ActionType() string   { return TypeModelPrompt }
+func (Hold) ActionType() string          { return TypeHold }
+func (EndSession) ActionType() string    { return TypeEndSession }
+func (ClientEvent) ActionType() string   { return TypeClientEvent }
+
+func (a ToolCall) MarshalJSON() ([]byte, error) {
+	type plain ToolCall
+	if a.Arguments == nil {
+		a.Arguments = json.RawMessage("{}")
+	}
+	return withType(TypeToolCall, plain(a))
+}
+
+func (a ToolResult) MarshalJSON() ([]byte, error) {
+	type plain ToolResult
+	if a.Result == nil {
+		a.Result = json.RawMessage("null")
+	}
+	return withType(TypeToolResult, plain(a))
+}
+
+func (a ToolError) MarshalJSON() ([]byte, error) {
+	type plain ToolError
+	return withType(TypeToolError, plain(a))
+}
+
+func (a MessageAppend) MarshalJSON() ([]byte, error) {
+	type plain MessageAppend
+	return withType(TypeMessageAppend, plain(a))
+}
+
+func (a ModelPrompt) MarshalJSON() ([]byte, error) { return withType(TypeModelPrompt, struct{}{}) }
+func (a Hold) MarshalJSON() ([]byte, error)        { return withType(TypeHold, struct{}{}) }
+
+func (a EndSession) MarshalJSON() ([]byte, error) {
+	type plain EndSession
+	return withType(TypeEndSession, plain(a))
+}
+
+func (a ClientEvent) MarshalJSON() ([]byte, error) {
+	type plain ClientEvent
+	return withType(TypeClientEvent, plain(a))
+}
+
+// DecodeAction reads an action from its JSON form.
+func DecodeAction(data []byte) (Action, error) {
+	typ, err := peekType(data)
+	if err != nil {
+		return nil, fmt.Errorf("failed to decode action: %w", err)
+	}
+	var a Action
+	switch typ {
+	case TypeToolCall:
+		var c ToolCall
+		c, err = decodeAs[ToolCall](data)
+		if err == nil && c.Name == "" {
+			err = errors.New(`missing "name"`)
+		}
+		a = c
+	case TypeToolResult:
+		var r ToolResult
+		r, err = decodeAs[ToolResult](data)
+		if err == nil && r.Result == nil {
+			err = errors.New(`missing "result"`)
+		}
+		a = r
+	case TypeToolError:
+		var e ToolError
+		e, err = decodeAs[ToolError](data)
+		if err == nil && e.Error == "" {
+			err = errors.New(`missing "error"`)
+		}
+		a = e
+	case TypeMessageAppend:
+		a, err = decodeAs[MessageAppend](data)
+	case TypeModelPrompt:
+		a = ModelPrompt{}
+	case TypeHold:
+		a = Hold{}
+	case TypeEndSession:
+		a, err = decodeAs[EndSession](data)
+	case TypeClientEvent:
+		var e ClientEvent
+		e, err = decodeAs[ClientEvent](data)
+		if err == nil && e.Name == "" {
+			err = errors.New(`missing "name"`)
+		}
+		a = e
+	default:
+		return nil, fmt.Errorf("failed to decode action: unknown type %q", typ)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to decode %s action: %w", typ, err)
+	}
+	return a, nil
+}
+
+// UnmarshalJSON decodes a decision, its actions by their "type".
+func (d *Decision) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Agent   *AgentConfig      `json:"agent"`
+		Actions []json.RawMessage `json:"actions"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("failed to decode decision: %w", err)
+	}
+	d.Agent = raw.Agent
+	d.Actions = nil
+	for i, r := range raw.Actions {
+		a, err := DecodeAction(r)
+		if err != nil {
+			return fmt.Errorf("actions[%d]: %w", i, err)
+		}
+		d.Actions = append(d.Actions, a)
+	}
+	return nil
+}
+
+// withType encodes v, an object, with "type": typ as its first member.
+func withType(typ string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(len(body) + len(typ) + 12)
+	b.WriteString(`{"type":`)
+	t, _ := json.Marshal(typ)
+	b.Write(t)
+	if len(body) > 2 {
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes(), nil
+}
+
+// peekType reads the "type" member of a JSON object.
+func peekType(data []byte) (string, error) {
+	var head struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return "", fmt.Errorf("not a JSON object: %w", err)
+	}
+	if head.Type == nil || *head.Type == "" {
+		return "", errors.New(`missing "type"`)
+	}
+	return *head.Type, nil
+}
+
+func decodeAs[T any](data []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
+}

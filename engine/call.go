@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clienttools/gateway/clock"
+	"github.com/clienttools/gateway/engine/model"
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// call is one tool call in flight, owned by the session goroutine.
+type call struct {
+	id, name   string
+	args       string
+	handler    Handler
+	spec       retrySpec
+	input      ToolInput
+	proposed   *ToolError // ready-made error for bad input or an unknown tool
+	output     *jsonschema.Schema
+	batch      *batch
+	attempt    int
+	deadline   time.Time
+	timer      clock.Timer        // the attempt's timeout, or the backoff
+	cancel     context.CancelFunc // a worker attempt's context
+	backingOff bool
+	settled    bool
+	finished   ToolFinished
+	specErr    error // the call's retry policy does not parse
+}
+
+// batch is the calls dispatched by one decision: siblings that settle
+// before the model sees any of their outcomes.
+type batch struct {
+	calls     []*call
+	cancelled bool
+}
+
+func (b *batch) allSettled() bool {
+	for _, c := range b.calls {
+		if !c.settled {
+			return false
+		}
+	}
+	return true
+}
+
+// outcome is how an attempt ended.
+type outcome struct {
+	ok        bool
+	result    string
+	err       string
+	code      ErrorCode
+	retryable bool
+}
+
+func (s *Session) openCalls() []*call {
+	var out []*call
+	for _, c := range s.calls {
+		if !c.settled {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// startCall dispatches a tool.call action.
+func (s *Session) startCall(tc ToolCall, b *batch) error {
+	if tc.Name == "" {
+		return errors.New("tool.call has no name")
+	}
+	id := tc.ID
+	if id == "" {
+		id = "call_" + s.e.opts.NewID()
+	}
+	if _, dup := s.calls[id]; dup {
+		return fmt.Errorf("tool.call id %q is already in use", id)
+	}
+	handler := tc.Handler.orDefault()
+	if handler != HandlerWorker && handler != HandlerClient {
+		return fmt.Errorf("tool.call %q: handler %q is neither \"worker\" nor \"client\"", id, tc.Handler)
+	}
+	c := &call{id: id, name: tc.Name, handler: handler, batch: b, args: rawArguments(tc.Arguments)}
+	_, declared := s.tools[tc.Name]
+	schemas := s.schemas[tc.Name]
+	c.output = schemas.output
+	c.input = classifyInput(c.args, schemas.input)
+	timeout := s.e.opts.WorkerTimeout
+	if handler == HandlerClient {
+		timeout = s.e.opts.ClientTimeout
+	}
+	spec, specErr := tc.Retry.parse(timeout)
+	c.spec = spec
+	switch {
+	case !declared:
+		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeUnknownTool,
+			Error: fmt.Sprintf("There is no tool named %q. Use one of the declared tools: %s.", tc.Name, s.toolNames())}
+	case c.input.Status == InputInvalid:
+		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeInvalidInput,
+			Error: fmt.Sprintf("The arguments for %s do not match its input schema: %s. Call it again with arguments that do.", tc.Name, c.input.Error)}
+	case c.input.Status == InputMalformed:
+		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeMalformedInput,
+			Error: fmt.Sprintf("The arguments for %s are not a JSON object: %s. Call it again with a JSON object.", tc.Name, c.input.Error)}
+	}
+	s.calls[id] = c
+	s.open++
+	s.idle = false
+	b.calls = append(b.calls, c)
+	c.specErr = specErr
+	s.logger.Info("tool call dispatched", "call", id, "tool", c.name, "handler", handler, "input", c.input.Status)
+	return nil
+}
+
+// launch starts the first attempt of every call of a batch. It runs once the
+// whole batch is known, so a call that fails at once still waits for its
+// siblings before the model sees any outcome.
+func (s *Session) launch(b *batch) {
+	for _, c := range b.calls {
+		if c.settled {
+			continue // cancelled by an earlier sibling's start
+		}
+		if c.specErr != nil {
+			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, false)
+			continue
+		}
+		s.startAttempt(c)
+	}
+}
+
+// rawArguments is the raw argument string of a tool.call: a JSON string is
+// the model's raw text, anything else is the arguments' own JSON.
+func rawArguments(args json.RawMessage) string {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 {
+		return "{}"
+	}
+	if trimmed[0] == '"' {
+		var s string
+		if err := json.Unmarshal(trimmed, &s); err == nil {
+			return s
+		}
+	}
+	return string(trimmed)
+}
+
+func (s *Session) toolNames() string {
+	if len(s.agent.Tools) == 0 {
+		return "none are declared"
+	}
+	var b bytes.Buffer
+	for i, t := range s.agent.Tools {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.Name)
+	}
+	return b.String()
+}
+
+// startAttempt begins the call's next attempt on its handler.
+func (s *Session) startAttempt(c *call) {
+	c.backingOff = false
+	c.attempt++
+	now := s.e.opts.Clock.Now()
+	c.deadline = now.Add(c.spec.timeout)
+	id, attempt := c.id, c.attempt
+	c.timer = s.e.opts.Clock.AfterFunc(c.spec.timeout, func() {
+		_ = s.post(context.Background(), func() { s.attemptTimedOut(id, attempt) })
+	})
+	proposed := c.proposedFor(attempt)
+	s.publish(EventToolStarted, ToolStartedEvent{
+		ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Handler: c.handler,
+		Attempt: attempt, Attempts: c.spec.attempts, Deadline: formatDeadline(c.deadline),
+	})
+	if c.handler == HandlerClient {
+		s.dispatchClient(c, proposed)
+		return
+	}
+	s.executeOnWorker(c, proposed)
+}
+
+// proposedFor is the ready-made error for attempt, or nil.
+func (c *call) proposedFor(attempt int) *ToolError {
+	if c.proposed == nil {
+		return nil
+	}
+	p := *c.proposed
+	p.Attempt = attempt
+	return &p
+}
+
+func (s *Session) dispatchClient(c *call, proposed *ToolError) {
+	router := s.e.opts.Client
+	err := ErrClientUnavailable
+	if router != nil {
+		err = router.Dispatch(ClientCall{
+			Session: s.id, ID: c.id, Name: c.name, Arguments: c.args, Input: c.input,
+			Attempt: c.attempt, Attempts: c.spec.attempts, Deadline: formatDeadline(c.deadline), Proposed: proposed,
+		})
+	}
+	if err != nil {
+		code := CodeInternal
+		text := fmt.Sprintf("%s could not be sent to the browser: %v.", c.name, err)
+		if errors.Is(err, ErrClientUnavailable) {
+			code = CodeClientUnavailable
+			text = fmt.Sprintf("%s runs in the user's browser, and no open page of this chat provides it. Tell the user to open the chat page, or answer without this tool.", c.name)
+		}
+		s.settle(c, outcome{err: text, code: code}, false)
+	}
+}
+
+// executeOnWorker sends tool.execute for the attempt, in its own goroutine:
+// a slow tool must not hold up the session or its siblings.
+func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
+	ctx, cancel := context.WithTimeout(s.ctx, c.spec.timeout)
+	c.cancel = cancel
+	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: formatDeadline(c.deadline)}
+	var prop Decision
+	if proposed != nil {
+		prop.Actions = []Action{*proposed}
+	}
+	def := answerDefaults{id: c.id, attempt: c.attempt}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		d, err := s.callWorker(ctx, t, prop)
+		_ = s.post(context.Background(), func() {
+			if err != nil {
+				err := ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
+					Error: fmt.Sprintf("%s failed in the worker: %v", t.Name, err)}
+				d = Decision{Actions: []Action{err}}
+			}
+			s.apply(d, def)
+		})
+	}()
+}
+
+// answer takes a tool.result or tool.error for a call.
+func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
+	var id string
+	var attempt int
+	switch a := a.(type) {
+	case ToolResult:
+		id, attempt = a.ID, a.Attempt
+	case ToolError:
+		id, attempt = a.ID, a.Attempt
+	default:
+		return fmt.Errorf("%v is not a tool answer", a.ActionType())
+	}
+	if id == "" {
+		id = def.id
+	}
+	if attempt == 0 && id == def.id {
+		attempt = def.attempt
+	}
+	c, ok := s.calls[id]
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: the answer names no call id", ErrUnknownCall)
+	case !ok:
+		return fmt.Errorf("%w: %q", ErrUnknownCall, id)
+	case fromClient && c.handler != HandlerClient:
+		return fmt.Errorf("%w: %q runs on the worker, not in the browser", ErrUnknownCall, id)
+	case c.settled:
+		return fmt.Errorf("%w: %q", ErrSettled, id)
+	case attempt == 0:
+		attempt = c.attempt
+	}
+	if attempt != c.attempt || c.backingOff {
+		return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, id, attempt, c.attempt)
+	}
+	switch a := a.(type) {
+	case ToolResult:
+		s.settle(c, s.checkResult(c, resultText(a.Result)), false)
+	case ToolError:
+		code := a.Code
+		if code == "" {
+			code = CodeToolFailed
+		}
+		text := a.Error
+		if text == "" {
+			text = c.name + " failed without saying why."
+		}
+		s.attemptFailed(c, outcome{err: text, code: code, retryable: a.Retryable}, false)
+	}
+	return nil
+}
+
+// checkResult turns a result that violates the output schema into a
+// terminal error: the bad result must never reach the model.
+func (s *Session) checkResult(c *call, result string) outcome {
+	if problem := checkOutput(result, c.output); problem != "" {
+		s.logger.Info("tool result violates output schema", "call", c.id, "tool", c.name, "problem", problem)
+		return outcome{code: CodeInvalidOutput,
+			err: fmt.Sprintf("%s returned a result that does not match its output schema (%s), so it was discarded.", c.name, problem)}
+	}
+	return outcome{ok: true, result: result}
+}
+
+func (s *Session) attemptTimedOut(id string, attempt int) {
+	c, ok := s.calls[id]
+	if !ok || c.settled || c.backingOff || c.attempt != attempt {
+		return
+	}
+	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)
+	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true,
+		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, true)
+}
+
+// attemptFailed ends the current attempt with a failure: retry after the
+// backoff while attempts remain and the failure allows it, else settle.
+func (s *Session) attemptFailed(c *call, o outcome, abort bool) {
+	s.endAttempt(c, abort)
+	if !o.retryable || c.attempt >= c.spec.attempts {
+		if o.code == CodeTimeout {
+			o.err = fmt.Sprintf("%s timed out: %s of %s, no answer from the %s.", c.name,
+				plural(c.spec.attempts, "attempt"), c.spec.timeout, c.handler.peer())
+		} else if c.attempt > 1 {
+			o.err = fmt.Sprintf("%s (after %s)", o.err, plural(c.attempt, "attempt"))
+		}
+		o.retryable = false
+		s.settle(c, o, false)
+		return
+	}
+	wait := c.spec.backoffBefore(c.attempt+1, s.e.opts.Rand)
+	c.backingOff = true
+	id, attempt := c.id, c.attempt
+	c.timer = s.e.opts.Clock.AfterFunc(wait, func() {
+		_ = s.post(context.Background(), func() {
+			if c := s.calls[id]; c != nil && !c.settled && c.backingOff && c.attempt == attempt {
+				s.startAttempt(c)
+			}
+		})
+	})
+	s.logger.Info("tool attempt failed, retrying", "call", c.id, "tool", c.name, "attempt", attempt, "code", o.code, "backoff", wait)
+	s.publish(EventToolRetrying, ToolRetryingEvent{ID: c.id, Name: c.name, Attempt: attempt, Attempts: c.spec.attempts,
+		Error: o.err, Code: o.code, Backoff: wait.String()})
+}
+
+func (h Handler) peer() string {
+	if h == HandlerClient {
+		return "browser"
+	}
+	return "worker"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// endAttempt stops the current attempt's timer, context and delivery.
+func (s *Session) endAttempt(c *call, abort bool) {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+	if c.handler == HandlerClient && s.e.opts.Client != nil && c.attempt > 0 && !c.backingOff {
+		s.e.opts.Client.Release(s.id, c.id, c.attempt, abort)
+	}
+}
+
+// settle ends the call, once, and proposes what follows: hold while
+// siblings are in flight, else their outcomes in call order and a new
+// model turn (none when the batch was cancelled).
+func (s *Session) settle(c *call, o outcome, abort bool) {
+	if c.settled {
+		return
+	}
+	s.endAttempt(c, abort)
+	c.settled = true
+	s.open--
+	c.finished = ToolFinished{ID: c.id, OK: o.ok, Name: c.name}
+	if o.ok {
+		c.finished.Result = o.result
+	} else {
+		c.finished.Error = o.err
+	}
+	s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
+	s.publish(EventToolFinished, c.finished)
+	if s.ending {
+		return
+	}
+	var proposed Decision
+	if !c.batch.allSettled() {
+		proposed.Actions = []Action{Hold{}}
+	} else {
+		for _, sib := range c.batch.calls {
+			proposed.Actions = append(proposed.Actions, MessageAppend{Message: sib.toolMessage()})
+		}
+		if !c.batch.cancelled {
+			proposed.Actions = append(proposed.Actions, ModelPrompt{})
+		}
+	}
+	s.enqueue(c.finished, proposed)
+}
+
+// toolMessage is the transcript entry for a settled call.
+func (c *call) toolMessage() Message {
+	m := Message{Role: model.RoleTool, ToolUseID: c.id, Name: c.name, Content: c.finished.Result}
+	if !c.finished.OK {
+		m.Content, m.IsError = c.finished.Error, true
+	}
+	return m
+}

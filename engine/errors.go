@@ -1,0 +1,40 @@
+package engine
+
+import "errors"
+
+// ErrorCode classifies a tool error.
+type ErrorCode string
+
+// Error codes carried by tool.error and the browser's error frames.
+const (
+	CodeInvalidInput      ErrorCode = "invalid_input"
+	CodeMalformedInput    ErrorCode = "malformed_input"
+	CodeUnknownTool       ErrorCode = "unknown_tool"
+	CodeInvalidOutput     ErrorCode = "invalid_output"
+	CodeTimeout           ErrorCode = "timeout"
+	CodeCancelled         ErrorCode = "cancelled"
+	CodeClientUnavailable ErrorCode = "client_unavailable"
+	CodeToolFailed        ErrorCode = "tool_failed"
+	CodeInternal          ErrorCode = "internal"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrSessionClosed: the session has ended and takes no more input.
+	ErrSessionClosed = errors.New("session closed")
+	// ErrUnknownCall: an action or answer names a call id the session never had.
+	ErrUnknownCall = errors.New("unknown tool call")
+	// ErrSettled: the call has already settled.
+	ErrSettled = errors.New("tool call already settled")
+	// ErrStaleAttempt: the answer is for an attempt that is no longer current.
+	ErrStaleAttempt = errors.New("attempt is no longer current")
+	// ErrBadDecision: the worker's decision cannot be carried out.
+	ErrBadDecision = errors.New("bad decision")
+	// ErrBadConfig: the agent config cannot be used (bad schema, no model).
+	ErrBadConfig = errors.New("bad agent config")
+	// ErrWorker: the worker failed (returned an error or panicked).
+	ErrWorker = errors.New("worker failed")
+	// ErrClientUnavailable is returned by a ClientRouter when no connected
+	// page of the session can run the tool.
+	ErrClientUnavailable = errors.New("no browser can run this tool")
+)

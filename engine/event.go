@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Event types sent to the browser. Every one but the deliveries (tool.call,
+// tool.cancel) and the connection's own frames (session.opened, error for a
+// bad frame) is a session event: it has the next seq and is replayed to a page
+// that resumes with after.
+const (
+	EventMessage       = "message"
+	EventModelDelta    = "model.delta"
+	EventModelFinished = "model.finished"
+	EventToolStarted   = "tool.started"
+	EventToolRetrying  = "tool.retrying"
+	EventToolFinished  = "tool.finished"
+	EventSessionIdle   = "session.idle"
+	EventClientEvent   = "client.event"
+	EventError         = "error"
+	EventSessionEnded  = "session.ended"
+
+	// Deliveries to one connection.
+	FrameToolCall   = "tool.call"
+	FrameToolCancel = "tool.cancel"
+)
+
+// Event is one session event, encoded once as the exact JSON frame the
+// browser receives ({"type":..., "seq":..., fields}), shared by every
+// subscriber and the store.
+type Event struct {
+	Seq   int64
+	Type  string
+	Frame json.RawMessage
+}
+
+// MessageEvent: a message joined the transcript.
+type MessageEvent struct {
+	Message Message `json:"message"`
+}
+
+// ModelDeltaEvent: a piece of the model's text, as it streams.
+type ModelDeltaEvent struct {
+	Text string `json:"text"`
+}
+
+// ModelFinishedEvent: the model's turn ended.
+type ModelFinishedEvent struct {
+	StopReason string `json:"stopReason,omitempty"`
+	Usage      Usage  `json:"usage"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ToolStartedEvent: an attempt of a call started, on either handler.
+type ToolStartedEvent struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Arguments string    `json:"arguments"`
+	Input     ToolInput `json:"input"`
+	Handler   Handler   `json:"handler"`
+	Attempt   int       `json:"attempt"`
+	Attempts  int       `json:"attempts"`
+	Deadline  string    `json:"deadline"`
+}
+
+// ToolRetryingEvent: an attempt failed or timed out and another follows
+// after Backoff.
+type ToolRetryingEvent struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Attempt  int       `json:"attempt"` // the attempt that failed
+	Attempts int       `json:"attempts"`
+	Error    string    `json:"error"`
+	Code     ErrorCode `json:"code,omitempty"`
+	Backoff  string    `json:"backoff"`
+}
+
+// ErrorEvent: something went wrong in the session (the worker, the model);
+// the session stays up.
+type ErrorEvent struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SessionEndedEvent: the session closed and takes no more input.
+type SessionEndedEvent struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ClientCall is a client-handled attempt, as delivered to one browser
+// connection in a tool.call frame.
+type ClientCall struct {
+	Session   string    `json:"-"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Arguments string    `json:"arguments"`
+	Input     ToolInput `json:"input"`
+	Attempt   int       `json:"attempt"`
+	Attempts  int       `json:"attempts"`
+	Deadline  string    `json:"deadline"`
+	// Proposed is the ready-made tool.error when Input is invalid or malformed.
+	Proposed *ToolError `json:"proposed,omitempty"`
+}
+
+// Frame encodes the tool.call frame for c.
+func (c ClientCall) Frame() json.RawMessage {
+	type plain ClientCall
+	b, _ := withType(FrameToolCall, plain(c))
+	return b
+}
+
+// ToolCancelFrame is the tool.cancel frame: abort that attempt.
+type ToolCancelFrame struct {
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Frame encodes the tool.cancel frame.
+func (c ToolCancelFrame) Frame() json.RawMessage {
+	type plain ToolCancelFrame
+	b, _ := withType(FrameToolCancel, plain(c))
+	return b
+}
+
+// encodeEvent builds the frame {"type":typ,"seq":seq, ...payload}.
+func encodeEvent(typ string, seq int64, payload any) (json.RawMessage, error) {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return nil, err
+	}
+	// Payloads that are protocol types (tool.finished, client.event) carry
+	// their own "type" first; the event's replaces it.
+	if bytes.HasPrefix(body, []byte(`{"type":"`)) {
+		if end := bytes.IndexByte(body[9:], '"'); end >= 0 {
+			rest := body[9+end+1:]
+			body = append([]byte{'{'}, bytes.TrimPrefix(rest, []byte{','})...)
+		}
+	}
+	b := make([]byte, 0, len(body)+len(typ)+32)
+	b = append(b, `{"type":`...)
+	b = strconv.AppendQuote(b, typ)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	if len(body) > 2 {
+		b = append(b, ',')
+		b = append(b, body[1:]...)
+	} else {
+		b = append(b, '}')
+	}
+	return b, nil
+}
+
+// formatDeadline writes a deadline as RFC 3339 with milliseconds.
+func formatDeadline(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -1,0 +1,139 @@
+// Package model defines what the engine needs from a language model: a
+// transcript in, a streamed assistant turn out. Providers live in the
+// sub-packages (scripted, anthropic, openai); each satisfies Model and is safe
+// for concurrent use by many sessions.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// Roles of a transcript message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of a session's transcript. Assistant messages may carry
+// the tool uses the model asked for; tool messages carry one call's outcome.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolUses are the calls an assistant message asked for, in order.
+	ToolUses []ToolUse `json:"toolUses,omitempty"`
+	// ToolUseID links a tool message to the call it answers.
+	ToolUseID string `json:"toolUseId,omitempty"`
+	// Name is the tool's name on a tool message.
+	Name string `json:"name,omitempty"`
+	// IsError marks a tool message that reports a failure.
+	IsError bool `json:"isError,omitempty"`
+}
+
+// ToolUse is one tool call as the model produced it. Arguments is the raw
+// string the model streamed: it may not be JSON at all, and the engine, not the
+// provider, decides what it is.
+type ToolUse struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is what the model sees of a declared tool.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// Request is one model turn's input.
+type Request struct {
+	Model     string
+	System    string
+	MaxTokens int
+	Messages  []Message
+	Tools     []Tool
+	// Stream asks the provider to stream; providers that cannot stream call
+	// OnDelta once with the whole text.
+	Stream bool
+}
+
+// Usage counts the tokens of one turn, where the provider reports them.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+}
+
+// Stop reasons, normalised across providers.
+const (
+	StopEndTurn   = "end_turn"
+	StopToolUse   = "tool_use"
+	StopMaxTokens = "max_tokens"
+	StopCancelled = "cancelled"
+	StopError     = "error"
+)
+
+// Response is a finished assistant turn.
+type Response struct {
+	Text       string
+	ToolUses   []ToolUse
+	StopReason string
+	Usage      Usage
+}
+
+// Model generates one assistant turn. It calls onDelta with each piece of text
+// as it arrives, from the calling goroutine, and returns the whole turn. On an
+// error the Response holds what arrived before it, so the caller can show it,
+// but its tool uses must not be executed.
+type Model interface {
+	Generate(ctx context.Context, req Request, onDelta func(text string)) (Response, error)
+}
+
+// Func adapts a function to Model.
+type Func func(ctx context.Context, req Request, onDelta func(text string)) (Response, error)
+
+// Generate calls f.
+func (f Func) Generate(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+	return f(ctx, req, onDelta)
+}
+
+// ErrUnknownModel is returned by a Resolver for a model id no provider serves.
+var ErrUnknownModel = errors.New("no provider for model")
+
+// Resolver picks the Model that serves a model id from an agent config.
+type Resolver interface {
+	Resolve(modelID string) (Model, error)
+}
+
+// ResolverFunc adapts a function to Resolver.
+type ResolverFunc func(modelID string) (Model, error)
+
+// Resolve calls f.
+func (f ResolverFunc) Resolve(id string) (Model, error) { return f(id) }
+
+// Error is a provider failure the engine reports to the browser and the worker.
+// Providers retry what is retryable themselves (429, overloaded, 5xx) before
+// returning one.
+type Error struct {
+	Provider string // "anthropic", "openai", "scripted"
+	Status   int    // HTTP status, 0 when the failure was not an HTTP answer
+	Message  string // the provider's words, without secrets
+	// Truncated is set when a stream was cut off mid-turn.
+	Truncated bool
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Truncated:
+		return e.Provider + ": stream cut off mid-turn: " + e.Message
+	case e.Status != 0:
+		return e.Provider + ": " + httpStatusText(e.Status) + ": " + e.Message
+	default:
+		return e.Provider + ": " + e.Message
+	}
+}
+
+func httpStatusText(code int) string { return "status " + strconv.Itoa(code) }

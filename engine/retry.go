@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy bounds a call's attempts. Zero fields take their defaults.
+type RetryPolicy struct {
+	// Attempts is the total number of attempts, the first included; default 1.
+	Attempts int `json:"attempts,omitempty"`
+	// Timeout is each attempt's limit as a Go duration; default per handler
+	// (Options.ClientTimeout, Options.WorkerTimeout).
+	Timeout string `json:"timeout,omitempty"`
+	// Backoff is the wait before attempt 2; default "1s".
+	Backoff string `json:"backoff,omitempty"`
+	// Multiplier is the wait's growth per attempt; default 2.
+	Multiplier float64 `json:"multiplier,omitempty"`
+	// MaxBackoff caps the wait; default "30s".
+	MaxBackoff string `json:"maxBackoff,omitempty"`
+}
+
+// Defaults of RetryPolicy.
+const (
+	DefaultClientTimeout = 30 * time.Second
+	DefaultWorkerTimeout = 5 * time.Minute
+	DefaultBackoff       = time.Second
+	DefaultMultiplier    = 2.0
+	DefaultMaxBackoff    = 30 * time.Second
+	// MaxAttempts bounds Attempts, so a typo cannot retry for days.
+	MaxAttempts = 100
+)
+
+// retrySpec is a parsed RetryPolicy with every default filled in.
+type retrySpec struct {
+	attempts   int
+	timeout    time.Duration
+	backoff    time.Duration
+	multiplier float64
+	maxBackoff time.Duration
+}
+
+// ErrBadRetry: a retry policy does not parse.
+var ErrBadRetry = errors.New("bad retry policy")
+
+// parse checks p and fills in defaults; timeout is the handler's default.
+func (p *RetryPolicy) parse(defaultTimeout time.Duration) (retrySpec, error) {
+	s := retrySpec{
+		attempts:   1,
+		timeout:    defaultTimeout,
+		backoff:    DefaultBackoff,
+		multiplier: DefaultMultiplier,
+		maxBackoff: DefaultMaxBackoff,
+	}
+	if p == nil {
+		return s, nil
+	}
+	switch {
+	case p.Attempts < 0:
+		return s, fmt.Errorf("%w: attempts is %d, want at least 1", ErrBadRetry, p.Attempts)
+	case p.Attempts > MaxAttempts:
+		return s, fmt.Errorf("%w: attempts is %d, want at most %d", ErrBadRetry, p.Attempts, MaxAttempts)
+	case p.Attempts > 0:
+		s.attempts = p.Attempts
+	}
+	var err error
+	if s.timeout, err = parseDuration("timeout", p.Timeout, s.timeout, false); err != nil {
+		return s, err
+	}
+	if s.backoff, err = parseDuration("backoff", p.Backoff, s.backoff, true); err != nil {
+		return s, err
+	}
+	if s.maxBackoff, err = parseDuration("maxBackoff", p.MaxBackoff, s.maxBackoff, true); err != nil {
+		return s, err
+	}
+	switch {
+	case math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0):
+		return s, fmt.Errorf("%w: multiplier is not a number", ErrBadRetry)
+	case p.Multiplier != 0 && p.Multiplier < 1:
+		return s, fmt.Errorf("%w: multiplier is %g, want at least 1", ErrBadRetry, p.Multiplier)
+	case p.Multiplier != 0:
+		s.multiplier = p.Multiplier
+	}
+	return s, nil
+}
+
+// Validate reports whether p parses, naming the field that does not.
+func (p *RetryPolicy) Validate() error {
+	_, err := p.parse(DefaultClientTimeout)
+	return err
+}
+
+func parseDuration(field, text string, def time.Duration, zeroOK bool) (time.Duration, error) {
+	if text == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q is not a Go duration such as \"30s\" or \"1m30s\"", ErrBadRetry, field, text)
+	}
+	if d < 0 || (d == 0 && !zeroOK) {
+		return 0, fmt.Errorf("%w: %s %q must be positive", ErrBadRetry, field, text)
+	}
+	return d, nil
+}
+
+// backoffBefore is the wait before attempt n (n >= 2): exponential, capped,
+// with full jitter, so retries of many calls spread out instead of marching
+// in step. rnd returns a float in [0,1).
+func (s retrySpec) backoffBefore(n int, rnd func() float64) time.Duration {
+	ceiling := float64(s.backoff) * math.Pow(s.multiplier, float64(n-2))
+	if ceiling > float64(s.maxBackoff) {
+		ceiling = float64(s.maxBackoff)
+	}
+	if rnd == nil {
+		rnd = rand.Float64
+	}
+	return time.Duration(rnd() * ceiling)
+}

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// toolSchemas are a tool's compiled schemas; nil means unchecked.
+type toolSchemas struct {
+	input  *jsonschema.Schema
+	output *jsonschema.Schema
+}
+
+// compileSchema compiles one schema of a tool. Schemas must be
+// self-contained: a $ref to anything outside the document is refused, so a
+// worker's config can never make the gateway read files or the network.
+func compileSchema(tool, which string, raw json.RawMessage) (*jsonschema.Schema, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	url := "tool:///" + tool + "/" + which + ".json"
+	c := jsonschema.NewCompiler()
+	c.LoadURL = func(s string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("refusing to load %s: schemas must be self-contained", s)
+	}
+	if err := c.AddResource(url, bytes.NewReader(raw)); err != nil {
+		return nil, fmt.Errorf("%w: tool %q: %s schema is not JSON: %v", ErrBadConfig, tool, which, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tool %q: %s schema does not compile: %s", ErrBadConfig, tool, which, schemaErrorText(err))
+	}
+	return s, nil
+}
+
+// compileTools checks an agent config's tools and compiles their schemas once.
+func compileTools(tools []AgentTool) (map[string]toolSchemas, error) {
+	out := make(map[string]toolSchemas, len(tools))
+	for i, t := range tools {
+		if t.Name == "" {
+			return nil, fmt.Errorf("%w: tools[%d] has no name", ErrBadConfig, i)
+		}
+		if _, dup := out[t.Name]; dup {
+			return nil, fmt.Errorf("%w: tool %q is declared twice", ErrBadConfig, t.Name)
+		}
+		if h := t.Handler; h != "" && h != HandlerWorker && h != HandlerClient {
+			return nil, fmt.Errorf("%w: tool %q: handler %q is neither \"worker\" nor \"client\"", ErrBadConfig, t.Name, h)
+		}
+		if err := t.Retry.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: tool %q: %w", ErrBadConfig, t.Name, err)
+		}
+		in, err := compileSchema(t.Name, "input", t.Input)
+		if err != nil {
+			return nil, err
+		}
+		outS, err := compileSchema(t.Name, "output", t.Output)
+		if err != nil {
+			return nil, err
+		}
+		out[t.Name] = toolSchemas{input: in, output: outS}
+	}
+	return out, nil
+}
+
+// classifyInput reads raw arguments and checks them against schema (nil:
+// unchecked). It never mutates: Value is exactly the text that came in.
+func classifyInput(raw string, schema *jsonschema.Schema) ToolInput {
+	trimmed := strings.TrimSpace(raw)
+	if trimmed == "" {
+		return ToolInput{Status: InputMalformed, Error: "the arguments are empty, not a JSON object"}
+	}
+	v, err := decodeJSON([]byte(trimmed))
+	if err != nil {
+		return ToolInput{Status: InputMalformed, Error: "the arguments are not valid JSON: " + err.Error()}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return ToolInput{Status: InputMalformed, Error: fmt.Sprintf("the arguments are a JSON %s, not an object", jsonKind(v))}
+	}
+	value := json.RawMessage(trimmed)
+	if schema == nil {
+		return ToolInput{Status: InputValid, Value: value}
+	}
+	if err := schema.Validate(v); err != nil {
+		return ToolInput{Status: InputInvalid, Value: value, Error: schemaErrorText(err)}
+	}
+	return ToolInput{Status: InputValid, Value: value}
+}
+
+// checkOutput reads a result as JSON when it parses, else as a string, and
+// checks it against schema. It returns "" when the result conforms.
+func checkOutput(result string, schema *jsonschema.Schema) string {
+	if schema == nil {
+		return ""
+	}
+	var v any = result
+	if parsed, err := decodeJSON([]byte(result)); err == nil {
+		v = parsed
+	}
+	if err := schema.Validate(v); err != nil {
+		return schemaErrorText(err)
+	}
+	return ""
+}
+
+// resultText is the text a result settles with: a JSON string is its
+// content, anything else its JSON text.
+func resultText(result json.RawMessage) string {
+	trimmed := bytes.TrimSpace(result)
+	if len(trimmed) > 0 && trimmed[0] == '"' {
+		var s string
+		if err := json.Unmarshal(trimmed, &s); err == nil {
+			return s
+		}
+	}
+	return string(trimmed)
+}
+
+// decodeJSON decodes one JSON value, keeping numbers exact, and refuses
+// trailing data.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return v, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	default:
+		return "object"
+	}
+}
+
+// schemaErrorText turns a validation error into one line naming each failing
+// path, for the model to read: `at /city: expected string, but got number`.
+func schemaErrorText(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		var se *jsonschema.SchemaError
+		if errors.As(err, &se) && se.Err != nil {
+			return schemaErrorText(se.Err)
+		}
+		return err.Error()
+	}
+	var leaves []string
+	seen := map[string]bool{}
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := e.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			line := "at " + loc + ": " + e.Message
+			if !seen[line] {
+				seen[line] = true
+				leaves = append(leaves, line)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	sort.Strings(leaves)
+	return strings.Join(leaves, "; ")
+}

@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// Session is one conversation. Its state is owned by one goroutine; the
+// methods below send it messages and are safe for concurrent use.
+type Session struct {
+	id     string
+	e      *Engine
+	log    *eventLog
+	logger *slog.Logger
+
+	inbox   chan func()
+	stopped chan struct{} // closed when run returns
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup // model turns and worker attempts
+
+	// Owned by the run goroutine.
+	agent        AgentConfig
+	tools        map[string]AgentTool
+	schemas      map[string]toolSchemas
+	model        model.Model
+	transcript   []Message
+	calls        map[string]*call
+	open         int // calls not yet settled
+	queue        []queued
+	turn         context.CancelFunc // the running model turn, if any
+	promptWanted bool
+	idle         bool
+	ending       bool
+}
+
+// queued is a trigger waiting for the worker, with its proposal.
+type queued struct {
+	trigger  Trigger
+	proposed Decision
+}
+
+func newSession(e *Engine, id string) *Session {
+	ctx, stop := context.WithCancel(context.Background())
+	return &Session{
+		id:      id,
+		e:       e,
+		logger:  e.opts.Logger.With("session", id),
+		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, subs: map[*Subscription]struct{}{}},
+		inbox:   make(chan func(), 64),
+		stopped: make(chan struct{}),
+		ctx:     ctx,
+		stop:    stop,
+		calls:   map[string]*call{},
+	}
+}
+
+// ID is the session's id.
+func (s *Session) ID() string { return s.id }
+
+// Done closes when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.stopped }
+
+// LastSeq is the seq of the session's latest event.
+func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
+
+// Subscribe returns the events after `after` and a subscription to every
+// later one, with no gap between them. buffer bounds the events held for a
+// slow reader (default 256); past it the subscription ends with
+// ErrSlowSubscriber.
+func (s *Session) Subscribe(after int64, buffer int) ([]Event, *Subscription, error) {
+	return s.log.subscribe(after, buffer)
+}
+
+// run is the session's goroutine: it handles one message at a time.
+func (s *Session) run() {
+	defer func() {
+		// Model turns and worker attempts see the cancelled context; wait
+		// for them so nothing outlives the session, then drop its events.
+		s.wg.Wait()
+		_ = s.e.opts.Store.Drop(context.Background(), s.id)
+		close(s.stopped)
+	}()
+	for {
+		select {
+		case f := <-s.inbox:
+			f()
+			s.drain()
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// post hands f to the session goroutine. It fails once the session ended.
+func (s *Session) post(ctx context.Context, f func()) error {
+	select {
+	case s.inbox <- f:
+		return nil
+	case <-s.ctx.Done():
+		return ErrSessionClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// do runs f on the session goroutine and waits for its error.
+func (s *Session) do(ctx context.Context, f func() error) error {
+	reply := make(chan error, 1)
+	if err := s.post(ctx, func() { reply <- f() }); err != nil {
+		return err
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-s.stopped:
+		// f may have ended the session itself and replied just before.
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return ErrSessionClosed
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// start runs session.start and takes the agent config.
+func (s *Session) start(ctx context.Context) error {
+	return s.do(ctx, func() error {
+		d, err := s.decide(SessionStart{Session: s.id}, Decision{})
+		if err != nil {
+			return err
+		}
+		if d.Agent == nil {
+			return fmt.Errorf("%w: the worker answered session.start without an agent", ErrBadConfig)
+		}
+		if err := s.setAgent(*d.Agent); err != nil {
+			return err
+		}
+		s.apply(d, answerDefaults{})
+		return nil
+	})
+}
+
+// setAgent checks and takes an agent config.
+func (s *Session) setAgent(a AgentConfig) error {
+	if a.Model == "" {
+		return fmt.Errorf("%w: no model", ErrBadConfig)
+	}
+	schemas, err := compileTools(a.Tools)
+	if err != nil {
+		return err
+	}
+	m, err := s.e.opts.Models.Resolve(a.Model)
+	if err != nil {
+		return fmt.Errorf("%w: model %q: %w", ErrBadConfig, a.Model, err)
+	}
+	tools := make(map[string]AgentTool, len(a.Tools))
+	for _, t := range a.Tools {
+		tools[t.Name] = t
+	}
+	s.agent, s.tools, s.schemas, s.model = a, tools, schemas, m
+	return nil
+}
+
+func (s *Session) agentModel() string {
+	var id string
+	_ = s.do(context.Background(), func() error { id = s.agent.Model; return nil })
+	return id
+}
+
+// Send hands the session a user message.
+func (s *Session) Send(ctx context.Context, content string) error {
+	return s.post(ctx, func() {
+		msg := Message{Role: model.RoleUser, Content: content}
+		s.enqueue(UserMessage{Message: msg}, Decision{Actions: []Action{MessageAppend{Message: msg}, ModelPrompt{}}})
+	})
+}
+
+// Answer settles a client attempt with a ToolResult or ToolError, whose ID
+// and Attempt must be set. It returns an error wrapping ErrUnknownCall,
+// ErrSettled or ErrStaleAttempt when the answer cannot count; the call is
+// unaffected then.
+func (s *Session) Answer(ctx context.Context, a Action) error {
+	return s.do(ctx, func() error { return s.answer(a, answerDefaults{}, true) })
+}
+
+// Cancel stops the running model turn and every open call (code
+// cancelled). Their outcomes join the transcript; the model is not
+// re-prompted.
+func (s *Session) Cancel(ctx context.Context) error {
+	return s.do(ctx, func() error {
+		s.cancelAll("cancelled by the user")
+		return nil
+	})
+}
+
+// End closes the session: open calls are cancelled, the worker gets
+// session.end, subscribers are told, and the goroutine stops.
+func (s *Session) End(ctx context.Context, reason string) {
+	err := s.do(ctx, func() error {
+		s.end(reason)
+		return nil
+	})
+	if err == nil {
+		<-s.stopped
+	}
+}
+
+// Transcript returns a copy of the session's transcript.
+func (s *Session) Transcript(ctx context.Context) ([]Message, error) {
+	var out []Message
+	err := s.do(ctx, func() error {
+		out = append([]Message(nil), s.transcript...)
+		return nil
+	})
+	return out, err
+}
+
+// enqueue adds a trigger for the worker; drain hands it over.
+func (s *Session) enqueue(t Trigger, proposed Decision) {
+	s.queue = append(s.queue, queued{trigger: t, proposed: proposed})
+}
+
+// drain hands queued triggers to the worker, in order, then starts a wanted
+// model turn and reports idleness.
+func (s *Session) drain() {
+	for len(s.queue) > 0 && !s.ending {
+		q := s.queue[0]
+		s.queue = s.queue[1:]
+		d, err := s.decide(q.trigger, q.proposed)
+		if err != nil {
+			s.report("worker_failed", err)
+			continue
+		}
+		if d.Agent != nil {
+			if err := s.setAgent(*d.Agent); err != nil {
+				s.report("bad_config", err)
+			}
+		}
+		s.apply(d, answerDefaults{})
+	}
+	if s.ending {
+		return
+	}
+	if s.promptWanted && s.turn == nil && s.open == 0 {
+		s.promptWanted = false
+		s.startTurn()
+	}
+	if !s.idle && s.turn == nil && s.open == 0 && len(s.queue) == 0 {
+		s.idle = true
+		s.publish(EventSessionIdle, struct{}{})
+	}
+}
+
+// decide asks the worker, bounded by DecideTimeout; a panic is an error.
+func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.DecideTimeout)
+	defer cancel()
+	return s.callWorker(ctx, t, proposed)
+}
+
+func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (d Decision, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logger.Error("worker panicked", "trigger", t.TriggerType(), "panic", p, "stack", string(debug.Stack()))
+			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
+		}
+	}()
+	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed})
+	if err != nil && !errors.Is(err, ErrWorker) {
+		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
+	}
+	return d, err
+}
+
+// answerDefaults fill in a tool.result's or tool.error's id and attempt
+// when the decision answered a tool.execute trigger.
+type answerDefaults struct {
+	id      string
+	attempt int
+}
+
+// apply carries out a decision's actions in order. A bad action is
+// reported and skipped; the rest still run.
+func (s *Session) apply(d Decision, def answerDefaults) {
+	var calls *batch // the calls of one decision are siblings
+	for i, a := range d.Actions {
+		var err error
+		switch a := a.(type) {
+		case ToolCall:
+			if calls == nil {
+				calls = &batch{}
+			}
+			err = s.startCall(a, calls)
+		case ToolResult, ToolError:
+			err = s.answer(a, def, false)
+			if errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrSettled) {
+				// A late answer is expected after a timeout; it never counts.
+				s.logger.Debug("ignored tool answer", "err", err)
+				err = nil
+			}
+		case MessageAppend:
+			err = s.appendMessage(a.Message)
+		case ModelPrompt:
+			s.promptWanted = true
+		case Hold:
+		case EndSession:
+			s.end(a.Reason)
+			return
+		case ClientEvent:
+			s.publish(EventClientEvent, a)
+		case nil:
+			err = errors.New("action is null")
+		default:
+			err = fmt.Errorf("unknown action type %q", a.ActionType())
+		}
+		if err != nil {
+			s.report("bad_decision", fmt.Errorf("%w: actions[%d]: %w", ErrBadDecision, i, err))
+		}
+	}
+	if calls != nil {
+		s.launch(calls)
+	}
+}
+
+func (s *Session) appendMessage(m Message) error {
+	switch m.Role {
+	case model.RoleUser, model.RoleAssistant, model.RoleTool:
+	default:
+		return fmt.Errorf("message role %q is not user, assistant or tool", m.Role)
+	}
+	s.transcript = append(s.transcript, m)
+	s.publish(EventMessage, MessageEvent{Message: m})
+	return nil
+}
+
+// publish records a session event. Publishing after the end is harmless.
+func (s *Session) publish(typ string, payload any) {
+	if _, err := s.log.publish(typ, payload); err != nil && !errors.Is(err, ErrSessionClosed) {
+		s.logger.Error("failed to publish event", "type", typ, "err", err)
+	}
+}
+
+// report tells the browsers and the log about a session-level problem.
+func (s *Session) report(code string, err error) {
+	s.logger.Warn("session error", "code", code, "err", err)
+	s.publish(EventError, ErrorEvent{Code: code, Message: err.Error()})
+}
+
+// startTurn runs the model on the transcript in its own goroutine.
+func (s *Session) startTurn() {
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.turn = cancel
+	s.idle = false
+	req := model.Request{
+		Model:     s.agent.Model,
+		System:    s.agent.System,
+		MaxTokens: s.agent.MaxTokens,
+		Stream:    s.agent.Stream,
+		Messages:  append([]Message(nil), s.transcript...),
+	}
+	for _, t := range s.agent.Tools {
+		req.Tools = append(req.Tools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})
+	}
+	m := s.model
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		resp, err := generate(ctx, m, req, func(text string) {
+			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
+		})
+		_ = s.post(context.Background(), func() { s.turnDone(ctx, resp, err) })
+	}()
+}
+
+// generate calls the model, turning a panic into an error.
+func generate(ctx context.Context, m model.Model, req model.Request, onDelta func(string)) (resp model.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("model panicked: %v", p)
+		}
+	}()
+	return m.Generate(ctx, req, onDelta)
+}
+
+// turnDone takes a finished model turn and proposes what follows.
+func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) {
+	s.turn = nil
+	cancelled := ctx.Err() != nil
+	ev := ModelFinishedEvent{StopReason: resp.StopReason, Usage: resp.Usage}
+	msg := Message{Role: model.RoleAssistant, Content: resp.Text}
+	switch {
+	case cancelled:
+		ev.StopReason = model.StopCancelled
+	case err != nil:
+		ev.StopReason = model.StopError
+		ev.Error = err.Error()
+	default:
+		// Only a turn that finished cleanly may run tools: a half-streamed
+		// tool call must never execute.
+		msg.ToolUses = resp.ToolUses
+	}
+	s.publish(EventModelFinished, ev)
+	if err != nil && !cancelled {
+		s.report("model_failed", err)
+	}
+	var proposed Decision
+	if msg.Content != "" || len(msg.ToolUses) > 0 {
+		proposed.Actions = append(proposed.Actions, MessageAppend{Message: msg})
+	}
+	for _, u := range msg.ToolUses {
+		decl := s.tools[u.Name]
+		args, _ := json.Marshal(u.Arguments)
+		proposed.Actions = append(proposed.Actions, ToolCall{
+			ID:        u.ID,
+			Name:      u.Name,
+			Arguments: args,
+			Handler:   decl.Handler.orDefault(),
+			Retry:     decl.Retry,
+		})
+	}
+	s.enqueue(ModelFinished{Message: msg, StopReason: ev.StopReason, Usage: resp.Usage, Error: ev.Error}, proposed)
+}
+
+// cancelAll stops the model turn and settles every open call as cancelled.
+func (s *Session) cancelAll(why string) {
+	s.promptWanted = false
+	if s.turn != nil {
+		s.turn()
+	}
+	for _, c := range s.openCalls() {
+		c.batch.cancelled = true
+		s.settle(c, outcome{err: fmt.Sprintf("%s was cancelled: %s.", c.name, why), code: CodeCancelled}, true)
+	}
+}
+
+// end closes the session from its own goroutine.
+func (s *Session) end(reason string) {
+	if s.ending {
+		return
+	}
+	s.ending = true
+	s.cancelAll("the session ended")
+	s.queue = nil
+	if _, err := s.decide(SessionEnd{Reason: reason}, Decision{}); err != nil {
+		s.logger.Warn("worker failed on session.end", "err", err)
+	}
+	s.publish(EventSessionEnded, SessionEndedEvent{Reason: reason})
+	s.log.close()
+	s.e.forget(s)
+	s.stop()
+	s.logger.Info("session ended", "reason", reason)
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// DecideRequest is what a worker is asked: the seed's {trigger, proposed},
+// plus the session it concerns.
+type DecideRequest struct {
+	Session  string   `json:"session"`
+	Trigger  Trigger  `json:"trigger"`
+	Proposed Decision `json:"proposed"`
+}
+
+// UnmarshalJSON decodes the trigger by its "type".
+func (r *DecideRequest) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Session  string          `json:"session"`
+		Trigger  json.RawMessage `json:"trigger"`
+		Proposed Decision        `json:"proposed"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	t, err := DecodeTrigger(raw.Trigger)
+	if err != nil {
+		return err
+	}
+	r.Session, r.Trigger, r.Proposed = raw.Session, t, raw.Proposed
+	return nil
+}
+
+// Worker decides what a session does next. Decide is called from the
+// session's goroutine for every trigger but tool.execute, which runs
+// concurrently (one goroutine per attempt, its context ending at the
+// attempt's deadline), so an implementation must be safe for concurrent use.
+// Returning req.Proposed gets the engine's default behaviour.
+type Worker interface {
+	Decide(ctx context.Context, req DecideRequest) (Decision, error)
+}
+
+// WorkerFunc adapts a function to Worker.
+type WorkerFunc func(ctx context.Context, req DecideRequest) (Decision, error)
+
+// Decide calls f.
+func (f WorkerFunc) Decide(ctx context.Context, req DecideRequest) (Decision, error) {
+	return f(ctx, req)
+}
+
+// Tool is a tool written as a Go function, for in-process workers. Exec gets
+// the call's validated arguments; a returned error becomes a terminal
+// tool.error whose text reaches the model.
+type Tool struct {
+	Name        string
+	Description string
+	Input       json.RawMessage
+	Output      json.RawMessage
+	Retry       *RetryPolicy
+	Exec        func(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// Declare returns the AgentTool the model sees for t.
+func (t Tool) Declare() AgentTool {
+	return AgentTool{Name: t.Name, Description: t.Description, Input: t.Input, Output: t.Output, Retry: t.Retry}
+}
+
+// Schema is a JSON Schema written inline; it panics on text that is not JSON,
+// which is a programming error caught by the first test run.
+func Schema(text string) json.RawMessage {
+	if !json.Valid([]byte(text)) {
+		panic(fmt.Sprintf("engine.Schema: not JSON: %s", text))
+	}
+	return json.RawMessage(text)
+}
+
+// Run executes the tool for a tool.execute trigger and returns the action
+// that settles it: a tool.result, or a tool.error carrying the error's text.
+// Input that failed validation is not run: the engine's proposed error is
+// returned instead.
+func (t Tool) Run(ctx context.Context, req DecideRequest) Decision {
+	exec, ok := req.Trigger.(ToolExecute)
+	if !ok || exec.Input.Status != InputValid {
+		return req.Proposed
+	}
+	out, err := t.Exec(ctx, exec.Input.Value)
+	if err != nil {
+		return Decision{Actions: []Action{ToolError{Error: err.Error(), Code: CodeToolFailed}}}
+	}
+	result, err := json.Marshal(out)
+	if err != nil {
+		return Decision{Actions: []Action{ToolError{Error: fmt.Sprintf("%s returned a result that is not JSON: %v", t.Name, err), Code: CodeToolFailed}}}
+	}
+	return Decision{Actions: []Action{ToolResult{Result: result}}}
+}
+
+// ToolWorker is a complete worker for an agent whose worker tools are Go
+// functions: it answers session.start with Agent, runs Tools on tool.execute,
+// and accepts every other proposal. Client tools are declared in Agent.Tools
+// with HandlerClient.
+type ToolWorker struct {
+	Agent AgentConfig
+	Tools []Tool
+}
+
+// Decide implements Worker.
+func (w *ToolWorker) Decide(ctx context.Context, req DecideRequest) (Decision, error) {
+	switch t := req.Trigger.(type) {
+	case SessionStart:
+		agent := w.Agent
+		agent.Tools = append([]AgentTool(nil), w.Agent.Tools...)
+		for _, tool := range w.Tools {
+			agent.Tools = append(agent.Tools, tool.Declare())
+		}
+		return Decision{Agent: &agent}, nil
+	case ToolExecute:
+		for _, tool := range w.Tools {
+			if tool.Name == t.Name {
+				return tool.Run(ctx, req), nil
+			}
+		}
+	}
+	return req.Proposed, nil
+}

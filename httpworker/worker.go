@@ -1,0 +1,450 @@
+package httpworker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxInFlight      = 64
+	DefaultTimeout          = 30 * time.Second
+	DefaultToolTimeout      = engine.DefaultWorkerTimeout
+	DefaultMaxResponseBytes = 4 << 20
+	DefaultIdleConnTimeout  = 30 * time.Second
+)
+
+// dialTimeout bounds connecting to the worker, within the request's deadline.
+const dialTimeout = 10 * time.Second
+
+// excerptBytes bounds how much of a failed answer's body an error quotes.
+const excerptBytes = 200
+
+// Options configure a Worker. Zero values take the defaults.
+type Options struct {
+	// URL is where triggers are POSTed: an absolute http or https URL.
+	// Required. Use https, or a loopback or private network, for anything but
+	// a local test: the body (the transcript, tool arguments) is signed, not
+	// encrypted.
+	URL string
+
+	// Secret keys the HMAC that signs every request; the worker verifies it
+	// with the same secret. Required. Use at least 32 random bytes. It is
+	// never sent, logged or put in an error.
+	Secret []byte
+
+	// MaxInFlight bounds the requests this Worker has open at once; a Decide
+	// beyond it waits for a slot, as long as its context allows. Default 64.
+	// Raising it lets a slow worker pile up more open connections (and file
+	// descriptors) on both sides; lowering it queues tool calls behind each
+	// other, so their attempts may time out while waiting.
+	MaxInFlight int
+
+	// Timeout bounds a request for every trigger but tool.execute, when the
+	// context Decide is given has no earlier deadline. Default 30s. These
+	// triggers are decided on the session's goroutine, so the session does
+	// nothing else while one waits: a long timeout stalls the session behind
+	// a hung worker, a short one fails a worker that is merely slow.
+	Timeout time.Duration
+
+	// ToolTimeout bounds a tool.execute request that carries no deadline (the
+	// engine always sets one: the attempt's). Default engine.DefaultWorkerTimeout.
+	ToolTimeout time.Duration
+
+	// MaxResponseBytes bounds an answer's body; a larger one is a failure.
+	// Default 4 MiB. Raising it lets a broken or hostile worker make the
+	// gateway buffer that much per request in flight.
+	MaxResponseBytes int64
+
+	// IdleConnTimeout is how long a kept-alive connection may sit unused
+	// before it is closed. Default 30s. Keep it below the worker's own
+	// keep-alive timeout (the Node helper's is 65s): a request sent on a
+	// connection the worker is closing at that moment fails, and a POST is
+	// not retried by the HTTP client. Ignored when Transport is set.
+	IdleConnTimeout time.Duration
+
+	// Transport sends the requests. Default: an *http.Transport owned by the
+	// Worker, keeping up to MaxInFlight connections alive, dialling within
+	// 10s, honouring HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Set it for custom TLS
+	// (a private CA, client certificates); redirects are never followed
+	// either way.
+	Transport http.RoundTripper
+
+	// Logger receives one warning per failed tool.execute request (which
+	// Decide turns into a retryable tool.error, not an error). Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Worker is an engine.Worker that decides over HTTP. It is safe for
+// concurrent use.
+type Worker struct {
+	url         string // as configured, for requests
+	where       string // scheme://host/path, for messages
+	secret      []byte
+	client      *http.Client
+	owned       *http.Transport // closed by Close; nil when Options.Transport was given
+	sem         chan struct{}
+	timeout     time.Duration
+	toolTimeout time.Duration
+	maxBody     int64
+	log         *slog.Logger
+
+	waiting atomic.Int64 // Decide calls waiting for a slot; read by tests
+}
+
+var _ engine.Worker = (*Worker)(nil)
+
+// New returns a Worker for o, or an error naming the option that is wrong.
+func New(o Options) (*Worker, error) {
+	u, err := url.Parse(o.URL)
+	switch {
+	case o.URL == "":
+		return nil, errors.New("httpworker: Options.URL is empty")
+	case err != nil:
+		return nil, fmt.Errorf("httpworker: Options.URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("httpworker: Options.URL %q: want an http or https URL", u.Redacted())
+	case u.Host == "":
+		return nil, fmt.Errorf("httpworker: Options.URL %q has no host", u.Redacted())
+	case len(o.Secret) == 0:
+		return nil, errors.New("httpworker: Options.Secret is empty; requests must be signed")
+	case o.MaxInFlight < 0, o.Timeout < 0, o.ToolTimeout < 0, o.MaxResponseBytes < 0, o.IdleConnTimeout < 0:
+		return nil, errors.New("httpworker: Options has a negative limit; use zero for the default")
+	}
+	w := &Worker{
+		url:         o.URL,
+		where:       (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
+		secret:      append([]byte(nil), o.Secret...),
+		sem:         make(chan struct{}, orDefault(o.MaxInFlight, DefaultMaxInFlight)),
+		timeout:     orDefault(o.Timeout, DefaultTimeout),
+		toolTimeout: orDefault(o.ToolTimeout, DefaultToolTimeout),
+		maxBody:     orDefault(o.MaxResponseBytes, DefaultMaxResponseBytes),
+		log:         o.Logger,
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	rt := o.Transport
+	if rt == nil {
+		n := cap(w.sem)
+		w.owned = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          n,
+			MaxIdleConnsPerHost:   n,
+			IdleConnTimeout:       orDefault(o.IdleConnTimeout, DefaultIdleConnTimeout),
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+		rt = w.owned
+	}
+	w.client = &http.Client{
+		Transport: rt,
+		// A redirected POST would carry the signed transcript elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return w, nil
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Close closes the idle connections of the Worker's own transport. Requests
+// in flight finish; a Decide after Close opens new connections.
+func (w *Worker) Close() error {
+	if w.owned != nil {
+		w.owned.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Decide POSTs req to the worker and returns its decision.
+//
+// When the request fails (the worker is unreachable, answers non-2xx or
+// something that is not a decision, or not before the deadline), a
+// tool.execute gets a decision holding one retryable tool.error with code
+// tool_failed, so the call's retry policy applies, and a nil error; every
+// other trigger gets an error wrapping engine.ErrWorker (and the context's
+// error, if that is why).
+func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+	exec, isExec := req.Trigger.(engine.ToolExecute)
+	d, f := w.do(ctx, req, exec, isExec)
+	if f == nil {
+		return d, nil
+	}
+	typ := "<nil>"
+	if req.Trigger != nil {
+		typ = req.Trigger.TriggerType()
+	}
+	if isExec {
+		w.log.Warn("httpworker: tool.execute failed; answering a retryable tool.error",
+			"worker", w.where, "session", req.Session, "tool", exec.Name, "id", exec.ID,
+			"attempt", exec.Attempt, "error", f.detail())
+		return engine.Decision{Actions: []engine.Action{engine.ToolError{
+			Retryable: true,
+			Code:      engine.CodeToolFailed,
+			Error:     fmt.Sprintf("%s failed in the worker: %s", exec.Name, f.why),
+		}}}, nil
+	}
+	if f.cause != nil && (errors.Is(f.cause, context.DeadlineExceeded) || errors.Is(f.cause, context.Canceled)) {
+		return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s: %w", engine.ErrWorker, typ, w.where, f.detail(), ctxErr(f.cause))
+	}
+	return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s", engine.ErrWorker, typ, w.where, f.detail())
+}
+
+func ctxErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// failure says why a request failed: why is short and fit for the model (no
+// addresses); cause, when set, is the underlying error for logs and the
+// returned error.
+type failure struct {
+	why   string
+	cause error
+}
+
+func (f *failure) detail() string {
+	if f.cause == nil {
+		return f.why
+	}
+	return f.why + " (" + f.cause.Error() + ")"
+}
+
+func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
+	}
+
+	var cancel context.CancelFunc
+	if isExec {
+		deadline := time.Now().Add(w.toolTimeout)
+		if t, err := time.Parse(time.RFC3339Nano, exec.Deadline); err == nil {
+			deadline = t
+		}
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, w.timeout)
+	}
+	defer cancel()
+
+	if f := w.acquire(ctx); f != nil {
+		return engine.Decision{}, f
+	}
+	defer func() { <-w.sem }()
+
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return engine.Decision{}, &failure{why: "the request could not be built", cause: err}
+	}
+	ts := time.Now().Unix()
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("User-Agent", "clienttools-gateway-httpworker/1")
+	hr.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	hr.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
+	if dl, ok := ctx.Deadline(); ok {
+		hr.Header.Set(HeaderDeadline, formatDeadline(dl))
+	}
+
+	resp, err := w.client.Do(hr)
+	if err != nil {
+		return engine.Decision{}, transportFailure(ctx, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, w.maxBody+1))
+	if err != nil {
+		return engine.Decision{}, transportFailure(ctx, err)
+	}
+	if int64(len(data)) > w.maxBody {
+		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s",
+			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(w.maxBody))}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		why := fmt.Sprintf("the worker answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		if ex := w.excerpt(data); ex != "" {
+			why += ": " + ex
+		}
+		return engine.Decision{}, &failure{why: why}
+	}
+	d, err := decodeDecision(data)
+	if err != nil {
+		why := "the worker's answer is not a decision: " + err.Error()
+		if ex := w.excerpt(data); ex != "" {
+			why += ": " + ex
+		}
+		return engine.Decision{}, &failure{why: why}
+	}
+	return d, nil
+}
+
+// acquire takes an in-flight slot, or fails when ctx ends first.
+func (w *Worker) acquire(ctx context.Context) *failure {
+	select {
+	case w.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	w.waiting.Add(1)
+	defer w.waiting.Add(-1)
+	select {
+	case w.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		why := fmt.Sprintf("the gateway already has %d requests open to the worker and ", cap(w.sem))
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			why += "the deadline passed while this one waited"
+		} else {
+			why += "this one was cancelled while it waited"
+		}
+		return &failure{why: why, cause: ctx.Err()}
+	}
+}
+
+// transportFailure explains an error from sending the request or reading the
+// answer.
+func transportFailure(ctx context.Context, err error) *failure {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &failure{why: "no answer before the deadline", cause: context.DeadlineExceeded}
+	case errors.Is(ctx.Err(), context.Canceled):
+		return &failure{why: "the request was cancelled", cause: context.Canceled}
+	}
+	var dns *net.DNSError
+	var op *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &failure{why: "could not reach the worker (connection refused)", cause: err}
+	case errors.As(err, &dns):
+		return &failure{why: "could not reach the worker (host not found)", cause: err}
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &failure{why: "the worker closed the connection without an answer", cause: err}
+	case errors.As(err, &op) && op.Op == "dial":
+		return &failure{why: "could not reach the worker", cause: err}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &failure{why: "could not reach the worker in time", cause: err}
+	}
+	return &failure{why: "the request to the worker failed", cause: err}
+}
+
+// decisionFields are the members a decision may have, in order, read from
+// engine.Decision's JSON tags so a member the engine adds is accepted here.
+var decisionFields = func() []string {
+	var names []string
+	t := reflect.TypeFor[engine.Decision]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}()
+
+// decodeDecision reads a decision, refusing what is not a JSON object and
+// members a decision does not have (a misspelt "action" would otherwise
+// silently decide nothing).
+func decodeDecision(data []byte) (engine.Decision, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return engine.Decision{}, errors.New("the body is empty")
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil || top == nil {
+		return engine.Decision{}, errors.New("want a JSON object such as {\"actions\": [...]}")
+	}
+	for name := range top {
+		if !slices.Contains(decisionFields, name) {
+			return engine.Decision{}, fmt.Errorf("unknown member %q (a decision has %s)", clip(name, 40), fieldList())
+		}
+	}
+	var d engine.Decision
+	if err := json.Unmarshal(data, &d); err != nil {
+		return engine.Decision{}, err
+	}
+	return d, nil
+}
+
+func fieldList() string {
+	quoted := make([]string, len(decisionFields))
+	for i, n := range decisionFields {
+		quoted[i] = strconv.Quote(n)
+	}
+	return strings.Join(quoted, " and ")
+}
+
+// excerpt quotes a failed answer briefly: the "error" (or "message") string
+// of a JSON object, else the start of the body, on one line, without the
+// secret.
+func (w *Worker) excerpt(data []byte) string {
+	var obj struct {
+		Error   *string `json:"error"`
+		Message *string `json:"message"`
+	}
+	s := string(data)
+	if json.Unmarshal(data, &obj) == nil {
+		switch {
+		case obj.Error != nil:
+			s = *obj.Error
+		case obj.Message != nil:
+			s = *obj.Message
+		}
+	}
+	if len(w.secret) >= 4 {
+		s = strings.ReplaceAll(s, string(w.secret), "[redacted]")
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if len(s) > excerptBytes {
+		cut := excerptBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// formatDeadline writes a deadline as the engine does: RFC 3339 in UTC with
+// milliseconds.
+func formatDeadline(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
