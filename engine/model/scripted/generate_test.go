@@ -74,7 +74,7 @@ func TestDemoPhrases(t *testing.T) {
 		{"test malformed", "malformed", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city": `}}, model.StopToolUse},
 		{"test invalid", "", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"town":"Paris"}`}}, model.StopToolUse},
 		{"test bad output", "bad_output", []model.ToolUse{{ID: "call_1", Name: "bad_output", Arguments: `{}`}}, model.StopToolUse},
-		{"stream a long answer", "press Stop", nil, model.StopEndTurn},
+		{"stream a long answer", "time to cancel it", nil, model.StopEndTurn},
 		{"hello", "Hello!", nil, model.StopEndTurn},
 		{"tell me a joke", "what's the weather in Tokyo", nil, model.StopEndTurn},
 	}

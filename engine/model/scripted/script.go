@@ -176,8 +176,11 @@ func decode(data []byte) (Script, error) {
 	if err := dec.Decode(&s); err != nil {
 		return Script{}, jsonError(data, err)
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
-		return Script{}, fmt.Errorf("%s: unexpected data after the script object", position(data, dec.InputOffset()))
+		rest := data[end:]
+		end += int64(len(rest) - len(bytes.TrimLeft(rest, " \t\r\n")))
+		return Script{}, fmt.Errorf("%s: unexpected data after the script object", position(data, end))
 	}
 	return s, nil
 }
@@ -193,15 +196,69 @@ func jsonError(data []byte, err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("the script ends early: unexpected end of JSON")
 	case errors.As(err, &syn):
-		return fmt.Errorf("%s: %w", position(data, syn.Offset), err)
+		return fmt.Errorf("%s: %w", position(data, syn.Offset-1), err)
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
-			return fmt.Errorf("%s: the script must be a JSON object, not %s", position(data, typ.Offset), typ.Value)
+			return fmt.Errorf("%s: the script must be a JSON object, not %s", position(data, typ.Offset-1), typ.Value)
 		}
-		return fmt.Errorf("%s: %s must be %s, not %s", position(data, typ.Offset), field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		return fmt.Errorf("%s: %s must be %s, not %s", position(data, typ.Offset-1), field, jsonKind(typ.Type.Kind().String()), typ.Value)
+	}
+	// encoding/json reports an unknown field without an offset; find the key
+	// so the author need not hunt for a typo.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		where := ""
+		if loc := regexp.MustCompile(regexp.QuoteMeta(strconv.Quote(name)) + `\s*:`).FindIndex(data); loc != nil {
+			where = position(data, int64(loc[0])) + ": "
+		}
+		msg := fmt.Sprintf("%sunknown field %q", where, name)
+		if guess := closestField(name); guess != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", guess)
+		}
+		return errors.New(msg)
 	}
 	return err
+}
+
+// fieldNames are every key a script may use, for "did you mean".
+var fieldNames = []string{"comment", "rules", "afterTool", "fallback", "chunkWords", "delay",
+	"match", "say", "tools", "name", "arguments", "tool", "ok", "error"}
+
+// closestField suggests the field a typo most likely meant: same letters
+// ignoring case, or at most two edits away.
+func closestField(name string) string {
+	best, bestDist := "", 3
+	for _, f := range fieldNames {
+		if strings.EqualFold(f, name) {
+			return f
+		}
+		if d := editDistance(strings.ToLower(name), strings.ToLower(f)); d < bestDist {
+			best, bestDist = f, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // jsonKind names a Go kind the way a JSON author thinks of it.
@@ -219,7 +276,9 @@ func jsonKind(kind string) string {
 	return kind
 }
 
-// position turns a byte offset into "line L, column C" (both from 1).
+// position turns the index of a byte into "line L, column C" (both from 1).
+// The decoder's offsets count the bytes read, the offending one included, so
+// callers pass them minus one.
 func position(data []byte, off int64) string {
 	if off > int64(len(data)) {
 		off = int64(len(data))

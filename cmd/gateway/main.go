@@ -1,0 +1,21 @@
+// Command gateway serves the client-tools chat: run it and open the URL it
+// prints. With no flags it works offline on embedded defaults (the scripted
+// demo model, the seed's get_weather worker tool, the page's browser tools).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}

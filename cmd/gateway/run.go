@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/clienttools/gateway/clienttools"
+	"github.com/clienttools/gateway/demo"
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/scripted"
+	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/static"
+	"github.com/clienttools/gateway/web"
+)
+
+// config is everything the flags and environment say.
+type config struct {
+	listen        string
+	origins       []string
+	model         string
+	script        string
+	clientTimeout time.Duration
+	workerTimeout time.Duration
+	readLimit     int64
+	logLevel      slog.Level
+	shutdownGrace time.Duration
+}
+
+// parseConfig reads flags, each falling back to an environment variable.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on (env GATEWAY_LISTEN)")
+	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
+	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", "scripted"), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL)")
+	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
+	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
+	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
+	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
+	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if c.clientTimeout, err = positiveDuration("client-timeout", *clientTimeout); err != nil {
+		return c, err
+	}
+	if c.workerTimeout, err = positiveDuration("worker-timeout", *workerTimeout); err != nil {
+		return c, err
+	}
+	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
+		return c, fmt.Errorf("read-limit %q is not a positive number of bytes", *readLimit)
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.origins = append(c.origins, o)
+		}
+	}
+	c.shutdownGrace = 10 * time.Second
+	return c, nil
+}
+
+func positiveDuration(name, text string) (time.Duration, error) {
+	d, err := time.ParseDuration(text)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s %q is not a positive Go duration such as \"30s\"", name, text)
+	}
+	return d, nil
+}
+
+// run starts the gateway and serves until ctx ends, then shuts down
+// gracefully. It prints the URL to open on stdout once it listens.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	models, err := buildModels(cfg)
+	if err != nil {
+		return err
+	}
+	router := clienttools.NewRouter(logger)
+	eng, err := engine.New(engine.Options{
+		Worker:        demo.Worker(cfg.model),
+		Models:        models,
+		Client:        router,
+		Logger:        logger,
+		ClientTimeout: cfg.clientTimeout,
+		WorkerTimeout: cfg.workerTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
+	gw, err := gateway.New(gateway.Options{
+		Engine:         eng,
+		Router:         router,
+		OriginPatterns: cfg.origins,
+		ReadLimit:      cfg.readLimit,
+		Page:           page,
+		Static:         static.FS,
+		Logger:         logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("failed to listen: %w", err)
+	}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", ln.Addr())
+	logger.Info("gateway started", "addr", ln.Addr().String(), "model", cfg.model)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("server failed: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	defer cancel()
+	// Stop accepting, close the sockets with 1001, then end the sessions.
+	errs := []error{srv.Shutdown(shutdownCtx), gw.Shutdown(shutdownCtx), eng.Close(shutdownCtx)}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// buildModels resolves the agent's model id.
+func buildModels(cfg config) (model.Resolver, error) {
+	script := scripted.Demo()
+	var sm *scripted.Model
+	var err error
+	if cfg.script != "" {
+		sm, err = scripted.LoadFile(cfg.script)
+	} else {
+		sm, err = scripted.New(script)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to load script: %w", err)
+	}
+	return model.ResolverFunc(func(id string) (model.Model, error) {
+		if id == "scripted" {
+			return sm, nil
+		}
+		return nil, fmt.Errorf("%w %q: only \"scripted\" is configured", model.ErrUnknownModel, id)
+	}), nil
+}

@@ -1,0 +1,105 @@
+// Package demo is the agent that `go run ./cmd/gateway` serves offline: the
+// seed's get_weather as a worker tool written in Go, and the demo page's
+// browser tools. Worker returns a ready engine.Worker; it is stateless and
+// safe for concurrent use.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// The seed's forecasts.
+var forecasts = map[string]string{"San Francisco": "foggy", "Tokyo": "clear"}
+
+// GetWeather is the seed's example tool, in Go.
+var GetWeather = engine.Tool{
+	Name:        "get_weather",
+	Description: "Get the weather for a city.",
+	Input: engine.Schema(`{
+		"type": "object",
+		"properties": {"city": {"type": "string"}},
+		"required": ["city"]
+	}`),
+	Exec: func(ctx context.Context, args json.RawMessage) (any, error) {
+		var in struct{ City string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, err
+		}
+		sky, ok := forecasts[in.City]
+		if !ok {
+			return nil, fmt.Errorf("No forecast for %s.", in.City)
+		}
+		return fmt.Sprintf("It's %s in %s.", sky, in.City), nil
+	},
+}
+
+// ClientTools are the tools the demo page runs in the browser.
+var ClientTools = []engine.AgentTool{
+	{
+		Name:        "get_local_time",
+		Description: "Get the user's local time and time zone, from their browser.",
+		Input:       engine.Schema(`{"type": "object", "properties": {}, "additionalProperties": false}`),
+		Output: engine.Schema(`{
+			"type": "object",
+			"properties": {"time": {"type": "string"}, "timeZone": {"type": "string"}},
+			"required": ["time", "timeZone"]
+		}`),
+		Handler: engine.HandlerClient,
+	},
+	{
+		Name:        "set_theme",
+		Description: "Switch the chat page between its dark and light theme.",
+		Input: engine.Schema(`{
+			"type": "object",
+			"properties": {"theme": {"enum": ["dark", "light"]}},
+			"required": ["theme"]
+		}`),
+		Handler: engine.HandlerClient,
+	},
+	{
+		Name:        "confirm",
+		Description: "Ask the user a yes/no question; they click Approve or Deny.",
+		Input: engine.Schema(`{
+			"type": "object",
+			"properties": {"question": {"type": "string"}},
+			"required": ["question"]
+		}`),
+		Output: engine.Schema(`{
+			"type": "object",
+			"properties": {"approved": {"type": "boolean"}},
+			"required": ["approved"]
+		}`),
+		Handler: engine.HandlerClient,
+		// A person answers: give them time.
+		Retry: &engine.RetryPolicy{Timeout: "5m"},
+	},
+	{
+		Name:        "never_answers",
+		Description: "A test tool whose browser side never answers, to show timeouts and retries.",
+		Handler:     engine.HandlerClient,
+		Retry:       &engine.RetryPolicy{Attempts: 2, Timeout: "1s", Backoff: "200ms"},
+	},
+	{
+		Name:        "bad_output",
+		Description: "A test tool whose browser side returns a result that violates its output schema.",
+		Output:      engine.Schema(`{"type": "object"}`),
+		Handler:     engine.HandlerClient,
+	},
+}
+
+// Worker returns the demo agent on modelID ("scripted" offline).
+func Worker(modelID string) *engine.ToolWorker {
+	return &engine.ToolWorker{
+		Agent: engine.AgentConfig{
+			Model:  modelID,
+			Stream: true,
+			System: "You are the demo assistant of the client-tools gateway.",
+			Tools:  ClientTools,
+		},
+		Tools: []engine.Tool{GetWeather},
+	}
+}

@@ -1,0 +1,278 @@
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// Provider names this package in a *model.Error.
+const Provider = "anthropic"
+
+// Defaults of Options.
+const (
+	DefaultBaseURL   = "https://api.anthropic.com"
+	DefaultMaxTokens = 4096
+)
+
+// Options configure a Model. The zero value of every field means its default.
+type Options struct {
+	// APIKey authenticates every request. It is handed to the SDK and never
+	// logged or copied into an error. Empty sends no key, which only a proxy
+	// that adds its own will accept.
+	APIKey string
+	// BaseURL is the API's root; default DefaultBaseURL. The key is sent to it,
+	// so point it only at a server you trust (a proxy, a test server).
+	BaseURL string
+	// HTTPClient sends the requests; default a client that waits at most ten
+	// minutes for response headers and puts no limit on the body. Do not give
+	// it a Client.Timeout: that bounds the whole stream and would cut long
+	// turns off; bound a turn with the context instead.
+	HTTPClient *http.Client
+	// MaxRetries bounds the retries after the first attempt; zero means
+	// DefaultMaxRetries, negative means none. Each retry can cost the user
+	// seconds of waiting, so a large number hides outages rather than riding
+	// them out.
+	MaxRetries int
+	// MaxRetryWait is the longest retry-after this model waits for; when the
+	// server asks for longer, its error is returned at once rather than
+	// leaving the session silent. Default DefaultMaxRetryWait.
+	MaxRetryWait time.Duration
+	// MaxTokens is sent when Request.MaxTokens is zero, since the API requires
+	// a bound; default DefaultMaxTokens.
+	MaxTokens int
+	// Sleep waits between attempts; default a timer that gives up when ctx is
+	// done. Tests inject one that records the wait and returns at once.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now turns a retry-after given as an HTTP date into a wait; default
+	// time.Now.
+	Now func() time.Time
+}
+
+// Model is Claude behind the Messages API. Build it with New.
+type Model struct {
+	client     sdk.Client
+	maxRetries int
+	maxWait    time.Duration
+	maxTokens  int
+	sleep      func(ctx context.Context, d time.Duration) error
+	now        func() time.Time
+}
+
+var _ model.Model = (*Model)(nil)
+
+// New builds a Model. It fails only on a BaseURL that is not an http(s) URL,
+// so a typo is caught at startup rather than at the first turn.
+func New(opts Options) (*Model, error) {
+	base := opts.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if err := checkURL(base); err != nil {
+		return nil, fmt.Errorf("anthropic: bad base URL: %w", err)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = defaultHTTPClient()
+	}
+	reqOpts := []option.RequestOption{
+		// The environment is the providers package's business: a library that
+		// reads ANTHROPIC_* behind its caller's back makes configuration
+		// impossible to reason about.
+		option.WithoutEnvironmentDefaults(),
+		option.WithBaseURL(base),
+		option.WithHTTPClient(hc),
+		// Retries are ours: the SDK's sleep cannot be injected, and it cannot
+		// know whether text has already reached the user.
+		option.WithMaxRetries(0),
+	}
+	if opts.APIKey != "" {
+		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
+	}
+	m := &Model{
+		client:     sdk.NewClient(reqOpts...),
+		maxRetries: opts.MaxRetries,
+		maxWait:    opts.MaxRetryWait,
+		maxTokens:  opts.MaxTokens,
+		sleep:      opts.Sleep,
+		now:        opts.Now,
+	}
+	switch {
+	case m.maxRetries == 0:
+		m.maxRetries = DefaultMaxRetries
+	case m.maxRetries < 0:
+		m.maxRetries = 0
+	}
+	if m.maxWait <= 0 {
+		m.maxWait = DefaultMaxRetryWait
+	}
+	if m.maxTokens <= 0 {
+		m.maxTokens = DefaultMaxTokens
+	}
+	if m.sleep == nil {
+		m.sleep = sleep
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	return m, nil
+}
+
+// Generate streams one assistant turn. Retryable failures (429, 529, 5xx, a
+// connection that fails or an overloaded stream) are retried only while no
+// text has reached onDelta, so the user never sees a sentence twice.
+func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	params := m.params(req)
+	shown := false
+	emit := func(text string) {
+		if text == "" || !req.Stream {
+			return
+		}
+		shown = true
+		if onDelta != nil {
+			onDelta(text)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		resp, fail := m.attempt(ctx, params, emit)
+		if fail == nil {
+			if !req.Stream && resp.Text != "" && onDelta != nil {
+				onDelta(resp.Text)
+			}
+			return resp, nil
+		}
+		if err := ctx.Err(); err != nil {
+			resp.StopReason = model.StopCancelled
+			return resp, fmt.Errorf("anthropic: %w", err)
+		}
+		if shown || !fail.retryable || attempt >= m.maxRetries {
+			return resp, fail.err
+		}
+		wait := backoff(attempt)
+		if fail.hasWait {
+			if fail.wait > m.maxWait {
+				return resp, fail.err
+			}
+			wait = fail.wait
+		}
+		if err := m.sleep(ctx, wait); err != nil {
+			resp.StopReason = model.StopCancelled
+			return resp, fmt.Errorf("anthropic: waiting to retry: %w", err)
+		}
+	}
+}
+
+// failure is one failed attempt and what it says about the next one.
+type failure struct {
+	err       *model.Error
+	retryable bool
+	wait      time.Duration // the server's retry-after, when hasWait
+	hasWait   bool
+}
+
+// attempt sends the request once and reads its stream to the end.
+func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit func(string)) (model.Response, *failure) {
+	stream := m.client.Messages.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc accumulator
+	for stream.Next() {
+		acc.add(stream.Current(), emit)
+	}
+	err := stream.Err()
+	if err == nil && acc.stopped {
+		return acc.response(), nil
+	}
+	return acc.partial(), m.classify(err, &acc)
+}
+
+// classify turns what ended an attempt early into a *model.Error.
+func (m *Model) classify(err error, acc *accumulator) *failure {
+	var apiErr *sdk.Error
+	switch {
+	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
+		// The API answered with an error status before any event.
+		f := &failure{
+			err: &model.Error{
+				Provider: Provider,
+				Status:   apiErr.StatusCode,
+				Message:  apiMessage(apiErr),
+			},
+			retryable: retryableStatus(apiErr.StatusCode),
+		}
+		if apiErr.Response != nil {
+			f.wait, f.hasWait = retryAfter(apiErr.Response.Header, m.now())
+		}
+		return f
+	case errors.As(err, &apiErr):
+		// An SSE error event: the API gave up mid-turn.
+		kind := string(apiErr.Type())
+		return &failure{
+			err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: true},
+			retryable: kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error",
+		}
+	case err == nil:
+		return &failure{
+			err:       &model.Error{Provider: Provider, Message: "the stream ended before message_stop", Truncated: true},
+			retryable: true,
+		}
+	case acc.started:
+		return &failure{
+			err:       &model.Error{Provider: Provider, Message: err.Error(), Truncated: true},
+			retryable: true,
+		}
+	default:
+		// No answer at all: a refused or reset connection, a DNS failure.
+		return &failure{
+			err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
+			retryable: true,
+		}
+	}
+}
+
+// apiMessage is the API's own explanation, or the error type or status text
+// when the body had none (a proxy's HTML page, say). Headers never go in.
+func apiMessage(e *sdk.Error) string {
+	switch {
+	case e.Message != "":
+		return e.Message
+	case e.Type() != "":
+		return string(e.Type())
+	case e.StatusCode != 0 && http.StatusText(e.StatusCode) != "":
+		return http.StatusText(e.StatusCode)
+	default:
+		return "unknown error"
+	}
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the URL, which may carry credentials.
+		return errors.New("it does not parse as a URL")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", u.Redacted())
+	}
+	return nil
+}
+
+// defaultHTTPClient bounds the wait for response headers, so a server that
+// accepts the connection and never answers does not hang a session, and
+// leaves the body unbounded, because a turn streams for as long as it needs.
+func defaultHTTPClient() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{}
+	}
+	t = t.Clone()
+	t.ResponseHeaderTimeout = 10 * time.Minute
+	return &http.Client{Transport: t}
+}

@@ -1,0 +1,357 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/coder/websocket"
+)
+
+const (
+	statusNormal          = websocket.StatusNormalClosure
+	statusGoingAway       = websocket.StatusGoingAway
+	statusPolicyViolation = websocket.StatusPolicyViolation
+)
+
+// conn is one browser connection. The /ws handler's goroutine owns it and
+// reads; writeLoop is the only writer; pump moves session events to it.
+type conn struct {
+	s       *Server
+	ws      *websocket.Conn
+	browser string
+	logger  *slog.Logger
+	out     chan json.RawMessage
+
+	ctx       context.Context // ends when the connection closes
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	closed    chan struct{} // closed when ws.Close has returned
+	wg        sync.WaitGroup
+
+	session *engine.Session
+	sub     *engine.Subscription
+
+	// Set by flushAndClose before its marker is queued.
+	flushCode   websocket.StatusCode
+	flushReason string
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	browser, err := s.browserFor(w, r)
+	if err != nil {
+		s.logger.Error("failed to identify browser", "err", err)
+		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
+	if err != nil {
+		// Accept has answered: 403 for a wrong Origin, 400/426 otherwise.
+		s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
+		return
+	}
+	ws.SetReadLimit(s.opts.ReadLimit)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		s: s, ws: ws, browser: browser,
+		logger: s.logger.With("remote", r.RemoteAddr),
+		out:    make(chan json.RawMessage, s.opts.SendQueue),
+		ctx:    ctx, cancel: cancel,
+		closed: make(chan struct{}),
+	}
+	if !s.track(c) {
+		ws.Close(statusGoingAway, "the gateway is shutting down")
+		cancel()
+		return
+	}
+	defer s.untrack(c)
+	c.serve()
+}
+
+// serve reads frames until the connection ends, then cleans up.
+func (c *conn) serve() {
+	c.wg.Add(1)
+	go c.writeLoop()
+	if c.s.opts.PingInterval > 0 {
+		c.wg.Add(1)
+		go c.pingLoop()
+	}
+	defer func() {
+		if c.session != nil {
+			c.s.opts.Router.Detach(c.session.ID(), c)
+			c.sub.Close()
+			c.logger.Info("browser disconnected", "session", c.session.ID())
+		}
+		c.close(statusNormal, "")
+		c.wg.Wait()
+		<-c.closed
+	}()
+	for {
+		// The read context is not c.ctx: cancelling a Read makes the
+		// library close the socket itself, before our close code is sent.
+		typ, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			if code := websocket.CloseStatus(err); code == -1 {
+				c.logger.Debug("read ended", "err", err)
+			}
+			return
+		}
+		if typ != websocket.MessageText {
+			c.sendError("bad_frame", "binary frames are not accepted: send JSON text frames")
+			continue
+		}
+		c.handle(data)
+	}
+}
+
+// handle takes one frame. It never panics on input: a problem becomes an
+// error frame, and the connection and session stay up.
+func (c *conn) handle(data []byte) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.logger.Error("frame handler panicked", "panic", p)
+			c.sendError("internal", "the gateway failed on this frame")
+		}
+	}()
+	f, err := DecodeFrame(data)
+	if err != nil {
+		code := "bad_frame"
+		if errors.Is(err, ErrUnknownFrame) {
+			code = "unknown_frame"
+		}
+		c.sendError(code, err.Error())
+		return
+	}
+	if open, ok := f.(SessionOpen); ok {
+		c.open(open)
+		return
+	}
+	if c.session == nil {
+		c.sendError("not_open", "send session.open first")
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	switch f := f.(type) {
+	case MessageFrame:
+		err = c.session.Send(ctx, f.Content)
+	case engine.ToolResult:
+		err = c.session.Answer(ctx, f)
+	case engine.ToolError:
+		err = c.session.Answer(ctx, f)
+	case CancelFrame:
+		err = c.session.Cancel(ctx)
+	}
+	if err != nil {
+		code := errorCode(err)
+		if code == "stale_attempt" || code == "settled" {
+			c.logger.Debug("ignored late tool answer", "session", c.session.ID(), "err", err)
+		}
+		c.sendError(code, err.Error())
+	}
+}
+
+// errorCode maps engine errors to error frame codes.
+func errorCode(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrUnknownCall):
+		return "unknown_call"
+	case errors.Is(err, engine.ErrStaleAttempt):
+		return "stale_attempt"
+	case errors.Is(err, engine.ErrSettled):
+		return "settled"
+	case errors.Is(err, engine.ErrSessionClosed):
+		return "session_closed"
+	case errors.Is(err, engine.ErrBadConfig):
+		return "bad_config"
+	case errors.Is(err, engine.ErrWorker):
+		return "worker_failed"
+	default:
+		return "internal"
+	}
+}
+
+// open opens or resumes the connection's session and replays what the page
+// missed, then starts live delivery and lets the router use this page.
+func (c *conn) open(f SessionOpen) {
+	if c.session != nil {
+		c.sendError("already_open", fmt.Sprintf("this connection already has session %s", c.session.ID()))
+		return
+	}
+	var sess *engine.Session
+	eng := c.s.opts.Engine
+	if f.Session == "" {
+		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+		var err error
+		sess, err = eng.Open(ctx)
+		cancel()
+		if err != nil {
+			c.sendError(errorCode(err), err.Error())
+			return
+		}
+		c.s.adopt(sess, c.browser)
+	} else {
+		var ok bool
+		sess, ok = eng.Session(f.Session)
+		if !ok || c.s.owner(f.Session) != c.browser {
+			c.sendError("unknown_session", fmt.Sprintf("there is no session %q for this browser (it ended, or the gateway restarted): open a new one", f.Session))
+			return
+		}
+	}
+	replay, sub, err := sess.Subscribe(f.After, c.s.opts.SendQueue)
+	if err != nil {
+		c.sendError("bad_frame", fmt.Sprintf("session.open: %v", err))
+		return
+	}
+	c.session, c.sub = sess, sub
+	last := f.After
+	if n := len(replay); n > 0 {
+		last = replay[n-1].Seq
+	}
+	if !c.sendWait(encodeFrame(FrameSessionOpened, SessionOpened{Session: sess.ID(), Seq: last})) {
+		return
+	}
+	for _, ev := range replay {
+		if !c.sendWait(ev.Frame) {
+			return
+		}
+	}
+	c.wg.Add(1)
+	go c.pump()
+	c.s.opts.Router.Attach(sess.ID(), c, f.Tools)
+	if f.Session == "" {
+		c.logger.Info("session started by browser", "session", sess.ID(), "tools", f.Tools)
+	} else {
+		c.logger.Info("session resumed", "session", sess.ID(), "after", f.After, "replayed", len(replay), "tools", f.Tools)
+	}
+}
+
+// pump forwards live session events to the writer, in order.
+func (c *conn) pump() {
+	defer c.wg.Done()
+	for {
+		select {
+		case ev := <-c.sub.C():
+			if !c.sendWait(ev.Frame) {
+				return
+			}
+		case <-c.sub.Done():
+			switch err := c.sub.Err(); {
+			case errors.Is(err, engine.ErrSlowSubscriber):
+				c.logger.Warn("browser too slow, closing", "session", c.session.ID())
+				c.close(statusPolicyViolation, "the connection could not keep up: reconnect and resume")
+			case errors.Is(err, engine.ErrSessionClosed):
+				for len(c.sub.C()) > 0 {
+					if !c.sendWait((<-c.sub.C()).Frame) {
+						return
+					}
+				}
+				c.flushAndClose(statusNormal, "the session ended")
+			}
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// Send queues a delivery from the router without blocking; a full queue
+// means the browser cannot keep up, so the connection is closed.
+func (c *conn) Send(frame json.RawMessage) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case c.out <- frame:
+		return true
+	default:
+		c.logger.Warn("send queue full, closing", "queue", cap(c.out))
+		c.close(statusPolicyViolation, "the connection could not keep up: reconnect and resume")
+		return false
+	}
+}
+
+// sendWait queues a frame, waiting for room; false once the connection closed.
+func (c *conn) sendWait(frame json.RawMessage) bool {
+	select {
+	case c.out <- frame:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+func (c *conn) sendError(code, message string) {
+	c.Send(encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
+}
+
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case frame := <-c.out:
+			if frame == nil { // flushAndClose's marker: everything before it is written
+				c.close(c.flushCode, c.flushReason)
+				return
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, frame)
+			cancel()
+			if err != nil {
+				c.close(statusGoingAway, "write failed")
+				return
+			}
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *conn) pingLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.s.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.PingInterval)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.logger.Info("browser stopped answering pings, closing", "err", err)
+				c.close(statusGoingAway, "ping timeout")
+				return
+			}
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// close ends the connection once, with code; later calls do nothing.
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		go func() {
+			// Close waits for the peer's close frame, which serve's Read
+			// takes; it gives up by itself after a few seconds.
+			_ = c.ws.Close(code, reason)
+			close(c.closed)
+		}()
+	})
+}
+
+// flushAndClose closes the connection once every frame queued before it has
+// been written, so a page sees session.ended before the close.
+func (c *conn) flushAndClose(code websocket.StatusCode, reason string) {
+	c.flushCode, c.flushReason = code, reason
+	if !c.sendWait(nil) {
+		c.close(code, reason)
+	}
+}

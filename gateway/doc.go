@@ -1,0 +1,11 @@
+// Package gateway serves the chat over HTTP: the page, the static SDK, a
+// health check, and the WebSocket endpoint /ws that connects a browser to
+// its engine session. Browsers are told apart by an scs cookie session, and
+// a browser may open, resume and answer only its own sessions.
+//
+// Entry points: New builds a Server from Options; Server.Handler is its
+// http.Handler and Server.Shutdown closes every socket with 1001. Each
+// connection is owned by the goroutine of its /ws request, which keeps
+// reading; one writer goroutine per connection drains a bounded queue, so a
+// slow browser is closed (1008) rather than allowed to block its session.
+package gateway

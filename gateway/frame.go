@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// Frame types the browser sends.
+const (
+	FrameSessionOpen = "session.open"
+	FrameMessage     = "message"
+	FrameToolResult  = engine.TypeToolResult
+	FrameToolError   = engine.TypeToolError
+	FrameCancel      = "cancel"
+)
+
+// Frame types only the gateway sends, outside the session's event log.
+const (
+	FrameSessionOpened = "session.opened"
+	FrameError         = "error"
+)
+
+// Frame is one decoded browser frame: one of SessionOpen, MessageFrame,
+// engine.ToolResult, engine.ToolError, CancelFrame.
+type Frame interface{}
+
+// SessionOpen is the first frame of a connection.
+type SessionOpen struct {
+	Session string   `json:"session,omitempty"`
+	After   int64    `json:"after,omitempty"`
+	Tools   []string `json:"tools,omitempty"`
+}
+
+// MessageFrame is a user message.
+type MessageFrame struct {
+	Content string `json:"content"`
+}
+
+// CancelFrame stops the current turn.
+type CancelFrame struct{}
+
+// SessionOpened answers session.open.
+type SessionOpened struct {
+	Session string `json:"session"`
+	Seq     int64  `json:"seq"`
+}
+
+// ErrorFrame reports a frame the gateway could not take.
+type ErrorFrame struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrBadFrame: a frame does not decode. Its text names what was wrong.
+var ErrBadFrame = errors.New("bad frame")
+
+// ErrUnknownFrame: a frame's type is not one the browser may send.
+var ErrUnknownFrame = errors.New("unknown frame type")
+
+// DecodeFrame reads one browser frame, checking each required field.
+func DecodeFrame(data []byte) (Frame, error) {
+	var head struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrBadFrame, err)
+	}
+	if head.Type == nil {
+		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadFrame)
+	}
+	typ := *head.Type
+	fields, err := members(data)
+	if err != nil {
+		return nil, err
+	}
+	need := func(names ...string) error {
+		for _, n := range names {
+			if _, ok := fields[n]; !ok {
+				return fmt.Errorf("%w: %s frame is missing %q", ErrBadFrame, typ, n)
+			}
+		}
+		return nil
+	}
+	switch typ {
+	case FrameSessionOpen:
+		var f SessionOpen
+		if err := decodeStrict(typ, data, &f); err != nil {
+			return nil, err
+		}
+		if f.After < 0 {
+			return nil, fmt.Errorf("%w: session.open \"after\" is %d, want 0 or more", ErrBadFrame, f.After)
+		}
+		for i, t := range f.Tools {
+			if t == "" {
+				return nil, fmt.Errorf("%w: session.open tools[%d] is empty", ErrBadFrame, i)
+			}
+		}
+		return f, nil
+	case FrameMessage:
+		if err := need("content"); err != nil {
+			return nil, err
+		}
+		var f MessageFrame
+		if err := decodeStrict(typ, data, &f); err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace([]byte(f.Content))) == 0 {
+			return nil, fmt.Errorf("%w: message \"content\" is empty", ErrBadFrame)
+		}
+		return f, nil
+	case FrameToolResult:
+		if err := need("id", "attempt", "result"); err != nil {
+			return nil, err
+		}
+		var f engine.ToolResult
+		if err := decodeStrict(typ, data, &f); err != nil {
+			return nil, err
+		}
+		return f, checkAnswer(typ, f.ID, f.Attempt)
+	case FrameToolError:
+		if err := need("id", "attempt", "error"); err != nil {
+			return nil, err
+		}
+		var f engine.ToolError
+		if err := decodeStrict(typ, data, &f); err != nil {
+			return nil, err
+		}
+		if f.Error == "" {
+			return nil, fmt.Errorf("%w: tool.error \"error\" is empty", ErrBadFrame)
+		}
+		return f, checkAnswer(typ, f.ID, f.Attempt)
+	case FrameCancel:
+		return CancelFrame{}, nil
+	default:
+		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error or cancel", ErrUnknownFrame, typ)
+	}
+}
+
+func checkAnswer(typ, id string, attempt int) error {
+	if id == "" {
+		return fmt.Errorf("%w: %s \"id\" is empty", ErrBadFrame, typ)
+	}
+	if attempt < 1 {
+		return fmt.Errorf("%w: %s \"attempt\" is %d, want 1 or more", ErrBadFrame, typ, attempt)
+	}
+	return nil
+}
+
+// members lists a JSON object's member names.
+func members(data []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrBadFrame, err)
+	}
+	return m, nil
+}
+
+// decodeStrict decodes into v and names the field whose type is wrong.
+func decodeStrict(typ string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%w: %s %q should be %s, not %s", ErrBadFrame, typ, te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
+		}
+		return fmt.Errorf("%w: %s: %v", ErrBadFrame, typ, err)
+	}
+	return nil
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "float64":
+		return "a number"
+	case "slice":
+		return "an array"
+	case "bool":
+		return "a boolean"
+	default:
+		return "a " + kind
+	}
+}
+
+// encodeFrame writes a gateway frame with "type" first.
+func encodeFrame(typ string, v any) json.RawMessage {
+	body, _ := json.Marshal(v)
+	var b bytes.Buffer
+	b.WriteString(`{"type":"`)
+	b.WriteString(typ)
+	b.WriteByte('"')
+	if len(body) > 2 {
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes()
+}

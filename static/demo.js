@@ -1,0 +1,105 @@
+/**
+ * demo.js is the demo page's script: the browser tools of the embedded demo
+ * agent, wired to the chat UI with the SDK. Each tool's name matches a tool
+ * the gateway's default agent declares with handler "client".
+ *
+ * - get_local_time {}: the page's local time and time zone.
+ * - set_theme {theme}: switches the page between "light" and "dark".
+ * - confirm {question}: asks the user in the tool's card (human in the loop).
+ * - never_answers {}: never settles, but honours the abort signal (tests timeouts).
+ * - bad_output {}: returns a string, which breaks its output schema (tests schemas).
+ *
+ * For debugging and end-to-end tests the client is window.gatewayClient.
+ */
+import { connect } from "./gateway.js";
+import { mountChat } from "./chat.js";
+
+const THEME_KEY = "gateway-demo.theme";
+const root = document.documentElement;
+
+/** @param {"light" | "dark"} theme */
+function applyTheme(theme) {
+    root.dataset.theme = theme;
+    try {
+        localStorage.setItem(THEME_KEY, theme);
+    } catch { /* storage unusable: the theme lasts until reload */ }
+}
+
+try {
+    const saved = localStorage.getItem(THEME_KEY);
+    if (saved === "light" || saved === "dark") root.dataset.theme = saved;
+} catch { /* storage unusable */ }
+
+/** The local time as ISO 8601 with this zone's offset, e.g. 2025-06-01T09:30:00.000+02:00. */
+function localISOString(d = new Date()) {
+    const pad = (/** @type {number} */ n, w = 2) => String(Math.trunc(Math.abs(n))).padStart(w, "0");
+    const offset = -d.getTimezoneOffset();
+    const sign = offset >= 0 ? "+" : "-";
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}` +
+        `T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}` +
+        `${sign}${pad(offset / 60)}:${pad(offset % 60)}`;
+}
+
+/** @type {ReturnType<typeof mountChat>} */
+let chat;
+
+/** @type {Record<string, import("./gateway.js").Tool>} */
+const tools = {
+    get_local_time: {
+        run: () => ({ time: localISOString(), timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone }),
+    },
+
+    set_theme: {
+        run: ({ theme }) => {
+            if (theme !== "light" && theme !== "dark") throw new Error(`Unknown theme "${theme}": use "light" or "dark".`);
+            applyTheme(theme);
+            return { theme };
+        },
+    },
+
+    confirm: {
+        run: ({ question }, { signal, call }) => new Promise((resolve, reject) => {
+            const slot = chat.toolSlot(call.id, call.name);
+            const box = chat.clone("tpl-confirm");
+            const text = /** @type {HTMLElement} */ (box.querySelector("[data-testid=confirm-question]"));
+            const approve = /** @type {HTMLButtonElement} */ (box.querySelector("[data-testid=confirm-approve]"));
+            const deny = /** @type {HTMLButtonElement} */ (box.querySelector("[data-testid=confirm-deny]"));
+            const answer = /** @type {HTMLElement} */ (box.querySelector("[data-testid=confirm-answer]"));
+            text.textContent = String(question ?? "Are you sure?");
+            slot.replaceChildren(box);
+
+            const settle = (/** @type {boolean} */ approved) => {
+                approve.disabled = deny.disabled = true;
+                answer.hidden = false;
+                answer.textContent = approved ? "You approved." : "You denied.";
+                signal.removeEventListener("abort", onAbort);
+                resolve({ approved });
+            };
+            const onAbort = () => {
+                approve.disabled = deny.disabled = true;
+                answer.hidden = false;
+                answer.textContent = signal.reason?.name === "TimeoutError" ? "Timed out." : "Cancelled.";
+                reject(signal.reason);
+            };
+            approve.addEventListener("click", () => settle(true), { once: true });
+            deny.addEventListener("click", () => settle(false), { once: true });
+            if (signal.aborted) onAbort();
+            else signal.addEventListener("abort", onAbort, { once: true });
+        }),
+    },
+
+    never_answers: {
+        run: (_input, { signal }) => new Promise((_resolve, reject) => {
+            signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+        }),
+    },
+
+    bad_output: {
+        run: () => "not an object",
+    },
+};
+
+const main = /** @type {HTMLElement} */ (document.querySelector("[data-chat]"));
+const client = connect({ url: main.dataset.socket || "/ws", tools });
+chat = mountChat(main, client);
+Object.assign(window, { gatewayClient: client });

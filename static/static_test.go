@@ -1,0 +1,53 @@
+package static
+
+import (
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestFSHasTheAssets(t *testing.T) {
+	for _, name := range []string{"gateway.js", "chat.js", "demo.js", "app.css", "favicon.svg"} {
+		b, err := fs.ReadFile(FS, name)
+		if err != nil {
+			t.Errorf("FS lacks %s: %v", name, err)
+			continue
+		}
+		if len(b) == 0 {
+			t.Errorf("%s is empty", name)
+		}
+	}
+	if _, err := fs.Stat(FS, "static.go"); err == nil {
+		t.Error("FS embeds static.go; only browser files belong in it")
+	}
+}
+
+// Every relative import of every module must be a file in FS, or the page
+// breaks with nothing but a console error.
+func TestRelativeImportsResolve(t *testing.T) {
+	importRE := regexp.MustCompile(`(?m)^\s*import\s[^"']*["'](\./[^"']+)["']`)
+	mods, err := fs.Glob(FS, "*.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mods {
+		b, _ := fs.ReadFile(FS, m)
+		for _, match := range importRE.FindAllStringSubmatch(string(b), -1) {
+			target := strings.TrimPrefix(match[1], "./")
+			if _, err := fs.Stat(FS, target); err != nil {
+				t.Errorf("%s imports %s, which FS lacks", m, match[1])
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	v := Version()
+	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(v) {
+		t.Fatalf("Version() = %q, want 12 hex digits", v)
+	}
+	if Version() != v {
+		t.Fatal("Version() changed between calls")
+	}
+}

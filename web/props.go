@@ -1,0 +1,64 @@
+package web
+
+import (
+	"net/url"
+	"strings"
+)
+
+// PageProps configures [ChatPage]. The zero value is a working page.
+type PageProps struct {
+	// Title is the page's title and heading; empty means "Client tools gateway".
+	Title string
+	// AssetVersion is added to every /static/ URL as ?v=AssetVersion (and
+	// to the import map, so modules that import each other get it too), so a
+	// browser fetches new files after a deploy and may cache them forever
+	// otherwise. Empty means plain URLs: fine in development, but caches may
+	// then serve stale files. static.Version() is a good value.
+	AssetVersion string
+	// SocketPath is the WebSocket endpoint the page connects to; empty means
+	// "/ws".
+	SocketPath string
+}
+
+// DefaultTitle is the title of a page whose PageProps.Title is empty.
+const DefaultTitle = "Client tools gateway"
+
+func (p PageProps) title() string {
+	if strings.TrimSpace(p.Title) == "" {
+		return DefaultTitle
+	}
+	return p.Title
+}
+
+func (p PageProps) socket() string {
+	if p.SocketPath == "" {
+		return "/ws"
+	}
+	return p.SocketPath
+}
+
+// asset is the URL of a file under /static/, versioned.
+func (p PageProps) asset(name string) string {
+	u := "/static/" + name
+	if p.AssetVersion != "" {
+		u += "?v=" + url.QueryEscape(p.AssetVersion)
+	}
+	return u
+}
+
+// importMap maps the SDK's modules to their versioned URLs, so that
+// `import "./gateway.js"` in a versioned module loads the same version. It is
+// nil without an AssetVersion.
+func (p PageProps) importMap() map[string]map[string]string {
+	if p.AssetVersion == "" {
+		return nil
+	}
+	imports := map[string]string{}
+	for _, m := range modules {
+		imports["/static/"+m] = p.asset(m)
+	}
+	return map[string]map[string]string{"imports": imports}
+}
+
+// modules are the ES modules under /static/ that import each other.
+var modules = []string{"gateway.js", "chat.js", "demo.js"}
