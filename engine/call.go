@@ -55,6 +55,7 @@ type outcome struct {
 	result    string
 	err       string
 	code      ErrorCode
+	detail    json.RawMessage
 	retryable bool
 }
 
@@ -124,6 +125,7 @@ func (s *Session) launch(b *batch) {
 			continue // cancelled by an earlier sibling's start
 		}
 		if c.specErr != nil {
+			s.report("bad_decision", fmt.Errorf("%w: tool.call %q: %w", ErrBadDecision, c.id, c.specErr))
 			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, false)
 			continue
 		}
@@ -214,9 +216,13 @@ func (s *Session) dispatchClient(c *call, proposed *ToolError) {
 }
 
 // executeOnWorker sends tool.execute for the attempt, in its own goroutine:
-// a slow tool must not hold up the session or its siblings.
+// a slow tool must not hold up the session or its siblings. The attempt's
+// context is cancelled when the attempt ends (its timeout on the engine's
+// Clock, the call settling, the session ending), never by a timer of its own:
+// a second, wall-clock timer would race the engine's and could report a
+// timeout as a worker failure.
 func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
-	ctx, cancel := context.WithTimeout(s.ctx, c.spec.timeout)
+	ctx, cancel := context.WithCancel(s.ctx)
 	c.cancel = cancel
 	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: formatDeadline(c.deadline)}
 	var prop Decision
@@ -231,9 +237,15 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 		d, err := s.callWorker(ctx, t, prop)
 		_ = s.post(context.Background(), func() {
 			if err != nil {
-				err := ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
-					Error: fmt.Sprintf("%s failed in the worker: %v", t.Name, err)}
-				d = Decision{Actions: []Action{err}}
+				if c := s.calls[def.id]; c == nil || c.settled || c.backingOff || c.attempt != def.attempt {
+					// The attempt already ended (timeout, cancel): its
+					// context was cancelled, so an error is expected.
+					s.logger.Debug("ignored worker error for an ended attempt", "call", def.id, "attempt", def.attempt, "err", err)
+					return
+				}
+				s.report("worker_failed", err)
+				d = Decision{Actions: []Action{ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
+					Error: fmt.Sprintf("%s failed in the worker: %v", t.Name, err)}}}
 			}
 			s.apply(d, def)
 		})
@@ -286,7 +298,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		if text == "" {
 			text = c.name + " failed without saying why."
 		}
-		s.attemptFailed(c, outcome{err: text, code: code, retryable: a.Retryable}, false)
+		s.attemptFailed(c, outcome{err: text, code: code, detail: a.Detail, retryable: a.Retryable}, false)
 	}
 	return nil
 }
@@ -315,7 +327,6 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 // attemptFailed ends the current attempt with a failure: retry after the
 // backoff while attempts remain and the failure allows it, else settle.
 func (s *Session) attemptFailed(c *call, o outcome, abort bool) {
-	s.endAttempt(c, abort)
 	if !o.retryable || c.attempt >= c.spec.attempts {
 		if o.code == CodeTimeout {
 			o.err = fmt.Sprintf("%s timed out: %s of %s, no answer from the %s.", c.name,
@@ -324,9 +335,10 @@ func (s *Session) attemptFailed(c *call, o outcome, abort bool) {
 			o.err = fmt.Sprintf("%s (after %s)", o.err, plural(c.attempt, "attempt"))
 		}
 		o.retryable = false
-		s.settle(c, o, false)
+		s.settle(c, o, abort) // settle ends the attempt, once
 		return
 	}
+	s.endAttempt(c, abort)
 	wait := c.spec.backoffBefore(c.attempt+1, s.e.opts.Rand)
 	c.backingOff = true
 	id, attempt := c.id, c.attempt
@@ -388,7 +400,11 @@ func (s *Session) settle(c *call, o outcome, abort bool) {
 		c.finished.Error = o.err
 	}
 	s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
-	s.publish(EventToolFinished, c.finished)
+	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
+	if !o.ok {
+		ev.Code, ev.Detail = o.code, o.detail
+	}
+	s.publish(EventToolFinished, ev)
 	if s.ending {
 		return
 	}

@@ -78,6 +78,19 @@ type ToolRetryingEvent struct {
 	Backoff  string    `json:"backoff"`
 }
 
+// ToolFinishedEvent: a call settled, once, after any retries. It carries the
+// tool.finished trigger's fields and, for a failure, the error's structured
+// Code and Detail, which the trigger (as the protocol types it) has no room for.
+type ToolFinishedEvent struct {
+	ID     string          `json:"id"`
+	OK     bool            `json:"ok"`
+	Name   string          `json:"name"`
+	Result string          `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Code   ErrorCode       `json:"code,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
 // ErrorEvent: something went wrong in the session (the worker, the model);
 // the session stays up.
 type ErrorEvent struct {

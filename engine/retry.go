@@ -87,6 +87,15 @@ func (p *RetryPolicy) parse(defaultTimeout time.Duration) (retrySpec, error) {
 	return s, nil
 }
 
+// clone returns a copy of p, nil for nil.
+func (p *RetryPolicy) clone() *RetryPolicy {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
+
 // Validate reports whether p parses, naming the field that does not.
 func (p *RetryPolicy) Validate() error {
 	_, err := p.parse(DefaultClientTimeout)
@@ -111,6 +120,9 @@ func parseDuration(field, text string, def time.Duration, zeroOK bool) (time.Dur
 // with full jitter, so retries of many calls spread out instead of marching
 // in step. rnd returns a float in [0,1).
 func (s retrySpec) backoffBefore(n int, rnd func() float64) time.Duration {
+	if s.backoff <= 0 || s.maxBackoff <= 0 {
+		return 0 // and 0 × an overflowed power would be NaN
+	}
 	ceiling := float64(s.backoff) * math.Pow(s.multiplier, float64(n-2))
 	if ceiling > float64(s.maxBackoff) {
 		ceiling = float64(s.maxBackoff)

@@ -25,7 +25,10 @@ func compileSchema(tool, which string, raw json.RawMessage) (*jsonschema.Schema,
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	url := "tool:///" + tool + "/" + which + ".json"
+	// The URL is fixed, not built from the tool's name: a name with "#" or a
+	// space made the library panic or fail to find its own resource. Each
+	// schema has its own compiler, so the URLs cannot collide.
+	url := "tool:///" + which + ".json"
 	c := jsonschema.NewCompiler()
 	c.LoadURL = func(s string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("refusing to load %s: schemas must be self-contained", s)

@@ -181,6 +181,9 @@ func (s *Session) agentModel() string {
 // Send hands the session a user message.
 func (s *Session) Send(ctx context.Context, content string) error {
 	return s.post(ctx, func() {
+		// The page waits for session.idle after each message, even one the
+		// worker answers with nothing to do.
+		s.idle = false
 		msg := Message{Role: model.RoleUser, Content: content}
 		s.enqueue(UserMessage{Message: msg}, Decision{Actions: []Action{MessageAppend{Message: msg}, ModelPrompt{}}})
 	})
@@ -212,7 +215,13 @@ func (s *Session) End(ctx context.Context, reason string) {
 		return nil
 	})
 	if err == nil {
-		<-s.stopped
+		// The goroutine stops once the model turn and worker attempts,
+		// all cancelled, have returned; do not outwait ctx for a worker
+		// that ignores its context.
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+		}
 	}
 }
 
@@ -426,7 +435,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 			Name:      u.Name,
 			Arguments: args,
 			Handler:   decl.Handler.orDefault(),
-			Retry:     decl.Retry,
+			Retry:     decl.Retry.clone(), // the worker may edit it; the declaration stays
 		})
 	}
 	s.enqueue(ModelFinished{Message: msg, StopReason: ev.StopReason, Usage: resp.Usage, Error: ev.Error}, proposed)

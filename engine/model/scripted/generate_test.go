@@ -77,6 +77,7 @@ func TestDemoPhrases(t *testing.T) {
 		{"stream a long answer", "time to cancel it", nil, model.StopEndTurn},
 		{"hello", "Hello!", nil, model.StopEndTurn},
 		{"tell me a joke", "what's the weather in Tokyo", nil, model.StopEndTurn},
+		{"can you test slow tool", "only know a few phrases", nil, model.StopEndTurn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.say, func(t *testing.T) {
@@ -198,8 +199,8 @@ func TestAfterToolTemplates(t *testing.T) {
 func TestChunkedStreaming(t *testing.T) {
 	m := fastDemo(t)
 	resp, deltas := generate(t, m, user("stream a long answer"))
-	if len(deltas) < 10 {
-		t.Fatalf("got %d deltas, want many", len(deltas))
+	if len(deltas) != 32 {
+		t.Fatalf("got %d deltas, want the 32 docs/scripts.md promises", len(deltas))
 	}
 	for i, d := range deltas[:len(deltas)-1] {
 		if n := len(strings.Fields(d)); n != 3 {

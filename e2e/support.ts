@@ -1,0 +1,139 @@
+// Helpers shared by the specs: a page object for the chat page (by its
+// data-testid attributes, see docs/ui.md) and a look at what the gateway and
+// the model saw.
+import { expect, type Locator, type Page } from "@playwright/test";
+
+/** A session event as the gateway sent it (docs/protocol.md). */
+export type Frame = { type: string; seq?: number; [field: string]: any };
+
+/** The SDK's default sessionStorage key. */
+export const STORAGE_KEY = "gateway.session";
+
+export class Chat {
+    constructor(readonly page: Page) {}
+
+    /** Opens the chat page and waits until the session is open. */
+    static async open(page: Page): Promise<Chat> {
+        const chat = new Chat(page);
+        await page.goto("/");
+        await chat.connected();
+        return chat;
+    }
+
+    async connected() {
+        await expect(this.page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
+    }
+
+    /** Types text and presses Enter, as a user does. */
+    async send(text: string) {
+        const prompt = this.page.getByTestId("prompt");
+        await prompt.fill(text);
+        await prompt.press("Enter");
+        await expect(prompt).toHaveValue("");
+    }
+
+    /** Waits for the session to go idle after a turn. */
+    async idle() {
+        await expect(this.page.locator("[data-chat]")).toHaveAttribute("data-busy", "false");
+    }
+
+    messages(role?: "user" | "assistant"): Locator {
+        const all = this.page.getByTestId("message");
+        return role ? all.and(this.page.locator(`[data-role="${role}"]`)) : all;
+    }
+
+    /** The assistant message that contains text. */
+    reply(text: string | RegExp): Locator {
+        return this.messages("assistant").filter({ hasText: text });
+    }
+
+    cards(name?: string): Locator {
+        return name
+            ? this.page.locator(`[data-testid="tool-card"][data-tool-name="${name}"]`)
+            : this.page.getByTestId("tool-card");
+    }
+
+    /** Every session event this page's SDK has seen, deduplicated. */
+    async events(): Promise<Frame[]> {
+        return this.page.evaluate(() => (window as any).gatewayClient.events);
+    }
+
+    /** The tool messages of the transcript: exactly what the model was given. */
+    async toolMessages(name?: string): Promise<{ content: string; isError?: boolean; name?: string; toolUseId?: string }[]> {
+        const events = await this.events();
+        return events
+            .filter((e) => e.type === "message" && e.message?.role === "tool" && (!name || e.message.name === name))
+            .map((e) => e.message);
+    }
+
+    async session(): Promise<string> {
+        return this.page.evaluate(() => (window as any).gatewayClient.session);
+    }
+
+    /**
+     * Records the frames this page sends and receives from now on, in
+     * window.__sent and window.__received.
+     */
+    async recordFrames() {
+        await this.page.evaluate(() => {
+            const w = window as any;
+            w.__sent = [];
+            w.__received = [];
+            w.gatewayClient.on("send", (f: any) => w.__sent.push(f));
+            w.gatewayClient.on("frame", (f: any) => w.__received.push(f));
+        });
+    }
+
+    async sent(): Promise<Frame[]> {
+        return this.page.evaluate(() => (window as any).__sent ?? []);
+    }
+
+    async received(): Promise<Frame[]> {
+        return this.page.evaluate(() => (window as any).__received ?? []);
+    }
+}
+
+/**
+ * Opens a second, tool-less connection to session from page's origin and
+ * returns every event the gateway replays (after 0): the gateway's own record
+ * of the session, independent of what any page rendered.
+ */
+export async function replayFromGateway(page: Page, session: string): Promise<Frame[]> {
+    return page.evaluate(async (session) => {
+        const url = new URL("/ws", location.href);
+        url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+        const ws = new WebSocket(url);
+        const frames: any[] = [];
+        return await new Promise<any[]>((resolve, reject) => {
+            let until = -1;
+            const done = () => {
+                clearTimeout(timer);
+                ws.close(1000);
+                resolve(frames);
+            };
+            const timer = setTimeout(() => {
+                ws.close(1000);
+                reject(new Error(`replay timed out after ${frames.length} events (until ${until})`));
+            }, 5000);
+            ws.onopen = () => ws.send(JSON.stringify({ type: "session.open", session, after: 0, tools: [] }));
+            ws.onmessage = (e) => {
+                const f = JSON.parse(e.data);
+                if (f.type === "session.opened") {
+                    until = f.seq;
+                    if (until === 0) done();
+                } else if (typeof f.seq === "number") {
+                    frames.push(f);
+                    if (f.seq >= until) done();
+                }
+            };
+            ws.onclose = (e) => {
+                if (until < 0) reject(new Error(`the gateway closed the replay: ${e.code} ${e.reason}`));
+            };
+        });
+    }, session);
+}
+
+/** The events of type in frames, optionally for one tool call id. */
+export function ofType(frames: Frame[], type: string, id?: string): Frame[] {
+    return frames.filter((f) => f.type === type && (id === undefined || f.id === id));
+}
