@@ -36,6 +36,10 @@ const (
 // dialTimeout bounds connecting to the worker, within the request's deadline.
 const dialTimeout = 10 * time.Second
 
+// deadlineGrace is how long past a tool.execute's deadline its request may
+// run when the context Decide is given has not ended it by then.
+const deadlineGrace = time.Second
+
 // excerptBytes bounds how much of a failed answer's body an error quotes.
 const excerptBytes = 200
 
@@ -59,15 +63,19 @@ type Options struct {
 	// other, so their attempts may time out while waiting.
 	MaxInFlight int
 
-	// Timeout bounds a request for every trigger but tool.execute, when the
-	// context Decide is given has no earlier deadline. Default 30s. These
-	// triggers are decided on the session's goroutine, so the session does
-	// nothing else while one waits: a long timeout stalls the session behind
-	// a hung worker, a short one fails a worker that is merely slow.
+	// Timeout bounds a request for every trigger but tool.execute when the
+	// context Decide is given has no deadline (the engine's has one: its
+	// Options.DecideTimeout). Default 30s. These triggers are decided on the
+	// session's goroutine, so the session does nothing else while one waits:
+	// a long timeout stalls the session behind a hung worker, a short one
+	// fails a worker that is merely slow.
 	Timeout time.Duration
 
-	// ToolTimeout bounds a tool.execute request that carries no deadline (the
-	// engine always sets one: the attempt's). Default engine.DefaultWorkerTimeout.
+	// ToolTimeout bounds a tool.execute request when neither the context nor
+	// the trigger has a deadline (the engine always sets the trigger's: the
+	// attempt's). Default engine.DefaultWorkerTimeout (5m). A trigger's
+	// deadline ends its request 1s late, leaving the engine, whose clock owns
+	// the attempt, to time it out first and cancel the context.
 	ToolTimeout time.Duration
 
 	// MaxResponseBytes bounds an answer's body; a larger one is a failure.
@@ -202,7 +210,13 @@ func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.D
 		typ = req.Trigger.TriggerType()
 	}
 	if isExec {
-		w.log.Warn("httpworker: tool.execute failed; answering a retryable tool.error",
+		level := slog.LevelWarn
+		if ctx.Err() != nil {
+			// The engine ended the attempt (its timeout, a cancel): it
+			// ignores this answer, and the failure is not the worker's.
+			level = slog.LevelDebug
+		}
+		w.log.Log(ctx, level, "httpworker: tool.execute failed; answering a retryable tool.error",
 			"worker", w.where, "session", req.Session, "tool", exec.Name, "id", exec.ID,
 			"attempt", exec.Attempt, "error", f.detail())
 		return engine.Decision{Actions: []engine.Action{engine.ToolError{
@@ -212,7 +226,7 @@ func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.D
 		}}}, nil
 	}
 	if f.cause != nil && (errors.Is(f.cause, context.DeadlineExceeded) || errors.Is(f.cause, context.Canceled)) {
-		return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s: %w", engine.ErrWorker, typ, w.where, f.detail(), ctxErr(f.cause))
+		return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s: %w", engine.ErrWorker, typ, w.where, f.why, ctxErr(f.cause))
 	}
 	return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s", engine.ErrWorker, typ, w.where, f.detail())
 }
@@ -245,16 +259,8 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
 	}
 
-	var cancel context.CancelFunc
-	if isExec {
-		deadline := time.Now().Add(w.toolTimeout)
-		if t, err := time.Parse(time.RFC3339Nano, exec.Deadline); err == nil {
-			deadline = t
-		}
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-	} else {
-		ctx, cancel = context.WithTimeout(ctx, w.timeout)
-	}
+	deadline, bound := w.deadlines(ctx, exec, isExec)
+	ctx, cancel := context.WithDeadline(ctx, bound)
 	defer cancel()
 
 	if f := w.acquire(ctx); f != nil {
@@ -272,9 +278,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	hr.Header.Set("User-Agent", "clienttools-gateway-httpworker/1")
 	hr.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	hr.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
-	if dl, ok := ctx.Deadline(); ok {
-		hr.Header.Set(HeaderDeadline, formatDeadline(dl))
-	}
+	hr.Header.Set(HeaderDeadline, formatDeadline(deadline))
 
 	resp, err := w.client.Do(hr)
 	if err != nil {
@@ -285,16 +289,16 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	if err != nil {
 		return engine.Decision{}, transportFailure(ctx, err)
 	}
-	if int64(len(data)) > w.maxBody {
-		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s",
-			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(w.maxBody))}
-	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		why := fmt.Sprintf("the worker answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		if ex := w.excerpt(data); ex != "" {
 			why += ": " + ex
 		}
 		return engine.Decision{}, &failure{why: why}
+	}
+	if int64(len(data)) > w.maxBody {
+		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s",
+			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(w.maxBody))}
 	}
 	d, err := decodeDecision(data)
 	if err != nil {
@@ -305,6 +309,38 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 		return engine.Decision{}, &failure{why: why}
 	}
 	return d, nil
+}
+
+// deadlines returns the deadline to announce to the worker and the one that
+// ends the request. Both are the context's deadline when it has one. A
+// tool.execute's own deadline is announced when it is earlier, and ends the
+// request deadlineGrace later: the engine cancels the context at the
+// deadline on its own clock, and a wall-clock timer firing first would turn
+// the attempt's timeout into a worker failure. Without either, Timeout or
+// ToolTimeout from now is both.
+func (w *Worker) deadlines(ctx context.Context, exec engine.ToolExecute, isExec bool) (announce, bound time.Time) {
+	ctxDeadline, hasCtx := ctx.Deadline()
+	if isExec {
+		if t, err := time.Parse(time.RFC3339Nano, exec.Deadline); err == nil && exec.Deadline != "" {
+			if hasCtx && ctxDeadline.Before(t) {
+				return ctxDeadline, ctxDeadline
+			}
+			bound = t.Add(deadlineGrace)
+			if hasCtx && ctxDeadline.Before(bound) {
+				bound = ctxDeadline
+			}
+			return t, bound
+		}
+	}
+	if hasCtx {
+		return ctxDeadline, ctxDeadline
+	}
+	d := w.timeout
+	if isExec {
+		d = w.toolTimeout
+	}
+	t := time.Now().Add(d)
+	return t, t
 }
 
 // acquire takes an in-flight slot, or fails when ctx ends first.

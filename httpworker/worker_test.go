@@ -259,8 +259,11 @@ func TestDecideFailures(t *testing.T) {
 			want: "the worker answered 200 OK with a body larger than 1 KiB",
 		},
 		{
-			name:    "slow worker hits the deadline",
-			handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+			name: "slow worker hits the deadline",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				io.ReadAll(r.Body) // the server notices a closed connection once the body is read
+				<-r.Context().Done()
+			},
 			ctx:     100 * time.Millisecond,
 			want:    "no answer before the deadline",
 			wantCtx: context.DeadlineExceeded,
@@ -335,38 +338,60 @@ func TestDeadline(t *testing.T) {
 		cancelled bool
 	}
 	tests := []struct {
-		name      string
-		trigger   func(now time.Time) engine.Trigger
-		ctx       time.Duration // 0: no deadline on the context
-		opts      Options
-		wantAfter time.Duration // the deadline, from the start
+		name    string
+		trigger func(now time.Time) engine.Trigger
+		ctx     time.Duration // 0: no deadline on the context
+		opts    Options
+		// wantHeader is the announced deadline and wantEnd when the request
+		// ends, both from the start.
+		wantHeader, wantEnd time.Duration
 	}{
 		{
-			name:      "the trigger's deadline",
-			trigger:   func(now time.Time) engine.Trigger { return execTrigger(now.Add(300 * time.Millisecond)) },
-			wantAfter: 300 * time.Millisecond,
+			name:       "the trigger's deadline, ended a grace later",
+			trigger:    func(now time.Time) engine.Trigger { return execTrigger(now.Add(300 * time.Millisecond)) },
+			wantHeader: 300 * time.Millisecond,
+			wantEnd:    300*time.Millisecond + deadlineGrace,
 		},
 		{
-			name:      "the context's deadline when earlier",
-			trigger:   func(now time.Time) engine.Trigger { return execTrigger(now.Add(time.Minute)) },
-			ctx:       200 * time.Millisecond,
-			wantAfter: 200 * time.Millisecond,
+			name:       "the trigger's deadline, ended by the context during the grace",
+			trigger:    func(now time.Time) engine.Trigger { return execTrigger(now.Add(200 * time.Millisecond)) },
+			ctx:        400 * time.Millisecond,
+			wantHeader: 200 * time.Millisecond,
+			wantEnd:    400 * time.Millisecond,
 		},
 		{
-			name:      "ToolTimeout without either",
-			trigger:   func(now time.Time) engine.Trigger { return execTrigger(time.Time{}) },
-			opts:      Options{ToolTimeout: 250 * time.Millisecond},
-			wantAfter: 250 * time.Millisecond,
+			name:       "the context's deadline when earlier",
+			trigger:    func(now time.Time) engine.Trigger { return execTrigger(now.Add(time.Minute)) },
+			ctx:        200 * time.Millisecond,
+			wantHeader: 200 * time.Millisecond,
+			wantEnd:    200 * time.Millisecond,
 		},
 		{
-			name:      "Timeout for other triggers",
-			trigger:   func(now time.Time) engine.Trigger { return engine.SessionStart{Session: "s1"} },
-			opts:      Options{Timeout: 200 * time.Millisecond},
-			wantAfter: 200 * time.Millisecond,
+			name:       "ToolTimeout without either",
+			trigger:    func(now time.Time) engine.Trigger { return execTrigger(time.Time{}) },
+			opts:       Options{ToolTimeout: 250 * time.Millisecond},
+			wantHeader: 250 * time.Millisecond,
+			wantEnd:    250 * time.Millisecond,
+		},
+		{
+			name:       "Timeout for other triggers without a context deadline",
+			trigger:    func(now time.Time) engine.Trigger { return engine.SessionStart{Session: "s1"} },
+			opts:       Options{Timeout: 200 * time.Millisecond},
+			wantHeader: 200 * time.Millisecond,
+			wantEnd:    200 * time.Millisecond,
+		},
+		{
+			name:       "the context's deadline for other triggers, even past Timeout",
+			trigger:    func(now time.Time) engine.Trigger { return engine.SessionStart{Session: "s1"} },
+			opts:       Options{Timeout: 100 * time.Millisecond},
+			ctx:        300 * time.Millisecond,
+			wantHeader: 300 * time.Millisecond,
+			wantEnd:    300 * time.Millisecond,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got := make(chan seen, 1)
 			srv := httptest.NewServer(verified(func(w http.ResponseWriter, r *http.Request, _ engine.DecideRequest) {
 				s := seen{header: r.Header.Get(HeaderDeadline)}
@@ -390,8 +415,8 @@ func TestDeadline(t *testing.T) {
 			d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: tt.trigger(start)})
 			elapsed := time.Since(start)
 
-			if elapsed < tt.wantAfter-50*time.Millisecond || elapsed > tt.wantAfter+2*time.Second {
-				t.Errorf("Decide returned after %s, want about %s", elapsed, tt.wantAfter)
+			if elapsed < tt.wantEnd-20*time.Millisecond || elapsed > tt.wantEnd+time.Second {
+				t.Errorf("Decide returned after %s, want about %s", elapsed, tt.wantEnd)
 			}
 			s := <-got
 			if !s.cancelled {
@@ -401,7 +426,7 @@ func TestDeadline(t *testing.T) {
 			if perr != nil {
 				t.Fatalf("%s is %q: %v", HeaderDeadline, s.header, perr)
 			}
-			if off := dl.Sub(start.Add(tt.wantAfter)); off < -50*time.Millisecond || off > 50*time.Millisecond {
+			if off := dl.Sub(start.Add(tt.wantHeader)); off < -50*time.Millisecond || off > 50*time.Millisecond {
 				t.Errorf("%s is %s, %s off the deadline", HeaderDeadline, s.header, off)
 			}
 			if _, isExec := tt.trigger(start).(engine.ToolExecute); isExec {
@@ -413,6 +438,25 @@ func TestDeadline(t *testing.T) {
 				t.Errorf("Decide = %v, want engine.ErrWorker and context.DeadlineExceeded", err)
 			}
 		})
+	}
+}
+
+// TestDeadlineCancelled: the engine ends an attempt by cancelling the context
+// (its timeout runs on its own clock); the request ends at once.
+func TestDeadlineCancelled(t *testing.T) {
+	arrived := make(chan struct{})
+	srv := httptest.NewServer(verified(func(w http.ResponseWriter, r *http.Request, _ engine.DecideRequest) {
+		close(arrived)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	w := newWorker(t, srv.URL, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }()
+	d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: execTrigger(time.Now().Add(time.Minute))})
+	te, ok := onlyToolError(d)
+	if err != nil || !ok || !te.Retryable || !strings.HasSuffix(te.Error, "the request was cancelled") {
+		t.Errorf("Decide = %+v, %v; want a retryable tool.error saying it was cancelled", d, err)
 	}
 }
 

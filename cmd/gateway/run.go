@@ -20,6 +20,7 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/engine/model/scripted"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/httpworker"
 	"github.com/clienttools/gateway/static"
 	"github.com/clienttools/gateway/web"
 )
@@ -33,6 +34,8 @@ type config struct {
 	clientTimeout time.Duration
 	workerTimeout time.Duration
 	readLimit     int64
+	workerURL     string
+	workerSecret  string
 	logLevel      slog.Level
 	shutdownGrace time.Duration
 }
@@ -52,6 +55,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
 	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", "scripted"), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL)")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
+	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
+	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
@@ -80,6 +85,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			c.origins = append(c.origins, o)
 		}
 	}
+	if c.workerSecret == "" {
+		c.workerSecret = getenv("GATEWAY_WORKER_SECRET")
+	}
+	if c.workerURL != "" && c.workerSecret == "" {
+		return c, errors.New("worker-url needs a secret: set GATEWAY_WORKER_SECRET")
+	}
 	c.shutdownGrace = 10 * time.Second
 	return c, nil
 }
@@ -105,9 +116,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	var worker engine.Worker = demo.Worker(cfg.model)
+	if cfg.workerURL != "" {
+		hw, err := httpworker.New(httpworker.Options{URL: cfg.workerURL, Secret: []byte(cfg.workerSecret), Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer hw.Close()
+		worker = hw
+	}
 	router := clienttools.NewRouter(logger)
 	eng, err := engine.New(engine.Options{
-		Worker:        demo.Worker(cfg.model),
+		Worker:        worker,
 		Models:        models,
 		Client:        router,
 		Logger:        logger,

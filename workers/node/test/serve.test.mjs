@@ -1,0 +1,117 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { serve, serverURL, sign } from "../index.mjs";
+
+const secret = "node-test-secret";
+let server;
+let url;
+let seen; // the last input decide got
+
+async function decide(input) {
+    seen = input;
+    const { trigger, proposed, signal } = input;
+    switch (trigger.type) {
+        case "session.start":
+            return { agent: { model: "scripted" } };
+        case "message":
+            return Promise.resolve(proposed);
+        case "tool.execute":
+            if (trigger.name === "throws") throw new Error("the tool broke");
+            if (trigger.name === "nothing") return undefined;
+            if (trigger.name === "waits") {
+                await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+                return { actions: [{ type: "tool.error", error: `aborted: ${signal.reason.message}` }] };
+            }
+            return { actions: [{ type: "tool.result", result: trigger.input.value }] };
+        default:
+            return proposed;
+    }
+}
+
+before(async () => {
+    server = await serve({ decide, secret, port: 0, onError: () => {} });
+    url = serverURL(server);
+});
+after(() => new Promise((resolve) => server.close(resolve)));
+
+// post sends a request signed as the gateway signs it; over lets a case
+// change the headers, the body or the method.
+async function post(payload, over = {}) {
+    const body = over.body ?? JSON.stringify(payload);
+    const ts = over.timestamp ?? Math.floor(Date.now() / 1000);
+    const headers = {
+        "content-type": "application/json",
+        "x-gateway-timestamp": String(ts),
+        "x-gateway-signature": sign(over.secret ?? secret, ts, body),
+        ...over.headers,
+    };
+    const res = await fetch(url, { method: over.method ?? "POST", headers, body: over.method === "GET" ? undefined : body });
+    return { status: res.status, json: await res.json() };
+}
+
+const execute = (name, value) => ({
+    session: "s1",
+    trigger: { type: "tool.execute", id: "call_1", name, arguments: JSON.stringify(value), input: { status: "valid", value }, attempt: 1 },
+    proposed: {},
+});
+
+test("decide gets {trigger, proposed, session} and its decision is the answer", async () => {
+    const payload = { session: "s1", trigger: { type: "session.start", session: "s1" }, proposed: {} };
+    assert.deepEqual(await post(payload), { status: 200, json: { agent: { model: "scripted" } } });
+    assert.deepEqual(seen.trigger, payload.trigger);
+    assert.deepEqual(seen.proposed, {});
+    assert.equal(seen.session, "s1");
+    assert.ok(seen.signal instanceof AbortSignal);
+});
+
+test("a promise is awaited", async () => {
+    const proposed = { actions: [{ type: "message.append", message: { role: "user", content: "hi" } }, { type: "model.prompt" }] };
+    const res = await post({ session: "s1", trigger: { type: "message", message: { role: "user", content: "hi" } }, proposed });
+    assert.deepEqual(res, { status: 200, json: proposed });
+});
+
+test("a tool result", async () => {
+    const res = await post(execute("echo", { city: "Tokyo" }));
+    assert.deepEqual(res, { status: 200, json: { actions: [{ type: "tool.result", result: { city: "Tokyo" } }] } });
+});
+
+test("a thrown error is a 500 with its message", async () => {
+    assert.deepEqual(await post(execute("throws", {})), { status: 500, json: { error: "the tool broke" } });
+});
+
+test("no decision is a 500 that says what to return", async () => {
+    const res = await post(execute("nothing", {}));
+    assert.equal(res.status, 500);
+    assert.match(res.json.error, /decide returned undefined for a tool\.execute trigger; return a decision/);
+});
+
+test("the deadline header aborts decide's signal", async () => {
+    const deadline = new Date(Date.now() + 150).toISOString();
+    const start = Date.now();
+    const res = await post(execute("waits", {}), { headers: { "x-gateway-deadline": deadline } });
+    assert.equal(res.status, 200);
+    assert.match(res.json.actions[0].error, /^aborted: the deadline .* passed$/);
+    assert.ok(Date.now() - start >= 100, "aborted before the deadline");
+    assert.equal(seen.deadline.toISOString(), deadline);
+});
+
+test("refused requests", async (t) => {
+    const payload = execute("echo", {});
+    const cases = [
+        { name: "wrong secret", over: { secret: "guess" }, status: 401, error: /^signature does not match/ },
+        { name: "stale", over: { timestamp: Math.floor(Date.now() / 1000) - 301 }, status: 401, error: /outside the replay window/ },
+        { name: "unsigned", over: { headers: { "x-gateway-signature": "" } }, status: 401, error: /not signed/ },
+        { name: "not JSON", over: { body: "{nope" }, status: 400, error: /not JSON/ },
+        { name: "no trigger", over: { body: '{"session":"s1"}' }, status: 400, error: /not \{session, trigger, proposed\}/ },
+        { name: "GET", over: { method: "GET" }, status: 405, error: /GET is not allowed/ },
+        { name: "too large", over: { body: JSON.stringify({ pad: "x".repeat(5 << 20) }) }, status: 413, error: /larger than/ },
+    ];
+    for (const c of cases) {
+        await t.test(c.name, async () => {
+            const res = await post(payload, c.over);
+            assert.equal(res.status, c.status);
+            assert.match(res.json.error, c.error);
+            assert.ok(!res.json.error.includes(secret));
+        });
+    }
+});
