@@ -35,6 +35,7 @@ type config struct {
 	workerTimeout time.Duration
 	readLimit     int64
 	workerURL     string
+	offline       bool
 	workerSecret  string
 	logLevel      slog.Level
 	shutdownGrace time.Duration
@@ -56,6 +57,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", "scripted"), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL)")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
+	fs.BoolVar(&c.offline, "offline", env("GATEWAY_OFFLINE", "") == "1" || env("GATEWAY_OFFLINE", "") == "true", "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
@@ -191,7 +193,7 @@ func buildModels(cfg config) (model.Resolver, error) {
 		return nil, fmt.Errorf("failed to load script: %w", err)
 	}
 	return model.ResolverFunc(func(id string) (model.Model, error) {
-		if id == "scripted" {
+		if id == "scripted" || cfg.offline {
 			return sm, nil
 		}
 		return nil, fmt.Errorf("%w %q: only \"scripted\" is configured", model.ErrUnknownModel, id)
