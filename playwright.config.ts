@@ -5,18 +5,30 @@ import { defineConfig } from "@playwright/test";
 // orphaned. GATEWAY_E2E_PORT moves it off the default port.
 const port = Number(process.env.GATEWAY_E2E_PORT ?? 18731);
 const baseURL = `http://127.0.0.1:${port}`;
+// A second gateway runs a script of our own (e2e/script/script.json), for the
+// specs in e2e/script/: how to test your own chat UI against the gateway.
+const scriptURL = `http://127.0.0.1:${port + 1}`;
+
+const gateway = (url: string, flags = "") => ({
+    command: `./bin/gateway --listen ${new URL(url).host} --log-level warn ${flags}`.trim(),
+    url: `${url}/healthz`,
+    reuseExistingServer: process.env.E2E_REUSE_SERVER === "1",
+    gracefulShutdown: { signal: "SIGTERM" as const, timeout: 5000 },
+    stdout: "pipe" as const,
+    stderr: "pipe" as const,
+    timeout: 30_000,
+});
 
 export default defineConfig({
     testDir: "e2e",
     fullyParallel: true,
-    workers: 2, // two cores: one gateway, two browsers
+    workers: 2, // at most two: the CI machine has two cores
     forbidOnly: !!process.env.CI,
     retries: 0,
     timeout: 30_000,
     expect: { timeout: 10_000 },
     reporter: process.env.CI ? [["list"], ["html", { open: "never" }]] : "list",
     use: {
-        baseURL,
         browserName: "chromium",
         headless: true,
         // Debian's chromium: a browser download cannot work here.
@@ -34,13 +46,9 @@ export default defineConfig({
         trace: "retain-on-failure",
         screenshot: "only-on-failure",
     },
-    webServer: {
-        command: `./bin/gateway --listen 127.0.0.1:${port}`,
-        url: `${baseURL}/healthz`,
-        reuseExistingServer: process.env.E2E_REUSE_SERVER === "1",
-        gracefulShutdown: { signal: "SIGTERM", timeout: 5000 },
-        stdout: "pipe",
-        stderr: "pipe",
-        timeout: 30_000,
-    },
+    projects: [
+        { name: "demo", testIgnore: "script/**", use: { baseURL } },
+        { name: "script", testDir: "e2e/script", use: { baseURL: scriptURL } },
+    ],
+    webServer: [gateway(baseURL), gateway(scriptURL, "--script e2e/script/script.json")],
 });

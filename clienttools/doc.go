@@ -6,5 +6,7 @@
 // Entry points: NewRouter, then Router.Attach / Router.Detach as connections
 // come and go; the engine calls Dispatch and Release through
 // engine.ClientRouter. A Router is safe for concurrent use: one mutex guards
-// its tables, and it never blocks on a connection (Conn.Send must not block).
+// its tables, and it never blocks on a connection (Conn.Send must not block;
+// it is called with that mutex held). Attempts waiting for a page are
+// handed to it in dispatch order.
 package clienttools

@@ -1,9 +1,11 @@
 package clienttools
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/clienttools/gateway/engine"
@@ -22,6 +24,7 @@ type Router struct {
 	logger   *slog.Logger
 	mu       sync.Mutex
 	sessions map[string]*sessionCalls
+	seq      uint64 // dispatch order, so waiting attempts go out in call order
 }
 
 var _ engine.ClientRouter = (*Router)(nil)
@@ -44,6 +47,7 @@ type page struct {
 type attempt struct {
 	call engine.ClientCall
 	page *page
+	seq  uint64
 }
 
 // NewRouter returns an empty Router. A nil logger means slog.Default().
@@ -71,7 +75,8 @@ func (r *Router) Dispatch(call engine.ClientCall) error {
 	if !sc.declared[call.Name] {
 		return fmt.Errorf("%w: no page of session %s declared %q", engine.ErrClientUnavailable, call.Session, call.Name)
 	}
-	a := &attempt{call: call}
+	r.seq++
+	a := &attempt{call: call, seq: r.seq}
 	sc.pending[call.ID] = a
 	r.deliver(sc, a, nil)
 	return nil
@@ -125,11 +130,21 @@ func (r *Router) Attach(session string, conn Conn, tools []string) {
 		sc.declared[t] = true
 	}
 	sc.pages = append(sc.pages, p)
-	for _, a := range sc.pending {
+	for _, a := range sc.inOrder() {
 		if a.page == nil && p.tools[a.call.Name] {
 			r.deliver(sc, a, nil)
 		}
 	}
+}
+
+// inOrder lists the session's attempts in dispatch order.
+func (sc *sessionCalls) inOrder() []*attempt {
+	out := make([]*attempt, 0, len(sc.pending))
+	for _, a := range sc.pending {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b *attempt) int { return cmp.Compare(a.seq, b.seq) })
+	return out
 }
 
 // Detach forgets a connection. Attempts it held go to another page of the
@@ -153,7 +168,7 @@ func (r *Router) Detach(session string, conn Conn) {
 	if gone == nil {
 		return
 	}
-	for _, a := range sc.pending {
+	for _, a := range sc.inOrder() {
 		if a.page == gone {
 			r.deliver(sc, a, gone)
 		}

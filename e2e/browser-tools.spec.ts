@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { Chat, ofType } from "./support";
+import { expect, test, Chat, ofType } from "./support";
 
 test.describe("get_local_time", () => {
     test.use({ timezoneId: "Asia/Tokyo" });
@@ -15,7 +14,7 @@ test.describe("get_local_time", () => {
         await expect(card).toHaveAttribute("data-local", "true");
         await expect(card).toHaveAttribute("data-status", "done");
         await expect(card.getByTestId("tool-result")).toContainText('"timeZone": "Asia/Tokyo"');
-        await expect(chat.reply("Your page says the local time is")).toContainText("Asia/Tokyo");
+        await expect(chat.reply("Your page says it's")).toContainText("in Asia/Tokyo.");
         await chat.idle();
 
         // The page answered once, with the time in its own zone.
@@ -30,6 +29,8 @@ test.describe("get_local_time", () => {
         const [sent] = await chat.toolMessages("get_local_time");
         expect(sent.isError ?? false).toBe(false);
         expect(JSON.parse(sent.content)).toEqual(answers[0].result);
+        await expect(chat.reply("Your page says it's").getByTestId("message-text"))
+            .toHaveText(`Your page says it's ${answers[0].result.time} in Asia/Tokyo.`);
     });
 });
 

@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { Chat, ofType, replayFromGateway } from "./support";
+import { expect, test, Chat, ofType, replayFromGateway } from "./support";
 
 test("a reload while confirm waits restores the conversation and settles the call once", async ({ page }) => {
     const chat = await Chat.open(page);

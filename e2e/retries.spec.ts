@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { Chat, ofType } from "./support";
+import { expect, test, Chat, ofType } from "./support";
 
 // The gateway's policy for never_answers: attempts 2, timeout "1s", backoff "200ms".
 test("a browser tool that never answers times out, is retried, then fails", async ({ page }) => {

@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { Chat, ofType } from "./support";
+import { expect, test, Chat, ofType } from "./support";
 
 for (const { phrase, say, status } of [
     { phrase: "test invalid", say: "Calling get_weather with arguments that lack the required city.", status: "invalid" },

@@ -1,7 +1,31 @@
 // Helpers shared by the specs: a page object for the chat page (by its
 // data-testid attributes, see docs/ui.md) and a look at what the gateway and
 // the model saw.
-import { expect, type Locator, type Page } from "@playwright/test";
+import { test as base, expect, type Locator, type Page } from "@playwright/test";
+
+/**
+ * Playwright's test, plus a check that no page of the test threw an uncaught
+ * error or logged a console error (a 404 for an asset, a broken module).
+ */
+export const test = base.extend<{ pageErrors: string[] }>({
+    pageErrors: [
+        async ({ context }, use) => {
+            const errors: string[] = [];
+            const watch = (p: Page) => {
+                p.on("pageerror", (e) => errors.push(`${p.url()}: uncaught ${e.name}: ${e.message}`));
+                p.on("console", (m) => {
+                    if (m.type() === "error") errors.push(`${p.url()}: console.error: ${m.text()}`);
+                });
+            };
+            context.pages().forEach(watch);
+            context.on("page", watch);
+            await use(errors);
+            expect(errors, "errors in the page").toEqual([]);
+        },
+        { auto: true },
+    ],
+});
+export { expect };
 
 /** A session event as the gateway sent it (docs/protocol.md). */
 export type Frame = { type: string; seq?: number; [field: string]: any };

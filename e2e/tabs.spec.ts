@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { Chat, STORAGE_KEY, ofType, replayFromGateway } from "./support";
+import { expect, test, Chat, STORAGE_KEY, ofType, replayFromGateway } from "./support";
 
 test("two tabs on one session: confirm asks in one tab only and runs once", async ({ context, page }) => {
     const one = await Chat.open(page);
@@ -30,7 +29,7 @@ test("two tabs on one session: confirm asks in one tab only and runs once", asyn
     await expect.poll(asked).toEqual(expect.arrayContaining([1]));
     await page.waitForTimeout(500);
     const counts = await asked();
-    expect(counts.sort()).toEqual([0, 1]);
+    expect([...counts].sort()).toEqual([0, 1]);
     const [asker, other] = counts[0] === 1 ? [one, two] : [two, one];
     await expect(asker.cards("confirm")).toHaveAttribute("data-local", "true");
     await expect(other.cards("confirm")).toHaveAttribute("data-local", "false");

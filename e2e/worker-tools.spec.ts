@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { Chat } from "./support";
+import { expect, test, Chat } from "./support";
 
 test("get_weather runs in the worker and the model reads its result", async ({ page }) => {
     const chat = await Chat.open(page);

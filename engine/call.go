@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/clienttools/gateway/clock"
@@ -29,8 +30,10 @@ type call struct {
 	cancel     context.CancelFunc // a worker attempt's context
 	backingOff bool
 	settled    bool
+	answeredBy int // the attempt whose answer last ended an attempt; 0: none
 	finished   ToolFinished
 	specErr    error // the call's retry policy does not parse
+	seq        int   // dispatch order within the session
 }
 
 // batch is the calls dispatched by one decision: siblings that settle
@@ -59,6 +62,8 @@ type outcome struct {
 	retryable bool
 }
 
+// openCalls returns the unsettled calls in the order they were dispatched,
+// so a cancel settles them (and tells the browser) in a predictable order.
 func (s *Session) openCalls() []*call {
 	var out []*call
 	for _, c := range s.calls {
@@ -66,6 +71,7 @@ func (s *Session) openCalls() []*call {
 			out = append(out, c)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out
 }
 
@@ -107,6 +113,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeMalformedInput,
 			Error: fmt.Sprintf("The arguments for %s are not a JSON object: %s. Call it again with a JSON object.", tc.Name, c.input.Error)}
 	}
+	c.seq = len(s.calls)
 	s.calls[id] = c
 	s.open++
 	s.idle = false
@@ -278,14 +285,21 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		return fmt.Errorf("%w: %q", ErrUnknownCall, id)
 	case fromClient && c.handler != HandlerClient:
 		return fmt.Errorf("%w: %q runs on the worker, not in the browser", ErrUnknownCall, id)
-	case c.settled:
-		return fmt.Errorf("%w: %q", ErrSettled, id)
 	case attempt == 0:
 		attempt = c.attempt
+	}
+	if c.settled {
+		// A repeat of the answer that settled the call is a duplicate;
+		// anything else is for an attempt that ended without one.
+		if attempt == c.answeredBy {
+			return fmt.Errorf("%w: %q", ErrSettled, id)
+		}
+		return fmt.Errorf("%w: %q attempt %d (the call has settled)", ErrStaleAttempt, id, attempt)
 	}
 	if attempt != c.attempt || c.backingOff {
 		return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, id, attempt, c.attempt)
 	}
+	c.answeredBy = attempt
 	switch a := a.(type) {
 	case ToolResult:
 		s.settle(c, s.checkResult(c, resultText(a.Result)), false)
@@ -351,7 +365,7 @@ func (s *Session) attemptFailed(c *call, o outcome, abort bool) {
 	})
 	s.logger.Info("tool attempt failed, retrying", "call", c.id, "tool", c.name, "attempt", attempt, "code", o.code, "backoff", wait)
 	s.publish(EventToolRetrying, ToolRetryingEvent{ID: c.id, Name: c.name, Attempt: attempt, Attempts: c.spec.attempts,
-		Error: o.err, Code: o.code, Backoff: wait.String()})
+		Error: o.err, Code: o.code, Backoff: wait.Round(time.Millisecond).String()})
 }
 
 func (h Handler) peer() string {
@@ -402,7 +416,10 @@ func (s *Session) settle(c *call, o outcome, abort bool) {
 	s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
 	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
 	if !o.ok {
-		ev.Code, ev.Detail = o.code, o.detail
+		ev.Code = o.code
+		if json.Valid(o.detail) { // a Go worker's hand-made detail may not be JSON; the event must not be lost
+			ev.Detail = o.detail
+		}
 	}
 	s.publish(EventToolFinished, ev)
 	if s.ending {

@@ -101,6 +101,11 @@ func (s *Session) run() {
 
 // post hands f to the session goroutine. It fails once the session ended.
 func (s *Session) post(ctx context.Context, f func()) error {
+	// A select with room in the inbox and a cancelled session picks either
+	// at random: check first, so input after the end is refused, not lost.
+	if s.ctx.Err() != nil {
+		return ErrSessionClosed
+	}
 	select {
 	case s.inbox <- f:
 		return nil

@@ -21,15 +21,24 @@ const (
 )
 
 // conn is one browser connection. The /ws handler's goroutine owns it and
-// reads; writeLoop is the only writer; pump moves session events to it.
+// reads; writeLoop is the only writer; pump feeds it the session's events
+// and the router's deliveries, each delivery after the events published
+// before it.
 type conn struct {
 	s       *Server
 	ws      *websocket.Conn
 	browser string
 	logger  *slog.Logger
-	out     chan json.RawMessage
+	// out feeds the writer. deliveries holds the router's frames until
+	// pump has queued every session event published before them.
+	out        chan json.RawMessage
+	deliveries chan delivery
 
-	ctx       context.Context // ends when the connection closes
+	// ctx ends when the connection starts closing. It stops the loops
+	// between frames; it is never the context of a Write or Ping, because
+	// the library tears the socket down when one is cancelled mid-frame,
+	// and the close code would be lost.
+	ctx       context.Context
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closed    chan struct{} // closed when ws.Close has returned
@@ -60,9 +69,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		s: s, ws: ws, browser: browser,
-		logger: s.logger.With("remote", r.RemoteAddr),
-		out:    make(chan json.RawMessage, s.opts.SendQueue),
-		ctx:    ctx, cancel: cancel,
+		logger:     s.logger.With("remote", r.RemoteAddr),
+		out:        make(chan json.RawMessage, s.opts.SendQueue),
+		deliveries: make(chan delivery, s.opts.SendQueue),
+		ctx:        ctx, cancel: cancel,
 		closed: make(chan struct{}),
 	}
 	if !s.track(c) {
@@ -177,8 +187,8 @@ func errorCode(err error) string {
 	}
 }
 
-// open opens or resumes the connection's session and replays what the page
-// missed, then starts live delivery and lets the router use this page.
+// open opens or resumes the connection's session, lets the router use this
+// page, replays what the page missed, then starts live delivery.
 func (c *conn) open(f SessionOpen) {
 	if c.session != nil {
 		c.sendError("already_open", fmt.Sprintf("this connection already has session %s", c.session.ID()))
@@ -210,21 +220,24 @@ func (c *conn) open(f SessionOpen) {
 		return
 	}
 	c.session, c.sub = sess, sub
+	// Attach now, so a page that has session.opened runs the calls that
+	// follow. Deliveries wait in c.deliveries until pump, which starts
+	// after the replay, puts them in their place among the events.
+	c.s.opts.Router.Attach(sess.ID(), c, f.Tools)
 	last := f.After
 	if n := len(replay); n > 0 {
 		last = replay[n-1].Seq
 	}
-	if !c.sendWait(encodeFrame(FrameSessionOpened, SessionOpened{Session: sess.ID(), Seq: last})) {
+	if !c.forward(encodeFrame(FrameSessionOpened, SessionOpened{Session: sess.ID(), Seq: last})) {
 		return
 	}
 	for _, ev := range replay {
-		if !c.sendWait(ev.Frame) {
+		if !c.forward(ev.Frame) {
 			return
 		}
 	}
 	c.wg.Add(1)
 	go c.pump()
-	c.s.opts.Router.Attach(sess.ID(), c, f.Tools)
 	if f.Session == "" {
 		c.logger.Info("session started by browser", "session", sess.ID(), "tools", f.Tools)
 	} else {
@@ -232,23 +245,27 @@ func (c *conn) open(f SessionOpen) {
 	}
 }
 
-// pump forwards live session events to the writer, in order.
+// pump forwards live session events and the router's deliveries to the
+// writer, in order.
 func (c *conn) pump() {
 	defer c.wg.Done()
 	for {
 		select {
 		case ev := <-c.sub.C():
-			if !c.sendWait(ev.Frame) {
+			if !c.forward(ev.Frame) {
+				return
+			}
+		case d := <-c.deliveries:
+			if !c.deliver(d) {
 				return
 			}
 		case <-c.sub.Done():
 			switch err := c.sub.Err(); {
 			case errors.Is(err, engine.ErrSlowSubscriber):
-				c.logger.Warn("browser too slow, closing", "session", c.session.ID())
-				c.close(statusPolicyViolation, "the connection could not keep up: reconnect and resume")
+				c.tooSlow("the session's events")
 			case errors.Is(err, engine.ErrSessionClosed):
 				for len(c.sub.C()) > 0 {
-					if !c.sendWait((<-c.sub.C()).Frame) {
+					if !c.forward((<-c.sub.C()).Frame) {
 						return
 					}
 				}
@@ -261,6 +278,64 @@ func (c *conn) pump() {
 	}
 }
 
+// delivery is a frame from the router, queued when the session's latest
+// event was after.
+type delivery struct {
+	frame json.RawMessage
+	after int64
+}
+
+// deliver writes d in its place among the session's events: after every
+// event up to d.after, which are all in the subscription by now, and
+// before any later one. So a page sees a call's tool.started before its
+// tool.call, and has seen every event before a call when it resumes.
+func (c *conn) deliver(d delivery) bool {
+	for len(c.sub.C()) > 0 {
+		ev := <-c.sub.C()
+		if ev.Seq > d.after {
+			return c.forward(d.frame) && c.forward(ev.Frame)
+		}
+		if !c.forward(ev.Frame) {
+			return false
+		}
+	}
+	return c.forward(d.frame)
+}
+
+// forward queues a frame for the writer, waiting for room. It reports
+// false once the connection is closing, or when the session dropped this
+// connection's subscription because it fell behind: waiting would not
+// help then, so the connection is closed and the page resumes.
+func (c *conn) forward(frame json.RawMessage) bool {
+	select {
+	case c.out <- frame:
+		return true
+	case <-c.ctx.Done():
+		return false
+	case <-c.sub.Done():
+		if errors.Is(c.sub.Err(), engine.ErrSlowSubscriber) {
+			c.tooSlow("the session's events")
+			return false
+		}
+		// The session ended: what it published before still goes out.
+		select {
+		case c.out <- frame:
+			return true
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
+const reasonTooSlow = "the connection could not keep up: reconnect and resume"
+
+// tooSlow closes a connection whose queue overflowed. Nothing is lost but
+// the socket: the page resumes from the last seq it saw.
+func (c *conn) tooSlow(what string) {
+	c.logger.Warn("browser too slow, closing", "session", c.session.ID(), "overflowed", what, "queue", cap(c.out))
+	c.close(statusPolicyViolation, reasonTooSlow)
+}
+
 // Send queues a delivery from the router without blocking; a full queue
 // means the browser cannot keep up, so the connection is closed.
 func (c *conn) Send(frame json.RawMessage) bool {
@@ -268,27 +343,25 @@ func (c *conn) Send(frame json.RawMessage) bool {
 		return false
 	}
 	select {
-	case c.out <- frame:
+	case c.deliveries <- delivery{frame: frame, after: c.session.LastSeq()}:
 		return true
 	default:
-		c.logger.Warn("send queue full, closing", "queue", cap(c.out))
-		c.close(statusPolicyViolation, "the connection could not keep up: reconnect and resume")
+		c.tooSlow("tool deliveries")
 		return false
 	}
 }
 
-// sendWait queues a frame, waiting for room; false once the connection closed.
-func (c *conn) sendWait(frame json.RawMessage) bool {
-	select {
-	case c.out <- frame:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
-}
-
+// sendError queues an error frame for the writer without blocking.
 func (c *conn) sendError(code, message string) {
-	c.Send(encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
+	if c.ctx.Err() != nil {
+		return
+	}
+	select {
+	case c.out <- encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}):
+	default:
+		c.logger.Warn("send queue full, closing", "queue", cap(c.out))
+		c.close(statusPolicyViolation, reasonTooSlow)
+	}
 }
 
 func (c *conn) writeLoop() {
@@ -296,11 +369,17 @@ func (c *conn) writeLoop() {
 	for {
 		select {
 		case frame := <-c.out:
+			if c.ctx.Err() != nil {
+				return // closing: the close frame is next
+			}
 			if frame == nil { // flushAndClose's marker: everything before it is written
 				c.close(c.flushCode, c.flushReason)
 				return
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.WriteTimeout)
+			// Not c.ctx: see conn.ctx. A peer that stops reading blocks
+			// this write until WriteTimeout, when the library closes the
+			// socket.
+			ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.WriteTimeout)
 			err := c.ws.Write(ctx, websocket.MessageText, frame)
 			cancel()
 			if err != nil {
@@ -320,7 +399,9 @@ func (c *conn) pingLoop() {
 	for {
 		select {
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.PingInterval)
+			// Not c.ctx: see conn.ctx. Once the socket closes, Ping
+			// returns at once.
+			ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.PingInterval)
 			err := c.ws.Ping(ctx)
 			cancel()
 			if err != nil && c.ctx.Err() == nil {
@@ -337,10 +418,13 @@ func (c *conn) pingLoop() {
 // close ends the connection once, with code; later calls do nothing.
 func (c *conn) close(code websocket.StatusCode, reason string) {
 	c.closeOnce.Do(func() {
+		// Stop the loops and refuse new frames. A write in progress
+		// finishes first; then Close sends the close frame after it.
 		c.cancel()
 		go func() {
-			// Close waits for the peer's close frame, which serve's Read
-			// takes; it gives up by itself after a few seconds.
+			// Close waits up to 5s to write the close frame and 5s for
+			// the peer's, which serve's Read takes; then it closes the
+			// socket anyway.
 			_ = c.ws.Close(code, reason)
 			close(c.closed)
 		}()
@@ -351,7 +435,9 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 // been written, so a page sees session.ended before the close.
 func (c *conn) flushAndClose(code websocket.StatusCode, reason string) {
 	c.flushCode, c.flushReason = code, reason
-	if !c.sendWait(nil) {
+	select {
+	case c.out <- nil:
+	case <-c.ctx.Done():
 		c.close(code, reason)
 	}
 }

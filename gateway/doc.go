@@ -8,4 +8,10 @@
 // connection is owned by the goroutine of its /ws request, which keeps
 // reading; one writer goroutine per connection drains a bounded queue, so a
 // slow browser is closed (1008) rather than allowed to block its session.
+// Closing never cuts off a frame being written, so the close code reaches
+// a page that is merely slow. DecodeFrame is the one parser of browser
+// frames.
+//
+// docs/gateway.md describes the endpoints and policies; docs/protocol.md
+// the frames.
 package gateway

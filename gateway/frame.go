@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/clienttools/gateway/engine"
 )
@@ -63,19 +64,17 @@ var ErrUnknownFrame = errors.New("unknown frame type")
 
 // DecodeFrame reads one browser frame, checking each required field.
 func DecodeFrame(data []byte) (Frame, error) {
-	var head struct {
-		Type *string `json:"type"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrBadFrame, err)
-	}
-	if head.Type == nil {
-		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadFrame)
-	}
-	typ := *head.Type
 	fields, err := members(data)
 	if err != nil {
 		return nil, err
+	}
+	rawType, ok := fields["type"]
+	if !ok || bytes.Equal(rawType, []byte("null")) {
+		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadFrame)
+	}
+	var typ string
+	if err := json.Unmarshal(rawType, &typ); err != nil {
+		return nil, fmt.Errorf("%w: \"type\" should be a string, not %s", ErrBadFrame, kindOf(rawType))
 	}
 	need := func(names ...string) error {
 		for _, n := range names {
@@ -88,7 +87,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 	switch typ {
 	case FrameSessionOpen:
 		var f SessionOpen
-		if err := decodeStrict(typ, data, &f); err != nil {
+		if err := decodeStrict(typ, fields, data, &f); err != nil {
 			return nil, err
 		}
 		if f.After < 0 {
@@ -105,7 +104,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f MessageFrame
-		if err := decodeStrict(typ, data, &f); err != nil {
+		if err := decodeStrict(typ, fields, data, &f); err != nil {
 			return nil, err
 		}
 		if len(bytes.TrimSpace([]byte(f.Content))) == 0 {
@@ -117,22 +116,28 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f engine.ToolResult
-		if err := decodeStrict(typ, data, &f); err != nil {
+		if err := decodeStrict(typ, fields, data, &f); err != nil {
 			return nil, err
 		}
-		return f, checkAnswer(typ, f.ID, f.Attempt)
+		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
+			return nil, err
+		}
+		return f, nil
 	case FrameToolError:
 		if err := need("id", "attempt", "error"); err != nil {
 			return nil, err
 		}
 		var f engine.ToolError
-		if err := decodeStrict(typ, data, &f); err != nil {
+		if err := decodeStrict(typ, fields, data, &f); err != nil {
 			return nil, err
 		}
 		if f.Error == "" {
 			return nil, fmt.Errorf("%w: tool.error \"error\" is empty", ErrBadFrame)
 		}
-		return f, checkAnswer(typ, f.ID, f.Attempt)
+		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
+			return nil, err
+		}
+		return f, nil
 	case FrameCancel:
 		return CancelFrame{}, nil
 	default:
@@ -150,17 +155,37 @@ func checkAnswer(typ, id string, attempt int) error {
 	return nil
 }
 
-// members lists a JSON object's member names.
+// members lists a JSON object's members by their exact names.
 func members(data []byte) (map[string]json.RawMessage, error) {
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("%w: not JSON: send one JSON object per text frame", ErrBadFrame)
+	}
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrBadFrame, err)
+	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("%w: not a JSON object: send one JSON object per text frame", ErrBadFrame)
 	}
 	return m, nil
 }
 
+// frameFields are the member names of each frame type, besides "type".
+var frameFields = map[string][]string{
+	FrameSessionOpen: {"session", "after", "tools"},
+	FrameMessage:     {"content"},
+	FrameToolResult:  {"id", "attempt", "result"},
+	FrameToolError:   {"id", "attempt", "error", "retryable", "code", "detail"},
+}
+
 // decodeStrict decodes into v and names the field whose type is wrong.
-func decodeStrict(typ string, data []byte, v any) error {
+// Member names must match exactly: encoding/json would also take "ID" for
+// "id", so two spellings of one field could disagree.
+func decodeStrict(typ string, fields map[string]json.RawMessage, data []byte, v any) error {
+	for name := range fields {
+		for _, want := range frameFields[typ] {
+			if name != want && strings.EqualFold(name, want) {
+				return fmt.Errorf("%w: %s has %q: member names are case-sensitive, write %q", ErrBadFrame, typ, name, want)
+			}
+		}
+	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -169,6 +194,24 @@ func decodeStrict(typ string, data []byte, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrBadFrame, typ, err)
 	}
 	return nil
+}
+
+// kindOf names the kind of a JSON value, for error text.
+func kindOf(v json.RawMessage) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 func jsonTypeName(kind string) string {

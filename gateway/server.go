@@ -26,7 +26,9 @@ type Options struct {
 	// Required.
 	Router *clienttools.Router
 	// Sessions is the cookie session manager. Default: scs.New() with a
-	// 24h lifetime, HttpOnly, SameSite Lax.
+	// 24h lifetime, HttpOnly, SameSite Lax, in memory: browsers get new
+	// identities when the process restarts. (scs.New starts a cleanup
+	// goroutine that lives as long as the process.)
 	Sessions *scs.SessionManager
 	// OriginPatterns are the hosts, besides the gateway's own, whose pages
 	// may open /ws (path.Match patterns such as "example.com" or
@@ -223,9 +225,9 @@ func (s *Server) untrack(c *conn) {
 	s.wg.Done()
 }
 
-// Shutdown closes every WebSocket with 1001 going away and waits for their
-// handlers, or for ctx. http.Server.Shutdown does not wait for hijacked
-// connections, so call this too (RegisterOnShutdown does).
+// Shutdown closes every WebSocket with 1001 going away, refuses new ones,
+// and waits for their handlers, or for ctx. http.Server.Shutdown does not
+// wait for hijacked connections: call this after it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true

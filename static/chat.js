@@ -51,16 +51,19 @@ export function mountChat(root, client) {
     }
     setBusy(false);
 
-    /** Appends an item to the log, following the bottom if the reader is there. */
-    function append(/** @type {HTMLElement} */ el) {
-        const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 48;
-        log.append(el);
-        if (atBottom) el.scrollIntoView?.({ block: "end" });
+    // The log follows new content while the reader is at its bottom, and
+    // stays put once they scroll up to read.
+    let stick = true;
+    log.addEventListener("scroll", () => {
+        stick = log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+    }, { passive: true });
+    function followBottom() {
+        if (stick) log.scrollTop = log.scrollHeight;
     }
 
-    function followBottom() {
-        const last = log.lastElementChild;
-        if (last && log.scrollHeight - log.scrollTop - log.clientHeight < 96) last.scrollIntoView?.({ block: "end" });
+    function append(/** @type {HTMLElement} */ el) {
+        log.append(el);
+        followBottom();
     }
 
     function messageItem(/** @type {string} */ role) {
@@ -122,8 +125,9 @@ export function mountChat(root, client) {
         must(el, "[data-testid=tool-handler]").hidden = !c.handler;
         must(el, "[data-testid=tool-status]").textContent = statusText(c);
         const attempt = must(el, "[data-testid=tool-attempt]");
-        attempt.textContent = c.attempts ? `attempt ${c.attempt} of ${c.attempts}` : "";
-        attempt.hidden = !c.attempts;
+        // One attempt of one says nothing; "attempt 2 of 3" does.
+        attempt.textContent = c.attempts > 1 ? `attempt ${c.attempt} of ${c.attempts}` : "";
+        attempt.hidden = !(c.attempts > 1);
         must(el, "[data-testid=tool-args]").textContent = pretty(c.arguments);
         if (c.input && c.input.status !== "valid") {
             const bad = must(el, "[data-testid=tool-input]");
@@ -138,7 +142,7 @@ export function mountChat(root, client) {
             li.dataset.testid = "tool-failure";
             li.dataset.code = f.code ?? "";
             li.textContent = `Attempt ${f.attempt} of ${c.attempts} failed${f.code ? ` (${f.code})` : ""}: ${f.error}` +
-                (f.backoff ? ` Next try after ${f.backoff}.` : "");
+                (f.backoff ? ` Next try after ${duration(f.backoff)}.` : "");
             return li;
         }));
         failures.hidden = c.failures.length === 0;
@@ -232,6 +236,8 @@ export function mountChat(root, client) {
         if (!text) return;
         client.send(text);
         prompt.value = "";
+        stick = true;
+        followBottom();
         setBusy(true);
     });
     prompt.addEventListener("keydown", (e) => {
@@ -281,22 +287,45 @@ function statusText(c) {
     switch (c.status) {
         case "pending": return "Pending";
         case "running": return "Running";
-        case "retrying": return c.backoff ? `Retrying in ${c.backoff}` : "Retrying";
+        case "retrying": return c.backoff ? `Retrying in ${duration(c.backoff)}` : "Retrying";
         case "done": return "Done";
         case "error": return "Error";
     }
     return c.status;
 }
 
-/** JSON pretty-printed when it parses, else the text as it is. @param {unknown} v */
+/**
+ * A value for reading: JSON on one line when short, indented when long; a
+ * JSON string unquoted; text that is not JSON as it is.
+ * @param {unknown} v  A value, or a string that may hold JSON.
+ */
 export function pretty(v) {
-    if (typeof v !== "string") return JSON.stringify(v, null, 2) ?? "";
-    try {
-        const parsed = JSON.parse(v);
-        return typeof parsed === "object" && parsed !== null ? JSON.stringify(parsed, null, 2) : v;
-    } catch {
-        return v;
+    let value = v;
+    if (typeof v === "string") {
+        try {
+            value = JSON.parse(v);
+        } catch {
+            return v;
+        }
     }
+    if (typeof value === "string") return value;
+    const oneLine = JSON.stringify(value, null, 1)?.replace(/\n\s*/g, " ") ?? "";
+    return oneLine.length <= 80 ? oneLine : JSON.stringify(value, null, 2);
+}
+
+const UNIT_MS = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 };
+
+/**
+ * A Go duration ("13.170913ms", "1m30s") for reading: "13 ms", "1.5 s", "90 s".
+ * Text that is not a duration is returned as it is.
+ * @param {string} text
+ */
+export function duration(text) {
+    const parts = [...String(text).matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)];
+    if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) return text;
+    const ms = parts.reduce((sum, [, n, unit]) => sum + Number(n) * UNIT_MS[/** @type {keyof UNIT_MS} */ (unit)], 0);
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    return `${Number((ms / 1000).toFixed(1))} s`;
 }
 
 /** @param {ParentNode} root @param {string} selector @returns {HTMLElement} */

@@ -454,10 +454,13 @@ export class GatewayClient extends EventTarget {
     /** An error frame without seq: the gateway refused one of our frames. */
     #onRefused(f) {
         const detail = { code: String(f.code ?? "error"), message: String(f.message ?? "") };
-        if (detail.code === "unknown_session" && !this.#opened && this.#session) {
-            this.#forget("the gateway does not know the session");
-        }
         this.#emit("error", detail);
+        if (detail.code === "unknown_session" && !this.#opened && this.#session) {
+            // Not this browser's, or gone (a restart): start a new
+            // conversation on the same connection.
+            this.#forget("the gateway does not know the session");
+            this.#write({ type: "session.open", tools: this.tools });
+        }
     }
 
     /**
@@ -589,7 +592,11 @@ export class GatewayClient extends EventTarget {
         this.#abortRuns((r) => r.id === f.id && r.attempt < f.attempt, `attempt ${f.attempt} replaced it`);
 
         /** @type {Run} */
-        const run = { key, id: f.id, attempt: f.attempt, controller: new AbortController(), answer: null, sentOn: 0, done: false };
+        const deadline = f.deadline ? Date.parse(f.deadline) : NaN;
+        const run = {
+            key, id: f.id, attempt: f.attempt, controller: new AbortController(),
+            deadline: Number.isNaN(deadline) ? 0 : deadline, answer: null, sentOn: 0, done: false,
+        };
         this.#runs.set(key, run);
         const card = this.#card(f.id, f.name);
         Object.assign(card, {
@@ -629,7 +636,11 @@ export class GatewayClient extends EventTarget {
             call: f,
         };
         Promise.resolve()
-            .then(() => tool.run(f.input?.value, ctx))
+            .then(() => {
+                // Cancelled in the same task it arrived in: never start it.
+                if (run.done) throw ctx.signal.reason;
+                return tool.run(f.input?.value, ctx);
+            })
             .then(
                 (result) => this.#answer(run, { type: "tool.result", ...base, result: result === undefined ? null : result }),
                 (err) => this.#answer(run, { type: "tool.error", ...base, ...errorFields(err) }),
@@ -639,7 +650,14 @@ export class GatewayClient extends EventTarget {
     /** @param {{id: string, attempt: number, reason?: string}} f */
     #onToolCancel(f) {
         const why = f.reason ? `cancelled by the gateway: ${f.reason}` : "cancelled by the gateway";
-        this.#abortRuns((r) => r.id === f.id && (f.attempt === undefined || r.attempt === f.attempt), why, f.reason === "timeout");
+        const match = (/** @type {Run} */ r) => r.id === f.id && (f.attempt === undefined || r.attempt === f.attempt);
+        const run = [...this.#runs.values()].find(match);
+        // A timeout when the gateway says so, or, when its reason does not
+        // tell, when the attempt's deadline has passed (give or take a little
+        // clock skew).
+        const timeout = f.reason === "timeout" ||
+            (f.reason !== "cancelled" && !!run?.deadline && Date.now() >= run.deadline - 250);
+        this.#abortRuns(match, why, timeout);
     }
 
     /**
@@ -753,6 +771,7 @@ export class GatewayClient extends EventTarget {
  * @property {string} id
  * @property {number} attempt
  * @property {AbortController} controller
+ * @property {number} deadline  ms since the epoch; 0: none
  * @property {any} answer   The tool.result or tool.error frame, once known.
  * @property {number} sentOn The connection the answer went out on; 0: not sent.
  * @property {boolean} done Answered or aborted: nothing more to send.

@@ -44,16 +44,17 @@ func (m *Model) params(req model.Request) sdk.MessageNewParams {
 // inputSchema sends a declared schema as it is, adding the "type": "object"
 // the API insists on when it is missing. No schema means no arguments.
 func inputSchema(raw json.RawMessage) sdk.ToolInputSchemaParam {
+	// The SDK's zero value is omitted altogether, so even the empty schema is
+	// an override.
+	b := []byte(`{"type":"object"}`)
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return sdk.ToolInputSchemaParam{} // marshals as {"type":"object"}
-	}
-	if _, ok := fields["type"]; !ok {
-		fields["type"] = json.RawMessage(`"object"`)
-	}
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return sdk.ToolInputSchemaParam{}
+	if err := json.Unmarshal(raw, &fields); err == nil && fields != nil {
+		if _, ok := fields["type"]; !ok {
+			fields["type"] = json.RawMessage(`"object"`)
+		}
+		if full, err := json.Marshal(fields); err == nil {
+			b = full
+		}
 	}
 	return param.Override[sdk.ToolInputSchemaParam](json.RawMessage(b))
 }

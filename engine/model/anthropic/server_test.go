@@ -100,6 +100,12 @@ func (s *server) requests() int {
 	return len(s.bodies)
 }
 
+func (s *server) header(i int) http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.headers[i]
+}
+
 // body returns request i's JSON body decoded.
 func (s *server) body(i int) map[string]any {
 	s.t.Helper()

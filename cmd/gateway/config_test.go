@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+func TestParseConfig(t *testing.T) {
+	defaults := config{
+		listen:        "127.0.0.1:8080",
+		model:         "scripted",
+		clientTimeout: engine.DefaultClientTimeout,
+		workerTimeout: engine.DefaultWorkerTimeout,
+		readLimit:     1 << 20,
+		logLevel:      slog.LevelInfo,
+		shutdownGrace: 10 * time.Second,
+	}
+	with := func(edit func(c *config)) config {
+		c := defaults
+		edit(&c)
+		return c
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want config
+	}{
+		{name: "defaults", want: defaults},
+		{
+			name: "flags",
+			args: []string{"--listen", ":9000", "--origins", "a.example, *.b.example,", "--client-timeout", "5s", "--worker-timeout", "1m30s", "--read-limit", "4096", "--log-level", "debug", "--model", "claude-x"},
+			want: with(func(c *config) {
+				c.listen, c.origins, c.clientTimeout, c.workerTimeout = ":9000", []string{"a.example", "*.b.example"}, 5*time.Second, 90*time.Second
+				c.readLimit, c.logLevel, c.model = 4096, slog.LevelDebug, "claude-x"
+			}),
+		},
+		{
+			name: "environment",
+			env: map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_ORIGINS": "c.example", "GATEWAY_CLIENT_TIMEOUT": "2s",
+				"GATEWAY_WORKER_TIMEOUT": "3s", "GATEWAY_READ_LIMIT": "100", "GATEWAY_LOG_LEVEL": "warn", "GATEWAY_SCRIPT": "s.json", "GATEWAY_OFFLINE": "1"},
+			want: with(func(c *config) {
+				c.listen, c.origins, c.clientTimeout, c.workerTimeout = ":7000", []string{"c.example"}, 2*time.Second, 3*time.Second
+				c.readLimit, c.logLevel, c.script, c.offline = 100, slog.LevelWarn, "s.json", true
+			}),
+		},
+		{
+			name: "flags win over the environment",
+			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "10"},
+			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "100"},
+			want: with(func(c *config) { c.listen, c.clientTimeout, c.readLimit = ":9000", 5*time.Second, 10 }),
+		},
+		{
+			name: "worker URL with its secret from the environment",
+			args: []string{"--worker-url", "http://127.0.0.1:9/decide"},
+			env:  map[string]string{"GATEWAY_WORKER_SECRET": "s3cret"},
+			want: with(func(c *config) { c.workerURL, c.workerSecret = "http://127.0.0.1:9/decide", "s3cret" }),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if err != nil {
+				t.Fatalf("parseConfig: %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parseConfig =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		mention string
+	}{
+		{"duration without a unit", []string{"--client-timeout", "30"}, nil, "client-timeout"},
+		{"not a duration", []string{"--worker-timeout", "soon"}, nil, "worker-timeout"},
+		{"zero duration", []string{"--client-timeout", "0s"}, nil, "positive"},
+		{"negative duration", []string{"--worker-timeout", "-1s"}, nil, "positive"},
+		{"bad duration from the environment", nil, map[string]string{"GATEWAY_CLIENT_TIMEOUT": "forever"}, "client-timeout"},
+		{"read limit with a unit", []string{"--read-limit", "1MB"}, nil, "read-limit"},
+		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
+		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
+		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
+		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},
+		{"unknown flag", []string{"--colour"}, nil, "colour"},
+		{"stray argument", []string{"serve"}, nil, `"serve"`},
+		{"worker URL without a secret", []string{"--worker-url", "http://127.0.0.1:9/"}, nil, "GATEWAY_WORKER_SECRET"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr strings.Builder
+			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("parseConfig error = %v, want one naming %s", err, tc.mention)
+			}
+		})
+	}
+}
+
+func TestParseConfigHelp(t *testing.T) {
+	var stderr strings.Builder
+	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseConfig(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, name := range []string{"-listen", "GATEWAY_LISTEN", "-read-limit", "-client-timeout"} {
+		if !strings.Contains(stderr.String(), name) {
+			t.Errorf("usage does not mention %s:\n%s", name, stderr.String())
+		}
+	}
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	err := run(t.Context(), []string{"--read-limit", "0"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "read-limit") {
+		t.Errorf("run = %v, want the read-limit error", err)
+	}
+}

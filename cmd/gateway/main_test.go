@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// scs.New starts its memory store's cleanup goroutine, which has no
+		// race-free way to stop; see gateway.Options.Sessions.
+		goleak.IgnoreTopFunction("github.com/alexedwards/scs/v2/memstore.(*MemStore).startCleanup"),
+	)
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// hang bounds every wait: a guard against hangs, not a timing assertion.
+const hang = 10 * time.Second
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listening = regexp.MustCompile(`gateway listening: open http://(\S+)/`)
+
+// startGateway runs the command on a free port. It returns the address it
+// printed, and stop, which cancels run's context and returns run's error
+// (stop is also a cleanup, which fails the test unless run returns nil).
+func startGateway(t *testing.T, args []string, env map[string]string) (addr string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), func(k string) string { return env[k] }, stdoutW, stderr)
+		stdoutW.Close()
+		done <- err
+	}()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(hang):
+				runErr = errors.New("run did not return after its context was cancelled")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("stderr:\n%s", stderr.String())
+		}
+	})
+
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdoutR)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, stdoutR)
+	}()
+	select {
+	case line := <-lines:
+		m := listening.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("stdout's first line is %q, want %q (run: %v)", line, listening, stop())
+		}
+		return m[1], stop
+	case <-time.After(hang):
+		t.Fatal("the gateway printed no URL")
+		return "", nil
+	}
+}
+
+func TestRunServesAndShutsDown(t *testing.T) {
+	addr, stop := startGateway(t, nil, nil)
+	base := "http://" + addr
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	client := &http.Client{Jar: jar, Transport: transport, Timeout: hang}
+
+	for _, tc := range []struct {
+		path, contentType, contains string
+	}{
+		{"/", "text/html", "/static/demo.js"},
+		{"/healthz", "application/json", `"status":"ok"`},
+		{"/static/gateway.js", "javascript", "session.open"},
+	} {
+		resp, err := client.Get(base + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), tc.contentType) || !strings.Contains(string(body), tc.contains) {
+			t.Errorf("GET %s = %s %q (%d bytes); want 200, %s, containing %q", tc.path, resp.Status, resp.Header.Get("Content-Type"), len(body), tc.contentType, tc.contains)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Jar: jar, Transport: transport}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type frame struct {
+		Type    string          `json:"type"`
+		Seq     int64           `json:"seq"`
+		Session string          `json:"session"`
+		ID      string          `json:"id"`
+		Attempt int             `json:"attempt"`
+		Message json.RawMessage `json:"message"`
+	}
+	read := func() (frame, []byte) {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var f frame
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		return f, b
+	}
+	// converse sends a message and returns the assistant's messages up to
+	// the session.idle after it; onCall answers client calls.
+	converse := func(content string, onCall func(f frame)) []string {
+		send(map[string]any{"type": "message", "content": content})
+		var said []string
+		seen := false
+		for {
+			f, raw := read()
+			var m struct{ Role, Content string }
+			_ = json.Unmarshal(f.Message, &m)
+			switch {
+			case f.Type == "message" && m.Role == "user" && m.Content == content:
+				seen = true
+			case seen && f.Type == "message" && m.Role == "assistant" && m.Content != "":
+				said = append(said, m.Content)
+			case f.Type == "tool.call":
+				if onCall == nil {
+					t.Fatalf("unexpected %s", raw)
+				}
+				onCall(f)
+			case seen && f.Type == "session.idle":
+				return said
+			case f.Type == "error":
+				t.Fatalf("error: %s", raw)
+			}
+		}
+	}
+
+	send(map[string]any{"type": "session.open", "tools": []string{"get_local_time", "set_theme", "confirm"}})
+	if f, raw := read(); f.Type != "session.opened" || f.Session == "" {
+		t.Fatalf("first frame %s, want session.opened", raw)
+	}
+	said := converse("what's the weather in Tokyo", nil)
+	if got := strings.Join(said, " "); !strings.Contains(got, "It's clear in Tokyo.") {
+		t.Errorf("the model said %q, want it to mention %q", said, "It's clear in Tokyo.")
+	}
+	said = converse("what time is it", func(f frame) {
+		send(map[string]any{"type": "tool.result", "id": f.ID, "attempt": f.Attempt, "result": map[string]string{"time": "12:00", "timeZone": "Asia/Tokyo"}})
+	})
+	if got := strings.Join(said, " "); !strings.Contains(got, "12:00") {
+		t.Errorf("the model said %q, want it to mention the page's time", said)
+	}
+
+	// Cancelling run's context closes the socket with 1001, and run
+	// returns nil.
+	closed := make(chan websocket.StatusCode, 1)
+	go func() {
+		for {
+			if _, _, err := ws.Read(context.Background()); err != nil {
+				closed <- websocket.CloseStatus(err)
+				return
+			}
+		}
+	}()
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	select {
+	case code := <-closed:
+		if code != websocket.StatusGoingAway {
+			t.Errorf("close status on shutdown = %v, want %v", code, websocket.StatusGoingAway)
+		}
+	case <-time.After(hang):
+		t.Error("the socket was not closed on shutdown")
+	}
+}

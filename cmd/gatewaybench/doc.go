@@ -1,0 +1,50 @@
+// Command gatewaybench measures the gateway against the floor: a bare
+// coder/websocket echo server on the same machine.
+//
+// It builds a gateway from the packages (engine.New with a test model that
+// calls the client tool "echo" on every user turn and replies "done" after
+// the result, a ToolWorker declaring echo with handler client,
+// clienttools.NewRouter, gateway.New) and runs it in a child process: it
+// re-executes itself with -serve gateway. The echo floor runs the same way
+// (-serve echo). Each phase gets a fresh child, so no phase inherits
+// another's sessions, and the child's memory is the server's alone: the
+// simulated browsers live in the parent and never share its heap or RSS.
+//
+// Every simulated browser does what a page does: GET / for the cookie, a
+// WebSocket to /ws, session.open {tools: ["echo"]}, then user messages; it
+// answers each tool.call at once with tool.result, echoing the arguments.
+//
+// Phases (-phases, default all, in this order):
+//
+//	latency     one connection, sequential: the echo round trip (floor), the
+//	            client-tool round trip (tool.call arrival to tool.finished
+//	            arrival, at the browser) and the turn (message sent to
+//	            session.idle); ratio = gateway / echo at p50 and p99.
+//	throughput  -sessions browsers in closed loop for -duration after
+//	            -warmup: client tool calls settled per second, the same
+//	            latencies under load, and the echo floor at the same
+//	            connection count.
+//	stream      -stream-sessions browsers ask for -stream-deltas deltas
+//	            -stream-interval apart; the model stamps each delta with
+//	            CLOCK_MONOTONIC (system-wide, so valid across the two
+//	            processes) and the browser computes now - stamp on arrival.
+//	idle        -idle sessions connected and left idle: the server's VmRSS,
+//	            HeapInuse and StackInuse after a GC (and FreeOSMemory),
+//	            before and after, divided by -idle; the same for the echo
+//	            server, and the browsers' own cost in this process.
+//
+// Profiles: -cpuprofile covers the gateway process during the throughput
+// window; -memprofile is the gateway's heap with -idle sessions connected.
+// Read them with `go tool pprof -top FILE`.
+//
+// With -url the phases run against a gateway that is already running (whose
+// agent must declare the client tool echo and whose model must call it on
+// each user turn, such as `gatewaybench -serve gateway -listen ADDR`); its
+// memory is read from its /bench/stats endpoint when it has one, else from
+// /proc/PID/status with -pid. The floor still runs in a child.
+//
+// The run is bounded by -timeout; every phase stops its browsers, its
+// goroutines and its child before the next starts. The exit status is 1
+// when a phase failed (protocol errors, a server that did not start), never
+// because a target was missed: timings go in docs/benchmarks.md.
+package main

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "gatewaybench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// allPhases in the order they run.
+var allPhases = []string{"latency", "throughput", "stream", "idle"}
+
+// config is what the flags say.
+type config struct {
+	// Server mode.
+	serve    string // "gateway" or "echo": serve instead of measuring
+	listen   string
+	lifeline bool
+	logLevel slog.Level
+
+	// Measuring.
+	url            string
+	pid            int
+	phases         []string
+	turns          int
+	sessions       int
+	duration       time.Duration
+	warmup         time.Duration
+	streamSessions int
+	streamDeltas   int
+	streamInterval time.Duration
+	idle           int
+	parallel       int
+	timeout        time.Duration
+
+	// Profiles of the gateway process.
+	cpuProfile string
+	memProfile string
+}
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("gatewaybench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gatewaybench [flags]          measure (see `go doc ./cmd/gatewaybench`)")
+		fmt.Fprintln(stderr, "       gatewaybench -serve gateway|echo [-listen ADDR]   serve only")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.serve, "serve", "", `serve instead of measuring: "gateway" (the bench agent) or "echo" (the floor)`)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:0", "address to serve on, with -serve")
+	fs.BoolVar(&c.lifeline, "stdin-lifeline", false, "with -serve: exit when stdin closes (how the measuring parent stops its children)")
+	logLevel := fs.String("log-level", "warn", "the gateway's log level: info logs about three lines per tool call, which costs throughput")
+
+	fs.StringVar(&c.url, "url", "", "measure a running gateway at this URL (http://host:port) instead of starting one")
+	fs.IntVar(&c.pid, "pid", 0, "with -url: read the gateway's VmRSS from /proc/PID/status when it has no /bench/stats")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated: "+strings.Join(allPhases, ", "))
+	fs.IntVar(&c.turns, "turns", 5000, "latency: sequential round trips (echo) and turns (gateway) on one connection")
+	fs.IntVar(&c.sessions, "sessions", 1000, "throughput: concurrent sessions, each in closed loop (next message on session.idle)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "throughput: measured window")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "throughput: load before the window opens, not measured")
+	fs.IntVar(&c.streamSessions, "stream-sessions", 1, "stream: concurrent sessions streaming")
+	fs.IntVar(&c.streamDeltas, "stream-deltas", 2000, "stream: deltas per session")
+	fs.DurationVar(&c.streamInterval, "stream-interval", time.Millisecond, "stream: pause between two deltas, as a model's tokens arrive")
+	fs.IntVar(&c.idle, "idle", 10000, "idle: sessions connected and left idle for the memory reading")
+	fs.IntVar(&c.parallel, "dial-parallel", 64, "connections opened at the same time while setting up a phase")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile during the throughput window to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write the gateway's heap profile with -idle sessions connected to this file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	switch c.serve {
+	case "", serveGateway, serveEcho:
+	default:
+		return c, fmt.Errorf("serve %q: want %q or %q", c.serve, serveGateway, serveEcho)
+	}
+	for _, p := range strings.Split(*phases, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(allPhases, p) {
+			return c, fmt.Errorf("phase %q: want some of %s", p, strings.Join(allPhases, ", "))
+		}
+		c.phases = append(c.phases, p)
+	}
+	for name, v := range map[string]int{"turns": c.turns, "sessions": c.sessions, "stream-sessions": c.streamSessions,
+		"stream-deltas": c.streamDeltas, "idle": c.idle, "dial-parallel": c.parallel} {
+		if v <= 0 {
+			return c, fmt.Errorf("%s is %d, want at least 1", name, v)
+		}
+	}
+	if c.duration <= 0 || c.timeout <= 0 || c.warmup < 0 || c.streamInterval < 0 {
+		return c, errors.New("duration and timeout must be positive, warmup and stream-interval not negative")
+	}
+	if c.url != "" {
+		c.url = strings.TrimRight(c.url, "/")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.serve != "" {
+		return serve(ctx, cfg, stdout, stderr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	return measure(ctx, cfg, stdout, stderr)
+}

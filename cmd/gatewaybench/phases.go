@@ -1,0 +1,497 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Targets from the issue, on this machine.
+const (
+	targetRatioP50    = 2.0
+	targetCallsPerSec = 20000
+	targetIdleBytes   = 32 << 10
+	targetStreamP50   = 50 * time.Microsecond
+	// idleWarm connections are open before the idle phase's first reading,
+	// so pools and the runtime are warm and both readings include them.
+	idleWarm = 100
+)
+
+// results are the figures the targets are checked against.
+type results struct {
+	echoRTT, toolRTT   summary
+	throughput         float64
+	throughputSessions int
+	streamDelay        summary
+	idleRSS            float64 // gateway bytes per idle session
+	idleSessions       int
+}
+
+// report prints as the run goes.
+type report struct{ w io.Writer }
+
+func (r report) printf(format string, args ...any) { fmt.Fprintf(r.w, format+"\n", args...) }
+
+// measure runs the phases in order and prints the report.
+func measure(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	need := uint64(max(cfg.idle+idleWarm, cfg.sessions, cfg.streamSessions)) + fileHeadroom
+	limit, err := raiseFileLimit(max(need, maxFiles))
+	if limit < need {
+		return fmt.Errorf("RLIMIT_NOFILE is %d, this run needs %d (raise the hard limit: ulimit -Hn): %v", limit, need, err)
+	}
+	r := report{w: stdout}
+	r.printf("gatewaybench %s", strings.Join(os.Args[1:], " "))
+	r.printf("machine: %s", machine())
+	r.printf("load average at start: %s (1, 5, 15 min; other processes on these CPUs make every figure worse)", loadAverage())
+	if cfg.url != "" {
+		r.printf("gateway: %s (running; memory from its /bench/stats or -pid)", cfg.url)
+	} else {
+		r.printf("gateway: child process (-serve gateway), a fresh one per phase; floor: child process (-serve echo)")
+	}
+	var res results
+	var errs []error
+	for _, phase := range cfg.phases {
+		r.printf("")
+		var err error
+		switch phase {
+		case "latency":
+			err = latencyPhase(ctx, cfg, r, &res, stderr)
+		case "throughput":
+			err = throughputPhase(ctx, cfg, r, &res, stderr)
+		case "stream":
+			err = streamPhase(ctx, cfg, r, &res, stderr)
+		case "idle":
+			err = idlePhase(ctx, cfg, r, &res, stderr)
+		}
+		if err != nil {
+			r.printf("%s: FAILED: %v", phase, err)
+			errs = append(errs, fmt.Errorf("%s: %w", phase, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	r.printf("")
+	r.printf("load average at end: %s", loadAverage())
+	printTargets(r, res)
+	return errors.Join(errs...)
+}
+
+// latencyPhase: one connection, sequential, no other load.
+func latencyPhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
+	warm := max(cfg.turns/10, 100)
+	echo, err := withTarget(ctx, cfg, serveEcho, stderr, func(t *target, d *dialer) (*recorder, error) {
+		b, err := d.openEcho(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer b.close()
+		rec := &recorder{}
+		for i := 0; i < warm+cfg.turns; i++ {
+			if i == warm {
+				rec = &recorder{}
+			}
+			if err := b.echo(ctx, rec); err != nil {
+				return nil, err
+			}
+		}
+		return rec, nil
+	})
+	if err != nil {
+		return fmt.Errorf("echo floor: %w", err)
+	}
+	gw, err := withTarget(ctx, cfg, serveGateway, stderr, func(t *target, d *dialer) (*recorder, error) {
+		b, err := d.openSession(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer b.close()
+		rec := &recorder{}
+		for i := 0; i < warm+cfg.turns; i++ {
+			if i == warm {
+				if err := rec.err(); err != nil {
+					return nil, err
+				}
+				rec = &recorder{}
+			}
+			if err := b.turn(ctx, "echo "+strconv.Itoa(i), rec); err != nil {
+				return nil, err
+			}
+		}
+		return rec, rec.err()
+	})
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if len(gw.rtts) == 0 {
+		return errNoSamples
+	}
+	res.echoRTT, res.toolRTT = echo.rtts.summary(), gw.rtts.summary()
+	r.printf("latency: 1 connection, sequential, %d samples each after %d warm-up", cfg.turns, warm)
+	r.printf("  echo round trip (floor)            %s", res.echoRTT)
+	r.printf("  client-tool round trip             %s", res.toolRTT)
+	r.printf("    (tool.call arrival to tool.finished arrival, at the browser)")
+	r.printf("  turn (message sent to session.idle) %s", gw.turns.summary())
+	r.printf("  ratio gateway/echo round trip: p50 %.2fx  p99 %.2fx",
+		ratio(res.toolRTT.p50, res.echoRTT.p50), ratio(res.toolRTT.p99, res.echoRTT.p99))
+	return nil
+}
+
+// throughputPhase: cfg.sessions browsers in closed loop, gateway then the
+// floor at the same connection count.
+func throughputPhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
+	r.printf("throughput: %d concurrent sessions in closed loop, %s window after %s warm-up", cfg.sessions, cfg.duration, cfg.warmup)
+	gw, err := loadRun(ctx, cfg, serveGateway, stderr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if len(gw.rec.rtts) == 0 {
+		return errNoSamples
+	}
+	res.throughput = float64(len(gw.rec.rtts)) / cfg.duration.Seconds()
+	res.throughputSessions = cfg.sessions
+	r.printf("  gateway: %.0f client tool calls settled/s (%.0f turns/s)", res.throughput, float64(len(gw.rec.turns))/cfg.duration.Seconds())
+	r.printf("    client-tool round trip           %s", gw.rec.rtts.summary())
+	r.printf("    turn                             %s", gw.rec.turns.summary())
+	r.printf("    turns per session by the end: %.0f on average (the engine copies the whole transcript into each model request)",
+		float64(gw.rec.total)/float64(cfg.sessions))
+	r.printf("    CPU: gateway %.2f cores, browsers %.2f cores, other processes %.2f cores", gw.serverCores, gw.clientCores, gw.otherCores)
+	r.printf("    gateway CPU per settled call (one turn): %s; browsers' %s", fmtDur(perOp(gw.serverCores, res.throughput)), fmtDur(perOp(gw.clientCores, res.throughput)))
+	if cfg.cpuProfile != "" && cfg.url == "" {
+		r.printf("    CPU profile of the gateway over the window: %s", cfg.cpuProfile)
+	}
+	echo, err := loadRun(ctx, cfg, serveEcho, stderr)
+	if err != nil {
+		return fmt.Errorf("echo floor: %w", err)
+	}
+	r.printf("  echo floor: %.0f round trips/s", float64(len(echo.rec.rtts))/cfg.duration.Seconds())
+	r.printf("    echo round trip                  %s", echo.rec.rtts.summary())
+	echoRate := float64(len(echo.rec.rtts)) / cfg.duration.Seconds()
+	r.printf("    CPU: echo server %.2f cores, clients %.2f cores, other processes %.2f cores", echo.serverCores, echo.clientCores, echo.otherCores)
+	r.printf("    echo server CPU per round trip: %s; clients' %s", fmtDur(perOp(echo.serverCores, echoRate)), fmtDur(perOp(echo.clientCores, echoRate)))
+	r.printf("  ratio gateway/echo round trip under load: p50 %.2fx  p99 %.2fx",
+		ratio(gw.rec.rtts.summary().p50, echo.rec.rtts.summary().p50), ratio(gw.rec.rtts.summary().p99, echo.rec.rtts.summary().p99))
+	return gw.rec.err()
+}
+
+type loadResult struct {
+	rec                      *recorder
+	serverCores, clientCores float64
+	otherCores               float64 // every other process of the machine
+}
+
+// loadRun opens cfg.sessions connections to a fresh server of kind and runs
+// them in closed loop until the window ends.
+func loadRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (loadResult, error) {
+	var out loadResult
+	rec, err := withTarget(ctx, cfg, kind, stderr, func(t *target, d *dialer) (*recorder, error) {
+		ctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration+time.Minute)
+		defer cancel()
+		open := d.openSession
+		if kind == serveEcho {
+			open = d.openEcho
+		}
+		bs, err := openMany(ctx, cfg.sessions, cfg.parallel, open)
+		if err != nil {
+			return nil, err
+		}
+		defer closeMany(bs, cfg.parallel)
+
+		start := time.Now()
+		from := start.Add(cfg.warmup)
+		to := from.Add(cfg.duration)
+		recs := make([]*recorder, len(bs))
+		errs := make([]error, len(bs))
+		var wg sync.WaitGroup
+		for i, b := range bs {
+			recs[i] = &recorder{from: from, to: to}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; time.Now().Before(to) && ctx.Err() == nil; n++ {
+					var err error
+					if kind == serveEcho {
+						err = b.echo(ctx, recs[i])
+					} else {
+						err = b.turn(ctx, "echo "+strconv.Itoa(n), recs[i])
+					}
+					if err != nil {
+						errs[i] = err
+						return
+					}
+				}
+			}()
+		}
+		window := func() error {
+			if err := sleepUntil(ctx, from); err != nil {
+				return err
+			}
+			s0, err := t.stats(ctx, false)
+			if err != nil {
+				return err
+			}
+			c0, _ := readStats(false)
+			m0, _ := machineBusy()
+			if kind == serveGateway && cfg.cpuProfile != "" && cfg.url == "" {
+				if err := t.control(ctx, "/bench/cpuprofile/start"); err != nil {
+					return err
+				}
+				defer t.control(context.WithoutCancel(ctx), "/bench/cpuprofile/stop")
+			}
+			if err := sleepUntil(ctx, to); err != nil {
+				return err
+			}
+			s1, err := t.stats(ctx, false)
+			if err != nil {
+				return err
+			}
+			c1, _ := readStats(false)
+			m1, _ := machineBusy()
+			secs := time.Since(from).Seconds()
+			out.serverCores = (s1.CPU - s0.CPU) / secs
+			out.clientCores = (c1.CPU - c0.CPU) / secs
+			out.otherCores = (m1-m0)/secs - out.serverCores - out.clientCores
+			return nil
+		}()
+		wg.Wait()
+		all := &recorder{}
+		for _, rec := range recs {
+			all.merge(rec)
+		}
+		for _, err := range errs {
+			if err != nil {
+				return all, fmt.Errorf("a %s connection failed: %w", kind, err)
+			}
+		}
+		return all, window
+	})
+	out.rec = rec
+	return out, err
+}
+
+// streamPhase: browsers ask for stamped deltas; the delay is arrival minus
+// stamp, both CLOCK_MONOTONIC.
+func streamPhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
+	content := fmt.Sprintf("%s%d %s", streamPrefix, cfg.streamDeltas, cfg.streamInterval)
+	warm := fmt.Sprintf("%s%d %s", streamPrefix, max(cfg.streamDeltas/10, 10), cfg.streamInterval)
+	rec, err := withTarget(ctx, cfg, serveGateway, stderr, func(t *target, d *dialer) (*recorder, error) {
+		bs, err := openMany(ctx, cfg.streamSessions, cfg.parallel, d.openSession)
+		if err != nil {
+			return nil, err
+		}
+		defer closeMany(bs, cfg.parallel)
+		recs := make([]*recorder, len(bs))
+		errs := make([]error, len(bs))
+		var wg sync.WaitGroup
+		for i, b := range bs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if errs[i] = b.turn(ctx, warm, &recorder{}); errs[i] != nil {
+					return
+				}
+				recs[i] = &recorder{stamped: true}
+				errs[i] = b.turn(ctx, content, recs[i])
+			}()
+		}
+		wg.Wait()
+		all := &recorder{}
+		for i := range bs {
+			if errs[i] != nil {
+				return nil, errs[i]
+			}
+			all.merge(recs[i])
+		}
+		return all, all.err()
+	})
+	if err != nil {
+		return err
+	}
+	res.streamDelay = rec.delays.summary()
+	r.printf("stream: %d session(s), %d deltas each, %s apart", cfg.streamSessions, cfg.streamDeltas, cfg.streamInterval)
+	r.printf("  delta delay, engine to browser (raw)  %s", res.streamDelay)
+	if res.echoRTT.n > 0 {
+		half := res.echoRTT.p50 / 2
+		r.printf("  minus the floor's one way (echo p50/2 = %s): p50 %s  p99 %s", fmtDur(half),
+			fmtDur(res.streamDelay.p50-half), fmtDur(res.streamDelay.p99-half))
+	}
+	r.printf("  (each delay includes about one CLOCK_MONOTONIC read: %s)", fmtDur(monoCost()))
+	return nil
+}
+
+// idlePhase: memory per idle connected session, gateway then the floor.
+func idlePhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
+	r.printf("idle: %d sessions connected and idle (after %d warm), memory after GC + FreeOSMemory, per session", cfg.idle, idleWarm)
+	row := func(name string, p perConn) {
+		r.printf("  %-36s %10s %10s %10s %10.2f", name, fmtBytes(p.rss), fmtBytes(p.heap), fmtBytes(p.stack), p.goroutines)
+	}
+	r.printf("  %-36s %10s %10s %10s %10s", "", "RSS", "HeapInuse", "StackInuse", "goroutines")
+	gw, self, err := idleRun(ctx, cfg, serveGateway, stderr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	res.idleRSS, res.idleSessions = gw.rss, cfg.idle
+	row("gateway (its process)", gw)
+	echo, echoSelf, err := idleRun(ctx, cfg, serveEcho, stderr)
+	if err != nil {
+		return fmt.Errorf("echo floor: %w", err)
+	}
+	row("echo server (floor)", echo)
+	row("gateway minus floor", perConn{gw.rss - echo.rss, gw.heap - echo.heap, gw.stack - echo.stack, gw.goroutines - echo.goroutines})
+	row("browsers, gateway run (this process)", self)
+	row("clients, echo run (this process)", echoSelf)
+	if cfg.memProfile != "" && cfg.url == "" {
+		r.printf("  heap profile of the gateway with %d sessions connected: %s", cfg.idle+idleWarm, cfg.memProfile)
+	}
+	return nil
+}
+
+// perConn is a memory delta divided by the connections added.
+type perConn struct{ rss, heap, stack, goroutines float64 }
+
+func perConnection(before, after procStats, n int) perConn {
+	f := float64(n)
+	if !after.Runtime {
+		return perConn{rss: float64(after.RSS-before.RSS) / f, heap: math.NaN(), stack: math.NaN(), goroutines: math.NaN()}
+	}
+	return perConn{
+		rss:        float64(after.RSS-before.RSS) / f,
+		heap:       float64(after.HeapInuse-before.HeapInuse) / f,
+		stack:      float64(after.StackInuse-before.StackInuse) / f,
+		goroutines: float64(after.Goroutines-before.Goroutines) / f,
+	}
+}
+
+// idleRun connects idleWarm, reads, connects cfg.idle more, reads, and
+// returns the server's and this process's cost per connection.
+func idleRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (server, self perConn, err error) {
+	_, err = withTarget(ctx, cfg, kind, stderr, func(t *target, d *dialer) (*recorder, error) {
+		open := d.openSession
+		if kind == serveEcho {
+			open = d.openEcho
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		var readers sync.WaitGroup
+		var all []*browser
+		defer func() {
+			closeMany(all, cfg.parallel)
+			cancel()
+			readers.Wait()
+		}()
+		connect := func(n int) error {
+			bs, err := openMany(ctx, n, cfg.parallel, open)
+			if err != nil {
+				return err
+			}
+			all = append(all, bs...)
+			for _, b := range bs {
+				readers.Add(1)
+				go func() { defer readers.Done(); b.drain(ctx) }()
+			}
+			if kind == serveGateway {
+				return t.waitConnections(ctx, len(all))
+			}
+			return nil
+		}
+		settle := func() (procStats, procStats, error) {
+			time.Sleep(500 * time.Millisecond) // let attaches and first events land
+			s, err := t.stats(ctx, true)
+			if err != nil {
+				return s, procStats{}, err
+			}
+			c, err := readStats(true)
+			return s, c, err
+		}
+		if err := connect(idleWarm); err != nil {
+			return nil, err
+		}
+		s0, c0, err := settle()
+		if err != nil {
+			return nil, err
+		}
+		if err := connect(cfg.idle); err != nil {
+			return nil, err
+		}
+		s1, c1, err := settle()
+		if err != nil {
+			return nil, err
+		}
+		if kind == serveGateway && cfg.memProfile != "" && cfg.url == "" {
+			if err := t.control(ctx, "/bench/heapprofile"); err != nil {
+				return nil, err
+			}
+		}
+		server, self = perConnection(s0, s1, cfg.idle), perConnection(c0, c1, cfg.idle)
+		return nil, nil
+	})
+	return server, self, err
+}
+
+// withTarget starts a fresh server of kind, runs f against it and stops it.
+func withTarget(ctx context.Context, cfg config, kind string, stderr io.Writer, f func(*target, *dialer) (*recorder, error)) (*recorder, error) {
+	t, err := startTarget(ctx, cfg, kind, stderr)
+	if err != nil {
+		return nil, err
+	}
+	d := newDialer(t.base, cfg.parallel)
+	rec, err := f(t, d)
+	d.close()
+	return rec, errors.Join(err, t.stop())
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// perOp is the CPU time per operation of cores busy at rate ops/s.
+func perOp(cores, rate float64) time.Duration {
+	if rate == 0 {
+		return 0
+	}
+	return time.Duration(cores / rate * float64(time.Second))
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// printTargets compares the figures with the issue's targets.
+func printTargets(r report, res results) {
+	r.printf("targets:")
+	check := func(name string, ran, ok bool, got, want string) {
+		switch {
+		case !ran:
+			r.printf("  %-58s not measured", name)
+		case ok:
+			r.printf("  %-58s met     (%s; target %s)", name, got, want)
+		default:
+			r.printf("  %-58s MISSED  (%s; target %s)", name, got, want)
+		}
+	}
+	rt := ratio(res.toolRTT.p50, res.echoRTT.p50)
+	check("client-tool round trip p50 / echo round trip p50", res.toolRTT.n > 0, rt <= targetRatioP50,
+		fmt.Sprintf("%.2fx", rt), fmt.Sprintf("<= %.0fx", targetRatioP50))
+	check(fmt.Sprintf("client tool calls settled/s at %d sessions", res.throughputSessions), res.throughput > 0,
+		res.throughput >= targetCallsPerSec, fmt.Sprintf("%.0f/s, %.2fx the target", res.throughput, res.throughput/targetCallsPerSec), fmt.Sprintf(">= %d/s", targetCallsPerSec))
+	check(fmt.Sprintf("gateway memory per idle session at %d sessions (RSS)", res.idleSessions), res.idleSessions > 0,
+		res.idleRSS <= targetIdleBytes, fmt.Sprintf("%s, %.2fx the target", fmtBytes(res.idleRSS), res.idleRSS/targetIdleBytes), "<= "+fmtBytes(targetIdleBytes))
+	check("streaming delay p50 (raw)", res.streamDelay.n > 0, res.streamDelay.p50 < targetStreamP50,
+		fmt.Sprintf("%s, %.2fx the target", fmtDur(res.streamDelay.p50), ratio(res.streamDelay.p50, targetStreamP50)), "< "+fmtDur(targetStreamP50))
+}

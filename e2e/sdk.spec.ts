@@ -1,0 +1,358 @@
+// The SDK (static/gateway.js) against a fake WebSocket: each spec plays the
+// gateway's side frame by frame, to pin down what the SDK sends and emits in
+// the cases the real gateway makes hard to stage (duplicate deliveries,
+// drops, replays that overlap what the page has seen).
+import { expect, test } from "./support";
+import { fileURLToPath } from "node:url";
+
+const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+
+test.beforeEach(async ({ page }) => {
+    await page.addInitScript({ path: harness });
+    await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
+    // Any page of the gateway's origin will do: the SDK is imported from /static/.
+    await page.goto("/healthz");
+});
+
+test("the first frame is session.open with the tool names; the session is stored", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage();
+        const states: string[] = [];
+        const client = connect({ url: "/ws", WebSocket: w.FakeSocket, storage, tools: { a: { run: () => 1 }, b: () => 2 } });
+        client.on("state", ({ state }: any) => states.push(state));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        const first = ws.sent[0];
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        return { url: ws.url, first, states, session: client.session, stored: JSON.parse(storage.getItem("gateway.session")) };
+    });
+    expect(out.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/ws$/);
+    expect(out.first).toEqual({ type: "session.open", tools: ["a", "b"] });
+    expect(out.states).toEqual(["connecting", "open"]);
+    expect(out.session).toBe("s1");
+    expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
+});
+
+test("a reload restores the stored events and resumes after the last seq", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const events = [
+            { type: "message", seq: 1, message: { role: "user", content: "hi" } },
+            { type: "model.delta", seq: 2, text: "Hel" },
+            { type: "model.delta", seq: 3, text: "lo" },
+        ];
+        const storage = new w.MemoryStorage({ "my.key": JSON.stringify({ v: 1, session: "s1", seq: 3, events }) });
+        const seen: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage, storageKey: "my.key" });
+        for (const t of ["message", "delta", "model.finished"]) client.on(t, (d: any) => seen.push({ t, ...d }));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 4 });
+        ws.push({ type: "model.delta", seq: 3, text: "lo" }); // overlap: already seen
+        ws.push({ type: "model.finished", seq: 4, stopReason: "end_turn" });
+        ws.push({ type: "model.delta", seq: 4, text: "again" }); // duplicate seq
+        return { first: ws.sent[0], seen, seq: client.seq };
+    });
+    expect(out.first).toEqual({ type: "session.open", tools: [], session: "s1", after: 3 });
+    expect(out.seen.map((e) => [e.t, e.seq, e.replayed])).toEqual([
+        ["message", 1, true],
+        ["delta", 2, true],
+        ["delta", 3, true],
+        ["model.finished", 4, true], // part of the resume's replay (seq <= opened.seq)
+    ]);
+    expect(out.seq).toBe(4);
+});
+
+test("reconnects with capped exponential backoff and emits every event once", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const deltas: string[] = [];
+        const states: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 40, maxDelay: 160, factor: 2 } });
+        client.on("delta", ({ text }: any) => deltas.push(text));
+        client.on("state", (s: any) => states.push(s));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push({ type: "model.delta", seq: 1, text: "a" });
+        ws.push({ type: "model.delta", seq: 2, text: "b" });
+        // Five failed tries, then one that works.
+        for (let i = 0; i < 5; i++) {
+            const n = w.FakeSocket.sockets.length;
+            w.FakeSocket.last().drop();
+            await w.until(() => w.FakeSocket.sockets.length === n + 1);
+        }
+        ws = w.FakeSocket.last();
+        ws.accept();
+        const resume = ws.sent[0];
+        ws.push({ type: "session.opened", session: "s1", seq: 3 });
+        ws.push({ type: "model.delta", seq: 1, text: "a" });
+        ws.push({ type: "model.delta", seq: 2, text: "b" });
+        ws.push({ type: "model.delta", seq: 3, text: "c" });
+        const s = w.FakeSocket.sockets;
+        const gaps = s.slice(1).map((x: any, i: number) => x.createdAt - s[i].createdAt);
+        return { deltas, resume, gaps, retryIn: states.filter((x) => x.retryIn !== undefined).map((x) => x.retryIn) };
+    });
+    expect(out.deltas).toEqual(["a", "b", "c"]);
+    expect(out.resume).toEqual({ type: "session.open", tools: [], session: "s1", after: 2 });
+    // ceilings 40, 80, 160, 160, 160 (capped); each wait is between half the ceiling and all of it.
+    const ceilings = [40, 80, 160, 160, 160];
+    out.retryIn.forEach((d: number, i: number) => {
+        expect(d).toBeGreaterThanOrEqual(ceilings[i] / 2);
+        expect(d).toBeLessThanOrEqual(ceilings[i]);
+    });
+    out.gaps.slice(1).forEach((g: number, i: number) => expect(g).toBeGreaterThanOrEqual(out.retryIn[i + 1] - 5));
+});
+
+test("a tool call runs once per (id, attempt); a redelivery resends the answer", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        let runs = 0;
+        let release: (v: any) => void = () => {};
+        const client = connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            reconnect: { initialDelay: 10, maxDelay: 10 },
+            tools: {
+                lookup: {
+                    run: (input: any, ctx: any) => {
+                        runs++;
+                        return new Promise((r) => { release = () => r({ found: input.key, attempt: ctx.attempt, of: ctx.attempts, deadline: ctx.deadline.toISOString() }); });
+                    },
+                },
+            },
+        });
+        const cards: any[] = [];
+        client.on("tool", (c: any) => cards.push(c));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        const call = {
+            type: "tool.call", id: "c1", name: "lookup", arguments: '{"key":"k"}',
+            input: { status: "valid", value: { key: "k" } }, attempt: 1, attempts: 3, deadline: "2030-01-01T00:00:00.000Z",
+        };
+        ws.push(call);
+        ws.push(call); // duplicate while running: ignored
+        await w.sleep(10);
+        release(undefined);
+        await w.until(() => ws.sent.length === 2);
+        ws.push(call); // duplicate on the same connection after answering: nothing to do
+        await w.sleep(10);
+        const firstConn = ws.sent.slice(1);
+        // The connection drops; the gateway delivers the same attempt again.
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push(call);
+        await w.until(() => ws.sent.length === 2);
+        return { runs, firstConn, secondConn: ws.sent.slice(1), local: cards.at(-1) };
+    });
+    expect(out.runs).toBe(1);
+    const answer = { type: "tool.result", id: "c1", attempt: 1, result: { found: "k", attempt: 1, of: 3, deadline: "2030-01-01T00:00:00.000Z" } };
+    expect(out.firstConn).toEqual([answer]);
+    expect(out.secondConn).toEqual([answer]);
+    expect(out.local).toMatchObject({ id: "c1", name: "lookup", local: true, localState: "answered", attempt: 1, attempts: 3 });
+});
+
+test("tool.cancel aborts the signal and nothing is answered", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        let reason: any = null;
+        const client = connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            tools: {
+                slow: (_: any, { signal }: any) => new Promise((_r, reject) => signal.addEventListener("abort", () => { reason = signal.reason; reject(signal.reason); })),
+            },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push({ type: "tool.call", id: "c1", name: "slow", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "" });
+        await w.sleep(0); // the tool runs
+        ws.push({ type: "tool.cancel", id: "c1", attempt: 1, reason: "timeout" });
+        await w.sleep(30);
+        return { sent: ws.sent.slice(1), name: reason?.name, card: client.cards[0] };
+    });
+    expect(out.sent).toEqual([]);
+    expect(out.name).toBe("TimeoutError");
+    expect(out.card.localState).toBe("cancelled");
+});
+
+test("bad input is answered with proposed unless the tool accepts it; errors become tool.error", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect, ToolError } = await import("/static/gateway.js");
+        const w = window as any;
+        const ran: string[] = [];
+        connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            tools: {
+                strict: () => { ran.push("strict"); return 1; },
+                lenient: { acceptInvalid: true, run: (input: any) => { ran.push("lenient"); return { got: input ?? null }; } },
+                throws: () => { throw new Error("boom"); },
+                rejects: async () => { throw new ToolError("try later", { retryable: true, code: "tool_failed", detail: { n: 1 } }); },
+                nothing: () => undefined,
+                cyclic: () => { const o: any = {}; o.o = o; return o; },
+            },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        const base = { type: "tool.call", attempts: 1, deadline: "" };
+        const proposed = { type: "tool.error", error: "city is required", code: "invalid_input" };
+        ws.push({ ...base, id: "1", attempt: 1, name: "strict", arguments: '{"town":"x"}', input: { status: "invalid", value: { town: "x" }, error: "city is required" }, proposed });
+        ws.push({ ...base, id: "2", attempt: 2, name: "strict", arguments: "{", input: { status: "malformed", error: "unexpected end" } });
+        ws.push({ ...base, id: "3", attempt: 1, name: "lenient", arguments: '{"town":"x"}', input: { status: "invalid", value: { town: "x" }, error: "e" }, proposed });
+        ws.push({ ...base, id: "4", attempt: 1, name: "throws", arguments: "{}", input: { status: "valid", value: {} } });
+        ws.push({ ...base, id: "5", attempt: 1, name: "rejects", arguments: "{}", input: { status: "valid", value: {} } });
+        ws.push({ ...base, id: "6", attempt: 1, name: "nothing", arguments: "{}", input: { status: "valid", value: {} } });
+        ws.push({ ...base, id: "7", attempt: 1, name: "missing", arguments: "{}", input: { status: "valid", value: {} } });
+        ws.push({ ...base, id: "8", attempt: 1, name: "cyclic", arguments: "{}", input: { status: "valid", value: {} } });
+        await w.until(() => ws.sent.length === 9);
+        const byId = Object.fromEntries(ws.sent.slice(1).map((f: any) => [f.id, f]));
+        return { ran, byId };
+    });
+    expect(out.ran).toEqual(["lenient"]);
+    expect(out.byId["1"]).toEqual({ type: "tool.error", error: "city is required", code: "invalid_input", id: "1", attempt: 1 });
+    expect(out.byId["2"]).toEqual({ type: "tool.error", error: "unexpected end", code: "malformed_input", id: "2", attempt: 2 });
+    expect(out.byId["3"]).toEqual({ type: "tool.result", id: "3", attempt: 1, result: { got: { town: "x" } } });
+    expect(out.byId["4"]).toEqual({ type: "tool.error", id: "4", attempt: 1, error: "boom" });
+    expect(out.byId["5"]).toEqual({ type: "tool.error", id: "5", attempt: 1, error: "try later", retryable: true, code: "tool_failed", detail: { n: 1 } });
+    expect(out.byId["6"]).toEqual({ type: "tool.result", id: "6", attempt: 1, result: null });
+    expect(out.byId["7"]).toMatchObject({ type: "tool.error", code: "unknown_tool" });
+    expect(out.byId["8"]).toMatchObject({ type: "tool.error", code: "tool_failed" });
+});
+
+test("messages, cancel and answers wait for the session while offline", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        let answer: (v: any) => void = () => {};
+        const client = connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            reconnect: { initialDelay: 20, maxDelay: 20 },
+            tools: { ask: () => new Promise((r) => { answer = r; }) },
+        });
+        client.send("queued before open");
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        const first = ws.sent.slice(1);
+        ws.push({ type: "tool.call", id: "c1", name: "ask", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "" });
+        await w.sleep(0); // the tool runs
+        ws.drop();
+        answer("yes"); // finishes while offline
+        client.send("typed offline");
+        client.cancel();
+        client.cancel(); // one cancel is enough
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        return { first, second: ws.sent.slice(1) };
+    });
+    expect(out.first).toEqual([{ type: "message", content: "queued before open" }]);
+    expect(out.second).toEqual([
+        { type: "tool.result", id: "c1", attempt: 1, result: "yes" },
+        { type: "message", content: "typed offline" },
+        { type: "cancel" },
+    ]);
+});
+
+test("an unknown session is forgotten and a new one opens on the same connection", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "gone", seq: 2, events: [] }) });
+        const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 } });
+        const resets: any[] = [];
+        client.on("reset", (r: any) => resets.push(r));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "error", code: "unknown_session", message: "no such session" });
+        ws.push({ type: "session.opened", session: "fresh", seq: 0 });
+        return { sent: ws.sent, resets: resets.length, session: client.session, sockets: w.FakeSocket.sockets.length };
+    });
+    expect(out.sent).toEqual([
+        { type: "session.open", tools: ["t"], session: "gone", after: 0 },
+        { type: "session.open", tools: ["t"] },
+    ]);
+    expect(out.resets).toBe(1);
+    expect(out.session).toBe("fresh");
+    expect(out.sockets).toBe(1);
+});
+
+test("a session the gateway refuses to resume is forgotten and a new one opens", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "gone" }) });
+        const resets: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        client.on("reset", (r: any) => resets.push(r));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        const first = ws.sent[0];
+        ws.push({ type: "error", code: "unknown_session", message: "no such session" });
+        ws.drop(4001, "unknown session");
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        const second = ws.sent[0];
+        ws.push({ type: "session.opened", session: "fresh", seq: 0 });
+        return { first, second, resets: resets.length, session: client.session, stored: JSON.parse(storage.getItem("gateway.session")).session };
+    });
+    expect(out.first).toEqual({ type: "session.open", tools: [], session: "gone", after: 0 });
+    expect(out.second).toEqual({ type: "session.open", tools: [] });
+    expect(out.resets).toBe(1);
+    expect(out.session).toBe("fresh");
+    expect(out.stored).toBe("fresh");
+});
+
+test("tool cards follow started, retrying and finished", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null });
+        const states: string[] = [];
+        client.on("tool", (c: any) => states.push(`${c.status} ${c.attempt}/${c.attempts}`));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        let seq = 0;
+        const ev = (f: any) => ws.push({ ...f, seq: ++seq });
+        ev({ type: "message", message: { role: "assistant", content: "", toolUses: [{ id: "t1", name: "w", arguments: '{"a":1}' }] } });
+        ev({ type: "tool.started", id: "t1", name: "w", arguments: '{"a":1}', input: { status: "valid", value: { a: 1 } }, handler: "worker", attempt: 1, attempts: 2, deadline: "x" });
+        ev({ type: "tool.retrying", id: "t1", name: "w", attempt: 1, attempts: 2, error: "timed out", code: "timeout", backoff: "200ms" });
+        ev({ type: "tool.started", id: "t1", name: "w", arguments: '{"a":1}', input: { status: "valid", value: { a: 1 } }, handler: "worker", attempt: 2, attempts: 2, deadline: "y" });
+        ev({ type: "tool.finished", id: "t1", ok: false, name: "w", error: "timed out twice" });
+        ev({ type: "message", message: { role: "tool", toolUseId: "t1", name: "w", content: "timed out twice", isError: true } });
+        return { states, card: client.cards[0] };
+    });
+    expect(out.states).toEqual(["pending 0/0", "running 1/2", "retrying 2/2", "running 2/2", "error 2/2", "error 2/2"]);
+    expect(out.card).toMatchObject({
+        id: "t1", name: "w", handler: "worker", status: "error", error: "timed out twice", local: false,
+        failures: [{ attempt: 1, error: "timed out", code: "timeout", backoff: "200ms" }],
+        transcript: { content: "timed out twice", isError: true },
+    });
+});

@@ -1,0 +1,175 @@
+package engine
+
+// Benchmarks of the engine's hot paths. They report time and allocations
+// only; the figures live in docs/benchmarks.md, never in assertions.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// benchEchoSchema is the bench agent's echo input, as cmd/gatewaybench has it.
+const benchEchoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`
+
+// BenchmarkEncodeEvent encodes the session events of one client-tool turn
+// as the event log does for every event (encodeEvent).
+func BenchmarkEncodeEvent(b *testing.B) {
+	input := ToolInput{Status: InputValid, Value: []byte(`{"text":"echo 1000"}`)}
+	events := []struct {
+		name    string
+		typ     string
+		payload any
+	}{
+		{"model.delta", EventModelDelta, ModelDeltaEvent{Text: "Hello, wor"}},
+		{"tool.started", EventToolStarted, ToolStartedEvent{ID: "toolu_1000", Name: "echo", Arguments: `{"text":"echo 1000"}`,
+			Input: input, Handler: HandlerClient, Attempt: 1, Attempts: 1, Deadline: "2026-01-02T03:04:05.000Z"}},
+		{"tool.finished", EventToolFinished, ToolFinished{ID: "toolu_1000", OK: true, Name: "echo", Result: `{"text":"echo 1000"}`}},
+		{"message", EventMessage, MessageEvent{Message: Message{Role: model.RoleAssistant, Content: "done"}}},
+		{"session.idle", EventSessionIdle, struct{}{}},
+	}
+	for _, ev := range events {
+		b.Run(ev.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeEvent(ev.typ, 42, ev.payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClientCallFrame encodes the tool.call delivery of a client call.
+func BenchmarkClientCallFrame(b *testing.B) {
+	c := ClientCall{Session: "s", ID: "toolu_1000", Name: "echo", Arguments: `{"text":"echo 1000"}`,
+		Input:   ToolInput{Status: InputValid, Value: []byte(`{"text":"echo 1000"}`)},
+		Attempt: 1, Attempts: 1, Deadline: "2026-01-02T03:04:05.000Z"}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = c.Frame()
+	}
+}
+
+// BenchmarkClassifyInput classifies a call's arguments against a compiled
+// input schema, as startCall does for every call.
+func BenchmarkClassifyInput(b *testing.B) {
+	schema, err := compileSchema("echo", "input", []byte(benchEchoSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name, args string
+		want       string
+	}{
+		{"valid", `{"text":"echo 1000"}`, InputValid},
+		{"invalid", `{"text":1000}`, InputInvalid},
+		{"malformed", `{"text":`, InputMalformed},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := classifyInput(c.args, schema); got.Status != c.want {
+					b.Fatalf("status %q, want %q", got.Status, c.want)
+				}
+			}
+		})
+	}
+	b.Run("valid/no-schema", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			classifyInput(`{"text":"echo 1000"}`, nil)
+		}
+	})
+}
+
+// BenchmarkPublishFanOut publishes model.delta events on a live session
+// with 1 and 10 subscribers, each drained by its own goroutine as the
+// gateway's pump does. An op is one delta published, stored and received
+// by every subscriber: the timer runs until the last subscriber has them
+// all.
+func BenchmarkPublishFanOut(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			s := benchSession(b)
+			// A buffer deep enough that a subscriber running behind the
+			// publisher on a busy machine is never dropped.
+			const buffer = 1 << 16
+			var wg sync.WaitGroup
+			subs := make([]*Subscription, n)
+			for i := range subs {
+				_, sub, err := s.Subscribe(s.LastSeq(), buffer)
+				if err != nil {
+					b.Fatal(err)
+				}
+				subs[i] = sub
+			}
+			done := make(chan struct{})
+			b.ReportAllocs()
+			b.ResetTimer()
+			for _, sub := range subs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer sub.Close()
+					for {
+						select {
+						case ev := <-sub.C():
+							if ev.Type == "bench.end" {
+								return
+							}
+						case <-sub.Done():
+							return
+						case <-done:
+							return
+						}
+					}
+				}()
+			}
+			delta := ModelDeltaEvent{Text: "Hello, wor"}
+			for i := 0; i < b.N; i++ {
+				s.publish(EventModelDelta, delta)
+			}
+			s.publish("bench.end", struct{}{})
+			wg.Wait()
+			b.StopTimer()
+			close(done)
+			for i, sub := range subs {
+				if err := sub.Err(); err != nil {
+					b.Fatalf("subscriber %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// benchSession opens a session on an engine that ends with the benchmark.
+func benchSession(b *testing.B) *Session {
+	b.Helper()
+	idle := model.Func(func(context.Context, model.Request, func(string)) (model.Response, error) {
+		return model.Response{StopReason: model.StopEndTurn}, nil
+	})
+	e, err := New(Options{
+		Worker: &ToolWorker{Agent: AgentConfig{Model: "bench"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return idle, nil }),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := e.Open(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := e.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
+	return s
+}

@@ -1,0 +1,294 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// fakeStore is a Store made of function fields; nil fields use mem.
+type fakeStore struct {
+	mem    *engine.MemoryStore
+	append func(ctx context.Context, session string, ev engine.Event) error
+}
+
+var _ engine.Store = fakeStore{}
+
+func (s fakeStore) Append(ctx context.Context, session string, ev engine.Event) error {
+	if s.append != nil {
+		if err := s.append(ctx, session, ev); err != nil {
+			return err
+		}
+	}
+	return s.mem.Append(ctx, session, ev)
+}
+
+func (s fakeStore) Since(ctx context.Context, session string, after int64) ([]engine.Event, error) {
+	return s.mem.Since(ctx, session, after)
+}
+
+func (s fakeStore) Drop(ctx context.Context, session string) error { return s.mem.Drop(ctx, session) }
+
+// chatty is a model that streams its answer in n pieces.
+func chatty(n int) *fakeModel {
+	return &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
+	}}
+}
+
+// TestEventsSeqStoreAndReplay: every session event gets the next seq, goes
+// to the Store and to every subscriber; a subscriber that joins at any point
+// with any `after` gets every event after it exactly once, in order, with no
+// gap between the replay and the live events.
+func TestEventsSeqStoreAndReplay(t *testing.T) {
+	var mu sync.Mutex
+	var appended []engine.Event
+	store := fakeStore{mem: engine.NewMemoryStore(), append: func(_ context.Context, _ string, ev engine.Event) error {
+		mu.Lock()
+		appended = append(appended, ev)
+		mu.Unlock()
+		return nil
+	}}
+	const deltas = 200
+	m := &fakeModel{}
+	joined := make(chan struct{}) // closed once every subscriber has joined
+	streaming := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+		var b strings.Builder
+		for i := range deltas {
+			if i == deltas/2 {
+				<-joined
+			}
+			piece := fmt.Sprintf("%d ", i)
+			b.WriteString(piece)
+			onDelta(piece)
+		}
+		return model.Response{Text: b.String(), StopReason: model.StopEndTurn}, nil
+	})
+	h := setup(t, &testWorker{}, m, engine.Options{Store: store, Models: model.ResolverFunc(func(string) (model.Model, error) { return streaming, nil })})
+
+	// Subscribers join while the model streams, each after a different seq,
+	// and read until the turn's session.idle.
+	type result struct {
+		after  int64
+		events []engine.Event
+		err    error
+	}
+	const subscribers = 20
+	results := make(chan result, subscribers)
+	var joins sync.WaitGroup
+	h.send("count")
+	for i := range subscribers {
+		joins.Add(1)
+		go func() {
+			after := max(h.s.LastSeq()-int64(i%4), 0)
+			replay, sub, err := h.s.Subscribe(after, 4096)
+			joins.Done()
+			if err != nil {
+				results <- result{after: after, err: err}
+				return
+			}
+			defer sub.Close()
+			events := replay
+			for len(events) == 0 || events[len(events)-1].Type != engine.EventSessionIdle {
+				select {
+				case ev := <-sub.C():
+					events = append(events, ev)
+				case <-sub.Done():
+					results <- result{after: after, err: sub.Err()}
+					return
+				}
+			}
+			results <- result{after: after, events: events}
+		}()
+	}
+	joins.Wait()
+	close(joined)
+	h.waitIdle()
+	var got []result
+	for range subscribers {
+		got = append(got, recv(t, results, "a subscriber's events"))
+	}
+
+	all, err := store.Since(context.Background(), h.s.ID(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.s.LastSeq(); int64(len(all)) != n {
+		t.Fatalf("the store holds %d events, LastSeq is %d", len(all), n)
+	}
+	for i, ev := range all {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("stored event %d has seq %d", i, ev.Seq)
+		}
+		want := fmt.Sprintf(`{"type":%q,"seq":%d`, ev.Type, ev.Seq)
+		if !strings.HasPrefix(string(ev.Frame), want) {
+			t.Fatalf("frame %s does not start with %s", ev.Frame, want)
+		}
+	}
+	mu.Lock()
+	if len(appended) != len(all) {
+		t.Errorf("Append was called %d times for %d events", len(appended), len(all))
+	}
+	mu.Unlock()
+	// The subscription of the harness saw them all, in order, once.
+	for i, f := range h.seen {
+		if f.Seq != int64(i+1) || string(f.Raw) != string(all[i].Frame) {
+			t.Fatalf("the harness's event %d is %s, the store's %s", i, f.Raw, all[i].Frame)
+		}
+	}
+	for _, r := range got {
+		if r.err != nil {
+			t.Errorf("subscriber after %d: %v", r.after, r.err)
+			continue
+		}
+		for i, ev := range r.events {
+			want := all[r.after+int64(i)]
+			if ev.Seq != want.Seq || string(ev.Frame) != string(want.Frame) {
+				t.Fatalf("subscriber after %d: event %d is seq %d, want %d (gap or duplicate)", r.after, i, ev.Seq, want.Seq)
+			}
+		}
+	}
+	if got := h.count(engine.EventModelDelta, ""); got != deltas {
+		t.Errorf("%d model.delta events, want %d", got, deltas)
+	}
+}
+
+func TestSubscribe(t *testing.T) {
+	h := setup(t, &testWorker{}, chatty(1), engine.Options{})
+	h.send("hi")
+	h.waitIdle()
+	last := h.s.LastSeq()
+
+	t.Run("after the last event", func(t *testing.T) {
+		replay, sub, err := h.s.Subscribe(last, 0)
+		if err != nil || len(replay) != 0 {
+			t.Fatalf("Subscribe(last): %d events, %v", len(replay), err)
+		}
+		sub.Close()
+		recv(t, sub.Done(), "done")
+		if sub.Err() != nil {
+			t.Errorf("Err after Close: %v", sub.Err())
+		}
+		sub.Close() // twice is harmless
+	})
+	t.Run("beyond the last event", func(t *testing.T) {
+		if _, _, err := h.s.Subscribe(last+1, 0); err == nil || !strings.Contains(err.Error(), "beyond the session's last event") {
+			t.Errorf("Subscribe(last+1): %v", err)
+		}
+	})
+	t.Run("a replay is the stored frames", func(t *testing.T) {
+		replay, sub, err := h.s.Subscribe(2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		if int64(len(replay)) != last-2 || replay[0].Seq != 3 {
+			t.Fatalf("replay after 2: %d events from %d", len(replay), replay[0].Seq)
+		}
+		for _, ev := range replay {
+			if string(ev.Frame) != string(h.seen[ev.Seq-1].Raw) {
+				t.Errorf("replayed %s, live was %s", ev.Frame, h.seen[ev.Seq-1].Raw)
+			}
+		}
+	})
+	t.Run("a slow subscriber is dropped, not waited for", func(t *testing.T) {
+		_, slow, err := h.s.Subscribe(h.s.LastSeq(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.send("more")
+		h.waitIdle()
+		recv(t, slow.Done(), "slow subscriber dropped")
+		if !errors.Is(slow.Err(), engine.ErrSlowSubscriber) {
+			t.Errorf("Err %v", slow.Err())
+		}
+	})
+}
+
+// TestStoreFailure: an event the store refuses still reaches the live
+// subscribers.
+func TestStoreFailure(t *testing.T) {
+	store := fakeStore{mem: engine.NewMemoryStore(), append: func(_ context.Context, _ string, ev engine.Event) error {
+		if ev.Type == engine.EventMessage {
+			return errors.New("disk full")
+		}
+		return nil
+	}}
+	h := setup(t, &testWorker{}, chatty(1), engine.Options{Store: store})
+	h.send("hi")
+	h.waitIdle()
+	if h.count(engine.EventMessage, "") != 2 {
+		t.Errorf("events %s", h.types())
+	}
+}
+
+func TestMemoryStore(t *testing.T) {
+	ctx := context.Background()
+	s := engine.NewMemoryStore()
+	for seq := int64(1); seq <= 3; seq++ {
+		if err := s.Append(ctx, "a", engine.Event{Seq: seq, Type: "message"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Append(ctx, "a", engine.Event{Seq: 5}); !errors.Is(err, engine.ErrSeqGap) {
+		t.Errorf("a gap: %v", err)
+	}
+	if err := s.Append(ctx, "a", engine.Event{Seq: 3}); !errors.Is(err, engine.ErrSeqGap) {
+		t.Errorf("a duplicate: %v", err)
+	}
+	if err := s.Append(ctx, "b", engine.Event{Seq: 2}); !errors.Is(err, engine.ErrSeqGap) {
+		t.Errorf("a first event that is not 1: %v", err)
+	}
+	for _, tt := range []struct {
+		after int64
+		want  []int64
+	}{{-1, []int64{1, 2, 3}}, {0, []int64{1, 2, 3}}, {1, []int64{2, 3}}, {3, nil}, {9, nil}} {
+		evs, err := s.Since(ctx, "a", tt.after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, ev := range evs {
+			got = append(got, ev.Seq)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("Since(%d) = %v, want %v", tt.after, got, tt.want)
+		}
+	}
+	if err := s.Drop(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := s.Since(ctx, "a", 0); len(evs) != 0 {
+		t.Errorf("after Drop: %d events", len(evs))
+	}
+}
+
+// TestEventFrames: an event is the exact frame the browser receives, type
+// first, then seq.
+func TestEventFrames(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}}}
+	w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+		return engine.Decision{Actions: []engine.Action{engine.ToolError{Error: "nope", Code: "not_found"}}}, nil
+	}
+	h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{"q":1}`)), engine.Options{})
+	h.send("go")
+	h.waitIdle()
+	want := map[string]string{
+		engine.EventToolStarted:  `{"type":"tool.started","seq":%d,"id":"call_1","name":"lookup","arguments":"{\"q\":1}","input":{"status":"valid","value":{"q":1}},"handler":"worker","attempt":1,"attempts":1,"deadline":"2026-01-02T03:09:05.000Z"}`,
+		engine.EventToolFinished: `{"type":"tool.finished","seq":%d,"id":"call_1","ok":false,"name":"lookup","error":"nope","code":"not_found"}`,
+		engine.EventSessionIdle:  `{"type":"session.idle","seq":%d}`,
+	}
+	for _, f := range h.seen {
+		if w, ok := want[f.Type]; ok {
+			if got := string(f.Raw); got != fmt.Sprintf(w, f.Seq) {
+				t.Errorf("frame\n %s\nwant %s", got, fmt.Sprintf(w, f.Seq))
+			}
+		}
+	}
+}

@@ -1,0 +1,494 @@
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+func request() model.Request {
+	return model.Request{
+		Model:    "claude-test",
+		Stream:   true,
+		Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}},
+	}
+}
+
+// generate runs one turn and collects the deltas.
+func generate(t *testing.T, m *Model, req model.Request) (model.Response, []string, error) {
+	t.Helper()
+	var deltas []string
+	resp, err := m.Generate(context.Background(), req, func(s string) { deltas = append(deltas, s) })
+	return resp, deltas, err
+}
+
+func TestGenerateStreamsTextInOrder(t *testing.T) {
+	seen := make(chan struct{})
+	srv := newServer(t, reply{
+		events: textTurn("Hel", "lo, ", "world", "!"),
+		// After the first delta the server waits until the client has shown
+		// it: proof that deltas are forwarded as they arrive, not at the end.
+		gate: map[int]chan struct{}{3: seen},
+	})
+	m, _ := newModel(t, srv, Options{})
+	var deltas []string
+	resp, err := m.Generate(context.Background(), request(), func(s string) {
+		if len(deltas) == 0 {
+			close(seen)
+		}
+		deltas = append(deltas, s)
+	})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if want := []string{"Hel", "lo, ", "world", "!"}; !reflect.DeepEqual(deltas, want) {
+		t.Errorf("deltas = %q, want %q", deltas, want)
+	}
+	want := model.Response{Text: "Hello, world!", StopReason: model.StopEndTurn, Usage: model.Usage{InputTokens: 10, OutputTokens: 5}}
+	if !reflect.DeepEqual(resp, want) {
+		t.Errorf("response = %+v, want %+v", resp, want)
+	}
+}
+
+func TestGenerateWithoutStreamCallsOnDeltaOnce(t *testing.T) {
+	srv := newServer(t, reply{events: textTurn("a", "b", "c")})
+	m, _ := newModel(t, srv, Options{})
+	req := request()
+	req.Stream = false
+	resp, deltas, err := generate(t, m, req)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if want := []string{"abc"}; !reflect.DeepEqual(deltas, want) || resp.Text != "abc" {
+		t.Errorf("deltas = %q, text %q, want %q", deltas, resp.Text, want)
+	}
+}
+
+func TestGenerateToolUses(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []string
+		want   []model.ToolUse
+	}{
+		{
+			name: "two parallel tool uses with fragmented arguments",
+			events: []string{
+				messageStart(30), textStart(0), textDelta(0, "Checking both."), blockStop(0),
+				toolStart(1, "toolu_01", "get_weather", "{}"),
+				jsonDelta(1, ""), jsonDelta(1, `{"ci`), jsonDelta(1, `ty": "Tok`), jsonDelta(1, `yo"}`),
+				blockStop(1),
+				toolStart(2, "toolu_02", "get_weather", "{}"),
+				jsonDelta(2, `{"city":`), ping(), jsonDelta(2, ` "Paris"}`),
+				blockStop(2),
+				messageDelta("tool_use", 40), messageStop(),
+			},
+			want: []model.ToolUse{
+				{ID: "toolu_01", Name: "get_weather", Arguments: `{"city": "Tokyo"}`},
+				{ID: "toolu_02", Name: "get_weather", Arguments: `{"city": "Paris"}`},
+			},
+		},
+		{
+			name: "malformed arguments kept verbatim",
+			events: []string{
+				messageStart(30), toolStart(0, "toolu_01", "get_weather", "{}"),
+				jsonDelta(0, `{"city": "Tok`), jsonDelta(0, `yo", }}`), blockStop(0),
+				messageDelta("tool_use", 9), messageStop(),
+			},
+			want: []model.ToolUse{{ID: "toolu_01", Name: "get_weather", Arguments: `{"city": "Tokyo", }}`}},
+		},
+		{
+			name: "no deltas: the block's input",
+			events: []string{
+				messageStart(30), toolStart(0, "toolu_01", "get_weather", `{"city":"Oslo"}`), blockStop(0),
+				messageDelta("tool_use", 9), messageStop(),
+			},
+			want: []model.ToolUse{{ID: "toolu_01", Name: "get_weather", Arguments: `{"city":"Oslo"}`}},
+		},
+		{
+			name: "no deltas and no input: {}",
+			events: []string{
+				messageStart(30), toolStart(0, "toolu_01", "get_local_time", "{}"), jsonDelta(0, ""), blockStop(0),
+				toolStart(1, "toolu_02", "get_local_time", "null"), blockStop(1),
+				messageDelta("tool_use", 9), messageStop(),
+			},
+			want: []model.ToolUse{
+				{ID: "toolu_01", Name: "get_local_time", Arguments: "{}"},
+				{ID: "toolu_02", Name: "get_local_time", Arguments: "{}"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, reply{events: tt.events})
+			m, _ := newModel(t, srv, Options{})
+			resp, _, err := generate(t, m, request())
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			if !reflect.DeepEqual(resp.ToolUses, tt.want) {
+				t.Errorf("tool uses = %+v\nwant %+v", resp.ToolUses, tt.want)
+			}
+			if resp.StopReason != model.StopToolUse {
+				t.Errorf("stop reason = %q, want %q", resp.StopReason, model.StopToolUse)
+			}
+		})
+	}
+}
+
+func TestGenerateStopReasons(t *testing.T) {
+	tests := []struct{ api, want string }{
+		{"end_turn", model.StopEndTurn},
+		{"stop_sequence", model.StopEndTurn},
+		{"refusal", model.StopEndTurn},
+		{"tool_use", model.StopToolUse},
+		{"max_tokens", model.StopMaxTokens},
+		{"model_context_window_exceeded", model.StopMaxTokens},
+	}
+	for _, tt := range tests {
+		t.Run(tt.api, func(t *testing.T) {
+			srv := newServer(t, reply{events: []string{
+				messageStart(1), textStart(0), textDelta(0, "x"), blockStop(0), messageDelta(tt.api, 2), messageStop(),
+			}})
+			m, _ := newModel(t, srv, Options{})
+			resp, _, err := generate(t, m, request())
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			if resp.StopReason != tt.want {
+				t.Errorf("stop reason = %q, want %q", resp.StopReason, tt.want)
+			}
+		})
+	}
+}
+
+func TestGenerateRetries(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ok := reply{events: textTurn("fine")}
+	tests := []struct {
+		name     string
+		replies  []reply
+		opts     Options
+		requests int
+		waits    []time.Duration // nil: any backoff, one per retry
+		status   int             // of the *model.Error; 0: success
+		message  string
+	}{
+		{
+			name: "429 with retry-after seconds",
+			replies: []reply{
+				{status: 429, header: map[string]string{"retry-after": "7"}, body: errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")},
+				ok,
+			},
+			requests: 2,
+			waits:    []time.Duration{7 * time.Second},
+		},
+		{
+			name: "429 with retry-after-ms",
+			replies: []reply{
+				{status: 429, header: map[string]string{"retry-after-ms": "1500", "retry-after": "2"}, body: errorBody("rate_limit_error", "slow down")},
+				ok,
+			},
+			requests: 2,
+			waits:    []time.Duration{1500 * time.Millisecond},
+		},
+		{
+			name: "429 with retry-after as an HTTP date",
+			replies: []reply{
+				{status: 429, header: map[string]string{"retry-after": now.Add(12 * time.Second).Format(http.TimeFormat)}, body: errorBody("rate_limit_error", "slow down")},
+				ok,
+			},
+			opts:     Options{Now: func() time.Time { return now }},
+			requests: 2,
+			waits:    []time.Duration{12 * time.Second},
+		},
+		{
+			name: "529 overloaded then success",
+			replies: []reply{
+				{status: 529, body: errorBody("overloaded_error", "Overloaded")},
+				ok,
+			},
+			requests: 2,
+		},
+		{
+			name: "overloaded event before any delta then success",
+			replies: []reply{
+				{events: []string{messageStart(1), errorEvent("overloaded_error", "Overloaded")}},
+				ok,
+			},
+			requests: 2,
+		},
+		{
+			name:     "always 500 gives up after MaxRetries",
+			replies:  []reply{{status: 500, body: errorBody("api_error", "Internal server error")}},
+			opts:     Options{MaxRetries: 2},
+			requests: 3,
+			status:   500,
+			message:  "Internal server error",
+		},
+		{
+			name:     "default bound is 3 retries",
+			replies:  []reply{{status: 503, body: errorBody("api_error", "unavailable")}},
+			requests: 4,
+			status:   503,
+			message:  "unavailable",
+		},
+		{
+			name:     "negative MaxRetries: no retry",
+			replies:  []reply{{status: 529, body: errorBody("overloaded_error", "Overloaded")}},
+			opts:     Options{MaxRetries: -1},
+			requests: 1,
+			status:   529,
+			message:  "Overloaded",
+		},
+		{
+			name:     "retry-after beyond MaxRetryWait: give up at once",
+			replies:  []reply{{status: 429, header: map[string]string{"retry-after": "3600"}, body: errorBody("rate_limit_error", "come back in an hour")}, ok},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   429,
+			message:  "come back in an hour",
+		},
+		{
+			name:     "401 is not retried",
+			replies:  []reply{{status: 401, body: errorBody("authentication_error", "invalid x-api-key")}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   401,
+			message:  "invalid x-api-key",
+		},
+		{
+			name:     "400 is not retried",
+			replies:  []reply{{status: 400, body: errorBody("invalid_request_error", "messages: field required")}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   400,
+			message:  "messages: field required",
+		},
+		{
+			name:     "error body that is not JSON",
+			replies:  []reply{{status: 403, body: "<html>forbidden</html>"}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   403,
+			message:  "Forbidden",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, tt.replies...)
+			m, sl := newModel(t, srv, tt.opts)
+			resp, deltas, err := generate(t, m, request())
+			if got := srv.requests(); got != tt.requests {
+				t.Errorf("requests = %d, want %d", got, tt.requests)
+			}
+			waits := sl.got()
+			switch {
+			case tt.waits != nil:
+				if len(waits) != len(tt.waits) || (len(waits) > 0 && !reflect.DeepEqual(waits, tt.waits)) {
+					t.Errorf("waits = %v, want %v", waits, tt.waits)
+				}
+			case len(waits) != tt.requests-1:
+				t.Errorf("waits = %v, want one per retry (%d)", waits, tt.requests-1)
+			}
+			for _, w := range waits {
+				if w < 0 || w > DefaultMaxRetryWait {
+					t.Errorf("wait %v out of bounds", w)
+				}
+			}
+			if tt.status == 0 {
+				if err != nil {
+					t.Fatalf("Generate: %v", err)
+				}
+				if resp.Text != "fine" || !reflect.DeepEqual(deltas, []string{"fine"}) {
+					t.Errorf("text %q, deltas %q, want the second attempt's alone", resp.Text, deltas)
+				}
+				return
+			}
+			var me *model.Error
+			if !errors.As(err, &me) {
+				t.Fatalf("error = %v (%T), want *model.Error", err, err)
+			}
+			want := &model.Error{Provider: Provider, Status: tt.status, Message: tt.message}
+			if !reflect.DeepEqual(me, want) {
+				t.Errorf("error = %+v, want %+v", me, want)
+			}
+			if strings.Contains(err.Error(), testKey) {
+				t.Errorf("error text %q contains the API key", err)
+			}
+			if len(resp.ToolUses) != 0 || resp.StopReason != model.StopError {
+				t.Errorf("response = %+v, want no tool uses and stop reason %q", resp, model.StopError)
+			}
+		})
+	}
+}
+
+func TestGenerateTruncated(t *testing.T) {
+	partial := []string{
+		messageStart(10), textStart(0), textDelta(0, "Let me "), textDelta(0, "check."), blockStop(0),
+		toolStart(1, "toolu_01", "get_weather", "{}"), jsonDelta(1, `{"city": "Tok`),
+	}
+	tests := []struct {
+		name    string
+		reply   reply
+		message string
+	}{
+		{"connection ends without message_stop", reply{events: partial}, "the stream ended before message_stop"},
+		{"connection dropped", reply{events: partial, abort: true}, ""},
+		{"error event mid-stream", reply{events: append(partial, errorEvent("overloaded_error", "Overloaded"))}, "Overloaded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, tt.reply, reply{events: textTurn("replayed")})
+			m, sl := newModel(t, srv, Options{})
+			resp, deltas, err := generate(t, m, request())
+			var me *model.Error
+			if !errors.As(err, &me) || !me.Truncated || me.Provider != Provider {
+				t.Fatalf("error = %#v, want a truncated *model.Error", err)
+			}
+			if tt.message != "" && me.Message != tt.message {
+				t.Errorf("message = %q, want %q", me.Message, tt.message)
+			}
+			if resp.Text != "Let me check." || resp.ToolUses != nil || resp.StopReason != model.StopError {
+				t.Errorf("response = %+v, want the text so far, no tool uses, stop reason error", resp)
+			}
+			if want := []string{"Let me ", "check."}; !reflect.DeepEqual(deltas, want) {
+				t.Errorf("deltas = %q, want %q", deltas, want)
+			}
+			// Text was shown, so the turn is not replayed.
+			if srv.requests() != 1 || len(sl.got()) != 0 {
+				t.Errorf("requests = %d, waits %v: a turn with text shown was retried", srv.requests(), sl.got())
+			}
+		})
+	}
+}
+
+func TestGenerateRetriesCutBeforeAnyText(t *testing.T) {
+	// A tool call cut in half showed the user nothing: retrying loses nothing.
+	srv := newServer(t,
+		reply{events: []string{messageStart(10), toolStart(0, "toolu_01", "get_weather", "{}"), jsonDelta(0, `{"ci`)}, abort: true},
+		reply{events: textTurn("ok")},
+	)
+	m, sl := newModel(t, srv, Options{})
+	resp, _, err := generate(t, m, request())
+	if err != nil || resp.Text != "ok" || srv.requests() != 2 || len(sl.got()) != 1 {
+		t.Errorf("resp %+v, err %v, requests %d, waits %v; want a retry then ok", resp, err, srv.requests(), sl.got())
+	}
+}
+
+func TestGenerateCancelled(t *testing.T) {
+	seen := make(chan struct{})
+	srv := newServer(t, reply{
+		events: []string{messageStart(1), textStart(0), textDelta(0, "partial"), textDelta(0, " never")},
+		gate:   map[int]chan struct{}{2: make(chan struct{})}, // hold the stream open
+	})
+	m, _ := newModel(t, srv, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := m.Generate(ctx, request(), func(string) {
+		close(seen)
+		cancel()
+	})
+	<-seen
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error = %v, want context.Canceled", err)
+	}
+	if resp.Text != "partial" || resp.StopReason != model.StopCancelled || resp.ToolUses != nil {
+		t.Errorf("response = %+v, want the partial text, stop reason cancelled", resp)
+	}
+}
+
+func TestGenerateSendsKeyAndStream(t *testing.T) {
+	srv := newServer(t, reply{events: textTurn("x")})
+	m, _ := newModel(t, srv, Options{})
+	if _, _, err := generate(t, m, request()); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	h := srv.header(0)
+	if got := h.Get("Authorization") + h.Get("X-Api-Key"); !strings.Contains(got, testKey) {
+		t.Errorf("the API key was not sent (Authorization %q, X-Api-Key %q)", h.Get("Authorization"), h.Get("X-Api-Key"))
+	}
+	if h.Get("Anthropic-Version") == "" {
+		t.Error("no anthropic-version header")
+	}
+	if got := srv.body(0)["stream"]; got != true {
+		t.Errorf("stream = %v, want true", got)
+	}
+}
+
+func TestNewRejectsBadBaseURL(t *testing.T) {
+	for _, u := range []string{"api.anthropic.com", "ftp://x", "http://"} {
+		if _, err := New(Options{BaseURL: u}); err == nil {
+			t.Errorf("New(BaseURL %q) succeeded, want an error", u)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		header map[string]string
+		want   time.Duration
+		ok     bool
+	}{
+		{map[string]string{"retry-after": "3"}, 3 * time.Second, true},
+		{map[string]string{"retry-after": "0.5"}, 500 * time.Millisecond, true},
+		{map[string]string{"retry-after-ms": "250"}, 250 * time.Millisecond, true},
+		{map[string]string{"retry-after-ms": "bad", "retry-after": "4"}, 4 * time.Second, true},
+		{map[string]string{"retry-after": now.Add(time.Minute).Format(http.TimeFormat)}, time.Minute, true},
+		{map[string]string{"retry-after": now.Add(-time.Minute).Format(http.TimeFormat)}, 0, true},
+		{map[string]string{"retry-after": "soon"}, 0, false},
+		{map[string]string{"retry-after": "-1"}, 0, false},
+		{nil, 0, false},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for k, v := range tt.header {
+			h.Set(k, v)
+		}
+		got, ok := retryAfter(h, now)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("retryAfter(%v) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestBackoffBounded(t *testing.T) {
+	for attempt := range 100 {
+		d := backoff(attempt)
+		if d < firstBackoff/2 || d > maxBackoff {
+			t.Fatalf("backoff(%d) = %v, want within [%v, %v]", attempt, d, firstBackoff/2, maxBackoff)
+		}
+	}
+}
+
+func TestGenerateConcurrent(t *testing.T) {
+	// One Model serves every session at once.
+	srv := newServer(t, reply{events: textTurn("same ", "answer")})
+	m, _ := newModel(t, srv, Options{})
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			var text string
+			resp, err := m.Generate(context.Background(), request(), func(s string) { text += s })
+			if err == nil && (resp.Text != "same answer" || text != resp.Text) {
+				err = errors.New("wrong turn: " + resp.Text + " / " + text)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := srv.requests(); got != n {
+		t.Errorf("requests = %d, want %d", got, n)
+	}
+}

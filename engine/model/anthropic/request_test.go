@@ -1,0 +1,170 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// decode parses a JSON literal of a test's expectation.
+func decode(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("bad expectation: %v\n%s", err, s)
+	}
+	return v
+}
+
+func pretty(v any) string { b, _ := json.MarshalIndent(v, "", "  "); return string(b) }
+
+func TestRequestBody(t *testing.T) {
+	tests := []struct {
+		name string
+		req  model.Request
+		// want holds the body fields to check, as JSON.
+		want map[string]string
+	}{
+		{
+			name: "system, max tokens and tools",
+			req: model.Request{
+				Model:     "claude-test",
+				System:    "You are terse.",
+				MaxTokens: 100,
+				Messages:  []model.Message{{Role: model.RoleUser, Content: "hi"}},
+				Tools: []model.Tool{
+					{Name: "get_weather", Description: "Weather for a city.", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
+					{Name: "get_local_time"},
+					{Name: "untyped", InputSchema: json.RawMessage(`{"properties":{"n":{"type":"integer","minimum":1.5}}}`)},
+				},
+			},
+			want: map[string]string{
+				"model":      `"claude-test"`,
+				"max_tokens": `100`,
+				"stream":     `true`,
+				"system":     `[{"type":"text","text":"You are terse."}]`,
+				"tools": `[
+					{"name":"get_weather","description":"Weather for a city.","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
+					{"name":"get_local_time","input_schema":{"type":"object"}},
+					{"name":"untyped","input_schema":{"type":"object","properties":{"n":{"type":"integer","minimum":1.5}}}}
+				]`,
+				"messages": `[{"role":"user","content":[{"type":"text","text":"hi"}]}]`,
+			},
+		},
+		{
+			name: "default max tokens, no system, no tools",
+			req:  model.Request{Model: "claude-test", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}},
+			want: map[string]string{"max_tokens": `4096`, "system": ``, "tools": ``},
+		},
+		{
+			name: "tool uses and results",
+			req: model.Request{Model: "claude-test", Messages: []model.Message{
+				{Role: model.RoleUser, Content: "weather in Tokyo and Paris?"},
+				{Role: model.RoleAssistant, Content: "Checking.", ToolUses: []model.ToolUse{
+					{ID: "toolu_1", Name: "get_weather", Arguments: `{"city":"Tokyo"}`},
+					{ID: "toolu_2", Name: "get_weather", Arguments: `{"city": Paris}`},
+				}},
+				{Role: model.RoleTool, ToolUseID: "toolu_1", Name: "get_weather", Content: `{"sky":"sunny"}`},
+				{Role: model.RoleTool, ToolUseID: "toolu_2", Name: "get_weather", Content: "arguments are not JSON", IsError: true},
+				{Role: model.RoleAssistant, Content: "Tokyo is sunny."},
+			}},
+			want: map[string]string{"messages": `[
+				{"role":"user","content":[{"type":"text","text":"weather in Tokyo and Paris?"}]},
+				{"role":"assistant","content":[
+					{"type":"text","text":"Checking."},
+					{"type":"text","text":"[The arguments of tool call toolu_2 (get_weather) were not a JSON object, so {} was sent in their place. They were: {\"city\": Paris}]"},
+					{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Tokyo"}},
+					{"type":"tool_use","id":"toolu_2","name":"get_weather","input":{}}
+				]},
+				{"role":"user","content":[
+					{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"{\"sky\":\"sunny\"}"}]},
+					{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"arguments are not JSON"}],"is_error":true}
+				]},
+				{"role":"assistant","content":[{"type":"text","text":"Tokyo is sunny."}]}
+			]`},
+		},
+		{
+			name: "a result that matches no tool use is user text after the results",
+			req: model.Request{Model: "claude-test", Messages: []model.Message{
+				{Role: model.RoleUser, Content: "go"},
+				{Role: model.RoleAssistant, ToolUses: []model.ToolUse{{ID: "toolu_1", Name: "confirm", Arguments: `{"question":"ok?"}`}}},
+				{Role: model.RoleTool, ToolUseID: "toolu_9", Name: "confirm", Content: "stray"},
+				{Role: model.RoleTool, ToolUseID: "toolu_1", Name: "confirm", Content: "approved"},
+				{Role: model.RoleTool, ToolUseID: "toolu_1", Name: "confirm", Content: "twice", IsError: true},
+			}},
+			want: map[string]string{"messages": `[
+				{"role":"user","content":[{"type":"text","text":"go"}]},
+				{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"confirm","input":{"question":"ok?"}}]},
+				{"role":"user","content":[
+					{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"approved"}]},
+					{"type":"text","text":"[Result of tool \"confirm\" for call \"toolu_9\", which matches no open tool call:]\nstray"},
+					{"type":"text","text":"[Error of tool \"confirm\" for call \"toolu_1\", which matches no open tool call:]\ntwice"}
+				]}
+			]`},
+		},
+		{
+			name: "a tool use left unanswered gets an error result; empty content and no-argument calls",
+			req: model.Request{Model: "claude-test", Messages: []model.Message{
+				{Role: model.RoleUser, Content: "time?"},
+				{Role: model.RoleAssistant, ToolUses: []model.ToolUse{{ID: "toolu_3", Name: "get_local_time"}}},
+				{Role: model.RoleUser, Content: "never mind"},
+				{Role: model.RoleAssistant, Content: "  "},
+				{Role: model.RoleUser, Content: "again"},
+				{Role: model.RoleAssistant, ToolUses: []model.ToolUse{{ID: "toolu_4", Name: "get_local_time", Arguments: " {} "}}},
+				{Role: model.RoleTool, ToolUseID: "toolu_4", Name: "get_local_time"},
+			}},
+			want: map[string]string{"messages": `[
+				{"role":"user","content":[{"type":"text","text":"time?"}]},
+				{"role":"assistant","content":[{"type":"tool_use","id":"toolu_3","name":"get_local_time","input":{}}]},
+				{"role":"user","content":[
+					{"type":"tool_result","tool_use_id":"toolu_3","content":[{"type":"text","text":"No result was recorded for this tool call."}],"is_error":true},
+					{"type":"text","text":"never mind"},
+					{"type":"text","text":"again"}
+				]},
+				{"role":"assistant","content":[{"type":"tool_use","id":"toolu_4","name":"get_local_time","input":{}}]},
+				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_4"}]}
+			]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, reply{events: textTurn("ok")})
+			m, _ := newModel(t, srv, Options{})
+			tt.req.Stream = true
+			if _, _, err := generate(t, m, tt.req); err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			body := srv.body(0)
+			for field, want := range tt.want {
+				got, present := body[field]
+				if want == "" {
+					if present {
+						t.Errorf("%s = %s, want it absent", field, pretty(got))
+					}
+					continue
+				}
+				if w := decode(t, want); !reflect.DeepEqual(got, w) {
+					t.Errorf("%s =\n%s\nwant\n%s", field, pretty(got), pretty(w))
+				}
+			}
+		})
+	}
+}
+
+func FuzzObjectInput(f *testing.F) {
+	for _, s := range []string{"", "{}", `{"a":1}`, `{"a":`, "[]", "null", " {\"x\": [1,2]} ", "\"str\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		input, ok := objectInput(args)
+		var obj map[string]any
+		if err := json.Unmarshal(input, &obj); err != nil || obj == nil {
+			t.Fatalf("objectInput(%q) = %s, not a JSON object", args, input)
+		}
+		if !ok && string(input) != "{}" {
+			t.Fatalf("objectInput(%q) = %s, %v; a rejected input must become {}", args, input, ok)
+		}
+	})
+}

@@ -1,0 +1,336 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// Provider names this package in a *model.Error.
+const Provider = "openai"
+
+// DefaultBaseURL is OpenAI's own API. A local server's base URL ends in /v1
+// the same way, e.g. http://localhost:8080/v1 for llama.cpp.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Options configure a Model. The zero value of every field means its default.
+type Options struct {
+	// BaseURL is the API's root, the URL that ends in /v1; default
+	// DefaultBaseURL. The key is sent to it, so point it only at a server you
+	// trust.
+	BaseURL string
+	// APIKey is sent as a bearer token and never logged or copied into an
+	// error. Empty sends none, which local servers usually accept.
+	APIKey string
+	// HTTPClient sends the requests; default a client that waits at most ten
+	// minutes for response headers (a local server may think that long over a
+	// big prompt) and puts no limit on the body. Do not give it a
+	// Client.Timeout: that bounds the whole stream and would cut long turns
+	// off; bound a turn with the context instead.
+	HTTPClient *http.Client
+	// MaxRetries bounds the retries after the first attempt; zero means
+	// DefaultMaxRetries, negative means none. Each retry can cost the user
+	// seconds of waiting, so a large number hides outages rather than riding
+	// them out.
+	MaxRetries int
+	// MaxRetryWait is the longest retry-after this model waits for; when the
+	// server asks for longer, its error is returned at once rather than
+	// leaving the session silent. Default DefaultMaxRetryWait.
+	MaxRetryWait time.Duration
+	// MaxTokensField names the body field that carries Request.MaxTokens:
+	// "max_completion_tokens" or "max_tokens". Default: the first for OpenAI
+	// itself (api.openai.com), whose reasoning models reject the old name, and
+	// the second for any other server, since older local servers know only it
+	// and would silently ignore the new one. Nothing is sent when
+	// Request.MaxTokens is zero: the server chooses.
+	MaxTokensField string
+	// Sleep waits between attempts; default a timer that gives up when ctx is
+	// done. Tests inject one that records the wait and returns at once.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now turns a retry-after given as an HTTP date into a wait; default
+	// time.Now.
+	Now func() time.Time
+}
+
+// Model is a Chat Completions server. Build it with New.
+type Model struct {
+	client              sdk.Client
+	maxRetries          int
+	maxWait             time.Duration
+	maxCompletionTokens bool // send max_completion_tokens, not max_tokens
+	sleep               func(ctx context.Context, d time.Duration) error
+	now                 func() time.Time
+}
+
+var _ model.Model = (*Model)(nil)
+
+// New builds a Model. It fails only on a BaseURL that is not an http(s) URL,
+// so a typo is caught at startup rather than at the first turn.
+func New(opts Options) (*Model, error) {
+	base := opts.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := checkURL(base)
+	if err != nil {
+		return nil, fmt.Errorf("openai: bad base URL: %w", err)
+	}
+	var completionTokens bool
+	switch opts.MaxTokensField {
+	case "":
+		completionTokens = u.Hostname() == "api.openai.com"
+	case "max_completion_tokens":
+		completionTokens = true
+	case "max_tokens":
+	default:
+		return nil, fmt.Errorf("openai: MaxTokensField is %q, want max_tokens or max_completion_tokens", opts.MaxTokensField)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = defaultHTTPClient()
+	}
+	reqOpts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithHTTPClient(hc),
+		// Retries are ours: the SDK's sleep cannot be injected, and it cannot
+		// know whether text has already reached the user.
+		option.WithMaxRetries(0),
+		option.WithMiddleware(statusErrors),
+	}
+	if opts.APIKey != "" {
+		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
+	}
+	m := &Model{
+		// Not sdk.NewClient: it reads OPENAI_* from the environment, and a key
+		// found there would be sent to whatever local server BaseURL names.
+		// The providers package owns the environment.
+		client:              sdk.Client{Options: reqOpts},
+		maxRetries:          opts.MaxRetries,
+		maxWait:             opts.MaxRetryWait,
+		maxCompletionTokens: completionTokens,
+		sleep:               opts.Sleep,
+		now:                 opts.Now,
+	}
+	switch {
+	case m.maxRetries == 0:
+		m.maxRetries = DefaultMaxRetries
+	case m.maxRetries < 0:
+		m.maxRetries = 0
+	}
+	if m.maxWait <= 0 {
+		m.maxWait = DefaultMaxRetryWait
+	}
+	if m.sleep == nil {
+		m.sleep = sleep
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	return m, nil
+}
+
+// Generate streams one assistant turn. Retryable failures (429, 5xx, a
+// connection that fails or a stream that errors before any text) are retried
+// only while no text has reached onDelta, so the user never sees a sentence
+// twice.
+func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	params := m.params(req)
+	shown := false
+	emit := func(text string) {
+		if text == "" || !req.Stream {
+			return
+		}
+		shown = true
+		if onDelta != nil {
+			onDelta(text)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		resp, fail := m.attempt(ctx, params, emit)
+		if fail == nil {
+			if !req.Stream && resp.Text != "" && onDelta != nil {
+				onDelta(resp.Text)
+			}
+			return resp, nil
+		}
+		if err := ctx.Err(); err != nil {
+			resp.StopReason = model.StopCancelled
+			return resp, fmt.Errorf("openai: %w", err)
+		}
+		if shown || !fail.retryable || attempt >= m.maxRetries {
+			return resp, fail.err
+		}
+		wait := backoff(attempt)
+		if fail.hasWait {
+			if fail.wait > m.maxWait {
+				return resp, fail.err
+			}
+			wait = fail.wait
+		}
+		if err := m.sleep(ctx, wait); err != nil {
+			resp.StopReason = model.StopCancelled
+			return resp, fmt.Errorf("openai: waiting to retry: %w", err)
+		}
+	}
+}
+
+// failure is one failed attempt and what it says about the next one.
+type failure struct {
+	err       *model.Error
+	retryable bool
+	wait      time.Duration // the server's retry-after, when hasWait
+	hasWait   bool
+}
+
+func truncated(msg string) *failure {
+	return &failure{err: &model.Error{Provider: Provider, Message: msg, Truncated: true}, retryable: true}
+}
+
+// attempt sends the request once and reads its stream to data: [DONE].
+func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, emit func(string)) (model.Response, *failure) {
+	var acc accumulator
+	// Post rather than Chat.Completions.NewStreaming: the SDK's stream ends
+	// the same way on [DONE] and on a connection that just closes, and only
+	// the first is a whole turn.
+	var res *http.Response
+	err := m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true))
+	if err != nil {
+		return acc.partial(), m.classify(err)
+	}
+	dec := ssestream.NewDecoder(res)
+	defer dec.Close()
+	for dec.Next() {
+		ev := dec.Event()
+		data := bytes.TrimSpace(ev.Data)
+		switch {
+		case len(data) == 0:
+			continue
+		case bytes.Equal(data, []byte("[DONE]")):
+			return acc.response(), nil
+		}
+		var chunk sdk.ChatCompletionChunk
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return acc.partial(), truncated("a chunk is not JSON: " + err.Error())
+		}
+		// A server that fails mid-stream sends {"error": {...}} as a chunk.
+		if _, isErr := chunk.JSON.ExtraFields["error"]; isErr || ev.Type == "error" {
+			return acc.partial(), truncated(errorMessage(data, 0))
+		}
+		acc.add(chunk, emit)
+	}
+	if err := dec.Err(); err != nil {
+		return acc.partial(), truncated(err.Error())
+	}
+	return acc.partial(), truncated("the stream ended before data: [DONE]")
+}
+
+// statusError is an HTTP answer with an error status, caught by the
+// statusErrors middleware before the SDK parses it: local servers shape error
+// bodies in more ways than the SDK expects, and its parser drops the status
+// when the body surprises it.
+type statusError struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("status %d", e.status) }
+
+func statusErrors(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil || res.StatusCode < 400 {
+		return res, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	return nil, &statusError{status: res.StatusCode, header: res.Header, body: body}
+}
+
+// classify turns a request that got no stream into a *model.Error.
+func (m *Model) classify(err error) *failure {
+	var se *statusError
+	if errors.As(err, &se) {
+		f := &failure{
+			err:       &model.Error{Provider: Provider, Status: se.status, Message: errorMessage(se.body, se.status)},
+			retryable: retryableStatus(se.status),
+		}
+		f.wait, f.hasWait = retryAfter(se.header, m.now())
+		return f
+	}
+	// No answer at all: a refused or reset connection, a DNS failure.
+	return &failure{
+		err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
+		retryable: true,
+	}
+}
+
+// errorMessage finds the server's explanation in an error body, in the shapes
+// OpenAI, llama.cpp, Ollama ({"error": {"message"}} or {"error": "..."}),
+// vLLM ({"message"}) and FastAPI ({"detail"}) use; else the status text.
+func errorMessage(body []byte, status int) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var e struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(v.Error, &e) == nil && e.Message != "":
+			return e.Message
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		case e.Type != "":
+			return e.Type
+		case v.Message != "":
+			return v.Message
+		case json.Unmarshal(v.Detail, &s) == nil && s != "":
+			return s
+		}
+	}
+	if t := http.StatusText(status); t != "" {
+		return t
+	}
+	return "unknown error"
+}
+
+func checkURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the URL, which may carry credentials.
+		return nil, errors.New("it does not parse as a URL")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an http(s) URL", u.Redacted())
+	}
+	return u, nil
+}
+
+// defaultHTTPClient bounds the wait for response headers, so a server that
+// accepts the connection and never answers does not hang a session, and
+// leaves the body unbounded, because a turn streams for as long as it needs.
+func defaultHTTPClient() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{}
+	}
+	t = t.Clone()
+	t.ResponseHeaderTimeout = 10 * time.Minute
+	return &http.Client{Transport: t}
+}

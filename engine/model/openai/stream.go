@@ -1,0 +1,106 @@
+package openai
+
+import (
+	"crypto/rand"
+	"strings"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// accumulator builds a turn from Chat Completions chunks. Tool calls arrive
+// as fragments keyed by index: the first carries the id and name, the rest
+// pieces of the argument text, which is kept raw because whether it is valid
+// JSON is the engine's question, not ours.
+type accumulator struct {
+	text   strings.Builder
+	calls  map[int64]*call // the latest call at each index
+	order  []*call         // in the order they started
+	finish string
+	usage  model.Usage
+}
+
+type call struct {
+	id, name string
+	args     strings.Builder
+}
+
+func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
+	// With stream_options.include_usage the last chunk carries the usage and
+	// no choices; other chunks send usage as null.
+	if chunk.JSON.Usage.Valid() {
+		a.usage = model.Usage{InputTokens: int(chunk.Usage.PromptTokens), OutputTokens: int(chunk.Usage.CompletionTokens)}
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue // only one choice is asked for
+		}
+		if c := ch.Delta.Content; c != "" {
+			a.text.WriteString(c)
+			emit(c)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			c := a.calls[tc.Index]
+			// Some servers (older Ollama) send every whole call at index 0;
+			// a new id at a busy index is a new call, not more of the old one.
+			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) {
+				c = &call{}
+				if a.calls == nil {
+					a.calls = make(map[int64]*call)
+				}
+				a.calls[tc.Index] = c
+				a.order = append(a.order, c)
+			}
+			if c.id == "" {
+				c.id = tc.ID
+			}
+			if c.name == "" {
+				c.name = tc.Function.Name
+			}
+			c.args.WriteString(tc.Function.Arguments)
+		}
+		if ch.FinishReason != "" {
+			a.finish = ch.FinishReason
+		}
+	}
+}
+
+// response is the finished turn.
+func (a *accumulator) response() model.Response {
+	r := model.Response{Text: a.text.String(), Usage: a.usage}
+	for _, c := range a.order {
+		args := c.args.String()
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		id := c.id
+		if id == "" {
+			// Some local servers send no id; the engine and the next request
+			// need one to pair the result with the call.
+			id = "call_" + rand.Text()
+		}
+		r.ToolUses = append(r.ToolUses, model.ToolUse{ID: id, Name: c.name, Arguments: args})
+	}
+	r.StopReason = stopReason(a.finish, len(r.ToolUses) > 0)
+	return r
+}
+
+// partial is what a cut-off turn leaves: the text the user already saw, and
+// no tool calls, since half a call must never run.
+func (a *accumulator) partial() model.Response {
+	return model.Response{Text: a.text.String(), StopReason: model.StopError, Usage: a.usage}
+}
+
+func stopReason(finish string, calls bool) string {
+	switch {
+	case finish == "length":
+		return model.StopMaxTokens
+	case finish == "tool_calls" || finish == "function_call" || calls:
+		// Some servers say "stop" even when the turn ends in tool calls.
+		return model.StopToolUse
+	default:
+		// stop, content_filter: the model is done and waits for the user.
+		return model.StopEndTurn
+	}
+}

@@ -1,0 +1,178 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway"
+)
+
+// encodeFrame writes a decoded browser frame back as the JSON a browser
+// would send.
+func encodeFrame(t *testing.T, f gateway.Frame) []byte {
+	t.Helper()
+	withType := func(typ string, v any) []byte {
+		body, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("encode %#v: %v", v, err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["type"], _ = json.Marshal(typ)
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	switch f := f.(type) {
+	case gateway.SessionOpen:
+		return withType(gateway.FrameSessionOpen, f)
+	case gateway.MessageFrame:
+		return withType(gateway.FrameMessage, f)
+	case gateway.CancelFrame:
+		return withType(gateway.FrameCancel, f)
+	case engine.ToolResult, engine.ToolError:
+		// Their MarshalJSON writes "type" itself.
+		out, err := json.Marshal(f)
+		if err != nil {
+			t.Fatalf("encode %#v: %v", f, err)
+		}
+		return out
+	default:
+		t.Fatalf("DecodeFrame returned a %T", f)
+		return nil
+	}
+}
+
+var frameSeeds = []string{
+	// Valid frames.
+	`{"type":"session.open"}`,
+	`{"type":"session.open","session":"abc","after":12,"tools":["get_local_time","set_theme"]}`,
+	`{"type":"message","content":"what time is it"}`,
+	`{"type":"message","content":"\u00e9t\u00e9 <b>&</b>"}`,
+	`{"type":"tool.result","id":"call_1","attempt":1,"result":{"time":"12:00","timeZone":"UTC"}}`,
+	`{"type":"tool.result","id":"call_1","attempt":2,"result":"a string"}`,
+	`{"type":"tool.result","id":"call_1","attempt":1,"result":null}`,
+	`{"type":"tool.result","id":"call_1","attempt":1,"result":[1, 2.50, {"a" : true}]}`,
+	`{"type":"tool.error","id":"call_1","attempt":1,"error":"denied","retryable":true,"code":"tool_failed","detail":{"why":"user"}}`,
+	`{"type":"cancel"}`,
+	`  {"type":"cancel","extra":1}  `,
+	// Broken frames.
+	``,
+	`{`,
+	`null`,
+	`[]`,
+	`"session.open"`,
+	`{"type":null}`,
+	`{"type":7}`,
+	`{"TYPE":"cancel"}`,
+	`{"type":"nope"}`,
+	`{"type":"message"}`,
+	`{"type":"message","content":""}`,
+	`{"type":"message","content":5}`,
+	`{"type":"message","content":"hi","Content":"ho"}`,
+	`{"type":"session.open","after":-1}`,
+	`{"type":"session.open","after":1.5}`,
+	`{"type":"session.open","tools":[""]}`,
+	`{"type":"session.open","tools":"get_local_time"}`,
+	`{"type":"tool.result","id":"","attempt":1,"result":1}`,
+	`{"type":"tool.result","id":"call_1","attempt":0,"result":1}`,
+	`{"type":"tool.result","id":"call_1","attempt":"1","result":1}`,
+	`{"type":"tool.result","id":"call_1","attempt":1}`,
+	`{"type":"tool.result","id":"call_1","attempt":1,"result":1,"ID":"call_2"}`,
+	`{"type":"tool.error","id":"call_1","attempt":1}`,
+	`{"type":"tool.error","id":"call_1","attempt":1,"error":""}`,
+	`{"type":"tool.error","id":"call_1","attempt":1,"error":"x","retryable":"yes"}`,
+	`{"type":"message","content":"a"} {"type":"cancel"}`,
+	"{\"type\":\"message\",\"content\":\"\xff\xfe\"}",
+}
+
+func FuzzDecodeFrame(f *testing.F) {
+	for _, s := range frameSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		frame, err := gateway.DecodeFrame(data)
+		if err != nil {
+			if frame != nil {
+				t.Errorf("DecodeFrame(%q) returned a frame and an error: %v", data, err)
+			}
+			if !errors.Is(err, gateway.ErrBadFrame) && !errors.Is(err, gateway.ErrUnknownFrame) {
+				t.Errorf("DecodeFrame(%q): %v is neither ErrBadFrame nor ErrUnknownFrame", data, err)
+			}
+			return
+		}
+		// A frame that decodes re-encodes to a frame that decodes to the
+		// same thing, and encoding that again changes nothing.
+		enc := encodeFrame(t, frame)
+		again, err := gateway.DecodeFrame(enc)
+		if err != nil {
+			t.Fatalf("DecodeFrame(%q) = %#v, whose encoding %s does not decode: %v", data, frame, enc, err)
+		}
+		if reflect.TypeOf(again) != reflect.TypeOf(frame) {
+			t.Fatalf("%s decoded as %T, then re-encoded as %s, decoded as %T", data, frame, enc, again)
+		}
+		if enc2 := encodeFrame(t, again); !bytes.Equal(enc, enc2) {
+			t.Fatalf("%s encodes as %s, then as %s", data, enc, enc2)
+		}
+	})
+}
+
+func TestDecodeFrame(t *testing.T) {
+	tests := []struct {
+		data    string
+		want    gateway.Frame
+		wantErr error
+		mention string
+	}{
+		{data: `{"type":"cancel"}`, want: gateway.CancelFrame{}},
+		{data: `{"type":"session.open","session":"s1","after":3,"tools":["a"]}`, want: gateway.SessionOpen{Session: "s1", After: 3, Tools: []string{"a"}}},
+		{data: `{"type":"message","content":"hi"}`, want: gateway.MessageFrame{Content: "hi"}},
+		{data: `{"type":"tool.result","id":"c","attempt":1,"result":{"a":1}}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(`{"a":1}`)}},
+		{data: `{"type":"tool.error","id":"c","attempt":2,"error":"no","retryable":true}`, want: engine.ToolError{ID: "c", Attempt: 2, Error: "no", Retryable: true}},
+		{data: `{"type":7}`, wantErr: gateway.ErrBadFrame, mention: `"type" should be a string, not a number`},
+		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},
+		{data: `{"type":"ping"}`, wantErr: gateway.ErrUnknownFrame, mention: `"ping"`},
+		{data: `{"type":"tool.result","id":"c","attempt":1,"result":1,"ID":"d"}`, wantErr: gateway.ErrBadFrame, mention: `"ID"`},
+		{data: `{"type":"tool.error","id":"c","attempt":0,"error":"x"}`, wantErr: gateway.ErrBadFrame, mention: `"attempt" is 0`},
+		{data: `{"type":"session.open","tools":"a"}`, wantErr: gateway.ErrBadFrame, mention: `"tools" should be an array`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.data, func(t *testing.T) {
+			got, err := gateway.DecodeFrame([]byte(tc.data))
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.mention) || got != nil {
+					t.Errorf("DecodeFrame = %#v, %v; want %v naming %s", got, err, tc.wantErr, tc.mention)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("DecodeFrame = %#v, %v; want %#v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func ExampleDecodeFrame() {
+	f, err := gateway.DecodeFrame([]byte(`{"type":"tool.result","id":"call_1","attempt":1,"result":{"approved":true}}`))
+	if err != nil {
+		panic(err)
+	}
+	answer := f.(engine.ToolResult)
+	fmt.Println(answer.ID, answer.Attempt, string(answer.Result))
+
+	_, err = gateway.DecodeFrame([]byte(`{"type":"tool.result","id":"call_1","result":{}}`))
+	fmt.Println(err)
+	// Output:
+	// call_1 1 {"approved":true}
+	// bad frame: tool.result frame is missing "attempt"
+}
