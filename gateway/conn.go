@@ -95,6 +95,7 @@ func (c *conn) serve() {
 	defer func() {
 		if c.session != nil {
 			c.s.opts.Router.Detach(c.session.ID(), c)
+			c.s.detached(c.session.ID())
 			c.sub.Close()
 			c.logger.Info("browser disconnected", "session", c.session.ID())
 		}
@@ -224,6 +225,7 @@ func (c *conn) open(f SessionOpen) {
 	// follow. Deliveries wait in c.deliveries until pump, which starts
 	// after the replay, puts them in their place among the events.
 	c.s.opts.Router.Attach(sess.ID(), c, f.Tools)
+	c.s.attached(sess.ID())
 	last := f.After
 	if n := len(replay); n > 0 {
 		last = replay[n-1].Seq

@@ -45,6 +45,10 @@ type Options struct {
 	// PingInterval is how often an idle connection is pinged to detect a
 	// dead peer; default 20s. Zero uses the default; negative disables.
 	PingInterval time.Duration
+	// SessionIdle is how long a session lives with no page connected before
+	// it ends (reason "abandoned"); default 15m. A reload or a network drop
+	// reconnects well within it; longer keeps abandoned chats in memory.
+	SessionIdle time.Duration
 	// WriteTimeout bounds one frame's write; default 10s.
 	WriteTimeout time.Duration
 	// Page renders GET /. Default: a minimal page.
@@ -62,7 +66,7 @@ type Server struct {
 	logger  *slog.Logger
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
-	owners  map[string]string // engine session id -> browser id
+	owners  map[string]*owned // by engine session id
 	closing bool
 	wg      sync.WaitGroup
 }
@@ -91,13 +95,16 @@ func New(opts Options) (*Server, error) {
 	if opts.PingInterval == 0 {
 		opts.PingInterval = 20 * time.Second
 	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = 15 * time.Minute
+	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, owners: map[string]string{}}
+	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, owners: map[string]*owned{}}
 	s.routes()
 	return s, nil
 }
@@ -182,10 +189,17 @@ func minimalPage(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, `<!doctype html><title>Gateway</title><p>The gateway is running; connect to /ws.</p>`)
 }
 
+// owned is what the server knows of a session it opened.
+type owned struct {
+	browser string
+	conns   int         // connections attached now
+	expiry  *time.Timer // ends the session once no page has been attached for SessionIdle
+}
+
 // adopt records that browser owns a new engine session, until it ends.
 func (s *Server) adopt(sess *engine.Session, browser string) {
 	s.mu.Lock()
-	s.owners[sess.ID()] = browser
+	s.owners[sess.ID()] = &owned{browser: browser}
 	s.mu.Unlock()
 	go func() {
 		<-sess.Done()
@@ -197,13 +211,63 @@ func (s *Server) adopt(sess *engine.Session, browser string) {
 func (s *Server) owner(session string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.owners[session]
+	if o := s.owners[session]; o != nil {
+		return o.browser
+	}
+	return ""
 }
 
 func (s *Server) forget(session string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if o := s.owners[session]; o != nil && o.expiry != nil {
+		o.expiry.Stop()
+	}
 	delete(s.owners, session)
+}
+
+// attached counts a page connected to session; it is no longer abandoned.
+func (s *Server) attached(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o := s.owners[session]; o != nil {
+		o.conns++
+		if o.expiry != nil {
+			o.expiry.Stop()
+			o.expiry = nil
+		}
+	}
+}
+
+// detached counts a page gone; with none left, the session ends after
+// SessionIdle unless a page comes back.
+func (s *Server) detached(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owners[session]
+	if o == nil {
+		return
+	}
+	if o.conns--; o.conns > 0 || s.closing {
+		return
+	}
+	o.expiry = time.AfterFunc(s.opts.SessionIdle, func() { s.expire(session, o) })
+}
+
+// expire ends a session no page has come back to.
+func (s *Server) expire(session string, o *owned) {
+	s.mu.Lock()
+	abandoned := s.owners[session] == o && o.conns == 0 && !s.closing
+	s.mu.Unlock()
+	if !abandoned {
+		return
+	}
+	if sess, ok := s.opts.Engine.Session(session); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.logger.Info("session abandoned", "session", session, "idle", s.opts.SessionIdle)
+		sess.End(ctx, "abandoned: no page connected for "+s.opts.SessionIdle.String())
+	}
 }
 
 // track registers a live connection; false once shutting down.
@@ -231,6 +295,11 @@ func (s *Server) untrack(c *conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	for _, o := range s.owners {
+		if o.expiry != nil {
+			o.expiry.Stop()
+		}
+	}
 	open := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		open = append(open, c)

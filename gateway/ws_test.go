@@ -634,3 +634,31 @@ func TestCancelSettlesOpenCalls(t *testing.T) {
 		t.Errorf("reply = %q", got)
 	}
 }
+
+// TestAbandonedSessionEnds: a session no page comes back to ends after
+// SessionIdle, so memory does not grow with every chat ever opened; one
+// that a page reconnects to lives on.
+func TestAbandonedSessionEnds(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{SessionIdle: 50 * time.Millisecond}})
+	b := h.newBrowser(nil)
+
+	kept, keptID := b.open(nil)
+	gone, goneID := b.open(nil)
+	sess := h.session(goneID)
+	gone.ws.Close(websocket.StatusNormalClosure, "")
+
+	select {
+	case <-sess.Done():
+	case <-time.After(hang):
+		t.Fatal("the abandoned session did not end")
+	}
+	again := b.dial(nil)
+	again.send(map[string]any{"type": "session.open", "session": goneID})
+	if f := again.untilError(); f.Code != "unknown_session" {
+		t.Errorf("resume of the abandoned session: %s, want unknown_session", f.raw)
+	}
+	if _, ok := h.eng.Session(keptID); !ok {
+		t.Error("the session with a page connected ended too")
+	}
+	kept.say("hello")
+}

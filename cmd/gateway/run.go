@@ -160,7 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", ln.Addr())
+	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", browsable(ln.Addr()))
 	logger.Info("gateway started", "addr", ln.Addr().String(), "model", cfg.model)
 
 	select {
@@ -198,4 +198,14 @@ func buildModels(cfg config) (model.Resolver, error) {
 		}
 		return nil, fmt.Errorf("%w %q: only \"scripted\" is configured", model.ErrUnknownModel, id)
 	}), nil
+}
+
+// browsable is addr as a browser can open it: a wildcard host (":8080",
+// "[::]:8080") becomes localhost.
+func browsable(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	return net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
 }
