@@ -35,8 +35,8 @@ func (s fakeStore) Since(ctx context.Context, session string, after int64) ([]en
 
 func (s fakeStore) Drop(ctx context.Context, session string) error { return s.mem.Drop(ctx, session) }
 
-// chatty is a model that streams its answer in n pieces.
-func chatty(n int) *fakeModel {
+// textModel is a model that answers every turn with "done".
+func textModel() *fakeModel {
 	return &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
 		return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
 	}}
@@ -160,7 +160,7 @@ func TestEventsSeqStoreAndReplay(t *testing.T) {
 }
 
 func TestSubscribe(t *testing.T) {
-	h := setup(t, &testWorker{}, chatty(1), engine.Options{})
+	h := setup(t, &testWorker{}, textModel(), engine.Options{})
 	h.send("hi")
 	h.waitIdle()
 	last := h.s.LastSeq()
@@ -220,7 +220,7 @@ func TestStoreFailure(t *testing.T) {
 		}
 		return nil
 	}}
-	h := setup(t, &testWorker{}, chatty(1), engine.Options{Store: store})
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store})
 	h.send("hi")
 	h.waitIdle()
 	if h.count(engine.EventMessage, "") != 2 {

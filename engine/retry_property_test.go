@@ -42,6 +42,7 @@ type propCall struct {
 	backingOff   bool
 	backoffUntil time.Time
 	settled      bool
+	answeredBy   int // the attempt of the last accepted answer
 	finished     frame
 	last         engine.Action // the last browser answer, for a duplicate
 }
@@ -279,14 +280,23 @@ func checkRetryProperty(t *rapid.T) {
 			}
 			accept := !c.settled && c.live != 0 && (attempt == 0 || attempt == c.live)
 			live := c.live
+			// After settling, a repeat of the last accepted answer is a
+			// duplicate (ErrSettled); any other attempt's answer is stale.
+			resolved := attempt
+			if resolved == 0 {
+				resolved = c.started
+			}
+			duplicate := c.settled && resolved == c.answeredBy
 			err := h.s.Answer(context.Background(), a)
 			switch {
 			case accept && err != nil:
 				t.Fatalf("%s: answer for running attempt %d refused: %v", c.id, live, err)
-			case !accept && c.settled && !errors.Is(err, engine.ErrSettled):
-				t.Fatalf("%s: answer after settling: %v, want ErrSettled", c.id, err)
-			case !accept && !c.settled && !errors.Is(err, engine.ErrStaleAttempt):
-				t.Fatalf("%s: answer for attempt %d while %d runs: %v, want ErrStaleAttempt", c.id, attempt, live, err)
+			case accept:
+				c.answeredBy = live
+			case duplicate && !errors.Is(err, engine.ErrSettled):
+				t.Fatalf("%s: a repeat of the settling answer: %v, want ErrSettled", c.id, err)
+			case !duplicate && !errors.Is(err, engine.ErrStaleAttempt):
+				t.Fatalf("%s: answer for attempt %d (running %d, settled %v): %v, want ErrStaleAttempt", c.id, attempt, live, c.settled, err)
 			}
 			before := *c
 			for _, f := range h.drainBuffered() { // Answer returns after its effects
@@ -326,6 +336,7 @@ func checkRetryProperty(t *rapid.T) {
 			ack := fmt.Sprintf("%d", step)
 			actions = append(actions, engine.ClientEvent{Name: "ack", Data: json.RawMessage(ack)})
 			live := c.live
+			c.answeredBy = live
 			answerChan(attemptKey{c.id, live}) <- engine.Decision{Actions: actions}
 			h.waitFor("ack "+ack, func(f frame) bool {
 				observe(f)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 )
 
@@ -585,5 +586,31 @@ func TestBadRetryOnWorkerCall(t *testing.T) {
 	}
 	if n := len(w.requests(engine.TypeToolExecute)); n != 0 {
 		t.Errorf("the call ran %d times", n)
+	}
+}
+
+// TestRealClockWorkerTimeout: on the real clock too, a worker attempt that
+// outlives its timeout ends as a timeout, not as a worker failure: the
+// attempt's context is cancelled by the engine's timer, after the timeout
+// is recorded, never by a second timer of its own.
+func TestRealClockWorkerTimeout(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "slow",
+		Retry: &engine.RetryPolicy{Attempts: 2, Timeout: "20ms", Backoff: "1ms"}}}}}
+	w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+		<-ctx.Done()
+		return engine.Decision{}, ctx.Err()
+	}
+	h := setup(t, w, callsThenSummary(use("call_1", "slow", `{}`)), engine.Options{Clock: clock.Real{}})
+	h.send("go")
+	if rt := h.waitType(engine.EventToolRetrying); rt.Code != string(engine.CodeTimeout) {
+		t.Errorf("tool.retrying %s", rt.Raw)
+	}
+	fin := h.waitFinished("call_1")
+	if fin.Code != string(engine.CodeTimeout) || fin.Error != "slow timed out: 2 attempts of 20ms, no answer from the worker." {
+		t.Errorf("tool.finished %s", fin.Raw)
+	}
+	h.waitIdle()
+	if n := h.count(engine.EventError, ""); n != 0 {
+		t.Errorf("%d error events: %s", n, h.types())
 	}
 }

@@ -422,7 +422,14 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 	default:
 		// Only a turn that finished cleanly may run tools: a half-streamed
 		// tool call must never execute.
-		msg.ToolUses = resp.ToolUses
+		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
+		for i := range msg.ToolUses {
+			if msg.ToolUses[i].ID == "" {
+				// Mint the id here, not in startCall: the transcript's tool
+				// use and its tool message must name the same call.
+				msg.ToolUses[i].ID = "call_" + s.e.opts.NewID()
+			}
+		}
 	}
 	s.publish(EventModelFinished, ev)
 	if err != nil && !cancelled {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -108,8 +109,19 @@ func TestLoopWithProposals(t *testing.T) {
 	if len(tools) != 1 || tools[0].Content != "It's clear in Tokyo." || tools[0].ToolUseID != "call_1" || tools[0].IsError {
 		t.Errorf("the model's last transcript has tool messages %+v", tools)
 	}
-	if tr := h.transcript(); len(tr) != 4 {
+	tr := h.transcript()
+	if len(tr) != 4 {
 		t.Errorf("transcript has %d messages, want 4: %+v", len(tr), tr)
+	}
+	// Every message joined the transcript with a message event.
+	var events []model.Message
+	for _, f := range h.seen {
+		if f.Type == engine.EventMessage {
+			events = append(events, f.msg(t))
+		}
+	}
+	if got, want := mustJSON(t, events), mustJSON(t, tr); got != want {
+		t.Errorf("message events\n %s\nwant the transcript\n %s", got, want)
 	}
 }
 
@@ -895,5 +907,82 @@ func TestModelFailure(t *testing.T) {
 	}
 	if tr := h.transcript(); len(tr) != 2 || tr[1].Content != "I will call" || len(tr[1].ToolUses) != 0 {
 		t.Errorf("transcript %+v", tr)
+	}
+}
+
+// TestDecideTimeout: a worker that does not answer a trigger within
+// DecideTimeout is a worker failure; the session goes on.
+func TestDecideTimeout(t *testing.T) {
+	w := &testWorker{}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		switch t := req.Trigger.(type) {
+		case engine.SessionStart:
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "m"}}, nil
+		case engine.UserMessage:
+			if t.Message.Content == "stall" {
+				<-ctx.Done()
+				return engine.Decision{}, ctx.Err()
+			}
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, callsThenSummary(), engine.Options{DecideTimeout: time.Millisecond})
+	h.send("stall")
+	ev := h.waitType(engine.EventError)
+	if ev.Code != "worker_failed" || !strings.Contains(ev.errorText(), "worker failed on message: context deadline exceeded") {
+		t.Errorf("error %s", ev.Raw)
+	}
+	h.send("hello")
+	h.waitFor("the answer", func(f frame) bool { return f.Type == engine.EventModelFinished })
+	h.waitIdle()
+}
+
+// TestWorkerCallHasNoDefaultRetry: a worker's own tool.call without retry
+// has one attempt, whatever the tool declares; only the proposed call
+// copies the declared policy.
+func TestWorkerCallHasNoDefaultRetry(t *testing.T) {
+	b := newBrowser()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Attempts: 3}}}}}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		switch req.Trigger.(type) {
+		case engine.SessionStart:
+			agent := w.agent
+			return engine.Decision{Agent: &agent}, nil
+		case engine.UserMessage:
+			return engine.Decision{Actions: []engine.Action{engine.ToolCall{ID: "mine", Name: "get_location", Handler: engine.HandlerClient}}}, nil
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, callsThenSummary(), engine.Options{Client: b.router()})
+	h.send("go")
+	if c := recv(t, b.calls, "dispatch"); c.Attempts != 1 || c.Arguments != "{}" {
+		t.Errorf("dispatch %+v; want 1 attempt and {} arguments", c)
+	}
+	h.clock.Advance(30 * time.Second)
+	if fin := h.waitFinished("mine"); fin.Error != "get_location timed out: 1 attempt of 30s, no answer from the browser." {
+		t.Errorf("tool.finished %s", fin.Raw)
+	}
+}
+
+// TestToolUseWithoutID: a tool use the model gave no id gets one, and its
+// tool message names the same id.
+func TestToolUseWithoutID(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}}}
+	w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+		return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
+	}
+	h := setup(t, w, callsThenSummary(use("", "lookup", `{}`)), engine.Options{})
+	h.send("go")
+	h.waitIdle()
+	tr := h.transcript()
+	if len(tr) != 4 || len(tr[1].ToolUses) != 1 {
+		t.Fatalf("transcript %+v", tr)
+	}
+	id := tr[1].ToolUses[0].ID
+	if !strings.HasPrefix(id, "call_") || tr[2].ToolUseID != id {
+		t.Errorf("tool use id %q, tool message for %q", id, tr[2].ToolUseID)
+	}
+	if ex := w.requests(engine.TypeToolExecute)[0].Trigger.(engine.ToolExecute); ex.ID != id {
+		t.Errorf("tool.execute for %q, want %q", ex.ID, id)
 	}
 }

@@ -60,6 +60,9 @@ export function mountChat(root, client) {
     function followBottom() {
         if (stick) log.scrollTop = log.scrollHeight;
     }
+    // Whatever changes the log (streamed text, a card, a tool's own UI in its
+    // slot) keeps it at the bottom for a reader who is there.
+    new MutationObserver(followBottom).observe(log, { childList: true, subtree: true, characterData: true });
 
     function append(/** @type {HTMLElement} */ el) {
         log.append(el);

@@ -18,6 +18,9 @@ import (
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/anthropic"
+	"github.com/clienttools/gateway/engine/model/openai"
+	"github.com/clienttools/gateway/engine/model/providers"
 	"github.com/clienttools/gateway/engine/model/scripted"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/httpworker"
@@ -35,6 +38,9 @@ type config struct {
 	workerTimeout time.Duration
 	readLimit     int64
 	workerURL     string
+	anthropicURL  string
+	openaiURL     string
+	openaiModels  []string
 	offline       bool
 	workerSecret  string
 	logLevel      slog.Level
@@ -56,6 +62,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
 	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", "scripted"), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL)")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
+	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
+	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
+	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
 	fs.BoolVar(&c.offline, "offline", env("GATEWAY_OFFLINE", "") == "1" || env("GATEWAY_OFFLINE", "") == "true", "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
@@ -81,6 +90,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	for _, p := range strings.Split(*openaiModels, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.openaiModels = append(c.openaiModels, p)
+		}
 	}
 	for _, o := range strings.Split(*origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -114,7 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	models, err := buildModels(cfg)
+	models, err := buildModels(cfg, getenv)
 	if err != nil {
 		return err
 	}
@@ -179,25 +193,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return errors.Join(errs...)
 }
 
-// buildModels resolves the agent's model id.
-func buildModels(cfg config) (model.Resolver, error) {
-	script := scripted.Demo()
+// buildModels resolves the agent's model id: "scripted" (or any id, with
+// --offline) to the scripted model, others to the configured providers.
+func buildModels(cfg config, getenv func(string) string) (model.Resolver, error) {
 	var sm *scripted.Model
 	var err error
 	if cfg.script != "" {
 		sm, err = scripted.LoadFile(cfg.script)
 	} else {
-		sm, err = scripted.New(script)
+		sm, err = scripted.New(scripted.Demo())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("failed to load script: %w", err)
 	}
-	return model.ResolverFunc(func(id string) (model.Model, error) {
-		if id == "scripted" || cfg.offline {
-			return sm, nil
-		}
-		return nil, fmt.Errorf("%w %q: only \"scripted\" is configured", model.ErrUnknownModel, id)
-	}), nil
+	if cfg.offline {
+		return model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }), nil
+	}
+	r, err := providers.New(providers.Config{
+		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL},
+		OpenAI:       openai.Options{BaseURL: cfg.openaiURL},
+		OpenAIModels: cfg.openaiModels,
+		Scripted:     sm,
+	}, getenv)
+	if err != nil {
+		return nil, err
+	}
+	// A model id that nothing serves should stop the start, not every chat.
+	if _, err := r.Resolve(cfg.model); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // browsable is addr as a browser can open it: a wildcard host (":8080",
