@@ -471,8 +471,9 @@ func mustJSON(t tb, v any) string {
 // weatherInput is the seed's get_weather input schema.
 const weatherInput = `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`
 
-// drain reads events until none arrive for a moment-free check: it returns
-// what is buffered now, without waiting.
+// drainBuffered returns the events buffered now, without waiting. After a
+// barrier (transcript, or a synchronous Answer) that is every event the
+// session published so far.
 func (h *harness) drainBuffered() []frame {
 	var out []frame
 	for {
