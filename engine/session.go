@@ -254,6 +254,10 @@ func (s *Session) drain() {
 		d, err := s.decide(q.trigger, q.proposed)
 		if err != nil {
 			s.report("worker_failed", err)
+			// Keep the transcript whole: what happened (the user's words,
+			// the model's text, the tools' outcomes) is recorded; nothing new
+			// is started on a decision nobody made.
+			s.apply(transcriptOnly(q.proposed), answerDefaults{})
 			continue
 		}
 		if d.Agent != nil {
@@ -481,4 +485,23 @@ func (s *Session) end(reason string) {
 	s.e.forget(s)
 	s.stop()
 	s.logger.Info("session ended", "reason", reason)
+}
+
+// transcriptOnly keeps a proposal's message.append actions, with tool uses
+// dropped from assistant messages: calls that will not run must not be
+// asked for in the transcript.
+func transcriptOnly(d Decision) Decision {
+	var out Decision
+	for _, a := range d.Actions {
+		m, ok := a.(MessageAppend)
+		if !ok {
+			continue
+		}
+		m.Message.ToolUses = nil
+		if m.Message.Role == model.RoleAssistant && m.Message.Content == "" {
+			continue
+		}
+		out.Actions = append(out.Actions, m)
+	}
+	return out
 }

@@ -300,6 +300,16 @@ func TestWorkerFailureIsASessionError(t *testing.T) {
 					t.Errorf("the model saw tool messages %+v", tm)
 				}
 			}
+			// What happened is recorded and the transcript stays whole: every
+			// tool use is answered, so the next prompt is one a provider takes.
+			tr := h.transcript()
+			if len(tr) == 0 || tr[0].Role != model.RoleUser || tr[0].Content != "weather?" {
+				t.Fatalf("the user's message is not in the transcript: %+v", tr)
+			}
+			checkWhole(t, tr)
+			if tt.on == engine.TypeToolFinished && len(toolMessages(tr)) != 1 {
+				t.Errorf("the settled call's outcome is not in the transcript: %+v", tr)
+			}
 			// The session is still up: the next message runs the loop.
 			h.send("again?")
 			h.waitIdle()
@@ -984,5 +994,20 @@ func TestToolUseWithoutID(t *testing.T) {
 	}
 	if ex := w.requests(engine.TypeToolExecute)[0].Trigger.(engine.ToolExecute); ex.ID != id {
 		t.Errorf("tool.execute for %q, want %q", ex.ID, id)
+	}
+}
+
+// checkWhole fails unless each assistant tool use is answered by the tool
+// messages right after it, in order.
+func checkWhole(t *testing.T, tr []engine.Message) {
+	t.Helper()
+	for i, m := range tr {
+		for j, u := range m.ToolUses {
+			k := i + 1 + j
+			if k >= len(tr) || tr[k].Role != model.RoleTool || tr[k].ToolUseID != u.ID {
+				t.Errorf("tool use %s (message %d) is not answered in place: %+v", u.ID, i, tr)
+				return
+			}
+		}
 	}
 }
