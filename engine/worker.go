@@ -34,9 +34,12 @@ func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 
 // Worker decides what a session does next. Decide is called from the
 // session's goroutine for every trigger but tool.execute, which runs
-// concurrently (one goroutine per attempt, its context ending at the
-// attempt's deadline), so an implementation must be safe for concurrent use.
-// Returning req.Proposed gets the engine's default behaviour.
+// concurrently (one goroutine per attempt, its context cancelled when the
+// attempt ends; the trigger's Deadline says when that is at the latest), so
+// an implementation must be safe for concurrent use. Returning req.Proposed
+// gets the engine's default behaviour. Decide must not call the Session's
+// blocking methods (End, Answer): it runs on the session's goroutine; return
+// actions instead.
 type Worker interface {
 	Decide(ctx context.Context, req DecideRequest) (Decision, error)
 }
