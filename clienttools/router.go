@@ -101,7 +101,7 @@ func (r *Router) deliver(sc *sessionCalls, a *attempt, not *page) {
 }
 
 // Release implements engine.ClientRouter.
-func (r *Router) Release(session, id string, attemptNo int, abort bool) {
+func (r *Router) Release(session, id string, attemptNo int, reason engine.CancelReason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.sessions[session]
@@ -113,8 +113,8 @@ func (r *Router) Release(session, id string, attemptNo int, abort bool) {
 		return
 	}
 	delete(sc.pending, id)
-	if abort && a.page != nil {
-		a.page.conn.Send(engine.ToolCancelFrame{ID: id, Attempt: attemptNo, Reason: "the attempt timed out or was cancelled"}.Frame())
+	if reason != "" && a.page != nil {
+		a.page.conn.Send(engine.ToolCancelFrame{ID: id, Attempt: attemptNo, Reason: reason}.Frame())
 	}
 }
 

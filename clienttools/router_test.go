@@ -27,7 +27,7 @@ type fakeConn struct {
 func (c *fakeConn) Send(frame json.RawMessage) bool { return c.send(frame) }
 
 // page is a fake connection that records what it was sent, as
-// "tool.call c1#1" and "tool.cancel c1#1".
+// "tool.call c1#1" and "tool.cancel c1#1 timeout".
 type page struct {
 	conn *fakeConn
 	mu   sync.Mutex
@@ -42,6 +42,7 @@ func newPage(t *testing.T) *page {
 			Type    string `json:"type"`
 			ID      string `json:"id"`
 			Attempt int    `json:"attempt"`
+			Reason  string `json:"reason"`
 		}
 		if err := json.Unmarshal(frame, &f); err != nil {
 			t.Errorf("frame %s is not JSON: %v", frame, err)
@@ -51,7 +52,11 @@ func newPage(t *testing.T) *page {
 		if p.full {
 			return false
 		}
-		p.got = append(p.got, fmt.Sprintf("%s %s#%d", f.Type, f.ID, f.Attempt))
+		line := fmt.Sprintf("%s %s#%d", f.Type, f.ID, f.Attempt)
+		if f.Reason != "" {
+			line += " " + f.Reason
+		}
+		p.got = append(p.got, line)
 		return true
 	}}
 	return p
@@ -185,12 +190,12 @@ func TestRouter(t *testing.T) {
 				r.Attach(session, a.conn, []string{"t"})
 				r.Attach(session, b.conn, []string{"t"})
 				mustDispatch(t, r, call("c1", "t", 1))
-				r.Release(session, "c1", 1, true)
+				r.Release(session, "c1", 1, engine.CancelTimeout)
 				if r.Holder(session, "c1") != nil {
 					t.Error("a released call has a holder")
 				}
 			},
-			want: map[string][]string{"B": {"tool.call c1#1", "tool.cancel c1#1"}},
+			want: map[string][]string{"B": {"tool.call c1#1", "tool.cancel c1#1 timeout"}},
 		},
 		{
 			name: "release without abort sends nothing, and the call is not delivered again",
@@ -198,7 +203,7 @@ func TestRouter(t *testing.T) {
 				r.Attach(session, a.conn, []string{"t"})
 				r.Attach(session, b.conn, []string{"t"})
 				mustDispatch(t, r, call("c1", "t", 1))
-				r.Release(session, "c1", 1, false)
+				r.Release(session, "c1", 1, "")
 				r.Detach(session, b.conn)
 			},
 			want: map[string][]string{"B": {"tool.call c1#1"}},
@@ -209,7 +214,7 @@ func TestRouter(t *testing.T) {
 				r.Attach(session, a.conn, []string{"t"})
 				r.Detach(session, a.conn)
 				mustDispatch(t, r, call("c1", "t", 1))
-				r.Release(session, "c1", 1, true)
+				r.Release(session, "c1", 1, engine.CancelTimeout)
 				r.Attach(session, b.conn, []string{"t"})
 			},
 			want: map[string][]string{},
@@ -220,11 +225,11 @@ func TestRouter(t *testing.T) {
 				r.Attach(session, a.conn, []string{"t"})
 				r.Attach(session, b.conn, []string{"t"})
 				mustDispatch(t, r, call("c1", "t", 1))
-				r.Release(session, "c1", 1, true)
+				r.Release(session, "c1", 1, engine.CancelTimeout)
 				mustDispatch(t, r, call("c1", "t", 2))
-				r.Release(session, "c1", 1, true) // attempt 1 again: ignored
-				r.Release(session, "nope", 2, true)
-				r.Release("other", "c1", 2, true)
+				r.Release(session, "c1", 1, engine.CancelTimeout) // attempt 1 again: ignored
+				r.Release(session, "nope", 2, engine.CancelTimeout)
+				r.Release("other", "c1", 2, engine.CancelTimeout)
 				if r.Holder(session, "c1") != b.conn {
 					t.Error("the stale release dropped attempt 2")
 				}
@@ -232,7 +237,7 @@ func TestRouter(t *testing.T) {
 			},
 			want: map[string][]string{
 				"A": {"tool.call c1#2"},
-				"B": {"tool.call c1#1", "tool.cancel c1#1", "tool.call c1#2"},
+				"B": {"tool.call c1#1", "tool.cancel c1#1 timeout", "tool.call c1#2"},
 			},
 		},
 		{
@@ -363,7 +368,11 @@ func TestRouterConcurrent(t *testing.T) {
 					t.Errorf("Dispatch: %v", err)
 				}
 				_ = r.Holder(session, id)
-				r.Release(session, id, 1, len(id)%2 == 0)
+				reason := engine.CancelReason("")
+				if len(id)%2 == 0 {
+					reason = engine.CancelCancelled
+				}
+				r.Release(session, id, 1, reason)
 			}
 		})
 	}

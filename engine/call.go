@@ -133,7 +133,7 @@ func (s *Session) launch(b *batch) {
 		}
 		if c.specErr != nil {
 			s.report("bad_decision", fmt.Errorf("%w: tool.call %q: %w", ErrBadDecision, c.id, c.specErr))
-			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, false)
+			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, "")
 			continue
 		}
 		s.startAttempt(c)
@@ -218,7 +218,7 @@ func (s *Session) dispatchClient(c *call, proposed *ToolError) {
 			code = CodeClientUnavailable
 			text = fmt.Sprintf("%s runs in the user's browser, and no open page of this chat provides it. Tell the user to open the chat page, or answer without this tool.", c.name)
 		}
-		s.settle(c, outcome{err: text, code: code}, false)
+		s.settle(c, outcome{err: text, code: code}, "")
 	}
 }
 
@@ -302,7 +302,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 	c.answeredBy = attempt
 	switch a := a.(type) {
 	case ToolResult:
-		s.settle(c, s.checkResult(c, resultText(a.Result)), false)
+		s.settle(c, s.checkResult(c, resultText(a.Result)), "")
 	case ToolError:
 		code := a.Code
 		if code == "" {
@@ -312,7 +312,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		if text == "" {
 			text = c.name + " failed without saying why."
 		}
-		s.attemptFailed(c, outcome{err: text, code: code, detail: a.Detail, retryable: a.Retryable}, false)
+		s.attemptFailed(c, outcome{err: text, code: code, detail: a.Detail, retryable: a.Retryable}, "")
 	}
 	return nil
 }
@@ -335,12 +335,12 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 	}
 	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)
 	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true,
-		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, true)
+		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, CancelTimeout)
 }
 
 // attemptFailed ends the current attempt with a failure: retry after the
 // backoff while attempts remain and the failure allows it, else settle.
-func (s *Session) attemptFailed(c *call, o outcome, abort bool) {
+func (s *Session) attemptFailed(c *call, o outcome, abort CancelReason) {
 	if !o.retryable || c.attempt >= c.spec.attempts {
 		if o.code == CodeTimeout {
 			o.err = fmt.Sprintf("%s timed out: %s of %s, no answer from the %s.", c.name,
@@ -383,7 +383,7 @@ func plural(n int, word string) string {
 }
 
 // endAttempt stops the current attempt's timer, context and delivery.
-func (s *Session) endAttempt(c *call, abort bool) {
+func (s *Session) endAttempt(c *call, abort CancelReason) {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
@@ -400,7 +400,7 @@ func (s *Session) endAttempt(c *call, abort bool) {
 // settle ends the call, once, and proposes what follows: hold while
 // siblings are in flight, else their outcomes in call order and a new
 // model turn (none when the batch was cancelled).
-func (s *Session) settle(c *call, o outcome, abort bool) {
+func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	if c.settled {
 		return
 	}

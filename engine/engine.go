@@ -24,9 +24,9 @@ type ClientRouter interface {
 	// wrapping ErrClientUnavailable when no page of the session has ever
 	// declared the tool.
 	Dispatch(call ClientCall) error
-	// Release forgets an attempt. With abort, the connection that runs it is
-	// sent tool.cancel.
-	Release(session, id string, attempt int, abort bool)
+	// Release forgets an attempt. With a reason, the connection that runs it is
+	// sent tool.cancel with it; "" means the attempt was answered.
+	Release(session, id string, attempt int, reason CancelReason)
 }
 
 // Options configure an Engine. Zero fields take their defaults.

@@ -125,11 +125,20 @@ func (c ClientCall) Frame() json.RawMessage {
 	return b
 }
 
+// CancelReason says why an attempt is aborted.
+type CancelReason string
+
+// Why tool.cancel is sent.
+const (
+	CancelTimeout   CancelReason = "timeout"   // the attempt's deadline passed
+	CancelCancelled CancelReason = "cancelled" // the user stopped the turn, or the session ended
+)
+
 // ToolCancelFrame is the tool.cancel frame: abort that attempt.
 type ToolCancelFrame struct {
 	ID      string `json:"id"`
 	Attempt int    `json:"attempt"`
-	Reason  string `json:"reason,omitempty"`
+	Reason  CancelReason `json:"reason"`
 }
 
 // Frame encodes the tool.cancel frame.

@@ -187,7 +187,7 @@ func (w *testWorker) requests(typ string) []engine.DecideRequest {
 // fakeRouter is a ClientRouter made of function fields; nil fields accept.
 type fakeRouter struct {
 	dispatch func(call engine.ClientCall) error
-	release  func(session, id string, attempt int, abort bool)
+	release  func(session, id string, attempt int, reason engine.CancelReason)
 }
 
 var _ engine.ClientRouter = fakeRouter{}
@@ -199,9 +199,9 @@ func (r fakeRouter) Dispatch(call engine.ClientCall) error {
 	return r.dispatch(call)
 }
 
-func (r fakeRouter) Release(session, id string, attempt int, abort bool) {
+func (r fakeRouter) Release(session, id string, attempt int, reason engine.CancelReason) {
 	if r.release != nil {
-		r.release(session, id, attempt, abort)
+		r.release(session, id, attempt, reason)
 	}
 }
 
@@ -209,7 +209,8 @@ func (r fakeRouter) Release(session, id string, attempt int, abort bool) {
 type release struct {
 	ID      string
 	Attempt int
-	Abort   bool
+	Abort   bool // a reason was given: the browser is sent tool.cancel
+	Reason  engine.CancelReason
 }
 
 // browser records what a fakeRouter is asked: dispatches arrive on calls,
@@ -226,8 +227,8 @@ func newBrowser() *browser {
 func (b *browser) router() fakeRouter {
 	return fakeRouter{
 		dispatch: func(call engine.ClientCall) error { b.calls <- call; return nil },
-		release: func(_, id string, attempt int, abort bool) {
-			b.releases <- release{ID: id, Attempt: attempt, Abort: abort}
+		release: func(_, id string, attempt int, reason engine.CancelReason) {
+			b.releases <- release{ID: id, Attempt: attempt, Abort: reason != "", Reason: reason}
 		},
 	}
 }

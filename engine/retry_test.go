@@ -42,7 +42,7 @@ func TestTimelineTwoTimeoutsThenSuccess(t *testing.T) {
 	}
 	// 30s: it times out; the browser is told to abort; attempt 2 follows after 500ms.
 	h.clock.Advance(30 * time.Second)
-	if r := recv(t, b.releases, "release 1"); r != (release{"call_1", 1, true}) {
+	if r := recv(t, b.releases, "release 1"); r != (release{"call_1", 1, true, engine.CancelTimeout}) {
 		t.Errorf("release %+v", r)
 	}
 	rt := h.waitType(engine.EventToolRetrying)
@@ -62,7 +62,7 @@ func TestTimelineTwoTimeoutsThenSuccess(t *testing.T) {
 	}
 	// 60.5s: attempt 2 times out; attempt 3 follows after 1s.
 	h.clock.Advance(15500 * time.Millisecond)
-	if r := recv(t, b.releases, "release 2"); r != (release{"call_1", 2, true}) {
+	if r := recv(t, b.releases, "release 2"); r != (release{"call_1", 2, true, engine.CancelTimeout}) {
 		t.Errorf("release %+v", r)
 	}
 	if rt := h.waitType(engine.EventToolRetrying); rt.Attempt != 2 || rt.Backoff != "1s" {
@@ -77,7 +77,7 @@ func TestTimelineTwoTimeoutsThenSuccess(t *testing.T) {
 	// 70s: the browser answers attempt 3.
 	h.clock.Advance(8500 * time.Millisecond)
 	h.answer(engine.ToolResult{ID: "call_1", Attempt: 3, Result: json.RawMessage(`"Tokyo"`)})
-	if r := recv(t, b.releases, "release 3"); r != (release{"call_1", 3, false}) {
+	if r := recv(t, b.releases, "release 3"); r != (release{"call_1", 3, false, ""}) {
 		t.Errorf("release %+v", r)
 	}
 	fin := h.waitFinished("call_1")
@@ -125,7 +125,7 @@ func TestTimeoutExhausted(t *testing.T) {
 				h.clock.Advance(30 * time.Second)
 				if handler == engine.HandlerWorker {
 					recv(t, ctx.Done(), "the attempt's context cancelled")
-				} else if r := recv(t, b.releases, "release"); r != (release{"call_1", attempt + 1, true}) {
+				} else if r := recv(t, b.releases, "release"); r != (release{"call_1", attempt + 1, true, engine.CancelTimeout}) {
 					t.Errorf("release %+v", r)
 				}
 				if backoff > 0 {

@@ -465,7 +465,7 @@ func (s *Session) cancelAll(why string) {
 	}
 	for _, c := range s.openCalls() {
 		c.batch.cancelled = true
-		s.settle(c, outcome{err: fmt.Sprintf("%s was cancelled: %s.", c.name, why), code: CodeCancelled}, true)
+		s.settle(c, outcome{err: fmt.Sprintf("%s was cancelled: %s.", c.name, why), code: CodeCancelled}, CancelCancelled)
 	}
 }
 

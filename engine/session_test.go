@@ -736,7 +736,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("tool.finished %s, want %s cancelled", fin.Raw, id)
 		}
 	}
-	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Abort: true}) {
+	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Abort: true, Reason: engine.CancelCancelled}) {
 		t.Errorf("release %+v, want abort", r)
 	}
 	recv(t, ctx.Done(), "worker context cancelled")
@@ -802,7 +802,7 @@ func TestEnd(t *testing.T) {
 	h.s.End(context.Background(), "bye")
 	recv(t, h.s.Done(), "session done")
 	recv(t, ctx.Done(), "worker context cancelled")
-	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Abort: true}) {
+	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Abort: true, Reason: engine.CancelCancelled}) {
 		t.Errorf("release %+v", r)
 	}
 	for _, id := range []string{"loc", "look"} {
