@@ -136,8 +136,8 @@ const (
 
 // ToolCancelFrame is the tool.cancel frame: abort that attempt.
 type ToolCancelFrame struct {
-	ID      string `json:"id"`
-	Attempt int    `json:"attempt"`
+	ID      string       `json:"id"`
+	Attempt int          `json:"attempt"`
 	Reason  CancelReason `json:"reason"`
 }
 

@@ -37,6 +37,7 @@ type Session struct {
 	queue        []queued
 	turn         context.CancelFunc // the running model turn, if any
 	promptWanted bool
+	waiting      []Message // user messages that arrived mid-turn
 	idle         bool
 	ending       bool
 }
@@ -189,8 +190,7 @@ func (s *Session) Send(ctx context.Context, content string) error {
 		// The page waits for session.idle after each message, even one the
 		// worker answers with nothing to do.
 		s.idle = false
-		msg := Message{Role: model.RoleUser, Content: content}
-		s.enqueue(UserMessage{Message: msg}, Decision{Actions: []Action{MessageAppend{Message: msg}, ModelPrompt{}}})
+		s.waiting = append(s.waiting, Message{Role: model.RoleUser, Content: content})
 	})
 }
 
@@ -248,6 +248,35 @@ func (s *Session) enqueue(t Trigger, proposed Decision) {
 // drain hands queued triggers to the worker, in order, then starts a wanted
 // model turn and reports idleness.
 func (s *Session) drain() {
+	for !s.ending {
+		s.decideQueued()
+		if s.ending {
+			return
+		}
+		if s.promptWanted && s.turn == nil && s.open == 0 {
+			s.promptWanted = false
+			s.startTurn()
+		}
+		// A user message waits for the turn before it to end: added
+		// mid-turn, it would split a tool use from its result.
+		if len(s.waiting) == 0 || s.turn != nil || s.open > 0 || s.promptWanted {
+			break
+		}
+		msg := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		s.enqueue(UserMessage{Message: msg}, Decision{Actions: []Action{MessageAppend{Message: msg}, ModelPrompt{}}})
+	}
+	if s.ending {
+		return
+	}
+	if !s.idle && s.turn == nil && s.open == 0 && len(s.queue) == 0 && len(s.waiting) == 0 {
+		s.idle = true
+		s.publish(EventSessionIdle, struct{}{})
+	}
+}
+
+// decideQueued hands queued triggers to the worker, in order.
+func (s *Session) decideQueued() {
 	for len(s.queue) > 0 && !s.ending {
 		q := s.queue[0]
 		s.queue = s.queue[1:]
@@ -266,17 +295,6 @@ func (s *Session) drain() {
 			}
 		}
 		s.apply(d, answerDefaults{})
-	}
-	if s.ending {
-		return
-	}
-	if s.promptWanted && s.turn == nil && s.open == 0 {
-		s.promptWanted = false
-		s.startTurn()
-	}
-	if !s.idle && s.turn == nil && s.open == 0 && len(s.queue) == 0 {
-		s.idle = true
-		s.publish(EventSessionIdle, struct{}{})
 	}
 }
 

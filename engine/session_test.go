@@ -1011,3 +1011,32 @@ func checkWhole(t *testing.T, tr []engine.Message) {
 		}
 	}
 }
+
+// TestMessageMidTurnWaits: a user message that arrives while a call is open
+// waits for the turn to end, so it never splits a tool use from its result,
+// and is answered after it.
+func TestMessageMidTurnWaits(t *testing.T) {
+	b := newBrowser()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
+	h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{Client: b.router()})
+	h.send("where am I?")
+	recv(t, b.calls, "first dispatch")
+	h.send("and the time?")
+	h.answer(engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"Tokyo"`)})
+	recv(t, b.calls, "second dispatch")
+	h.answer(engine.ToolResult{ID: "call_1-2", Attempt: 1, Result: json.RawMessage(`"Osaka"`)})
+	h.waitIdle()
+	var got []string
+	for _, m := range h.transcript() {
+		got = append(got, m.Role+":"+m.Content)
+	}
+	want := []string{"user:where am I?", "assistant:", "tool:Tokyo", "assistant:saw: Tokyo",
+		"user:and the time?", "assistant:", "tool:Osaka", "assistant:saw: Osaka"}
+	if !slices.Equal(got, want) {
+		t.Errorf("transcript\n%q\nwant\n%q", got, want)
+	}
+	checkWhole(t, h.transcript())
+	if n := h.count(engine.EventSessionIdle, ""); n != 2 {
+		t.Errorf("%d session.idle events, want 2 (after the start, after both messages): %s", n, h.types())
+	}
+}
