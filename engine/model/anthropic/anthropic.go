@@ -12,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/retry"
 )
 
 // Provider names this package in a *model.Error.
@@ -21,6 +22,14 @@ const Provider = "anthropic"
 const (
 	DefaultBaseURL   = "https://api.anthropic.com"
 	DefaultMaxTokens = 4096
+)
+
+// Retry defaults. They are small because a person is waiting for the turn:
+// a few quick retries absorb a transient overload, a long outage should be
+// reported, not hidden behind minutes of silence.
+const (
+	DefaultMaxRetries   = retry.DefaultMaxRetries
+	DefaultMaxRetryWait = retry.DefaultMaxWait
 )
 
 // Options configure a Model. The zero value of every field means its default.
@@ -59,12 +68,10 @@ type Options struct {
 
 // Model is Claude behind the Messages API. Build it with New.
 type Model struct {
-	client     sdk.Client
-	maxRetries int
-	maxWait    time.Duration
-	maxTokens  int
-	sleep      func(ctx context.Context, d time.Duration) error
-	now        func() time.Time
+	client    sdk.Client
+	retry     retry.Policy
+	maxTokens int
+	now       func() time.Time
 }
 
 var _ model.Model = (*Model)(nil)
@@ -98,27 +105,18 @@ func New(opts Options) (*Model, error) {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
 	}
 	m := &Model{
-		client:     sdk.NewClient(reqOpts...),
-		maxRetries: opts.MaxRetries,
-		maxWait:    opts.MaxRetryWait,
-		maxTokens:  opts.MaxTokens,
-		sleep:      opts.Sleep,
-		now:        opts.Now,
-	}
-	switch {
-	case m.maxRetries == 0:
-		m.maxRetries = DefaultMaxRetries
-	case m.maxRetries < 0:
-		m.maxRetries = 0
-	}
-	if m.maxWait <= 0 {
-		m.maxWait = DefaultMaxRetryWait
+		client: sdk.NewClient(reqOpts...),
+		retry: retry.Policy{
+			Provider:   Provider,
+			MaxRetries: opts.MaxRetries,
+			MaxWait:    opts.MaxRetryWait,
+			Sleep:      opts.Sleep,
+		},
+		maxTokens: opts.MaxTokens,
+		now:       opts.Now,
 	}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxTokens
-	}
-	if m.sleep == nil {
-		m.sleep = sleep
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -131,55 +129,13 @@ func New(opts Options) (*Model, error) {
 // text has reached onDelta, so the user never sees a sentence twice.
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
-	shown := false
-	emit := func(text string) {
-		if text == "" || !req.Stream {
-			return
-		}
-		shown = true
-		if onDelta != nil {
-			onDelta(text)
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		resp, fail := m.attempt(ctx, params, emit)
-		if fail == nil {
-			if !req.Stream && resp.Text != "" && onDelta != nil {
-				onDelta(resp.Text)
-			}
-			return resp, nil
-		}
-		if err := ctx.Err(); err != nil {
-			resp.StopReason = model.StopCancelled
-			return resp, fmt.Errorf("anthropic: %w", err)
-		}
-		if shown || !fail.retryable || attempt >= m.maxRetries {
-			return resp, fail.err
-		}
-		wait := backoff(attempt)
-		if fail.hasWait {
-			if fail.wait > m.maxWait {
-				return resp, fail.err
-			}
-			wait = fail.wait
-		}
-		if err := m.sleep(ctx, wait); err != nil {
-			resp.StopReason = model.StopCancelled
-			return resp, fmt.Errorf("anthropic: waiting to retry: %w", err)
-		}
-	}
-}
-
-// failure is one failed attempt and what it says about the next one.
-type failure struct {
-	err       *model.Error
-	retryable bool
-	wait      time.Duration // the server's retry-after, when hasWait
-	hasWait   bool
+	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
+		return m.attempt(ctx, params, emit)
+	})
 }
 
 // attempt sends the request once and reads its stream to the end.
-func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit func(string)) (model.Response, *failure) {
+func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit func(string)) (model.Response, *retry.Failure) {
 	stream := m.client.Messages.NewStreaming(ctx, params)
 	defer stream.Close()
 	var acc accumulator
@@ -194,45 +150,45 @@ func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit f
 }
 
 // classify turns what ended an attempt early into a *model.Error.
-func (m *Model) classify(err error, acc *accumulator) *failure {
+func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
 		// The API answered with an error status before any event.
-		f := &failure{
-			err: &model.Error{
+		f := &retry.Failure{
+			Err: &model.Error{
 				Provider: Provider,
 				Status:   apiErr.StatusCode,
 				Message:  apiMessage(apiErr),
 			},
-			retryable: retryableStatus(apiErr.StatusCode),
+			Retryable: retry.Status(apiErr.StatusCode),
 		}
 		if apiErr.Response != nil {
-			f.wait, f.hasWait = retryAfter(apiErr.Response.Header, m.now())
+			f.Wait, f.HasWait = retry.After(apiErr.Response.Header, m.now())
 		}
 		return f
 	case errors.As(err, &apiErr):
 		// An SSE error event: the API gave up mid-turn.
 		kind := string(apiErr.Type())
-		return &failure{
-			err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: true},
-			retryable: kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error",
+		return &retry.Failure{
+			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: true},
+			Retryable: kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error",
 		}
 	case err == nil:
-		return &failure{
-			err:       &model.Error{Provider: Provider, Message: "the stream ended before message_stop", Truncated: true},
-			retryable: true,
+		return &retry.Failure{
+			Err:       &model.Error{Provider: Provider, Message: "the stream ended before message_stop", Truncated: true},
+			Retryable: true,
 		}
 	case acc.started:
-		return &failure{
-			err:       &model.Error{Provider: Provider, Message: err.Error(), Truncated: true},
-			retryable: true,
+		return &retry.Failure{
+			Err:       &model.Error{Provider: Provider, Message: err.Error(), Truncated: true},
+			Retryable: true,
 		}
 	default:
 		// No answer at all: a refused or reset connection, a DNS failure.
-		return &failure{
-			err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
-			retryable: true,
+		return &retry.Failure{
+			Err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
+			Retryable: true,
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/retry"
 )
 
 // Provider names this package in a *model.Error.
@@ -24,6 +25,14 @@ const Provider = "openai"
 // DefaultBaseURL is OpenAI's own API. A local server's base URL ends in /v1
 // the same way, e.g. http://localhost:8080/v1 for llama.cpp.
 const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Retry defaults. They are small because a person is waiting for the turn:
+// a few quick retries absorb a transient overload, a long outage should be
+// reported, not hidden behind minutes of silence.
+const (
+	DefaultMaxRetries   = retry.DefaultMaxRetries
+	DefaultMaxRetryWait = retry.DefaultMaxWait
+)
 
 // Options configure a Model. The zero value of every field means its default.
 type Options struct {
@@ -67,10 +76,8 @@ type Options struct {
 // Model is a Chat Completions server. Build it with New.
 type Model struct {
 	client              sdk.Client
-	maxRetries          int
-	maxWait             time.Duration
+	retry               retry.Policy
 	maxCompletionTokens bool // send max_completion_tokens, not max_tokens
-	sleep               func(ctx context.Context, d time.Duration) error
 	now                 func() time.Time
 }
 
@@ -116,24 +123,15 @@ func New(opts Options) (*Model, error) {
 		// Not sdk.NewClient: it reads OPENAI_* from the environment, and a key
 		// found there would be sent to whatever local server BaseURL names.
 		// The providers package owns the environment.
-		client:              sdk.Client{Options: reqOpts},
-		maxRetries:          opts.MaxRetries,
-		maxWait:             opts.MaxRetryWait,
+		client: sdk.Client{Options: reqOpts},
+		retry: retry.Policy{
+			Provider:   Provider,
+			MaxRetries: opts.MaxRetries,
+			MaxWait:    opts.MaxRetryWait,
+			Sleep:      opts.Sleep,
+		},
 		maxCompletionTokens: completionTokens,
-		sleep:               opts.Sleep,
 		now:                 opts.Now,
-	}
-	switch {
-	case m.maxRetries == 0:
-		m.maxRetries = DefaultMaxRetries
-	case m.maxRetries < 0:
-		m.maxRetries = 0
-	}
-	if m.maxWait <= 0 {
-		m.maxWait = DefaultMaxRetryWait
-	}
-	if m.sleep == nil {
-		m.sleep = sleep
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -147,59 +145,17 @@ func New(opts Options) (*Model, error) {
 // twice.
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
-	shown := false
-	emit := func(text string) {
-		if text == "" || !req.Stream {
-			return
-		}
-		shown = true
-		if onDelta != nil {
-			onDelta(text)
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		resp, fail := m.attempt(ctx, params, emit)
-		if fail == nil {
-			if !req.Stream && resp.Text != "" && onDelta != nil {
-				onDelta(resp.Text)
-			}
-			return resp, nil
-		}
-		if err := ctx.Err(); err != nil {
-			resp.StopReason = model.StopCancelled
-			return resp, fmt.Errorf("openai: %w", err)
-		}
-		if shown || !fail.retryable || attempt >= m.maxRetries {
-			return resp, fail.err
-		}
-		wait := backoff(attempt)
-		if fail.hasWait {
-			if fail.wait > m.maxWait {
-				return resp, fail.err
-			}
-			wait = fail.wait
-		}
-		if err := m.sleep(ctx, wait); err != nil {
-			resp.StopReason = model.StopCancelled
-			return resp, fmt.Errorf("openai: waiting to retry: %w", err)
-		}
-	}
+	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
+		return m.attempt(ctx, params, emit)
+	})
 }
 
-// failure is one failed attempt and what it says about the next one.
-type failure struct {
-	err       *model.Error
-	retryable bool
-	wait      time.Duration // the server's retry-after, when hasWait
-	hasWait   bool
-}
-
-func truncated(msg string) *failure {
-	return &failure{err: &model.Error{Provider: Provider, Message: msg, Truncated: true}, retryable: true}
+func truncated(msg string) *retry.Failure {
+	return &retry.Failure{Err: &model.Error{Provider: Provider, Message: msg, Truncated: true}, Retryable: true}
 }
 
 // attempt sends the request once and reads its stream to data: [DONE].
-func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, emit func(string)) (model.Response, *failure) {
+func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, emit func(string)) (model.Response, *retry.Failure) {
 	var acc accumulator
 	// Post rather than Chat.Completions.NewStreaming: the SDK's stream ends
 	// the same way on [DONE] and on a connection that just closes, and only
@@ -259,20 +215,20 @@ func statusErrors(req *http.Request, next option.MiddlewareNext) (*http.Response
 }
 
 // classify turns a request that got no stream into a *model.Error.
-func (m *Model) classify(err error) *failure {
+func (m *Model) classify(err error) *retry.Failure {
 	var se *statusError
 	if errors.As(err, &se) {
-		f := &failure{
-			err:       &model.Error{Provider: Provider, Status: se.status, Message: errorMessage(se.body, se.status)},
-			retryable: retryableStatus(se.status),
+		f := &retry.Failure{
+			Err:       &model.Error{Provider: Provider, Status: se.status, Message: errorMessage(se.body, se.status)},
+			Retryable: retry.Status(se.status),
 		}
-		f.wait, f.hasWait = retryAfter(se.header, m.now())
+		f.Wait, f.HasWait = retry.After(se.header, m.now())
 		return f
 	}
 	// No answer at all: a refused or reset connection, a DNS failure.
-	return &failure{
-		err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
-		retryable: true,
+	return &retry.Failure{
+		Err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
+		Retryable: true,
 	}
 }
 

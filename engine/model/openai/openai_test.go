@@ -445,31 +445,6 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		header map[string]string
-		want   time.Duration
-		ok     bool
-	}{
-		{map[string]string{"retry-after": "3"}, 3 * time.Second, true},
-		{map[string]string{"retry-after-ms": "250"}, 250 * time.Millisecond, true},
-		{map[string]string{"retry-after": now.Add(time.Minute).Format(http.TimeFormat)}, time.Minute, true},
-		{map[string]string{"retry-after": "soon"}, 0, false},
-		{nil, 0, false},
-	}
-	for _, tt := range tests {
-		h := http.Header{}
-		for k, v := range tt.header {
-			h.Set(k, v)
-		}
-		got, ok := retryAfter(h, now)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("retryAfter(%v) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestGenerateConcurrent(t *testing.T) {
 	// One Model serves every session at once.
 	srv := newServer(t, reply{events: textTurn("same ", "answer")})

@@ -1,0 +1,168 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// Retry defaults. They are small because a person is waiting for the turn:
+// a few quick retries absorb a transient overload, a long outage should be
+// reported, not hidden behind minutes of silence.
+const (
+	DefaultMaxRetries = 3
+	DefaultMaxWait    = time.Minute
+	firstBackoff      = 500 * time.Millisecond
+	maxBackoff        = 8 * time.Second
+)
+
+// After reads how long the server asked us to wait: retry-after-ms
+// (milliseconds, sent by Anthropic and OpenAI), else retry-after in seconds or
+// as an HTTP date, measured from now. ok is false when neither header says
+// anything usable.
+func After(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	if h == nil {
+		return 0, false
+	}
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := h.Get("retry-after")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now)), true
+	}
+	return 0, false
+}
+
+// Backoff is the wait before retry number attempt+1 when the server gave no
+// retry-after: exponential, capped, with half of it jittered so that many
+// sessions hitting the same overload do not come back in lockstep.
+func Backoff(attempt int) time.Duration {
+	d := maxBackoff
+	if attempt < 5 {
+		d = min(maxBackoff, firstBackoff<<attempt)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// Sleep waits for d, or returns ctx.Err() as soon as ctx is done.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Status reports whether an HTTP status is worth another attempt: rate
+// limits, overload (Anthropic's 529, which some proxies also send) and server
+// errors.
+func Status(code int) bool {
+	return code == http.StatusTooManyRequests || code >= 500
+}
+
+// Failure is one failed attempt and what it says about the next one.
+type Failure struct {
+	Err       *model.Error
+	Retryable bool
+	Wait      time.Duration // the server's retry-after, when HasWait
+	HasWait   bool
+}
+
+// Policy bounds Loop's retries. The zero value of every field but Provider
+// means its default, as in the providers' Options.
+type Policy struct {
+	// Provider prefixes the errors Loop makes itself ("anthropic: ...").
+	Provider string
+	// MaxRetries bounds the retries after the first attempt; zero means
+	// DefaultMaxRetries, negative means none.
+	MaxRetries int
+	// MaxWait is the longest retry-after Loop waits for; when the server asks
+	// for longer, its error is returned at once. Zero or less means
+	// DefaultMaxWait.
+	MaxWait time.Duration
+	// Sleep waits between attempts; nil means the package's Sleep.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Loop runs attempt until it succeeds or its failure is not worth another
+// try: not retryable, out of retries, asking for a wait beyond MaxWait, or
+// after text has reached onDelta, so the user never sees a sentence twice.
+//
+// attempt passes the turn's text to emit as it arrives. When stream is set,
+// emit forwards it to onDelta (which may be nil); otherwise onDelta gets the
+// whole text of the successful attempt once, at the end. A failed turn
+// returns the last attempt's response and its Failure.Err; a turn cut short by
+// ctx returns model.StopCancelled and ctx's error, prefixed with the provider.
+func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), attempt func(ctx context.Context, emit func(string)) (model.Response, *Failure)) (model.Response, error) {
+	p = p.withDefaults()
+	shown := false
+	emit := func(text string) {
+		if text == "" || !stream {
+			return
+		}
+		shown = true
+		if onDelta != nil {
+			onDelta(text)
+		}
+	}
+	for n := 0; ; n++ {
+		resp, fail := attempt(ctx, emit)
+		if fail == nil {
+			if !stream && resp.Text != "" && onDelta != nil {
+				onDelta(resp.Text)
+			}
+			return resp, nil
+		}
+		if err := ctx.Err(); err != nil {
+			resp.StopReason = model.StopCancelled
+			return resp, fmt.Errorf("%s: %w", p.Provider, err)
+		}
+		if shown || !fail.Retryable || n >= p.MaxRetries {
+			return resp, fail.Err
+		}
+		wait := Backoff(n)
+		if fail.HasWait {
+			if fail.Wait > p.MaxWait {
+				return resp, fail.Err
+			}
+			wait = fail.Wait
+		}
+		if err := p.Sleep(ctx, wait); err != nil {
+			resp.StopReason = model.StopCancelled
+			return resp, fmt.Errorf("%s: waiting to retry: %w", p.Provider, err)
+		}
+	}
+}
+
+func (p Policy) withDefaults() Policy {
+	switch {
+	case p.MaxRetries == 0:
+		p.MaxRetries = DefaultMaxRetries
+	case p.MaxRetries < 0:
+		p.MaxRetries = 0
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = DefaultMaxWait
+	}
+	if p.Sleep == nil {
+		p.Sleep = Sleep
+	}
+	return p
+}
