@@ -51,6 +51,8 @@ e2e: deps build
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
+	bin/gatewaybench -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
 
 # Rewrites docs/screenshot.png from the running demo.
 screenshot: deps build

@@ -143,6 +143,9 @@ func (t *target) stats(ctx context.Context, settle bool) (procStats, error) {
 		st.RSS, st.HWM, err = readProcStatus(strconv.Itoa(t.pid))
 		return st, err
 	}
+	if resp.StatusCode == http.StatusNotFound {
+		return procStats{}, fmt.Errorf("the %s server has no /bench/stats: give its -pid to read /proc/PID/status", t.kind)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return procStats{}, fmt.Errorf("the %s server's stats: %s", t.kind, resp.Status)
 	}

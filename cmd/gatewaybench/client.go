@@ -36,7 +36,8 @@ func (d *dialer) close() { d.hc.CloseIdleConnections() }
 type browser struct {
 	ws      *websocket.Conn
 	session string
-	out     []byte // the frame being written, reused
+	out     []byte               // the frame being written, reused
+	calls   map[string]time.Time // this turn's tool.call arrivals by id
 }
 
 // openSession does what a page does: GET / for the cookie, the WebSocket,
@@ -64,7 +65,7 @@ func (d *dialer) openSession(ctx context.Context) (*browser, error) {
 		return nil, fmt.Errorf("failed to open the WebSocket: %w", err)
 	}
 	ws.SetReadLimit(1 << 20)
-	b := &browser{ws: ws}
+	b := &browser{ws: ws, calls: map[string]time.Time{}}
 	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"session.open","tools":["echo"]}`)); err != nil {
 		ws.CloseNow()
 		return nil, fmt.Errorf("failed to send session.open: %w", err)
@@ -139,11 +140,8 @@ func (b *browser) turn(ctx context.Context, content string, rec *recorder) error
 	if err := b.ws.Write(ctx, websocket.MessageText, b.out); err != nil {
 		return fmt.Errorf("failed to send the message: %w", err)
 	}
-	var (
-		modelDone bool
-		callID    string
-		callAt    time.Time
-	)
+	var modelDone bool
+	clear(b.calls)
 	for {
 		_, data, err := b.ws.Read(ctx)
 		if err != nil {
@@ -175,7 +173,7 @@ func (b *browser) turn(ctx context.Context, content string, rec *recorder) error
 			if err := json.Unmarshal(data, &f); err != nil {
 				return fmt.Errorf("bad tool.call %s", data)
 			}
-			callID, callAt = f.ID, now
+			b.calls[f.ID] = now
 			b.out = appendToolResult(b.out[:0], f.ID, f.Attempt, f.Arguments)
 			if err := b.ws.Write(ctx, websocket.MessageText, b.out); err != nil {
 				return fmt.Errorf("failed to send tool.result: %w", err)
@@ -191,8 +189,9 @@ func (b *browser) turn(ctx context.Context, content string, rec *recorder) error
 			}
 			if !f.OK {
 				rec.fail(fmt.Sprintf("tool.finished not ok: %s", f.Error))
-			} else if f.ID == callID {
-				rec.rtt(now, now.Sub(callAt))
+			} else if at, ok := b.calls[f.ID]; ok {
+				rec.rtt(now, now.Sub(at))
+				delete(b.calls, f.ID)
 			}
 		case "model.finished":
 			modelDone = true
@@ -207,6 +206,32 @@ func (b *browser) turn(ctx context.Context, content string, rec *recorder) error
 			return fmt.Errorf("the session ended: %s", data)
 		}
 	}
+}
+
+// chat is a browser taking turns, moving to a new session (a new page
+// load: GET /, WebSocket, session.open) every sessionTurns turns, as a user
+// starts a new chat; 0 keeps one session.
+type chat struct {
+	d            *dialer
+	b            *browser
+	sessionTurns int
+	turns        int // in the current session
+}
+
+// turn takes one turn, first opening a new session when the current one has
+// had its turns. The reconnect is not part of the turn's time.
+func (c *chat) turn(ctx context.Context, content string, rec *recorder) error {
+	if c.sessionTurns > 0 && c.turns >= c.sessionTurns {
+		c.b.close()
+		b, err := c.d.openSession(ctx)
+		if err != nil {
+			c.b = nil
+			return fmt.Errorf("failed to open the next session: %w", err)
+		}
+		c.b, c.turns = b, 0
+	}
+	c.turns++
+	return c.b.turn(ctx, content, rec)
 }
 
 // drain reads and discards frames until the connection ends, so pings and

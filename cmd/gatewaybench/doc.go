@@ -22,8 +22,8 @@
 //	            session.idle); ratio = gateway / echo at p50 and p99.
 //	throughput  -sessions browsers in closed loop for -duration after
 //	            -warmup: client tool calls settled per second, the same
-//	            latencies under load, and the echo floor at the same
-//	            connection count.
+//	            latencies under load, the CPU each process used per call,
+//	            and the echo floor at the same connection count.
 //	stream      -stream-sessions browsers ask for -stream-deltas deltas
 //	            -stream-interval apart; the model stamps each delta with
 //	            CLOCK_MONOTONIC (system-wide, so valid across the two
@@ -32,6 +32,13 @@
 //	            HeapInuse and StackInuse after a GC (and FreeOSMemory),
 //	            before and after, divided by -idle; the same for the echo
 //	            server, and the browsers' own cost in this process.
+//
+// In latency and throughput, a browser moves to a new session (a new page
+// load) every -session-turns turns (default 20): the engine copies the whole
+// transcript into every model request, so a turn costs more the longer its
+// session is, and one session for the whole run would measure transcript
+// length rather than the gateway. -calls-per-turn makes the model call echo K times in
+// parallel per user turn, which spreads a turn's fixed cost over K calls.
 //
 // Profiles: -cpuprofile covers the gateway process during the throughput
 // window; -memprofile is the gateway's heap with -idle sessions connected.

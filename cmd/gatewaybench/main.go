@@ -42,6 +42,8 @@ type config struct {
 	pid            int
 	phases         []string
 	turns          int
+	sessionTurns   int
+	callsPerTurn   int
 	sessions       int
 	duration       time.Duration
 	warmup         time.Duration
@@ -69,12 +71,14 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.serve, "serve", "", `serve instead of measuring: "gateway" (the bench agent) or "echo" (the floor)`)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:0", "address to serve on, with -serve")
 	fs.BoolVar(&c.lifeline, "stdin-lifeline", false, "with -serve: exit when stdin closes (how the measuring parent stops its children)")
-	logLevel := fs.String("log-level", "warn", "the gateway's log level: info logs about three lines per tool call, which costs throughput")
+	logLevel := fs.String("log-level", "warn", "the gateway's log level: debug, info (a few lines per tool call, to this process's stderr), warn or error")
 
 	fs.StringVar(&c.url, "url", "", "measure a running gateway at this URL (http://host:port) instead of starting one")
 	fs.IntVar(&c.pid, "pid", 0, "with -url: read the gateway's VmRSS from /proc/PID/status when it has no /bench/stats")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated: "+strings.Join(allPhases, ", "))
 	fs.IntVar(&c.turns, "turns", 5000, "latency: sequential round trips (echo) and turns (gateway) on one connection")
+	fs.IntVar(&c.sessionTurns, "session-turns", 20, "latency, throughput: turns a session takes before its browser opens a new one (0: never); the engine copies the whole transcript into each model request, so a turn costs more the longer its session")
+	fs.IntVar(&c.callsPerTurn, "calls-per-turn", 1, "latency, throughput: client calls the model makes in parallel on each user turn (at most 100)")
 	fs.IntVar(&c.sessions, "sessions", 1000, "throughput: concurrent sessions, each in closed loop (next message on session.idle)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "throughput: measured window")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "throughput: load before the window opens, not measured")
@@ -110,10 +114,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		c.phases = append(c.phases, p)
 	}
 	for name, v := range map[string]int{"turns": c.turns, "sessions": c.sessions, "stream-sessions": c.streamSessions,
-		"stream-deltas": c.streamDeltas, "idle": c.idle, "dial-parallel": c.parallel} {
+		"stream-deltas": c.streamDeltas, "idle": c.idle, "dial-parallel": c.parallel, "calls-per-turn": c.callsPerTurn} {
 		if v <= 0 {
 			return c, fmt.Errorf("%s is %d, want at least 1", name, v)
 		}
+	}
+	if c.callsPerTurn > maxCallsPerTurn {
+		return c, fmt.Errorf("calls-per-turn is %d, want at most %d", c.callsPerTurn, maxCallsPerTurn)
+	}
+	if c.sessionTurns < 0 {
+		return c, fmt.Errorf("session-turns is %d, want 0 or more", c.sessionTurns)
 	}
 	if c.duration <= 0 || c.timeout <= 0 || c.warmup < 0 || c.streamInterval < 0 {
 		return c, errors.New("duration and timeout must be positive, warmup and stream-interval not negative")

@@ -29,6 +29,7 @@ type results struct {
 	echoRTT, toolRTT   summary
 	throughput         float64
 	throughputSessions int
+	callsPerTurn       int
 	streamDelay        summary
 	idleRSS            float64 // gateway bytes per idle session
 	idleSessions       int
@@ -112,7 +113,12 @@ func latencyPhase(ctx context.Context, cfg config, r report, res *results, stder
 		if err != nil {
 			return nil, err
 		}
-		defer b.close()
+		c := &chat{d: d, b: b, sessionTurns: cfg.sessionTurns}
+		defer func() {
+			if c.b != nil {
+				c.b.close()
+			}
+		}()
 		rec := &recorder{}
 		for i := 0; i < warm+cfg.turns; i++ {
 			if i == warm {
@@ -121,8 +127,11 @@ func latencyPhase(ctx context.Context, cfg config, r report, res *results, stder
 				}
 				rec = &recorder{}
 			}
-			if err := b.turn(ctx, "echo "+strconv.Itoa(i), rec); err != nil {
+			if err := c.turn(ctx, userTurn(cfg, i), rec); err != nil {
 				return nil, err
+			}
+			if i == 0 && len(rec.rtts) == 0 {
+				return nil, errNoSamples // the first turn called no client tool
 			}
 		}
 		return rec, rec.err()
@@ -134,7 +143,8 @@ func latencyPhase(ctx context.Context, cfg config, r report, res *results, stder
 		return errNoSamples
 	}
 	res.echoRTT, res.toolRTT = echo.rtts.summary(), gw.rtts.summary()
-	r.printf("latency: 1 connection, sequential, %d samples each after %d warm-up", cfg.turns, warm)
+	r.printf("latency: 1 connection at a time, sequential, %d turns of %d client call(s) after %d warm-up; %s",
+		cfg.turns, cfg.callsPerTurn, warm, sessionTurnsText(cfg.sessionTurns))
 	r.printf("  echo round trip (floor)            %s", res.echoRTT)
 	r.printf("  client-tool round trip             %s", res.toolRTT)
 	r.printf("    (tool.call arrival to tool.finished arrival, at the browser)")
@@ -147,7 +157,8 @@ func latencyPhase(ctx context.Context, cfg config, r report, res *results, stder
 // throughputPhase: cfg.sessions browsers in closed loop, gateway then the
 // floor at the same connection count.
 func throughputPhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
-	r.printf("throughput: %d concurrent sessions in closed loop, %s window after %s warm-up", cfg.sessions, cfg.duration, cfg.warmup)
+	r.printf("throughput: %d concurrent sessions in closed loop, %d client call(s) a turn, %s window after %s warm-up; %s",
+		cfg.sessions, cfg.callsPerTurn, cfg.duration, cfg.warmup, sessionTurnsText(cfg.sessionTurns))
 	gw, err := loadRun(ctx, cfg, serveGateway, stderr)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -156,14 +167,16 @@ func throughputPhase(ctx context.Context, cfg config, r report, res *results, st
 		return errNoSamples
 	}
 	res.throughput = float64(len(gw.rec.rtts)) / cfg.duration.Seconds()
-	res.throughputSessions = cfg.sessions
+	res.throughputSessions, res.callsPerTurn = cfg.sessions, cfg.callsPerTurn
 	r.printf("  gateway: %.0f client tool calls settled/s (%.0f turns/s)", res.throughput, float64(len(gw.rec.turns))/cfg.duration.Seconds())
 	r.printf("    client-tool round trip           %s", gw.rec.rtts.summary())
 	r.printf("    turn                             %s", gw.rec.turns.summary())
-	r.printf("    turns per session by the end: %.0f on average (the engine copies the whole transcript into each model request)",
-		float64(gw.rec.total)/float64(cfg.sessions))
+	if cfg.sessionTurns == 0 {
+		r.printf("    turns per session by the end: %.0f on average (the engine copies the whole transcript into each model request)",
+			float64(gw.rec.total)/float64(cfg.sessions))
+	}
 	r.printf("    CPU: gateway %.2f cores, browsers %.2f cores, other processes %.2f cores", gw.serverCores, gw.clientCores, gw.otherCores)
-	r.printf("    gateway CPU per settled call (one turn): %s; browsers' %s", fmtDur(perOp(gw.serverCores, res.throughput)), fmtDur(perOp(gw.clientCores, res.throughput)))
+	r.printf("    gateway CPU per settled call: %s; browsers' %s", fmtDur(perOp(gw.serverCores, res.throughput)), fmtDur(perOp(gw.clientCores, res.throughput)))
 	if cfg.cpuProfile != "" && cfg.url == "" {
 		r.printf("    CPU profile of the gateway over the window: %s", cfg.cpuProfile)
 	}
@@ -171,9 +184,9 @@ func throughputPhase(ctx context.Context, cfg config, r report, res *results, st
 	if err != nil {
 		return fmt.Errorf("echo floor: %w", err)
 	}
-	r.printf("  echo floor: %.0f round trips/s", float64(len(echo.rec.rtts))/cfg.duration.Seconds())
-	r.printf("    echo round trip                  %s", echo.rec.rtts.summary())
 	echoRate := float64(len(echo.rec.rtts)) / cfg.duration.Seconds()
+	r.printf("  echo floor: %.0f round trips/s", echoRate)
+	r.printf("    echo round trip                  %s", echo.rec.rtts.summary())
 	r.printf("    CPU: echo server %.2f cores, clients %.2f cores, other processes %.2f cores", echo.serverCores, echo.clientCores, echo.otherCores)
 	r.printf("    echo server CPU per round trip: %s; clients' %s", fmtDur(perOp(echo.serverCores, echoRate)), fmtDur(perOp(echo.clientCores, echoRate)))
 	r.printf("  ratio gateway/echo round trip under load: p50 %.2fx  p99 %.2fx",
@@ -215,12 +228,14 @@ func loadRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (lo
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				c := &chat{d: d, b: b, sessionTurns: cfg.sessionTurns}
+				defer func() { bs[i] = c.b }() // closeMany closes the current one
 				for n := 0; time.Now().Before(to) && ctx.Err() == nil; n++ {
 					var err error
 					if kind == serveEcho {
 						err = b.echo(ctx, recs[i])
 					} else {
-						err = b.turn(ctx, "echo "+strconv.Itoa(n), recs[i])
+						err = c.turn(ctx, userTurn(cfg, n), recs[i])
 					}
 					if err != nil {
 						errs[i] = err
@@ -239,6 +254,7 @@ func loadRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (lo
 			}
 			c0, _ := readStats(false)
 			m0, _ := machineBusy()
+			t0 := time.Now()
 			if kind == serveGateway && cfg.cpuProfile != "" && cfg.url == "" {
 				if err := t.control(ctx, "/bench/cpuprofile/start"); err != nil {
 					return err
@@ -254,7 +270,7 @@ func loadRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (lo
 			}
 			c1, _ := readStats(false)
 			m1, _ := machineBusy()
-			secs := time.Since(from).Seconds()
+			secs := time.Since(t0).Seconds()
 			out.serverCores = (s1.CPU - s0.CPU) / secs
 			out.clientCores = (c1.CPU - c0.CPU) / secs
 			out.otherCores = (m1-m0)/secs - out.serverCores - out.clientCores
@@ -330,7 +346,11 @@ func streamPhase(ctx context.Context, cfg config, r report, res *results, stderr
 func idlePhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
 	r.printf("idle: %d sessions connected and idle (after %d warm), memory after GC + FreeOSMemory, per session", cfg.idle, idleWarm)
 	row := func(name string, p perConn) {
-		r.printf("  %-36s %10s %10s %10s %10.2f", name, fmtBytes(p.rss), fmtBytes(p.heap), fmtBytes(p.stack), p.goroutines)
+		g := "n/a"
+		if !math.IsNaN(p.goroutines) {
+			g = fmt.Sprintf("%.2f", p.goroutines)
+		}
+		r.printf("  %-36s %10s %10s %10s %10s", name, fmtBytes(p.rss), fmtBytes(p.heap), fmtBytes(p.stack), g)
 	}
 	r.printf("  %-36s %10s %10s %10s %10s", "", "RSS", "HeapInuse", "StackInuse", "goroutines")
 	gw, self, err := idleRun(ctx, cfg, serveGateway, stderr)
@@ -339,6 +359,9 @@ func idlePhase(ctx context.Context, cfg config, r report, res *results, stderr i
 	}
 	res.idleRSS, res.idleSessions = gw.rss, cfg.idle
 	row("gateway (its process)", gw)
+	if math.IsNaN(gw.heap) {
+		r.printf("  (the gateway has no /bench/stats: its RSS is from /proc without a forced GC, so it counts garbage too)")
+	}
 	echo, echoSelf, err := idleRun(ctx, cfg, serveEcho, stderr)
 	if err != nil {
 		return fmt.Errorf("echo floor: %w", err)
@@ -457,6 +480,22 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
+// userTurn is the n-th user message: the model calls echo
+// cfg.callsPerTurn times on it.
+func userTurn(cfg config, n int) string {
+	if cfg.callsPerTurn == 1 {
+		return "echo " + strconv.Itoa(n)
+	}
+	return fmt.Sprintf("calls %d echo %d", cfg.callsPerTurn, n)
+}
+
+func sessionTurnsText(n int) string {
+	if n == 0 {
+		return "one session throughout"
+	}
+	return fmt.Sprintf("a new session every %d turns", n)
+}
+
 // perOp is the CPU time per operation of cores busy at rate ops/s.
 func perOp(cores, rate float64) time.Duration {
 	if rate == 0 {
@@ -488,7 +527,7 @@ func printTargets(r report, res results) {
 	rt := ratio(res.toolRTT.p50, res.echoRTT.p50)
 	check("client-tool round trip p50 / echo round trip p50", res.toolRTT.n > 0, rt <= targetRatioP50,
 		fmt.Sprintf("%.2fx", rt), fmt.Sprintf("<= %.0fx", targetRatioP50))
-	check(fmt.Sprintf("client tool calls settled/s at %d sessions", res.throughputSessions), res.throughput > 0,
+	check(fmt.Sprintf("client calls settled/s, %d sessions, %d call(s) a turn", res.throughputSessions, res.callsPerTurn), res.throughput > 0,
 		res.throughput >= targetCallsPerSec, fmt.Sprintf("%.0f/s, %.2fx the target", res.throughput, res.throughput/targetCallsPerSec), fmt.Sprintf(">= %d/s", targetCallsPerSec))
 	check(fmt.Sprintf("gateway memory per idle session at %d sessions (RSS)", res.idleSessions), res.idleSessions > 0,
 		res.idleRSS <= targetIdleBytes, fmt.Sprintf("%s, %.2fx the target", fmtBytes(res.idleRSS), res.idleRSS/targetIdleBytes), "<= "+fmtBytes(targetIdleBytes))

@@ -38,6 +38,8 @@ const (
 	echoTool     = "echo"
 	replyText    = "done"
 	streamPrefix = "stream " // "stream N INTERVAL": N stamped deltas, INTERVAL apart
+	// maxCallsPerTurn bounds "calls K ...".
+	maxCallsPerTurn = 100
 	// fileHeadroom is the descriptors a process needs besides its sockets.
 	fileHeadroom = 1024
 	// maxFiles is what each process asks RLIMIT_NOFILE for: enough for the
@@ -139,8 +141,9 @@ func newGateway(logger *slog.Logger) (http.Handler, []func(context.Context) erro
 
 // benchModel is the test model. A user turn "stream N INTERVAL" streams N
 // deltas, INTERVAL apart, each the CLOCK_MONOTONIC reading in ns taken just
-// before the engine gets it. Any other user turn calls echo with the text;
-// the turn after the tool result replies replyText.
+// before the engine gets it. A user turn "calls K TEXT" calls echo K times in
+// parallel with TEXT; any other calls it once with the whole text. The turn
+// after the tool results replies replyText.
 type benchModel struct {
 	ids atomic.Int64 // tool use ids, unique as a provider's are
 }
@@ -157,15 +160,22 @@ func (m *benchModel) Generate(ctx context.Context, req model.Request, onDelta fu
 	case strings.HasPrefix(last.Content, streamPrefix):
 		return streamStamps(ctx, last.Content, onDelta)
 	default:
-		args, err := json.Marshal(map[string]string{"text": last.Content})
+		// "calls K rest": K parallel calls in one turn; anything else: one.
+		calls, text := 1, last.Content
+		if f := strings.SplitN(text, " ", 3); len(f) == 3 && f[0] == "calls" {
+			if k, err := strconv.Atoi(f[1]); err == nil && k > 0 && k <= maxCallsPerTurn {
+				calls, text = k, f[2]
+			}
+		}
+		args, err := json.Marshal(map[string]string{"text": text})
 		if err != nil {
 			return model.Response{}, err
 		}
-		id := "toolu_" + strconv.FormatInt(m.ids.Add(1), 10)
-		return model.Response{
-			ToolUses:   []model.ToolUse{{ID: id, Name: echoTool, Arguments: string(args)}},
-			StopReason: model.StopToolUse,
-		}, nil
+		uses := make([]model.ToolUse, calls)
+		for i := range uses {
+			uses[i] = model.ToolUse{ID: "toolu_" + strconv.FormatInt(m.ids.Add(1), 10), Name: echoTool, Arguments: string(args)}
+		}
+		return model.Response{ToolUses: uses, StopReason: model.StopToolUse}, nil
 	}
 }
 
