@@ -403,7 +403,9 @@ func (s *Session) startTurn() {
 		System:    s.agent.System,
 		MaxTokens: s.agent.MaxTokens,
 		Stream:    s.agent.Stream,
-		Messages:  append([]Message(nil), s.transcript...),
+		// The transcript only grows, and a full slice expression makes an
+		// append by anyone else copy: no need to copy it every turn.
+		Messages: s.transcript[:len(s.transcript):len(s.transcript)],
 	}
 	for _, t := range s.agent.Tools {
 		req.Tools = append(req.Tools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})

@@ -54,8 +54,10 @@ type Request struct {
 	Model     string
 	System    string
 	MaxTokens int
-	Messages  []Message
-	Tools     []Tool
+	// Messages is the session's transcript, shared, not copied: a provider
+	// reads it and must not modify it.
+	Messages []Message
+	Tools    []Tool
 	// Stream asks the provider to stream; providers that cannot stream call
 	// OnDelta once with the whole text.
 	Stream bool
