@@ -47,6 +47,11 @@ type conn struct {
 	session *engine.Session
 	sub     *engine.Subscription
 
+	pingMu       sync.Mutex
+	pingTimer    *time.Timer
+	pingsStopped bool
+	pinging      sync.WaitGroup // a ping waiting for its pong
+
 	// Set by flushAndClose before its marker is queued.
 	flushCode   websocket.StatusCode
 	flushReason string
@@ -69,9 +74,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		s: s, ws: ws, browser: browser,
-		logger:     s.logger.With("remote", r.RemoteAddr),
-		out:        make(chan json.RawMessage, s.opts.SendQueue),
-		deliveries: make(chan delivery, s.opts.SendQueue),
+		logger: s.logger.With("remote", r.RemoteAddr),
+		// The session's events wait in the subscription (SendQueue of
+		// them); out only smooths the hand-off to the writer, and
+		// deliveries are a few per turn. Small buffers keep an idle
+		// connection cheap.
+		out:        make(chan json.RawMessage, min(s.opts.SendQueue, 16)),
+		deliveries: make(chan delivery, min(s.opts.SendQueue, 64)),
 		ctx:        ctx, cancel: cancel,
 		closed: make(chan struct{}),
 	}
@@ -89,8 +98,7 @@ func (c *conn) serve() {
 	c.wg.Add(1)
 	go c.writeLoop()
 	if c.s.opts.PingInterval > 0 {
-		c.wg.Add(1)
-		go c.pingLoop()
+		c.armPing()
 	}
 	defer func() {
 		if c.session != nil {
@@ -100,6 +108,7 @@ func (c *conn) serve() {
 			c.logger.Info("browser disconnected", "session", c.session.ID())
 		}
 		c.close(statusNormal, "")
+		c.stopPings()
 		c.wg.Wait()
 		<-c.closed
 	}()
@@ -394,27 +403,51 @@ func (c *conn) writeLoop() {
 	}
 }
 
-func (c *conn) pingLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.s.opts.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			// Not c.ctx: see conn.ctx. Once the socket closes, Ping
-			// returns at once.
-			ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.PingInterval)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.logger.Info("browser stopped answering pings, closing", "err", err)
-				c.close(statusGoingAway, "ping timeout")
-				return
-			}
-		case <-c.ctx.Done():
-			return
-		}
+// armPing schedules the next keepalive ping. A timer, not a goroutine per
+// connection: an idle connection should cost as little as possible.
+func (c *conn) armPing() {
+	c.pingMu.Lock()
+	defer c.pingMu.Unlock()
+	if !c.pingsStopped {
+		c.pingTimer = time.AfterFunc(c.s.opts.PingInterval, c.ping)
 	}
+}
+
+// ping runs in the timer's goroutine: it waits for the pong, closes a peer
+// that does not answer in time, and schedules the next ping.
+func (c *conn) ping() {
+	c.pingMu.Lock()
+	if c.pingsStopped {
+		c.pingMu.Unlock()
+		return
+	}
+	c.pinging.Add(1)
+	c.pingMu.Unlock()
+	defer c.pinging.Done()
+	// Not c.ctx: see conn.ctx. Once the socket closes, Ping returns at once.
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.PingInterval)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if c.ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		c.logger.Info("browser stopped answering pings, closing", "err", err)
+		c.close(statusGoingAway, "ping timeout")
+		return
+	}
+	c.armPing()
+}
+
+// stopPings cancels the next ping and waits for one in flight.
+func (c *conn) stopPings() {
+	c.pingMu.Lock()
+	c.pingsStopped = true
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
+	c.pingMu.Unlock()
+	c.pinging.Wait()
 }
 
 // close ends the connection once, with code; later calls do nothing.
