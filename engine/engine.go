@@ -66,6 +66,7 @@ type Engine struct {
 	sessions map[string]*Session
 	closed   bool
 	wg       sync.WaitGroup
+	schemas  schemaCache
 }
 
 // New returns an Engine. It fails when a required option is missing.

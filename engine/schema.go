@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
@@ -43,8 +44,48 @@ func compileSchema(tool, which string, raw json.RawMessage) (*jsonschema.Schema,
 	return s, nil
 }
 
+// schemaCache keeps compiled schemas by their text, so the sessions of one
+// agent share them instead of compiling and holding their own. A compiled
+// schema is read-only, safe to validate against from many goroutines.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[string]*jsonschema.Schema
+}
+
+// maxCachedSchemas bounds the cache, so workers that send ever-new schemas
+// cannot grow it without end; past it, schemas are compiled per session.
+const maxCachedSchemas = 4096
+
+// compile returns the compiled schema for raw, from the cache when it can.
+// Errors are not cached: they name the tool, which the text does not.
+func (c *schemaCache) compile(tool, which string, raw json.RawMessage) (*jsonschema.Schema, error) {
+	if c == nil {
+		return compileSchema(tool, which, raw)
+	}
+	key := which + "\x00" + string(raw)
+	c.mu.Lock()
+	s, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := compileSchema(tool, which, raw)
+	if err != nil || s == nil {
+		return s, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*jsonschema.Schema{}
+	}
+	if len(c.m) < maxCachedSchemas {
+		c.m[key] = s
+	}
+	return s, nil
+}
+
 // compileTools checks an agent config's tools and compiles their schemas once.
-func compileTools(tools []AgentTool) (map[string]toolSchemas, error) {
+func compileTools(tools []AgentTool, cache *schemaCache) (map[string]toolSchemas, error) {
 	out := make(map[string]toolSchemas, len(tools))
 	for i, t := range tools {
 		if t.Name == "" {
@@ -59,11 +100,11 @@ func compileTools(tools []AgentTool) (map[string]toolSchemas, error) {
 		if err := t.Retry.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: tool %q: %w", ErrBadConfig, t.Name, err)
 		}
-		in, err := compileSchema(t.Name, "input", t.Input)
+		in, err := cache.compile(t.Name, "input", t.Input)
 		if err != nil {
 			return nil, err
 		}
-		outS, err := compileSchema(t.Name, "output", t.Output)
+		outS, err := cache.compile(t.Name, "output", t.Output)
 		if err != nil {
 			return nil, err
 		}

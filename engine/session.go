@@ -162,7 +162,7 @@ func (s *Session) setAgent(a AgentConfig) error {
 	if a.Model == "" {
 		return fmt.Errorf("%w: no model", ErrBadConfig)
 	}
-	schemas, err := compileTools(a.Tools)
+	schemas, err := compileTools(a.Tools, &s.e.schemas)
 	if err != nil {
 		return err
 	}
