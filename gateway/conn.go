@@ -156,8 +156,9 @@ func (c *conn) handle(data []byte) {
 		c.sendError("not_open", "send session.open first")
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	defer cancel()
+	// c.ctx bounds the wait for the session's inbox: it ends with the
+	// connection.
+	ctx := c.ctx
 	switch f := f.(type) {
 	case MessageFrame:
 		err = c.session.Send(ctx, f.Content)
@@ -377,6 +378,14 @@ func (c *conn) sendError(code, message string) {
 
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
+	// One timer for every write, not a context per frame: a peer that stops
+	// reading blocks a write until WriteTimeout, then loses its socket.
+	stuck := time.AfterFunc(time.Hour, func() {
+		c.logger.Warn("write timed out, dropping the connection", "timeout", c.s.opts.WriteTimeout)
+		_ = c.ws.CloseNow()
+	})
+	stuck.Stop()
+	defer stuck.Stop()
 	for {
 		select {
 		case frame := <-c.out:
@@ -387,12 +396,10 @@ func (c *conn) writeLoop() {
 				c.close(c.flushCode, c.flushReason)
 				return
 			}
-			// Not c.ctx: see conn.ctx. A peer that stops reading blocks
-			// this write until WriteTimeout, when the library closes the
-			// socket.
-			ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, frame)
-			cancel()
+			// Not c.ctx: see conn.ctx.
+			stuck.Reset(c.s.opts.WriteTimeout)
+			err := c.ws.Write(context.Background(), websocket.MessageText, frame)
+			stuck.Stop()
 			if err != nil {
 				c.close(statusGoingAway, "write failed")
 				return
