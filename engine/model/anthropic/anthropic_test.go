@@ -10,31 +10,19 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/fakeapi"
 )
 
-func request() model.Request {
-	return model.Request{
-		Model:    "claude-test",
-		Stream:   true,
-		Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}},
-	}
-}
-
-// generate runs one turn and collects the deltas.
-func generate(t *testing.T, m *Model, req model.Request) (model.Response, []string, error) {
-	t.Helper()
-	var deltas []string
-	resp, err := m.Generate(context.Background(), req, func(s string) { deltas = append(deltas, s) })
-	return resp, deltas, err
-}
+// request is a streamed one-message turn.
+func request() model.Request { return fakeapi.Request("claude-test") }
 
 func TestGenerateStreamsTextInOrder(t *testing.T) {
 	seen := make(chan struct{})
 	srv := newServer(t, reply{
-		events: textTurn("Hel", "lo, ", "world", "!"),
+		Events: textTurn("Hel", "lo, ", "world", "!"),
 		// After the first delta the server waits until the client has shown
 		// it: proof that deltas are forwarded as they arrive, not at the end.
-		gate: map[int]chan struct{}{3: seen},
+		Gate: map[int]chan struct{}{3: seen},
 	})
 	m, _ := newModel(t, srv, Options{})
 	var deltas []string
@@ -57,11 +45,11 @@ func TestGenerateStreamsTextInOrder(t *testing.T) {
 }
 
 func TestGenerateWithoutStreamCallsOnDeltaOnce(t *testing.T) {
-	srv := newServer(t, reply{events: textTurn("a", "b", "c")})
+	srv := newServer(t, reply{Events: textTurn("a", "b", "c")})
 	m, _ := newModel(t, srv, Options{})
 	req := request()
 	req.Stream = false
-	resp, deltas, err := generate(t, m, req)
+	resp, deltas, err := fakeapi.Generate(t, m, req)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
@@ -125,9 +113,9 @@ func TestGenerateToolUses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{events: tt.events})
+			srv := newServer(t, reply{Events: tt.events})
 			m, _ := newModel(t, srv, Options{})
-			resp, _, err := generate(t, m, request())
+			resp, _, err := fakeapi.Generate(t, m, request())
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -152,11 +140,11 @@ func TestGenerateStopReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.api, func(t *testing.T) {
-			srv := newServer(t, reply{events: []string{
+			srv := newServer(t, reply{Events: []string{
 				messageStart(1), textStart(0), textDelta(0, "x"), blockStop(0), messageDelta(tt.api, 2), messageStop(),
 			}})
 			m, _ := newModel(t, srv, Options{})
-			resp, _, err := generate(t, m, request())
+			resp, _, err := fakeapi.Generate(t, m, request())
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -169,7 +157,7 @@ func TestGenerateStopReasons(t *testing.T) {
 
 func TestGenerateRetries(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	ok := reply{events: textTurn("fine")}
+	ok := reply{Events: textTurn("fine")}
 	tests := []struct {
 		name     string
 		replies  []reply
@@ -182,7 +170,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "429 with retry-after seconds",
 			replies: []reply{
-				{status: 429, header: map[string]string{"retry-after": "7"}, body: errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")},
+				{Status: 429, Header: map[string]string{"retry-after": "7"}, Body: errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")},
 				ok,
 			},
 			requests: 2,
@@ -191,7 +179,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "429 with retry-after-ms",
 			replies: []reply{
-				{status: 429, header: map[string]string{"retry-after-ms": "1500", "retry-after": "2"}, body: errorBody("rate_limit_error", "slow down")},
+				{Status: 429, Header: map[string]string{"retry-after-ms": "1500", "retry-after": "2"}, Body: errorBody("rate_limit_error", "slow down")},
 				ok,
 			},
 			requests: 2,
@@ -200,7 +188,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "429 with retry-after as an HTTP date",
 			replies: []reply{
-				{status: 429, header: map[string]string{"retry-after": now.Add(12 * time.Second).Format(http.TimeFormat)}, body: errorBody("rate_limit_error", "slow down")},
+				{Status: 429, Header: map[string]string{"retry-after": now.Add(12 * time.Second).Format(http.TimeFormat)}, Body: errorBody("rate_limit_error", "slow down")},
 				ok,
 			},
 			opts:     Options{Now: func() time.Time { return now }},
@@ -210,7 +198,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "529 overloaded then success",
 			replies: []reply{
-				{status: 529, body: errorBody("overloaded_error", "Overloaded")},
+				{Status: 529, Body: errorBody("overloaded_error", "Overloaded")},
 				ok,
 			},
 			requests: 2,
@@ -218,14 +206,14 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "overloaded event before any delta then success",
 			replies: []reply{
-				{events: []string{messageStart(1), errorEvent("overloaded_error", "Overloaded")}},
+				{Events: []string{messageStart(1), errorEvent("overloaded_error", "Overloaded")}},
 				ok,
 			},
 			requests: 2,
 		},
 		{
 			name:     "always 500 gives up after MaxRetries",
-			replies:  []reply{{status: 500, body: errorBody("api_error", "Internal server error")}},
+			replies:  []reply{{Status: 500, Body: errorBody("api_error", "Internal server error")}},
 			opts:     Options{MaxRetries: 2},
 			requests: 3,
 			status:   500,
@@ -233,14 +221,14 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "default bound is 3 retries",
-			replies:  []reply{{status: 503, body: errorBody("api_error", "unavailable")}},
+			replies:  []reply{{Status: 503, Body: errorBody("api_error", "unavailable")}},
 			requests: 4,
 			status:   503,
 			message:  "unavailable",
 		},
 		{
 			name:     "negative MaxRetries: no retry",
-			replies:  []reply{{status: 529, body: errorBody("overloaded_error", "Overloaded")}},
+			replies:  []reply{{Status: 529, Body: errorBody("overloaded_error", "Overloaded")}},
 			opts:     Options{MaxRetries: -1},
 			requests: 1,
 			status:   529,
@@ -248,7 +236,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "retry-after beyond MaxRetryWait: give up at once",
-			replies:  []reply{{status: 429, header: map[string]string{"retry-after": "3600"}, body: errorBody("rate_limit_error", "come back in an hour")}, ok},
+			replies:  []reply{{Status: 429, Header: map[string]string{"retry-after": "3600"}, Body: errorBody("rate_limit_error", "come back in an hour")}, ok},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   429,
@@ -256,7 +244,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "401 is not retried",
-			replies:  []reply{{status: 401, body: errorBody("authentication_error", "invalid x-api-key")}},
+			replies:  []reply{{Status: 401, Body: errorBody("authentication_error", "invalid x-api-key")}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   401,
@@ -264,7 +252,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "400 is not retried",
-			replies:  []reply{{status: 400, body: errorBody("invalid_request_error", "messages: field required")}},
+			replies:  []reply{{Status: 400, Body: errorBody("invalid_request_error", "messages: field required")}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   400,
@@ -272,7 +260,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "error body that is not JSON",
-			replies:  []reply{{status: 403, body: "<html>forbidden</html>"}},
+			replies:  []reply{{Status: 403, Body: "<html>forbidden</html>"}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   403,
@@ -283,11 +271,11 @@ func TestGenerateRetries(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, tt.replies...)
 			m, sl := newModel(t, srv, tt.opts)
-			resp, deltas, err := generate(t, m, request())
-			if got := srv.requests(); got != tt.requests {
+			resp, deltas, err := fakeapi.Generate(t, m, request())
+			if got := srv.Requests(); got != tt.requests {
 				t.Errorf("requests = %d, want %d", got, tt.requests)
 			}
-			waits := sl.got()
+			waits := sl.Got()
 			switch {
 			case tt.waits != nil:
 				if len(waits) != len(tt.waits) || (len(waits) > 0 && !reflect.DeepEqual(waits, tt.waits)) {
@@ -338,15 +326,15 @@ func TestGenerateTruncated(t *testing.T) {
 		reply   reply
 		message string
 	}{
-		{"connection ends without message_stop", reply{events: partial}, "the stream ended before message_stop"},
-		{"connection dropped", reply{events: partial, abort: true}, ""},
-		{"error event mid-stream", reply{events: append(partial, errorEvent("overloaded_error", "Overloaded"))}, "Overloaded"},
+		{"connection ends without message_stop", reply{Events: partial}, "the stream ended before message_stop"},
+		{"connection dropped", reply{Events: partial, Abort: true}, ""},
+		{"error event mid-stream", reply{Events: append(partial, errorEvent("overloaded_error", "Overloaded"))}, "Overloaded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, tt.reply, reply{events: textTurn("replayed")})
+			srv := newServer(t, tt.reply, reply{Events: textTurn("replayed")})
 			m, sl := newModel(t, srv, Options{})
-			resp, deltas, err := generate(t, m, request())
+			resp, deltas, err := fakeapi.Generate(t, m, request())
 			var me *model.Error
 			if !errors.As(err, &me) || !me.Truncated || me.Provider != Provider {
 				t.Fatalf("error = %#v, want a truncated *model.Error", err)
@@ -361,8 +349,8 @@ func TestGenerateTruncated(t *testing.T) {
 				t.Errorf("deltas = %q, want %q", deltas, want)
 			}
 			// Text was shown, so the turn is not replayed.
-			if srv.requests() != 1 || len(sl.got()) != 0 {
-				t.Errorf("requests = %d, waits %v: a turn with text shown was retried", srv.requests(), sl.got())
+			if srv.Requests() != 1 || len(sl.Got()) != 0 {
+				t.Errorf("requests = %d, waits %v: a turn with text shown was retried", srv.Requests(), sl.Got())
 			}
 		})
 	}
@@ -371,21 +359,21 @@ func TestGenerateTruncated(t *testing.T) {
 func TestGenerateRetriesCutBeforeAnyText(t *testing.T) {
 	// A tool call cut in half showed the user nothing: retrying loses nothing.
 	srv := newServer(t,
-		reply{events: []string{messageStart(10), toolStart(0, "toolu_01", "get_weather", "{}"), jsonDelta(0, `{"ci`)}, abort: true},
-		reply{events: textTurn("ok")},
+		reply{Events: []string{messageStart(10), toolStart(0, "toolu_01", "get_weather", "{}"), jsonDelta(0, `{"ci`)}, Abort: true},
+		reply{Events: textTurn("ok")},
 	)
 	m, sl := newModel(t, srv, Options{})
-	resp, _, err := generate(t, m, request())
-	if err != nil || resp.Text != "ok" || srv.requests() != 2 || len(sl.got()) != 1 {
-		t.Errorf("resp %+v, err %v, requests %d, waits %v; want a retry then ok", resp, err, srv.requests(), sl.got())
+	resp, _, err := fakeapi.Generate(t, m, request())
+	if err != nil || resp.Text != "ok" || srv.Requests() != 2 || len(sl.Got()) != 1 {
+		t.Errorf("resp %+v, err %v, requests %d, waits %v; want a retry then ok", resp, err, srv.Requests(), sl.Got())
 	}
 }
 
 func TestGenerateCancelled(t *testing.T) {
 	seen := make(chan struct{})
 	srv := newServer(t, reply{
-		events: []string{messageStart(1), textStart(0), textDelta(0, "partial"), textDelta(0, " never")},
-		gate:   map[int]chan struct{}{2: make(chan struct{})}, // hold the stream open
+		Events: []string{messageStart(1), textStart(0), textDelta(0, "partial"), textDelta(0, " never")},
+		Gate:   map[int]chan struct{}{2: make(chan struct{})}, // hold the stream open
 	})
 	m, _ := newModel(t, srv, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -404,19 +392,19 @@ func TestGenerateCancelled(t *testing.T) {
 }
 
 func TestGenerateSendsKeyAndStream(t *testing.T) {
-	srv := newServer(t, reply{events: textTurn("x")})
+	srv := newServer(t, reply{Events: textTurn("x")})
 	m, _ := newModel(t, srv, Options{})
-	if _, _, err := generate(t, m, request()); err != nil {
+	if _, _, err := fakeapi.Generate(t, m, request()); err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	h := srv.header(0)
+	h := srv.Header(0)
 	if got := h.Get("Authorization") + h.Get("X-Api-Key"); !strings.Contains(got, testKey) {
 		t.Errorf("the API key was not sent (Authorization %q, X-Api-Key %q)", h.Get("Authorization"), h.Get("X-Api-Key"))
 	}
 	if h.Get("Anthropic-Version") == "" {
 		t.Error("no anthropic-version header")
 	}
-	if got := srv.body(0)["stream"]; got != true {
+	if got := srv.Body(0)["stream"]; got != true {
 		t.Errorf("stream = %v, want true", got)
 	}
 }
@@ -431,7 +419,7 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 
 func TestGenerateConcurrent(t *testing.T) {
 	// One Model serves every session at once.
-	srv := newServer(t, reply{events: textTurn("same ", "answer")})
+	srv := newServer(t, reply{Events: textTurn("same ", "answer")})
 	m, _ := newModel(t, srv, Options{})
 	const n = 8
 	errs := make(chan error, n)
@@ -450,7 +438,7 @@ func TestGenerateConcurrent(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := srv.requests(); got != n {
+	if got := srv.Requests(); got != n {
 		t.Errorf("requests = %d, want %d", got, n)
 	}
 }

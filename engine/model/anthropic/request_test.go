@@ -6,19 +6,8 @@ import (
 	"testing"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/fakeapi"
 )
-
-// decode parses a JSON literal of a test's expectation.
-func decode(t *testing.T, s string) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("bad expectation: %v\n%s", err, s)
-	}
-	return v
-}
-
-func pretty(v any) string { b, _ := json.MarshalIndent(v, "", "  "); return string(b) }
 
 func TestRequestBody(t *testing.T) {
 	tests := []struct {
@@ -130,23 +119,23 @@ func TestRequestBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{events: textTurn("ok")})
+			srv := newServer(t, reply{Events: textTurn("ok")})
 			m, _ := newModel(t, srv, Options{})
 			tt.req.Stream = true
-			if _, _, err := generate(t, m, tt.req); err != nil {
+			if _, _, err := fakeapi.Generate(t, m, tt.req); err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
-			body := srv.body(0)
+			body := srv.Body(0)
 			for field, want := range tt.want {
 				got, present := body[field]
 				if want == "" {
 					if present {
-						t.Errorf("%s = %s, want it absent", field, pretty(got))
+						t.Errorf("%s = %s, want it absent", field, fakeapi.Pretty(got))
 					}
 					continue
 				}
-				if w := decode(t, want); !reflect.DeepEqual(got, w) {
-					t.Errorf("%s =\n%s\nwant\n%s", field, pretty(got), pretty(w))
+				if w := fakeapi.Decode(t, want); !reflect.DeepEqual(got, w) {
+					t.Errorf("%s =\n%s\nwant\n%s", field, fakeapi.Pretty(got), fakeapi.Pretty(w))
 				}
 			}
 		})

@@ -10,31 +10,19 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/fakeapi"
 )
 
-func request() model.Request {
-	return model.Request{
-		Model:    "gpt-test",
-		Stream:   true,
-		Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}},
-	}
-}
-
-// generate runs one turn and collects the deltas.
-func generate(t *testing.T, m *Model, req model.Request) (model.Response, []string, error) {
-	t.Helper()
-	var deltas []string
-	resp, err := m.Generate(context.Background(), req, func(s string) { deltas = append(deltas, s) })
-	return resp, deltas, err
-}
+// request is a streamed one-message turn.
+func request() model.Request { return fakeapi.Request("gpt-test") }
 
 func TestGenerateStreamsTextInOrder(t *testing.T) {
 	seen := make(chan struct{})
 	srv := newServer(t, reply{
-		events: textTurn("Hel", "lo, ", "world", "!"),
+		Events: textTurn("Hel", "lo, ", "world", "!"),
 		// After the first text the server waits until the client has shown
 		// it: proof that deltas are forwarded as they arrive, not at the end.
-		gate: map[int]chan struct{}{1: seen},
+		Gate: map[int]chan struct{}{1: seen},
 	})
 	m, _ := newModel(t, srv, Options{})
 	var deltas []string
@@ -57,11 +45,11 @@ func TestGenerateStreamsTextInOrder(t *testing.T) {
 }
 
 func TestGenerateWithoutStreamCallsOnDeltaOnce(t *testing.T) {
-	srv := newServer(t, reply{events: textTurn("a", "b", "c")})
+	srv := newServer(t, reply{Events: textTurn("a", "b", "c")})
 	m, _ := newModel(t, srv, Options{})
 	req := request()
 	req.Stream = false
-	resp, deltas, err := generate(t, m, req)
+	resp, deltas, err := fakeapi.Generate(t, m, req)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
@@ -128,9 +116,9 @@ func TestGenerateToolCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{events: tt.events})
+			srv := newServer(t, reply{Events: tt.events})
 			m, _ := newModel(t, srv, Options{})
-			resp, _, err := generate(t, m, request())
+			resp, _, err := fakeapi.Generate(t, m, request())
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -145,13 +133,13 @@ func TestGenerateToolCalls(t *testing.T) {
 }
 
 func TestGenerateSynthesizesMissingCallIDs(t *testing.T) {
-	srv := newServer(t, reply{events: []string{
+	srv := newServer(t, reply{Events: []string{
 		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"a","arguments":"{}"}}]}`, ""),
 		chunk(`{"tool_calls":[{"index":1,"type":"function","function":{"name":"b","arguments":"{}"}}]}`, ""),
 		finishChunk("tool_calls"), done(),
 	}})
 	m, _ := newModel(t, srv, Options{})
-	resp, _, err := generate(t, m, request())
+	resp, _, err := fakeapi.Generate(t, m, request())
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
@@ -174,9 +162,9 @@ func TestGenerateStopReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.api, func(t *testing.T) {
-			srv := newServer(t, reply{events: []string{roleChunk(), textChunk("x"), finishChunk(tt.api), done()}})
+			srv := newServer(t, reply{Events: []string{roleChunk(), textChunk("x"), finishChunk(tt.api), done()}})
 			m, _ := newModel(t, srv, Options{})
-			resp, _, err := generate(t, m, request())
+			resp, _, err := fakeapi.Generate(t, m, request())
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -189,7 +177,7 @@ func TestGenerateStopReasons(t *testing.T) {
 
 func TestGenerateRetries(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	ok := reply{events: textTurn("fine")}
+	ok := reply{Events: textTurn("fine")}
 	tests := []struct {
 		name     string
 		replies  []reply
@@ -202,7 +190,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "429 with retry-after seconds",
 			replies: []reply{
-				{status: 429, header: map[string]string{"retry-after": "7"}, body: errorBody("Rate limit reached for requests")},
+				{Status: 429, Header: map[string]string{"retry-after": "7"}, Body: errorBody("Rate limit reached for requests")},
 				ok,
 			},
 			requests: 2,
@@ -211,7 +199,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "429 with retry-after-ms",
 			replies: []reply{
-				{status: 429, header: map[string]string{"retry-after-ms": "1500"}, body: errorBody("slow down")},
+				{Status: 429, Header: map[string]string{"retry-after-ms": "1500"}, Body: errorBody("slow down")},
 				ok,
 			},
 			requests: 2,
@@ -220,7 +208,7 @@ func TestGenerateRetries(t *testing.T) {
 		{
 			name: "429 with retry-after as an HTTP date",
 			replies: []reply{
-				{status: 429, header: map[string]string{"retry-after": now.Add(12 * time.Second).Format(http.TimeFormat)}, body: errorBody("slow down")},
+				{Status: 429, Header: map[string]string{"retry-after": now.Add(12 * time.Second).Format(http.TimeFormat)}, Body: errorBody("slow down")},
 				ok,
 			},
 			opts:     Options{Now: func() time.Time { return now }},
@@ -229,17 +217,17 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "503 overloaded then success",
-			replies:  []reply{{status: 503, body: errorBody("The engine is currently overloaded, please try again later")}, ok},
+			replies:  []reply{{Status: 503, Body: errorBody("The engine is currently overloaded, please try again later")}, ok},
 			requests: 2,
 		},
 		{
 			name:     "error chunk before any text then success",
-			replies:  []reply{{events: []string{roleChunk(), errorChunk("The server had an error while processing your request.")}}, ok},
+			replies:  []reply{{Events: []string{roleChunk(), errorChunk("The server had an error while processing your request.")}}, ok},
 			requests: 2,
 		},
 		{
 			name:     "always 500 gives up after MaxRetries",
-			replies:  []reply{{status: 500, body: errorBody("The server had an error")}},
+			replies:  []reply{{Status: 500, Body: errorBody("The server had an error")}},
 			opts:     Options{MaxRetries: 2},
 			requests: 3,
 			status:   500,
@@ -247,14 +235,14 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "default bound is 3 retries",
-			replies:  []reply{{status: 502, body: "Bad Gateway"}},
+			replies:  []reply{{Status: 502, Body: "Bad Gateway"}},
 			requests: 4,
 			status:   502,
 			message:  "Bad Gateway",
 		},
 		{
 			name:     "retry-after beyond MaxRetryWait: give up at once",
-			replies:  []reply{{status: 429, header: map[string]string{"retry-after": "3600"}, body: errorBody("come back in an hour")}, ok},
+			replies:  []reply{{Status: 429, Header: map[string]string{"retry-after": "3600"}, Body: errorBody("come back in an hour")}, ok},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   429,
@@ -262,7 +250,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "401 is not retried",
-			replies:  []reply{{status: 401, body: errorBody("Incorrect API key provided: sk-proj-****cret.")}},
+			replies:  []reply{{Status: 401, Body: errorBody("Incorrect API key provided: sk-proj-****cret.")}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   401,
@@ -270,7 +258,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "404 with a string error (llama.cpp style)",
-			replies:  []reply{{status: 404, body: `{"error":"model 'llama9' not found"}`}},
+			replies:  []reply{{Status: 404, Body: `{"error":"model 'llama9' not found"}`}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   404,
@@ -278,7 +266,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "400 with a vLLM-style body",
-			replies:  []reply{{status: 400, body: `{"object":"error","message":"max_tokens is too large","type":"BadRequestError","code":400}`}},
+			replies:  []reply{{Status: 400, Body: `{"object":"error","message":"max_tokens is too large","type":"BadRequestError","code":400}`}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   400,
@@ -286,7 +274,7 @@ func TestGenerateRetries(t *testing.T) {
 		},
 		{
 			name:     "422 with a FastAPI detail",
-			replies:  []reply{{status: 422, body: `{"detail":"messages: field required"}`}},
+			replies:  []reply{{Status: 422, Body: `{"detail":"messages: field required"}`}},
 			requests: 1,
 			waits:    []time.Duration{},
 			status:   422,
@@ -297,11 +285,11 @@ func TestGenerateRetries(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, tt.replies...)
 			m, sl := newModel(t, srv, tt.opts)
-			resp, deltas, err := generate(t, m, request())
-			if got := srv.requests(); got != tt.requests {
+			resp, deltas, err := fakeapi.Generate(t, m, request())
+			if got := srv.Requests(); got != tt.requests {
 				t.Errorf("requests = %d, want %d", got, tt.requests)
 			}
-			waits := sl.got()
+			waits := sl.Got()
 			switch {
 			case tt.waits != nil:
 				if len(waits) != len(tt.waits) || (len(waits) > 0 && !reflect.DeepEqual(waits, tt.waits)) {
@@ -347,16 +335,16 @@ func TestGenerateTruncated(t *testing.T) {
 		reply   reply
 		message string
 	}{
-		{"connection ends without [DONE]", reply{events: partial}, "the stream ended before data: [DONE]"},
-		{"finish_reason but no [DONE]", reply{events: append(append([]string(nil), partial...), finishChunk("tool_calls"))}, "the stream ended before data: [DONE]"},
-		{"connection dropped", reply{events: partial, abort: true}, ""},
-		{"error chunk mid-stream", reply{events: append(append([]string(nil), partial...), errorChunk("The server had an error"))}, "The server had an error"},
+		{"connection ends without [DONE]", reply{Events: partial}, "the stream ended before data: [DONE]"},
+		{"finish_reason but no [DONE]", reply{Events: append(append([]string(nil), partial...), finishChunk("tool_calls"))}, "the stream ended before data: [DONE]"},
+		{"connection dropped", reply{Events: partial, Abort: true}, ""},
+		{"error chunk mid-stream", reply{Events: append(append([]string(nil), partial...), errorChunk("The server had an error"))}, "The server had an error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, tt.reply, reply{events: textTurn("replayed")})
+			srv := newServer(t, tt.reply, reply{Events: textTurn("replayed")})
 			m, sl := newModel(t, srv, Options{})
-			resp, deltas, err := generate(t, m, request())
+			resp, deltas, err := fakeapi.Generate(t, m, request())
 			var me *model.Error
 			if !errors.As(err, &me) || !me.Truncated || me.Provider != Provider {
 				t.Fatalf("error = %#v, want a truncated *model.Error", err)
@@ -371,8 +359,8 @@ func TestGenerateTruncated(t *testing.T) {
 				t.Errorf("deltas = %q, want %q", deltas, want)
 			}
 			// Text was shown, so the turn is not replayed.
-			if srv.requests() != 1 || len(sl.got()) != 0 {
-				t.Errorf("requests = %d, waits %v: a turn with text shown was retried", srv.requests(), sl.got())
+			if srv.Requests() != 1 || len(sl.Got()) != 0 {
+				t.Errorf("requests = %d, waits %v: a turn with text shown was retried", srv.Requests(), sl.Got())
 			}
 		})
 	}
@@ -381,20 +369,20 @@ func TestGenerateTruncated(t *testing.T) {
 func TestGenerateRetriesCutBeforeAnyText(t *testing.T) {
 	// A tool call cut in half showed the user nothing: retrying loses nothing.
 	srv := newServer(t,
-		reply{events: []string{roleChunk(), callStart(0, "call_A", "get_weather"), callArgs(0, `{"ci`)}, abort: true},
-		reply{events: textTurn("ok")},
+		reply{Events: []string{roleChunk(), callStart(0, "call_A", "get_weather"), callArgs(0, `{"ci`)}, Abort: true},
+		reply{Events: textTurn("ok")},
 	)
 	m, sl := newModel(t, srv, Options{})
-	resp, _, err := generate(t, m, request())
-	if err != nil || resp.Text != "ok" || srv.requests() != 2 || len(sl.got()) != 1 {
-		t.Errorf("resp %+v, err %v, requests %d, waits %v; want a retry then ok", resp, err, srv.requests(), sl.got())
+	resp, _, err := fakeapi.Generate(t, m, request())
+	if err != nil || resp.Text != "ok" || srv.Requests() != 2 || len(sl.Got()) != 1 {
+		t.Errorf("resp %+v, err %v, requests %d, waits %v; want a retry then ok", resp, err, srv.Requests(), sl.Got())
 	}
 }
 
 func TestGenerateCancelled(t *testing.T) {
 	srv := newServer(t, reply{
-		events: []string{roleChunk(), textChunk("partial"), textChunk(" never")},
-		gate:   map[int]chan struct{}{1: make(chan struct{})}, // hold the stream open
+		Events: []string{roleChunk(), textChunk("partial"), textChunk(" never")},
+		Gate:   map[int]chan struct{}{1: make(chan struct{})}, // hold the stream open
 	})
 	m, _ := newModel(t, srv, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -421,16 +409,16 @@ func TestGenerateKey(t *testing.T) {
 			// it to a local server; this package must not.
 			t.Setenv("OPENAI_API_KEY", "sk-from-the-environment")
 			t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
-			srv := newServer(t, reply{events: textTurn("x")})
+			srv := newServer(t, reply{Events: textTurn("x")})
 			sl := &sleeper{}
-			m, err := New(Options{BaseURL: srv.URL + "/v1", HTTPClient: srv.Client(), APIKey: tt.key, Sleep: sl.sleep})
+			m, err := New(Options{BaseURL: srv.URL + "/v1", HTTPClient: srv.Client(), APIKey: tt.key, Sleep: sl.Sleep})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := generate(t, m, request()); err != nil {
+			if _, _, err := fakeapi.Generate(t, m, request()); err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
-			if got := srv.header(0).Get("Authorization"); got != tt.want {
+			if got := srv.Header(0).Get("Authorization"); got != tt.want {
 				t.Errorf("Authorization = %q, want %q", got, tt.want)
 			}
 		})
@@ -447,7 +435,7 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 
 func TestGenerateConcurrent(t *testing.T) {
 	// One Model serves every session at once.
-	srv := newServer(t, reply{events: textTurn("same ", "answer")})
+	srv := newServer(t, reply{Events: textTurn("same ", "answer")})
 	m, _ := newModel(t, srv, Options{})
 	const n = 8
 	errs := make(chan error, n)
@@ -466,7 +454,7 @@ func TestGenerateConcurrent(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := srv.requests(); got != n {
+	if got := srv.Requests(); got != n {
 		t.Errorf("requests = %d, want %d", got, n)
 	}
 }
