@@ -98,7 +98,7 @@ func (a ToolCall) MarshalJSON() ([]byte, error) {
 	if a.Arguments == nil {
 		a.Arguments = json.RawMessage("{}")
 	}
-	return withType(TypeToolCall, plain(a))
+	return EncodeFrame(TypeToolCall, plain(a))
 }
 
 func (a ToolResult) MarshalJSON() ([]byte, error) {
@@ -106,30 +106,30 @@ func (a ToolResult) MarshalJSON() ([]byte, error) {
 	if a.Result == nil {
 		a.Result = json.RawMessage("null")
 	}
-	return withType(TypeToolResult, plain(a))
+	return EncodeFrame(TypeToolResult, plain(a))
 }
 
 func (a ToolError) MarshalJSON() ([]byte, error) {
 	type plain ToolError
-	return withType(TypeToolError, plain(a))
+	return EncodeFrame(TypeToolError, plain(a))
 }
 
 func (a MessageAppend) MarshalJSON() ([]byte, error) {
 	type plain MessageAppend
-	return withType(TypeMessageAppend, plain(a))
+	return EncodeFrame(TypeMessageAppend, plain(a))
 }
 
-func (a ModelPrompt) MarshalJSON() ([]byte, error) { return withType(TypeModelPrompt, struct{}{}) }
-func (a Hold) MarshalJSON() ([]byte, error)        { return withType(TypeHold, struct{}{}) }
+func (a ModelPrompt) MarshalJSON() ([]byte, error) { return EncodeFrame(TypeModelPrompt, struct{}{}) }
+func (a Hold) MarshalJSON() ([]byte, error)        { return EncodeFrame(TypeHold, struct{}{}) }
 
 func (a EndSession) MarshalJSON() ([]byte, error) {
 	type plain EndSession
-	return withType(TypeEndSession, plain(a))
+	return EncodeFrame(TypeEndSession, plain(a))
 }
 
 func (a ClientEvent) MarshalJSON() ([]byte, error) {
 	type plain ClientEvent
-	return withType(TypeClientEvent, plain(a))
+	return EncodeFrame(TypeClientEvent, plain(a))
 }
 
 // DecodeAction reads an action from its JSON form.
@@ -207,7 +207,7 @@ func (d *Decision) UnmarshalJSON(data []byte) error {
 }
 
 // withType encodes v, an object, with "type": typ as its first member.
-func withType(typ string, v any) ([]byte, error) {
+func EncodeFrame(typ string, v any) ([]byte, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err

@@ -183,7 +183,7 @@ func (s *Session) startAttempt(c *call) {
 	proposed := c.proposedFor(attempt)
 	s.publish(EventToolStarted, ToolStartedEvent{
 		ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Handler: c.handler,
-		Attempt: attempt, Attempts: c.spec.attempts, Deadline: formatDeadline(c.deadline),
+		Attempt: attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline),
 	})
 	if c.handler == HandlerClient {
 		s.dispatchClient(c, proposed)
@@ -208,7 +208,7 @@ func (s *Session) dispatchClient(c *call, proposed *ToolError) {
 	if router != nil {
 		err = router.Dispatch(ClientCall{
 			Session: s.id, ID: c.id, Name: c.name, Arguments: c.args, Input: c.input,
-			Attempt: c.attempt, Attempts: c.spec.attempts, Deadline: formatDeadline(c.deadline), Proposed: proposed,
+			Attempt: c.attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline), Proposed: proposed,
 		})
 	}
 	if err != nil {
@@ -231,7 +231,7 @@ func (s *Session) dispatchClient(c *call, proposed *ToolError) {
 func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	c.cancel = cancel
-	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: formatDeadline(c.deadline)}
+	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: FormatDeadline(c.deadline)}
 	var prop Decision
 	if proposed != nil {
 		prop.Actions = []Action{*proposed}

@@ -123,7 +123,6 @@ func (e *Engine) Open(ctx context.Context) (*Session, error) {
 		s.End(context.WithoutCancel(ctx), "failed to start")
 		return nil, fmt.Errorf("failed to open session: %w", err)
 	}
-	e.opts.Logger.Info("session opened", "session", s.id, "model", s.agentModel())
 	return s, nil
 }
 

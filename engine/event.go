@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -121,7 +120,7 @@ type ClientCall struct {
 // Frame encodes the tool.call frame for c.
 func (c ClientCall) Frame() json.RawMessage {
 	type plain ClientCall
-	b, _ := withType(FrameToolCall, plain(c))
+	b, _ := EncodeFrame(FrameToolCall, plain(c))
 	return b
 }
 
@@ -134,6 +133,13 @@ const (
 	CancelCancelled CancelReason = "cancelled" // the user stopped the turn, or the session ended
 )
 
+// ClientEventEvent: a free-form event the worker pushed (a client.event
+// action, without its action "type").
+type ClientEventEvent struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
 // ToolCancelFrame is the tool.cancel frame: abort that attempt.
 type ToolCancelFrame struct {
 	ID      string       `json:"id"`
@@ -144,7 +150,7 @@ type ToolCancelFrame struct {
 // Frame encodes the tool.cancel frame.
 func (c ToolCancelFrame) Frame() json.RawMessage {
 	type plain ToolCancelFrame
-	b, _ := withType(FrameToolCancel, plain(c))
+	b, _ := EncodeFrame(FrameToolCancel, plain(c))
 	return b
 }
 
@@ -153,14 +159,6 @@ func encodeEvent(typ string, seq int64, payload any) (json.RawMessage, error) {
 	body, err := json.Marshal(payload)
 	if err != nil {
 		return nil, err
-	}
-	// Payloads that are protocol types (tool.finished, client.event) carry
-	// their own "type" first; the event's replaces it.
-	if bytes.HasPrefix(body, []byte(`{"type":"`)) {
-		if end := bytes.IndexByte(body[9:], '"'); end >= 0 {
-			rest := body[9+end+1:]
-			body = append([]byte{'{'}, bytes.TrimPrefix(rest, []byte{','})...)
-		}
 	}
 	b := make([]byte, 0, len(body)+len(typ)+32)
 	b = append(b, `{"type":`...)
@@ -176,5 +174,6 @@ func encodeEvent(typ string, seq int64, payload any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// formatDeadline writes a deadline as RFC 3339 with milliseconds.
-func formatDeadline(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+// FormatDeadline writes a deadline as RFC 3339 in UTC with milliseconds, as
+// tool.execute, tool.call and the HTTP worker's deadline header carry it.
+func FormatDeadline(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

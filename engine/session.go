@@ -152,6 +152,7 @@ func (s *Session) start(ctx context.Context) error {
 		if err := s.setAgent(*d.Agent); err != nil {
 			return err
 		}
+		s.logger.Info("session opened", "model", s.agent.Model)
 		s.apply(d, answerDefaults{})
 		return nil
 	})
@@ -178,11 +179,6 @@ func (s *Session) setAgent(a AgentConfig) error {
 	return nil
 }
 
-func (s *Session) agentModel() string {
-	var id string
-	_ = s.do(context.Background(), func() error { id = s.agent.Model; return nil })
-	return id
-}
 
 // Send hands the session a user message.
 func (s *Session) Send(ctx context.Context, content string) error {
@@ -354,7 +350,7 @@ func (s *Session) apply(d Decision, def answerDefaults) {
 			s.end(a.Reason)
 			return
 		case ClientEvent:
-			s.publish(EventClientEvent, a)
+			s.publish(EventClientEvent, ClientEventEvent{Name: a.Name, Data: a.Data})
 		case nil:
 			err = errors.New("action is null")
 		default:

@@ -93,32 +93,32 @@ func (SessionEnd) TriggerType() string    { return TypeSessionEnd }
 
 func (t SessionStart) MarshalJSON() ([]byte, error) {
 	type plain SessionStart
-	return withType(TypeSessionStart, plain(t))
+	return EncodeFrame(TypeSessionStart, plain(t))
 }
 
 func (t UserMessage) MarshalJSON() ([]byte, error) {
 	type plain UserMessage
-	return withType(TypeMessage, plain(t))
+	return EncodeFrame(TypeMessage, plain(t))
 }
 
 func (t ModelFinished) MarshalJSON() ([]byte, error) {
 	type plain ModelFinished
-	return withType(TypeModelFinished, plain(t))
+	return EncodeFrame(TypeModelFinished, plain(t))
 }
 
 func (t ToolExecute) MarshalJSON() ([]byte, error) {
 	type plain ToolExecute
-	return withType(TypeToolExecute, plain(t))
+	return EncodeFrame(TypeToolExecute, plain(t))
 }
 
 func (t ToolFinished) MarshalJSON() ([]byte, error) {
 	type plain ToolFinished
-	return withType(TypeToolFinished, plain(t))
+	return EncodeFrame(TypeToolFinished, plain(t))
 }
 
 func (t SessionEnd) MarshalJSON() ([]byte, error) {
 	type plain SessionEnd
-	return withType(TypeSessionEnd, plain(t))
+	return EncodeFrame(TypeSessionEnd, plain(t))
 }
 
 // DecodeTrigger reads a trigger from its JSON form.

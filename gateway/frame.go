@@ -229,18 +229,9 @@ func jsonTypeName(kind string) string {
 	}
 }
 
-// encodeFrame writes a gateway frame with "type" first.
+// encodeFrame writes a gateway frame with "type" first. Its values are the
+// gateway's own structs, which always encode.
 func encodeFrame(typ string, v any) json.RawMessage {
-	body, _ := json.Marshal(v)
-	var b bytes.Buffer
-	b.WriteString(`{"type":"`)
-	b.WriteString(typ)
-	b.WriteByte('"')
-	if len(body) > 2 {
-		b.WriteByte(',')
-		b.Write(body[1:])
-	} else {
-		b.WriteByte('}')
-	}
-	return b.Bytes()
+	b, _ := engine.EncodeFrame(typ, v)
+	return b
 }

@@ -124,7 +124,7 @@ func TestNodeSeedExample(t *testing.T) {
 			args, _ := json.Marshal(map[string]string{"city": tt.city})
 			tr := engine.ToolExecute{ID: "call_1", Name: "get_weather", Arguments: string(args),
 				Input: engine.ToolInput{Status: engine.InputValid, Value: args}, Attempt: 1,
-				Deadline: formatDeadline(time.Now().Add(time.Minute))}
+				Deadline: engine.FormatDeadline(time.Now().Add(time.Minute))}
 			d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: tr})
 			if err != nil {
 				t.Fatal(err)

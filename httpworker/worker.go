@@ -278,7 +278,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	hr.Header.Set("User-Agent", "clienttools-gateway-httpworker/1")
 	hr.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	hr.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
-	hr.Header.Set(HeaderDeadline, formatDeadline(deadline))
+	hr.Header.Set(HeaderDeadline, engine.FormatDeadline(deadline))
 
 	resp, err := w.client.Do(hr)
 	if err != nil {
@@ -480,7 +480,3 @@ func byteSize(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
-
-// formatDeadline writes a deadline as the engine does: RFC 3339 in UTC with
-// milliseconds.
-func formatDeadline(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -74,7 +74,7 @@ func execTrigger(deadline time.Time) engine.ToolExecute {
 		Attempt: 1,
 	}
 	if !deadline.IsZero() {
-		t.Deadline = formatDeadline(deadline)
+		t.Deadline = engine.FormatDeadline(deadline)
 	}
 	return t
 }
