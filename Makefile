@@ -1,22 +1,24 @@
 # Build and test the gateway. `make test` is what CI runs (.ci/run): it
-# installs what is missing, checks the generated templ code, vets, runs the
-# Go tests with the race detector, builds the binary and runs the Playwright
-# specs against it.
+# installs what is missing, checks the generated templ code, lints (gofmt,
+# go vet, staticcheck: `make lint`), runs the Go tests with the race detector,
+# runs the Node worker helper's tests (`make node-test`), builds the binary and
+# runs the Playwright specs against it.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
 GO       ?= go
+GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 BIN      := bin/gateway
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: test build generate generate-check vet unit e2e bench screenshot deps chromium clean
+.PHONY: test build generate generate-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
-test: deps generate-check vet unit build
+test: deps generate-check lint unit node-test build
 	npx playwright test $(E2E_ARGS)
 
 build:
@@ -40,11 +42,40 @@ generate-check:
 		if [ -n "$$untracked" ]; then echo "generated but not committed: $$untracked" >&2; exit 1; fi; \
 	fi
 
+lint: fmt-check vet staticcheck
+
+# The Go files git knows of: tracked, or new and not ignored (so a new file is
+# checked before it is committed), that exist in the working tree.
+GO_FILES = git ls-files --cached --others --exclude-standard -- '*.go' | \
+	while read -r f; do if [ -f "$$f" ]; then printf '%s\n' "$$f"; fi; done
+
+# Rewrites the Go files in gofmt's style.
+fmt:
+	@$(GO_FILES) | xargs -r -d '\n' $(GOFMT) -w
+
+# Fails, naming them, if gofmt would change any Go file.
+fmt-check:
+	@unformatted="$$($(GO_FILES) | xargs -r -d '\n' $(GOFMT) -l)"; \
+	if [ -n "$$unformatted" ]; then \
+		echo "gofmt would change these files: run make fmt (or gofmt -w on them)" >&2; \
+		echo "$$unformatted" >&2; exit 1; \
+	fi
+
 vet:
 	$(GO) vet ./...
 
+# Pinned by go.mod's tool directive: go get -tool honnef.co/go/tools/cmd/staticcheck@VERSION.
+staticcheck:
+	$(GO) tool staticcheck ./...
+
 unit:
 	$(GO) test -race ./...
+
+# The Node worker helper's tests, workers/node/test/ (Node built-ins only, no
+# npm install). No path argument: from Node 21 on, `node --test DIR` takes DIR
+# for a glob and fails on a directory; without one it finds test/*.mjs.
+node-test:
+	cd workers/node && node --test
 
 e2e: deps build
 	npx playwright test $(E2E_ARGS)

@@ -31,6 +31,7 @@ var GetWeather = engine.Tool{
 		}
 		sky, ok := forecasts[in.City]
 		if !ok {
+			//lint:ignore ST1005 the model and the chat page show this text as is; it matches the seed's worker (examples/seed/server.mjs) and the e2e specs.
 			return nil, fmt.Errorf("No forecast for %s.", in.City)
 		}
 		return fmt.Sprintf("It's %s in %s.", sky, in.City), nil

@@ -47,7 +47,7 @@ func TestDemoAgentOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := e.Open(ctx); err != nil {
+	if _, err := e.Open(ctx, engine.OpenOptions{}); err != nil {
 		t.Fatalf("the demo agent does not open: %v", err)
 	}
 	if err := e.Close(ctx); err != nil {

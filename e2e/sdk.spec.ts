@@ -300,7 +300,7 @@ test("an unknown session is forgotten and a new one opens on the same connection
     expect(out.sockets).toBe(1);
 });
 
-test("a session the gateway refuses to resume is forgotten and a new one opens", async ({ page }) => {
+test("an unknown session stays forgotten when the connection drops before the new one opens", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -313,7 +313,7 @@ test("a session the gateway refuses to resume is forgotten and a new one opens",
         ws.accept();
         const first = ws.sent[0];
         ws.push({ type: "error", code: "unknown_session", message: "no such session" });
-        ws.drop(4001, "unknown session");
+        ws.drop(); // before the new session's session.opened
         await w.until(() => w.FakeSocket.sockets.length === 2);
         ws = w.FakeSocket.last();
         ws.accept();
@@ -355,4 +355,235 @@ test("tool cards follow started, retrying and finished", async ({ page }) => {
         failures: [{ attempt: 1, error: "timed out", code: "timeout", backoff: "200ms" }],
         transcript: { content: "timed out twice", isError: true },
     });
+});
+
+test("the page id comes from session.opened, a new one on every connection", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        const opened: any[] = [];
+        const pages: any[] = [client.page];
+        client.on("opened", (d: any) => opened.push(d));
+        client.on("state", ({ state }: any) => pages.push(`${state}:${client.page}`));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p2" });
+        return { opened, pages, page: client.page };
+    });
+    expect(out.opened).toEqual([
+        { session: "s1", seq: 0, resumed: false, page: "p1" },
+        { session: "s1", seq: 0, resumed: true, page: "p2" },
+    ]);
+    // null until the first session.opened; the last id while reconnecting.
+    expect(out.pages).toEqual([null, "connecting:null", "open:p1", "closed:p1", "connecting:p1", "open:p2"]);
+    expect(out.page).toBe("p2");
+});
+
+test("tool.started's page says where a client attempt runs: here, elsewhere, waiting", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null });
+        const seen: string[] = [];
+        client.on("tool", (c: any) => seen.push(`${c.id} ${c.status} ${c.page} ${c.where}`));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+        let seq = 0;
+        const ev = (f: any) => ws.push({ ...f, seq: ++seq });
+        const started = { type: "tool.started", name: "t", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "x" };
+        ev({ ...started, id: "here", handler: "client", page: "me" });
+        ev({ ...started, id: "there", handler: "client", page: "other" });
+        ev({ ...started, id: "nobody", handler: "client" });
+        ev({ ...started, id: "worker", handler: "worker" });
+        ev({ type: "tool.finished", id: "there", ok: true, name: "t", result: "1" });
+        return { seen, cards: client.cards.map((c: any) => [c.id, c.page, c.where]) };
+    });
+    expect(out.seen).toEqual([
+        "here running me here",
+        "there running other elsewhere",
+        "nobody running null waiting",
+        "worker running null null",
+        "there done other null", // settled: where no longer applies
+    ]);
+    expect(out.cards).toEqual([["here", "me", "here"], ["there", "other", null], ["nobody", null, "waiting"], ["worker", null, null]]);
+});
+
+test("tool.leased moves the current attempt between pages; another attempt's lease is ignored", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        let runs = 0;
+        const client = connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            tools: { ask: { run: (_: any, { signal }: any) => { runs++; return new Promise((_r, reject) => signal.addEventListener("abort", () => reject(signal.reason))); } } },
+        });
+        const seen: string[] = [];
+        client.on("tool", (c: any) => seen.push(`${c.attempt} ${c.page} ${c.where} ${c.localState}`));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+        let seq = 0;
+        const ev = (f: any) => ws.push({ ...f, seq: ++seq });
+        const call = { id: "c1", name: "ask", attempt: 2, attempts: 2 };
+        ev({ type: "tool.started", ...call, arguments: "{}", input: { status: "valid", value: {} }, handler: "client", deadline: "2030-01-01T00:00:00Z", page: "other" });
+        ev({ type: "tool.leased", ...call }); // the other tab closed: it waits for a page
+        ev({ type: "tool.leased", ...call, attempt: 1, page: "stale" }); // not the current attempt: ignored
+        ev({ type: "tool.leased", ...call, page: "me" }); // this tab took it
+        ws.push({ type: "tool.call", ...call, arguments: "{}", input: { status: "valid", value: {} }, deadline: "2030-01-01T00:00:00Z" });
+        await w.sleep(0);
+        ev({ type: "tool.leased", ...call, page: "third" }); // and lost it again
+        return { seen, runs, card: client.cards[0], sent: ws.sent.slice(1) };
+    });
+    expect(out.seen).toEqual([
+        "2 other elsewhere null",
+        "2 null waiting null",
+        "2 me here null",
+        "2 me here running", // the delivery
+        "2 third elsewhere running", // this tab's run goes on until the call settles or is cancelled
+    ]);
+    expect(out.runs).toBe(1);
+    expect(out.card).toMatchObject({ page: "third", where: "elsewhere", local: true, status: "running" });
+    expect(out.sent).toEqual([]);
+});
+
+test("a new page id re-evaluates where the cards run", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        const seen: string[] = [];
+        client.on("tool", (c: any) => seen.push(`${c.page} ${c.where}`));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "tool.started", seq: 1, id: "c1", name: "t", arguments: "{}", handler: "client", attempt: 1, attempts: 1, deadline: "x", page: "p1" });
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p2" });
+        ws.push({ type: "tool.leased", seq: 2, id: "c1", name: "t", attempt: 1, page: "p2" });
+        return seen;
+    });
+    // p1 is gone with the old connection: until the lease says otherwise, it runs elsewhere.
+    expect(out).toEqual(["p1 here", "p1 elsewhere", "p2 here"]);
+});
+
+test("close code 4000 (unresponsive) reconnects and resumes", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect, CLOSE } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        const states: any[] = [];
+        const resets: any[] = [];
+        client.on("state", (s: any) => states.push(s));
+        client.on("reset", (r: any) => resets.push(r));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "model.delta", seq: 1, text: "a" });
+        ws.drop(CLOSE.UNRESPONSIVE, "no pong");
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        return { code: CLOSE.UNRESPONSIVE, resume: ws.sent[0], closed: states.find((s) => s.state === "closed"), resets: resets.length };
+    });
+    expect(out.code).toBe(4000);
+    expect(out.resume).toEqual({ type: "session.open", tools: [], session: "s1", after: 1 });
+    expect(out.closed).toMatchObject({ state: "closed", code: 4000 });
+    expect(out.closed.retryIn).toBeGreaterThanOrEqual(5);
+    expect(out.resets).toBe(0);
+});
+
+test("a close with 4001 is a close like any other: the session is kept and resumed", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "kept" }) });
+        const resets: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        client.on("reset", (r: any) => resets.push(r));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.drop(4001, "refused"); // before session.opened: this used to forget the session
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        return { second: ws.sent[0], resets: resets.length, session: client.session };
+    });
+    expect(out.second).toEqual({ type: "session.open", tools: [], session: "kept", after: 0 });
+    expect(out.resets).toBe(0);
+    expect(out.session).toBe("kept");
+});
+
+test("refused frames, rate_limited and limit_exceeded included, are error events; the connection stays", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const gw = await import("/static/gateway.js");
+        const codes = await import("/static/codes.js");
+        const w = window as any;
+        const client = gw.connect({ WebSocket: w.FakeSocket, storage: null });
+        const errors: any[] = [];
+        client.on("error", (e: any) => errors.push(e));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "error", code: gw.FRAME_ERROR.RATE_LIMITED, message: "slow down" });
+        ws.push({ type: "error", code: gw.FRAME_ERROR.LIMIT_EXCEEDED, message: "too many tools" });
+        client.send("still here");
+        return {
+            errors, state: client.state, sockets: w.FakeSocket.sockets.length, sent: ws.sent.slice(1),
+            same: gw.CLOSE === codes.CLOSE && gw.FRAME_ERROR === codes.FRAME_ERROR && gw.SESSION_ERROR === codes.SESSION_ERROR && gw.TOOL_ERROR === codes.TOOL_ERROR,
+            frozen: Object.isFrozen(codes.TOOL_ERROR),
+        };
+    });
+    expect(out.errors).toEqual([{ code: "rate_limited", message: "slow down" }, { code: "limit_exceeded", message: "too many tools" }]);
+    expect(out.state).toBe("open");
+    expect(out.sockets).toBe(1);
+    expect(out.sent).toEqual([{ type: "message", content: "still here" }]);
+    expect(out.same).toBe(true);
+    expect(out.frozen).toBe(true);
+});
+
+test("a run whose attempt failed elsewhere (tool.retrying, no tool.cancel) is aborted", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const reasons: string[] = [];
+        const client = connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            tools: { slow: (_: any, { signal }: any) => new Promise((_r, reject) => signal.addEventListener("abort", () => { reasons.push(signal.reason.name); reject(signal.reason); })) },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+        const call = { id: "c1", name: "slow", attempts: 2 };
+        ws.push({ type: "tool.started", seq: 1, ...call, attempt: 1, arguments: "{}", input: { status: "valid", value: {} }, handler: "client", deadline: "2030-01-01T00:00:00Z", page: "me" });
+        ws.push({ type: "tool.call", ...call, attempt: 1, arguments: "{}", input: { status: "valid", value: {} }, deadline: "2030-01-01T00:00:00Z" });
+        await w.sleep(0);
+        // This tab lost the lease (its connection was judged dead), and the attempt timed out in another tab.
+        ws.push({ type: "tool.leased", seq: 2, ...call, attempt: 1, page: "other" });
+        ws.push({ type: "tool.retrying", seq: 3, ...call, attempt: 1, error: "timed out", code: "timeout", backoff: "200ms" });
+        await w.sleep(10);
+        return { reasons, sent: ws.sent.slice(1), card: client.cards[0] };
+    });
+    expect(out.reasons).toEqual(["TimeoutError"]);
+    expect(out.sent).toEqual([]);
+    expect(out.card).toMatchObject({ status: "retrying", attempt: 2, page: null, where: null, localState: "cancelled" });
 });

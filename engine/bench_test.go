@@ -46,12 +46,14 @@ func BenchmarkEncodeEvent(b *testing.B) {
 
 // BenchmarkClientCallFrame encodes the tool.call delivery of a client call.
 func BenchmarkClientCallFrame(b *testing.B) {
-	c := ClientCall{Session: "s", ID: "toolu_1000", Name: "echo", Arguments: `{"text":"echo 1000"}`,
+	c := ClientCall{ID: "toolu_1000", Name: "echo", Arguments: `{"text":"echo 1000"}`,
 		Input:   ToolInput{Status: InputValid, Value: []byte(`{"text":"echo 1000"}`)},
 		Attempt: 1, Attempts: 1, Deadline: "2026-01-02T03:04:05.000Z"}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = c.Frame()
+		if _, err := EncodeFrame(FrameToolCall, c); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -89,43 +91,34 @@ func BenchmarkClassifyInput(b *testing.B) {
 }
 
 // BenchmarkPublishFanOut publishes model.delta events on a live session
-// with 1 and 10 subscribers, each drained by its own goroutine as the
-// gateway's pump does. An op is one delta published, stored and received
-// by every subscriber: the timer runs until the last subscriber has them
-// all.
+// with 1 and 10 pages, each read by its own goroutine as a gateway's writer
+// does. An op is one delta published, stored and taken by every page: the
+// timer runs until the last page has them all.
 func BenchmarkPublishFanOut(b *testing.B) {
 	for _, n := range []int{1, 10} {
-		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("pages=%d", n), func(b *testing.B) {
 			s := benchSession(b)
-			// A buffer deep enough that a subscriber running behind the
+			// A buffer deep enough that a page running behind the
 			// publisher on a busy machine is never dropped.
 			const buffer = 1 << 16
 			var wg sync.WaitGroup
-			subs := make([]*Subscription, n)
-			for i := range subs {
-				_, sub, err := s.Subscribe(s.LastSeq(), buffer)
+			pages := make([]*Page, n)
+			for i := range pages {
+				p, err := s.Attach(context.Background(), AttachOptions{After: s.LastSeq(), Buffer: buffer})
 				if err != nil {
 					b.Fatal(err)
 				}
-				subs[i] = sub
+				pages[i] = p
 			}
-			done := make(chan struct{})
+			ctx, cancel := context.WithCancel(context.Background())
 			b.ReportAllocs()
 			b.ResetTimer()
-			for _, sub := range subs {
+			for _, p := range pages {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer sub.Close()
-					for {
-						select {
-						case ev := <-sub.C():
-							if ev.Type == "bench.end" {
-								return
-							}
-						case <-sub.Done():
-							return
-						case <-done:
+					for ev := range p.Frames(ctx) {
+						if ev.Type == "bench.end" {
 							return
 						}
 					}
@@ -138,11 +131,12 @@ func BenchmarkPublishFanOut(b *testing.B) {
 			s.publish("bench.end", struct{}{})
 			wg.Wait()
 			b.StopTimer()
-			close(done)
-			for i, sub := range subs {
-				if err := sub.Err(); err != nil {
-					b.Fatalf("subscriber %d: %v", i, err)
+			cancel()
+			for i, p := range pages {
+				if err := p.Err(); err != nil {
+					b.Fatalf("page %d: %v", i, err)
 				}
+				p.Detach()
 			}
 		})
 	}
@@ -162,7 +156,7 @@ func benchSession(b *testing.B) *Session {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := e.Open(context.Background())
+	s, err := e.Open(context.Background(), OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

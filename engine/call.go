@@ -34,7 +34,13 @@ type call struct {
 	finished   ToolFinished
 	specErr    error // the call's retry policy does not parse
 	seq        int   // dispatch order within the session
+	holder     *Page // the page that runs the current client attempt; nil: none now
+	avoid      *Page // the page whose attempt timed out: the next goes elsewhere if it can
 }
+
+// running reports whether an attempt is in progress: started, not backing
+// off, not settled.
+func (c *call) running() bool { return c.attempt > 0 && !c.backingOff && !c.settled }
 
 // batch is the calls dispatched by one decision: siblings that settle
 // before the model sees any of their outcomes.
@@ -132,7 +138,7 @@ func (s *Session) launch(b *batch) {
 			continue // cancelled by an earlier sibling's start
 		}
 		if c.specErr != nil {
-			s.report("bad_decision", fmt.Errorf("%w: tool.call %q: %w", ErrBadDecision, c.id, c.specErr))
+			s.report(WireBadDecision, fmt.Errorf("%w: tool.call %q: %w", ErrBadDecision, c.id, c.specErr))
 			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, "")
 			continue
 		}
@@ -180,16 +186,30 @@ func (s *Session) startAttempt(c *call) {
 	c.timer = s.e.opts.Clock.AfterFunc(c.spec.timeout, func() {
 		_ = s.post(context.Background(), func() { s.attemptTimedOut(id, attempt) })
 	})
-	proposed := c.proposedFor(attempt)
-	s.publish(EventToolStarted, ToolStartedEvent{
+	started := ToolStartedEvent{
 		ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Handler: c.handler,
 		Attempt: attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline),
-	})
-	if c.handler == HandlerClient {
-		s.dispatchClient(c, proposed)
+	}
+	if c.handler == HandlerWorker {
+		s.publish(EventToolStarted, started)
+		s.executeOnWorker(c, c.proposedFor(attempt))
 		return
 	}
-	s.executeOnWorker(c, proposed)
+	c.holder = s.holderFor(c.name, c.avoid)
+	c.avoid = nil
+	if c.holder != nil {
+		started.Page = c.holder.id
+	}
+	s.publish(EventToolStarted, started)
+	switch {
+	case c.holder != nil:
+		s.deliverCall(c)
+	case s.declared(c.name):
+		s.logger.Info("client call waiting for a page", "call", c.id, "tool", c.name, "attempt", attempt)
+	default:
+		s.settle(c, outcome{code: CodeClientUnavailable,
+			err: fmt.Sprintf("%s runs in the user's browser, and no open page of this chat provides it. Tell the user to open the chat page, or answer without this tool.", c.name)}, "")
+	}
 }
 
 // proposedFor is the ready-made error for attempt, or nil.
@@ -200,26 +220,6 @@ func (c *call) proposedFor(attempt int) *ToolError {
 	p := *c.proposed
 	p.Attempt = attempt
 	return &p
-}
-
-func (s *Session) dispatchClient(c *call, proposed *ToolError) {
-	router := s.e.opts.Client
-	err := ErrClientUnavailable
-	if router != nil {
-		err = router.Dispatch(ClientCall{
-			Session: s.id, ID: c.id, Name: c.name, Arguments: c.args, Input: c.input,
-			Attempt: c.attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline), Proposed: proposed,
-		})
-	}
-	if err != nil {
-		code := CodeInternal
-		text := fmt.Sprintf("%s could not be sent to the browser: %v.", c.name, err)
-		if errors.Is(err, ErrClientUnavailable) {
-			code = CodeClientUnavailable
-			text = fmt.Sprintf("%s runs in the user's browser, and no open page of this chat provides it. Tell the user to open the chat page, or answer without this tool.", c.name)
-		}
-		s.settle(c, outcome{err: text, code: code}, "")
-	}
 }
 
 // executeOnWorker sends tool.execute for the attempt, in its own goroutine:
@@ -250,7 +250,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 					s.logger.Debug("ignored worker error for an ended attempt", "call", def.id, "attempt", def.attempt, "err", err)
 					return
 				}
-				s.report("worker_failed", err)
+				s.report(WireWorkerFailed, err)
 				d = Decision{Actions: []Action{ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
 					Error: fmt.Sprintf("%s failed in the worker: %v", t.Name, err)}}}
 			}
@@ -334,6 +334,7 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 		return
 	}
 	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)
+	c.avoid = c.holder
 	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true,
 		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, CancelTimeout)
 }
@@ -392,9 +393,13 @@ func (s *Session) endAttempt(c *call, abort CancelReason) {
 		c.cancel()
 		c.cancel = nil
 	}
-	if c.handler == HandlerClient && s.e.opts.Client != nil && c.attempt > 0 && !c.backingOff {
-		s.e.opts.Client.Release(s.id, c.id, c.attempt, abort)
+	if c.holder != nil && abort != "" && c.running() {
+		frame, err := EncodeFrame(FrameToolCancel, ToolCancelFrame{ID: c.id, Attempt: c.attempt, Reason: abort})
+		if err == nil {
+			s.log.deliver(c.holder, FrameToolCancel, frame)
+		}
 	}
+	c.holder = nil
 }
 
 // settle ends the call, once, and proposes what follows: hold while

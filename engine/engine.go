@@ -14,30 +14,12 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 )
 
-// ClientRouter delivers client-handled calls to a browser of the session.
-// The engine owns attempts and timeouts; the router owns which connection
-// runs an attempt and its re-delivery after a reconnect. Both methods must
-// not block.
-type ClientRouter interface {
-	// Dispatch hands an attempt to a connection of call.Session that declared
-	// the tool, or holds it until one (re)connects. It returns an error
-	// wrapping ErrClientUnavailable when no page of the session has ever
-	// declared the tool.
-	Dispatch(call ClientCall) error
-	// Release forgets an attempt. With a reason, the connection that runs it is
-	// sent tool.cancel with it; "" means the attempt was answered.
-	Release(session, id string, attempt int, reason CancelReason)
-}
-
 // Options configure an Engine. Zero fields take their defaults.
 type Options struct {
 	// Worker decides every step. Required.
 	Worker Worker
 	// Models resolves the agent config's model id. Required.
 	Models model.Resolver
-	// Client delivers client-handled calls. Nil: such calls fail with
-	// client_unavailable.
-	Client ClientRouter
 	// Store keeps events for replay. Default: a MemoryStore.
 	Store Store
 	// Clock is the time source for deadlines, timeouts and backoff. Default:
@@ -53,6 +35,16 @@ type Options struct {
 	// DecideTimeout bounds the worker's answer to every trigger but
 	// tool.execute; default 1m. The session waits for it, so keep it short.
 	DecideTimeout time.Duration
+	// SessionIdle is how long a session lives once its last page has left
+	// before it ends (reason "abandoned"); default 15m, negative: never. A
+	// reload or a network drop reconnects well within it; longer keeps
+	// abandoned chats in memory. A session no page ever attached to (the
+	// Go API's) does not expire.
+	SessionIdle time.Duration
+	// MaxPageTools is how many client tools one page may declare; default
+	// DefaultMaxPageTools (128). Every name is kept while its page is
+	// attached.
+	MaxPageTools int
 	// NewID mints session and call ids. Default: 20 random characters.
 	NewID func() string
 	// Rand returns a float in [0,1) for backoff jitter. Default: math/rand.
@@ -95,22 +87,38 @@ func New(opts Options) (*Engine, error) {
 	if opts.DecideTimeout <= 0 {
 		opts.DecideTimeout = time.Minute
 	}
+	if opts.SessionIdle == 0 {
+		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.MaxPageTools <= 0 {
+		opts.MaxPageTools = DefaultMaxPageTools
+	}
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
 	return &Engine{opts: opts, sessions: map[string]*Session{}}, nil
 }
 
+// DefaultSessionIdle is how long a session outlives its last page.
+const DefaultSessionIdle = 15 * time.Minute
+
+// OpenOptions describe a new session.
+type OpenOptions struct {
+	// Owner says who the session belongs to (the gateway: the browser's
+	// id); Session.Owner returns it. The engine does not interpret it.
+	Owner string
+}
+
 // Open starts a session: it asks the worker for the agent config
 // (session.start), compiles its schemas and resolves its model. A config
 // that cannot be used is an error here, not at the first call.
-func (e *Engine) Open(ctx context.Context) (*Session, error) {
+func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, ErrSessionClosed
 	}
-	s := newSession(e, e.opts.NewID())
+	s := newSession(e, e.opts.NewID(), o.Owner)
 	e.sessions[s.id] = s
 	e.wg.Add(1)
 	e.mu.Unlock()

@@ -34,7 +34,4 @@ var (
 	ErrBadConfig = errors.New("bad agent config")
 	// ErrWorker: the worker failed (returned an error or panicked).
 	ErrWorker = errors.New("worker failed")
-	// ErrClientUnavailable is returned by a ClientRouter when no connected
-	// page of the session can run the tool.
-	ErrClientUnavailable = errors.New("no browser can run this tool")
 )

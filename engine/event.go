@@ -6,15 +6,16 @@ import (
 	"time"
 )
 
-// Event types sent to the browser. Every one but the deliveries (tool.call,
-// tool.cancel) and the connection's own frames (session.opened, error for a
-// bad frame) is a session event: it has the next seq and is replayed to a page
-// that resumes with after.
+// Event types sent to the browser. Every one but the page's own frames
+// (session.opened, the deliveries tool.call and tool.cancel, and error for a
+// frame the gateway refused) is a session event: it has the next seq and is
+// replayed to a page that resumes with after.
 const (
 	EventMessage       = "message"
 	EventModelDelta    = "model.delta"
 	EventModelFinished = "model.finished"
 	EventToolStarted   = "tool.started"
+	EventToolLeased    = "tool.leased"
 	EventToolRetrying  = "tool.retrying"
 	EventToolFinished  = "tool.finished"
 	EventSessionIdle   = "session.idle"
@@ -22,14 +23,17 @@ const (
 	EventError         = "error"
 	EventSessionEnded  = "session.ended"
 
-	// Deliveries to one connection.
+	// The first frame of a page's stream, without seq.
+	FrameSessionOpened = "session.opened"
+	// Deliveries to the one page that runs an attempt, without seq.
 	FrameToolCall   = "tool.call"
 	FrameToolCancel = "tool.cancel"
 )
 
-// Event is one session event, encoded once as the exact JSON frame the
-// browser receives ({"type":..., "seq":..., fields}), shared by every
-// subscriber and the store.
+// Event is one frame of a page's stream, encoded once as the exact JSON the
+// browser receives ({"type":..., "seq":..., fields}) and shared by every page
+// and the store. Session events have Seq 1, 2, ...; a page's own frames
+// (session.opened, tool.call, tool.cancel) have Seq 0.
 type Event struct {
 	Seq   int64
 	Type  string
@@ -63,6 +67,21 @@ type ToolStartedEvent struct {
 	Attempt   int       `json:"attempt"`
 	Attempts  int       `json:"attempts"`
 	Deadline  string    `json:"deadline"`
+	// Page is the page that runs a client attempt; empty for a worker
+	// attempt, and for a client attempt that waits for a page.
+	Page string `json:"page,omitempty"`
+}
+
+// ToolLeasedEvent: the page that runs a client call's current attempt
+// changed after its tool.started: its page left (closed, or stopped
+// answering pings) and another took the attempt, same deadline, or a page
+// arrived for an attempt that was waiting. Page is empty when the attempt
+// now waits for a page.
+type ToolLeasedEvent struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	Page    string `json:"page,omitempty"`
 }
 
 // ToolRetryingEvent: an attempt failed or timed out and another follows
@@ -93,8 +112,8 @@ type ToolFinishedEvent struct {
 // ErrorEvent: something went wrong in the session (the worker, the model);
 // the session stays up.
 type ErrorEvent struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    WireCode `json:"code"`
+	Message string   `json:"message"`
 }
 
 // SessionEndedEvent: the session closed and takes no more input.
@@ -102,10 +121,17 @@ type SessionEndedEvent struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ClientCall is a client-handled attempt, as delivered to one browser
-// connection in a tool.call frame.
+// SessionOpenedFrame answers session.open: the session, the seq the replay
+// that follows ends with, and the page's id.
+type SessionOpenedFrame struct {
+	Session string `json:"session"`
+	Seq     int64  `json:"seq"`
+	Page    string `json:"page"`
+}
+
+// ClientCall is a client-handled attempt, as delivered to the page that runs
+// it in a tool.call frame.
 type ClientCall struct {
-	Session   string    `json:"-"`
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Arguments string    `json:"arguments"`
@@ -115,13 +141,6 @@ type ClientCall struct {
 	Deadline  string    `json:"deadline"`
 	// Proposed is the ready-made tool.error when Input is invalid or malformed.
 	Proposed *ToolError `json:"proposed,omitempty"`
-}
-
-// Frame encodes the tool.call frame for c.
-func (c ClientCall) Frame() json.RawMessage {
-	type plain ClientCall
-	b, _ := EncodeFrame(FrameToolCall, plain(c))
-	return b
 }
 
 // CancelReason says why an attempt is aborted.
@@ -145,13 +164,6 @@ type ToolCancelFrame struct {
 	ID      string       `json:"id"`
 	Attempt int          `json:"attempt"`
 	Reason  CancelReason `json:"reason"`
-}
-
-// Frame encodes the tool.cancel frame.
-func (c ToolCancelFrame) Frame() json.RawMessage {
-	type plain ToolCancelFrame
-	b, _ := EncodeFrame(FrameToolCancel, plain(c))
-	return b
 }
 
 // encodeEvent builds the frame {"type":typ,"seq":seq, ...payload}.

@@ -2,73 +2,34 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 )
 
-// ErrSlowSubscriber: a subscriber's buffer filled up, so it was dropped
-// rather than let it hold up the session.
-var ErrSlowSubscriber = errors.New("subscriber could not keep up")
+// ErrSlowSubscriber: a page's stream held more frames than its buffer, so it
+// was dropped rather than let it hold up the session.
+var ErrSlowSubscriber = errors.New("page could not keep up")
 
-// eventLog numbers a session's events, records them in the store and fans
-// them out. It has its own lock, so the model's stream can publish deltas
-// without a trip through the session goroutine.
+// eventLog numbers a session's events, records them in the store and puts
+// them on every attached page's stream; deliveries go on one page's stream.
+// Its lock orders everything a page receives: the session goroutine and the
+// model's stream (which publishes deltas without a trip through the session
+// goroutine) both write under it, so a frame is after every frame written
+// before it, on every page.
 type eventLog struct {
 	mu      sync.Mutex
 	session string
 	seq     int64
 	store   Store
 	logger  *slog.Logger
-	subs    map[*Subscription]struct{}
+	pages   map[*Page]struct{}
 	closed  bool
 }
 
-// Subscription receives a session's live events in seq order.
-type Subscription struct {
-	log  *eventLog
-	c    chan Event
-	done chan struct{}
-	err  error // set before done closes
-}
-
-// C delivers events. It is never closed; watch Done.
-func (s *Subscription) C() <-chan Event { return s.c }
-
-// Done closes when the subscription ends: Close, the session ended, or the
-// subscriber fell behind (Err says which).
-func (s *Subscription) Done() <-chan struct{} { return s.done }
-
-// Err says why Done closed: nil after Close, ErrSessionClosed, or
-// ErrSlowSubscriber.
-func (s *Subscription) Err() error {
-	select {
-	case <-s.done:
-		return s.err
-	default:
-		return nil
-	}
-}
-
-// Close ends the subscription.
-func (s *Subscription) Close() {
-	s.log.mu.Lock()
-	defer s.log.mu.Unlock()
-	s.log.drop(s, nil)
-}
-
-// drop ends sub with err; l.mu is held.
-func (l *eventLog) drop(sub *Subscription, err error) {
-	if _, ok := l.subs[sub]; !ok {
-		return
-	}
-	delete(l.subs, sub)
-	sub.err = err
-	close(sub.done)
-}
-
-// publish gives payload the next seq, stores it and fans it out.
+// publish gives payload the next seq, stores it and puts it on every page.
 func (l *eventLog) publish(typ string, payload any) (Event, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -82,40 +43,95 @@ func (l *eventLog) publish(typ string, payload any) (Event, error) {
 	l.seq++
 	ev := Event{Seq: l.seq, Type: typ, Frame: frame}
 	if err := l.store.Append(context.Background(), l.session, ev); err != nil {
-		// The live subscribers still get it; only a replay would miss it.
+		// The live pages still get it; only a replay would miss it.
 		l.logger.Error("failed to store event", "session", l.session, "seq", ev.Seq, "type", typ, "err", err)
 	}
-	for sub := range l.subs {
-		select {
-		case sub.c <- ev:
-		default:
-			l.drop(sub, ErrSlowSubscriber)
-		}
+	for p := range l.pages {
+		l.push(p, ev)
 	}
 	return ev, nil
 }
 
-// subscribe returns the stored events after `after` and a subscription for
-// every event after those, with no gap and no overlap between them.
-func (l *eventLog) subscribe(after int64, buffer int) ([]Event, *Subscription, error) {
+// deliver puts a page's own frame on its stream, after everything written
+// to it before. It reports false when the page is no longer attached.
+func (l *eventLog) deliver(p *Page, typ string, frame json.RawMessage) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.pages[p]; !ok {
+		return false
+	}
+	l.push(p, Event{Type: typ, Frame: frame})
+	_, ok := l.pages[p]
+	return ok
+}
+
+// push appends ev to p's stream; l.mu is held. A page that has not taken
+// its frames for p.limit frames is dropped.
+func (l *eventLog) push(p *Page, ev Event) {
+	if p.pushed >= p.limit {
+		p.queue = nil
+		l.drop(p, ErrSlowSubscriber)
+		return
+	}
+	p.pushed++
+	p.queue = append(p.queue, ev)
+	if len(p.queue) == 1 {
+		p.signal()
+	}
+}
+
+// attach puts session.opened and the stored events after `after` on p's
+// stream, then adds p to the pages every later event goes to: no gap and no
+// overlap between the replay and what follows.
+func (l *eventLog) attach(p *Page, after int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, nil, ErrSessionClosed
+		return ErrSessionClosed
 	}
 	if after > l.seq {
-		return nil, nil, fmt.Errorf("after %d is beyond the session's last event %d", after, l.seq)
+		return fmt.Errorf("after %d is beyond the session's last event %d", after, l.seq)
 	}
 	replay, err := l.store.Since(context.Background(), l.session, after)
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to read events after %d: %w", after, err)
+		return fmt.Errorf("failed to read events after %d: %w", after, err)
 	}
-	if buffer <= 0 {
-		buffer = 256
+	last := after
+	if n := len(replay); n > 0 {
+		last = replay[n-1].Seq
 	}
-	sub := &Subscription{log: l, c: make(chan Event, buffer), done: make(chan struct{})}
-	l.subs[sub] = struct{}{}
-	return replay, sub, nil
+	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id})
+	if err != nil {
+		return err
+	}
+	// The replay does not count against the page's buffer: it is read
+	// already, and the page asked for it.
+	p.queue = make([]Event, 0, len(replay)+1)
+	p.queue = append(append(p.queue, Event{Type: FrameSessionOpened, Frame: opened}), replay...)
+	l.pages[p] = struct{}{}
+	p.signal()
+	return nil
+}
+
+// drop ends p's stream with err (nil: the page detached); l.mu is held.
+func (l *eventLog) drop(p *Page, err error) {
+	if _, ok := l.pages[p]; !ok {
+		return
+	}
+	delete(l.pages, p)
+	p.err = err
+	close(p.done)
+	p.signal()
+}
+
+// take hands p's queued frames over; see Page.Take.
+func (l *eventLog) take(p *Page, buf []Event) []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := p.queue
+	p.queue = buf[:0]
+	p.pushed = 0
+	return out
 }
 
 // lastSeq is the seq of the latest event.
@@ -125,12 +141,13 @@ func (l *eventLog) lastSeq() int64 {
 	return l.seq
 }
 
-// close ends every subscription; later publishes fail.
+// close ends every page's stream after what is queued on it; later
+// publishes fail.
 func (l *eventLog) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
-	for sub := range l.subs {
-		l.drop(sub, ErrSessionClosed)
+	for p := range l.pages {
+		l.drop(p, ErrSessionClosed)
 	}
 }

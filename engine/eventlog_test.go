@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -87,24 +88,27 @@ func TestEventsSeqStoreAndReplay(t *testing.T) {
 		joins.Add(1)
 		go func() {
 			after := max(h.s.LastSeq()-int64(i%4), 0)
-			replay, sub, err := h.s.Subscribe(after, 4096)
+			page, err := h.s.Attach(context.Background(), engine.AttachOptions{After: after, Buffer: 4096})
 			joins.Done()
 			if err != nil {
 				results <- result{after: after, err: err}
 				return
 			}
-			defer sub.Close()
-			events := replay
-			for len(events) == 0 || events[len(events)-1].Type != engine.EventSessionIdle {
-				select {
-				case ev := <-sub.C():
-					events = append(events, ev)
-				case <-sub.Done():
-					results <- result{after: after, err: sub.Err()}
+			defer page.Detach()
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			var events []engine.Event
+			for ev := range page.Frames(ctx) {
+				if ev.Seq == 0 {
+					continue // session.opened
+				}
+				events = append(events, ev)
+				if ev.Type == engine.EventSessionIdle {
+					results <- result{after: after, events: events}
 					return
 				}
 			}
-			results <- result{after: after, events: events}
+			results <- result{after: after, err: fmt.Errorf("the stream ended before session.idle: %v", page.Err())}
 		}()
 	}
 	joins.Wait()
@@ -159,35 +163,52 @@ func TestEventsSeqStoreAndReplay(t *testing.T) {
 	}
 }
 
-func TestSubscribe(t *testing.T) {
+// take attaches a page after `after` and returns its first frames:
+// session.opened, then the replay.
+func take(t *testing.T, s *engine.Session, after int64) ([]engine.Event, *engine.Page) {
+	t.Helper()
+	page, err := s.Attach(context.Background(), engine.AttachOptions{After: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(page.Detach)
+	frames := page.Take(nil)
+	if len(frames) == 0 || frames[0].Type != engine.FrameSessionOpened {
+		t.Fatalf("the stream does not start with session.opened: %v", frames)
+	}
+	return frames, page
+}
+
+func TestAttach(t *testing.T) {
 	h := setup(t, &testWorker{}, textModel(), engine.Options{})
 	h.send("hi")
 	h.waitIdle()
 	last := h.s.LastSeq()
 
 	t.Run("after the last event", func(t *testing.T) {
-		replay, sub, err := h.s.Subscribe(last, 0)
-		if err != nil || len(replay) != 0 {
-			t.Fatalf("Subscribe(last): %d events, %v", len(replay), err)
+		frames, page := take(t, h.s, last)
+		var opened engine.SessionOpenedFrame
+		if err := json.Unmarshal(frames[0].Frame, &opened); err != nil {
+			t.Fatal(err)
 		}
-		sub.Close()
-		recv(t, sub.Done(), "done")
-		if sub.Err() != nil {
-			t.Errorf("Err after Close: %v", sub.Err())
+		if len(frames) != 1 || opened.Seq != last || opened.Session != h.s.ID() || opened.Page != page.ID() || page.ID() == h.page.ID() {
+			t.Fatalf("Attach(last): %d frames, opened %+v (page %s, the harness's %s)", len(frames), opened, page.ID(), h.page.ID())
 		}
-		sub.Close() // twice is harmless
+		page.Detach()
+		recv(t, page.Done(), "done")
+		if page.Err() != nil {
+			t.Errorf("Err after Detach: %v", page.Err())
+		}
+		page.Detach() // twice is harmless
 	})
 	t.Run("beyond the last event", func(t *testing.T) {
-		if _, _, err := h.s.Subscribe(last+1, 0); err == nil || !strings.Contains(err.Error(), "beyond the session's last event") {
-			t.Errorf("Subscribe(last+1): %v", err)
+		if _, err := h.s.Attach(context.Background(), engine.AttachOptions{After: last + 1}); err == nil || !strings.Contains(err.Error(), "beyond the session's last event") {
+			t.Errorf("Attach(last+1): %v", err)
 		}
 	})
 	t.Run("a replay is the stored frames", func(t *testing.T) {
-		replay, sub, err := h.s.Subscribe(2, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Close()
+		frames, _ := take(t, h.s, 2)
+		replay := frames[1:]
 		if int64(len(replay)) != last-2 || replay[0].Seq != 3 {
 			t.Fatalf("replay after 2: %d events from %d", len(replay), replay[0].Seq)
 		}
@@ -197,16 +218,31 @@ func TestSubscribe(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a slow subscriber is dropped, not waited for", func(t *testing.T) {
-		_, slow, err := h.s.Subscribe(h.s.LastSeq(), 1)
+	t.Run("a slow page is dropped, not waited for", func(t *testing.T) {
+		slow, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), Buffer: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer slow.Detach()
 		h.send("more")
 		h.waitIdle()
-		recv(t, slow.Done(), "slow subscriber dropped")
+		recv(t, slow.Done(), "slow page dropped")
 		if !errors.Is(slow.Err(), engine.ErrSlowSubscriber) {
 			t.Errorf("Err %v", slow.Err())
+		}
+	})
+	t.Run("limits on declared tools", func(t *testing.T) {
+		many := make([]string, engine.DefaultMaxPageTools+1)
+		for i := range many {
+			many[i] = fmt.Sprintf("tool_%d", i)
+		}
+		for _, tools := range [][]string{many, {strings.Repeat("x", engine.MaxToolNameBytes+1)}} {
+			if _, err := h.s.Attach(context.Background(), engine.AttachOptions{Tools: tools}); !errors.Is(err, engine.ErrLimitExceeded) {
+				t.Errorf("Attach with %d tools: %v, want ErrLimitExceeded", len(tools), err)
+			}
+		}
+		if _, err := h.s.Attach(context.Background(), engine.AttachOptions{Tools: []string{""}}); err == nil {
+			t.Error("Attach with an empty tool name worked")
 		}
 	})
 }

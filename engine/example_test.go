@@ -128,20 +128,24 @@ func runExample(worker engine.Worker, text string) {
 		return
 	}
 	defer e.Close(ctx)
-	s, err := e.Open(ctx)
+	s, err := e.Open(ctx, engine.OpenOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, sub, _ := s.Subscribe(s.LastSeq(), 0)
-	defer sub.Close()
-	if err := s.Send(ctx, text); err != nil {
+	page, err := s.Attach(ctx, engine.AttachOptions{After: s.LastSeq()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer page.Detach()
+	if err := page.Send(ctx, text); err != nil {
 		fmt.Println(err)
 		return
 	}
 	// The session is idle again once the model has answered.
 	answered := false
-	for ev := range sub.C() {
+	for ev := range page.Frames(ctx) {
 		answered = answered || ev.Type == engine.EventModelFinished
 		if answered && ev.Type == engine.EventSessionIdle {
 			break

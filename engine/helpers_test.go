@@ -184,38 +184,18 @@ func (w *testWorker) requests(typ string) []engine.DecideRequest {
 	return out
 }
 
-// fakeRouter is a ClientRouter made of function fields; nil fields accept.
-type fakeRouter struct {
-	dispatch func(call engine.ClientCall) error
-	release  func(session, id string, attempt int, reason engine.CancelReason)
-}
-
-var _ engine.ClientRouter = fakeRouter{}
-
-func (r fakeRouter) Dispatch(call engine.ClientCall) error {
-	if r.dispatch == nil {
-		return nil
-	}
-	return r.dispatch(call)
-}
-
-func (r fakeRouter) Release(session, id string, attempt int, reason engine.CancelReason) {
-	if r.release != nil {
-		r.release(session, id, attempt, reason)
-	}
-}
-
-// release is one ClientRouter.Release.
+// release is a tool.cancel delivered to the harness's page.
 type release struct {
 	ID      string
 	Attempt int
-	Abort   bool // a reason was given: the browser is sent tool.cancel
 	Reason  engine.CancelReason
 }
 
-// browser records what a fakeRouter is asked: dispatches arrive on calls,
-// releases on releases.
+// browser records the deliveries to the harness's page: tool.call on
+// calls, tool.cancel on releases. Its page declares tools, or, when tools
+// is nil, every client tool of the agent.
 type browser struct {
+	tools    []string
 	calls    chan engine.ClientCall
 	releases chan release
 }
@@ -224,13 +204,91 @@ func newBrowser() *browser {
 	return &browser{calls: make(chan engine.ClientCall, 100), releases: make(chan release, 100)}
 }
 
-func (b *browser) router() fakeRouter {
-	return fakeRouter{
-		dispatch: func(call engine.ClientCall) error { b.calls <- call; return nil },
-		release: func(_, id string, attempt int, reason engine.CancelReason) {
-			b.releases <- release{ID: id, Attempt: attempt, Abort: reason != "", Reason: reason}
-		},
+// stream is the harness's view of its page: the numbered events on C, the
+// deliveries on its browser's channels.
+type stream struct {
+	c     chan engine.Event
+	done  chan struct{}
+	err   error              // set before done closes
+	flush chan chan struct{} // take what is queued now, then reply
+}
+
+func (s *stream) C() <-chan engine.Event { return s.c }
+func (s *stream) Done() <-chan struct{}  { return s.done }
+func (s *stream) Err() error             { <-s.done; return s.err }
+
+// sync makes every frame published so far readable from C and the
+// browser's channels.
+func (s *stream) sync() {
+	reply := make(chan struct{})
+	select {
+	case s.flush <- reply:
+		<-reply
+	case <-s.done:
 	}
+}
+
+// pump reads page's stream until it ends, sending session events to the
+// stream and deliveries to b (dropped when b is nil).
+func pump(t tb, page *engine.Page, b *browser) *stream {
+	st := &stream{c: make(chan engine.Event, 10000), done: make(chan struct{}), flush: make(chan chan struct{})}
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		<-st.done
+	})
+	route := func(ev engine.Event) {
+		switch ev.Type {
+		case engine.FrameSessionOpened:
+		case engine.FrameToolCall:
+			var c engine.ClientCall
+			if err := json.Unmarshal(ev.Frame, &c); err != nil {
+				t.Errorf("tool.call %s: %v", ev.Frame, err)
+			}
+			if b != nil {
+				b.calls <- c
+			}
+		case engine.FrameToolCancel:
+			var c engine.ToolCancelFrame
+			if err := json.Unmarshal(ev.Frame, &c); err != nil {
+				t.Errorf("tool.cancel %s: %v", ev.Frame, err)
+			}
+			if b != nil {
+				b.releases <- release{ID: c.ID, Attempt: c.Attempt, Reason: c.Reason}
+			}
+		default:
+			st.c <- ev
+		}
+	}
+	go func() {
+		defer close(st.done)
+		var frames []engine.Event
+		take := func() {
+			frames = page.Take(frames)
+			for _, ev := range frames {
+				route(ev)
+			}
+		}
+		for {
+			select {
+			case <-page.Ready():
+				take()
+			case reply := <-st.flush:
+				take()
+				close(reply)
+			case <-stop:
+				return
+			}
+			select {
+			case <-page.Done():
+				take()
+				st.err = page.Err()
+				return
+			default:
+			}
+		}
+	}()
+	return st
 }
 
 // frame is a decoded session event; fields are filled as the type has them.
@@ -295,7 +353,8 @@ type harness struct {
 	t      tb
 	e      *engine.Engine
 	s      *engine.Session
-	sub    *engine.Subscription
+	page   *engine.Page
+	sub    *stream
 	clock  *clock.Fake
 	model  *fakeModel
 	worker *testWorker
@@ -303,8 +362,10 @@ type harness struct {
 }
 
 // setup opens a session on an engine with opts, filling in a fake clock
-// (unless opts.Clock is set), a quiet logger, the worker and the model.
-func setup(t tb, w *testWorker, m *fakeModel, opts engine.Options) *harness {
+// (unless opts.Clock is set), a quiet logger, the worker and the model, and
+// attaches a page: it declares the browser's tools when one is given, and
+// none otherwise.
+func setup(t tb, w *testWorker, m *fakeModel, opts engine.Options, browsers ...*browser) *harness {
 	t.Helper()
 	h := &harness{t: t, model: m, worker: w}
 	if opts.Clock == nil {
@@ -333,20 +394,33 @@ func setup(t tb, w *testWorker, m *fakeModel, opts engine.Options) *harness {
 			t.Errorf("engine.Close: %v", err)
 		}
 	})
-	s, err := e.Open(context.Background())
+	s, err := e.Open(context.Background(), engine.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.s = s
-	replay, sub, err := s.Subscribe(0, 10000)
+	var b *browser
+	var tools []string
+	if len(browsers) > 0 {
+		b = browsers[0]
+		tools = b.tools
+		if tools == nil {
+			for _, tool := range w.agent.Tools {
+				if tool.Handler == engine.HandlerClient {
+					tools = append(tools, tool.Name)
+				}
+			}
+		}
+	}
+	page, err := s.Attach(context.Background(), engine.AttachOptions{Tools: tools, Buffer: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.sub = sub
+	h.page = page
+	h.sub = pump(t, page, b)
+	// session.start's idle may come before or after the page attached.
 	idle := false
-	for _, ev := range replay {
-		f := decodeFrame(t, ev)
-		h.seen = append(h.seen, f)
+	for _, f := range h.drainBuffered() {
 		idle = idle || f.Type == engine.EventSessionIdle
 	}
 	if !idle {
@@ -430,6 +504,7 @@ func (h *harness) transcript() []model.Message {
 	if err != nil {
 		h.t.Fatalf("Transcript: %v", err)
 	}
+	h.sub.sync()
 	return tr
 }
 
@@ -476,6 +551,7 @@ const weatherInput = `{"type":"object","properties":{"city":{"type":"string"}},"
 // barrier (transcript, or a synchronous Answer) that is every event the
 // session published so far.
 func (h *harness) drainBuffered() []frame {
+	h.sub.sync()
 	var out []frame
 	for {
 		select {

@@ -213,24 +213,39 @@ func TestGoldenDecideRequest(t *testing.T) {
 }
 
 func TestGoldenDeliveries(t *testing.T) {
-	call := engine.ClientCall{Session: "s1", ID: "call_1", Name: "get_location", Arguments: `{}`,
+	call := engine.ClientCall{ID: "call_1", Name: "get_location", Arguments: `{}`,
 		Input: engine.ToolInput{Status: "valid", Value: json.RawMessage(`{}`)}, Attempt: 2, Attempts: 3,
 		Deadline: "2026-01-02T03:04:35.000Z"}
 	golden := `{"type":"tool.call","id":"call_1","name":"get_location","arguments":"{}","input":{"status":"valid","value":{}},"attempt":2,"attempts":3,"deadline":"2026-01-02T03:04:35.000Z"}`
-	if got := string(call.Frame()); got != golden {
+	if got := frameOf(t, engine.FrameToolCall, call); got != golden {
 		t.Errorf("tool.call frame:\n got %s\nwant %s", got, golden)
 	}
 	call.Input = engine.ToolInput{Status: "malformed", Error: "the arguments are not valid JSON"}
 	call.Proposed = &engine.ToolError{ID: "call_1", Attempt: 2, Error: "Bad arguments.", Code: engine.CodeMalformedInput}
 	golden = `{"type":"tool.call","id":"call_1","name":"get_location","arguments":"{}","input":{"status":"malformed","error":"the arguments are not valid JSON"},"attempt":2,"attempts":3,"deadline":"2026-01-02T03:04:35.000Z","proposed":{"type":"tool.error","id":"call_1","attempt":2,"error":"Bad arguments.","code":"malformed_input"}}`
-	if got := string(call.Frame()); got != golden {
+	if got := frameOf(t, engine.FrameToolCall, call); got != golden {
 		t.Errorf("tool.call frame with proposed:\n got %s\nwant %s", got, golden)
 	}
 	cancel := engine.ToolCancelFrame{ID: "call_1", Attempt: 2, Reason: "timed out"}
 	golden = `{"type":"tool.cancel","id":"call_1","attempt":2,"reason":"timed out"}`
-	if got := string(cancel.Frame()); got != golden {
+	if got := frameOf(t, engine.FrameToolCancel, cancel); got != golden {
 		t.Errorf("tool.cancel frame:\n got %s\nwant %s", got, golden)
 	}
+	opened := engine.SessionOpenedFrame{Session: "s1", Seq: 7, Page: "page_1"}
+	golden = `{"type":"session.opened","session":"s1","seq":7,"page":"page_1"}`
+	if got := frameOf(t, engine.FrameSessionOpened, opened); got != golden {
+		t.Errorf("session.opened frame:\n got %s\nwant %s", got, golden)
+	}
+}
+
+// frameOf encodes a page's own frame as the engine puts it on the stream.
+func frameOf(t *testing.T, typ string, v any) string {
+	t.Helper()
+	b, err := engine.EncodeFrame(typ, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestDecodeBadInput: what cannot be decoded is a clear error, never a

@@ -283,7 +283,7 @@ func TestOutputSchemaOnClientResult(t *testing.T) {
 	b := newBrowser()
 	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient,
 		Output: engine.Schema(`{"type":"object","required":["lat","lon"]}`)}}}}
-	h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{}, b)
 	h.send("where")
 	recv(t, b.calls, "client dispatch")
 	h.answer(engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"lat":35.6}`)})

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 )
 
@@ -16,6 +18,7 @@ import (
 // methods below send it messages and are safe for concurrent use.
 type Session struct {
 	id     string
+	owner  string
 	e      *Engine
 	log    *eventLog
 	logger *slog.Logger
@@ -24,7 +27,8 @@ type Session struct {
 	stopped chan struct{} // closed when run returns
 	ctx     context.Context
 	stop    context.CancelFunc
-	wg      sync.WaitGroup // model turns and worker attempts
+	wg      sync.WaitGroup         // model turns and worker attempts
+	endReq  atomic.Pointer[string] // End called from inside Decide: end once it returns
 
 	// Owned by the run goroutine.
 	agent        AgentConfig
@@ -37,9 +41,23 @@ type Session struct {
 	queue        []queued
 	turn         context.CancelFunc // the running model turn, if any
 	promptWanted bool
-	waiting      []Message // user messages that arrived mid-turn
+	waiting      []waitingMessage // user messages that arrived mid-turn
 	idle         bool
 	ending       bool
+
+	// The pages and the lease (page.go).
+	pages     []*Page               // attached, in attach order
+	departed  []map[string]struct{} // the tools of the last pages to leave
+	turnPage  *Page                 // the page that sent the running turn's message
+	activity  uint64                // ticks: pages' last activity
+	idleTimer clock.Timer           // ends the session when no page returns
+}
+
+// waitingMessage is a user message waiting for the turn before it to end,
+// and the page that sent it (nil: the Go API).
+type waitingMessage struct {
+	msg  Message
+	page *Page
 }
 
 // queued is a trigger waiting for the worker, with its proposal.
@@ -48,13 +66,14 @@ type queued struct {
 	proposed Decision
 }
 
-func newSession(e *Engine, id string) *Session {
+func newSession(e *Engine, id, owner string) *Session {
 	ctx, stop := context.WithCancel(context.Background())
 	return &Session{
 		id:      id,
+		owner:   owner,
 		e:       e,
 		logger:  e.opts.Logger.With("session", id),
-		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, subs: map[*Subscription]struct{}{}},
+		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}},
 		inbox:   make(chan func(), 64),
 		stopped: make(chan struct{}),
 		ctx:     ctx,
@@ -69,16 +88,11 @@ func (s *Session) ID() string { return s.id }
 // Done closes when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.stopped }
 
+// Owner is who opened the session (OpenOptions.Owner).
+func (s *Session) Owner() string { return s.owner }
+
 // LastSeq is the seq of the session's latest event.
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
-
-// Subscribe returns the events after `after` and a subscription to every
-// later one, with no gap between them. buffer bounds the events held for a
-// slow reader (default 256); past it the subscription ends with
-// ErrSlowSubscriber.
-func (s *Session) Subscribe(after int64, buffer int) ([]Event, *Subscription, error) {
-	return s.log.subscribe(after, buffer)
-}
 
 // run is the session's goroutine: it handles one message at a time.
 func (s *Session) run() {
@@ -93,6 +107,9 @@ func (s *Session) run() {
 		select {
 		case f := <-s.inbox:
 			f()
+			if reason := s.endReq.Load(); reason != nil {
+				s.end(*reason)
+			}
 			s.drain()
 		case <-s.ctx.Done():
 			return
@@ -179,14 +196,20 @@ func (s *Session) setAgent(a AgentConfig) error {
 	return nil
 }
 
+// Send hands the session a user message that no page sent: the turn's
+// client calls go to the most recently active page (Page.Send says which
+// page sent it).
+func (s *Session) Send(ctx context.Context, content string) error { return s.send(ctx, nil, content) }
 
-// Send hands the session a user message.
-func (s *Session) Send(ctx context.Context, content string) error {
+func (s *Session) send(ctx context.Context, from *Page, content string) error {
 	return s.post(ctx, func() {
+		if from != nil {
+			s.touch(from)
+		}
 		// The page waits for session.idle after each message, even one the
 		// worker answers with nothing to do.
 		s.idle = false
-		s.waiting = append(s.waiting, Message{Role: model.RoleUser, Content: content})
+		s.waiting = append(s.waiting, waitingMessage{msg: Message{Role: model.RoleUser, Content: content}, page: from})
 	})
 }
 
@@ -209,8 +232,17 @@ func (s *Session) Cancel(ctx context.Context) error {
 }
 
 // End closes the session: open calls are cancelled, the worker gets
-// session.end, subscribers are told, and the goroutine stops.
+// session.end, pages are told, and the goroutine stops; End waits for it,
+// or for ctx. Called from inside the worker's Decide with the context Decide
+// got (or one derived from it), End only asks: the session ends as soon as
+// that Decide returns.
 func (s *Session) End(ctx context.Context, reason string) {
+	if ctx.Value(decidingKey{}) == s {
+		s.endReq.CompareAndSwap(nil, &reason)
+		// Wake the goroutine in case Decide's context outlived the call.
+		_ = s.post(context.WithoutCancel(ctx), func() {})
+		return
+	}
 	err := s.do(ctx, func() error {
 		s.end(reason)
 		return nil
@@ -258,9 +290,13 @@ func (s *Session) drain() {
 		if len(s.waiting) == 0 || s.turn != nil || s.open > 0 || s.promptWanted {
 			break
 		}
-		msg := s.waiting[0]
+		w := s.waiting[0]
 		s.waiting = s.waiting[1:]
-		s.enqueue(UserMessage{Message: msg}, Decision{Actions: []Action{MessageAppend{Message: msg}, ModelPrompt{}}})
+		s.turnPage = nil
+		if w.page != nil && w.page.attached {
+			s.turnPage = w.page
+		}
+		s.enqueue(UserMessage{Message: w.msg}, Decision{Actions: []Action{MessageAppend{Message: w.msg}, ModelPrompt{}}})
 	}
 	if s.ending {
 		return
@@ -274,11 +310,15 @@ func (s *Session) drain() {
 // decideQueued hands queued triggers to the worker, in order.
 func (s *Session) decideQueued() {
 	for len(s.queue) > 0 && !s.ending {
+		if reason := s.endReq.Load(); reason != nil {
+			s.end(*reason)
+			return
+		}
 		q := s.queue[0]
 		s.queue = s.queue[1:]
 		d, err := s.decide(q.trigger, q.proposed)
 		if err != nil {
-			s.report("worker_failed", err)
+			s.report(WireWorkerFailed, err)
 			// Keep the transcript whole: what happened (the user's words,
 			// the model's text, the tools' outcomes) is recorded; nothing new
 			// is started on a decision nobody made.
@@ -287,7 +327,7 @@ func (s *Session) decideQueued() {
 		}
 		if d.Agent != nil {
 			if err := s.setAgent(*d.Agent); err != nil {
-				s.report("bad_config", err)
+				s.report(WireBadConfig, err)
 			}
 		}
 		s.apply(d, answerDefaults{})
@@ -301,6 +341,10 @@ func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
 	return s.callWorker(ctx, t, proposed)
 }
 
+// decidingKey marks the context the worker's Decide gets, so End called
+// from inside it does not wait for the goroutine that waits for Decide.
+type decidingKey struct{}
+
 func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (d Decision, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -308,6 +352,7 @@ func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) 
 			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
 		}
 	}()
+	ctx = context.WithValue(ctx, decidingKey{}, s)
 	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed})
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
@@ -350,14 +395,14 @@ func (s *Session) apply(d Decision, def answerDefaults) {
 			s.end(a.Reason)
 			return
 		case ClientEvent:
-			s.publish(EventClientEvent, ClientEventEvent{Name: a.Name, Data: a.Data})
+			s.publish(EventClientEvent, ClientEventEvent(a))
 		case nil:
 			err = errors.New("action is null")
 		default:
 			err = fmt.Errorf("unknown action type %q", a.ActionType())
 		}
 		if err != nil {
-			s.report("bad_decision", fmt.Errorf("%w: actions[%d]: %w", ErrBadDecision, i, err))
+			s.report(WireBadDecision, fmt.Errorf("%w: actions[%d]: %w", ErrBadDecision, i, err))
 		}
 	}
 	if calls != nil {
@@ -384,7 +429,7 @@ func (s *Session) publish(typ string, payload any) {
 }
 
 // report tells the browsers and the log about a session-level problem.
-func (s *Session) report(code string, err error) {
+func (s *Session) report(code WireCode, err error) {
 	s.logger.Warn("session error", "code", code, "err", err)
 	s.publish(EventError, ErrorEvent{Code: code, Message: err.Error()})
 }
@@ -453,7 +498,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 	}
 	s.publish(EventModelFinished, ev)
 	if err != nil && !cancelled {
-		s.report("model_failed", err)
+		s.report(WireModelFailed, err)
 	}
 	var proposed Decision
 	if msg.Content != "" || len(msg.ToolUses) > 0 {
@@ -491,6 +536,10 @@ func (s *Session) end(reason string) {
 		return
 	}
 	s.ending = true
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
 	s.cancelAll("the session ended")
 	s.queue = nil
 	if _, err := s.decide(SessionEnd{Reason: reason}, Decision{}); err != nil {

@@ -209,7 +209,7 @@ func TestOpenBadConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close(context.Background())
-			s, err := e.Open(context.Background())
+			s, err := e.Open(context.Background(), engine.OpenOptions{})
 			if err == nil {
 				t.Fatalf("Open gave session %s, want an error", s.ID())
 			}
@@ -476,14 +476,14 @@ func TestWorkerIssuesToolCalls(t *testing.T) {
 		executed <- t
 		return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
 	}
-	h := setup(t, w, callsThenSummary(), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(), engine.Options{}, b)
 	h.send("hi")
 	ex := recv(t, executed, "tool.execute")
 	if !strings.HasPrefix(ex.ID, "call_") || len(ex.ID) <= len("call_") || ex.Name != "lookup" || ex.Arguments != `{"q":"x"}` {
 		t.Errorf("tool.execute %+v; want a minted call_ id and the raw arguments", ex)
 	}
 	cc := recv(t, b.calls, "client dispatch")
-	if cc.ID != "loc" || cc.Name != "get_location" || cc.Session != h.s.ID() {
+	if cc.ID != "loc" || cc.Name != "get_location" {
 		t.Errorf("client call %+v", cc)
 	}
 	h.answer(engine.ToolResult{ID: "loc", Attempt: 1, Result: json.RawMessage(`{"lat":1,"lon":2}`)})
@@ -503,23 +503,23 @@ func TestClientCalls(t *testing.T) {
 	t.Run("result", func(t *testing.T) {
 		b := newBrowser()
 		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-		h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{Client: b.router()})
+		h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{}, b)
 		h.send("where am I?")
 		cc := recv(t, b.calls, "client dispatch")
-		want := engine.ClientCall{Session: h.s.ID(), ID: "call_1", Name: "get_location", Arguments: `{}`,
+		want := engine.ClientCall{ID: "call_1", Name: "get_location", Arguments: `{}`,
 			Input: engine.ToolInput{Status: "valid", Value: json.RawMessage(`{}`)}, Attempt: 1, Attempts: 1,
 			Deadline: "2026-01-02T03:04:35.000Z"}
-		if mustJSON(t, cc) != mustJSON(t, want) || cc.Session != want.Session {
+		if mustJSON(t, cc) != mustJSON(t, want) {
 			t.Errorf("dispatched %+v\nwant %+v", cc, want)
 		}
 		if len(w.requests(engine.TypeToolExecute)) != 0 {
 			t.Error("a client call reached the worker as tool.execute")
 		}
 		h.answer(engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"Tokyo"`)})
-		if r := recv(t, b.releases, "release"); r != (release{ID: "call_1", Attempt: 1, Abort: false}) {
-			t.Errorf("release %+v", r)
-		}
 		fin := h.waitFinished("call_1")
+		if len(b.releases) != 0 {
+			t.Errorf("the answered attempt was cancelled: %+v", <-b.releases)
+		}
 		if !fin.OK || fin.Result != "Tokyo" {
 			t.Errorf("tool.finished %s", fin.Raw)
 		}
@@ -532,7 +532,7 @@ func TestClientCalls(t *testing.T) {
 		b := newBrowser()
 		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "set_theme", Handler: engine.HandlerClient,
 			Input: engine.Schema(`{"type":"object","properties":{"theme":{"enum":["dark","light"]}},"required":["theme"]}`)}}}}
-		h := setup(t, w, callsThenSummary(use("call_1", "set_theme", `{"theme":"blue"}`)), engine.Options{Client: b.router()})
+		h := setup(t, w, callsThenSummary(use("call_1", "set_theme", `{"theme":"blue"}`)), engine.Options{}, b)
 		h.send("blue theme")
 		cc := recv(t, b.calls, "client dispatch")
 		if cc.Input.Status != engine.InputInvalid || cc.Proposed == nil || cc.Proposed.Code != engine.CodeInvalidInput || cc.Proposed.ID != "call_1" || cc.Proposed.Attempt != 1 {
@@ -546,25 +546,19 @@ func TestClientCalls(t *testing.T) {
 		}
 	})
 	for _, tt := range []struct {
-		name   string
-		router engine.ClientRouter
-		code   engine.ErrorCode
-		want   string
+		name  string
+		pages []*browser
 	}{
-		{"no router", nil, engine.CodeClientUnavailable, "no open page of this chat provides it"},
-		{"no page declared the tool", fakeRouter{dispatch: func(engine.ClientCall) error {
-			return fmt.Errorf("%w: nobody", engine.ErrClientUnavailable)
-		}}, engine.CodeClientUnavailable, "no open page of this chat provides it"},
-		{"router failure", fakeRouter{dispatch: func(engine.ClientCall) error { return errors.New("queue full") }},
-			engine.CodeInternal, "could not be sent to the browser: queue full"},
+		{"no page", nil},
+		{"no page declared the tool", []*browser{{tools: []string{"set_theme"}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-			h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{Client: tt.router})
+			h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{}, tt.pages...)
 			h.send("where am I?")
 			fin := h.waitFinished("call_1")
-			if fin.OK || fin.Code != string(tt.code) || !strings.Contains(fin.Error, tt.want) {
-				t.Errorf("tool.finished %s; want code %s and %q", fin.Raw, tt.code, tt.want)
+			if want := "no open page of this chat provides it"; fin.OK || fin.Code != string(engine.CodeClientUnavailable) || !strings.Contains(fin.Error, want) {
+				t.Errorf("tool.finished %s; want code client_unavailable and %q", fin.Raw, want)
 			}
 			h.waitIdle()
 			if tm := toolMessages(h.model.last(t).Messages); len(tm) != 1 || !tm[0].IsError {
@@ -584,7 +578,7 @@ func TestBadAnswers(t *testing.T) {
 		<-lookup
 		return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
 	}
-	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{}, b)
 	h.send("go")
 	recv(t, b.calls, "client dispatch")
 	ctx := context.Background()
@@ -696,7 +690,7 @@ func TestBadDecisions(t *testing.T) {
 func TestDuplicateCallID(t *testing.T) {
 	b := newBrowser()
 	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-	h := setup(t, w, callsThenSummary(use("same", "get_location", `{}`), use("same", "get_location", `{}`)), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(use("same", "get_location", `{}`), use("same", "get_location", `{}`)), engine.Options{}, b)
 	h.send("go")
 	ev := h.waitType(engine.EventError)
 	if ev.Code != "bad_decision" || !strings.Contains(ev.errorText(), `id "same" is already in use`) {
@@ -723,7 +717,7 @@ func TestCancel(t *testing.T) {
 		// A late answer after the cancel: ignored.
 		return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"too late"`)}}}, nil
 	}
-	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{}, b)
 	h.send("go")
 	recv(t, b.calls, "client dispatch")
 	ctx := recv(t, workerCtx, "tool.execute")
@@ -736,7 +730,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("tool.finished %s, want %s cancelled", fin.Raw, id)
 		}
 	}
-	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Abort: true, Reason: engine.CancelCancelled}) {
+	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Reason: engine.CancelCancelled}) {
 		t.Errorf("release %+v, want abort", r)
 	}
 	recv(t, ctx.Done(), "worker context cancelled")
@@ -795,14 +789,14 @@ func TestEnd(t *testing.T) {
 		<-ctx.Done()
 		return engine.Decision{}, ctx.Err()
 	}
-	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{}, b)
 	h.send("go")
 	recv(t, b.calls, "client dispatch")
 	ctx := recv(t, workerCtx, "tool.execute")
 	h.s.End(context.Background(), "bye")
 	recv(t, h.s.Done(), "session done")
 	recv(t, ctx.Done(), "worker context cancelled")
-	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Abort: true, Reason: engine.CancelCancelled}) {
+	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Reason: engine.CancelCancelled}) {
 		t.Errorf("release %+v", r)
 	}
 	for _, id := range []string{"loc", "look"} {
@@ -829,8 +823,8 @@ func TestEnd(t *testing.T) {
 	if err := h.s.Answer(context.Background(), engine.ToolResult{ID: "loc", Attempt: 1, Result: json.RawMessage(`1`)}); !errors.Is(err, engine.ErrSessionClosed) {
 		t.Errorf("Answer after End: %v", err)
 	}
-	if _, _, err := h.s.Subscribe(0, 0); !errors.Is(err, engine.ErrSessionClosed) {
-		t.Errorf("Subscribe after End: %v", err)
+	if _, err := h.s.Attach(context.Background(), engine.AttachOptions{}); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Attach after End: %v", err)
 	}
 	if _, ok := h.e.Session(h.s.ID()); ok || h.e.Sessions() != 0 {
 		t.Error("the engine still lists the session")
@@ -854,7 +848,7 @@ func TestEndActionAndEngineClose(t *testing.T) {
 		return req.Proposed, nil
 	}
 	h := setup(t, w, callsThenSummary(), engine.Options{})
-	other, err := h.e.Open(context.Background())
+	other, err := h.e.Open(context.Background(), engine.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -870,7 +864,7 @@ func TestEndActionAndEngineClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, other.Done(), "other session done")
-	if _, err := h.e.Open(context.Background()); !errors.Is(err, engine.ErrSessionClosed) {
+	if _, err := h.e.Open(context.Background(), engine.OpenOptions{}); !errors.Is(err, engine.ErrSessionClosed) {
 		t.Errorf("Open after Close: %v", err)
 	}
 }
@@ -963,7 +957,7 @@ func TestWorkerCallHasNoDefaultRetry(t *testing.T) {
 		}
 		return req.Proposed, nil
 	}
-	h := setup(t, w, callsThenSummary(), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(), engine.Options{}, b)
 	h.send("go")
 	if c := recv(t, b.calls, "dispatch"); c.Attempts != 1 || c.Arguments != "{}" {
 		t.Errorf("dispatch %+v; want 1 attempt and {} arguments", c)
@@ -1018,7 +1012,7 @@ func checkWhole(t *testing.T, tr []engine.Message) {
 func TestMessageMidTurnWaits(t *testing.T) {
 	b := newBrowser()
 	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-	h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{Client: b.router()})
+	h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{}, b)
 	h.send("where am I?")
 	recv(t, b.calls, "first dispatch")
 	h.send("and the time?")

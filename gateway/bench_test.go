@@ -17,7 +17,6 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/alexedwards/scs/v2/memstore"
-	"github.com/clienttools/gateway/clienttools"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway"
@@ -98,7 +97,6 @@ var benchModel = model.Func(func(ctx context.Context, req model.Request, onDelta
 func benchGateway(b *testing.B) string {
 	b.Helper()
 	logger := slog.New(slog.DiscardHandler)
-	router := clienttools.NewRouter(logger)
 	eng, err := engine.New(engine.Options{
 		Worker: &engine.ToolWorker{Agent: engine.AgentConfig{Model: "bench", Stream: true, Tools: []engine.AgentTool{{
 			Name:    "echo",
@@ -106,7 +104,6 @@ func benchGateway(b *testing.B) string {
 			Handler: engine.HandlerClient,
 		}}}},
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return benchModel, nil }),
-		Client: router,
 		Logger: logger,
 	})
 	if err != nil {
@@ -116,7 +113,7 @@ func benchGateway(b *testing.B) string {
 	// Shutdown does not stop (nor does gateway.New's default): stop it here.
 	sessions := scs.New()
 	b.Cleanup(sessions.Store.(*memstore.MemStore).StopCleanup)
-	gw, err := gateway.New(gateway.Options{Engine: eng, Router: router, Sessions: sessions, Logger: logger, PingInterval: -1})
+	gw, err := gateway.New(gateway.Options{Engine: eng, Sessions: sessions, Logger: logger, PingInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

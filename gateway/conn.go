@@ -12,50 +12,54 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
 )
 
-const (
-	statusNormal          = websocket.StatusNormalClosure
-	statusGoingAway       = websocket.StatusGoingAway
-	statusPolicyViolation = websocket.StatusPolicyViolation
-)
-
-// conn is one browser connection. The /ws handler's goroutine owns it and
-// reads; writeLoop is the only writer; pump feeds it the session's events
-// and the router's deliveries, each delivery after the events published
-// before it.
+// conn is one browser connection: a page of one session. The /ws handler's
+// goroutine owns it and reads. Everything the page receives comes from two
+// queues, both drained in order by one writer goroutine that runs only while
+// there is something to write: the page's stream (session.opened, the
+// replay, the session's events and the deliveries addressed to this page,
+// ordered by the session) and replies to frames the page sent.
 type conn struct {
 	s       *Server
 	ws      *websocket.Conn
 	browser string
 	logger  *slog.Logger
-	// out feeds the writer. deliveries holds the router's frames until
-	// pump has queued every session event published before them.
-	out        chan json.RawMessage
-	deliveries chan delivery
 
-	// ctx ends when the connection starts closing. It stops the loops
-	// between frames; it is never the context of a Write or Ping, because
-	// the library tears the socket down when one is cancelled mid-frame,
-	// and the close code would be lost.
+	// ctx ends when the connection starts closing. It stops waits between
+	// frames; it is never the context of a Write or Ping, because the
+	// library tears the socket down when one is cancelled mid-frame, and the
+	// close code would be lost.
 	ctx       context.Context
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closed    chan struct{} // closed when ws.Close has returned
-	wg        sync.WaitGroup
 
-	session *engine.Session
-	sub     *engine.Subscription
+	session *engine.Session // set by the reader at session.open
+	page    *engine.Page    // set with session, under mu
+
+	mu      sync.Mutex
+	replies []json.RawMessage // error replies, waiting for the writer
+	writing bool              // a writer goroutine is running
+	stopped bool              // the handler is done: no writer starts
+	room    chan struct{}     // the writer took the replies: the reader may queue more
+	writers sync.WaitGroup
+	stuck   *time.Timer // the running write's timeout
+	// Owned by the reader.
+	throttle  *rate.Limiter // refused frames; nil until the first
+	throttled bool
 
 	pingMu       sync.Mutex
 	pingTimer    *time.Timer
 	pingsStopped bool
 	pinging      sync.WaitGroup // a ping waiting for its pong
-
-	// Set by flushAndClose before its marker is queued.
-	flushCode   websocket.StatusCode
-	flushReason string
 }
+
+// maxReplies is how many error replies may wait for the writer; a page
+// that sends faster waits for them to be written (its frames are read more
+// slowly), and never loses its connection over them.
+const maxReplies = 64
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	browser, err := s.browserFor(w, r)
@@ -75,17 +79,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c := &conn{
 		s: s, ws: ws, browser: browser,
 		logger: s.logger.With("remote", r.RemoteAddr),
-		// The session's events wait in the subscription (SendQueue of
-		// them); out only smooths the hand-off to the writer, and
-		// deliveries are a few per turn. Small buffers keep an idle
-		// connection cheap.
-		out:        make(chan json.RawMessage, min(s.opts.SendQueue, 16)),
-		deliveries: make(chan delivery, min(s.opts.SendQueue, 64)),
-		ctx:        ctx, cancel: cancel,
+		ctx:    ctx, cancel: cancel,
 		closed: make(chan struct{}),
+		room:   make(chan struct{}, 1),
 	}
 	if !s.track(c) {
-		ws.Close(statusGoingAway, "the gateway is shutting down")
+		ws.Close(websocket.StatusCode(engine.CloseGoingAway), "the gateway is shutting down")
 		cancel()
 		return
 	}
@@ -95,21 +94,20 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 
 // serve reads frames until the connection ends, then cleans up.
 func (c *conn) serve() {
-	c.wg.Add(1)
-	go c.writeLoop()
 	if c.s.opts.PingInterval > 0 {
 		c.armPing()
 	}
 	defer func() {
-		if c.session != nil {
-			c.s.opts.Router.Detach(c.session.ID(), c)
-			c.s.detached(c.session.ID())
-			c.sub.Close()
-			c.logger.Info("browser disconnected", "session", c.session.ID())
+		if c.page != nil {
+			c.page.Detach()
+			c.logger.Info("browser disconnected", "session", c.session.ID(), "page", c.page.ID())
 		}
-		c.close(statusNormal, "")
+		c.close(engine.CloseNormal, "")
 		c.stopPings()
-		c.wg.Wait()
+		c.mu.Lock()
+		c.stopped = true
+		c.mu.Unlock()
+		c.writers.Wait()
 		<-c.closed
 	}()
 	for {
@@ -123,7 +121,7 @@ func (c *conn) serve() {
 			return
 		}
 		if typ != websocket.MessageText {
-			c.sendError("bad_frame", "binary frames are not accepted: send JSON text frames")
+			c.refuse(engine.WireBadFrame, "binary frames are not accepted: send JSON text frames")
 			continue
 		}
 		c.handle(data)
@@ -131,29 +129,29 @@ func (c *conn) serve() {
 }
 
 // handle takes one frame. It never panics on input: a problem becomes an
-// error frame, and the connection and session stay up.
+// error reply, and the connection and session stay up.
 func (c *conn) handle(data []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.logger.Error("frame handler panicked", "panic", p)
-			c.sendError("internal", "the gateway failed on this frame")
+			c.refuse(engine.WireInternal, "the gateway failed on this frame")
 		}
 	}()
 	f, err := DecodeFrame(data)
 	if err != nil {
-		code := "bad_frame"
+		code := engine.WireBadFrame
 		if errors.Is(err, ErrUnknownFrame) {
-			code = "unknown_frame"
+			code = engine.WireUnknownFrame
 		}
-		c.sendError(code, err.Error())
+		c.refuse(code, err.Error())
 		return
 	}
 	if open, ok := f.(SessionOpen); ok {
 		c.open(open)
 		return
 	}
-	if c.session == nil {
-		c.sendError("not_open", "send session.open first")
+	if c.page == nil {
+		c.refuse(engine.WireNotOpen, "send session.open first")
 		return
 	}
 	// c.ctx bounds the wait for the session's inbox: it ends with the
@@ -161,253 +159,270 @@ func (c *conn) handle(data []byte) {
 	ctx := c.ctx
 	switch f := f.(type) {
 	case MessageFrame:
-		err = c.session.Send(ctx, f.Content)
+		err = c.page.Send(ctx, f.Content)
 	case engine.ToolResult:
-		err = c.session.Answer(ctx, f)
+		err = c.page.Answer(ctx, f)
 	case engine.ToolError:
-		err = c.session.Answer(ctx, f)
+		err = c.page.Answer(ctx, f)
 	case CancelFrame:
-		err = c.session.Cancel(ctx)
+		err = c.page.Cancel(ctx)
 	}
 	if err != nil {
 		code := errorCode(err)
-		if code == "stale_attempt" || code == "settled" {
+		if code == engine.WireStaleAttempt || code == engine.WireSettled {
 			c.logger.Debug("ignored late tool answer", "session", c.session.ID(), "err", err)
 		}
-		c.sendError(code, err.Error())
+		c.refuse(code, err.Error())
 	}
 }
 
 // errorCode maps engine errors to error frame codes.
-func errorCode(err error) string {
+func errorCode(err error) engine.WireCode {
 	switch {
 	case errors.Is(err, engine.ErrUnknownCall):
-		return "unknown_call"
+		return engine.WireUnknownCall
 	case errors.Is(err, engine.ErrStaleAttempt):
-		return "stale_attempt"
+		return engine.WireStaleAttempt
 	case errors.Is(err, engine.ErrSettled):
-		return "settled"
+		return engine.WireSettled
 	case errors.Is(err, engine.ErrSessionClosed):
-		return "session_closed"
+		return engine.WireSessionClosed
+	case errors.Is(err, engine.ErrLimitExceeded):
+		return engine.WireLimitExceeded
 	case errors.Is(err, engine.ErrBadConfig):
-		return "bad_config"
+		return engine.WireBadConfig
 	case errors.Is(err, engine.ErrWorker):
-		return "worker_failed"
+		return engine.WireWorkerFailed
 	default:
-		return "internal"
+		return engine.WireInternal
 	}
 }
 
-// open opens or resumes the connection's session, lets the router use this
-// page, replays what the page missed, then starts live delivery.
+// open opens or resumes the connection's session and attaches this page:
+// its stream starts with session.opened and the replay.
 func (c *conn) open(f SessionOpen) {
-	if c.session != nil {
-		c.sendError("already_open", fmt.Sprintf("this connection already has session %s", c.session.ID()))
+	if c.page != nil {
+		c.refuse(engine.WireAlreadyOpen, fmt.Sprintf("this connection already has session %s", c.session.ID()))
 		return
 	}
-	var sess *engine.Session
 	eng := c.s.opts.Engine
+	var sess *engine.Session
 	if f.Session == "" {
 		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
 		var err error
-		sess, err = eng.Open(ctx)
+		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: c.browser})
 		cancel()
 		if err != nil {
-			c.sendError(errorCode(err), err.Error())
+			c.refuse(errorCode(err), err.Error())
 			return
 		}
-		c.s.adopt(sess, c.browser)
 	} else {
 		var ok bool
 		sess, ok = eng.Session(f.Session)
-		if !ok || c.s.owner(f.Session) != c.browser {
-			c.sendError("unknown_session", fmt.Sprintf("there is no session %q for this browser (it ended, or the gateway restarted): open a new one", f.Session))
+		if !ok || sess.Owner() != c.browser {
+			c.refuse(engine.WireUnknownSession, fmt.Sprintf("there is no session %q for this browser (it ended, or the gateway restarted): open a new one", f.Session))
 			return
 		}
 	}
-	replay, sub, err := sess.Subscribe(f.After, c.s.opts.SendQueue)
+	page, err := sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick})
 	if err != nil {
-		c.sendError("bad_frame", fmt.Sprintf("session.open: %v", err))
-		return
-	}
-	c.session, c.sub = sess, sub
-	// Attach now, so a page that has session.opened runs the calls that
-	// follow. Deliveries wait in c.deliveries until pump, which starts
-	// after the replay, puts them in their place among the events.
-	c.s.opts.Router.Attach(sess.ID(), c, f.Tools)
-	c.s.attached(sess.ID())
-	last := f.After
-	if n := len(replay); n > 0 {
-		last = replay[n-1].Seq
-	}
-	if !c.forward(encodeFrame(FrameSessionOpened, SessionOpened{Session: sess.ID(), Seq: last})) {
-		return
-	}
-	for _, ev := range replay {
-		if !c.forward(ev.Frame) {
-			return
+		code := errorCode(err)
+		if code == engine.WireInternal && !errors.Is(err, engine.ErrSessionClosed) {
+			code = engine.WireBadFrame // after beyond the last event, an empty tool name
 		}
+		c.refuse(code, fmt.Sprintf("session.open: %v", err))
+		if f.Session == "" {
+			sess.End(context.WithoutCancel(c.ctx), "its page could not attach")
+		}
+		return
 	}
-	c.wg.Add(1)
-	go c.pump()
-	if f.Session == "" {
-		c.logger.Info("session started by browser", "session", sess.ID(), "tools", f.Tools)
-	} else {
-		c.logger.Info("session resumed", "session", sess.ID(), "after", f.After, "replayed", len(replay), "tools", f.Tools)
-	}
+	c.mu.Lock()
+	c.session, c.page = sess, page
+	c.mu.Unlock()
+	c.kick()
+	c.logger.Info("page attached", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
 }
 
-// pump forwards live session events and the router's deliveries to the
-// writer, in order.
-func (c *conn) pump() {
-	defer c.wg.Done()
+// refuse replies to a frame the gateway could not take. It never closes the
+// connection: when replies pile up it waits for the writer, and a page that
+// keeps sending refused frames past the burst is read more slowly, at
+// RefusedRate frames a second, and told so once (rate_limited).
+func (c *conn) refuse(code engine.WireCode, message string) {
+	c.reply(encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
+	if c.throttle == nil {
+		c.throttle = rate.NewLimiter(rate.Limit(c.s.opts.RefusedRate), c.s.opts.RefusedBurst)
+	}
+	if c.throttle.Allow() {
+		c.throttled = false
+		return
+	}
+	if !c.throttled {
+		c.throttled = true
+		c.logger.Warn("browser sends too many refused frames, slowing down", "rate", c.s.opts.RefusedRate, "burst", c.s.opts.RefusedBurst)
+		c.reply(encodeFrame(FrameError, ErrorFrame{Code: engine.WireRateLimited, Message: fmt.Sprintf(
+			"too many refused frames: the gateway reads this connection's frames at %g a second until they stop", c.s.opts.RefusedRate)}))
+	}
+	// Reading pauses until the next token: the page is slowed, not cut off.
+	_ = c.throttle.Wait(c.ctx)
+}
+
+// reply queues a frame of the gateway's own, waiting for room.
+func (c *conn) reply(frame json.RawMessage) {
 	for {
+		c.mu.Lock()
+		if len(c.replies) < maxReplies {
+			c.replies = append(c.replies, frame)
+			c.mu.Unlock()
+			c.kick()
+			return
+		}
+		c.mu.Unlock()
 		select {
-		case ev := <-c.sub.C():
-			if !c.forward(ev.Frame) {
+		case <-c.room:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// kick starts the writer unless one is running. It is the page's Wake, so
+// it may be called with the session's event lock held: it never blocks.
+func (c *conn) kick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.page != nil && c.tooSlow(c.page) {
+		return
+	}
+	if c.writing || c.stopped || c.ctx.Err() != nil {
+		return
+	}
+	c.writing = true
+	c.writers.Add(1)
+	go c.write()
+}
+
+// write drains the replies and the page's stream, in order, and returns
+// when both are empty: an idle connection has no writer goroutine.
+func (c *conn) write() {
+	defer c.writers.Done()
+	var frames []engine.Event
+	for {
+		c.mu.Lock()
+		replies := c.replies
+		c.replies = nil
+		page := c.page
+		c.mu.Unlock()
+		if replies != nil {
+			select {
+			case c.room <- struct{}{}:
+			default:
+			}
+		}
+		for _, r := range replies {
+			if !c.writeFrame(r) {
 				return
 			}
-		case d := <-c.deliveries:
-			if !c.deliver(d) {
-				return
-			}
-		case <-c.sub.Done():
-			switch err := c.sub.Err(); {
-			case errors.Is(err, engine.ErrSlowSubscriber):
-				c.tooSlow("the session's events")
-			case errors.Is(err, engine.ErrSessionClosed):
-				for len(c.sub.C()) > 0 {
-					if !c.forward((<-c.sub.C()).Frame) {
-						return
-					}
+		}
+		if page != nil {
+			frames = page.Take(frames)
+			for _, ev := range frames {
+				if !c.writeFrame(ev.Frame) {
+					return
 				}
-				c.flushAndClose(statusNormal, "the session ended")
+			}
+		}
+		if len(replies) > 0 || len(frames) > 0 {
+			continue
+		}
+		if page != nil && c.ended(page) {
+			return
+		}
+		c.mu.Lock()
+		// More replies, or the page attached since this loop read c.page
+		// (its kick saw this writer running): go round again.
+		more := len(c.replies) > 0 || c.page != page
+		if !more {
+			c.writing = false
+		}
+		c.mu.Unlock()
+		if !more {
+			// A frame queued on the page between the Take and now has
+			// called kick while writing was still set: look once more.
+			if page != nil && pageHasFrames(page) {
+				c.kick()
 			}
 			return
-		case <-c.ctx.Done():
-			return
 		}
 	}
 }
 
-// delivery is a frame from the router, queued when the session's latest
-// event was after.
-type delivery struct {
-	frame json.RawMessage
-	after int64
-}
-
-// deliver writes d in its place among the session's events: after every
-// event up to d.after, which are all in the subscription by now, and
-// before any later one. So a page sees a call's tool.started before its
-// tool.call, and has seen every event before a call when it resumes.
-func (c *conn) deliver(d delivery) bool {
-	for len(c.sub.C()) > 0 {
-		ev := <-c.sub.C()
-		if ev.Seq > d.after {
-			return c.forward(d.frame) && c.forward(ev.Frame)
-		}
-		if !c.forward(ev.Frame) {
-			return false
-		}
-	}
-	return c.forward(d.frame)
-}
-
-// forward queues a frame for the writer, waiting for room. It reports
-// false once the connection is closing, or when the session dropped this
-// connection's subscription because it fell behind: waiting would not
-// help then, so the connection is closed and the page resumes.
-func (c *conn) forward(frame json.RawMessage) bool {
+// pageHasFrames reports whether a Wake may have been missed. The page has no
+// Len, so the writer looks at its Ready token, which every frame on an empty
+// stream leaves.
+func pageHasFrames(p *engine.Page) bool {
 	select {
-	case c.out <- frame:
+	case <-p.Ready():
 		return true
-	case <-c.ctx.Done():
+	default:
 		return false
-	case <-c.sub.Done():
-		if errors.Is(c.sub.Err(), engine.ErrSlowSubscriber) {
-			c.tooSlow("the session's events")
-			return false
-		}
-		// The session ended: what it published before still goes out.
-		select {
-		case c.out <- frame:
-			return true
-		case <-c.ctx.Done():
-			return false
-		}
 	}
+}
+
+// tooSlow closes the connection at once when the session dropped the page
+// for falling behind: the writer may be stuck on a page that reads nothing.
+// The close frame still follows the frame being written.
+func (c *conn) tooSlow(page *engine.Page) bool {
+	if !errors.Is(page.Err(), engine.ErrSlowSubscriber) {
+		return false
+	}
+	if c.ctx.Err() == nil {
+		c.logger.Warn("browser too slow, closing", "session", c.session.ID(), "page", page.ID(), "queue", c.s.opts.SendQueue)
+		c.close(engine.CloseTooSlow, reasonTooSlow)
+	}
+	return true
+}
+
+// ended closes the connection when the session ended and everything
+// before session.ended is written.
+func (c *conn) ended(page *engine.Page) bool {
+	select {
+	case <-page.Done():
+	default:
+		return false
+	}
+	if errors.Is(page.Err(), engine.ErrSessionClosed) {
+		c.close(engine.CloseNormal, "the session ended")
+	}
+	return true
 }
 
 const reasonTooSlow = "the connection could not keep up: reconnect and resume"
 
-// tooSlow closes a connection whose queue overflowed. Nothing is lost but
-// the socket: the page resumes from the last seq it saw.
-func (c *conn) tooSlow(what string) {
-	c.logger.Warn("browser too slow, closing", "session", c.session.ID(), "overflowed", what, "queue", cap(c.out))
-	c.close(statusPolicyViolation, reasonTooSlow)
-}
-
-// Send queues a delivery from the router without blocking; a full queue
-// means the browser cannot keep up, so the connection is closed.
-func (c *conn) Send(frame json.RawMessage) bool {
+// writeFrame writes one frame, bounded by WriteTimeout: a peer that stops
+// reading loses its socket. It reports false once the connection is
+// closing.
+func (c *conn) writeFrame(frame json.RawMessage) bool {
 	if c.ctx.Err() != nil {
 		return false
 	}
-	select {
-	case c.deliveries <- delivery{frame: frame, after: c.session.LastSeq()}:
-		return true
-	default:
-		c.tooSlow("tool deliveries")
+	if c.stuck == nil {
+		c.stuck = time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
+	} else {
+		c.stuck.Reset(c.s.opts.WriteTimeout)
+	}
+	// Not c.ctx: see conn.ctx.
+	err := c.ws.Write(context.Background(), websocket.MessageText, frame)
+	c.stuck.Stop()
+	if err != nil {
+		c.close(engine.CloseGoingAway, "write failed")
 		return false
 	}
+	return true
 }
 
-// sendError queues an error frame for the writer without blocking.
-func (c *conn) sendError(code, message string) {
-	if c.ctx.Err() != nil {
-		return
-	}
-	select {
-	case c.out <- encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}):
-	default:
-		c.logger.Warn("send queue full, closing", "queue", cap(c.out))
-		c.close(statusPolicyViolation, reasonTooSlow)
-	}
-}
-
-func (c *conn) writeLoop() {
-	defer c.wg.Done()
-	// One timer for every write, not a context per frame: a peer that stops
-	// reading blocks a write until WriteTimeout, then loses its socket.
-	stuck := time.AfterFunc(time.Hour, func() {
-		c.logger.Warn("write timed out, dropping the connection", "timeout", c.s.opts.WriteTimeout)
-		_ = c.ws.CloseNow()
-	})
-	stuck.Stop()
-	defer stuck.Stop()
-	for {
-		select {
-		case frame := <-c.out:
-			if c.ctx.Err() != nil {
-				return // closing: the close frame is next
-			}
-			if frame == nil { // flushAndClose's marker: everything before it is written
-				c.close(c.flushCode, c.flushReason)
-				return
-			}
-			// Not c.ctx: see conn.ctx.
-			stuck.Reset(c.s.opts.WriteTimeout)
-			err := c.ws.Write(context.Background(), websocket.MessageText, frame)
-			stuck.Stop()
-			if err != nil {
-				c.close(statusGoingAway, "write failed")
-				return
-			}
-		case <-c.ctx.Done():
-			return
-		}
-	}
+func (c *conn) writeTimedOut() {
+	c.logger.Warn("write timed out, dropping the connection", "timeout", c.s.opts.WriteTimeout)
+	_ = c.ws.CloseNow()
 }
 
 // armPing schedules the next keepalive ping. A timer, not a goroutine per
@@ -421,7 +436,8 @@ func (c *conn) armPing() {
 }
 
 // ping runs in the timer's goroutine: it waits for the pong, closes a peer
-// that does not answer in time, and schedules the next ping.
+// that does not answer in time (its page detaches, and the calls it ran
+// move to another page), and schedules the next ping.
 func (c *conn) ping() {
 	c.pingMu.Lock()
 	if c.pingsStopped {
@@ -440,7 +456,15 @@ func (c *conn) ping() {
 	}
 	if err != nil {
 		c.logger.Info("browser stopped answering pings, closing", "err", err)
-		c.close(statusGoingAway, "ping timeout")
+		c.close(engine.CloseUnresponsive, "ping timeout")
+		// A page that answers nothing may not take the close handshake
+		// either: do not keep its calls waiting for the 5s it may take.
+		c.mu.Lock()
+		page := c.page
+		c.mu.Unlock()
+		if page != nil {
+			page.Detach()
+		}
 		return
 	}
 	c.armPing()
@@ -458,28 +482,17 @@ func (c *conn) stopPings() {
 }
 
 // close ends the connection once, with code; later calls do nothing.
-func (c *conn) close(code websocket.StatusCode, reason string) {
+func (c *conn) close(code engine.CloseCode, reason string) {
 	c.closeOnce.Do(func() {
-		// Stop the loops and refuse new frames. A write in progress
+		// Stop the waits and refuse new frames. A write in progress
 		// finishes first; then Close sends the close frame after it.
 		c.cancel()
 		go func() {
 			// Close waits up to 5s to write the close frame and 5s for
 			// the peer's, which serve's Read takes; then it closes the
 			// socket anyway.
-			_ = c.ws.Close(code, reason)
+			_ = c.ws.Close(websocket.StatusCode(code), reason)
 			close(c.closed)
 		}()
 	})
-}
-
-// flushAndClose closes the connection once every frame queued before it has
-// been written, so a page sees session.ended before the close.
-func (c *conn) flushAndClose(code websocket.StatusCode, reason string) {
-	c.flushCode, c.flushReason = code, reason
-	select {
-	case c.out <- nil:
-	case <-c.ctx.Done():
-		c.close(code, reason)
-	}
 }

@@ -19,11 +19,9 @@ const (
 	FrameCancel      = "cancel"
 )
 
-// Frame types only the gateway sends, outside the session's event log.
-const (
-	FrameSessionOpened = "session.opened"
-	FrameError         = "error"
-)
+// FrameError is the frame the gateway sends for a frame it could not take,
+// outside the session's event log.
+const FrameError = "error"
 
 // Frame is one decoded browser frame: one of SessionOpen, MessageFrame,
 // engine.ToolResult, engine.ToolError, CancelFrame.
@@ -44,16 +42,10 @@ type MessageFrame struct {
 // CancelFrame stops the current turn.
 type CancelFrame struct{}
 
-// SessionOpened answers session.open.
-type SessionOpened struct {
-	Session string `json:"session"`
-	Seq     int64  `json:"seq"`
-}
-
 // ErrorFrame reports a frame the gateway could not take.
 type ErrorFrame struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    engine.WireCode `json:"code"`
+	Message string          `json:"message"`
 }
 
 // ErrBadFrame: a frame does not decode. Its text names what was wrong.

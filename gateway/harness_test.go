@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clienttools/gateway/clienttools"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -148,23 +147,25 @@ func testWorker() *engine.ToolWorker {
 // pageTools are the client tools a test page declares.
 var pageTools = []string{"get_local_time", "flaky", "once"}
 
-// harness is a gateway on an httptest server, with its engine and router.
+// harness is a gateway on an httptest server, with its engine.
 type harness struct {
-	t      *testing.T
-	eng    *engine.Engine
-	router *clienttools.Router
-	gw     *gateway.Server
-	srv    *httptest.Server
-	clock  *clock.Fake // nil unless harnessOptions.fakeClock
-	logs   *logSink
+	t     *testing.T
+	eng   *engine.Engine
+	gw    *gateway.Server
+	srv   *httptest.Server
+	clock *clock.Fake // nil unless harnessOptions.fakeClock
+	logs  *logSink
 	// gate holds the "gated flood" halfway; close it to go on.
 	gate chan struct{}
 }
 
 type harnessOptions struct {
-	// gateway's Engine, Router and Logger are filled in; other fields are
-	// passed on (PingInterval -1 unless set).
-	gateway   gateway.Options
+	// gateway's Engine and Logger are filled in; other fields are passed
+	// on (PingInterval -1 unless set).
+	gateway gateway.Options
+	// engine's Worker, Models, Logger and Clock are filled in; other
+	// fields are passed on.
+	engine    engine.Options
 	fakeClock bool
 	// listener wraps the server's listener.
 	listener func(net.Listener) net.Listener
@@ -179,13 +180,10 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		}
 	})
 	logger := slog.New(h.logs)
-	h.router = clienttools.NewRouter(logger)
-	eo := engine.Options{
-		Worker: testWorker(),
-		Models: model.ResolverFunc(func(id string) (model.Model, error) { return newTestModel(h.gate), nil }),
-		Client: h.router,
-		Logger: logger,
-	}
+	eo := o.engine
+	eo.Worker = testWorker()
+	eo.Models = model.ResolverFunc(func(id string) (model.Model, error) { return newTestModel(h.gate), nil })
+	eo.Logger = logger
 	if o.fakeClock {
 		h.clock = clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		eo.Clock = h.clock
@@ -203,7 +201,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		}
 	})
 	gopts := o.gateway
-	gopts.Engine, gopts.Router, gopts.Logger = eng, h.router, logger
+	gopts.Engine, gopts.Logger = eng, logger
 	if gopts.PingInterval == 0 {
 		gopts.PingInterval = -1
 	}
@@ -342,6 +340,7 @@ type frame struct {
 	OK       bool            `json:"ok"`
 	Result   string          `json:"result"`
 	Error    string          `json:"error"`
+	Page     string          `json:"page"`
 	raw      []byte
 }
 
@@ -425,6 +424,18 @@ func (c *wsClient) until(what string, ok func(frame) bool) frame {
 			return f
 		}
 	}
+}
+
+// seen returns the first frame read so far that satisfies ok, or reads
+// until one does.
+func (c *wsClient) seen(what string, ok func(frame) bool) frame {
+	c.t.Helper()
+	for _, f := range c.frames {
+		if ok(f) {
+			return f
+		}
+	}
+	return c.until(what, ok)
 }
 
 func (c *wsClient) untilType(typ string) frame {

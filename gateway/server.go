@@ -14,17 +14,14 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/clienttools/gateway/clienttools"
 	"github.com/clienttools/gateway/engine"
 )
 
 // Options configure a Server. Zero fields take their defaults.
 type Options struct {
-	// Engine runs the sessions. Required.
-	Engine *engine.Engine
-	// Router delivers client calls; it must be the engine's ClientRouter.
+	// Engine runs the sessions, and knows which browser owns each.
 	// Required.
-	Router *clienttools.Router
+	Engine *engine.Engine
 	// Sessions is the cookie session manager. Default: scs.New() with a
 	// 24h lifetime, HttpOnly, SameSite Lax, in memory: browsers get new
 	// identities when the process restarts. (scs.New starts a cleanup
@@ -39,16 +36,24 @@ type Options struct {
 	// 1 MiB. A larger frame closes the connection with 1009.
 	ReadLimit int64
 	// SendQueue is how many frames may wait for a slow browser; default
-	// 256. When it overflows, the connection is closed with 1008 and the
-	// page resumes from its last seq, so nothing is lost but the socket.
+	// DefaultSendQueue (256). When it overflows, the connection is closed
+	// with 1008 and the page resumes from its last seq, so nothing is lost
+	// but the socket. Larger holds longer bursts at the cost of memory per
+	// slow page.
 	SendQueue int
-	// PingInterval is how often an idle connection is pinged to detect a
-	// dead peer; default 20s. Zero uses the default; negative disables.
+	// RefusedBurst and RefusedRate bound the frames a page may send that
+	// the gateway refuses (each still gets its error reply): past a burst
+	// of RefusedBurst (default 100), the connection's frames are read at
+	// RefusedRate a second (default 20) until the page stops, and it is
+	// told once (rate_limited). The connection stays up.
+	RefusedBurst int
+	RefusedRate  float64
+	// PingInterval is how often each connection is pinged, and how long its
+	// pong may take; default 20s. A page that misses it is closed (4000),
+	// and the client calls it ran move to another page of the session:
+	// shorter moves them sooner, at the cost of closing pages on a slow
+	// network. Zero uses the default; negative disables.
 	PingInterval time.Duration
-	// SessionIdle is how long a session lives with no page connected before
-	// it ends (reason "abandoned"); default 15m. A reload or a network drop
-	// reconnects well within it; longer keeps abandoned chats in memory.
-	SessionIdle time.Duration
 	// WriteTimeout bounds one frame's write; default 10s.
 	WriteTimeout time.Duration
 	// Page renders GET /. Default: a minimal page.
@@ -66,17 +71,24 @@ type Server struct {
 	logger  *slog.Logger
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
-	owners  map[string]*owned // by engine session id
 	closing bool
 	wg      sync.WaitGroup
 }
 
 const browserKey = "browser"
 
+// Defaults of Options.
+const (
+	DefaultSendQueue    = 256
+	DefaultRefusedBurst = 100
+	DefaultRefusedRate  = 20
+	DefaultPingInterval = 20 * time.Second
+)
+
 // New returns a Server.
 func New(opts Options) (*Server, error) {
-	if opts.Engine == nil || opts.Router == nil {
-		return nil, errors.New("gateway: Options.Engine and Options.Router are required")
+	if opts.Engine == nil {
+		return nil, errors.New("gateway: Options.Engine is required")
 	}
 	if opts.Sessions == nil {
 		sm := scs.New()
@@ -90,13 +102,16 @@ func New(opts Options) (*Server, error) {
 		opts.ReadLimit = 1 << 20
 	}
 	if opts.SendQueue <= 0 {
-		opts.SendQueue = 256
+		opts.SendQueue = DefaultSendQueue
+	}
+	if opts.RefusedBurst <= 0 {
+		opts.RefusedBurst = DefaultRefusedBurst
+	}
+	if opts.RefusedRate <= 0 {
+		opts.RefusedRate = DefaultRefusedRate
 	}
 	if opts.PingInterval == 0 {
-		opts.PingInterval = 20 * time.Second
-	}
-	if opts.SessionIdle <= 0 {
-		opts.SessionIdle = 15 * time.Minute
+		opts.PingInterval = DefaultPingInterval
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
@@ -104,7 +119,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, owners: map[string]*owned{}}
+	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}}
 	s.routes()
 	return s, nil
 }
@@ -189,87 +204,6 @@ func minimalPage(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, `<!doctype html><title>Gateway</title><p>The gateway is running; connect to /ws.</p>`)
 }
 
-// owned is what the server knows of a session it opened.
-type owned struct {
-	browser string
-	conns   int         // connections attached now
-	expiry  *time.Timer // ends the session once no page has been attached for SessionIdle
-}
-
-// adopt records that browser owns a new engine session, until it ends.
-func (s *Server) adopt(sess *engine.Session, browser string) {
-	s.mu.Lock()
-	s.owners[sess.ID()] = &owned{browser: browser}
-	s.mu.Unlock()
-	go func() {
-		<-sess.Done()
-		s.forget(sess.ID())
-		s.opts.Router.Forget(sess.ID())
-	}()
-}
-
-func (s *Server) owner(session string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o := s.owners[session]; o != nil {
-		return o.browser
-	}
-	return ""
-}
-
-func (s *Server) forget(session string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o := s.owners[session]; o != nil && o.expiry != nil {
-		o.expiry.Stop()
-	}
-	delete(s.owners, session)
-}
-
-// attached counts a page connected to session; it is no longer abandoned.
-func (s *Server) attached(session string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o := s.owners[session]; o != nil {
-		o.conns++
-		if o.expiry != nil {
-			o.expiry.Stop()
-			o.expiry = nil
-		}
-	}
-}
-
-// detached counts a page gone; with none left, the session ends after
-// SessionIdle unless a page comes back.
-func (s *Server) detached(session string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.owners[session]
-	if o == nil {
-		return
-	}
-	if o.conns--; o.conns > 0 || s.closing {
-		return
-	}
-	o.expiry = time.AfterFunc(s.opts.SessionIdle, func() { s.expire(session, o) })
-}
-
-// expire ends a session no page has come back to.
-func (s *Server) expire(session string, o *owned) {
-	s.mu.Lock()
-	abandoned := s.owners[session] == o && o.conns == 0 && !s.closing
-	s.mu.Unlock()
-	if !abandoned {
-		return
-	}
-	if sess, ok := s.opts.Engine.Session(session); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.logger.Info("session abandoned", "session", session, "idle", s.opts.SessionIdle)
-		sess.End(ctx, "abandoned: no page connected for "+s.opts.SessionIdle.String())
-	}
-}
-
 // track registers a live connection; false once shutting down.
 func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
@@ -295,18 +229,13 @@ func (s *Server) untrack(c *conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	for _, o := range s.owners {
-		if o.expiry != nil {
-			o.expiry.Stop()
-		}
-	}
 	open := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		open = append(open, c)
 	}
 	s.mu.Unlock()
 	for _, c := range open {
-		c.close(statusGoingAway, "the gateway is shutting down")
+		c.close(engine.CloseGoingAway, "the gateway is shutting down")
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

@@ -361,8 +361,8 @@ func TestCrossSessionRefused(t *testing.T) {
 			t.Errorf("%s resuming Alice's session: %s, want code unknown_session", name, f)
 		}
 	}
-	if h.router.Holder(aliceSession, "call_time") == nil {
-		t.Error("Alice's call lost its connection")
+	if n := a.count(func(f frame) bool { return f.Type == "tool.leased" }); n != 0 {
+		t.Error("Alice's call moved away from her page")
 	}
 	// Alice's call is unaffected: her answer counts, Bob's did not.
 	a.answer("call_time", call.Attempt, map[string]string{"time": "12:00"})
@@ -572,8 +572,8 @@ func TestKeepalivePing(t *testing.T) {
 	c, _ := h.newBrowser(nil).open(pageTools)
 	// The page stops reading, so it answers no ping.
 	h.logs.wait(t, "stopped answering pings")
-	if code := c.untilClosed(); code != websocket.StatusGoingAway {
-		t.Errorf("close status = %v, want %v", code, websocket.StatusGoingAway)
+	if code := c.untilClosed(); code != websocket.StatusCode(engine.CloseUnresponsive) {
+		t.Errorf("close status = %v, want %v", code, engine.CloseUnresponsive)
 	}
 }
 
@@ -586,28 +586,45 @@ func mustJar(t *testing.T) http.CookieJar {
 	return jar
 }
 
+// TestTwoTabsOfOneSession: the tab the user typed in runs the turn's client
+// call and every tab sees which one does; when that tab closes, the call
+// moves to the other, same attempt and deadline, and settles once.
 func TestTwoTabsOfOneSession(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	b := h.newBrowser(nil)
 	older, id := b.open(pageTools)
+	olderPage := older.frames[0].Page
 	newer := b.dial(nil)
 	newer.send(map[string]any{"type": "session.open", "session": id, "after": h.session(id).LastSeq(), "tools": pageTools})
-	newer.untilType("session.opened")
+	newerPage := newer.untilType("session.opened").Page
+	if olderPage == "" || newerPage == "" || olderPage == newerPage {
+		t.Fatalf("page ids %q and %q: want two distinct ids", olderPage, newerPage)
+	}
 
-	// The older tab asks; the newest tab that declares the tool runs it.
+	// The older tab asks, and runs the call, although the newer tab is the
+	// most recent to attach.
 	older.say("time")
-	newer.untilCall("call_time")
-	// The newer tab closes mid-call: the older tab gets the call.
-	if err := newer.ws.Close(websocket.StatusNormalClosure, ""); err != nil {
+	call := older.untilCall("call_time")
+	for _, c := range []*wsClient{older, newer} {
+		if f := c.seen("tool.started", func(f frame) bool { return f.Type == "tool.started" }); f.Page != olderPage {
+			t.Errorf("tool.started names page %q, want the older tab's %q", f.Page, olderPage)
+		}
+	}
+	// The older tab closes mid-call: the newer tab gets the same attempt.
+	if err := older.ws.Close(websocket.StatusNormalClosure, ""); err != nil {
 		t.Fatal(err)
 	}
-	call := older.untilCall("call_time")
-	older.answer("call_time", call.Attempt, map[string]string{"time": "12:00"})
-	if got, want := older.idleReply(), `got: {"time":"12:00"}`; got != want {
+	leased := newer.untilType("tool.leased")
+	moved := newer.untilCall("call_time")
+	if leased.Page != newerPage || moved.Attempt != call.Attempt || moved.Deadline != call.Deadline {
+		t.Errorf("after the older tab closed: tool.leased %s, tool.call %s; want page %s and attempt %d, deadline %s", leased, moved, newerPage, call.Attempt, call.Deadline)
+	}
+	newer.answer("call_time", moved.Attempt, map[string]string{"time": "12:00"})
+	if got, want := newer.idleAfter(leased.Seq), `got: {"time":"12:00"}`; got != want {
 		t.Errorf("reply = %q, want %q", got, want)
 	}
-	if n := older.count(func(f frame) bool { return f.Type == "tool.call" }); n != 1 {
-		t.Errorf("the older tab got %d tool.call frames, want 1", n)
+	if n := newer.count(func(f frame) bool { return f.Type == "tool.call" }); n != 1 {
+		t.Errorf("the newer tab got %d tool.call frames, want 1", n)
 	}
 }
 
@@ -639,7 +656,7 @@ func TestCancelSettlesOpenCalls(t *testing.T) {
 // SessionIdle, so memory does not grow with every chat ever opened; one
 // that a page reconnects to lives on.
 func TestAbandonedSessionEnds(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{SessionIdle: 50 * time.Millisecond}})
+	h := newHarness(t, harnessOptions{engine: engine.Options{SessionIdle: 50 * time.Millisecond}})
 	b := h.newBrowser(nil)
 
 	kept, keptID := b.open(nil)

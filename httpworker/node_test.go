@@ -210,7 +210,7 @@ func TestEngineRunsSeedExample(t *testing.T) {
 	defer cancel()
 	defer e.Close(ctx)
 
-	s, err := e.Open(ctx)
+	s, err := e.Open(ctx, engine.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -235,15 +235,15 @@ func TestEngineRunsSeedExample(t *testing.T) {
 			mu.Lock()
 			received = nil
 			mu.Unlock()
-			_, sub, err := s.Subscribe(s.LastSeq(), 256)
+			page, err := s.Attach(ctx, engine.AttachOptions{After: s.LastSeq()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sub.Close()
-			if err := s.Send(ctx, tt.say); err != nil {
+			defer page.Detach()
+			if err := page.Send(ctx, tt.say); err != nil {
 				t.Fatal(err)
 			}
-			waitSettledAndIdle(t, ctx, sub)
+			waitSettledAndIdle(t, ctx, page)
 
 			mu.Lock()
 			got := received
@@ -264,28 +264,22 @@ func TestEngineRunsSeedExample(t *testing.T) {
 
 // waitSettledAndIdle reads events until a tool call has finished and the
 // session is idle again.
-func waitSettledAndIdle(t *testing.T, ctx context.Context, sub *engine.Subscription) {
+func waitSettledAndIdle(t *testing.T, ctx context.Context, page *engine.Page) {
 	t.Helper()
 	var types []string
 	finished := false
-	for {
-		select {
-		case ev := <-sub.C():
-			types = append(types, ev.Type)
-			switch ev.Type {
-			case engine.EventToolFinished:
-				finished = true
-			case engine.EventSessionIdle:
-				if finished {
-					return
-				}
-			case engine.EventError:
-				t.Errorf("session error: %s", ev.Frame)
+	for ev := range page.Frames(ctx) {
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case engine.EventToolFinished:
+			finished = true
+		case engine.EventSessionIdle:
+			if finished {
+				return
 			}
-		case <-sub.Done():
-			t.Fatalf("subscription ended (%v) after %v", sub.Err(), types)
-		case <-ctx.Done():
-			t.Fatalf("no tool.finished then session.idle; got %v", types)
+		case engine.EventError:
+			t.Errorf("session error: %s", ev.Frame)
 		}
 	}
+	t.Fatalf("no tool.finished then session.idle (the stream ended: %v); got %v", page.Err(), types)
 }

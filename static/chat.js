@@ -20,6 +20,8 @@
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
 
 const STATE_TEXT = { connecting: "Connecting…", open: "Connected", closed: "Offline" };
+/** What a running client call's card says when this tab does not run it. */
+const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for the page" };
 
 /**
  * Renders client into root and wires the composer.
@@ -123,6 +125,8 @@ export function mountChat(root, client) {
         const el = cardFor(c.id, c.name);
         el.dataset.status = c.status;
         el.dataset.local = String(c.local);
+        if (c.where) el.dataset.where = c.where;
+        else delete el.dataset.where;
         if (c.handler) el.dataset.handler = c.handler;
         must(el, "[data-testid=tool-handler]").textContent = c.handler ?? "";
         must(el, "[data-testid=tool-handler]").hidden = !c.handler;
@@ -163,9 +167,17 @@ export function mountChat(root, client) {
             sent.dataset.isError = String(c.transcript.isError);
             must(sent, "pre").textContent = pretty(c.transcript.content);
         }
+        // A client call runs in one tab: the others say where it is instead
+        // of showing its UI. A settled card keeps the slot as it was.
+        const where = must(el, "[data-testid=tool-where]");
+        const away = c.where === "elsewhere" || c.where === "waiting" ? c.where : null;
+        where.hidden = !away;
+        where.textContent = away ? WHERE_TEXT[away] : "";
+        const slot = must(el, "[data-testid=tool-slot]");
+        if (c.where) slot.hidden = c.where !== "here";
         if (c.status === "done" || c.status === "error") {
             // Whatever a tool put in its slot (Approve/Deny) is over.
-            must(el, "[data-testid=tool-slot]").querySelectorAll("button").forEach((b) => { b.disabled = true; });
+            slot.querySelectorAll("button").forEach((b) => { b.disabled = true; });
         }
         followBottom();
     }

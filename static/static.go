@@ -1,6 +1,7 @@
 // Package static embeds the browser half of the gateway: the SDK
-// (gateway.js), the chat UI (chat.js), the demo page's tools (demo.js), the
-// stylesheet and icons, so the binary serves /static/ from [FS] with nothing
+// (gateway.js, the entry point, and the modules it imports: connection.js,
+// store.js, cards.js, runner.js, codes.js), the chat UI (chat.js), the demo
+// page's tools (demo.js), the stylesheet and icons, so the binary serves /static/ from [FS] with nothing
 // else on disk. [Version] is a hash of those files for cache-busting URLs.
 package static
 

@@ -8,7 +8,10 @@ import (
 )
 
 func TestFSHasTheAssets(t *testing.T) {
-	for _, name := range []string{"gateway.js", "chat.js", "demo.js", "app.css", "favicon.svg"} {
+	for _, name := range []string{
+		"gateway.js", "connection.js", "store.js", "cards.js", "runner.js", "codes.js",
+		"chat.js", "demo.js", "app.css", "favicon.svg",
+	} {
 		b, err := fs.ReadFile(FS, name)
 		if err != nil {
 			t.Errorf("FS lacks %s: %v", name, err)

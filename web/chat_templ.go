@@ -90,33 +90,58 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\"></script></head><body><a class=\"skip-link\" href=\"#prompt\">Skip to the message box</a><div class=\"app\"><header class=\"topbar\"><h1 class=\"title\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\"></script>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var6 string
-		templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(p.title())
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 24, Col: 34}
+		for _, m := range modules {
+			if m != "demo.js" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<link rel=\"modulepreload\" href=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var6 string
+				templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset(m)).ResolveURL(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 23, Col: 48}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</h1><p class=\"connection\" data-testid=\"connection-status\" data-state=\"connecting\" role=\"status\">Connecting…</p><button type=\"button\" class=\"btn ghost\" data-testid=\"new-chat\">New chat</button></header><main class=\"chat\" data-chat data-socket=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</head><body><a class=\"skip-link\" href=\"#prompt\">Skip to the message box</a><div class=\"app\"><header class=\"topbar\"><h1 class=\"title\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var7 string
-		templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.socket()).Resolve(ctx)
+		templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(p.title())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 28, Col: 57}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 31, Col: 34}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\"><ol class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"></ol>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</h1><p class=\"connection\" data-testid=\"connection-status\" data-state=\"connecting\" role=\"status\">Connecting…</p><button type=\"button\" class=\"btn ghost\" data-testid=\"new-chat\">New chat</button></header><main class=\"chat\" data-chat data-socket=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var8 string
+		templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.socket()).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 35, Col: 57}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><ol class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"></ol>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -124,7 +149,7 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</main></div><noscript><p class=\"noscript\">This page needs JavaScript to talk to the gateway.</p></noscript>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</main></div><noscript><p class=\"noscript\">This page needs JavaScript to talk to the gateway.</p></noscript>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -144,7 +169,7 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</body></html>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</body></html>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -169,7 +194,7 @@ func composer() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn\" data-testid=\"stop\" disabled>Stop</button></div></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn\" data-testid=\"stop\" disabled>Stop</button></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -196,7 +221,7 @@ func messageTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><span class=\"message-role\" data-testid=\"message-role\"></span><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><span class=\"message-role\" data-testid=\"message-role\"></span><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -223,7 +248,7 @@ func noticeTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -233,7 +258,9 @@ func noticeTemplate() templ.Component {
 
 // toolCardTemplate is one tool call. chat.js sets data-tool-id,
 // data-tool-name, data-status (pending, running, retrying, done, error),
-// data-handler and data-local (this page runs it).
+// data-handler, data-local (this page was delivered it) and, while a client
+// attempt runs, data-where (here, elsewhere, waiting). tool-where says where
+// a call this tab does not run is; the tool's own UI goes in tool-slot.
 func toolCardTemplate() templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -251,7 +278,7 @@ func toolCardTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><div class=\"tool-head\"><span class=\"tool-kicker\" aria-hidden=\"true\">Tool</span><h2 class=\"tool-name\" data-testid=\"tool-name\"></h2><span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span></div><div class=\"tool-section\"><h3 class=\"tool-label\">Arguments</h3><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><div class=\"tool-slot\" data-testid=\"tool-slot\"></div><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><h3 class=\"tool-label\">Result</h3><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><h3 class=\"tool-label\">Error</h3><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><div class=\"tool-head\"><span class=\"tool-kicker\" aria-hidden=\"true\">Tool</span><h2 class=\"tool-name\" data-testid=\"tool-name\"></h2><span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span></div><div class=\"tool-section\"><h3 class=\"tool-label\">Arguments</h3><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><h3 class=\"tool-label\">Result</h3><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><h3 class=\"tool-label\">Error</h3><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -277,7 +304,7 @@ func confirmTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" role=\"status\" hidden></p></div></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" role=\"status\" hidden></p></div></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

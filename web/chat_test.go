@@ -2,8 +2,12 @@ package web
 
 import (
 	"context"
+	"io/fs"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/clienttools/gateway/static"
 )
 
 func render(t *testing.T, p PageProps) string {
@@ -22,7 +26,7 @@ func TestChatPageTestIDs(t *testing.T) {
 		"connection-status", "new-chat", "messages", "composer", "prompt", "send", "stop",
 		"message", "message-role", "message-text", "notice", "notice-text",
 		"tool-card", "tool-name", "tool-handler", "tool-status", "tool-attempt", "tool-args",
-		"tool-input", "tool-attempts", "tool-slot", "tool-result", "tool-error", "tool-transcript",
+		"tool-input", "tool-attempts", "tool-where", "tool-slot", "tool-result", "tool-error", "tool-transcript",
 		"confirm", "confirm-question", "confirm-approve", "confirm-deny", "confirm-answer",
 	} {
 		if !strings.Contains(html, `data-testid="`+id+`"`) {
@@ -89,5 +93,29 @@ func TestImportMapComesBeforeModules(t *testing.T) {
 	im, mod := strings.Index(html, `type="importmap"`), strings.Index(html, `type="module"`)
 	if im < 0 || mod < 0 || im > mod {
 		t.Fatalf("import map at %d, first module at %d: the map must come first", im, mod)
+	}
+}
+
+// A module missing from the import map loads unversioned: after a deploy a
+// browser could run a cached old copy of it next to new ones.
+func TestImportMapHasEveryModule(t *testing.T) {
+	files, err := fs.Glob(static.FS, "*.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(files)
+	got := slices.Clone(modules)
+	slices.Sort(got)
+	if !slices.Equal(got, files) {
+		t.Errorf("modules = %v, want every *.js of static.FS: %v", got, files)
+	}
+	html := render(t, PageProps{AssetVersion: "1"})
+	for _, m := range files {
+		if !strings.Contains(html, `"/static/`+m+`":"/static/`+m+`?v=1"`) {
+			t.Errorf("the import map lacks %s", m)
+		}
+		if m != "demo.js" && !strings.Contains(html, `<link rel="modulepreload" href="/static/`+m+`?v=1">`) {
+			t.Errorf("the page does not preload %s", m)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -20,6 +21,7 @@ func TestParseConfig(t *testing.T) {
 		clientTimeout: engine.DefaultClientTimeout,
 		workerTimeout: engine.DefaultWorkerTimeout,
 		readLimit:     1 << 20,
+		pingInterval:  gateway.DefaultPingInterval,
 		logLevel:      slog.LevelInfo,
 		shutdownGrace: 10 * time.Second,
 	}
@@ -37,19 +39,19 @@ func TestParseConfig(t *testing.T) {
 		{name: "defaults", want: defaults},
 		{
 			name: "flags",
-			args: []string{"--listen", ":9000", "--origins", "a.example, *.b.example,", "--client-timeout", "5s", "--worker-timeout", "1m30s", "--read-limit", "4096", "--log-level", "debug", "--model", "claude-x"},
+			args: []string{"--listen", ":9000", "--origins", "a.example, *.b.example,", "--client-timeout", "5s", "--worker-timeout", "1m30s", "--read-limit", "4096", "--log-level", "debug", "--model", "claude-x", "--ping-interval", "1s"},
 			want: with(func(c *config) {
 				c.listen, c.origins, c.clientTimeout, c.workerTimeout = ":9000", []string{"a.example", "*.b.example"}, 5*time.Second, 90*time.Second
-				c.readLimit, c.logLevel, c.model = 4096, slog.LevelDebug, "claude-x"
+				c.readLimit, c.logLevel, c.model, c.pingInterval = 4096, slog.LevelDebug, "claude-x", time.Second
 			}),
 		},
 		{
 			name: "environment",
 			env: map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_ORIGINS": "c.example", "GATEWAY_CLIENT_TIMEOUT": "2s",
-				"GATEWAY_WORKER_TIMEOUT": "3s", "GATEWAY_READ_LIMIT": "100", "GATEWAY_LOG_LEVEL": "warn", "GATEWAY_SCRIPT": "s.json", "GATEWAY_OFFLINE": "1"},
+				"GATEWAY_WORKER_TIMEOUT": "3s", "GATEWAY_READ_LIMIT": "100", "GATEWAY_LOG_LEVEL": "warn", "GATEWAY_SCRIPT": "s.json", "GATEWAY_OFFLINE": "1", "GATEWAY_PING_INTERVAL": "2s"},
 			want: with(func(c *config) {
 				c.listen, c.origins, c.clientTimeout, c.workerTimeout = ":7000", []string{"c.example"}, 2*time.Second, 3*time.Second
-				c.readLimit, c.logLevel, c.script, c.offline = 100, slog.LevelWarn, "s.json", true
+				c.readLimit, c.logLevel, c.script, c.offline, c.pingInterval = 100, slog.LevelWarn, "s.json", true, 2*time.Second
 			}),
 		},
 		{

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/a-h/templ"
-	"github.com/clienttools/gateway/clienttools"
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -37,6 +36,7 @@ type config struct {
 	clientTimeout time.Duration
 	workerTimeout time.Duration
 	readLimit     int64
+	pingInterval  time.Duration
 	workerURL     string
 	anthropicURL  string
 	openaiURL     string
@@ -70,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
+	pingInterval := fs.String("ping-interval", env("GATEWAY_PING_INTERVAL", gateway.DefaultPingInterval.String()), "how often each page is pinged, and how long its pong may take; a page that misses it is closed and its client calls move to another page (env GATEWAY_PING_INTERVAL)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +84,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if c.workerTimeout, err = positiveDuration("worker-timeout", *workerTimeout); err != nil {
+		return c, err
+	}
+	if c.pingInterval, err = positiveDuration("ping-interval", *pingInterval); err != nil {
 		return c, err
 	}
 	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
@@ -141,11 +145,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer hw.Close()
 		worker = hw
 	}
-	router := clienttools.NewRouter(logger)
 	eng, err := engine.New(engine.Options{
 		Worker:        worker,
 		Models:        models,
-		Client:        router,
 		Logger:        logger,
 		ClientTimeout: cfg.clientTimeout,
 		WorkerTimeout: cfg.workerTimeout,
@@ -156,9 +158,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
 	gw, err := gateway.New(gateway.Options{
 		Engine:         eng,
-		Router:         router,
 		OriginPatterns: cfg.origins,
 		ReadLimit:      cfg.readLimit,
+		PingInterval:   cfg.pingInterval,
 		Page:           page,
 		Static:         static.FS,
 		Logger:         logger,

@@ -4,7 +4,7 @@
 // It builds a gateway from the packages (engine.New with a test model that
 // calls the client tool "echo" on every user turn and replies "done" after
 // the result, a ToolWorker declaring echo with handler client,
-// clienttools.NewRouter, gateway.New) and runs it in a child process: it
+// gateway.New) and runs it in a child process: it
 // re-executes itself with -serve gateway. The echo floor runs the same way
 // (-serve echo). Each phase gets a fresh child, so no phase inherits
 // another's sessions, and the child's memory is the server's alone: the

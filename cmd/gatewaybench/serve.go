@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clienttools/gateway/clienttools"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway"
@@ -122,17 +121,15 @@ func newGateway(logger *slog.Logger) (http.Handler, []func(context.Context) erro
 		}},
 	}}
 	bm := &benchModel{}
-	router := clienttools.NewRouter(logger)
 	eng, err := engine.New(engine.Options{
 		Worker: worker,
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return bm, nil }),
-		Client: router,
 		Logger: logger,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	gw, err := gateway.New(gateway.Options{Engine: eng, Router: router, Logger: logger})
+	gw, err := gateway.New(gateway.Options{Engine: eng, Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,104 @@
+package engine
+
+// The wire codes, declared once. docs/protocol.md lists every one of them
+// and static/codes.js copies them for the browser; tests hold both to these
+// tables, so a code is added here first.
+
+// WireCode is the code of an `error` frame or event. Without a seq it says
+// why the gateway refused a frame the page sent (the connection and the
+// session stay up); with a seq it is a problem the session hit.
+type WireCode string
+
+// Codes of error frames: the gateway could not take a frame the page sent.
+const (
+	WireBadFrame       WireCode = "bad_frame"       // not JSON, not an object, a missing or mistyped field
+	WireUnknownFrame   WireCode = "unknown_frame"   // a type the browser may not send
+	WireNotOpen        WireCode = "not_open"        // a frame before session.open
+	WireAlreadyOpen    WireCode = "already_open"    // a second session.open on one connection
+	WireUnknownSession WireCode = "unknown_session" // no such session for this browser
+	WireUnknownCall    WireCode = "unknown_call"    // an answer for a call the session never had
+	WireStaleAttempt   WireCode = "stale_attempt"   // an answer for an attempt that is no longer current
+	WireSettled        WireCode = "settled"         // a repeat of the answer that settled the call
+	WireSessionClosed  WireCode = "session_closed"  // the session has ended
+	WireRateLimited    WireCode = "rate_limited"    // too many refused frames: reading slows down
+	WireLimitExceeded  WireCode = "limit_exceeded"  // a frame asks for more than a documented limit
+	WireInternal       WireCode = "internal"        // a bug in the gateway
+)
+
+// Codes of error events (with seq), and of error frames when a new session
+// cannot start.
+const (
+	WireWorkerFailed WireCode = "worker_failed" // the worker returned an error or panicked
+	WireModelFailed  WireCode = "model_failed"  // the model provider failed
+	WireBadDecision  WireCode = "bad_decision"  // the worker's decision could not be carried out
+	WireBadConfig    WireCode = "bad_config"    // the agent config cannot be used
+)
+
+// CloseCode is a WebSocket close status the gateway sends. Ours are in
+// 4000-4999; the others are the protocol's own (RFC 6455).
+type CloseCode int
+
+// Close codes.
+const (
+	CloseNormal       CloseCode = 1000 // the session ended
+	CloseGoingAway    CloseCode = 1001 // the gateway is shutting down
+	CloseTooSlow      CloseCode = 1008 // the page could not keep up: reconnect and resume
+	CloseTooBig       CloseCode = 1009 // a frame was over the read limit
+	CloseUnresponsive CloseCode = 4000 // the page did not answer pings in time
+)
+
+// Code describes one wire code: its value and when it is sent.
+type Code[T comparable] struct {
+	Value T
+	Name  string // the SDK's constant name (static/codes.js)
+	When  string
+}
+
+// FrameErrors are the codes of error frames without a seq.
+var FrameErrors = []Code[WireCode]{
+	{WireBadFrame, "BAD_FRAME", "the frame is not JSON, not an object, or has a missing or mistyped field"},
+	{WireUnknownFrame, "UNKNOWN_FRAME", "the frame's type is not one the browser may send"},
+	{WireNotOpen, "NOT_OPEN", "a frame came before session.open"},
+	{WireAlreadyOpen, "ALREADY_OPEN", "a second session.open on one connection"},
+	{WireUnknownSession, "UNKNOWN_SESSION", "no such session for this browser: it ended, or it is another browser's"},
+	{WireUnknownCall, "UNKNOWN_CALL", "an answer names a call the session does not have, or a worker's call"},
+	{WireStaleAttempt, "STALE_ATTEMPT", "an answer for an attempt that is no longer current; it never counts"},
+	{WireSettled, "SETTLED", "a repeat of the answer that settled the call"},
+	{WireSessionClosed, "SESSION_CLOSED", "the session has ended"},
+	{WireRateLimited, "RATE_LIMITED", "the page sent too many refused frames: the gateway reads its frames more slowly"},
+	{WireLimitExceeded, "LIMIT_EXCEEDED", "the frame asks for more than a documented limit (tools declared, a tool name's length)"},
+	{WireBadConfig, "BAD_CONFIG", "a new session cannot start: the worker's agent config cannot be used"},
+	{WireWorkerFailed, "WORKER_FAILED", "a new session cannot start: the worker failed on session.start"},
+	{WireInternal, "INTERNAL", "the gateway failed on this frame (a bug)"},
+}
+
+// SessionErrors are the codes of error events (with seq).
+var SessionErrors = []Code[WireCode]{
+	{WireWorkerFailed, "WORKER_FAILED", "the worker returned an error or panicked"},
+	{WireModelFailed, "MODEL_FAILED", "the model provider failed; the turn's text so far is kept"},
+	{WireBadDecision, "BAD_DECISION", "an action of the worker's decision could not be carried out"},
+	{WireBadConfig, "BAD_CONFIG", "the worker's new agent config cannot be used; the old one stays"},
+}
+
+// ToolErrors are the codes of a failed call (tool.finished, tool.retrying,
+// tool.error).
+var ToolErrors = []Code[ErrorCode]{
+	{CodeInvalidInput, "INVALID_INPUT", "the arguments violate the tool's input schema"},
+	{CodeMalformedInput, "MALFORMED_INPUT", "the arguments are not a JSON object"},
+	{CodeUnknownTool, "UNKNOWN_TOOL", "the model named a tool that is not declared"},
+	{CodeInvalidOutput, "INVALID_OUTPUT", "the result violates the tool's output schema"},
+	{CodeTimeout, "TIMEOUT", "no answer before the attempt's deadline"},
+	{CodeCancelled, "CANCELLED", "the user stopped the turn, or the session ended"},
+	{CodeClientUnavailable, "CLIENT_UNAVAILABLE", "no page of the session provides the client tool"},
+	{CodeToolFailed, "TOOL_FAILED", "the tool failed"},
+	{CodeInternal, "INTERNAL", "the call could not start (a bad retry policy) or the gateway failed"},
+}
+
+// Closes are the WebSocket close codes the gateway sends.
+var Closes = []Code[CloseCode]{
+	{CloseNormal, "NORMAL", "the session ended"},
+	{CloseGoingAway, "GOING_AWAY", "the gateway is shutting down"},
+	{CloseTooSlow, "TOO_SLOW", "the page could not keep up with its session's events: reconnect and resume with after"},
+	{CloseTooBig, "TOO_BIG", "a frame was larger than the read limit"},
+	{CloseUnresponsive, "UNRESPONSIVE", "the page did not answer pings in time; a client call it ran moves to another page"},
+}

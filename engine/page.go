@@ -1,0 +1,387 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"unicode/utf8"
+)
+
+// Limits on what one page may declare.
+const (
+	// DefaultMaxPageTools is how many client tools one page may declare.
+	DefaultMaxPageTools = 128
+	// MaxToolNameBytes is the longest tool name a page may declare: the
+	// providers' own limit on a tool's name.
+	MaxToolNameBytes = 64
+	// maxDeparted is how many departed pages' declarations a session keeps,
+	// so a call made while its page reloads waits instead of failing.
+	maxDeparted = 4
+)
+
+// ErrLimitExceeded: a request asks for more than a documented limit.
+var ErrLimitExceeded = errors.New("limit exceeded")
+
+// AttachOptions describe a page joining a session.
+type AttachOptions struct {
+	// After is the seq of the last event the page has seen: the stream
+	// starts with session.opened, then replays every event after it.
+	After int64
+	// Tools are the client tools the page can run, at most MaxPageTools
+	// names of at most MaxToolNameBytes each. They replace nothing: every
+	// page declares its own, and the session's set is the union of its
+	// pages' (and of the pages that left last, see docs/protocol.md).
+	Tools []string
+	// Buffer is how many frames may wait on the stream between two Takes
+	// (the replay aside); default 256. Past it the stream ends with
+	// ErrSlowSubscriber: the page must reconnect and resume.
+	Buffer int
+	// Wake is called when frames arrive on an empty stream and when the
+	// stream ends. It is called with the session's event lock held: it must
+	// not block or call the Page's methods but Done and Err; typically it
+	// starts a writer.
+	// Nil: watch Ready instead.
+	Wake func()
+}
+
+// Page is one browser page attached to a session: its stream of frames, in
+// order (session.opened, the replay, then every session event and the
+// deliveries addressed to it), and its side of the conversation. Which page
+// runs each client call (the lease) is decided by the session goroutine.
+//
+// Take, Ready, Done and Err may be called from any goroutine; Send, Answer,
+// Cancel and Detach send the session a message.
+type Page struct {
+	id    string
+	s     *Session
+	ready chan struct{} // one token: frames arrived or the stream ended
+	wake  func()
+	limit int
+
+	// Guarded by the session's eventLog lock.
+	queue  []Event
+	pushed int // frames pushed since the last Take
+	done   chan struct{}
+	err    error
+
+	// Owned by the session goroutine.
+	tools    map[string]struct{}
+	active   uint64 // when the page last did something, in session activity ticks
+	attached bool
+}
+
+// ID is the page's id, unique within its session.
+func (p *Page) ID() string { return p.id }
+
+// Ready receives a token after frames arrive on an empty stream and when the
+// stream ends: then call Take.
+func (p *Page) Ready() <-chan struct{} { return p.ready }
+
+// Take returns the frames queued on the stream, in order, and keeps buf's
+// memory (emptied) for the next ones: pass back what the previous Take
+// returned once done with it, or nil.
+func (p *Page) Take(buf []Event) []Event { return p.s.log.take(p, buf) }
+
+// Done closes when the stream ends: Detach, the session ended
+// (ErrSessionClosed; the frames queued before it, session.ended last, can
+// still be taken), or the page fell behind (ErrSlowSubscriber; nothing more
+// comes). After Done, call Detach so the session forgets the page.
+func (p *Page) Done() <-chan struct{} { return p.done }
+
+// Err says why Done closed: nil after Detach, ErrSessionClosed or
+// ErrSlowSubscriber.
+func (p *Page) Err() error {
+	select {
+	case <-p.done:
+		return p.err // written before done closed, never after
+	default:
+		return nil
+	}
+}
+
+// Send hands the session a user message from this page: the page holds the
+// lease of that turn's client calls for the tools it declared.
+func (p *Page) Send(ctx context.Context, content string) error { return p.s.send(ctx, p, content) }
+
+// Answer settles a client attempt, as Session.Answer does; the answer may
+// come from any page of the session.
+func (p *Page) Answer(ctx context.Context, a Action) error {
+	return p.s.do(ctx, func() error {
+		p.s.touch(p)
+		return p.s.answer(a, answerDefaults{}, true)
+	})
+}
+
+// Cancel stops the running model turn and every open call, as
+// Session.Cancel does.
+func (p *Page) Cancel(ctx context.Context) error {
+	return p.s.do(ctx, func() error {
+		p.s.touch(p)
+		p.s.cancelAll("cancelled by the user")
+		return nil
+	})
+}
+
+// Detach ends the page's stream and tells the session the page left: the
+// attempts it held move to another page that declared their tools, with
+// their deadlines unchanged, or wait for one.
+func (p *Page) Detach() {
+	p.s.log.mu.Lock()
+	p.s.log.drop(p, nil)
+	p.s.log.mu.Unlock()
+	_ = p.s.post(context.Background(), func() { p.s.pageLeft(p) })
+}
+
+// signal wakes the page's reader; the eventLog lock is held.
+func (p *Page) signal() {
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+	if p.wake != nil {
+		p.wake()
+	}
+}
+
+// runs reports whether the page can run tool now.
+func (p *Page) runs(tool string) bool {
+	if _, ok := p.tools[tool]; !ok {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// checkTools validates a page's declaration against the limits.
+func checkTools(tools []string, max int) (map[string]struct{}, error) {
+	if len(tools) > max {
+		return nil, fmt.Errorf("%w: %d tools declared, at most %d per page", ErrLimitExceeded, len(tools), max)
+	}
+	set := make(map[string]struct{}, len(tools))
+	for i, t := range tools {
+		switch {
+		case t == "":
+			return nil, fmt.Errorf("tools[%d] is empty", i)
+		case len(t) > MaxToolNameBytes:
+			return nil, fmt.Errorf("%w: tools[%d] is %d bytes long, at most %d", ErrLimitExceeded, i, len(t), MaxToolNameBytes)
+		case !utf8.ValidString(t):
+			return nil, fmt.Errorf("tools[%d] is not UTF-8", i)
+		}
+		set[t] = struct{}{}
+	}
+	return set, nil
+}
+
+// Attach adds a page to the session and returns it, its stream primed with
+// session.opened and the replay. Waiting client attempts whose tool it
+// declared are delivered to it. It fails with ErrLimitExceeded for a
+// declaration over the limits, and ErrSessionClosed once the session ended.
+func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
+	tools, err := checkTools(o.Tools, s.e.opts.MaxPageTools)
+	if err != nil {
+		return nil, err
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 256
+	}
+	p := &Page{
+		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, limit: o.Buffer, tools: tools,
+		ready: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	err = s.do(ctx, func() error {
+		if err := s.log.attach(p, o.After); err != nil {
+			return err
+		}
+		p.attached = true
+		s.pages = append(s.pages, p)
+		s.touch(p)
+		if s.idleTimer != nil {
+			s.idleTimer.Stop()
+			s.idleTimer = nil
+		}
+		s.logger.Info("page attached", "page", p.id, "tools", len(tools), "pages", len(s.pages), "after", o.After)
+		for _, c := range s.openCalls() {
+			if c.handler == HandlerClient && c.holder == nil && c.running() && p.runs(c.name) {
+				s.lease(c, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// touch records that p did something: the most recently active page runs
+// the calls the turn's own page cannot.
+func (s *Session) touch(p *Page) {
+	s.activity++
+	p.active = s.activity
+}
+
+// pageLeft forgets a page and moves the attempts it held.
+func (s *Session) pageLeft(p *Page) {
+	if !p.attached {
+		return
+	}
+	p.attached = false
+	for i, q := range s.pages {
+		if q == p {
+			s.pages = append(s.pages[:i], s.pages[i+1:]...)
+			break
+		}
+	}
+	if s.turnPage == p {
+		s.turnPage = nil
+	}
+	s.departed = append(s.departed, p.tools)
+	if len(s.departed) > maxDeparted {
+		s.departed = s.departed[1:]
+	}
+	s.logger.Info("page detached", "page", p.id, "pages", len(s.pages))
+	for _, c := range s.openCalls() {
+		if c.holder == p {
+			c.holder = nil
+			if c.running() {
+				s.lease(c, s.holderFor(c.name, nil))
+			}
+		}
+	}
+	if len(s.pages) == 0 && s.e.opts.SessionIdle > 0 && !s.ending {
+		s.armIdle()
+	}
+}
+
+// holderFor picks the page to run a client attempt of tool: the page that
+// sent the turn's message when it declared the tool, else the most recently
+// active page that did; a page other than avoid when there is one. Nil: no
+// attached page runs the tool.
+func (s *Session) holderFor(tool string, avoid *Page) *Page {
+	pick := func(skip *Page) *Page {
+		if tp := s.turnPage; tp != nil && tp != skip && tp.runs(tool) {
+			return tp
+		}
+		var best *Page
+		for _, p := range s.pages {
+			if p != skip && p.runs(tool) && (best == nil || p.active > best.active) {
+				best = p
+			}
+		}
+		return best
+	}
+	if avoid != nil {
+		if p := pick(avoid); p != nil {
+			return p
+		}
+	}
+	return pick(nil)
+}
+
+// declared reports whether a page of the session provides tool: one attached
+// now, or one of the last to leave (a reload must not fail a call).
+func (s *Session) declared(tool string) bool {
+	for _, p := range s.pages {
+		if _, ok := p.tools[tool]; ok {
+			return true
+		}
+	}
+	for _, tools := range s.departed {
+		if _, ok := tools[tool]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// lease gives c's running attempt to holder (nil: it waits for a page),
+// tells every page, and delivers the attempt to holder with its deadline
+// unchanged.
+func (s *Session) lease(c *call, holder *Page) {
+	c.holder = holder
+	ev := ToolLeasedEvent{ID: c.id, Name: c.name, Attempt: c.attempt}
+	if holder != nil {
+		ev.Page = holder.id
+	}
+	s.publish(EventToolLeased, ev)
+	if holder == nil {
+		s.logger.Info("client call waiting for a page", "call", c.id, "tool", c.name, "attempt", c.attempt)
+		return
+	}
+	s.deliverCall(c)
+}
+
+// deliverCall puts the current attempt of c on its holder's stream.
+func (s *Session) deliverCall(c *call) {
+	frame, err := EncodeFrame(FrameToolCall, ClientCall{
+		ID: c.id, Name: c.name, Arguments: c.args, Input: c.input,
+		Attempt: c.attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline), Proposed: c.proposedFor(c.attempt),
+	})
+	if err != nil {
+		s.logger.Error("failed to encode tool.call", "call", c.id, "err", err)
+		return
+	}
+	if !s.log.deliver(c.holder, FrameToolCall, frame) {
+		// The page fell behind and was dropped: its Detach moves the attempt.
+		s.logger.Info("client call not delivered: the page is gone", "call", c.id, "page", c.holder.id)
+		return
+	}
+	s.logger.Debug("client call delivered", "call", c.id, "attempt", c.attempt, "page", c.holder.id)
+}
+
+// armIdle ends the session once no page has been attached for SessionIdle.
+func (s *Session) armIdle() {
+	gen := s.activity
+	idle := s.e.opts.SessionIdle
+	s.idleTimer = s.e.opts.Clock.AfterFunc(idle, func() {
+		_ = s.post(context.Background(), func() {
+			if len(s.pages) == 0 && s.activity == gen && !s.ending {
+				s.logger.Info("session abandoned", "idle", idle)
+				s.end("abandoned: no page connected for " + idle.String())
+			}
+		})
+	})
+}
+
+// Frames yields the stream's frames in order, waiting for more, until the
+// stream ends (Err says why) or ctx is done. It suits Go readers that do
+// not need Wake: tests, tools, an observer of a session.
+func (p *Page) Frames(ctx context.Context) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		var frames []Event
+		for {
+			frames = p.Take(frames)
+			for _, ev := range frames {
+				if !yield(ev) {
+					return
+				}
+			}
+			if len(frames) == 0 {
+				select {
+				case <-p.done:
+					// Frames queued before the end are still taken once more.
+					if frames = p.Take(frames); len(frames) == 0 {
+						return
+					}
+					for _, ev := range frames {
+						if !yield(ev) {
+							return
+						}
+					}
+					return
+				default:
+				}
+				select {
+				case <-p.ready:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package gateway_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway"
+	"github.com/coder/websocket"
+)
+
+// TestReconnectAndAnswerRace: the socket drops mid-call, then the page
+// sends session.open with after and its tool.result back to back. The call
+// settles once, and the page never receives the call's tool.call after its
+// tool.finished (a client other than our SDK would run the tool again).
+func TestReconnectAndAnswerRace(t *testing.T) {
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	for round := range rounds {
+		c, id := b.open(pageTools)
+		c.say("time")
+		call := c.untilCall("call_time")
+		last := c.seqs()[len(c.seqs())-1]
+		_ = c.ws.CloseNow() // the network drops: no close handshake
+
+		again := b.dial(nil)
+		again.send(map[string]any{"type": "session.open", "session": id, "after": last, "tools": pageTools})
+		again.answer("call_time", call.Attempt, map[string]string{"time": "12:00"})
+		if got, want := again.idleAfter(last), `got: {"time":"12:00"}`; got != want {
+			t.Fatalf("round %d: reply %q, want %q; frames %v", round, got, want, again.frames)
+		}
+		finished := false
+		for _, f := range again.frames {
+			switch {
+			case f.Type == "tool.finished" && f.ID == "call_time":
+				if finished {
+					t.Fatalf("round %d: tool.finished twice: %v", round, again.frames)
+				}
+				finished = true
+			case f.Type == "tool.call" && finished:
+				t.Fatalf("round %d: tool.call after the call's tool.finished: %v", round, again.frames)
+			case f.Type == "error":
+				t.Fatalf("round %d: the answer was refused: %s", round, f)
+			}
+		}
+		if !finished {
+			t.Fatalf("round %d: no tool.finished: %v", round, again.frames)
+		}
+		_ = again.ws.Close(websocket.StatusNormalClosure, "")
+		h.session(id).End(t.Context(), "round over")
+	}
+}
+
+// TestRefusedFramesKeepTheConnection: every refused frame gets its error
+// reply, a flood of them included, during a fast streamed reply too; the
+// connection and the session stay up.
+func TestRefusedFramesKeepTheConnection(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	c, _ := h.newBrowser(nil).open(pageTools)
+	c.say("flood") // the session streams while the bad frames go in
+	const bad = 100
+	for i := range bad {
+		c.send(map[string]any{"type": "tool.result", "id": fmt.Sprintf("nope_%d", i), "attempt": 1, "result": "x"})
+	}
+	for i := range bad {
+		f := c.untilError()
+		if f.Code != string(engine.WireUnknownCall) || !strings.Contains(f.errorText(), fmt.Sprintf(`"nope_%d"`, i)) {
+			t.Fatalf("reply %d: %s, want unknown_call for nope_%d", i, f, i)
+		}
+	}
+	if got := c.reply("hello"); got != "echo: hello" {
+		t.Errorf("after the flood, reply %q", got)
+	}
+}
+
+// TestRefusedFramesAreRateLimited: past the burst, the page is told once
+// that it is being slowed down, and still gets a reply to every frame.
+func TestRefusedFramesAreRateLimited(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 5, RefusedRate: 50}})
+	c, _ := h.newBrowser(nil).open(pageTools)
+	const bad = 30
+	for range bad {
+		c.sendRaw(websocket.MessageText, []byte(`{"type":"nonsense"}`))
+	}
+	unknown, limited := 0, 0
+	for unknown < bad {
+		f := c.untilError()
+		switch f.Code {
+		case string(engine.WireUnknownFrame):
+			unknown++
+		case string(engine.WireRateLimited):
+			limited++
+			if !strings.Contains(f.errorText(), "50 a second") {
+				t.Errorf("rate_limited says %q", f.errorText())
+			}
+		default:
+			t.Fatalf("unexpected error frame %s", f)
+		}
+	}
+	if limited != 1 {
+		t.Errorf("%d rate_limited frames, want 1", limited)
+	}
+	if got := c.reply("hello"); got != "echo: hello" {
+		t.Errorf("after the flood, reply %q", got)
+	}
+	h.logs.wait(t, "too many refused frames")
+}
+
+// TestDeclaredToolsLimits: a page may declare at most MaxPageTools names of
+// at most MaxToolNameBytes; past either, session.open is refused with
+// limit_exceeded and the connection stays up.
+func TestDeclaredToolsLimits(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: engine.Options{MaxPageTools: 3}})
+	b := h.newBrowser(nil)
+	c := b.dial(nil)
+	for _, tools := range [][]string{{"a", "b", "c", "d"}, {strings.Repeat("n", engine.MaxToolNameBytes+1)}} {
+		c.send(map[string]any{"type": "session.open", "tools": tools})
+		if f := c.untilError(); f.Code != string(engine.WireLimitExceeded) {
+			t.Errorf("session.open with %d tools: %s, want limit_exceeded", len(tools), f)
+		}
+	}
+	if h.eng.Sessions() != 0 {
+		t.Errorf("%d sessions left open by refused opens", h.eng.Sessions())
+	}
+	c.send(map[string]any{"type": "session.open", "tools": []string{"a", "b", "c"}})
+	c.untilType("session.opened")
+}
+
+// TestHungTabLosesTheLease: the tab that runs a call stops answering pings;
+// it is closed (4000) and the call moves to the other tab, same attempt and
+// deadline.
+func TestHungTabLosesTheLease(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{PingInterval: 500 * time.Millisecond}})
+	b := h.newBrowser(nil)
+	hung, id := b.open(pageTools)
+	live := b.dial(nil)
+	live.send(map[string]any{"type": "session.open", "session": id, "after": h.session(id).LastSeq(), "tools": pageTools})
+	livePage := live.untilType("session.opened").Page
+
+	hung.say("time")
+	call := hung.untilCall("call_time")
+	// hung reads nothing more, so it answers no ping; live keeps reading.
+	leased := live.untilType("tool.leased")
+	moved := live.untilCall("call_time")
+	if leased.Page != livePage || moved.Attempt != call.Attempt || moved.Deadline != call.Deadline {
+		t.Errorf("tool.leased %s, tool.call %s; want page %s, attempt %d, deadline %s", leased, moved, livePage, call.Attempt, call.Deadline)
+	}
+	live.answer("call_time", moved.Attempt, map[string]string{"time": "12:00"})
+	if got, want := live.idleAfter(leased.Seq), `got: {"time":"12:00"}`; got != want {
+		t.Errorf("reply %q, want %q", got, want)
+	}
+	if code := hung.untilClosed(); code != websocket.StatusCode(engine.CloseUnresponsive) {
+		t.Errorf("the hung tab was closed with %v, want %v", code, engine.CloseUnresponsive)
+	}
+}

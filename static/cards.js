@@ -1,0 +1,258 @@
+/**
+ * cards.js: the tool-card view model. One card per tool call, rebuilt from
+ * the session's events (the assistant message's tool uses, `tool.started`,
+ * `tool.leased`, `tool.retrying`, `tool.finished`, the transcript's tool
+ * message) and this page's own run of the call (runner.js reports it through
+ * `delivered` and `localState`). The client emits each changed card as its
+ * `tool` event.
+ *
+ * Exports:
+ * - ToolCards: the cards of one session; `apply(event, replayed)` takes a
+ *   session event, `page` is this connection's page id (setting it
+ *   recomputes every card's `where`), `list()` copies every card.
+ * - whereOf(card, page): where a card's current attempt runs, from this page.
+ * - isSettled(status).
+ *
+ * @module cards
+ */
+
+/**
+ * @typedef {import("./runner.js").ToolInput} ToolInput
+ * @typedef {import("./runner.js").ToolCallFrame} ToolCallFrame
+ * @typedef {"running" | "answered" | "cancelled"} LocalState
+ *
+ * @typedef {"pending" | "running" | "retrying" | "done" | "error"} ToolStatus
+ *
+ * @typedef {"here" | "elsewhere" | "waiting"} ToolWhere
+ *     Where a running client attempt runs, seen from this page: in this page,
+ *     in another page of the session, or nowhere yet (it waits for a page
+ *     that declares the tool).
+ *
+ * @typedef {object} ToolAttempt  A failed attempt, as tool.retrying reported it.
+ * @property {number} attempt
+ * @property {string} error
+ * @property {string} [code]
+ * @property {string} [backoff]   The wait before the next attempt.
+ *
+ * @typedef {object} ToolCard  Everything known about one tool call.
+ * @property {string} id
+ * @property {string} name
+ * @property {string} arguments   Raw argument string.
+ * @property {ToolInput | null} input
+ * @property {"worker" | "client" | null} handler
+ * @property {ToolStatus} status
+ *     pending: the model asked for it; running: an attempt is running;
+ *     retrying: an attempt failed and `attempt` (the next) starts after `backoff`;
+ *     done / error: settled (tool.finished).
+ * @property {number} attempt     The current (or next, when retrying) attempt.
+ * @property {number} attempts
+ * @property {string | null} deadline
+ * @property {string | null} backoff
+ * @property {ToolAttempt[]} failures  Failed attempts, oldest first.
+ * @property {string | null} page  The page id that runs the current client
+ *     attempt (tool.started, tool.leased); null: none (yet), or a worker call.
+ * @property {ToolWhere | null} where  `page` seen from this page, while a
+ *     client attempt runs; null for worker calls, pending, retrying and
+ *     settled cards, and while the gateway has not given this page an id.
+ * @property {string} [result]    Set when done.
+ * @property {string} [error]     Set on error.
+ * @property {boolean} local      This page was delivered the call.
+ * @property {LocalState | null} localState  What this page's run of the current attempt did.
+ * @property {{ content: string, isError: boolean } | null} transcript
+ *     The tool message that joined the transcript: exactly what the model received.
+ * @property {boolean} replayed
+ */
+
+/** @param {ToolStatus} s */
+export function isSettled(s) {
+    return s === "done" || s === "error";
+}
+
+/**
+ * Where card's current attempt runs, from the page with id page.
+ * @param {Pick<ToolCard, "handler" | "status" | "page">} card
+ * @param {string | null} page  This page's id; null: unknown.
+ * @returns {ToolWhere | null}
+ */
+export function whereOf(card, page) {
+    if (card.handler !== "client" || card.status !== "running" || page === null) return null;
+    if (card.page === null) return "waiting";
+    return card.page === page ? "here" : "elsewhere";
+}
+
+/** The tool cards of one session, in the order the calls appeared. */
+export class ToolCards {
+    /** @type {Map<string, ToolCard>} */ #cards = new Map();
+    /** @type {string | null} */ #page = null;
+    /** @type {(card: ToolCard) => void} */ #emit;
+
+    /** @param {(card: ToolCard) => void} emit  Gets a copy of a card after each change. */
+    constructor(emit) {
+        this.#emit = emit;
+    }
+
+    /** This connection's page id (session.opened); null until known. */
+    get page() {
+        return this.#page;
+    }
+
+    /** Sets the page id; every card whose `where` changes with it is emitted. */
+    set page(page) {
+        if (page === this.#page) return;
+        const before = new Map([...this.#cards].map(([id, c]) => [id, whereOf(c, this.#page)]));
+        this.#page = page;
+        for (const [id, card] of this.#cards) {
+            if (whereOf(card, page) !== before.get(id)) this.#changed(card, false);
+        }
+    }
+
+    /** Copies of every card, oldest first. @returns {ToolCard[]} */
+    list() {
+        return [...this.#cards.values()].map((c) => this.#snapshot(c, false));
+    }
+
+    /** Forgets every card (a new session). */
+    clear() {
+        this.#cards.clear();
+    }
+
+    /**
+     * Takes a session event; the ones about tool calls change their card.
+     * @param {any} f
+     * @param {boolean} replayed
+     */
+    apply(f, replayed) {
+        switch (f.type) {
+            case "message": {
+                const message = f.message ?? {};
+                if (message.role === "assistant" && Array.isArray(message.toolUses)) {
+                    for (const use of message.toolUses) {
+                        const card = this.#card(use.id, use.name);
+                        if (!card.arguments) card.arguments = use.arguments ?? "";
+                        this.#changed(card, replayed);
+                    }
+                } else if (message.role === "tool" && message.toolUseId) {
+                    const card = this.#card(message.toolUseId, message.name);
+                    card.transcript = { content: message.content ?? "", isError: !!message.isError };
+                    this.#changed(card, replayed);
+                }
+                break;
+            }
+            case "tool.started": {
+                const card = this.#card(f.id, f.name);
+                Object.assign(card, {
+                    status: isSettled(card.status) ? card.status : "running",
+                    arguments: f.arguments ?? card.arguments,
+                    input: f.input ?? card.input,
+                    handler: f.handler ?? card.handler,
+                    attempt: f.attempt ?? card.attempt,
+                    attempts: f.attempts ?? card.attempts,
+                    deadline: f.deadline ?? null,
+                    backoff: null,
+                    page: typeof f.page === "string" && f.page ? f.page : null,
+                });
+                this.#changed(card, replayed);
+                break;
+            }
+            case "tool.leased": {
+                // Another page took the current attempt, or it waits for one.
+                const card = this.#cards.get(f.id);
+                if (!card || isSettled(card.status) || f.attempt !== card.attempt) break;
+                card.page = typeof f.page === "string" && f.page ? f.page : null;
+                this.#changed(card, replayed);
+                break;
+            }
+            case "tool.retrying": {
+                const card = this.#card(f.id, f.name);
+                card.failures.push({ attempt: f.attempt, error: f.error ?? "", code: f.code, backoff: f.backoff });
+                if (!isSettled(card.status)) card.status = "retrying";
+                card.attempt = (f.attempt ?? 0) + 1;
+                card.attempts = f.attempts ?? card.attempts;
+                card.backoff = f.backoff ?? null;
+                card.deadline = null;
+                card.page = null;
+                this.#changed(card, replayed);
+                break;
+            }
+            case "tool.finished": {
+                const card = this.#card(f.id, f.name);
+                card.status = f.ok ? "done" : "error";
+                card.result = f.result;
+                card.error = f.error;
+                card.backoff = null;
+                this.#changed(card, replayed);
+                break;
+            }
+        }
+    }
+
+    /**
+     * This page was delivered an attempt and starts running it.
+     * @param {ToolCallFrame} f
+     */
+    delivered(f) {
+        const card = this.#card(f.id, f.name);
+        Object.assign(card, {
+            local: true,
+            localState: "running",
+            status: card.status === "pending" || card.status === "retrying" ? "running" : card.status,
+            arguments: f.arguments ?? card.arguments,
+            input: f.input ?? card.input,
+            handler: card.handler ?? "client",
+            attempt: f.attempt,
+            attempts: f.attempts ?? card.attempts,
+            deadline: f.deadline ?? card.deadline,
+            // The gateway delivers an attempt only to the page that holds it.
+            page: this.#page ?? card.page,
+        });
+        this.#changed(card, false);
+    }
+
+    /**
+     * This page's run of an attempt changed; the card shows it if that is
+     * still the card's current attempt.
+     * @param {string} id
+     * @param {number} attempt
+     * @param {LocalState} state
+     */
+    localState(id, attempt, state) {
+        const card = this.#cards.get(id);
+        if (!card || card.attempt !== attempt) return;
+        card.localState = state;
+        this.#changed(card, false);
+    }
+
+    /** @param {string} id @param {string} [name] @returns {ToolCard} */
+    #card(id, name) {
+        let card = this.#cards.get(id);
+        if (!card) {
+            card = {
+                id, name: name ?? "", arguments: "", input: null, handler: null,
+                status: "pending", attempt: 0, attempts: 0, deadline: null, backoff: null,
+                failures: [], page: null, where: null, result: undefined, error: undefined,
+                local: false, localState: null, transcript: null, replayed: false,
+            };
+            this.#cards.set(id, card);
+        } else if (name && !card.name) {
+            card.name = name;
+        }
+        return card;
+    }
+
+    /** @param {ToolCard} card @param {boolean} replayed */
+    #changed(card, replayed) {
+        this.#emit(this.#snapshot(card, replayed));
+    }
+
+    /** @param {ToolCard} card @param {boolean} replayed @returns {ToolCard} */
+    #snapshot(card, replayed) {
+        return {
+            ...card,
+            input: card.input ? { ...card.input } : null,
+            failures: card.failures.map((f) => ({ ...f })),
+            transcript: card.transcript ? { ...card.transcript } : null,
+            where: whereOf(card, this.#page),
+            replayed,
+        };
+    }
+}

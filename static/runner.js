@@ -1,0 +1,314 @@
+/**
+ * runner.js: runs the client tool calls the gateway delivers to this page
+ * (`tool.call`) and answers them (`tool.result`, `tool.error`).
+ *
+ * - Each attempt runs at most once per `id#attempt`. A duplicate delivery of
+ *   a running attempt is ignored; one of an attempt that already finished
+ *   here resends its answer, unless it already went out on this connection.
+ * - An answer ready while the connection is down waits for `flush()`, which
+ *   the client calls after the next `session.opened`.
+ * - A run's signal aborts on `tool.cancel` (TimeoutError for a timeout,
+ *   else AbortError), when a later attempt of its call arrives, when its
+ *   attempt failed (`failed`, from tool.retrying: a page that lost the
+ *   lease gets no tool.cancel), when the call settles (`settle`), and on
+ *   `abortAll` (close, reset). An aborted run's answer is dropped: the
+ *   gateway would refuse it.
+ * - Bad input is answered with the delivery's `proposed` tool.error unless
+ *   the tool has `acceptInvalid`; an unknown tool with `unknown_tool`.
+ *
+ * Exports:
+ * - Runner: call(frame), cancel(frame), failed(id, attempt, timeout),
+ *   settle(id), abortAll(why), flush(), clear().
+ * - ToolError: an error a tool throws to say more than its message.
+ *
+ * @module runner
+ */
+
+import { TOOL_ERROR } from "./codes.js";
+
+/**
+ * @typedef {{ status: "valid", value: any }
+ *     | { status: "invalid", value: any, error: string }
+ *     | { status: "malformed", error: string }} ToolInput
+ *     The engine's classification of a call's raw arguments.
+ *
+ * @typedef {object} ToolErrorFrame
+ * @property {"tool.error"} type
+ * @property {string} id
+ * @property {number} attempt
+ * @property {string} error        Written for the model to read.
+ * @property {boolean} [retryable] Ask for another attempt (under the call's retry policy).
+ * @property {string} [code]       One of TOOL_ERROR (codes.js).
+ * @property {any} [detail]
+ *
+ * @typedef {object} ToolCallFrame  A `tool.call` delivery: run this client tool.
+ * @property {"tool.call"} type
+ * @property {string} id
+ * @property {string} name
+ * @property {string} arguments     The raw argument string the model wrote.
+ * @property {ToolInput} input
+ * @property {number} attempt
+ * @property {number} attempts
+ * @property {string} deadline      RFC 3339: when this attempt times out.
+ * @property {ToolErrorFrame} [proposed] The ready-made answer when input is not valid.
+ *
+ * @typedef {object} ToolContext
+ * @property {AbortSignal} signal   Aborted on tool.cancel (timeout, Stop), when a
+ *     later attempt of the call arrives, when the call settles, and on close().
+ * @property {number} attempt       This attempt, from 1.
+ * @property {number} attempts      The call's total attempts.
+ * @property {Date | null} deadline When the gateway times this attempt out.
+ * @property {ToolCallFrame} call   The delivery itself.
+ *
+ * @typedef {object} Tool
+ * @property {(input: any, ctx: ToolContext) => any} run
+ *     Returns the result (any JSON value), or a promise of it. A throw or a
+ *     rejection becomes `tool.error` with the error's message (and its
+ *     `retryable`, `code`, `detail` when set, see ToolError).
+ * @property {boolean} [acceptInvalid] Run even when input is `invalid` or
+ *     `malformed` (`input` is then the value as parsed, or undefined). By
+ *     default such a call is answered with the frame's `proposed` tool.error.
+ *
+ * @typedef {object} Link  How the runner reaches the gateway.
+ * @property {() => number} conn  The current connection's number (1, 2, ...).
+ * @property {(frame: any) => boolean} write  Sends a frame if the session is
+ *     open on the current connection; false when it is not.
+ *
+ * @typedef {object} CardHooks  What the runner tells the tool cards (cards.js).
+ * @property {(f: ToolCallFrame) => void} delivered
+ * @property {(id: string, attempt: number, state: "running" | "answered" | "cancelled") => void} localState
+ *
+ * @typedef {object} Run  This page's run of one attempt.
+ * @property {string} key    `${id}#${attempt}`
+ * @property {string} id
+ * @property {number} attempt
+ * @property {AbortController} controller
+ * @property {number} deadline  ms since the epoch; 0: none
+ * @property {any} answer   The tool.result or tool.error frame, once known.
+ * @property {number} sentOn The connection the answer went out on; 0: not sent.
+ * @property {boolean} done Answered or aborted: nothing more to send.
+ */
+
+/** How far past its deadline a cancel without a reason counts as a timeout (clock skew). */
+const SKEW_MS = 250;
+
+/**
+ * An error a tool may throw to say more than its message: whether another
+ * attempt may succeed, a code, and structured detail for the worker.
+ */
+export class ToolError extends Error {
+    /**
+     * @param {string} message  Reaches the model; write it to be read.
+     * @param {{ retryable?: boolean, code?: string, detail?: any }} [options]
+     */
+    constructor(message, { retryable, code, detail } = {}) {
+        super(message);
+        this.name = "ToolError";
+        /** @type {boolean | undefined} */
+        this.retryable = retryable;
+        /** @type {string | undefined} */
+        this.code = code;
+        this.detail = detail;
+    }
+}
+
+/** Runs this page's client tools. */
+export class Runner {
+    /** @type {Record<string, Tool>} */ #tools = {};
+    /** @type {Map<string, Run>} */ #runs = new Map();
+    /** @type {Set<string>} */ #settled = new Set();
+    /** @type {Link} */ #link;
+    /** @type {CardHooks} */ #cards;
+
+    /**
+     * @param {Record<string, Tool | Tool["run"]>} tools
+     * @param {Link} link
+     * @param {CardHooks} cards
+     */
+    constructor(tools, link, cards) {
+        for (const [name, tool] of Object.entries(tools)) {
+            this.#tools[name] = typeof tool === "function" ? { run: tool } : tool;
+        }
+        this.#link = link;
+        this.#cards = cards;
+    }
+
+    /** The names of the tools this page declares. @returns {string[]} */
+    get names() {
+        return Object.keys(this.#tools);
+    }
+
+    /**
+     * A `tool.call` delivery: run it, or resend its answer.
+     * @param {ToolCallFrame} f
+     */
+    call(f) {
+        const key = `${f.id}#${f.attempt}`;
+        const seen = this.#runs.get(key);
+        if (seen) {
+            // The same attempt delivered again (after a reconnect): never run
+            // it twice; resend the answer if this connection has not had it.
+            if (seen.answer && seen.sentOn !== this.#link.conn()) this.#send(seen);
+            return;
+        }
+        if (this.#settled.has(f.id)) return; // settled already: answering would be refused
+        this.#abort((r) => r.id === f.id && r.attempt < f.attempt, `attempt ${f.attempt} replaced it`);
+
+        const deadline = f.deadline ? Date.parse(f.deadline) : NaN;
+        /** @type {Run} */
+        const run = {
+            key, id: f.id, attempt: f.attempt, controller: new AbortController(),
+            deadline: Number.isNaN(deadline) ? 0 : deadline, answer: null, sentOn: 0, done: false,
+        };
+        this.#runs.set(key, run);
+        this.#cards.delivered(f);
+
+        const base = { id: f.id, attempt: f.attempt };
+        const tool = this.#tools[f.name];
+        if (!tool || typeof tool.run !== "function") {
+            this.#answer(run, { type: "tool.error", ...base, error: `This page has no tool named "${f.name}".`, code: TOOL_ERROR.UNKNOWN_TOOL });
+            return;
+        }
+        const status = f.input?.status ?? "valid";
+        if (status !== "valid" && !tool.acceptInvalid) {
+            const proposed = f.proposed ?? {
+                error: f.input?.error || "The arguments do not match the tool's input schema.",
+                code: status === "malformed" ? TOOL_ERROR.MALFORMED_INPUT : TOOL_ERROR.INVALID_INPUT,
+            };
+            this.#answer(run, { type: "tool.error", ...proposed, ...base });
+            return;
+        }
+        /** @type {ToolContext} */
+        const ctx = {
+            signal: run.controller.signal,
+            attempt: f.attempt,
+            attempts: f.attempts,
+            deadline: f.deadline ? new Date(f.deadline) : null,
+            call: f,
+        };
+        Promise.resolve()
+            .then(() => {
+                // Cancelled in the same task it arrived in: never start it.
+                if (run.done) throw ctx.signal.reason;
+                return tool.run(f.input?.value, ctx);
+            })
+            .then(
+                (result) => this.#answer(run, { type: "tool.result", ...base, result: result === undefined ? null : result }),
+                (err) => this.#answer(run, { type: "tool.error", ...base, ...errorFields(err) }),
+            );
+    }
+
+    /**
+     * A `tool.cancel`: abort that attempt.
+     * @param {{id: string, attempt?: number, reason?: string}} f
+     */
+    cancel(f) {
+        const why = f.reason ? `cancelled by the gateway: ${f.reason}` : "cancelled by the gateway";
+        const match = (/** @type {Run} */ r) => r.id === f.id && (f.attempt === undefined || r.attempt === f.attempt);
+        const run = [...this.#runs.values()].find(match);
+        // A timeout when the gateway says so, or, when its reason does not
+        // tell, when the attempt's deadline has passed (give or take a little
+        // clock skew).
+        const timeout = f.reason === TOOL_ERROR.TIMEOUT ||
+            (f.reason !== TOOL_ERROR.CANCELLED && !!run?.deadline && Date.now() >= run.deadline - SKEW_MS);
+        this.#abort(match, why, timeout);
+    }
+
+    /**
+     * An attempt of the call failed (`tool.retrying`): abort this page's
+     * runs of it and of any earlier attempt. The page that held the attempt
+     * had a tool.cancel already; this stops a run the lease moved away from.
+     * @param {string} id
+     * @param {number} attempt
+     * @param {boolean} timeout  It timed out: the signal's reason is a TimeoutError.
+     */
+    failed(id, attempt, timeout) {
+        this.#abort((r) => r.id === id && r.attempt <= attempt, `attempt ${attempt} failed`, timeout);
+    }
+
+    /**
+     * The call settled (`tool.finished`): abort its runs here and ignore
+     * any later delivery of it.
+     * @param {string} id
+     */
+    settle(id) {
+        this.#settled.add(id);
+        this.#abort((r) => r.id === id, "the call settled");
+        for (const [key, run] of this.#runs) if (run.id === id) this.#runs.delete(key);
+    }
+
+    /** Aborts every running run. @param {string} why */
+    abortAll(why) {
+        this.#abort(() => true, why);
+    }
+
+    /** Sends the answers that finished while the connection was down. */
+    flush() {
+        for (const run of this.#runs.values()) {
+            if (run.answer && run.sentOn === 0) this.#send(run);
+        }
+    }
+
+    /** Forgets every run and settled call (a new session); abort first. */
+    clear() {
+        this.#runs.clear();
+        this.#settled.clear();
+    }
+
+    /**
+     * Aborts the running runs that match.
+     * @param {(run: Run) => boolean} match
+     * @param {string} why
+     * @param {boolean} [timeout]
+     */
+    #abort(match, why, timeout = false) {
+        for (const run of this.#runs.values()) {
+            if (run.done || !match(run)) continue;
+            run.done = true;
+            run.controller.abort(new DOMException(why, timeout ? "TimeoutError" : "AbortError"));
+            this.#cards.localState(run.id, run.attempt, "cancelled");
+        }
+    }
+
+    /** @param {Run} run @param {any} frame */
+    #answer(run, frame) {
+        if (run.done) return; // cancelled: the gateway ignores late answers
+        run.done = true;
+        try {
+            JSON.stringify(frame);
+        } catch (err) {
+            frame = { type: "tool.error", id: run.id, attempt: run.attempt, error: `The tool's result is not JSON: ${messageOf(err)}`, code: TOOL_ERROR.TOOL_FAILED };
+        }
+        run.answer = frame;
+        this.#cards.localState(run.id, run.attempt, "answered");
+        this.#send(run);
+    }
+
+    /** @param {Run} run */
+    #send(run) {
+        if (this.#link.write(run.answer)) run.sentOn = this.#link.conn();
+    }
+}
+
+/** @param {unknown} err */
+function messageOf(err) {
+    if (err instanceof Error) return err.message || err.name;
+    if (typeof err === "string") return err;
+    try {
+        return JSON.stringify(err) ?? String(err);
+    } catch {
+        return String(err);
+    }
+}
+
+/** The tool.error fields for a thrown value. @param {any} err */
+function errorFields(err) {
+    /** @type {{error: string, retryable?: boolean, code?: string, detail?: any}} */
+    const fields = { error: messageOf(err) || "The tool failed." };
+    if (err && typeof err === "object") {
+        if (typeof err.retryable === "boolean") fields.retryable = err.retryable;
+        if (err instanceof ToolError && typeof err.code === "string") fields.code = err.code;
+        if (err instanceof ToolError && err.detail !== undefined) fields.detail = err.detail;
+    }
+    return fields;
+}

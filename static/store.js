@@ -1,0 +1,118 @@
+/**
+ * store.js: where a session survives a page reload (sessionStorage by
+ * default).
+ *
+ * It keeps `{v: 1, session, seq, events}` under one key: the session id, the
+ * last seq the page has, and the session's events up to it. `seq` and
+ * `events` are written together, so a reload finds them consistent. Writes
+ * are batched (at most one every SAVE_DELAY_MS, and at once on `flush()`);
+ * when the storage is full only the session id is kept, with seq 0, so the
+ * next load replays the whole session from the gateway.
+ *
+ * Exports:
+ * - SessionStore: load(), schedule(), flush(), clear() for one key.
+ * - defaultStorage(): sessionStorage, or null where it is blocked.
+ * - DEFAULT_STORAGE_KEY, SAVE_DELAY_MS.
+ *
+ * @module store
+ */
+
+export const DEFAULT_STORAGE_KEY = "gateway.session";
+export const SAVE_DELAY_MS = 50;
+
+/**
+ * @typedef {object} StoredSession  What a page keeps of its session.
+ * @property {string} session
+ * @property {number} seq       The last session event's seq.
+ * @property {any[]} events     The session's events, in seq order, up to seq.
+ */
+
+/**
+ * @typedef {Pick<Storage, "getItem" | "setItem" | "removeItem">} StorageLike
+ */
+
+/** One session's stored copy under one key of a Storage. */
+export class SessionStore {
+    /** @type {StorageLike | null} */ #storage;
+    /** @type {string} */ #key;
+    /** @type {() => StoredSession | null} */ #read;
+    /** @type {ReturnType<typeof setTimeout> | null} */ #timer = null;
+
+    /**
+     * @param {StorageLike | null} storage  null: keep nothing.
+     * @param {string} key
+     * @param {() => StoredSession | null} read  The state to write, read
+     *     when a write happens; null: nothing to keep yet.
+     */
+    constructor(storage, key, read) {
+        this.#storage = storage;
+        this.#key = key;
+        this.#read = read;
+    }
+
+    /**
+     * The stored session, or null. `events` is empty when what is stored
+     * cannot be trusted to end at `seq` (the page then resumes from 0).
+     * @returns {StoredSession | null}
+     */
+    load() {
+        if (!this.#storage) return null;
+        let data;
+        try {
+            data = JSON.parse(this.#storage.getItem(this.#key) ?? "null");
+        } catch {
+            return null;
+        }
+        if (!data || typeof data.session !== "string" || !data.session) return null;
+        const events = Array.isArray(data.events) ? data.events : [];
+        const ordered = events.every((e, i) => e && typeof e.seq === "number" && typeof e.type === "string" &&
+            (i === 0 || e.seq > events[i - 1].seq));
+        if (!ordered || events.length === 0 || events[events.length - 1].seq !== data.seq) {
+            return { session: data.session, seq: 0, events: [] };
+        }
+        return { session: data.session, seq: data.seq, events };
+    }
+
+    /** Writes soon: at most one write per SAVE_DELAY_MS. */
+    schedule() {
+        if (!this.#storage || this.#timer !== null) return;
+        this.#timer = setTimeout(() => this.flush(), SAVE_DELAY_MS);
+    }
+
+    /** Writes now. */
+    flush() {
+        this.#cancel();
+        const state = this.#read();
+        if (!this.#storage || !state) return;
+        try {
+            this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events }));
+        } catch {
+            // Over quota: keep only the session; a reload replays it from the gateway.
+            try {
+                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [] }));
+            } catch { /* storage unusable */ }
+        }
+    }
+
+    /** Removes the stored copy, and any write still pending. */
+    clear() {
+        this.#cancel();
+        try {
+            this.#storage?.removeItem(this.#key);
+        } catch { /* storage unusable */ }
+    }
+
+    #cancel() {
+        if (this.#timer !== null) clearTimeout(this.#timer);
+        this.#timer = null;
+    }
+}
+
+/** sessionStorage, or null where the page may not use it. */
+export function defaultStorage() {
+    try {
+        return globalThis.sessionStorage ?? null;
+    } catch {
+        return null; // blocked (sandboxed frame, privacy settings)
+    }
+}
