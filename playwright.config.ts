@@ -8,6 +8,9 @@ const baseURL = `http://127.0.0.1:${port}`;
 // A second gateway runs a script of our own (e2e/script/script.json), for the
 // specs in e2e/script/: how to test your own chat UI against the gateway.
 const scriptURL = `http://127.0.0.1:${port + 1}`;
+// A third gateway pings every second, so a page that stops answering loses
+// its lease in about two seconds (e2e/lease.spec.ts).
+const leaseURL = `http://127.0.0.1:${port + 2}`;
 
 const gateway = (url: string, flags = "") => ({
     command: `./bin/gateway --listen ${new URL(url).host} --log-level warn ${flags}`.trim(),
@@ -47,8 +50,13 @@ export default defineConfig({
         screenshot: "only-on-failure",
     },
     projects: [
-        { name: "demo", testIgnore: "script/**", use: { baseURL } },
+        { name: "demo", testIgnore: ["script/**", "lease.spec.ts"], use: { baseURL } },
         { name: "script", testDir: "e2e/script", use: { baseURL: scriptURL } },
+        { name: "lease", testMatch: "lease.spec.ts", use: { baseURL: leaseURL } },
     ],
-    webServer: [gateway(baseURL), gateway(scriptURL, "--script e2e/script/script.json")],
+    webServer: [
+        gateway(baseURL),
+        gateway(scriptURL, "--script e2e/script/script.json"),
+        gateway(leaseURL, "--ping-interval 1s"),
+    ],
 });

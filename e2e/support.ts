@@ -36,11 +36,29 @@ export const STORAGE_KEY = "gateway.session";
 export class Chat {
     constructor(readonly page: Page) {}
 
-    /** Opens the chat page and waits until the session is open. */
-    static async open(page: Page): Promise<Chat> {
+    /**
+     * Opens the chat page and waits until the session is open. url: the
+     * page's address, relative to the project's baseURL or absolute (another
+     * origin of the same gateway, such as a proxy in front of it).
+     */
+    static async open(page: Page, url = "/"): Promise<Chat> {
         const chat = new Chat(page);
-        await page.goto("/");
+        await page.goto(url);
         await chat.connected();
+        return chat;
+    }
+
+    /**
+     * Opens the chat page as another tab of session: page (a new page of the
+     * same context, so the same cookie) starts with {"session": id} in its
+     * sessionStorage, as a duplicated tab does, and resumes it.
+     */
+    static async join(page: Page, session: string, url = "/"): Promise<Chat> {
+        await page.addInitScript(([key, session]) => {
+            if (!sessionStorage.getItem(key)) sessionStorage.setItem(key, JSON.stringify({ session }));
+        }, [STORAGE_KEY, session]);
+        const chat = await Chat.open(page, url);
+        expect(await chat.session(), "the tab joined the session").toBe(session);
         return chat;
     }
 
@@ -92,6 +110,11 @@ export class Chat {
 
     async session(): Promise<string> {
         return this.page.evaluate(() => (window as any).gatewayClient.session);
+    }
+
+    /** This connection's page id (session.opened's page): who holds a lease. */
+    async pageId(): Promise<string> {
+        return this.page.evaluate(() => (window as any).gatewayClient.page);
     }
 
     /**

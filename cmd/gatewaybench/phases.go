@@ -19,6 +19,8 @@ const (
 	targetCallsPerSec = 20000
 	targetIdleBytes   = 32 << 10
 	targetStreamP50   = 50 * time.Microsecond
+	// Goroutines per idle connected page: its reader and its session's.
+	targetIdleGoroutines = 2
 	// idleWarm connections are open before the idle phase's first reading,
 	// so pools and the runtime are warm and both readings include them.
 	idleWarm = 100
@@ -33,6 +35,7 @@ type results struct {
 	streamDelay        summary
 	idleRSS            float64 // gateway bytes per idle session
 	idleSessions       int
+	idleGoroutines     float64 // gateway goroutines per idle session
 }
 
 // report prints as the run goes.
@@ -357,7 +360,7 @@ func idlePhase(ctx context.Context, cfg config, r report, res *results, stderr i
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	res.idleRSS, res.idleSessions = gw.rss, cfg.idle
+	res.idleRSS, res.idleSessions, res.idleGoroutines = gw.rss, cfg.idle, gw.goroutines
 	row("gateway (its process)", gw)
 	if math.IsNaN(gw.heap) {
 		r.printf("  (the gateway has no /bench/stats: its RSS is from /proc without a forced GC, so it counts garbage too)")
@@ -531,6 +534,8 @@ func printTargets(r report, res results) {
 		res.throughput >= targetCallsPerSec, fmt.Sprintf("%.0f/s, %.2fx the target", res.throughput, res.throughput/targetCallsPerSec), fmt.Sprintf(">= %d/s", targetCallsPerSec))
 	check(fmt.Sprintf("gateway memory per idle session at %d sessions (RSS)", res.idleSessions), res.idleSessions > 0,
 		res.idleRSS <= targetIdleBytes, fmt.Sprintf("%s, %.2fx the target", fmtBytes(res.idleRSS), res.idleRSS/targetIdleBytes), "<= "+fmtBytes(targetIdleBytes))
+	check(fmt.Sprintf("gateway goroutines per idle connected page at %d pages", res.idleSessions), res.idleSessions > 0 && !math.IsNaN(res.idleGoroutines),
+		res.idleGoroutines <= targetIdleGoroutines, fmt.Sprintf("%.2f", res.idleGoroutines), fmt.Sprintf("<= %d", targetIdleGoroutines))
 	check("streaming delay p50 (raw)", res.streamDelay.n > 0, res.streamDelay.p50 < targetStreamP50,
 		fmt.Sprintf("%s, %.2fx the target", fmtDur(res.streamDelay.p50), ratio(res.streamDelay.p50, targetStreamP50)), "< "+fmtDur(targetStreamP50))
 }

@@ -1,0 +1,297 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// tab is a page attached to the harness's session, read by hand: after a
+// barrier (h.transcript), frames returns everything put on its stream.
+type tab struct {
+	t     *testing.T
+	page  *engine.Page
+	buf   []engine.Event
+	early []engine.Event // what came with session.opened
+}
+
+func (h *harness) tab(t *testing.T, tools ...string) *tab {
+	t.Helper()
+	p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), Tools: tools, Buffer: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Detach)
+	tb := &tab{t: t, page: p}
+	f := tb.frames()
+	if len(f) == 0 || f[0].Type != engine.FrameSessionOpened {
+		t.Fatalf("the stream does not start with session.opened: %v", f)
+	}
+	tb.early = f[1:]
+	return tb
+}
+
+// frames takes what is on the stream now.
+func (tb *tab) frames() []engine.Event {
+	tb.buf = tb.page.Take(tb.buf)
+	out := append(tb.early, tb.buf...)
+	tb.early = nil
+	return out
+}
+
+// calls returns the tool.call deliveries among frames.
+func calls(t *testing.T, frames []engine.Event) []engine.ClientCall {
+	t.Helper()
+	var out []engine.ClientCall
+	for _, ev := range frames {
+		if ev.Type == engine.FrameToolCall {
+			var c engine.ClientCall
+			if err := json.Unmarshal(ev.Frame, &c); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pageOf is the page a tool.started or tool.leased event names.
+func pageOf(t *testing.T, f frame) string {
+	t.Helper()
+	var v struct{ Page string }
+	if err := json.Unmarshal(f.Raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Page
+}
+
+func confirmWorker(retry *engine.RetryPolicy) *testWorker {
+	return &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "confirm", Handler: engine.HandlerClient, Retry: retry}}}}
+}
+
+// TestLeaseTurnPage: the page the user typed in runs the turn's client call,
+// although another page that declared the tool attached after it; every
+// page sees which page runs it, and only that page gets the call.
+func TestLeaseTurnPage(t *testing.T) {
+	h := setup(t, confirmWorker(nil), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{})
+	typed := h.tab(t, "confirm")
+	other := h.tab(t, "confirm")
+	if err := typed.page.Send(context.Background(), "delete my draft"); err != nil {
+		t.Fatal(err)
+	}
+	started := h.waitType(engine.EventToolStarted)
+	if got := pageOf(t, started); got != typed.page.ID() {
+		t.Errorf("tool.started names page %q, want the page that typed, %q", got, typed.page.ID())
+	}
+	h.transcript()
+	if c := calls(t, typed.frames()); len(c) != 1 || c[0].ID != "call_1" || c[0].Attempt != 1 {
+		t.Fatalf("the typing page got %+v, want call_1 attempt 1", c)
+	}
+	if c := calls(t, other.frames()); len(c) != 0 {
+		t.Fatalf("the other page got %+v", c)
+	}
+	if err := typed.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"yes"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if fin := h.waitFinished("call_1"); !fin.OK || fin.Result != "yes" {
+		t.Errorf("tool.finished %s", fin.Raw)
+	}
+}
+
+// TestLeaseMostRecentlyActive: when the typing page did not declare the
+// tool, the most recently active page that did runs the call.
+func TestLeaseMostRecentlyActive(t *testing.T) {
+	h := setup(t, confirmWorker(nil), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{})
+	typed := h.tab(t) // declares nothing
+	older := h.tab(t, "confirm")
+	newer := h.tab(t, "confirm")
+	if err := typed.page.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageOf(t, h.waitType(engine.EventToolStarted)); got != newer.page.ID() {
+		t.Errorf("tool.started names %q, want the most recent page %q (older %q)", got, newer.page.ID(), older.page.ID())
+	}
+}
+
+// TestLeaseMovesWhenThePageLeaves: the holder detaches mid-attempt; the
+// other page gets the same attempt with the same deadline, every page is
+// told, and the call settles once on its answer.
+func TestLeaseMovesWhenThePageLeaves(t *testing.T) {
+	h := setup(t, confirmWorker(nil), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{})
+	first := h.tab(t, "confirm")
+	second := h.tab(t, "confirm")
+	if err := first.page.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(engine.EventToolStarted)
+	h.transcript()
+	delivered := calls(t, first.frames())
+	if len(delivered) != 1 {
+		t.Fatalf("first page got %+v", delivered)
+	}
+	first.page.Detach()
+	leased := h.waitType(engine.EventToolLeased)
+	if got := pageOf(t, leased); got != second.page.ID() || leased.ID != "call_1" || leased.Attempt != 1 {
+		t.Errorf("tool.leased %s, want call_1 attempt 1 on %s", leased.Raw, second.page.ID())
+	}
+	h.transcript()
+	moved := calls(t, second.frames())
+	if len(moved) != 1 || mustJSON(t, moved[0]) != mustJSON(t, delivered[0]) {
+		t.Fatalf("second page got %+v, want exactly %+v", moved, delivered[0])
+	}
+	if err := second.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"yes"`)}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFinished("call_1")
+	h.waitIdle()
+	if n := h.count(engine.EventToolFinished, "call_1"); n != 1 {
+		t.Errorf("%d tool.finished", n)
+	}
+}
+
+// TestLeaseWaitsForAPage: a call made while the page that declared its tool
+// reloads waits (its attempt clock runs), and goes to the page that comes
+// back; a tool no page declared fails at once (client_unavailable).
+func TestLeaseWaitsForAPage(t *testing.T) {
+	h := setup(t, confirmWorker(nil), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{})
+	gone := h.tab(t, "confirm")
+	gone.page.Detach()
+	h.send("go")
+	started := h.waitType(engine.EventToolStarted)
+	if got := pageOf(t, started); got != "" {
+		t.Errorf("tool.started names page %q while no page is attached", got)
+	}
+	h.transcript()
+	if n := h.count(engine.EventToolFinished, ""); n != 0 {
+		t.Fatalf("the call settled while its page reloads: %s", h.types())
+	}
+	back := h.tab(t, "confirm")
+	leased := h.waitType(engine.EventToolLeased)
+	if got := pageOf(t, leased); got != back.page.ID() {
+		t.Errorf("tool.leased names %q, want %q", got, back.page.ID())
+	}
+	h.transcript()
+	if c := calls(t, back.frames()); len(c) != 1 || c[0].Deadline != started.Deadline {
+		t.Errorf("the page that came back got %+v, want the attempt with deadline %s", c, started.Deadline)
+	}
+}
+
+// TestLeaseRetryAvoidsTheTimedOutPage: an attempt that timed out on one
+// page is retried on another that declared the tool.
+func TestLeaseRetryAvoidsTheTimedOutPage(t *testing.T) {
+	retry := &engine.RetryPolicy{Attempts: 2, Timeout: "10s", Backoff: "1s"}
+	h := setup(t, confirmWorker(retry), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{Rand: half})
+	hung := h.tab(t, "confirm")
+	live := h.tab(t, "confirm")
+	if err := hung.page.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageOf(t, h.waitType(engine.EventToolStarted)); got != hung.page.ID() {
+		t.Fatalf("attempt 1 on %q, want the typing page", got)
+	}
+	h.clock.Advance(10 * time.Second)
+	h.waitType(engine.EventToolRetrying)
+	h.clock.Advance(time.Second)
+	if got := pageOf(t, h.waitType(engine.EventToolStarted)); got != live.page.ID() {
+		t.Errorf("attempt 2 on %q, want the other page %q", got, live.page.ID())
+	}
+	h.transcript()
+	frames := hung.frames()
+	if n := len(calls(t, frames)); n != 1 {
+		t.Errorf("the hung page got %d tool.call", n)
+	}
+	cancelled := false
+	for _, ev := range frames {
+		cancelled = cancelled || (ev.Type == engine.FrameToolCancel && strings.Contains(string(ev.Frame), `"attempt":1,"reason":"timeout"`))
+	}
+	if !cancelled {
+		t.Errorf("the hung page was not told its attempt timed out: %v", frames)
+	}
+	if c := calls(t, live.frames()); len(c) != 1 || c[0].Attempt != 2 {
+		t.Errorf("the other page got %+v, want attempt 2", c)
+	}
+}
+
+// TestNothingAfterCancel: a page never receives anything about an attempt
+// after its tool.cancel, nor about a call after its tool.finished, because
+// one stream carries both in the order the session made them.
+func TestNothingAfterCancel(t *testing.T) {
+	retry := &engine.RetryPolicy{Attempts: 1, Timeout: "10s"}
+	h := setup(t, confirmWorker(retry), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{})
+	p := h.tab(t, "confirm")
+	if err := p.page.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(engine.EventToolStarted)
+	h.clock.Advance(10 * time.Second)
+	h.waitFinished("call_1")
+	h.waitIdle()
+	h.transcript()
+	var order []string
+	for _, ev := range p.frames() {
+		if ev.Type == engine.FrameToolCall || ev.Type == engine.FrameToolCancel || ev.Type == engine.EventToolFinished {
+			order = append(order, ev.Type)
+		}
+	}
+	if strings.Join(order, " ") != "tool.call tool.cancel tool.finished" {
+		t.Errorf("the page saw %v", order)
+	}
+}
+
+// TestEndFromInsideDecide: a worker may end its session from inside Decide,
+// on the session goroutine and on a tool.execute goroutine, without a
+// deadlock.
+func TestEndFromInsideDecide(t *testing.T) {
+	for _, trigger := range []string{engine.TypeMessage, engine.TypeToolExecute} {
+		t.Run(trigger, func(t *testing.T) {
+			var h *harness
+			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}}}
+			end := func(ctx context.Context) (engine.Decision, error) {
+				h.s.End(ctx, "the worker said so")
+				return engine.Decision{}, nil
+			}
+			w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) { return end(ctx) }
+			w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+				if req.Trigger.TriggerType() == trigger {
+					return end(ctx)
+				}
+				if _, ok := req.Trigger.(engine.SessionStart); ok {
+					agent := w.agent
+					return engine.Decision{Agent: &agent}, nil
+				}
+				return req.Proposed, nil
+			}
+			h = setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{})
+			h.send("go")
+			recv(t, h.s.Done(), "the session's end")
+			if ended := h.waitType(engine.EventSessionEnded); ended.Reason != "the worker said so" {
+				t.Errorf("session.ended %s", ended.Raw)
+			}
+		})
+	}
+}
+
+// TestAbandonedSessionEndsOnTheClock: a session whose last page left ends
+// after SessionIdle on the engine's clock, unless a page comes back.
+func TestAbandonedSessionEndsOnTheClock(t *testing.T) {
+	h := setup(t, &testWorker{}, textModel(), engine.Options{SessionIdle: time.Minute})
+	h.page.Detach()
+	h.transcript()
+	h.clock.Advance(59 * time.Second)
+	back := h.tab(t)
+	back.page.Detach()
+	h.transcript()
+	h.clock.Advance(59 * time.Second) // a minute after the first left, not after the second
+	h.transcript()
+	select {
+	case <-h.s.Done():
+		t.Fatal("the session ended although a page came back within SessionIdle")
+	default:
+	}
+	h.clock.Advance(time.Second)
+	recv(t, h.s.Done(), "the abandoned session's end")
+}
