@@ -40,7 +40,9 @@ type AttachOptions struct {
 	// Wake is called when frames arrive on an empty stream and when the
 	// stream ends. It is called with the session's event lock held: it must
 	// not block or call the Page's methods but Done and Err; typically it
-	// starts a writer.
+	// starts a writer, which Takes until the stream is empty, then checks
+	// Queued once more after it has marked itself stopped: a Wake that came
+	// in between found it still running.
 	// Nil: watch Ready instead.
 	Wake func()
 }
@@ -82,6 +84,13 @@ func (p *Page) Ready() <-chan struct{} { return p.ready }
 // memory (emptied) for the next ones: pass back what the previous Take
 // returned once done with it, or nil.
 func (p *Page) Take(buf []Event) []Event { return p.s.log.take(p, buf) }
+
+// Queued is how many frames wait on the stream.
+func (p *Page) Queued() int {
+	p.s.log.mu.Lock()
+	defer p.s.log.mu.Unlock()
+	return len(p.queue)
+}
 
 // Done closes when the stream ends: Detach, the session ended
 // (ErrSessionClosed; the frames queued before it, session.ended last, can

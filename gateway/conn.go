@@ -348,23 +348,11 @@ func (c *conn) write() {
 		if !more {
 			// A frame queued on the page between the Take and now has
 			// called kick while writing was still set: look once more.
-			if page != nil && pageHasFrames(page) {
+			if page != nil && page.Queued() > 0 {
 				c.kick()
 			}
 			return
 		}
-	}
-}
-
-// pageHasFrames reports whether a Wake may have been missed. The page has no
-// Len, so the writer looks at its Ready token, which every frame on an empty
-// stream leaves.
-func pageHasFrames(p *engine.Page) bool {
-	select {
-	case <-p.Ready():
-		return true
-	default:
-		return false
 	}
 }
 
