@@ -587,3 +587,44 @@ test("a run whose attempt failed elsewhere (tool.retrying, no tool.cancel) is ab
     expect(out.sent).toEqual([]);
     expect(out.card).toMatchObject({ status: "retrying", attempt: 2, page: null, where: null, localState: "cancelled" });
 });
+
+test("an answer written to a dead socket goes again after the reconnect, until its call settles", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({
+            WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 },
+            tools: { confirm: () => ({ approved: true }) },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "tool.started", seq: 1, id: "c1", name: "confirm", arguments: "{}", input: { status: "valid", value: {} }, handler: "client", attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z", page: "p1" });
+        ws.push({ type: "tool.call", id: "c1", name: "confirm", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => ws.sent.length === 2); // the answer, into a socket that is already dead
+        ws.drop();
+        // The call moved to another tab meanwhile; this page is not sent it again.
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p2" });
+        const beforeReplay = ws.sent.length;
+        ws.push({ type: "tool.leased", seq: 2, id: "c1", name: "confirm", attempt: 1, page: "p9" });
+        await w.until(() => ws.sent.length === 2);
+        const second = { beforeReplay, sent: ws.sent.slice(1) };
+        // Once the replay says the call settled, the answer is not sent again.
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 3);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 3, page: "p3" });
+        ws.push({ type: "tool.finished", seq: 3, id: "c1", ok: true, name: "confirm", result: '{"approved":true}' });
+        await w.sleep(30);
+        return { second, third: ws.sent.slice(1) };
+    });
+    const answer = { type: "tool.result", id: "c1", attempt: 1, result: { approved: true } };
+    expect(out.second.beforeReplay).toBe(1); // only session.open: answers wait for the replay
+    expect(out.second.sent).toEqual([answer]);
+    expect(out.third).toEqual([]);
+});

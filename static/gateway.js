@@ -1,17 +1,14 @@
 /**
  * gateway.js: the browser SDK of the client-tools gateway, and its entry
  * point: pages import `connect`, `ToolError` and `GatewayClient` from here.
- *
  * Plain ES modules, no build step. The client opens the gateway's WebSocket
  * (`/ws`), opens or resumes a session, runs the client tools the model calls,
  * answers them, and turns the session's events into a few easy ones for a
- * chat UI. The wire protocol it speaks is docs/protocol.md; the API is
- * docs/sdk.md.
+ * chat UI. Protocol: docs/protocol.md; API: docs/sdk.md.
  *
  * This module is the session: session.open and resume, the outbox of frames
  * that wait for the session, deduplicating the session's events by seq and
- * turning them into the client's events. The other jobs have a module each,
- * imported from here:
+ * turning them into the client's events. The other jobs have a module each:
  * - connection.js: the WebSocket, reopened with backoff after a close.
  * - store.js: the session's copy in sessionStorage, for reloads.
  * - cards.js: the tool-card view model (the `tool` event).
@@ -20,7 +17,6 @@
  *
  * Exports: connect(options), GatewayClient, ToolError, and the code tables
  * CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR.
- *
  * @example
  * import { connect, ToolError } from "/static/gateway.js";
  * const client = connect({ tools: { get_local_time: () => ({ time: new Date().toISOString() }) } });
@@ -32,14 +28,12 @@
  *   the last seq seen and the session's events are kept in sessionStorage, so
  *   a page reload shows the conversation again at once and resumes with
  *   `after` = the last seq (the gateway replays only what the page missed).
- * - Reconnects automatically with capped exponential backoff and jitter.
- * - Every session event is emitted once, in seq order, however often it is
- *   replayed.
- * - A delivered `tool.call` runs once per (id, attempt). A duplicate delivery
- *   of an attempt that already finished here resends its answer instead.
- *
- * Listeners added in the same task as connect() see every event: the client
- * starts (restores, then connects) in a microtask.
+ * - Reconnects with capped exponential backoff and jitter; emits every
+ *   session event once, in seq order, however often it is replayed.
+ * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
+ *   again after a reconnect until the call settles (runner.js).
+ * - Listeners added in the same task as connect() see every event: the
+ *   client starts (restores, then connects) in a microtask.
  *
  * @module gateway
  */
@@ -48,9 +42,9 @@ import { FRAME_ERROR, TOOL_ERROR } from "./codes.js";
 import { Connection, socketURL } from "./connection.js";
 import { DEFAULT_STORAGE_KEY, SessionStore, defaultStorage } from "./store.js";
 import { ToolCards } from "./cards.js";
-import { Runner, ToolError } from "./runner.js";
+import { Runner } from "./runner.js";
 
-export { ToolError };
+export { ToolError } from "./runner.js";
 export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR } from "./codes.js";
 
 /**
@@ -118,6 +112,7 @@ export class GatewayClient extends EventTarget {
     /** @type {string | null} */ #session = null;
     #seq = 0; // last session event seen
     #replayUntil = 0; // seq of the last event the current resume replays
+    #flushAfterReplay = false; // answers wait for the replay: it says which calls settled
     /** @type {any[]} */ #events = [];
     /** @type {any[]} */ #outbox = [];
 
@@ -279,6 +274,10 @@ export class GatewayClient extends EventTarget {
         if (!f || typeof f.type !== "string") return;
         if (typeof f.seq === "number" && f.type !== "session.opened") {
             this.#onEvent(f, f.seq <= this.#replayUntil);
+            if (this.#flushAfterReplay && f.seq >= this.#replayUntil) {
+                this.#flushAfterReplay = false;
+                this.#runner.flush();
+            }
             return;
         }
         this.#emit("frame", f);
@@ -302,8 +301,10 @@ export class GatewayClient extends EventTarget {
         this.#cards.page = page; // re-emits the cards whose `where` this changes
         this.#setState("open");
         this.#emit("opened", { session: f.session, seq: f.seq, resumed, page });
-        // Answers finished while offline, then what the user did meanwhile.
-        this.#runner.flush();
+        // Answers not yet sent on this connection go once the replay says
+        // which calls are still open; then what the user did meanwhile.
+        this.#flushAfterReplay = this.#replayUntil > this.#seq;
+        if (!this.#flushAfterReplay) this.#runner.flush();
         const outbox = this.#outbox;
         this.#outbox = [];
         for (const frame of outbox) this.#write(frame);

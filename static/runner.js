@@ -5,8 +5,11 @@
  * - Each attempt runs at most once per `id#attempt`. A duplicate delivery of
  *   a running attempt is ignored; one of an attempt that already finished
  *   here resends its answer, unless it already went out on this connection.
- * - An answer ready while the connection is down waits for `flush()`, which
- *   the client calls after the next `session.opened`.
+ * - `flush()`, which the client calls once a reconnect's replay is read,
+ *   sends every answer of a call still open that has not gone out on this
+ *   connection: one written to a socket that was already dead is not lost,
+ *   even when the call has moved to another tab meanwhile (the gateway
+ *   takes an answer from any page of the session).
  * - A run's signal aborts on `tool.cancel` (TimeoutError for a timeout,
  *   else AbortError), when a later attempt of its call arrives, when its
  *   attempt failed (`failed`, from tool.retrying: a page that lost the
@@ -223,7 +226,10 @@ export class Runner {
      * @param {boolean} timeout  It timed out: the signal's reason is a TimeoutError.
      */
     failed(id, attempt, timeout) {
-        this.#abort((r) => r.id === id && r.attempt <= attempt, `attempt ${attempt} failed`, timeout);
+        const match = (/** @type {Run} */ r) => r.id === id && r.attempt <= attempt;
+        this.#abort(match, `attempt ${attempt} failed`, timeout);
+        // An answer to an attempt that ended would only be refused.
+        for (const [key, run] of this.#runs) if (match(run)) this.#runs.delete(key);
     }
 
     /**
@@ -242,10 +248,15 @@ export class Runner {
         this.#abort(() => true, why);
     }
 
-    /** Sends the answers that finished while the connection was down. */
+    /**
+     * Sends the answers of open calls that have not gone out on this
+     * connection: those finished while it was down, and those written to a
+     * socket that turned out dead. Call it once the replay is read, so
+     * calls that settled meanwhile are known.
+     */
     flush() {
         for (const run of this.#runs.values()) {
-            if (run.answer && run.sentOn === 0) this.#send(run);
+            if (run.answer && run.sentOn !== this.#link.conn()) this.#send(run);
         }
     }
 

@@ -54,3 +54,20 @@ func TestVersion(t *testing.T) {
 		t.Fatal("Version() changed between calls")
 	}
 }
+
+// TestModulesAreSmall: each SDK module keeps to one job, under 400 lines.
+func TestModulesAreSmall(t *testing.T) {
+	names, err := fs.Glob(FS, "*.js")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no modules: %v", err)
+	}
+	for _, name := range names {
+		b, err := fs.ReadFile(FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "\n"); n >= 400 {
+			t.Errorf("%s has %d lines: split it by job (docs/sdk.md lists the modules)", name, n)
+		}
+	}
+}
