@@ -254,7 +254,9 @@ func TestEndFromInsideDecide(t *testing.T) {
 				h.s.End(ctx, "the worker said so")
 				return engine.Decision{}, nil
 			}
-			w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) { return end(ctx) }
+			w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+				return end(ctx)
+			}
 			w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
 				if req.Trigger.TriggerType() == trigger {
 					return end(ctx)
