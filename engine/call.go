@@ -29,6 +29,7 @@ type call struct {
 	timer      clock.Timer        // the attempt's timeout, or the backoff
 	cancel     context.CancelFunc // a worker attempt's context
 	backingOff bool
+	retryAt    time.Time // when the next attempt starts, while backing off
 	settled    bool
 	answeredBy int // the attempt whose answer last ended an attempt; 0: none
 	finished   ToolFinished
@@ -45,6 +46,7 @@ func (c *call) running() bool { return c.attempt > 0 && !c.backingOff && !c.sett
 // batch is the calls dispatched by one decision: siblings that settle
 // before the model sees any of their outcomes.
 type batch struct {
+	id        int
 	calls     []*call
 	cancelled bool
 }
@@ -76,6 +78,16 @@ func (s *Session) openCalls() []*call {
 		if !c.settled {
 			out = append(out, c)
 		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// callsInOrder returns every call, in dispatch order.
+func (s *Session) callsInOrder() []*call {
+	out := make([]*call, 0, len(s.calls))
+	for _, c := range s.calls {
+		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out
@@ -119,7 +131,8 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeMalformedInput,
 			Error: fmt.Sprintf("The arguments for %s are not a JSON object: %s. Call it again with a JSON object.", tc.Name, c.input.Error)}
 	}
-	c.seq = len(s.calls)
+	c.seq = s.nextCall
+	s.nextCall++
 	s.calls[id] = c
 	s.open++
 	s.idle = false
@@ -182,10 +195,8 @@ func (s *Session) startAttempt(c *call) {
 	c.attempt++
 	now := s.e.opts.Clock.Now()
 	c.deadline = now.Add(c.spec.timeout)
-	id, attempt := c.id, c.attempt
-	c.timer = s.e.opts.Clock.AfterFunc(c.spec.timeout, func() {
-		_ = s.post(context.Background(), func() { s.attemptTimedOut(id, attempt) })
-	})
+	attempt := c.attempt
+	s.armTimeout(c, c.spec.timeout)
 	started := ToolStartedEvent{
 		ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Handler: c.handler,
 		Attempt: attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline),
@@ -356,14 +367,9 @@ func (s *Session) attemptFailed(c *call, o outcome, abort CancelReason) {
 	s.endAttempt(c, abort)
 	wait := c.spec.backoffBefore(c.attempt+1, s.e.opts.Rand)
 	c.backingOff = true
-	id, attempt := c.id, c.attempt
-	c.timer = s.e.opts.Clock.AfterFunc(wait, func() {
-		_ = s.post(context.Background(), func() {
-			if c := s.calls[id]; c != nil && !c.settled && c.backingOff && c.attempt == attempt {
-				s.startAttempt(c)
-			}
-		})
-	})
+	c.retryAt = s.e.opts.Clock.Now().Add(wait)
+	attempt := c.attempt
+	s.armRetry(c, wait)
 	s.logger.Info("tool attempt failed, retrying", "call", c.id, "tool", c.name, "attempt", attempt, "code", o.code, "backoff", wait)
 	s.publish(EventToolRetrying, ToolRetryingEvent{ID: c.id, Name: c.name, Attempt: attempt, Attempts: c.spec.attempts,
 		Error: o.err, Code: o.code, Backoff: wait.Round(time.Millisecond).String()})

@@ -47,6 +47,10 @@ type AgentTool struct {
 	Handler Handler `json:"handler,omitempty"`
 	// Retry is the default policy copied into the proposed tool.call.
 	Retry *RetryPolicy `json:"retry,omitempty"`
+	// Idempotent says the tool may run twice with the same effect as once.
+	// A worker attempt that was running when the gateway stopped is run
+	// again only when this is true; otherwise it settles as interrupted.
+	Idempotent *bool `json:"idempotent,omitempty"`
 }
 
 // Message is one transcript entry. It is defined by the model package so

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clienttools/gateway/clock"
@@ -20,7 +21,9 @@ type Options struct {
 	Worker Worker
 	// Models resolves the agent config's model id. Required.
 	Models model.Resolver
-	// Store keeps events for replay. Default: a MemoryStore.
+	// Store keeps every session's journal, so a session outlives the
+	// process and leaves memory when idle. Default: a MemoryStore, which
+	// keeps nothing across a restart.
 	Store Store
 	// Clock is the time source for deadlines, timeouts and backoff. Default:
 	// the system clock.
@@ -35,12 +38,17 @@ type Options struct {
 	// DecideTimeout bounds the worker's answer to every trigger but
 	// tool.execute; default 1m. The session waits for it, so keep it short.
 	DecideTimeout time.Duration
-	// SessionIdle is how long a session lives once its last page has left
-	// before it ends (reason "abandoned"); default 15m, negative: never. A
-	// reload or a network drop reconnects well within it; longer keeps
-	// abandoned chats in memory. A session no page ever attached to (the
-	// Go API's) does not expire.
-	SessionIdle time.Duration
+	// Unload is how long a session stays in memory with no page attached
+	// and no work in flight; default DefaultUnload (1m), negative: never.
+	// An unloaded session costs nothing but its journal in the Store, and
+	// is loaded again when a page returns (Engine.Load). Shorter saves
+	// memory; each load reads the session's journal. A session no page
+	// ever attached to (the Go API's) stays loaded.
+	Unload time.Duration
+	// Retain is how long the Store keeps a session after its last user
+	// message (or its start); default DefaultRetain (30 days), negative:
+	// forever. An expired session is deleted when it is not loaded.
+	Retain time.Duration
 	// MaxPageTools is how many client tools one page may declare; default
 	// DefaultMaxPageTools (128). Every name is kept while its page is
 	// attached.
@@ -56,9 +64,12 @@ type Engine struct {
 	opts     Options
 	mu       sync.Mutex
 	sessions map[string]*Session
+	loading  map[string]*loadCall // loads in progress, one per session
 	closed   bool
 	wg       sync.WaitGroup
 	schemas  schemaCache
+	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
+	sweep    clock.Timer           // retention
 }
 
 // New returns an Engine. It fails when a required option is missing.
@@ -87,8 +98,11 @@ func New(opts Options) (*Engine, error) {
 	if opts.DecideTimeout <= 0 {
 		opts.DecideTimeout = time.Minute
 	}
-	if opts.SessionIdle == 0 {
-		opts.SessionIdle = DefaultSessionIdle
+	if opts.Unload == 0 {
+		opts.Unload = DefaultUnload
+	}
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
 	}
 	if opts.MaxPageTools <= 0 {
 		opts.MaxPageTools = DefaultMaxPageTools
@@ -96,11 +110,18 @@ func New(opts Options) (*Engine, error) {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
-	return &Engine{opts: opts, sessions: map[string]*Session{}}, nil
+	e := &Engine{opts: opts, sessions: map[string]*Session{}, loading: map[string]*loadCall{}}
+	if opts.Retain > 0 {
+		e.armSweep(time.Minute) // soon after start, then hourly
+	}
+	return e, nil
 }
 
-// DefaultSessionIdle is how long a session outlives its last page.
-const DefaultSessionIdle = 15 * time.Minute
+// Defaults of Options.
+const (
+	DefaultUnload = time.Minute
+	DefaultRetain = 30 * 24 * time.Hour
+)
 
 // OpenOptions describe a new session.
 type OpenOptions struct {
@@ -119,6 +140,8 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		return nil, ErrSessionClosed
 	}
 	s := newSession(e, e.opts.NewID(), o.Owner)
+	s.created = e.opts.Clock.Now()
+	s.updated = s.created
 	e.sessions[s.id] = s
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -129,12 +152,14 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	}()
 	if err := s.start(ctx); err != nil {
 		s.End(context.WithoutCancel(ctx), "failed to start")
+		_ = e.opts.Store.Delete(context.WithoutCancel(ctx), s.id)
 		return nil, fmt.Errorf("failed to open session: %w", err)
 	}
 	return s, nil
 }
 
-// Session returns an open session by id.
+// Session returns a session that is in memory now, by id; Load also loads
+// one from the store.
 func (e *Engine) Session(id string) (*Session, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -142,21 +167,51 @@ func (e *Engine) Session(id string) (*Session, bool) {
 	return s, ok
 }
 
-// Sessions counts the open sessions.
-func (e *Engine) Sessions() int {
+// Loaded counts the sessions in memory.
+func (e *Engine) Loaded() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.sessions)
 }
 
+// List returns the summaries of owner's sessions, newest first: a
+// browser's chats.
+func (e *Engine) List(ctx context.Context, owner string) ([]Summary, error) {
+	if owner == "" {
+		return nil, errors.New("engine: List needs an owner")
+	}
+	return e.opts.Store.Summaries(ctx, owner)
+}
+
+// Health is nil while the store takes the sessions' events, and the
+// store's error while some session's events wait for it.
+func (e *Engine) Health() error {
+	if err := e.storeErr.Load(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, *err)
+	}
+	return nil
+}
+
+// storeResult records a session's last append: nil clears the error.
+func (e *Engine) storeResult(err error) {
+	if err == nil {
+		e.storeErr.Store(nil)
+		return
+	}
+	e.storeErr.Store(&err)
+}
+
 func (e *Engine) forget(s *Session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.sessions, s.id)
+	if e.sessions[s.id] == s {
+		delete(e.sessions, s.id)
+	}
 }
 
-// Close ends every session (reason "shutdown") and waits for their
-// goroutines, or for ctx.
+// Close unloads every session (their journals keep them for the next
+// process: a restart or a deploy is not the end of a chat) and waits for
+// their goroutines, or for ctx.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
@@ -164,9 +219,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	for _, s := range e.sessions {
 		open = append(open, s)
 	}
+	if e.sweep != nil {
+		e.sweep.Stop()
+	}
 	e.mu.Unlock()
 	for _, s := range open {
-		s.End(ctx, "shutdown")
+		s.unload(ctx)
 	}
 	done := make(chan struct{})
 	go func() { e.wg.Wait(); close(done) }()

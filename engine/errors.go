@@ -16,6 +16,7 @@ const (
 	CodeClientUnavailable ErrorCode = "client_unavailable"
 	CodeToolFailed        ErrorCode = "tool_failed"
 	CodeInternal          ErrorCode = "internal"
+	CodeInterrupted       ErrorCode = "interrupted"
 )
 
 // Sentinel errors callers branch on with errors.Is.

@@ -11,17 +11,18 @@ import (
 // frame the gateway refused) is a session event: it has the next seq and is
 // replayed to a page that resumes with after.
 const (
-	EventMessage       = "message"
-	EventModelDelta    = "model.delta"
-	EventModelFinished = "model.finished"
-	EventToolStarted   = "tool.started"
-	EventToolLeased    = "tool.leased"
-	EventToolRetrying  = "tool.retrying"
-	EventToolFinished  = "tool.finished"
-	EventSessionIdle   = "session.idle"
-	EventClientEvent   = "client.event"
-	EventError         = "error"
-	EventSessionEnded  = "session.ended"
+	EventMessage        = "message"
+	EventModelDelta     = "model.delta"
+	EventModelFinished  = "model.finished"
+	EventModelDiscarded = "model.discarded"
+	EventToolStarted    = "tool.started"
+	EventToolLeased     = "tool.leased"
+	EventToolRetrying   = "tool.retrying"
+	EventToolFinished   = "tool.finished"
+	EventSessionIdle    = "session.idle"
+	EventClientEvent    = "client.event"
+	EventError          = "error"
+	EventSessionEnded   = "session.ended"
 
 	// The first frame of a page's stream, without seq.
 	FrameSessionOpened = "session.opened"
@@ -55,6 +56,13 @@ type ModelFinishedEvent struct {
 	StopReason string `json:"stopReason,omitempty"`
 	Usage      Usage  `json:"usage"`
 	Error      string `json:"error,omitempty"`
+}
+
+// ModelDiscardedEvent: the text the model streamed since the last
+// model.finished will never finish (the gateway restarted mid-turn): pages
+// drop it, and the turn runs again.
+type ModelDiscardedEvent struct {
+	Reason string `json:"reason"`
 }
 
 // ToolStartedEvent: an attempt of a call started, on either handler.

@@ -8,33 +8,26 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/store/storetest"
 )
 
-// fakeStore is a Store made of function fields; nil fields use mem.
-type fakeStore struct {
-	mem    *engine.MemoryStore
-	append func(ctx context.Context, session string, ev engine.Event) error
-}
-
-var _ engine.Store = fakeStore{}
-
-func (s fakeStore) Append(ctx context.Context, session string, ev engine.Event) error {
-	if s.append != nil {
-		if err := s.append(ctx, session, ev); err != nil {
-			return err
-		}
+// stored flattens a session's journal into its events.
+func stored(t tb, store engine.Store, session string) []engine.Event {
+	t.Helper()
+	batches, err := store.Load(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return s.mem.Append(ctx, session, ev)
+	var out []engine.Event
+	for _, b := range batches {
+		out = append(out, b.Events...)
+	}
+	return out
 }
-
-func (s fakeStore) Since(ctx context.Context, session string, after int64) ([]engine.Event, error) {
-	return s.mem.Since(ctx, session, after)
-}
-
-func (s fakeStore) Drop(ctx context.Context, session string) error { return s.mem.Drop(ctx, session) }
 
 // textModel is a model that answers every turn with "done".
 func textModel() *fakeModel {
@@ -50,12 +43,13 @@ func textModel() *fakeModel {
 func TestEventsSeqStoreAndReplay(t *testing.T) {
 	var mu sync.Mutex
 	var appended []engine.Event
-	store := fakeStore{mem: engine.NewMemoryStore(), append: func(_ context.Context, _ string, ev engine.Event) error {
+	store := engine.NewMemoryStore()
+	store.Fail = func(_ string, b engine.Batch) error {
 		mu.Lock()
-		appended = append(appended, ev)
+		appended = append(appended, b.Events...)
 		mu.Unlock()
 		return nil
-	}}
+	}
 	const deltas = 200
 	m := &fakeModel{}
 	joined := make(chan struct{}) // closed once every subscriber has joined
@@ -119,10 +113,7 @@ func TestEventsSeqStoreAndReplay(t *testing.T) {
 		got = append(got, recv(t, results, "a subscriber's events"))
 	}
 
-	all, err := store.Since(context.Background(), h.s.ID(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := stored(t, store, h.s.ID())
 	if n := h.s.LastSeq(); int64(len(all)) != n {
 		t.Fatalf("the store holds %d events, LastSeq is %d", len(all), n)
 	}
@@ -247,62 +238,59 @@ func TestAttach(t *testing.T) {
 	})
 }
 
-// TestStoreFailure: an event the store refuses still reaches the live
-// subscribers.
+// TestStoreFailure: write-ahead. While the store refuses a session's
+// events, no page sees them and the session takes no new turn, with an
+// error that names the cause; once the store takes them again, every page
+// gets them, in order, and nothing is lost.
 func TestStoreFailure(t *testing.T) {
-	store := fakeStore{mem: engine.NewMemoryStore(), append: func(_ context.Context, _ string, ev engine.Event) error {
-		if ev.Type == engine.EventMessage {
-			return errors.New("disk full")
+	store := engine.NewMemoryStore()
+	var mu sync.Mutex
+	full := false // the disk is full
+	store.Fail = func(string, engine.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if full {
+			return errors.New("no space left on device")
 		}
 		return nil
-	}}
+	}
+	setFull := func(on bool) { mu.Lock(); full = on; mu.Unlock() }
 	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store})
+	before := h.s.LastSeq()
+	setFull(true)
 	h.send("hi")
+	h.transcript()
+	if got := h.drainBuffered(); len(got) != 0 {
+		t.Fatalf("a page saw events the store refused: %v", h.types())
+	}
+	if err := h.s.Send(context.Background(), "again"); !errors.Is(err, engine.ErrStoreUnavailable) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("Send while the store fails: %v", err)
+	}
+	if err := h.e.Health(); !errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Errorf("Health while the store fails: %v", err)
+	}
+	setFull(false)
+	h.clock.Advance(time.Second) // the retry
 	h.waitIdle()
+	if err := h.e.Health(); err != nil {
+		t.Errorf("Health once the store recovered: %v", err)
+	}
+	all := stored(t, store, h.s.ID())
+	if int64(len(all)) != h.s.LastSeq() || h.s.LastSeq() <= before {
+		t.Fatalf("stored %d events, LastSeq %d", len(all), h.s.LastSeq())
+	}
+	for i, f := range h.seen {
+		if f.Seq != int64(i+1) || string(f.Raw) != string(all[i].Frame) {
+			t.Fatalf("the page's event %d is %s, the store's %s", i, f.Raw, all[i].Frame)
+		}
+	}
 	if h.count(engine.EventMessage, "") != 2 {
 		t.Errorf("events %s", h.types())
 	}
 }
 
 func TestMemoryStore(t *testing.T) {
-	ctx := context.Background()
-	s := engine.NewMemoryStore()
-	for seq := int64(1); seq <= 3; seq++ {
-		if err := s.Append(ctx, "a", engine.Event{Seq: seq, Type: "message"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Append(ctx, "a", engine.Event{Seq: 5}); !errors.Is(err, engine.ErrSeqGap) {
-		t.Errorf("a gap: %v", err)
-	}
-	if err := s.Append(ctx, "a", engine.Event{Seq: 3}); !errors.Is(err, engine.ErrSeqGap) {
-		t.Errorf("a duplicate: %v", err)
-	}
-	if err := s.Append(ctx, "b", engine.Event{Seq: 2}); !errors.Is(err, engine.ErrSeqGap) {
-		t.Errorf("a first event that is not 1: %v", err)
-	}
-	for _, tt := range []struct {
-		after int64
-		want  []int64
-	}{{-1, []int64{1, 2, 3}}, {0, []int64{1, 2, 3}}, {1, []int64{2, 3}}, {3, nil}, {9, nil}} {
-		evs, err := s.Since(ctx, "a", tt.after)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, ev := range evs {
-			got = append(got, ev.Seq)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("Since(%d) = %v, want %v", tt.after, got, tt.want)
-		}
-	}
-	if err := s.Drop(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
-	if evs, _ := s.Since(ctx, "a", 0); len(evs) != 0 {
-		t.Errorf("after Drop: %d events", len(evs))
-	}
+	storetest.Run(t, func(t *testing.T) engine.Store { return engine.NewMemoryStore() })
 }
 
 // TestEventFrames: an event is the exact frame the browser receives, type

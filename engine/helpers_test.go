@@ -375,6 +375,9 @@ func setup(t tb, w *testWorker, m *fakeModel, opts engine.Options, browsers ...*
 	if opts.Logger == nil {
 		opts.Logger = quiet()
 	}
+	if opts.Retain == 0 {
+		opts.Retain = -1 // no sweeper timer on the fake clock, unless a test wants one
+	}
 	if w.agent.Model == "" {
 		w.agent.Model = "fake-model"
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -207,6 +208,7 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 			return err
 		}
 		p.attached = true
+		s.unloadable = true
 		s.pages = append(s.pages, p)
 		s.touch(p)
 		if s.idleTimer != nil {
@@ -261,9 +263,6 @@ func (s *Session) pageLeft(p *Page) {
 				s.lease(c, s.holderFor(c.name, nil))
 			}
 		}
-	}
-	if len(s.pages) == 0 && s.e.opts.SessionIdle > 0 && !s.ending {
-		s.armIdle()
 	}
 }
 
@@ -343,18 +342,47 @@ func (s *Session) deliverCall(c *call) {
 	s.logger.Debug("client call delivered", "call", c.id, "attempt", c.attempt, "page", c.holder.id)
 }
 
-// armIdle ends the session once no page has been attached for SessionIdle.
-func (s *Session) armIdle() {
+// armUnload unloads the session once it has had no page and no work for
+// Options.Unload: it leaves memory, and the journal keeps it until a page
+// comes back (Engine.Load) or retention deletes it.
+func (s *Session) armUnload() {
 	gen := s.activity
-	idle := s.e.opts.SessionIdle
-	s.idleTimer = s.e.opts.Clock.AfterFunc(idle, func() {
+	s.idleTimer = s.e.opts.Clock.AfterFunc(s.e.opts.Unload, func() {
 		_ = s.post(context.Background(), func() {
-			if len(s.pages) == 0 && s.activity == gen && !s.ending {
-				s.logger.Info("session abandoned", "idle", idle)
-				s.end("abandoned: no page connected for " + idle.String())
+			if s.activity != gen {
+				return // a page came since: this timer was stopped
+			}
+			s.idleTimer = nil
+			if len(s.pages) == 0 && !s.busy() && !s.ending {
+				s.logger.Info("session unloaded: no page and no work", "after", s.e.opts.Unload)
+				s.unloading = true
 			}
 		})
 	})
+}
+
+// declaredSets lists the tools of the attached pages and of the last to
+// leave, for the journal: after a restart they are the pages that left.
+func (s *Session) declaredSets() [][]string {
+	var out [][]string
+	add := func(tools map[string]struct{}) {
+		names := make([]string, 0, len(tools))
+		for t := range tools {
+			names = append(names, t)
+		}
+		slices.Sort(names)
+		out = append(out, names)
+	}
+	for _, tools := range s.departed {
+		add(tools)
+	}
+	for _, p := range s.pages {
+		add(p.tools)
+	}
+	if len(out) > maxDeparted {
+		out = out[len(out)-maxDeparted:]
+	}
+	return out
 }
 
 // Frames yields the stream's frames in order, waiting for more, until the

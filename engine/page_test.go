@@ -277,10 +277,13 @@ func TestEndFromInsideDecide(t *testing.T) {
 	}
 }
 
-// TestAbandonedSessionEndsOnTheClock: a session whose last page left ends
-// after SessionIdle on the engine's clock, unless a page comes back.
-func TestAbandonedSessionEndsOnTheClock(t *testing.T) {
-	h := setup(t, &testWorker{}, textModel(), engine.Options{SessionIdle: time.Minute})
+// TestIdleSessionUnloads: a session whose last page left and that has no
+// work in flight leaves memory after Unload, on the engine's clock, unless a
+// page comes back first; Load brings it back as it was.
+func TestIdleSessionUnloads(t *testing.T) {
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute})
+	h.send("hi")
+	h.waitIdle()
 	h.page.Detach()
 	h.transcript()
 	h.clock.Advance(59 * time.Second)
@@ -289,11 +292,24 @@ func TestAbandonedSessionEndsOnTheClock(t *testing.T) {
 	h.transcript()
 	h.clock.Advance(59 * time.Second) // a minute after the first left, not after the second
 	h.transcript()
-	select {
-	case <-h.s.Done():
-		t.Fatal("the session ended although a page came back within SessionIdle")
-	default:
+	if _, ok := h.e.Session(h.s.ID()); !ok {
+		t.Fatal("the session unloaded although a page came back within Unload")
 	}
 	h.clock.Advance(time.Second)
-	recv(t, h.s.Done(), "the abandoned session's end")
+	recv(t, h.s.Done(), "the idle session's unload")
+	if _, ok := h.e.Session(h.s.ID()); ok || h.e.Loaded() != 0 {
+		t.Fatal("the engine still holds the unloaded session")
+	}
+	last := h.s.LastSeq()
+	s, err := h.e.Load(context.Background(), h.s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LastSeq() != last {
+		t.Errorf("loaded at seq %d, unloaded at %d", s.LastSeq(), last)
+	}
+	tr, err := s.Transcript(context.Background())
+	if err != nil || len(tr) != 2 || tr[0].Content != "hi" || tr[1].Content != "done" {
+		t.Errorf("transcript after the load: %+v, %v", tr, err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
@@ -50,7 +51,20 @@ type Session struct {
 	departed  []map[string]struct{} // the tools of the last pages to leave
 	turnPage  *Page                 // the page that sent the running turn's message
 	activity  uint64                // ticks: pages' last activity
-	idleTimer clock.Timer           // ends the session when no page returns
+	idleTimer clock.Timer           // unloads the session when no page returns
+
+	// Kept in the journal's state (state.go), besides the above.
+	created, updated time.Time
+	title            string
+	nextCall         int  // dispatch order of the next call
+	batches          int  // ids of sibling batches
+	agentDirty       bool // the agent changed since the last commit
+	unloadable       bool // a page attached once, or the session was rebuilt: unload it when idle
+
+	afterCommit []func()    // replies to do, sent once the step is stored
+	summary     Summary     // the last summary the store took
+	storeRetry  clock.Timer // retries a batch the store refused
+	unloading   bool        // leave memory after this step; the journal keeps the session
 }
 
 // waitingMessage is a user message waiting for the turn before it to end,
@@ -73,7 +87,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		owner:   owner,
 		e:       e,
 		logger:  e.opts.Logger.With("session", id),
-		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}},
+		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult},
 		inbox:   make(chan func(), 64),
 		stopped: make(chan struct{}),
 		ctx:     ctx,
@@ -94,27 +108,119 @@ func (s *Session) Owner() string { return s.owner }
 // LastSeq is the seq of the session's latest event.
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
 
-// run is the session's goroutine: it handles one message at a time.
+// run is the session's goroutine: it handles one message at a time, each a
+// step the journal stores whole.
 func (s *Session) run() {
 	defer func() {
 		// Model turns and worker attempts see the cancelled context; wait
-		// for them so nothing outlives the session, then drop its events.
+		// for them so nothing outlives the session in memory.
 		s.wg.Wait()
-		_ = s.e.opts.Store.Drop(context.Background(), s.id)
 		close(s.stopped)
 	}()
 	for {
 		select {
 		case f := <-s.inbox:
-			f()
-			if reason := s.endReq.Load(); reason != nil {
-				s.end(*reason)
+			s.step(f)
+			if s.ending || s.unloading {
+				s.leave()
+				return
 			}
-			s.drain()
 		case <-s.ctx.Done():
 			return
 		}
 	}
+}
+
+// step handles one message: what it publishes goes to the store in one
+// batch with the state after it, then to the pages; then do's callers get
+// their replies.
+func (s *Session) step(f func()) {
+	s.log.begin()
+	f()
+	if reason := s.endReq.Load(); reason != nil {
+		s.end(*reason)
+	}
+	s.drain()
+	s.commit()
+}
+
+// commit stores the step; see step.
+func (s *Session) commit() {
+	state, err := s.snapshot()
+	if err != nil {
+		s.logger.Error("failed to encode the session's state; the journal keeps the events only", "err", err)
+	}
+	changed, err := s.log.commit(state)
+	if changed {
+		s.agentDirty = false
+	}
+	for _, reply := range s.afterCommit {
+		reply()
+	}
+	s.afterCommit = nil
+	if err != nil {
+		s.retryStore()
+		return
+	}
+	if changed {
+		s.summarize()
+	}
+	if s.unloadable && !s.ending && !s.unloading && len(s.pages) == 0 && !s.busy() && s.idleTimer == nil && s.e.opts.Unload > 0 {
+		s.armUnload()
+	}
+}
+
+// retryStore tries the waiting batches again in a second, until the store
+// takes them.
+func (s *Session) retryStore() {
+	if s.storeRetry != nil {
+		return
+	}
+	s.storeRetry = s.e.opts.Clock.AfterFunc(time.Second, func() {
+		_ = s.post(context.Background(), func() { s.storeRetry = nil })
+	})
+}
+
+// summarize gives the store the session's summary when it changed.
+func (s *Session) summarize() {
+	sum := Summary{ID: s.id, Owner: s.owner, Title: s.title, Created: s.created, Updated: s.updated, Ended: s.ending, Busy: s.busy()}
+	if sum == s.summary {
+		return
+	}
+	if err := s.e.opts.Store.Summarize(context.Background(), sum); err != nil {
+		s.logger.Warn("failed to store the session's summary", "err", err)
+		return
+	}
+	s.summary = sum
+}
+
+// busy reports work in flight: a model turn, an open call, a trigger or a
+// message waiting.
+func (s *Session) busy() bool {
+	return s.turn != nil || s.open > 0 || len(s.queue) > 0 || len(s.waiting) > 0 || s.promptWanted
+}
+
+// leave ends the goroutine after the session ended or unloaded: pages are
+// told, timers stopped, and the engine forgets the session (the journal
+// keeps it).
+func (s *Session) leave() {
+	why := ErrUnloaded
+	if s.ending {
+		why = ErrSessionClosed
+	}
+	s.log.close(why)
+	for _, t := range []clock.Timer{s.idleTimer, s.storeRetry} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	for _, c := range s.calls {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}
+	s.e.forget(s)
+	s.stop()
 }
 
 // post hands f to the session goroutine. It fails once the session ended.
@@ -134,10 +240,14 @@ func (s *Session) post(ctx context.Context, f func()) error {
 	}
 }
 
-// do runs f on the session goroutine and waits for its error.
+// do runs f on the session goroutine and waits for its error, which comes
+// once f's step is stored.
 func (s *Session) do(ctx context.Context, f func() error) error {
 	reply := make(chan error, 1)
-	if err := s.post(ctx, func() { reply <- f() }); err != nil {
+	if err := s.post(ctx, func() {
+		err := f()
+		s.afterCommit = append(s.afterCommit, func() { reply <- err })
+	}); err != nil {
 		return err
 	}
 	select {
@@ -193,6 +303,7 @@ func (s *Session) setAgent(a AgentConfig) error {
 		tools[t.Name] = t
 	}
 	s.agent, s.tools, s.schemas, s.model = a, tools, schemas, m
+	s.agentDirty = true
 	return nil
 }
 
@@ -202,6 +313,9 @@ func (s *Session) setAgent(a AgentConfig) error {
 func (s *Session) Send(ctx context.Context, content string) error { return s.send(ctx, nil, content) }
 
 func (s *Session) send(ctx context.Context, from *Page, content string) error {
+	if err := s.log.failing(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
 	return s.post(ctx, func() {
 		if from != nil {
 			s.touch(from)
@@ -292,6 +406,10 @@ func (s *Session) drain() {
 		}
 		w := s.waiting[0]
 		s.waiting = s.waiting[1:]
+		s.updated = s.e.opts.Clock.Now()
+		if s.title == "" {
+			s.title = titleOf(w.msg.Content)
+		}
 		s.turnPage = nil
 		if w.page != nil && w.page.attached {
 			s.turnPage = w.page
@@ -376,7 +494,8 @@ func (s *Session) apply(d Decision, def answerDefaults) {
 		switch a := a.(type) {
 		case ToolCall:
 			if calls == nil {
-				calls = &batch{}
+				s.batches++
+				calls = &batch{id: s.batches}
 			}
 			err = s.startCall(a, calls)
 		case ToolResult, ToolError:
@@ -546,9 +665,7 @@ func (s *Session) end(reason string) {
 		s.logger.Warn("worker failed on session.end", "err", err)
 	}
 	s.publish(EventSessionEnded, SessionEndedEvent{Reason: reason})
-	s.log.close()
-	s.e.forget(s)
-	s.stop()
+	// The step's commit stores session.ended, then run leaves.
 	s.logger.Info("session ended", "reason", reason)
 }
 

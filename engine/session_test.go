@@ -219,7 +219,7 @@ func TestOpenBadConfig(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "failed to open session: ") {
 				t.Errorf("Open: %q; want it to say %q", err, tt.want)
 			}
-			if n := e.Sessions(); n != 0 {
+			if n := e.Loaded(); n != 0 {
 				t.Errorf("%d sessions open after a failed Open", n)
 			}
 			if ended.Load() != 1 {
@@ -826,7 +826,7 @@ func TestEnd(t *testing.T) {
 	if _, err := h.s.Attach(context.Background(), engine.AttachOptions{}); !errors.Is(err, engine.ErrSessionClosed) {
 		t.Errorf("Attach after End: %v", err)
 	}
-	if _, ok := h.e.Session(h.s.ID()); ok || h.e.Sessions() != 0 {
+	if _, ok := h.e.Session(h.s.ID()); ok || h.e.Loaded() != 0 {
 		t.Error("the engine still lists the session")
 	}
 	h.s.End(context.Background(), "again") // harmless
@@ -852,8 +852,8 @@ func TestEndActionAndEngineClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.e.Sessions() != 2 {
-		t.Fatalf("%d sessions", h.e.Sessions())
+	if h.e.Loaded() != 2 {
+		t.Fatalf("%d sessions", h.e.Loaded())
 	}
 	h.send("bye")
 	if ev := h.waitType(engine.EventSessionEnded); ev.Reason != "the user left" {

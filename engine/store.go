@@ -1,68 +1,188 @@
 package engine
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
-// Store keeps each session's events so a page that reconnects can replay
-// what it missed. Seqs of a session start at 1 and increase by one.
+// Store keeps sessions: each session's journal, the batches of events and
+// the state the engine rebuilds the session from, and a summary of each for
+// listing a browser's chats and for retention. The engine appends to a
+// session from one goroutine at a time, in order, and only reads a journal
+// before the session runs. Implementations: MemoryStore here, and the NATS
+// JetStream store in store/jetstream; store/storetest holds the contract
+// tests both pass.
 type Store interface {
-	// Append records ev, whose Seq is one more than the last appended.
-	Append(ctx context.Context, session string, ev Event) error
-	// Since returns the events of session with Seq > after, in order.
-	Since(ctx context.Context, session string, after int64) ([]Event, error)
-	// Drop forgets a session.
-	Drop(ctx context.Context, session string) error
+	// Append adds a batch to the session's journal, after every batch
+	// before it. It returns once the batch is stored: an error means it may
+	// not be, and the engine will append it again.
+	Append(ctx context.Context, session string, b Batch) error
+	// Load returns the session's journal, in order, or ErrNoSession.
+	Load(ctx context.Context, session string) ([]Batch, error)
+	// Summarize records the session's summary, replacing the last one.
+	Summarize(ctx context.Context, s Summary) error
+	// Summaries lists the summaries of owner's sessions, or of every
+	// session when owner is "", newest first.
+	Summaries(ctx context.Context, owner string) ([]Summary, error)
+	// Delete forgets a session: its journal and its summary.
+	Delete(ctx context.Context, session string) error
 }
 
-// ErrSeqGap: an event was appended out of order.
-var ErrSeqGap = errors.New("event seq out of order")
+// Batch is one step of a session in its journal: the events it published,
+// seq contiguous with the batch before, and the session's state after them
+// (nil for a batch of a model's deltas, which change no state).
+type Batch struct {
+	Events []Event
+	State  json.RawMessage
+}
+
+// Summary is what a list of chats shows of a session, and what retention
+// and the start of the gateway need.
+type Summary struct {
+	ID      string    `json:"id"`
+	Owner   string    `json:"owner,omitempty"`
+	Title   string    `json:"title,omitempty"` // from the first user message
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"` // the last user message, or the creation
+	Ended   bool      `json:"ended,omitempty"`
+	// Busy: work was in flight at the last write (a call, a model turn, a
+	// queued message), so the engine loads the session when it starts.
+	Busy bool `json:"busy,omitempty"`
+}
+
+// Sentinel errors of stores.
+var (
+	// ErrNoSession: the store has no such session.
+	ErrNoSession = errors.New("no such session")
+	// ErrSeqGap: a batch's events do not follow the journal's last event.
+	ErrSeqGap = errors.New("event seq out of order")
+	// ErrStoreUnavailable wraps a store's failure: the session takes no new
+	// turn until the store takes its events again.
+	ErrStoreUnavailable = errors.New("the session store is unavailable")
+)
+
+// CheckBatch checks that b's events follow last, the journal's last seq, and
+// returns the seq of its last event.
+func CheckBatch(last int64, b Batch) (int64, error) {
+	for _, ev := range b.Events {
+		if ev.Seq != last+1 {
+			return last, fmt.Errorf("%w: event %d after %d", ErrSeqGap, ev.Seq, last)
+		}
+		last = ev.Seq
+	}
+	return last, nil
+}
+
+// SortSummaries puts the newest first (by Updated, then Created, then id).
+func SortSummaries(s []Summary) {
+	slices.SortFunc(s, func(a, b Summary) int {
+		if c := b.Updated.Compare(a.Updated); c != 0 {
+			return c
+		}
+		if c := b.Created.Compare(a.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
 
 // MemoryStore is a Store in memory, safe for concurrent use. It forgets
-// everything when the process ends.
+// everything when the process ends: tests, benchmarks, and --store memory.
 type MemoryStore struct {
-	mu       sync.RWMutex
-	sessions map[string][]Event
+	mu        sync.RWMutex
+	journals  map[string][]Batch
+	lastSeq   map[string]int64
+	summaries map[string]Summary
+	// Fail, when set, is asked before every Append: a non-nil error fails
+	// it, as a full disk would (tests).
+	Fail func(session string, b Batch) error
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{sessions: map[string][]Event{}} }
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{journals: map[string][]Batch{}, lastSeq: map[string]int64{}, summaries: map[string]Summary{}}
+}
 
 // Append implements Store.
-func (m *MemoryStore) Append(_ context.Context, session string, ev Event) error {
+func (m *MemoryStore) Append(_ context.Context, session string, b Batch) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	events := m.sessions[session]
-	if ev.Seq != int64(len(events))+1 {
-		return ErrSeqGap
+	if m.Fail != nil {
+		if err := m.Fail(session, b); err != nil {
+			return err
+		}
 	}
-	m.sessions[session] = append(events, ev)
+	last, err := CheckBatch(m.lastSeq[session], b)
+	if err != nil {
+		return err
+	}
+	// The events' frames are never written to again; the slices are ours.
+	b.Events = slices.Clone(b.Events)
+	b.State = bytes.Clone(b.State)
+	m.journals[session] = append(m.journals[session], b)
+	m.lastSeq[session] = last
 	return nil
 }
 
-// Since implements Store.
-func (m *MemoryStore) Since(_ context.Context, session string, after int64) ([]Event, error) {
+// Load implements Store.
+func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	events := m.sessions[session]
-	if after < 0 {
-		after = 0
+	j, ok := m.journals[session]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoSession, session)
 	}
-	if after >= int64(len(events)) {
-		return nil, nil
-	}
-	// Seqs are contiguous from 1, so the event after `after` is at index after.
-	return append([]Event(nil), events[after:]...), nil
+	return slices.Clone(j), nil
 }
 
-// Drop implements Store.
-func (m *MemoryStore) Drop(_ context.Context, session string) error {
+// Summarize implements Store.
+func (m *MemoryStore) Summarize(_ context.Context, s Summary) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.sessions, session)
+	m.summaries[s.ID] = s
 	return nil
+}
+
+// Summaries implements Store.
+func (m *MemoryStore) Summaries(_ context.Context, owner string) ([]Summary, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []Summary
+	for _, s := range m.summaries {
+		if owner == "" || s.Owner == owner {
+			out = append(out, s)
+		}
+	}
+	SortSummaries(out)
+	return out, nil
+}
+
+// Delete implements Store.
+func (m *MemoryStore) Delete(_ context.Context, session string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.journals, session)
+	delete(m.lastSeq, session)
+	delete(m.summaries, session)
+	return nil
+}
+
+// titleOf is a chat's title from its first user message: one line, at most
+// 80 characters.
+func titleOf(content string) string {
+	t := strings.Join(strings.Fields(content), " ")
+	if r := []rune(t); len(r) > 80 {
+		t = strings.TrimSpace(string(r[:79])) + "…"
+	}
+	return t
 }

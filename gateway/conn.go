@@ -189,6 +189,10 @@ func errorCode(err error) engine.WireCode {
 		return engine.WireSessionClosed
 	case errors.Is(err, engine.ErrLimitExceeded):
 		return engine.WireLimitExceeded
+	case errors.Is(err, errUnknownSession):
+		return engine.WireUnknownSession
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		return engine.WireStoreFailed
 	case errors.Is(err, engine.ErrBadConfig):
 		return engine.WireBadConfig
 	case errors.Is(err, engine.ErrWorker):
@@ -216,15 +220,22 @@ func (c *conn) open(f SessionOpen) {
 			c.refuse(errorCode(err), err.Error())
 			return
 		}
-	} else {
-		var ok bool
-		sess, ok = eng.Session(f.Session)
-		if !ok || sess.Owner() != c.browser {
-			c.refuse(engine.WireUnknownSession, fmt.Sprintf("there is no session %q for this browser (it ended, or the gateway restarted): open a new one", f.Session))
-			return
+	}
+	var page *engine.Page
+	var err error
+	// A session may unload between Load and Attach: load it again.
+	for range 3 {
+		if f.Session != "" {
+			if sess, err = c.resume(f.Session); err != nil {
+				c.refuse(errorCode(err), err.Error())
+				return
+			}
+		}
+		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick})
+		if !errors.Is(err, engine.ErrUnloaded) || f.Session == "" {
+			break
 		}
 	}
-	page, err := sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick})
 	if err != nil {
 		code := errorCode(err)
 		if code == engine.WireInternal && !errors.Is(err, engine.ErrSessionClosed) {
@@ -242,6 +253,27 @@ func (c *conn) open(f SessionOpen) {
 	c.kick()
 	c.logger.Info("page attached", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
 }
+
+// resume finds the browser's session id, loading it when it is not in
+// memory. Another browser's session, one that ended, and one the store does
+// not have are all unknown_session: a page cannot learn which.
+func (c *conn) resume(id string) (*engine.Session, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+	defer cancel()
+	sess, err := c.s.opts.Engine.Load(ctx, id)
+	switch {
+	case err == nil && sess.Owner() == c.browser:
+		return sess, nil
+	case err == nil, errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
+		return nil, fmt.Errorf("%w: there is no session %q for this browser (it ended, or it is another browser's): open a new one", errUnknownSession, id)
+	default:
+		c.logger.Error("failed to load a session", "session", id, "err", err)
+		return nil, fmt.Errorf("failed to load session %q: %w", id, err)
+	}
+}
+
+// errUnknownSession: session.open names a session this browser cannot open.
+var errUnknownSession = errors.New("unknown session")
 
 // refuse replies to a frame the gateway could not take. It never closes the
 // connection: when replies pile up it waits for the writer, and a page that

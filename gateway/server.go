@@ -135,6 +135,7 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(s.opts.Static)))
 	}
 	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.Handle("GET /sessions", s.opts.Sessions.LoadAndSave(s.identify(http.HandlerFunc(s.listSessions))))
 	// /ws loads the cookie session itself: LoadAndSave wraps the
 	// ResponseWriter, which the WebSocket upgrade needs to hijack.
 	s.mux.HandleFunc("GET /ws", s.serveWS)
@@ -191,12 +192,48 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (string, err
 	return id, nil
 }
 
+// health says whether the gateway works: 200 {"status":"ok"}, or 503
+// {"status":"degraded","store":"..."} while the session store refuses
+// events (new turns are refused meanwhile).
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
+	body := map[string]any{"status": "ok", "sessions": s.opts.Engine.Loaded(), "connections": n}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "sessions": s.opts.Engine.Sessions(), "connections": n})
+	if err := s.opts.Engine.Health(); err != nil {
+		body["status"], body["store"] = "degraded", err.Error()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// listSessions answers GET /sessions: this browser's chats, newest first,
+// each with its title (from its first user message).
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	browser := s.opts.Sessions.GetString(r.Context(), browserKey)
+	list, err := s.opts.Engine.List(r.Context(), browser)
+	if err != nil {
+		s.logger.Error("failed to list sessions", "err", err)
+		http.Error(w, "could not list the sessions: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	type item struct {
+		ID      string    `json:"id"`
+		Title   string    `json:"title"`
+		Created time.Time `json:"created"`
+		Updated time.Time `json:"updated"`
+		Ended   bool      `json:"ended,omitempty"`
+	}
+	out := struct {
+		Sessions []item `json:"sessions"`
+	}{Sessions: []item{}}
+	for _, sum := range list {
+		out.Sessions = append(out.Sessions, item{ID: sum.ID, Title: sum.Title, Created: sum.Created, Updated: sum.Updated, Ended: sum.Ended})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 func minimalPage(w http.ResponseWriter, r *http.Request) {

@@ -125,8 +125,8 @@ func TestDeclaredToolsLimits(t *testing.T) {
 			t.Errorf("session.open with %d tools: %s, want limit_exceeded", len(tools), f)
 		}
 	}
-	if h.eng.Sessions() != 0 {
-		t.Errorf("%d sessions left open by refused opens", h.eng.Sessions())
+	if h.eng.Loaded() != 0 {
+		t.Errorf("%d sessions left open by refused opens", h.eng.Loaded())
 	}
 	c.send(map[string]any{"type": "session.open", "tools": []string{"a", "b", "c"}})
 	c.untilType("session.opened")

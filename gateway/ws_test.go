@@ -652,30 +652,42 @@ func TestCancelSettlesOpenCalls(t *testing.T) {
 	}
 }
 
-// TestAbandonedSessionEnds: a session no page comes back to ends after
-// SessionIdle, so memory does not grow with every chat ever opened; one
-// that a page reconnects to lives on.
-func TestAbandonedSessionEnds(t *testing.T) {
-	h := newHarness(t, harnessOptions{engine: engine.Options{SessionIdle: 50 * time.Millisecond}})
+// TestIdleSessionUnloadsAndComesBack: a session no page is connected to
+// leaves memory after Unload; the page that comes back gets it again,
+// loaded from the store, with nothing lost. One with a page stays.
+func TestIdleSessionUnloadsAndComesBack(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: engine.Options{Unload: 50 * time.Millisecond}})
 	b := h.newBrowser(nil)
 
 	kept, keptID := b.open(nil)
 	gone, goneID := b.open(nil)
+	if got := gone.reply("remember me"); got != "echo: remember me" {
+		t.Fatalf("reply %q", got)
+	}
 	sess := h.session(goneID)
+	last := gone.seqs()[len(gone.seqs())-1]
 	gone.ws.Close(websocket.StatusNormalClosure, "")
 
 	select {
 	case <-sess.Done():
 	case <-time.After(hang):
-		t.Fatal("the abandoned session did not end")
+		t.Fatal("the idle session did not unload")
+	}
+	if _, ok := h.eng.Session(goneID); ok {
+		t.Fatal("the engine still holds the unloaded session")
 	}
 	again := b.dial(nil)
-	again.send(map[string]any{"type": "session.open", "session": goneID})
-	if f := again.untilError(); f.Code != "unknown_session" {
-		t.Errorf("resume of the abandoned session: %s, want unknown_session", f.raw)
+	again.send(map[string]any{"type": "session.open", "session": goneID, "after": 0})
+	opened := again.untilType("session.opened")
+	if opened.Session != goneID || opened.Seq != last {
+		t.Errorf("session.opened %s, want session %s at seq %d", opened, goneID, last)
 	}
+	if got := again.reply("still there?"); got != "echo: still there?" {
+		t.Errorf("reply after the load %q", got)
+	}
+	checkSeqs(t, again.seqs(), h.session(goneID).LastSeq())
 	if _, ok := h.eng.Session(keptID); !ok {
-		t.Error("the session with a page connected ended too")
+		t.Error("the session with a page connected unloaded too")
 	}
 	kept.say("hello")
 }

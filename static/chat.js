@@ -216,6 +216,11 @@ export function mountChat(root, client) {
             setBusy(true);
             followBottom();
         }),
+        client.on("discarded", () => {
+            // A restart cut the turn: its partial text goes; the turn streams anew.
+            streaming?.remove();
+            streaming = null;
+        }),
         client.on("model.finished", ({ error, stopReason }) => {
             if (streaming) {
                 finishStreaming(streaming);

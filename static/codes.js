@@ -41,6 +41,7 @@ export const FRAME_ERROR = Object.freeze({
     SESSION_CLOSED: "session_closed",    // the session has ended
     RATE_LIMITED: "rate_limited",        // too many refused frames: the gateway reads this page more slowly
     LIMIT_EXCEEDED: "limit_exceeded",    // more than a documented limit (tools declared, the length of a name)
+    STORE_UNAVAILABLE: "store_unavailable", // the session store fails: the message was not taken
     BAD_CONFIG: "bad_config",            // a new session cannot start: the agent config cannot be used
     WORKER_FAILED: "worker_failed",      // a new session cannot start: the worker failed
     INTERNAL: "internal",                // the gateway failed on the frame (a bug)
@@ -63,4 +64,5 @@ export const TOOL_ERROR = Object.freeze({
     CLIENT_UNAVAILABLE: "client_unavailable",  // no page of the session provides the client tool
     TOOL_FAILED: "tool_failed",                // the tool threw, or its result is not JSON
     INTERNAL: "internal",                      // the call could not start, or the gateway failed
+    INTERRUPTED: "interrupted",                // a worker attempt cut by a restart; its outcome is unknown
 });

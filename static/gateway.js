@@ -91,6 +91,7 @@ export function connect(options = {}) {
  * | `message` | `{seq, message, replayed}` a transcript message (user, assistant, tool) |
  * | `delta` | `{seq, text, replayed}` a piece of streamed model text |
  * | `model.finished` | `{seq, stopReason, usage, error, replayed}` |
+ * | `discarded` | `{seq, reason, replayed}` the text streamed since the last model.finished is void (a restart cut the turn); it runs again |
  * | `tool` | ToolCard, after every change to a call |
  * | `idle` | `{seq, replayed}` no turn and no call running |
  * | `client.event` | `{seq, name, data, replayed}` |
@@ -341,18 +342,13 @@ export class GatewayClient extends EventTarget {
             case "message":
                 this.#emit("message", { seq, message: f.message ?? {}, replayed });
                 break;
-            case "model.delta":
-                this.#emit("delta", { seq, text: f.text ?? "", replayed });
-                break;
+            case "model.delta": this.#emit("delta", { seq, text: f.text ?? "", replayed }); break;
             case "model.finished":
                 this.#emit("model.finished", { seq, stopReason: f.stopReason, usage: f.usage, error: f.error, replayed });
                 break;
-            case "session.idle":
-                this.#emit("idle", { seq, replayed });
-                break;
-            case "client.event":
-                this.#emit("client.event", { seq, name: f.name, data: f.data, replayed });
-                break;
+            case "model.discarded": this.#emit("discarded", { seq, reason: f.reason ?? "", replayed }); break;
+            case "session.idle": this.#emit("idle", { seq, replayed }); break;
+            case "client.event": this.#emit("client.event", { seq, name: f.name, data: f.data, replayed }); break;
             case "error":
                 this.#emit("error", { seq, code: String(f.code ?? "error"), message: String(f.message ?? ""), replayed });
                 break;

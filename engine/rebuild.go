@@ -1,0 +1,353 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// ErrUnloaded: the session left memory (idle, or the engine closed) while
+// the call was made; Engine.Load brings it back.
+var ErrUnloaded = errors.New("session unloaded")
+
+// ErrCorrupt: a session's journal cannot be read back.
+var ErrCorrupt = errors.New("session journal is unreadable")
+
+// loadCall is one load of a session in progress; others wait for it.
+type loadCall struct {
+	done chan struct{}
+	s    *Session
+	err  error
+}
+
+// Load returns the session with id, loading it from the store when it is
+// not in memory: after an unload, or after the process restarted. A session
+// that ended stays ended (ErrSessionClosed); one the store does not have is
+// ErrNoSession.
+func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
+	e.mu.Lock()
+	if s, ok := e.sessions[id]; ok {
+		e.mu.Unlock()
+		return s, nil
+	}
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrSessionClosed
+	}
+	lc, loading := e.loading[id]
+	if !loading {
+		lc = &loadCall{done: make(chan struct{})}
+		e.loading[id] = lc
+	}
+	e.mu.Unlock()
+	if !loading {
+		lc.s, lc.err = e.rebuild(ctx, id)
+		e.mu.Lock()
+		delete(e.loading, id)
+		e.mu.Unlock()
+		close(lc.done)
+	}
+	select {
+	case <-lc.done:
+		return lc.s, lc.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Resume loads every session that had work in flight when the last process
+// stopped, so its timers, backoffs and interrupted work carry on without
+// waiting for a page. Call it once, after New.
+func (e *Engine) Resume(ctx context.Context) error {
+	sums, err := e.opts.Store.Summaries(ctx, "")
+	if err != nil {
+		return fmt.Errorf("failed to list sessions: %w", err)
+	}
+	n := 0
+	for _, sum := range sums {
+		if !sum.Busy || sum.Ended {
+			continue
+		}
+		if _, err := e.Load(ctx, sum.ID); err != nil {
+			e.opts.Logger.Warn("failed to resume a session", "session", sum.ID, "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		e.opts.Logger.Info("resumed sessions with work in flight", "sessions", n)
+	}
+	return nil
+}
+
+// rebuild reads a session's journal and starts it where the journal ends.
+func (e *Engine) rebuild(ctx context.Context, id string) (*Session, error) {
+	batches, err := e.opts.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var st *sessionState
+	var agent *AgentConfig
+	var events []Event
+	var lastState json.RawMessage
+	var transcript []Message
+	for i, b := range batches {
+		events = append(events, b.Events...)
+		for _, ev := range b.Events {
+			if ev.Type != EventMessage {
+				continue
+			}
+			var m MessageEvent
+			if err := json.Unmarshal(ev.Frame, &m); err != nil {
+				return nil, fmt.Errorf("%w: session %s, event %d: %w", ErrCorrupt, id, ev.Seq, err)
+			}
+			transcript = append(transcript, m.Message)
+		}
+		if b.State == nil {
+			continue
+		}
+		var s sessionState
+		if err := json.Unmarshal(b.State, &s); err != nil {
+			return nil, fmt.Errorf("%w: session %s, batch %d: %w", ErrCorrupt, id, i, err)
+		}
+		if s.V != stateVersion {
+			return nil, fmt.Errorf("%w: session %s has state version %d, this gateway reads %d", ErrCorrupt, id, s.V, stateVersion)
+		}
+		if s.Agent != nil {
+			agent = s.Agent
+		}
+		st, lastState = &s, b.State
+	}
+	for i, ev := range events {
+		if ev.Seq != int64(i+1) {
+			return nil, fmt.Errorf("%w: session %s: event %d has seq %d", ErrCorrupt, id, i+1, ev.Seq)
+		}
+	}
+	if st == nil || agent == nil {
+		return nil, fmt.Errorf("%w: session %s has no state", ErrCorrupt, id)
+	}
+	if st.Ended {
+		return nil, fmt.Errorf("%w: session %s ended", ErrSessionClosed, id)
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrSessionClosed
+	}
+	s := newSession(e, id, st.Owner)
+	s.log.events, s.log.seq, s.log.lastState = events, int64(len(events)), lastState
+	if err := s.restore(st, *agent, transcript); err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	e.sessions[id] = s
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		s.run()
+	}()
+	if err := s.do(ctx, func() error {
+		s.logger.Info("session loaded", "events", len(events), "open calls", s.open, "turn cut", st.Turn)
+		s.resume(st.Turn)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// restore fills a new session from its journal's state, before its
+// goroutine runs.
+func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Message) error {
+	if err := s.setAgent(agent); err != nil {
+		return fmt.Errorf("failed to load session %s: %w", s.id, err)
+	}
+	s.agentDirty = false
+	s.transcript = transcript
+	s.created, s.updated, s.title = st.Created, st.Updated, st.Title
+	s.nextCall, s.batches = st.NextCall, st.Batches
+	s.promptWanted, s.idle, s.unloadable = st.Prompt, st.Idle, true
+	for _, tools := range st.Declared {
+		set := make(map[string]struct{}, len(tools))
+		for _, t := range tools {
+			set[t] = struct{}{}
+		}
+		s.departed = append(s.departed, set)
+	}
+	for _, content := range st.Waiting {
+		s.waiting = append(s.waiting, waitingMessage{msg: Message{Role: model.RoleUser, Content: content}})
+	}
+	for i, q := range st.Queue {
+		t, err := DecodeTrigger(q.Trigger)
+		if err != nil {
+			return fmt.Errorf("%w: session %s, queued trigger %d: %w", ErrCorrupt, s.id, i, err)
+		}
+		s.queue = append(s.queue, queued{trigger: t, proposed: q.Proposed})
+	}
+	batches := map[int]*batch{}
+	for _, cs := range st.Calls {
+		c := &call{id: cs.ID, name: cs.Name, handler: cs.Handler, settled: cs.Settled, answeredBy: cs.AnsweredBy}
+		if cs.Spec == nil { // settled, with every sibling
+			c.batch = &batch{}
+			s.calls[c.id] = c
+			continue
+		}
+		c.args, c.proposed, c.seq = cs.Args, cs.Proposed, cs.Seq
+		if cs.Input != nil {
+			c.input = *cs.Input
+		}
+		c.spec = retrySpec{attempts: cs.Spec.Attempts, timeout: cs.Spec.Timeout, backoff: cs.Spec.Backoff,
+			multiplier: cs.Spec.Multiplier, maxBackoff: cs.Spec.MaxBackoff}
+		if cs.SpecErr != "" {
+			c.specErr = errors.New(cs.SpecErr)
+		}
+		c.output = s.schemas[c.name].output
+		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
+		if cs.Finished != nil {
+			c.finished = *cs.Finished
+		}
+		b := batches[cs.Batch]
+		if b == nil {
+			b = &batch{id: cs.Batch, cancelled: cs.Cancelled}
+			batches[cs.Batch] = b
+		}
+		b.calls = append(b.calls, c)
+		c.batch = b
+		s.calls[c.id] = c
+		if !c.settled {
+			s.open++
+		}
+	}
+	return nil
+}
+
+// resume carries on the work the journal says was in flight, on the session
+// goroutine, as the first step after a load:
+//   - a model turn cut off is discarded (pages drop its partial reply) and
+//     run again;
+//   - a client attempt waits for a page, its deadline unchanged: one that
+//     has passed times out now, under the call's policy;
+//   - a backoff resumes at its time;
+//   - a worker attempt runs again when its tool is declared idempotent, and
+//     otherwise settles as interrupted: whether it took effect is unknown.
+func (s *Session) resume(turnCut bool) {
+	if turnCut {
+		s.publish(EventModelDiscarded, ModelDiscardedEvent{Reason: "the gateway restarted while the model was answering; it answers again"})
+		s.promptWanted = true
+	}
+	now := s.e.opts.Clock.Now()
+	for _, c := range s.openCalls() {
+		switch {
+		case c.attempt == 0: // never the case in a stored step; started now all the same
+			s.startAttempt(c)
+		case c.backingOff && !c.retryAt.After(now):
+			s.startAttempt(c)
+		case c.backingOff:
+			s.armRetry(c, c.retryAt.Sub(now))
+		case !c.deadline.After(now):
+			s.attemptTimedOut(c.id, c.attempt)
+		case c.handler == HandlerClient:
+			s.armTimeout(c, c.deadline.Sub(now))
+			s.logger.Info("client call waiting for a page after a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)
+		case s.tools[c.name].Idempotent != nil && *s.tools[c.name].Idempotent:
+			s.armTimeout(c, c.deadline.Sub(now))
+			s.logger.Info("worker call run again after a restart: its tool is idempotent", "call", c.id, "tool", c.name, "attempt", c.attempt)
+			s.executeOnWorker(c, c.proposedFor(c.attempt))
+		default:
+			s.logger.Warn("worker call interrupted by a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)
+			s.settle(c, outcome{code: CodeInterrupted, err: fmt.Sprintf(
+				"%s was running when the gateway restarted, and it is not declared idempotent, so it was not run again: whether it took effect is unknown. Check before calling it again.", c.name)}, "")
+		}
+	}
+}
+
+// armTimeout ends c's current attempt after d.
+func (s *Session) armTimeout(c *call, d time.Duration) {
+	id, attempt := c.id, c.attempt
+	c.timer = s.e.opts.Clock.AfterFunc(d, func() {
+		_ = s.post(context.Background(), func() { s.attemptTimedOut(id, attempt) })
+	})
+}
+
+// armRetry starts c's next attempt after d, the backoff.
+func (s *Session) armRetry(c *call, d time.Duration) {
+	id, attempt := c.id, c.attempt
+	c.timer = s.e.opts.Clock.AfterFunc(d, func() {
+		_ = s.post(context.Background(), func() {
+			if c := s.calls[id]; c != nil && !c.settled && c.backingOff && c.attempt == attempt {
+				s.startAttempt(c)
+			}
+		})
+	})
+}
+
+// unload takes the session out of memory after its current step; its
+// journal keeps it. Work in flight stops here and carries on when the
+// session is loaded again.
+func (s *Session) unload(ctx context.Context) {
+	if err := s.post(ctx, func() { s.unloading = true }); err != nil {
+		return
+	}
+	select {
+	case <-s.stopped:
+	case <-ctx.Done():
+	}
+}
+
+// armSweep deletes the sessions retention has expired, after d and then
+// hourly.
+func (e *Engine) armSweep(d time.Duration) {
+	e.sweep = e.opts.Clock.AfterFunc(d, func() {
+		e.mu.Lock()
+		closed := e.closed
+		if !closed {
+			e.wg.Add(1)
+		}
+		e.mu.Unlock()
+		if closed {
+			return
+		}
+		defer e.wg.Done()
+		e.sweepExpired()
+		e.mu.Lock()
+		if !e.closed {
+			e.armSweep(time.Hour)
+		}
+		e.mu.Unlock()
+	})
+}
+
+// sweepExpired deletes the sessions untouched for longer than Retain.
+func (e *Engine) sweepExpired() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sums, err := e.opts.Store.Summaries(ctx, "")
+	if err != nil {
+		e.opts.Logger.Warn("retention: failed to list sessions", "err", err)
+		return
+	}
+	cutoff := e.opts.Clock.Now().Add(-e.opts.Retain)
+	n := 0
+	for _, sum := range sums {
+		if !sum.Updated.Before(cutoff) {
+			continue
+		}
+		if _, loaded := e.Session(sum.ID); loaded {
+			continue
+		}
+		if err := e.opts.Store.Delete(ctx, sum.ID); err != nil {
+			e.opts.Logger.Warn("retention: failed to delete a session", "session", sum.ID, "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
+	}
+}

@@ -1,0 +1,485 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/clock"
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// rig runs engines one after another on one store and one clock: closing
+// an engine and starting the next on the same store is a restart.
+type rig struct {
+	t     *testing.T
+	store *engine.MemoryStore
+	clock *clock.Fake
+}
+
+func newRig(t *testing.T) *rig {
+	return &rig{t: t, store: engine.NewMemoryStore(), clock: clock.NewFake(epoch)}
+}
+
+func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
+	r.t.Helper()
+	if w.agent.Model == "" {
+		w.agent.Model = "fake-model"
+	}
+	e, err := engine.New(engine.Options{
+		Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
+		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half,
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { stop(r.t, e) })
+	return e
+}
+
+func stop(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// reader reads a page's frames on a goroutine of its own.
+type reader struct {
+	t      *testing.T
+	page   *engine.Page
+	frames chan engine.Event
+}
+
+func attach(t *testing.T, s *engine.Session, after int64, tools ...string) *reader {
+	t.Helper()
+	p, err := s.Attach(context.Background(), engine.AttachOptions{After: after, Tools: tools, Buffer: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reader{t: t, page: p, frames: make(chan engine.Event, 10000)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range p.Frames(ctx) {
+			r.frames <- ev
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; p.Detach() })
+	return r
+}
+
+// until reads until ok holds, returning the frames read, that one last.
+func (r *reader) until(what string, ok func(engine.Event) bool) []engine.Event {
+	r.t.Helper()
+	var out []engine.Event
+	for {
+		ev := recv(r.t, r.frames, what)
+		out = append(out, ev)
+		if ok(ev) {
+			return out
+		}
+	}
+}
+
+func isType(typ string) func(engine.Event) bool {
+	return func(ev engine.Event) bool { return ev.Type == typ }
+}
+
+// finalIdle is the session.idle after the model's last reply.
+func finalIdle(reply string) func(engine.Event) bool {
+	seenReply := false
+	return func(ev engine.Event) bool {
+		if ev.Type == engine.EventMessage && strings.Contains(string(ev.Frame), `"role":"assistant","content":"`+reply) {
+			seenReply = true
+		}
+		return seenReply && ev.Type == engine.EventSessionIdle
+	}
+}
+
+// checkJournal checks what every restart must keep: the stored seqs run
+// 1..n with no gap or repeat, the transcript answers every tool use once,
+// and each call settled once.
+func checkJournal(t *testing.T, store engine.Store, id string) []engine.Event {
+	t.Helper()
+	all := stored(t, store, id)
+	finished := map[string]int{}
+	var transcript []model.Message
+	for i, ev := range all {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("stored event %d has seq %d", i+1, ev.Seq)
+		}
+		var f struct {
+			ID      string
+			Message model.Message
+		}
+		_ = json.Unmarshal(ev.Frame, &f)
+		switch ev.Type {
+		case engine.EventToolFinished:
+			finished[f.ID]++
+		case engine.EventMessage:
+			transcript = append(transcript, f.Message)
+		}
+	}
+	for id, n := range finished {
+		if n != 1 {
+			t.Errorf("call %s settled %d times", id, n)
+		}
+	}
+	// A provider accepts the transcript: every tool use is answered by one
+	// tool message, right after its assistant message.
+	for i, m := range transcript {
+		for j, u := range m.ToolUses {
+			k := i + 1 + j
+			if k >= len(transcript) || transcript[k].Role != model.RoleTool || transcript[k].ToolUseID != u.ID {
+				t.Errorf("tool use %s (message %d) is not answered in place: %+v", u.ID, i, transcript)
+			}
+		}
+	}
+	return all
+}
+
+func count(events []engine.Event, typ string) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRestartClientAttemptDeliveredAgain: a client attempt whose deadline
+// has not passed is delivered again, same attempt and deadline, to the page
+// that comes back after the restart; it settles once.
+func TestRestartClientAttemptDeliveredAgain(t *testing.T) {
+	r := newRig(t)
+	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+	m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
+	e1 := r.start(w, m)
+	s1, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := attach(t, s1, 0, "confirm")
+	if err := p1.page.Send(context.Background(), "delete my draft"); err != nil {
+		t.Fatal(err)
+	}
+	before := p1.until("tool.call", isType(engine.FrameToolCall))
+	last := before[len(before)-2].Seq // the tool.started before it
+	stop(t, e1)
+	r.clock.Advance(10 * time.Second) // down for 10s of the 30s
+
+	e2 := r.start(w, m)
+	s2, err := e2.Load(context.Background(), s1.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Owner() != "alice" {
+		t.Errorf("owner after the restart: %q", s2.Owner())
+	}
+	p2 := attach(t, s2, last, "confirm")
+	again := p2.until("tool.call again", isType(engine.FrameToolCall))
+	if got, want := string(again[len(again)-1].Frame), string(before[len(before)-1].Frame); got != want {
+		t.Errorf("delivered after the restart:\n %s\nbefore:\n %s", got, want)
+	}
+	if err := p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"approved":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	p2.until("the reply", finalIdle("saw: "))
+	checkJournal(t, r.store, s1.ID())
+}
+
+// TestRestartExpiredClientAttemptTimesOut: an attempt whose deadline passed
+// while the gateway was down times out when the session loads, and is
+// retried under its policy.
+func TestRestartExpiredClientAttemptTimesOut(t *testing.T) {
+	r := newRig(t)
+	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s", Backoff: "1s"})
+	m := callsThenSummary(use("call_1", "confirm", `{}`))
+	e1 := r.start(w, m)
+	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+	p1 := attach(t, s1, 0, "confirm")
+	_ = p1.page.Send(context.Background(), "go")
+	p1.until("tool.call", isType(engine.FrameToolCall))
+	stop(t, e1)
+	seen := int64(len(stored(t, r.store, s1.ID())))
+	r.clock.Advance(time.Minute) // past the deadline
+
+	e2 := r.start(w, m)
+	s2, err := e2.Load(context.Background(), s1.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := attach(t, s2, seen, "confirm")
+	p2.until("tool.retrying", isType(engine.EventToolRetrying))
+	r.clock.Advance(time.Second)
+	got := p2.until("attempt 2", isType(engine.FrameToolCall))
+	var c engine.ClientCall
+	_ = json.Unmarshal(got[len(got)-1].Frame, &c)
+	if c.Attempt != 2 {
+		t.Fatalf("after the restart: %+v, want attempt 2", c)
+	}
+	_ = p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 2, Result: json.RawMessage(`"ok"`)})
+	p2.until("the reply", finalIdle("saw: ok"))
+	checkJournal(t, r.store, s1.ID())
+}
+
+// TestRestartBackoffResumesOnTime: a backoff in progress at the restart
+// starts the next attempt at its original time, not later.
+func TestRestartBackoffResumesOnTime(t *testing.T) {
+	r := newRig(t)
+	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "10s", Backoff: "20s"})
+	m := callsThenSummary(use("call_1", "confirm", `{}`))
+	e1 := r.start(w, m)
+	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+	p1 := attach(t, s1, 0, "confirm")
+	_ = p1.page.Send(context.Background(), "go")
+	p1.until("tool.call", isType(engine.FrameToolCall))
+	r.clock.Advance(10 * time.Second) // attempt 1 times out; the backoff is 20s × jitter 0.5 = 10s
+	p1.until("tool.retrying", isType(engine.EventToolRetrying))
+	stop(t, e1)
+	r.clock.Advance(4 * time.Second)
+
+	e2 := r.start(w, m)
+	if err := e2.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, ok := e2.Session(s1.ID())
+	if !ok {
+		t.Fatal("Resume did not load the session with a backoff in flight")
+	}
+	p2 := attach(t, s2, s2.LastSeq(), "confirm")
+	p2.until("session.opened", isType(engine.FrameSessionOpened))
+	r.clock.Advance(5 * time.Second) // 9s of the 10s backoff
+	if _, err := s2.Transcript(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-p2.frames:
+		t.Fatalf("attempt 2 started before its time: %s", ev.Frame)
+	default:
+	}
+	r.clock.Advance(time.Second)
+	got := p2.until("attempt 2", isType(engine.FrameToolCall))
+	var c engine.ClientCall
+	_ = json.Unmarshal(got[len(got)-1].Frame, &c)
+	if c.Attempt != 2 || c.Deadline != at(30*time.Second) {
+		t.Errorf("attempt after the restart: %+v, want attempt 2 with deadline %s", c, at(30*time.Second))
+	}
+}
+
+// TestRestartWorkerAttempt: a worker attempt running at the restart runs
+// again when its tool is idempotent, and otherwise settles as interrupted,
+// and the model is told.
+func TestRestartWorkerAttempt(t *testing.T) {
+	yes, no := true, false
+	for _, tt := range []struct {
+		name       string
+		idempotent *bool
+		wantRuns   int
+		wantTool   string
+	}{
+		{"idempotent", &yes, 2, "found"},
+		{"not declared", nil, 1, "interrupted"},
+		{"not idempotent", &no, 1, "interrupted"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			var mu sync.Mutex
+			runs := 0
+			block := make(chan struct{})
+			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup", Idempotent: tt.idempotent}}}}
+			w.execute = func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+				mu.Lock()
+				runs++
+				n := runs
+				mu.Unlock()
+				if n == 1 { // the first run is cut by the restart
+					select {
+					case <-block:
+					case <-ctx.Done():
+					}
+					return engine.Decision{}, ctx.Err()
+				}
+				return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
+			}
+			m := callsThenSummary(use("call_1", "lookup", `{}`))
+			e1 := r.start(w, m)
+			s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+			p1 := attach(t, s1, 0)
+			_ = p1.page.Send(context.Background(), "go")
+			p1.until("tool.started", isType(engine.EventToolStarted))
+			stop(t, e1)
+
+			e2 := r.start(w, m)
+			if err := e2.Resume(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			s2, ok := e2.Session(s1.ID())
+			if !ok {
+				t.Fatal("Resume did not load the session")
+			}
+			p2 := attach(t, s2, 0)
+			got := p2.until("the reply", finalIdle("saw: "))
+			mu.Lock()
+			if runs != tt.wantRuns {
+				t.Errorf("the tool ran %d times, want %d", runs, tt.wantRuns)
+			}
+			mu.Unlock()
+			var fin struct {
+				OK     bool
+				Code   string
+				Result string
+				Error  string
+			}
+			for _, ev := range got {
+				if ev.Type == engine.EventToolFinished {
+					_ = json.Unmarshal(ev.Frame, &fin)
+				}
+			}
+			if tt.wantTool == "found" && (!fin.OK || fin.Result != "found") {
+				t.Errorf("tool.finished %+v, want found", fin)
+			}
+			if tt.wantTool == "interrupted" && (fin.OK || fin.Code != string(engine.CodeInterrupted) || !strings.Contains(fin.Error, "whether it took effect is unknown")) {
+				t.Errorf("tool.finished %+v, want interrupted", fin)
+			}
+			checkJournal(t, r.store, s1.ID())
+		})
+	}
+}
+
+// TestRestartModelTurnCut: a model turn cut off mid-stream is discarded,
+// with an event that tells pages to drop its partial reply, and run again.
+func TestRestartModelTurnCut(t *testing.T) {
+	r := newRig(t)
+	cut := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+		onDelta("Hel")
+		onDelta("lo, wo")
+		<-ctx.Done()
+		return model.Response{}, ctx.Err()
+	})
+	whole := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+		onDelta("Hello, world.")
+		return model.Response{Text: "Hello, world.", StopReason: model.StopEndTurn}, nil
+	})
+	w := &testWorker{}
+	e1 := r.start(w, cut)
+	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+	p1 := attach(t, s1, 0)
+	_ = p1.page.Send(context.Background(), "hi")
+	p1.until("the second delta", func(ev engine.Event) bool { return strings.Contains(string(ev.Frame), "lo, wo") })
+	stop(t, e1)
+
+	e2 := r.start(w, whole)
+	if err := e2.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, ok := e2.Session(s1.ID())
+	if !ok {
+		t.Fatal("Resume did not load the session whose turn was cut")
+	}
+	p2 := attach(t, s2, 0)
+	got := p2.until("the reply", finalIdle("Hello, world."))
+	var types []string
+	for _, ev := range got {
+		types = append(types, ev.Type)
+	}
+	want := "session.opened session.idle message model.delta model.delta model.discarded model.delta model.finished message session.idle"
+	if strings.Join(types, " ") != want {
+		t.Errorf("the page saw\n %s\nwant\n %s", strings.Join(types, " "), want)
+	}
+	all := checkJournal(t, r.store, s1.ID())
+	if count(all, engine.EventModelDiscarded) != 1 {
+		t.Errorf("%d model.discarded events", count(all, engine.EventModelDiscarded))
+	}
+	tr, _ := s2.Transcript(context.Background())
+	if len(tr) != 2 || tr[1].Content != "Hello, world." {
+		t.Errorf("transcript %+v", tr)
+	}
+}
+
+// TestRestartEndedStaysEnded: a session that ended is not brought back.
+func TestRestartEndedStaysEnded(t *testing.T) {
+	r := newRig(t)
+	w := &testWorker{}
+	e1 := r.start(w, textModel())
+	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+	s1.End(context.Background(), "bye")
+	stop(t, e1)
+	e2 := r.start(w, textModel())
+	if err := e2.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2.Load(context.Background(), s1.ID()); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Load of an ended session: %v, want ErrSessionClosed", err)
+	}
+	if _, err := e2.Load(context.Background(), "never"); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of an unknown session: %v, want ErrNoSession", err)
+	}
+}
+
+// TestRetention: a session untouched for longer than Retain is deleted by
+// the sweep; a newer one is kept; List shows a browser's sessions with their
+// titles, newest first.
+func TestRetention(t *testing.T) {
+	r := newRig(t)
+	e, err := engine.New(engine.Options{
+		Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: 48 * time.Hour, Unload: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e)
+	open := func(text string) string {
+		s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		_ = p.page.Send(context.Background(), text)
+		p.until("idle", finalIdle("done"))
+		p.page.Detach()
+		if _, err := s.Transcript(context.Background()); err != nil { // a barrier: the page has left
+			t.Fatal(err)
+		}
+		return s.ID()
+	}
+	unloaded := func() {
+		t.Helper()
+		r.clock.Advance(time.Minute)
+		deadline := time.Now().Add(hangGuard)
+		for e.Loaded() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the idle session did not unload")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	old := open("an old   chat\nabout nothing")
+	unloaded()
+	r.clock.Advance(24 * time.Hour)
+	recent := open("a recent chat")
+	unloaded()
+	list, err := e.List(context.Background(), "alice")
+	if err != nil || len(list) != 2 || list[0].ID != recent || list[1].ID != old || list[1].Title != "an old chat about nothing" {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	r.clock.Advance(24 * time.Hour) // the old one is 49h old, the recent one 25h
+	list, _ = e.List(context.Background(), "alice")
+	if len(list) != 1 || list[0].ID != recent {
+		t.Fatalf("after the sweep: %+v, want only %s", list, recent)
+	}
+	if _, err := e.Load(context.Background(), old); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of the expired session: %v", err)
+	}
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The session's state as the journal keeps it: every batch the session
+// commits carries the state after its events, so a session is rebuilt from
+// its last state plus the transcript folded from its message events
+// (rebuild.go). The transcript is not in the state: message events carry
+// every message whole.
+
+// stateVersion is the format of sessionState; a journal of another version
+// is refused with a clear error, never misread.
+const stateVersion = 1
+
+type sessionState struct {
+	V        int          `json:"v"`
+	Owner    string       `json:"owner,omitempty"`
+	Created  time.Time    `json:"created"`
+	Updated  time.Time    `json:"updated"`
+	Title    string       `json:"title,omitempty"`
+	Agent    *AgentConfig `json:"agent,omitempty"` // only in a batch where it changed
+	Calls    []callState  `json:"calls,omitempty"`
+	NextCall int          `json:"nextCall,omitempty"`
+	Batches  int          `json:"batches,omitempty"`
+	Queue    []queueState `json:"queue,omitempty"`
+	Waiting  []string     `json:"waiting,omitempty"`
+	Prompt   bool         `json:"prompt,omitempty"` // a model.prompt waits for the turn or calls
+	Turn     bool         `json:"turn,omitempty"`   // a model turn is running
+	Idle     bool         `json:"idle,omitempty"`
+	Ended    bool         `json:"ended,omitempty"`
+	Declared [][]string   `json:"declared,omitempty"` // the tools of the pages, attached or recently left
+}
+
+// callState is a call; a settled call whose siblings have all settled
+// keeps only what answers to it need.
+type callState struct {
+	ID         string        `json:"id"`
+	Name       string        `json:"name,omitempty"`
+	Handler    Handler       `json:"handler"`
+	Settled    bool          `json:"settled,omitempty"`
+	AnsweredBy int           `json:"answeredBy,omitempty"`
+	Args       string        `json:"args,omitempty"`
+	Spec       *specState    `json:"spec,omitempty"`
+	SpecErr    string        `json:"specErr,omitempty"`
+	Input      *ToolInput    `json:"input,omitempty"`
+	Proposed   *ToolError    `json:"proposed,omitempty"`
+	Batch      int           `json:"batch,omitempty"`
+	Cancelled  bool          `json:"cancelled,omitempty"` // its batch was cancelled
+	Seq        int           `json:"seq,omitempty"`
+	Attempt    int           `json:"attempt,omitempty"`
+	Deadline   time.Time     `json:"deadline,omitzero"`
+	BackingOff bool          `json:"backingOff,omitempty"`
+	RetryAt    time.Time     `json:"retryAt,omitzero"`
+	Finished   *ToolFinished `json:"finished,omitempty"`
+}
+
+type specState struct {
+	Attempts   int           `json:"attempts"`
+	Timeout    time.Duration `json:"timeout"`
+	Backoff    time.Duration `json:"backoff"`
+	Multiplier float64       `json:"multiplier"`
+	MaxBackoff time.Duration `json:"maxBackoff"`
+}
+
+type queueState struct {
+	Trigger  json.RawMessage `json:"trigger"`
+	Proposed Decision        `json:"proposed"`
+}
+
+// snapshot is the session's state now, for the journal. It runs on the
+// session goroutine.
+func (s *Session) snapshot() (json.RawMessage, error) {
+	st := sessionState{
+		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
+		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
+		Idle: s.idle, Ended: s.ending,
+	}
+	if s.agentDirty {
+		agent := s.agent
+		st.Agent = &agent
+	}
+	for _, c := range s.callsInOrder() {
+		st.Calls = append(st.Calls, c.state())
+	}
+	for _, q := range s.queue {
+		t, err := json.Marshal(q.trigger)
+		if err != nil {
+			return nil, fmt.Errorf("failed to encode a queued %s trigger: %w", q.trigger.TriggerType(), err)
+		}
+		st.Queue = append(st.Queue, queueState{Trigger: t, Proposed: q.proposed})
+	}
+	for _, w := range s.waiting {
+		st.Waiting = append(st.Waiting, w.msg.Content)
+	}
+	for _, tools := range s.declaredSets() {
+		st.Declared = append(st.Declared, tools)
+	}
+	return json.Marshal(st)
+}
+
+// state is the journal's form of c.
+func (c *call) state() callState {
+	cs := callState{ID: c.id, Handler: c.handler, Settled: c.settled, AnsweredBy: c.answeredBy}
+	if c.settled && c.batch.allSettled() {
+		return cs
+	}
+	cs.Name, cs.Args, cs.Batch, cs.Cancelled, cs.Seq = c.name, c.args, c.batch.id, c.batch.cancelled, c.seq
+	cs.Spec = &specState{Attempts: c.spec.attempts, Timeout: c.spec.timeout, Backoff: c.spec.backoff,
+		Multiplier: c.spec.multiplier, MaxBackoff: c.spec.maxBackoff}
+	if c.specErr != nil {
+		cs.SpecErr = c.specErr.Error()
+	}
+	input := c.input
+	cs.Input, cs.Proposed = &input, c.proposed
+	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
+	if c.settled {
+		finished := c.finished
+		cs.Finished = &finished
+	}
+	return cs
+}

@@ -1,0 +1,5 @@
+// Package store holds the durable backends of engine.Store: the JetStream
+// store (store/jetstream, embedded or on a NATS cluster) and the contract
+// tests every store passes (store/storetest). The in-memory store is
+// engine.MemoryStore.
+package store

@@ -1,0 +1,216 @@
+// Package storetest is the contract every engine.Store keeps, as tests:
+// Run them against a store with a function that opens an empty one. The
+// engine runs them against engine.MemoryStore, store/jetstream against the
+// JetStream store, so both behave alike.
+//
+// Concurrency: Run calls open once per subtest, from the test's goroutine;
+// the stores it gets are used from several goroutines where the contract
+// says they may be.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// Run runs the contract against stores from open, each empty.
+func Run(t *testing.T, open func(t *testing.T) engine.Store) {
+	t.Run("journal", func(t *testing.T) { journal(t, open(t)) })
+	t.Run("seq gaps are refused", func(t *testing.T) { gaps(t, open(t)) })
+	t.Run("sessions are separate", func(t *testing.T) { separate(t, open(t)) })
+	t.Run("summaries", func(t *testing.T) { summaries(t, open(t)) })
+	t.Run("delete", func(t *testing.T) { deletes(t, open(t)) })
+	t.Run("large batch", func(t *testing.T) { large(t, open(t)) })
+}
+
+func event(seq int64, typ string) engine.Event {
+	return engine.Event{Seq: seq, Type: typ, Frame: json.RawMessage(fmt.Sprintf(`{"type":%q,"seq":%d}`, typ, seq))}
+}
+
+func journal(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	if _, err := s.Load(ctx, "nobody"); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of a session never appended: %v, want ErrNoSession", err)
+	}
+	batches := []engine.Batch{
+		{Events: []engine.Event{event(1, "message"), event(2, "model.delta")}, State: json.RawMessage(`{"v":1,"n":1}`)},
+		{Events: []engine.Event{event(3, "model.delta")}}, // a delta: no state
+		{State: json.RawMessage(`{"v":1,"n":2}`)},          // a step with no event
+		{Events: []engine.Event{event(4, "session.idle")}, State: json.RawMessage(`{"v":1,"n":3}`)},
+	}
+	for i, b := range batches {
+		if err := s.Append(ctx, "s1", b); err != nil {
+			t.Fatalf("Append %d: %v", i, err)
+		}
+	}
+	got, err := s.Load(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(batches) {
+		t.Fatalf("Load: %d batches, want %d", len(got), len(batches))
+	}
+	for i := range got {
+		if !sameBatch(got[i], batches[i]) {
+			t.Errorf("batch %d = %s, want %s", i, show(got[i]), show(batches[i]))
+		}
+	}
+}
+
+func sameBatch(a, b engine.Batch) bool { return show(a) == show(b) }
+
+func show(b engine.Batch) string {
+	var parts []string
+	for _, ev := range b.Events {
+		parts = append(parts, fmt.Sprintf("%d/%s/%s", ev.Seq, ev.Type, ev.Frame))
+	}
+	return fmt.Sprintf("events [%s] state %s", strings.Join(parts, " "), b.State)
+}
+
+func gaps(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{event(2, "message")}}); !errors.Is(err, engine.ErrSeqGap) {
+		t.Errorf("a first event that is not 1: %v, want ErrSeqGap", err)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{event(1, "message")}, State: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []int64{1, 3} {
+		if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{event(seq, "message")}}); !errors.Is(err, engine.ErrSeqGap) {
+			t.Errorf("event %d after 1: %v, want ErrSeqGap", seq, err)
+		}
+	}
+	got, err := s.Load(ctx, "s1")
+	if err != nil || len(got) != 1 {
+		t.Errorf("a refused batch was kept: %d batches, %v", len(got), err)
+	}
+}
+
+func separate(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("s%d", i)
+			for seq := int64(1); seq <= 20; seq++ {
+				if err := s.Append(ctx, id, engine.Batch{Events: []engine.Event{event(seq, "model.delta")}}); err != nil {
+					t.Errorf("%s: Append %d: %v", id, seq, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 8 {
+		got, err := s.Load(ctx, fmt.Sprintf("s%d", i))
+		if err != nil || len(got) != 20 {
+			t.Fatalf("s%d: %d batches, %v", i, len(got), err)
+		}
+		for j, b := range got {
+			if len(b.Events) != 1 || b.Events[0].Seq != int64(j+1) {
+				t.Fatalf("s%d batch %d: %s", i, j, show(b))
+			}
+		}
+	}
+}
+
+func summaries(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	put := func(sum engine.Summary) {
+		t.Helper()
+		if err := s.Summarize(ctx, sum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(engine.Summary{ID: "old", Owner: "alice", Title: "first", Created: base, Updated: base})
+	put(engine.Summary{ID: "new", Owner: "alice", Title: "second", Created: base.Add(time.Minute), Updated: base.Add(time.Minute), Busy: true})
+	put(engine.Summary{ID: "bob1", Owner: "bob", Created: base, Updated: base})
+	put(engine.Summary{ID: "old", Owner: "alice", Title: "first", Created: base, Updated: base.Add(time.Hour), Ended: true}) // replaces
+	ids := func(owner string) string {
+		t.Helper()
+		got, err := s.Summaries(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range got {
+			out = append(out, g.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := ids("alice"); got != "old new" {
+		t.Errorf("alice's sessions, newest first: %q, want \"old new\"", got)
+	}
+	if got := ids("bob"); got != "bob1" {
+		t.Errorf("bob's sessions: %q", got)
+	}
+	if got := ids("carol"); got != "" {
+		t.Errorf("carol's sessions: %q", got)
+	}
+	if got := ids(""); got != "old new bob1" {
+		t.Errorf("every session: %q, want \"old new bob1\"", got)
+	}
+	all, _ := s.Summaries(ctx, "alice")
+	want := engine.Summary{ID: "old", Owner: "alice", Title: "first", Created: base, Updated: base.Add(time.Hour), Ended: true}
+	if len(all) == 0 || !all[0].Created.Equal(want.Created) || !all[0].Updated.Equal(want.Updated) || all[0].Title != want.Title || !all[0].Ended || all[0].Busy {
+		t.Errorf("summary = %+v, want %+v", all[0], want)
+	}
+}
+
+func deletes(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	if err := s.Append(ctx, "gone", engine.Batch{Events: []engine.Event{event(1, "message")}, State: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Summarize(ctx, engine.Summary{ID: "gone", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "kept", engine.Batch{Events: []engine.Event{event(1, "message")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, "gone"); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load after Delete: %v, want ErrNoSession", err)
+	}
+	if sums, _ := s.Summaries(ctx, "alice"); len(sums) != 0 {
+		t.Errorf("summaries after Delete: %+v", sums)
+	}
+	if got, err := s.Load(ctx, "kept"); err != nil || len(got) != 1 {
+		t.Errorf("another session after Delete: %d batches, %v", len(got), err)
+	}
+	// A deleted session's id starts over from seq 1.
+	if err := s.Append(ctx, "gone", engine.Batch{Events: []engine.Event{event(1, "message")}}); err != nil {
+		t.Errorf("Append after Delete: %v", err)
+	}
+}
+
+// large: a batch as big as a browser frame may make it (a 1 MiB tool
+// result, in a tool.finished and a tool message) is stored whole.
+func large(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	big := strings.Repeat("x", 1<<20)
+	frame := func(seq int64) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"result":%q}`, seq, big))
+	}
+	b := engine.Batch{Events: []engine.Event{{Seq: 1, Type: "tool.finished", Frame: frame(1)}, {Seq: 2, Type: "message", Frame: frame(2)}}, State: json.RawMessage(`{}`)}
+	if err := s.Append(ctx, "big", b); err != nil {
+		t.Fatalf("Append of %d bytes: %v", 2*len(frame(1)), err)
+	}
+	got, err := s.Load(ctx, "big")
+	if err != nil || len(got) != 1 || !sameBatch(got[0], b) {
+		t.Fatalf("Load of the large batch: %d batches, %v", len(got), err)
+	}
+}
