@@ -96,9 +96,7 @@ func (s *Session) snapshot() (json.RawMessage, error) {
 	for _, w := range s.waiting {
 		st.Waiting = append(st.Waiting, w.msg.Content)
 	}
-	for _, tools := range s.declaredSets() {
-		st.Declared = append(st.Declared, tools)
-	}
+	st.Declared = s.declaredSets()
 	return json.Marshal(st)
 }
 

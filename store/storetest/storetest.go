@@ -43,7 +43,7 @@ func journal(t *testing.T, s engine.Store) {
 	batches := []engine.Batch{
 		{Events: []engine.Event{event(1, "message"), event(2, "model.delta")}, State: json.RawMessage(`{"v":1,"n":1}`)},
 		{Events: []engine.Event{event(3, "model.delta")}}, // a delta: no state
-		{State: json.RawMessage(`{"v":1,"n":2}`)},          // a step with no event
+		{State: json.RawMessage(`{"v":1,"n":2}`)},         // a step with no event
 		{Events: []engine.Event{event(4, "session.idle")}, State: json.RawMessage(`{"v":1,"n":3}`)},
 	}
 	for i, b := range batches {
