@@ -1,4 +1,6 @@
 import { defineConfig } from "@playwright/test";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 // The gateway under test is the built binary (make build), never `go run`:
 // Playwright stops it with SIGTERM, and go run would leave the real server
@@ -12,8 +14,12 @@ const scriptURL = `http://127.0.0.1:${port + 1}`;
 // its lease in about two seconds (e2e/lease.spec.ts).
 const leaseURL = `http://127.0.0.1:${port + 2}`;
 
+// Each gateway keeps its sessions in a data directory of its own, new for
+// every run (the shell execs the gateway, so SIGTERM reaches it).
+const dataDir = (url: string) => join(tmpdir(), `gateway-e2e-${new URL(url).port}`);
+
 const gateway = (url: string, flags = "") => ({
-    command: `./bin/gateway --listen ${new URL(url).host} --log-level warn ${flags}`.trim(),
+    command: `rm -rf '${dataDir(url)}' && exec ./bin/gateway --listen ${new URL(url).host} --data-dir '${dataDir(url)}' --log-level warn ${flags}`.trim(),
     url: `${url}/healthz`,
     reuseExistingServer: process.env.E2E_REUSE_SERVER === "1",
     gracefulShutdown: { signal: "SIGTERM" as const, timeout: 5000 },

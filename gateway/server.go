@@ -23,10 +23,13 @@ type Options struct {
 	// Required.
 	Engine *engine.Engine
 	// Sessions is the cookie session manager. Default: scs.New() with a
-	// 24h lifetime, HttpOnly, SameSite Lax, in memory: browsers get new
-	// identities when the process restarts. (scs.New starts a cleanup
-	// goroutine that lives as long as the process.)
+	// 24h lifetime, HttpOnly, SameSite Lax, on CookieStore. (scs.New
+	// starts a cleanup goroutine that lives as long as the process.)
 	Sessions *scs.SessionManager
+	// CookieStore keeps the browsers' identities for the default Sessions.
+	// Default: scs's in memory, so browsers get new identities when the
+	// process restarts; the JetStream store's Cookies keeps them.
+	CookieStore scs.Store
 	// OriginPatterns are the hosts, besides the gateway's own, whose pages
 	// may open /ws (path.Match patterns such as "example.com" or
 	// "*.example.com"). Default: none, only same-origin pages. "*" lets any
@@ -83,6 +86,8 @@ const (
 	DefaultRefusedBurst = 100
 	DefaultRefusedRate  = 20
 	DefaultPingInterval = 20 * time.Second
+	// CookieLifetime is how long a browser's identity lives without a visit.
+	CookieLifetime = 24 * time.Hour
 )
 
 // New returns a Server.
@@ -92,7 +97,10 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Sessions == nil {
 		sm := scs.New()
-		sm.Lifetime = 24 * time.Hour
+		if opts.CookieStore != nil {
+			sm.Store = opts.CookieStore
+		}
+		sm.Lifetime = CookieLifetime
 		sm.Cookie.Name = "gateway_session"
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode

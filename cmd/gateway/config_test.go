@@ -22,6 +22,11 @@ func TestParseConfig(t *testing.T) {
 		workerTimeout: engine.DefaultWorkerTimeout,
 		readLimit:     1 << 20,
 		pingInterval:  gateway.DefaultPingInterval,
+		store:         "jetstream",
+		dataDir:       "gateway-data", // no HOME in the tests' environment
+		natsReplicas:  1,
+		retain:        engine.DefaultRetain,
+		unload:        engine.DefaultUnload,
 		logLevel:      slog.LevelInfo,
 		shutdownGrace: 10 * time.Second,
 	}

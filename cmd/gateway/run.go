@@ -37,6 +37,12 @@ type config struct {
 	workerTimeout time.Duration
 	readLimit     int64
 	pingInterval  time.Duration
+	store         string // jetstream or memory
+	dataDir       string
+	natsURL       string
+	natsReplicas  int
+	retain        time.Duration
+	unload        time.Duration
 	workerURL     string
 	anthropicURL  string
 	openaiURL     string
@@ -71,6 +77,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
 	pingInterval := fs.String("ping-interval", env("GATEWAY_PING_INTERVAL", gateway.DefaultPingInterval.String()), "how often each page is pinged, and how long its pong may take; a page that misses it is closed and its client calls move to another page (env GATEWAY_PING_INTERVAL)")
+	fs.StringVar(&c.store, "store", env("GATEWAY_STORE", "jetstream"), "where sessions are kept: jetstream (durable: an embedded NATS server in --data-dir, or --nats-url) or memory (lost on restart) (env GATEWAY_STORE)")
+	fs.StringVar(&c.dataDir, "data-dir", env("GATEWAY_DATA_DIR", defaultDataDir(getenv)), "directory of the embedded NATS server's files: every session and browser identity (env GATEWAY_DATA_DIR)")
+	fs.StringVar(&c.natsURL, "nats-url", env("GATEWAY_NATS_URL", ""), "an existing NATS server or cluster to keep sessions on, instead of the embedded one (env GATEWAY_NATS_URL)")
+	natsReplicas := fs.String("nats-replicas", env("GATEWAY_NATS_REPLICAS", "1"), "replicas of the session stream and buckets on a NATS cluster: 3 on a cluster of three or more (env GATEWAY_NATS_REPLICAS)")
+	retain := fs.String("retain", env("GATEWAY_RETAIN", engine.DefaultRetain.String()), "how long a session is kept after its last message before it is deleted (env GATEWAY_RETAIN)")
+	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +100,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.pingInterval, err = positiveDuration("ping-interval", *pingInterval); err != nil {
 		return c, err
+	}
+	if c.retain, err = positiveDuration("retain", *retain); err != nil {
+		return c, err
+	}
+	if c.unload, err = positiveDuration("unload", *unload); err != nil {
+		return c, err
+	}
+	if c.natsReplicas, err = strconv.Atoi(*natsReplicas); err != nil || c.natsReplicas < 1 || c.natsReplicas > 5 {
+		return c, fmt.Errorf("nats-replicas %q is not a number from 1 to 5", *natsReplicas)
+	}
+	switch c.store {
+	case "jetstream", "memory":
+	default:
+		return c, fmt.Errorf("store %q: want jetstream or memory", c.store)
 	}
 	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
 		return c, fmt.Errorf("read-limit %q is not a positive number of bytes", *readLimit)
@@ -145,14 +171,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer hw.Close()
 		worker = hw
 	}
+	store, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer store.close()
 	eng, err := engine.New(engine.Options{
 		Worker:        worker,
 		Models:        models,
+		Store:         store.Store,
 		Logger:        logger,
 		ClientTimeout: cfg.clientTimeout,
 		WorkerTimeout: cfg.workerTimeout,
+		Retain:        cfg.retain,
+		Unload:        cfg.unload,
 	})
 	if err != nil {
+		return err
+	}
+	if err := eng.Resume(ctx); err != nil {
 		return err
 	}
 	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
@@ -161,6 +198,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		OriginPatterns: cfg.origins,
 		ReadLimit:      cfg.readLimit,
 		PingInterval:   cfg.pingInterval,
+		CookieStore:    store.cookies,
 		Page:           page,
 		Static:         static.FS,
 		Logger:         logger,
@@ -177,6 +215,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", browsable(ln.Addr()))
+	fmt.Fprintf(stdout, "gateway sessions kept in: %s\n", store.where)
 	logger.Info("gateway started", "addr", ln.Addr().String(), "model", cfg.model)
 
 	select {

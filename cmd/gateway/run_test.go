@@ -51,7 +51,9 @@ func startGateway(t *testing.T, args []string, env map[string]string) (addr stri
 	stderr := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		err := run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), func(k string) string { return env[k] }, stdoutW, stderr)
+		// Each gateway has a data directory of its own, unless args say.
+		base := []string{"--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}
+		err := run(ctx, append(base, args...), func(k string) string { return env[k] }, stdoutW, stderr)
 		stdoutW.Close()
 		done <- err
 	}()

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/store/jetstream"
+)
+
+// defaultDataDir is where the embedded store keeps its files when no flag
+// says: the user's state directory ($XDG_STATE_HOME, else ~/.local/state),
+// else ./gateway-data.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "clienttools-gateway")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "state", "clienttools-gateway")
+	}
+	return "gateway-data"
+}
+
+// openedStore is the sessions' store, and what to tell the user of it.
+type openedStore struct {
+	engine.Store
+	cookies scs.Store // nil: the gateway's in-memory default
+	where   string
+	close   func()
+}
+
+// openStore opens the sessions' store the config names.
+func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStore, error) {
+	if cfg.store == "memory" {
+		return openedStore{Store: engine.NewMemoryStore(), where: "memory (sessions are lost when the gateway stops)", close: func() {}}, nil
+	}
+	o := jetstream.Options{URL: cfg.natsURL, Replicas: cfg.natsReplicas, CookieLifetime: gateway.CookieLifetime, Logger: logger}
+	where := "NATS at " + cfg.natsURL
+	if cfg.natsURL == "" {
+		dir, err := filepath.Abs(cfg.dataDir)
+		if err != nil {
+			return openedStore{}, fmt.Errorf("data-dir %q: %w", cfg.dataDir, err)
+		}
+		o.DataDir, where = dir, dir
+	}
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	s, err := jetstream.Open(openCtx, o)
+	if err != nil {
+		return openedStore{}, err
+	}
+	return openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { _ = s.Close() }}, nil
+}

@@ -1,0 +1,461 @@
+// Package jetstream keeps the gateway's sessions on NATS JetStream: an
+// engine.Store (each session's journal on a stream, a subject per session;
+// the summaries in a key-value bucket) and an scs.Store for the browsers'
+// cookie identities, on the same backend. Open embeds a NATS server with no
+// listening port and file storage in a data directory, or connects to an
+// existing NATS server or cluster.
+//
+// Appends are fenced: each carries the stream sequence the store last saw
+// for the session's subject (JetStream's expected-last-subject-sequence),
+// so an append that does not follow the journal's last batch is refused,
+// whoever wrote it.
+//
+// Concurrency: a Store is safe for concurrent use; the engine appends to
+// one session from one goroutine at a time.
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names on the NATS server.
+const (
+	JournalStream = "GATEWAY_JOURNAL"
+	journalPrefix = "gateway.journal."
+	SummaryBucket = "GATEWAY_SESSIONS"
+	CookieBucket  = "GATEWAY_COOKIES"
+	// MaxBatch is the largest batch the journal takes: a step with a tool
+	// result at the browser's read limit (1 MiB) in its tool.finished and
+	// tool message, with room to spare. The embedded server allows it; a
+	// cluster needs max_payload at least this large.
+	MaxBatch = 8 << 20
+)
+
+// ErrFenced: an append did not follow the journal's last batch, because
+// another writer appended meanwhile. The session must be loaded again.
+var ErrFenced = errors.New("the journal moved on: another writer appended to this session")
+
+// Options configure Open. Zero fields take their defaults.
+type Options struct {
+	// DataDir holds the embedded server's files. Required unless URL is
+	// set. Open refuses a directory that holds something other than the
+	// gateway's data.
+	DataDir string
+	// URL connects to an existing NATS server or cluster instead of
+	// embedding one (nats://host:4222, comma-separated for several).
+	URL string
+	// Replicas of the stream and buckets on a cluster; default 1. Use 3 on
+	// a cluster of three or more servers, so losing one loses nothing.
+	Replicas int
+	// CookieLifetime is how long an idle browser identity is kept; default
+	// 24h. It should match the cookie's own lifetime.
+	CookieLifetime time.Duration
+	// Logger gets a line per event worth knowing. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is an engine.Store on JetStream.
+type Store struct {
+	opts      Options
+	embedded  *embedded // nil with URL
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	journal   jetstream.Stream
+	summaries jetstream.KeyValue
+	cookies   jetstream.KeyValue
+
+	mu    sync.Mutex
+	heads map[string]head // per session: where its journal ends
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// head is the end of a session's journal as this store last saw it.
+type head struct {
+	stream uint64 // the stream sequence of its last batch; 0: none
+	seq    int64  // the seq of its last event
+}
+
+// Open starts the embedded server (or connects to URL) and makes sure the
+// stream and buckets exist.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.CookieLifetime <= 0 {
+		o.CookieLifetime = 24 * time.Hour
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Store{opts: o, heads: map[string]head{}}
+	var err error
+	if o.URL == "" {
+		if s.embedded, err = startEmbedded(o.DataDir); err != nil {
+			return nil, err
+		}
+		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"))
+	} else {
+		s.nc, err = nats.Connect(o.URL, nats.Name("gateway"), nats.MaxReconnects(-1),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { o.Logger.Warn("disconnected from NATS", "err", err) }),
+			nats.ReconnectHandler(func(nc *nats.Conn) { o.Logger.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }))
+	}
+	if err != nil {
+		s.closeServer()
+		return nil, fmt.Errorf("failed to connect to NATS: %w", err)
+	}
+	if err := s.setUp(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) setUp(ctx context.Context) error {
+	var err error
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		return fmt.Errorf("failed to use JetStream: %w", err)
+	}
+	where := "the NATS server at " + s.opts.URL
+	if s.embedded != nil {
+		where = s.opts.DataDir
+	}
+	hint := func(what string, err error) error {
+		return fmt.Errorf("failed to open %s in %s: %w (if the data is damaged, move it aside and start again, or restore it from a backup)", what, where, err)
+	}
+	s.journal, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        JournalStream,
+		Description: "the gateway's session journals, a subject per session",
+		Subjects:    []string{journalPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.opts.Replicas,
+		MaxMsgSize:  MaxBatch,
+		AllowDirect: true,
+	})
+	if err != nil {
+		return hint("the session journal", err)
+	}
+	s.summaries, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: SummaryBucket, Description: "a summary per session, keyed <owner>.<session>",
+		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1,
+	})
+	if err != nil {
+		return hint("the session summaries", err)
+	}
+	s.cookies, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: CookieBucket, Description: "the browsers' cookie identities",
+		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.CookieLifetime,
+	})
+	if err != nil {
+		return hint("the cookie identities", err)
+	}
+	return nil
+}
+
+// Close closes the connection and stops the embedded server.
+func (s *Store) Close() error {
+	if s.nc != nil {
+		if err := s.nc.Drain(); err != nil {
+			s.nc.Close()
+		}
+		for s.nc.IsDraining() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s.closeServer()
+	return nil
+}
+
+func (s *Store) closeServer() {
+	if s.embedded != nil {
+		s.embedded.stop()
+	}
+}
+
+// Healthy reports whether the connection to NATS is up.
+func (s *Store) Healthy() error {
+	if st := s.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("the connection to NATS is %s", st)
+	}
+	return nil
+}
+
+func subject(session string) string { return journalPrefix + session }
+
+// batch is a Batch as the journal stores it.
+type batch struct {
+	Events []storedEvent   `json:"e,omitempty"`
+	State  json.RawMessage `json:"s,omitempty"`
+}
+
+type storedEvent struct {
+	Seq   int64           `json:"q"`
+	Type  string          `json:"t"`
+	Frame json.RawMessage `json:"f"`
+}
+
+func encodeBatch(b engine.Batch) ([]byte, error) {
+	sb := batch{State: b.State}
+	for _, ev := range b.Events {
+		sb.Events = append(sb.Events, storedEvent{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame})
+	}
+	return json.Marshal(sb)
+}
+
+func decodeBatch(data []byte) (engine.Batch, error) {
+	var sb batch
+	if err := json.Unmarshal(data, &sb); err != nil {
+		return engine.Batch{}, err
+	}
+	b := engine.Batch{State: sb.State}
+	for _, ev := range sb.Events {
+		b.Events = append(b.Events, engine.Event{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame})
+	}
+	return b, nil
+}
+
+// headOf returns where session's journal ends, asking the server the first
+// time.
+func (s *Store) headOf(ctx context.Context, session string) (head, error) {
+	s.mu.Lock()
+	h, ok := s.heads[session]
+	s.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	msg, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return head{}, nil
+	}
+	if err != nil {
+		return head{}, fmt.Errorf("failed to read the end of session %s's journal: %w", session, err)
+	}
+	b, err := decodeBatch(msg.Data)
+	if err != nil {
+		return head{}, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, msg.Sequence, err)
+	}
+	h = head{stream: msg.Sequence}
+	if n := len(b.Events); n > 0 {
+		h.seq = b.Events[n-1].Seq
+	} else {
+		// A step with no event: the last event is in an earlier batch.
+		if h.seq, err = s.lastEventSeq(ctx, session); err != nil {
+			return head{}, err
+		}
+	}
+	return h, nil
+}
+
+// lastEventSeq finds the seq of session's last event by reading its
+// journal; rare (the process restarted right after a step with no event).
+func (s *Store) lastEventSeq(ctx context.Context, session string) (int64, error) {
+	batches, err := s.Load(ctx, session)
+	if err != nil {
+		return 0, err
+	}
+	var last int64
+	for _, b := range batches {
+		if n := len(b.Events); n > 0 {
+			last = b.Events[n-1].Seq
+		}
+	}
+	return last, nil
+}
+
+// Append implements engine.Store.
+func (s *Store) Append(ctx context.Context, session string, b engine.Batch) error {
+	if !validID(session) {
+		return fmt.Errorf("session id %q cannot name a journal", session)
+	}
+	h, err := s.headOf(ctx, session)
+	if err != nil {
+		return err
+	}
+	last, err := engine.CheckBatch(h.seq, b)
+	if err != nil {
+		return err
+	}
+	data, err := encodeBatch(b)
+	if err != nil {
+		return fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
+	}
+	ack, err := s.js.Publish(ctx, subject(session), data, jetstream.WithExpectLastSequencePerSubject(h.stream))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			s.forgetHead(session)
+			return fmt.Errorf("%w: session %s: %w", ErrFenced, session, err)
+		}
+		return fmt.Errorf("failed to append to session %s's journal: %w", session, err)
+	}
+	s.mu.Lock()
+	s.heads[session] = head{stream: ack.Sequence, seq: last}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) forgetHead(session string) {
+	s.mu.Lock()
+	delete(s.heads, session)
+	s.mu.Unlock()
+}
+
+// Load implements engine.Store.
+func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	if !validID(session) {
+		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+	}
+	last, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+	}
+	cons, err := s.journal.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject(session)}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+	}
+	var out []engine.Batch
+	for {
+		msgs, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+			}
+			b, err := decodeBatch(m.Data())
+			if err != nil {
+				return nil, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, meta.Sequence.Stream, err)
+			}
+			out = append(out, b)
+			if meta.Sequence.Stream >= last.Sequence {
+				return out, nil
+			}
+		}
+		if err := msgs.Error(); err != nil {
+			return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("failed to read session %s's journal: it ends at message %d, and reading stopped before it", session, last.Sequence)
+		}
+	}
+}
+
+// summaryKey is a summary's key: the owner first, so a browser's sessions
+// are one filter.
+func summaryKey(owner, session string) string {
+	if owner == "" {
+		owner = "_"
+	}
+	return owner + "." + session
+}
+
+// Summarize implements engine.Store.
+func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
+	data, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	if _, err := s.summaries.Put(ctx, summaryKey(sum.Owner, sum.ID), data); err != nil {
+		return fmt.Errorf("failed to store session %s's summary: %w", sum.ID, err)
+	}
+	return nil
+}
+
+// Summaries implements engine.Store.
+func (s *Store) Summaries(ctx context.Context, owner string) ([]engine.Summary, error) {
+	filter := ">"
+	if owner != "" {
+		filter = summaryKey(owner, ">")
+	}
+	keys, err := s.keys(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Summary, 0, len(keys))
+	for _, k := range keys {
+		e, err := s.summaries.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to read a session summary: %w", err)
+		}
+		var sum engine.Summary
+		if err := json.Unmarshal(e.Value(), &sum); err != nil {
+			return nil, fmt.Errorf("%w: the summary %s: %w", engine.ErrCorrupt, k, err)
+		}
+		out = append(out, sum)
+	}
+	engine.SortSummaries(out)
+	return out, nil
+}
+
+// keys lists the summary keys that match filter.
+func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
+	l, err := s.summaries.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to list session summaries: %w", err)
+	}
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// Delete implements engine.Store.
+func (s *Store) Delete(ctx context.Context, session string) error {
+	if !validID(session) {
+		return nil
+	}
+	if err := s.journal.Purge(ctx, jetstream.WithPurgeSubject(subject(session))); err != nil {
+		return fmt.Errorf("failed to delete session %s's journal: %w", session, err)
+	}
+	s.forgetHead(session)
+	keys, err := s.keys(ctx, "*."+session)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := s.summaries.Purge(ctx, k); err != nil {
+			return fmt.Errorf("failed to delete session %s's summary: %w", session, err)
+		}
+	}
+	return nil
+}
+
+// validID reports whether an id can be a subject token.
+func validID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, ".*> \t\r\n")
+}
+
+// Server is the embedded NATS server, or nil with Options.URL: for tests
+// and tools that connect beside the gateway.
+func (s *Store) Server() *server.Server {
+	if s.embedded == nil {
+		return nil
+	}
+	return s.embedded.ns
+}

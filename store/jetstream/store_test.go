@@ -1,0 +1,179 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/jetstream"
+	"github.com/clienttools/gateway/store/storetest"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func open(t *testing.T, dir string) *jetstream.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) engine.Store { return open(t, t.TempDir()) })
+}
+
+// TestReopen: what was appended is there after the store (and its embedded
+// server) stops and starts again on the same directory, and appends carry on
+// from where the journal ends.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ev := func(seq int64) engine.Event {
+		return engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":` + string(rune('0'+seq)) + `}`)}
+	}
+	s := open(t, dir)
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev(1), ev(2)}, State: json.RawMessage(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{State: json.RawMessage(`{"n":2}`)}); err != nil { // ends with no event
+		t.Fatal(err)
+	}
+	if err := s.Summarize(ctx, engine.Summary{ID: "s1", Owner: "alice", Title: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, dir)
+	// The journal ends with a step of no event: the next event is still 3.
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev(2)}}); !errors.Is(err, engine.ErrSeqGap) {
+		t.Errorf("a repeat of event 2 after the reopen: %v, want ErrSeqGap", err)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load(ctx, "s1")
+	if err != nil || len(got) != 3 || string(got[1].State) != `{"n":2}` || got[2].Events[0].Seq != 3 {
+		t.Fatalf("after the reopen: %+v, %v", got, err)
+	}
+	sums, err := s.Summaries(ctx, "alice")
+	if err != nil || len(sums) != 1 || sums[0].Title != "hello" {
+		t.Errorf("summaries after the reopen: %+v, %v", sums, err)
+	}
+}
+
+// TestFenced: an append that does not follow the journal's last batch, as
+// seen by this store, is refused: another writer appended meanwhile.
+func TestFenced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer (an owner that took the session over) appends.
+	nc, err := nats.Connect("", nats.InProcessServer(s.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := njs.New(nc)
+	if _, err := js.Publish(ctx, "gateway.journal.s1", []byte(`{"e":[{"q":2,"t":"message","f":{"type":"message","seq":2}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	ev.Seq, ev.Frame = 2, json.RawMessage(`{"type":"message","seq":2}`)
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); !errors.Is(err, jetstream.ErrFenced) {
+		t.Errorf("an append behind another writer's: %v, want ErrFenced", err)
+	}
+	got, _ := s.Load(ctx, "s1")
+	if len(got) != 2 {
+		t.Errorf("the journal has %d batches, want the 2 that were not fenced", len(got))
+	}
+}
+
+// TestDataDir: a directory that holds something else is refused, with a
+// message that says what to do.
+func TestDataDir(t *testing.T) {
+	foreign := t.TempDir()
+	if err := os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	damaged := t.TempDir()
+	if err := os.WriteFile(filepath.Join(damaged, "gateway-data.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newer := t.TempDir()
+	if err := os.WriteFile(filepath.Join(newer, "gateway-data.json"), []byte(`{"format":99}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, dir, want string }{
+		{"foreign", foreign, "is not a gateway data directory"},
+		{"damaged marker", damaged, "is damaged"},
+		{"another format", newer, "format 99"},
+		{"a file", file, "failed to read the data directory"},
+		{"none", "", "give --data-dir"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: tt.dir})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open(%q): %v, want an error saying %q", tt.dir, err, tt.want)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(foreign); len(entries) != 1 {
+		t.Errorf("the foreign directory was written to: %d entries", len(entries))
+	}
+}
+
+// TestCookies: a browser's cookie session survives a restart of the store.
+func TestCookies(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	c := s.Cookies()
+	if err := c.Commit("tok_1", []byte("alice"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit("old", []byte("bob"), time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	c = open(t, dir).Cookies()
+	if b, ok, err := c.Find("tok_1"); err != nil || !ok || string(b) != "alice" {
+		t.Errorf("Find after a restart: %q %v %v", b, ok, err)
+	}
+	if _, ok, _ := c.Find("old"); ok {
+		t.Error("an expired cookie session was found")
+	}
+	if _, ok, err := c.Find("../../x"); ok || err != nil {
+		t.Errorf("a forged token: %v %v", ok, err)
+	}
+	if err := c.Delete("tok_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := c.Find("tok_1"); ok {
+		t.Error("a deleted cookie session was found")
+	}
+}
