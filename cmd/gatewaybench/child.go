@@ -44,7 +44,7 @@ func startTarget(ctx context.Context, cfg config, kind string, stderr io.Writer)
 	if err != nil {
 		return nil, fmt.Errorf("failed to find this binary to re-execute: %w", err)
 	}
-	args := []string{"-serve", kind, "-stdin-lifeline", "-log-level", cfg.logLevel.String()}
+	args := []string{"-serve", kind, "-stdin-lifeline", "-log-level", cfg.logLevel.String(), "-store", cfg.store}
 	if kind == serveGateway {
 		if cfg.cpuProfile != "" {
 			args = append(args, "-cpuprofile", cfg.cpuProfile)

@@ -36,6 +36,7 @@ type config struct {
 	listen   string
 	lifeline bool
 	logLevel slog.Level
+	store    string // memory or jetstream: where the bench gateway keeps sessions
 
 	// Measuring.
 	url            string
@@ -71,6 +72,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.serve, "serve", "", `serve instead of measuring: "gateway" (the bench agent) or "echo" (the floor)`)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:0", "address to serve on, with -serve")
 	fs.BoolVar(&c.lifeline, "stdin-lifeline", false, "with -serve: exit when stdin closes (how the measuring parent stops its children)")
+	fs.StringVar(&c.store, "store", "memory", "the gateway's session store: memory, or jetstream (embedded, in a new temporary directory, as the gateway's default)")
 	logLevel := fs.String("log-level", "warn", "the gateway's log level: debug, info (a few lines per tool call, to this process's stderr), warn or error")
 
 	fs.StringVar(&c.url, "url", "", "measure a running gateway at this URL (http://host:port) instead of starting one")
@@ -95,6 +97,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.store != "memory" && c.store != "jetstream" {
+		return c, fmt.Errorf("store %q: want memory or jetstream", c.store)
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)

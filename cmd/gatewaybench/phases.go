@@ -57,7 +57,7 @@ func measure(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.url != "" {
 		r.printf("gateway: %s (running; memory from its /bench/stats or -pid)", cfg.url)
 	} else {
-		r.printf("gateway: child process (-serve gateway), a fresh one per phase; floor: child process (-serve echo)")
+		r.printf("gateway: child process (-serve gateway -store %s), a fresh one per phase; floor: child process (-serve echo)", cfg.store)
 	}
 	var res results
 	var errs []error

@@ -23,6 +23,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/coder/websocket"
 )
 
@@ -70,7 +71,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var shutdown []func(context.Context) error
 	switch cfg.serve {
 	case serveGateway:
-		h, closers, err := newGateway(logger)
+		h, closers, err := newGateway(ctx, logger, cfg.store)
 		if err != nil {
 			return err
 		}
@@ -109,7 +110,21 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 // newGateway builds the bench gateway from the packages, as cmd/gateway
 // does, with the bench agent instead of the demo. It returns the handler
 // and what to call on shutdown, in order.
-func newGateway(logger *slog.Logger) (http.Handler, []func(context.Context) error, error) {
+func newGateway(ctx context.Context, logger *slog.Logger, storeKind string) (http.Handler, []func(context.Context) error, error) {
+	var store engine.Store = engine.NewMemoryStore()
+	var closers []func(context.Context) error
+	if storeKind == "jetstream" {
+		dir, err := os.MkdirTemp("", "gatewaybench-")
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir, Logger: logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		store = js
+		closers = append(closers, func(context.Context) error { err := js.Close(); _ = os.RemoveAll(dir); return err })
+	}
 	worker := &engine.ToolWorker{Agent: engine.AgentConfig{
 		Model:  "bench",
 		Stream: true,
@@ -124,6 +139,7 @@ func newGateway(logger *slog.Logger) (http.Handler, []func(context.Context) erro
 	eng, err := engine.New(engine.Options{
 		Worker: worker,
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return bm, nil }),
+		Store:  store,
 		Logger: logger,
 	})
 	if err != nil {
@@ -133,7 +149,7 @@ func newGateway(logger *slog.Logger) (http.Handler, []func(context.Context) erro
 	if err != nil {
 		return nil, nil, err
 	}
-	return gw.Handler(), []func(context.Context) error{gw.Shutdown, eng.Close}, nil
+	return gw.Handler(), append([]func(context.Context) error{gw.Shutdown, eng.Close}, closers...), nil
 }
 
 // benchModel is the test model. A user turn "stream N INTERVAL" streams N
