@@ -12,25 +12,56 @@ import (
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/store/jetstream"
 )
 
-// rig runs engines one after another on one store and one clock: closing
-// an engine and starting the next on the same store is a restart.
+// rig runs engines one after another on one store's data and one clock:
+// closing an engine and starting the next on the same data is a restart.
+// With JetStream, the store (and its embedded server) restarts too.
 type rig struct {
-	t     *testing.T
-	store *engine.MemoryStore
-	clock *clock.Fake
+	t          *testing.T
+	clock      *clock.Fake
+	store      engine.Store
+	open       func() engine.Store
+	closeStore func()
 }
 
-func newRig(t *testing.T) *rig {
-	return &rig{t: t, store: engine.NewMemoryStore(), clock: clock.NewFake(epoch)}
+// forEachStore runs f on the memory store and on JetStream in a temporary
+// directory.
+func forEachStore(t *testing.T, f func(t *testing.T, r *rig)) {
+	t.Run("memory", func(t *testing.T) {
+		mem := engine.NewMemoryStore()
+		f(t, &rig{t: t, clock: clock.NewFake(epoch), open: func() engine.Store { return mem }})
+	})
+	t.Run("jetstream", func(t *testing.T) {
+		dir := t.TempDir()
+		r := &rig{t: t, clock: clock.NewFake(epoch)}
+		r.open = func() engine.Store {
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir, Logger: quiet()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.closeStore = func() { _ = s.Close() }
+			t.Cleanup(r.closeStore)
+			return s
+		}
+		f(t, r)
+	})
 }
 
+// start starts an engine on the rig's store, restarting the store first
+// when an engine ran before (the caller stopped it).
 func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 	r.t.Helper()
 	if w.agent.Model == "" {
 		w.agent.Model = "fake-model"
 	}
+	if r.closeStore != nil {
+		r.closeStore()
+	}
+	r.store = r.open()
 	e, err := engine.New(engine.Options{
 		Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
 		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half,
@@ -161,120 +192,123 @@ func count(events []engine.Event, typ string) int {
 // has not passed is delivered again, same attempt and deadline, to the page
 // that comes back after the restart; it settles once.
 func TestRestartClientAttemptDeliveredAgain(t *testing.T) {
-	r := newRig(t)
-	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
-	m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
-	e1 := r.start(w, m)
-	s1, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1 := attach(t, s1, 0, "confirm")
-	if err := p1.page.Send(context.Background(), "delete my draft"); err != nil {
-		t.Fatal(err)
-	}
-	before := p1.until("tool.call", isType(engine.FrameToolCall))
-	last := before[len(before)-2].Seq // the tool.started before it
-	stop(t, e1)
-	r.clock.Advance(10 * time.Second) // down for 10s of the 30s
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
+		e1 := r.start(w, m)
+		s1, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1 := attach(t, s1, 0, "confirm")
+		if err := p1.page.Send(context.Background(), "delete my draft"); err != nil {
+			t.Fatal(err)
+		}
+		before := p1.until("tool.call", isType(engine.FrameToolCall))
+		last := before[len(before)-2].Seq // the tool.started before it
+		stop(t, e1)
+		r.clock.Advance(10 * time.Second) // down for 10s of the 30s
 
-	e2 := r.start(w, m)
-	s2, err := e2.Load(context.Background(), s1.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s2.Owner() != "alice" {
-		t.Errorf("owner after the restart: %q", s2.Owner())
-	}
-	p2 := attach(t, s2, last, "confirm")
-	again := p2.until("tool.call again", isType(engine.FrameToolCall))
-	if got, want := string(again[len(again)-1].Frame), string(before[len(before)-1].Frame); got != want {
-		t.Errorf("delivered after the restart:\n %s\nbefore:\n %s", got, want)
-	}
-	if err := p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"approved":true}`)}); err != nil {
-		t.Fatal(err)
-	}
-	p2.until("the reply", finalIdle("saw: "))
-	checkJournal(t, r.store, s1.ID())
+		e2 := r.start(w, m)
+		s2, err := e2.Load(context.Background(), s1.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s2.Owner() != "alice" {
+			t.Errorf("owner after the restart: %q", s2.Owner())
+		}
+		p2 := attach(t, s2, last, "confirm")
+		again := p2.until("tool.call again", isType(engine.FrameToolCall))
+		if got, want := string(again[len(again)-1].Frame), string(before[len(before)-1].Frame); got != want {
+			t.Errorf("delivered after the restart:\n %s\nbefore:\n %s", got, want)
+		}
+		if err := p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"approved":true}`)}); err != nil {
+			t.Fatal(err)
+		}
+		p2.until("the reply", finalIdle("saw: "))
+		checkJournal(t, r.store, s1.ID())
+	})
 }
 
 // TestRestartExpiredClientAttemptTimesOut: an attempt whose deadline passed
 // while the gateway was down times out when the session loads, and is
 // retried under its policy.
 func TestRestartExpiredClientAttemptTimesOut(t *testing.T) {
-	r := newRig(t)
-	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s", Backoff: "1s"})
-	m := callsThenSummary(use("call_1", "confirm", `{}`))
-	e1 := r.start(w, m)
-	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
-	p1 := attach(t, s1, 0, "confirm")
-	_ = p1.page.Send(context.Background(), "go")
-	p1.until("tool.call", isType(engine.FrameToolCall))
-	stop(t, e1)
-	seen := int64(len(stored(t, r.store, s1.ID())))
-	r.clock.Advance(time.Minute) // past the deadline
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s", Backoff: "1s"})
+		m := callsThenSummary(use("call_1", "confirm", `{}`))
+		e1 := r.start(w, m)
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		p1 := attach(t, s1, 0, "confirm")
+		_ = p1.page.Send(context.Background(), "go")
+		p1.until("tool.call", isType(engine.FrameToolCall))
+		stop(t, e1)
+		seen := int64(len(stored(t, r.store, s1.ID())))
+		r.clock.Advance(time.Minute) // past the deadline
 
-	e2 := r.start(w, m)
-	s2, err := e2.Load(context.Background(), s1.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2 := attach(t, s2, seen, "confirm")
-	p2.until("tool.retrying", isType(engine.EventToolRetrying))
-	r.clock.Advance(time.Second)
-	got := p2.until("attempt 2", isType(engine.FrameToolCall))
-	var c engine.ClientCall
-	_ = json.Unmarshal(got[len(got)-1].Frame, &c)
-	if c.Attempt != 2 {
-		t.Fatalf("after the restart: %+v, want attempt 2", c)
-	}
-	_ = p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 2, Result: json.RawMessage(`"ok"`)})
-	p2.until("the reply", finalIdle("saw: ok"))
-	checkJournal(t, r.store, s1.ID())
+		e2 := r.start(w, m)
+		s2, err := e2.Load(context.Background(), s1.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2 := attach(t, s2, seen, "confirm")
+		p2.until("tool.retrying", isType(engine.EventToolRetrying))
+		r.clock.Advance(time.Second)
+		got := p2.until("attempt 2", isType(engine.FrameToolCall))
+		var c engine.ClientCall
+		_ = json.Unmarshal(got[len(got)-1].Frame, &c)
+		if c.Attempt != 2 {
+			t.Fatalf("after the restart: %+v, want attempt 2", c)
+		}
+		_ = p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 2, Result: json.RawMessage(`"ok"`)})
+		p2.until("the reply", finalIdle("saw: ok"))
+		checkJournal(t, r.store, s1.ID())
+	})
 }
 
 // TestRestartBackoffResumesOnTime: a backoff in progress at the restart
 // starts the next attempt at its original time, not later.
 func TestRestartBackoffResumesOnTime(t *testing.T) {
-	r := newRig(t)
-	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "10s", Backoff: "20s"})
-	m := callsThenSummary(use("call_1", "confirm", `{}`))
-	e1 := r.start(w, m)
-	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
-	p1 := attach(t, s1, 0, "confirm")
-	_ = p1.page.Send(context.Background(), "go")
-	p1.until("tool.call", isType(engine.FrameToolCall))
-	r.clock.Advance(10 * time.Second) // attempt 1 times out; the backoff is 20s × jitter 0.5 = 10s
-	p1.until("tool.retrying", isType(engine.EventToolRetrying))
-	stop(t, e1)
-	r.clock.Advance(4 * time.Second)
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "10s", Backoff: "20s"})
+		m := callsThenSummary(use("call_1", "confirm", `{}`))
+		e1 := r.start(w, m)
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		p1 := attach(t, s1, 0, "confirm")
+		_ = p1.page.Send(context.Background(), "go")
+		p1.until("tool.call", isType(engine.FrameToolCall))
+		r.clock.Advance(10 * time.Second) // attempt 1 times out; the backoff is 20s × jitter 0.5 = 10s
+		p1.until("tool.retrying", isType(engine.EventToolRetrying))
+		stop(t, e1)
+		r.clock.Advance(4 * time.Second)
 
-	e2 := r.start(w, m)
-	if err := e2.Resume(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s2, ok := e2.Session(s1.ID())
-	if !ok {
-		t.Fatal("Resume did not load the session with a backoff in flight")
-	}
-	p2 := attach(t, s2, s2.LastSeq(), "confirm")
-	p2.until("session.opened", isType(engine.FrameSessionOpened))
-	r.clock.Advance(5 * time.Second) // 9s of the 10s backoff
-	if _, err := s2.Transcript(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-p2.frames:
-		t.Fatalf("attempt 2 started before its time: %s", ev.Frame)
-	default:
-	}
-	r.clock.Advance(time.Second)
-	got := p2.until("attempt 2", isType(engine.FrameToolCall))
-	var c engine.ClientCall
-	_ = json.Unmarshal(got[len(got)-1].Frame, &c)
-	if c.Attempt != 2 || c.Deadline != at(30*time.Second) {
-		t.Errorf("attempt after the restart: %+v, want attempt 2 with deadline %s", c, at(30*time.Second))
-	}
+		e2 := r.start(w, m)
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2, ok := e2.Session(s1.ID())
+		if !ok {
+			t.Fatal("Resume did not load the session with a backoff in flight")
+		}
+		p2 := attach(t, s2, s2.LastSeq(), "confirm")
+		p2.until("session.opened", isType(engine.FrameSessionOpened))
+		r.clock.Advance(5 * time.Second) // 9s of the 10s backoff
+		if _, err := s2.Transcript(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-p2.frames:
+			t.Fatalf("attempt 2 started before its time: %s", ev.Frame)
+		default:
+		}
+		r.clock.Advance(time.Second)
+		got := p2.until("attempt 2", isType(engine.FrameToolCall))
+		var c engine.ClientCall
+		_ = json.Unmarshal(got[len(got)-1].Frame, &c)
+		if c.Attempt != 2 || c.Deadline != at(30*time.Second) {
+			t.Errorf("attempt after the restart: %+v, want attempt 2 with deadline %s", c, at(30*time.Second))
+		}
+	})
 }
 
 // TestRestartWorkerAttempt: a worker attempt running at the restart runs
@@ -293,66 +327,67 @@ func TestRestartWorkerAttempt(t *testing.T) {
 		{"not idempotent", &no, 1, "interrupted"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t)
-			var mu sync.Mutex
-			runs := 0
-			block := make(chan struct{})
-			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup", Idempotent: tt.idempotent}}}}
-			w.execute = func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
-				mu.Lock()
-				runs++
-				n := runs
-				mu.Unlock()
-				if n == 1 { // the first run is cut by the restart
-					select {
-					case <-block:
-					case <-ctx.Done():
+			forEachStore(t, func(t *testing.T, r *rig) {
+				var mu sync.Mutex
+				runs := 0
+				block := make(chan struct{})
+				w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup", Idempotent: tt.idempotent}}}}
+				w.execute = func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					mu.Lock()
+					runs++
+					n := runs
+					mu.Unlock()
+					if n == 1 { // the first run is cut by the restart
+						select {
+						case <-block:
+						case <-ctx.Done():
+						}
+						return engine.Decision{}, ctx.Err()
 					}
-					return engine.Decision{}, ctx.Err()
+					return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
 				}
-				return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
-			}
-			m := callsThenSummary(use("call_1", "lookup", `{}`))
-			e1 := r.start(w, m)
-			s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
-			p1 := attach(t, s1, 0)
-			_ = p1.page.Send(context.Background(), "go")
-			p1.until("tool.started", isType(engine.EventToolStarted))
-			stop(t, e1)
+				m := callsThenSummary(use("call_1", "lookup", `{}`))
+				e1 := r.start(w, m)
+				s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+				p1 := attach(t, s1, 0)
+				_ = p1.page.Send(context.Background(), "go")
+				p1.until("tool.started", isType(engine.EventToolStarted))
+				stop(t, e1)
 
-			e2 := r.start(w, m)
-			if err := e2.Resume(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			s2, ok := e2.Session(s1.ID())
-			if !ok {
-				t.Fatal("Resume did not load the session")
-			}
-			p2 := attach(t, s2, 0)
-			got := p2.until("the reply", finalIdle("saw: "))
-			mu.Lock()
-			if runs != tt.wantRuns {
-				t.Errorf("the tool ran %d times, want %d", runs, tt.wantRuns)
-			}
-			mu.Unlock()
-			var fin struct {
-				OK     bool
-				Code   string
-				Result string
-				Error  string
-			}
-			for _, ev := range got {
-				if ev.Type == engine.EventToolFinished {
-					_ = json.Unmarshal(ev.Frame, &fin)
+				e2 := r.start(w, m)
+				if err := e2.Resume(context.Background()); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if tt.wantTool == "found" && (!fin.OK || fin.Result != "found") {
-				t.Errorf("tool.finished %+v, want found", fin)
-			}
-			if tt.wantTool == "interrupted" && (fin.OK || fin.Code != string(engine.CodeInterrupted) || !strings.Contains(fin.Error, "whether it took effect is unknown")) {
-				t.Errorf("tool.finished %+v, want interrupted", fin)
-			}
-			checkJournal(t, r.store, s1.ID())
+				s2, ok := e2.Session(s1.ID())
+				if !ok {
+					t.Fatal("Resume did not load the session")
+				}
+				p2 := attach(t, s2, 0)
+				got := p2.until("the reply", finalIdle("saw: "))
+				mu.Lock()
+				if runs != tt.wantRuns {
+					t.Errorf("the tool ran %d times, want %d", runs, tt.wantRuns)
+				}
+				mu.Unlock()
+				var fin struct {
+					OK     bool
+					Code   string
+					Result string
+					Error  string
+				}
+				for _, ev := range got {
+					if ev.Type == engine.EventToolFinished {
+						_ = json.Unmarshal(ev.Frame, &fin)
+					}
+				}
+				if tt.wantTool == "found" && (!fin.OK || fin.Result != "found") {
+					t.Errorf("tool.finished %+v, want found", fin)
+				}
+				if tt.wantTool == "interrupted" && (fin.OK || fin.Code != string(engine.CodeInterrupted) || !strings.Contains(fin.Error, "whether it took effect is unknown")) {
+					t.Errorf("tool.finished %+v, want interrupted", fin)
+				}
+				checkJournal(t, r.store, s1.ID())
+			})
 		})
 	}
 }
@@ -360,78 +395,80 @@ func TestRestartWorkerAttempt(t *testing.T) {
 // TestRestartModelTurnCut: a model turn cut off mid-stream is discarded,
 // with an event that tells pages to drop its partial reply, and run again.
 func TestRestartModelTurnCut(t *testing.T) {
-	r := newRig(t)
-	cut := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
-		onDelta("Hel")
-		onDelta("lo, wo")
-		<-ctx.Done()
-		return model.Response{}, ctx.Err()
-	})
-	whole := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
-		onDelta("Hello, world.")
-		return model.Response{Text: "Hello, world.", StopReason: model.StopEndTurn}, nil
-	})
-	w := &testWorker{}
-	e1 := r.start(w, cut)
-	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
-	p1 := attach(t, s1, 0)
-	_ = p1.page.Send(context.Background(), "hi")
-	p1.until("the second delta", func(ev engine.Event) bool { return strings.Contains(string(ev.Frame), "lo, wo") })
-	stop(t, e1)
+	forEachStore(t, func(t *testing.T, r *rig) {
+		cut := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+			onDelta("Hel")
+			onDelta("lo, wo")
+			<-ctx.Done()
+			return model.Response{}, ctx.Err()
+		})
+		whole := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+			onDelta("Hello, world.")
+			return model.Response{Text: "Hello, world.", StopReason: model.StopEndTurn}, nil
+		})
+		w := &testWorker{}
+		e1 := r.start(w, cut)
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		p1 := attach(t, s1, 0)
+		_ = p1.page.Send(context.Background(), "hi")
+		p1.until("the second delta", func(ev engine.Event) bool { return strings.Contains(string(ev.Frame), "lo, wo") })
+		stop(t, e1)
 
-	e2 := r.start(w, whole)
-	if err := e2.Resume(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s2, ok := e2.Session(s1.ID())
-	if !ok {
-		t.Fatal("Resume did not load the session whose turn was cut")
-	}
-	p2 := attach(t, s2, 0)
-	got := p2.until("the reply", finalIdle("Hello, world."))
-	var types []string
-	for _, ev := range got {
-		types = append(types, ev.Type)
-	}
-	want := "session.opened session.idle message model.delta model.delta model.discarded model.delta model.finished message session.idle"
-	if strings.Join(types, " ") != want {
-		t.Errorf("the page saw\n %s\nwant\n %s", strings.Join(types, " "), want)
-	}
-	all := checkJournal(t, r.store, s1.ID())
-	if count(all, engine.EventModelDiscarded) != 1 {
-		t.Errorf("%d model.discarded events", count(all, engine.EventModelDiscarded))
-	}
-	tr, _ := s2.Transcript(context.Background())
-	if len(tr) != 2 || tr[1].Content != "Hello, world." {
-		t.Errorf("transcript %+v", tr)
-	}
+		e2 := r.start(w, whole)
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2, ok := e2.Session(s1.ID())
+		if !ok {
+			t.Fatal("Resume did not load the session whose turn was cut")
+		}
+		p2 := attach(t, s2, 0)
+		got := p2.until("the reply", finalIdle("Hello, world."))
+		var types []string
+		for _, ev := range got {
+			types = append(types, ev.Type)
+		}
+		want := "session.opened session.idle message model.delta model.delta model.discarded model.delta model.finished message session.idle"
+		if strings.Join(types, " ") != want {
+			t.Errorf("the page saw\n %s\nwant\n %s", strings.Join(types, " "), want)
+		}
+		all := checkJournal(t, r.store, s1.ID())
+		if count(all, engine.EventModelDiscarded) != 1 {
+			t.Errorf("%d model.discarded events", count(all, engine.EventModelDiscarded))
+		}
+		tr, _ := s2.Transcript(context.Background())
+		if len(tr) != 2 || tr[1].Content != "Hello, world." {
+			t.Errorf("transcript %+v", tr)
+		}
+	})
 }
 
 // TestRestartEndedStaysEnded: a session that ended is not brought back.
 func TestRestartEndedStaysEnded(t *testing.T) {
-	r := newRig(t)
-	w := &testWorker{}
-	e1 := r.start(w, textModel())
-	s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
-	s1.End(context.Background(), "bye")
-	stop(t, e1)
-	e2 := r.start(w, textModel())
-	if err := e2.Resume(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e2.Load(context.Background(), s1.ID()); !errors.Is(err, engine.ErrSessionClosed) {
-		t.Errorf("Load of an ended session: %v, want ErrSessionClosed", err)
-	}
-	if _, err := e2.Load(context.Background(), "never"); !errors.Is(err, engine.ErrNoSession) {
-		t.Errorf("Load of an unknown session: %v, want ErrNoSession", err)
-	}
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := &testWorker{}
+		e1 := r.start(w, textModel())
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		s1.End(context.Background(), "bye")
+		stop(t, e1)
+		e2 := r.start(w, textModel())
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e2.Load(context.Background(), s1.ID()); !errors.Is(err, engine.ErrSessionClosed) {
+			t.Errorf("Load of an ended session: %v, want ErrSessionClosed", err)
+		}
+		if _, err := e2.Load(context.Background(), "never"); !errors.Is(err, engine.ErrNoSession) {
+			t.Errorf("Load of an unknown session: %v, want ErrNoSession", err)
+		}
+	})
 }
 
 // TestRetention: a session untouched for longer than Retain is deleted by
 // the sweep; a newer one is kept; List shows a browser's sessions with their
 // titles, newest first.
 func TestRetention(t *testing.T) {
-	r := newRig(t)
+	r := &rig{t: t, clock: clock.NewFake(epoch), store: engine.NewMemoryStore()}
 	e, err := engine.New(engine.Options{
 		Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
 		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: 48 * time.Hour, Unload: time.Minute,
