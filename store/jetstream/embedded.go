@@ -28,7 +28,8 @@ type marker struct {
 // embedded is a NATS server with JetStream and no listening port, in this
 // process.
 type embedded struct {
-	ns *server.Server
+	ns     *server.Server
+	unlock func()
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
@@ -76,6 +77,16 @@ func startEmbedded(dataDir string) (*embedded, error) {
 	if err := checkDataDir(dataDir); err != nil {
 		return nil, err
 	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			unlock()
+		}
+	}()
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "gateway",
 		DontListen: true,
@@ -97,10 +108,12 @@ func startEmbedded(dataDir string) (*embedded, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", dataDir)
 	}
-	return &embedded{ns: ns}, nil
+	started = true
+	return &embedded{ns: ns, unlock: unlock}, nil
 }
 
 func (e *embedded) stop() {
 	e.ns.Shutdown()
 	e.ns.WaitForShutdown()
+	e.unlock()
 }

@@ -146,6 +146,14 @@ func TestDataDir(t *testing.T) {
 	if entries, _ := os.ReadDir(foreign); len(entries) != 1 {
 		t.Errorf("the foreign directory was written to: %d entries", len(entries))
 	}
+	t.Run("in use", func(t *testing.T) {
+		dir := t.TempDir()
+		open(t, dir)
+		_, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir})
+		if err == nil || !strings.Contains(err.Error(), "in use by another gateway") {
+			t.Errorf("a second Open of a directory in use: %v", err)
+		}
+	})
 }
 
 // TestCookies: a browser's cookie session survives a restart of the store.
