@@ -83,11 +83,17 @@ func (s *Session) openCalls() []*call {
 	return out
 }
 
-// callsInOrder returns every call, in dispatch order.
-func (s *Session) callsInOrder() []*call {
-	out := make([]*call, 0, len(s.calls))
+// liveCalls returns the calls of the batches that have not all settled, in
+// dispatch order: the calls the journal's state keeps.
+func (s *Session) liveCalls() []*call {
+	if s.open == 0 {
+		return nil
+	}
+	var out []*call
 	for _, c := range s.calls {
-		out = append(out, c)
+		if !c.settled || !c.batch.allSettled() {
+			out = append(out, c)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out

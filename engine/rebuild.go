@@ -192,12 +192,10 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	}
 	batches := map[int]*batch{}
 	for _, cs := range st.Calls {
-		c := &call{id: cs.ID, name: cs.Name, handler: cs.Handler, settled: cs.Settled, answeredBy: cs.AnsweredBy}
-		if cs.Spec == nil { // settled, with every sibling
-			c.batch = &batch{}
-			s.calls[c.id] = c
-			continue
+		if cs.Spec == nil {
+			return fmt.Errorf("%w: session %s, call %s has no retry spec", ErrCorrupt, s.id, cs.ID)
 		}
+		c := &call{id: cs.ID, name: cs.Name, handler: cs.Handler, settled: cs.Settled, answeredBy: cs.AnsweredBy}
 		c.args, c.proposed, c.seq = cs.Args, cs.Proposed, cs.Seq
 		if cs.Input != nil {
 			c.input = *cs.Input

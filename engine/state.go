@@ -35,8 +35,9 @@ type sessionState struct {
 	Declared [][]string   `json:"declared,omitempty"` // the tools of the pages, attached or recently left
 }
 
-// callState is a call; a settled call whose siblings have all settled
-// keeps only what answers to it need.
+// callState is a call of a batch that has not all settled: the calls that
+// settled with all their siblings are done, and not kept (after a load, an
+// answer to one is an unknown call).
 type callState struct {
 	ID         string        `json:"id"`
 	Name       string        `json:"name,omitempty"`
@@ -83,7 +84,7 @@ func (s *Session) snapshot() (json.RawMessage, error) {
 		agent := s.agent
 		st.Agent = &agent
 	}
-	for _, c := range s.callsInOrder() {
+	for _, c := range s.liveCalls() {
 		st.Calls = append(st.Calls, c.state())
 	}
 	for _, q := range s.queue {
@@ -103,9 +104,6 @@ func (s *Session) snapshot() (json.RawMessage, error) {
 // state is the journal's form of c.
 func (c *call) state() callState {
 	cs := callState{ID: c.id, Handler: c.handler, Settled: c.settled, AnsweredBy: c.answeredBy}
-	if c.settled && c.batch.allSettled() {
-		return cs
-	}
 	cs.Name, cs.Args, cs.Batch, cs.Cancelled, cs.Seq = c.name, c.args, c.batch.id, c.batch.cancelled, c.seq
 	cs.Spec = &specState{Attempts: c.spec.attempts, Timeout: c.spec.timeout, Backoff: c.spec.backoff,
 		Multiplier: c.spec.multiplier, MaxBackoff: c.spec.maxBackoff}

@@ -1,8 +1,12 @@
 package gateway_test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,5 +161,100 @@ func TestHungTabLosesTheLease(t *testing.T) {
 	}
 	if code := hung.untilClosed(); code != websocket.StatusCode(engine.CloseUnresponsive) {
 		t.Errorf("the hung tab was closed with %v, want %v", code, engine.CloseUnresponsive)
+	}
+}
+
+// getJSON GETs path with the browser's cookies and decodes the answer.
+func (b *browser) getJSON(path string, v any) int {
+	b.h.t.Helper()
+	resp, err := b.client.Get(b.h.srv.URL + path)
+	if err != nil {
+		b.h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		b.h.t.Fatalf("GET %s: %s: %v", path, resp.Status, err)
+	}
+	return resp.StatusCode
+}
+
+// TestSessionsList: GET /sessions lists this browser's chats, newest first,
+// titled by their first user message; another browser's are not there.
+func TestSessionsList(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	alice, bob := h.newBrowser(nil), h.newBrowser(nil)
+	first, firstID := alice.open(nil)
+	first.reply("hello   there\nfriend")
+	time.Sleep(10 * time.Millisecond) // the list is ordered by the last message's time
+	second, secondID := alice.open(nil)
+	second.reply("the second chat")
+	bob.open(nil)
+
+	var list struct {
+		Sessions []struct {
+			ID, Title string
+			Created   time.Time
+		}
+	}
+	if code := alice.getJSON("/sessions", &list); code != http.StatusOK {
+		t.Fatalf("GET /sessions: %d", code)
+	}
+	if len(list.Sessions) != 2 || list.Sessions[0].ID != secondID || list.Sessions[1].ID != firstID ||
+		list.Sessions[0].Title != "the second chat" || list.Sessions[1].Title != "hello there friend" {
+		t.Errorf("alice's sessions: %+v", list.Sessions)
+	}
+	var empty struct{ Sessions []any }
+	stranger := &browser{h: h, client: &http.Client{}}
+	if code := stranger.getJSON("/sessions", &empty); code != http.StatusOK || len(empty.Sessions) != 0 {
+		t.Errorf("a browser with no chats: %d %+v", code, empty)
+	}
+}
+
+// TestHealthWhenTheStoreFails: while the store refuses events, /healthz
+// says 503 with the cause, and a new message is refused with
+// store_unavailable; once it recovers, the session carries on with nothing
+// lost.
+func TestHealthWhenTheStoreFails(t *testing.T) {
+	store := engine.NewMemoryStore()
+	var mu sync.Mutex
+	full := false
+	store.Fail = func(string, engine.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if full {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}
+	h := newHarness(t, harnessOptions{engine: engine.Options{Store: store}})
+	b := h.newBrowser(nil)
+	c, _ := b.open(nil)
+	mu.Lock()
+	full = true
+	mu.Unlock()
+	c.say("one")
+	var health struct{ Status, Store string }
+	deadline := time.Now().Add(hang)
+	for b.getJSON("/healthz", &health) != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz stayed %+v while the store fails", health)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if health.Status != "degraded" || !strings.Contains(health.Store, "no space left on device") {
+		t.Errorf("/healthz = %+v", health)
+	}
+	c.say("two")
+	if f := c.untilError(); f.Code != string(engine.WireStoreFailed) || !strings.Contains(f.errorText(), "no space left on device") {
+		t.Errorf("a message while the store fails: %s", f)
+	}
+	mu.Lock()
+	full = false
+	mu.Unlock()
+	if got := c.idleAfter(0); got != "echo: one" {
+		t.Errorf("once the store recovered, the reply %q", got)
+	}
+	if code := b.getJSON("/healthz", &health); code != http.StatusOK || health.Status != "ok" {
+		t.Errorf("/healthz after the recovery: %d %+v", code, health)
 	}
 }

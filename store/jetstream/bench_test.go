@@ -1,0 +1,57 @@
+package jetstream_test
+
+// Benchmarks of the journal's appends on the embedded server, fenced and
+// synchronous as the engine makes them. Figures go in docs/storage.md,
+// never in assertions.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/jetstream"
+)
+
+// BenchmarkAppend appends batches shaped as the engine's: a model delta
+// (one ~200-byte event, no state) and a step (three events and a 1 KiB
+// state), to one session and spread over 100.
+func BenchmarkAppend(b *testing.B) {
+	frame := func(seq int64, size int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"type":"model.delta","seq":%d,"text":%q}`, seq, strings.Repeat("x", size)))
+	}
+	state := json.RawMessage(`{"v":1,"pad":"` + strings.Repeat("s", 1000) + `"}`)
+	shapes := []struct {
+		name   string
+		events int
+		state  json.RawMessage
+	}{{"delta", 1, nil}, {"step", 3, state}}
+	for _, shape := range shapes {
+		for _, sessions := range []int{1, 100} {
+			b.Run(fmt.Sprintf("%s/sessions=%d", shape.name, sessions), func(b *testing.B) {
+				s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				ctx := context.Background()
+				seqs := make([]int64, sessions)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					k := i % sessions
+					batch := engine.Batch{State: shape.state}
+					for range shape.events {
+						seqs[k]++
+						batch.Events = append(batch.Events, engine.Event{Seq: seqs[k], Type: "model.delta", Frame: frame(seqs[k], 160)})
+					}
+					if err := s.Append(ctx, fmt.Sprintf("session%d", k), batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
