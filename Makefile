@@ -80,10 +80,14 @@ node-test:
 e2e: deps build
 	npx playwright test $(E2E_ARGS)
 
+# The Go benchmarks, then gatewaybench against the gateway on the memory
+# store (every phase) and on the durable JetStream store (the phases a store
+# changes).
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
-	bin/gatewaybench -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
+	bin/gatewaybench -store memory -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
+	bin/gatewaybench -store jetstream -phases latency,throughput,stream -cpuprofile bin/gateway-cpu-jetstream.prof
 
 # Rewrites docs/screenshot.png from the running demo.
 screenshot: deps build
