@@ -167,6 +167,13 @@ func (p *Page) runs(tool string) bool {
 	}
 }
 
+// CheckTools checks a page's declaration against the limits Attach holds it
+// to, so a caller can refuse it before opening a session for it.
+func (e *Engine) CheckTools(tools []string) error {
+	_, err := checkTools(tools, e.opts.MaxPageTools)
+	return err
+}
+
 // checkTools validates a page's declaration against the limits.
 func checkTools(tools []string, max int) (map[string]struct{}, error) {
 	if len(tools) > max {

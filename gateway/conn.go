@@ -210,6 +210,14 @@ func (c *conn) open(f SessionOpen) {
 		return
 	}
 	eng := c.s.opts.Engine
+	if err := eng.CheckTools(f.Tools); err != nil {
+		code := engine.WireBadFrame
+		if errors.Is(err, engine.ErrLimitExceeded) {
+			code = engine.WireLimitExceeded
+		}
+		c.refuse(code, fmt.Sprintf("session.open: %v", err))
+		return
+	}
 	var sess *engine.Session
 	if f.Session == "" {
 		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
@@ -241,10 +249,11 @@ func (c *conn) open(f SessionOpen) {
 		if code == engine.WireInternal && !errors.Is(err, engine.ErrSessionClosed) {
 			code = engine.WireBadFrame // after beyond the last event, an empty tool name
 		}
-		c.refuse(code, fmt.Sprintf("session.open: %v", err))
 		if f.Session == "" {
+			// The session was only for this page: it goes before the reply.
 			sess.End(context.WithoutCancel(c.ctx), "its page could not attach")
 		}
+		c.refuse(code, fmt.Sprintf("session.open: %v", err))
 		return
 	}
 	c.mu.Lock()
