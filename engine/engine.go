@@ -184,10 +184,17 @@ func (e *Engine) List(ctx context.Context, owner string) ([]Summary, error) {
 }
 
 // Health is nil while the store takes the sessions' events, and the
-// store's error while some session's events wait for it.
+// store's error while some session's events wait for it, or while the store
+// says it is unhealthy (a Store may have a Healthy() error method: the
+// JetStream store reports its connection to NATS).
 func (e *Engine) Health() error {
 	if err := e.storeErr.Load(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, *err)
+	}
+	if h, ok := e.opts.Store.(interface{ Healthy() error }); ok {
+		if err := h.Healthy(); err != nil {
+			return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		}
 	}
 	return nil
 }
