@@ -195,9 +195,10 @@ func (s *Session) summarize() {
 }
 
 // busy reports work in flight: a model turn, an open call, a trigger or a
-// message waiting.
+// message waiting, or steps the store has not taken yet (unloading would
+// lose them).
 func (s *Session) busy() bool {
-	return s.turn != nil || s.open > 0 || len(s.queue) > 0 || len(s.waiting) > 0 || s.promptWanted
+	return s.turn != nil || s.open > 0 || len(s.queue) > 0 || len(s.waiting) > 0 || s.promptWanted || s.log.failing() != nil
 }
 
 // leave ends the goroutine after the session ended or unloaded: pages are
