@@ -16,6 +16,8 @@
  * @module chat
  */
 
+import { FRAME_ERROR } from "./codes.js";
+
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
 
@@ -44,6 +46,7 @@ export function mountChat(root, client) {
     /** @type {HTMLElement | null} a finished turn's text, waiting for its transcript message */
     let unclaimed = null;
     let busy = false;
+    let lastSent = ""; // the last message sent, given back if the gateway refuses it
 
     function setBusy(on) {
         busy = on;
@@ -241,7 +244,12 @@ export function mountChat(root, client) {
         client.on("error", ({ code, message, seq }) => {
             // Session errors are part of the conversation; refused frames are not.
             if (seq !== undefined) notice("error", message || code);
-            else console.warn(`gateway refused a frame: ${code}: ${message}`);
+            else if (code === FRAME_ERROR.STORE_UNAVAILABLE) {
+                // The message was not taken: say so, and give its text back.
+                notice("error", `Your message was not sent: ${message}`);
+                if (!prompt.value && lastSent) prompt.value = lastSent;
+                setBusy(false);
+            } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
         client.on("ended", ({ reason }) => {
             notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.");
@@ -255,6 +263,7 @@ export function mountChat(root, client) {
         const text = prompt.value.trim();
         if (!text) return;
         client.send(text);
+        lastSent = text;
         prompt.value = "";
         stick = true;
         followBottom();

@@ -1,0 +1,52 @@
+// The chat page's answers to what the gateway says about the session
+// itself: a reply discarded by a restart, a message the store refused. The
+// page's socket is the fake of sdk.spec.ts: the spec plays the gateway.
+import { expect, test } from "./support";
+import { fileURLToPath } from "node:url";
+
+const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+
+test.beforeEach(async ({ page }) => {
+    await page.addInitScript({ path: harness });
+    await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+    await page.goto("/");
+    await page.evaluate(async () => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        w.FakeSocket.last().accept();
+        w.FakeSocket.last().push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+    });
+    await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
+});
+
+const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
+
+test("a reply cut by a restart is dropped, and the new one streams in its place", async ({ page }) => {
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
+    await push(page, { type: "model.delta", seq: 2, text: "Hel" });
+    await push(page, { type: "model.delta", seq: 3, text: "lo, wo" });
+    const replies = page.locator('[data-testid="message"][data-role="assistant"]');
+    await expect(replies).toHaveCount(1);
+    await expect(replies.getByTestId("message-text")).toHaveText("Hello, wo");
+    await push(page, { type: "model.discarded", seq: 4, reason: "the gateway restarted while the model was answering; it answers again" });
+    await expect(replies).toHaveCount(0);
+    await push(page, { type: "model.delta", seq: 5, text: "Hello, world." });
+    await push(page, { type: "model.finished", seq: 6, stopReason: "end_turn", usage: { inputTokens: 0, outputTokens: 0 } });
+    await push(page, { type: "message", seq: 7, message: { role: "assistant", content: "Hello, world." } });
+    await push(page, { type: "session.idle", seq: 8 });
+    await expect(replies).toHaveCount(1);
+    await expect(replies.getByTestId("message-text")).toHaveText("Hello, world.");
+});
+
+test("a message the store refused says so, and its text is given back", async ({ page }) => {
+    const prompt = page.getByTestId("prompt");
+    await prompt.fill("remember this");
+    await prompt.press("Enter");
+    await expect(prompt).toHaveValue("");
+    await expect.poll(() => page.evaluate(() => (window as any).FakeSocket.last().sent.slice(1)))
+        .toEqual([{ type: "message", content: "remember this" }]);
+    await push(page, { type: "error", code: "store_unavailable", message: "the session store is unavailable: no space left on device" });
+    await expect(page.getByTestId("notice-text").last()).toHaveText("Your message was not sent: the session store is unavailable: no space left on device");
+    await expect(prompt).toHaveValue("remember this");
+    await expect(page.getByTestId("stop")).toBeDisabled();
+});
