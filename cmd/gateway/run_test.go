@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -226,5 +228,22 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		}
 	case <-time.After(hang):
 		t.Error("the socket was not closed on shutdown")
+	}
+}
+
+// TestRunRefusesAForeignDataDir: a data directory that holds something
+// else stops the start, with a message that says what to do, and nothing in
+// it is touched.
+func TestRunRefusesAForeignDataDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "thesis.tex"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--data-dir", dir}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "is not a gateway data directory") || !strings.Contains(err.Error(), "Give --data-dir an empty or new directory") {
+		t.Errorf("run with a foreign data dir: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the foreign directory has %d entries now", len(entries))
 	}
 }
