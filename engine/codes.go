@@ -46,6 +46,7 @@ const (
 	CloseTooSlow      CloseCode = 1008 // the page could not keep up: reconnect and resume
 	CloseTooBig       CloseCode = 1009 // a frame was over the read limit
 	CloseUnresponsive CloseCode = 4000 // the page did not answer pings in time
+	CloseElsewhere    CloseCode = 4001 // the session runs on another gateway node
 )
 
 // Code describes one wire code: its value and when it is sent.
@@ -104,4 +105,5 @@ var Closes = []Code[CloseCode]{
 	{CloseTooSlow, "TOO_SLOW", "the page could not keep up with its session's events: reconnect and resume with after"},
 	{CloseTooBig, "TOO_BIG", "a frame was larger than the read limit"},
 	{CloseUnresponsive, "UNRESPONSIVE", "the page did not answer pings in time; a client call it ran moves to another page"},
+	{CloseElsewhere, "ELSEWHERE", "the session runs on another gateway node of a cluster: reconnect (a load balancer may reach it) and resume"},
 }

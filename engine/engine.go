@@ -145,6 +145,13 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	e.sessions[s.id] = s
 	e.wg.Add(1)
 	e.mu.Unlock()
+	own, err := e.own(ctx, s)
+	if err != nil {
+		e.forget(s)
+		e.wg.Done()
+		return nil, fmt.Errorf("failed to open session: %w", err)
+	}
+	s.ownership = own
 
 	go func() {
 		defer e.wg.Done()

@@ -85,7 +85,18 @@ func (e *Engine) Resume(ctx context.Context) error {
 }
 
 // rebuild reads a session's journal and starts it where the journal ends.
-func (e *Engine) rebuild(ctx context.Context, id string) (*Session, error) {
+func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error) {
+	s = newSession(e, id, "")
+	own, err := e.own(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	s.ownership = own
+	defer func() {
+		if err != nil && own != nil {
+			_ = own.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	batches, err := e.opts.Store.Load(ctx, id)
 	if err != nil {
 		return nil, err
@@ -139,7 +150,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (*Session, error) {
 		e.mu.Unlock()
 		return nil, ErrSessionClosed
 	}
-	s := newSession(e, id, st.Owner)
+	s.owner = st.Owner
 	s.log.events, s.log.seq, s.log.lastState = events, int64(len(events)), lastState
 	if err := s.restore(st, *agent, transcript); err != nil {
 		e.mu.Unlock()

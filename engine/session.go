@@ -65,6 +65,8 @@ type Session struct {
 	summary     Summary     // the last summary the store took
 	storeRetry  clock.Timer // retries a batch the store refused
 	unloading   bool        // leave memory after this step; the journal keeps the session
+	ownership   Ownership   // the session's lease on a shared store; nil otherwise
+	lost        bool        // the lease is lost: leave, store nothing more
 }
 
 // waitingMessage is a user message waiting for the turn before it to end,
@@ -158,6 +160,10 @@ func (s *Session) commit() {
 		reply()
 	}
 	s.afterCommit = nil
+	if errors.Is(err, ErrFenced) {
+		s.leaseLost()
+		return
+	}
 	if err != nil {
 		s.retryStore()
 		return
@@ -210,6 +216,13 @@ func (s *Session) leave() {
 		why = ErrSessionClosed
 	}
 	s.log.close(why)
+	if s.ownership != nil && !s.lost {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.ownership.Release(ctx); err != nil {
+			s.logger.Warn("failed to give the session's lease back; it expires by itself", "err", err)
+		}
+		cancel()
+	}
 	for _, t := range []clock.Timer{s.idleTimer, s.storeRetry} {
 		if t != nil {
 			t.Stop()

@@ -67,6 +67,10 @@ var (
 	// ErrStoreUnavailable wraps a store's failure: the session takes no new
 	// turn until the store takes its events again.
 	ErrStoreUnavailable = errors.New("the session store is unavailable")
+	// ErrFenced: an append did not follow the journal's last batch (another
+	// node appended meanwhile), or this node's lease on the session may have
+	// expired. The session leaves memory; its journal says what happened.
+	ErrFenced = errors.New("the journal is another node's now")
 )
 
 // CheckBatch checks that b's events follow last, the journal's last seq, and

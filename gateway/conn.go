@@ -234,7 +234,12 @@ func (c *conn) open(f SessionOpen) {
 	// A session may unload between Load and Attach: load it again.
 	for range 3 {
 		if f.Session != "" {
-			if sess, err = c.resume(f.Session); err != nil {
+			if sess, err = c.resume(f.Session); errors.Is(err, engine.ErrOwnedElsewhere) {
+				c.logger.Info("session runs on another node: the page reconnects", "session", f.Session, "err", err)
+				c.close(engine.CloseElsewhere, "the session runs on another gateway node: reconnect")
+				return
+			}
+			if err != nil {
 				c.refuse(errorCode(err), err.Error())
 				return
 			}
@@ -273,6 +278,8 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 	switch {
 	case err == nil && sess.Owner() == c.browser:
 		return sess, nil
+	case errors.Is(err, engine.ErrOwnedElsewhere):
+		return nil, err
 	case err == nil, errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
 		return nil, fmt.Errorf("%w: there is no session %q for this browser (it ended, or it is another browser's): open a new one", errUnknownSession, id)
 	default:

@@ -27,6 +27,7 @@ export const CLOSE = Object.freeze({
     TOO_SLOW: 1008,      // the page could not keep up: reconnect and resume
     TOO_BIG: 1009,       // a frame was over the read limit
     UNRESPONSIVE: 4000,  // the page did not answer pings in time
+    ELSEWHERE: 4001,     // the session runs on another gateway node: reconnect and resume
 });
 
 export const FRAME_ERROR = Object.freeze({

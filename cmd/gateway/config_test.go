@@ -12,6 +12,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/store/jetstream"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -27,6 +28,7 @@ func TestParseConfig(t *testing.T) {
 		natsReplicas:  1,
 		retain:        engine.DefaultRetain,
 		unload:        engine.DefaultUnload,
+		leaseTTL:      jetstream.DefaultLeaseTTL,
 		logLevel:      slog.LevelInfo,
 		shutdownGrace: 10 * time.Second,
 	}

@@ -92,7 +92,7 @@ type gatewayProc struct {
 	waitErr error
 }
 
-func startGatewayProc(t *testing.T, name, bin, addr, dir string) *gatewayProc {
+func startGatewayProc(t *testing.T, name, bin, addr, dir string, extra ...string) *gatewayProc {
 	t.Helper()
 	p := &gatewayProc{t: t, name: name, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	level := "warn"
@@ -106,7 +106,7 @@ func startGatewayProc(t *testing.T, name, bin, addr, dir string) *gatewayProc {
 		logFile = f
 		t.Cleanup(func() { f.Close() })
 	}
-	p.cmd = exec.Command(bin, "--listen", addr, "--data-dir", dir, "--log-level", level)
+	p.cmd = exec.Command(bin, append([]string{"--listen", addr, "--data-dir", dir, "--log-level", level}, extra...)...)
 	p.cmd.Stdout = &syncBuffer{}
 	p.cmd.Stderr = p.stderr
 	if logFile != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/httpworker"
 	"github.com/clienttools/gateway/static"
+	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/web"
 )
 
@@ -43,6 +44,8 @@ type config struct {
 	natsReplicas  int
 	retain        time.Duration
 	unload        time.Duration
+	nodeID        string
+	leaseTTL      time.Duration
 	workerURL     string
 	anthropicURL  string
 	openaiURL     string
@@ -83,6 +86,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	natsReplicas := fs.String("nats-replicas", env("GATEWAY_NATS_REPLICAS", "1"), "replicas of the session stream and buckets on a NATS cluster: 3 on a cluster of three or more (env GATEWAY_NATS_REPLICAS)")
 	retain := fs.String("retain", env("GATEWAY_RETAIN", engine.DefaultRetain.String()), "how long a session is kept after its last message before it is deleted (env GATEWAY_RETAIN)")
 	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
+	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url (env GATEWAY_NODE_ID); default a random id")
+	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -105,6 +110,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if c.unload, err = positiveDuration("unload", *unload); err != nil {
+		return c, err
+	}
+	if c.leaseTTL, err = positiveDuration("lease-ttl", *leaseTTL); err != nil {
 		return c, err
 	}
 	if c.natsReplicas, err = strconv.Atoi(*natsReplicas); err != nil || c.natsReplicas < 1 || c.natsReplicas > 5 {

@@ -28,14 +28,18 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // Names on the NATS server.
 const (
 	JournalStream = "GATEWAY_JOURNAL"
-	journalPrefix = "gateway.journal."
-	SummaryBucket = "GATEWAY_SESSIONS"
-	CookieBucket  = "GATEWAY_COOKIES"
+	OwnersBucket  = "GATEWAY_OWNERS"
+	// DefaultLeaseTTL is Options.LeaseTTL's default.
+	DefaultLeaseTTL = 10 * time.Second
+	journalPrefix   = "gateway.journal."
+	SummaryBucket   = "GATEWAY_SESSIONS"
+	CookieBucket    = "GATEWAY_COOKIES"
 	// MaxBatch is the largest batch the journal takes: a step with a tool
 	// result at the browser's read limit (1 MiB) in its tool.finished and
 	// tool message, with room to spare. The embedded server allows it; a
@@ -43,9 +47,10 @@ const (
 	MaxBatch = 8 << 20
 )
 
-// ErrFenced: an append did not follow the journal's last batch, because
-// another writer appended meanwhile. The session must be loaded again.
-var ErrFenced = errors.New("the journal moved on: another writer appended to this session")
+// ErrFenced is engine.ErrFenced: an append did not follow the journal's
+// last batch, because another writer appended meanwhile, or this node's
+// lease on the session may have expired.
+var ErrFenced = engine.ErrFenced
 
 // Options configure Open. Zero fields take their defaults.
 type Options struct {
@@ -62,6 +67,15 @@ type Options struct {
 	// CookieLifetime is how long an idle browser identity is kept; default
 	// 24h. It should match the cookie's own lifetime.
 	CookieLifetime time.Duration
+	// Node names this gateway among the nodes that share the store; default
+	// a random id. Leases name their holder with it.
+	Node string
+	// LeaseTTL is how long a session's lease lasts without renewal; default
+	// DefaultLeaseTTL (10s). The holder renews it every third of it. When a
+	// node dies, another runs its sessions after at most this long; shorter
+	// fails over sooner, at the cost of more writes and of losing sessions
+	// to a node that merely paused.
+	LeaseTTL time.Duration
 	// Logger gets a line per event worth knowing. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -75,9 +89,14 @@ type Store struct {
 	journal   jetstream.Stream
 	summaries jetstream.KeyValue
 	cookies   jetstream.KeyValue
+	owners    jetstream.KeyValue
 
 	mu    sync.Mutex
-	heads map[string]head // per session: where its journal ends
+	heads map[string]head       // per session: where its journal ends
+	owned map[string]*ownership // the sessions whose lease this node holds
+
+	stopRenew chan struct{}
+	renewing  sync.WaitGroup
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -100,7 +119,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Store{opts: o, heads: map[string]head{}}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Node == "" {
+		o.Node = nuid.Next()
+	}
+	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, stopRenew: make(chan struct{})}
 	var err error
 	if o.URL == "" {
 		if s.embedded, err = startEmbedded(o.DataDir); err != nil {
@@ -109,7 +134,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"))
 	} else {
 		s.nc, err = nats.Connect(o.URL, nats.Name("gateway"), nats.MaxReconnects(-1),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { o.Logger.Warn("disconnected from NATS", "err", err) }),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					o.Logger.Warn("disconnected from NATS", "err", err)
+				}
+			}),
 			nats.ReconnectHandler(func(nc *nats.Conn) { o.Logger.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }))
 	}
 	if err != nil {
@@ -120,6 +149,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.renewing.Add(1)
+	go s.renew()
 	return s, nil
 }
 
@@ -161,11 +192,25 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err != nil {
 		return hint("the cookie identities", err)
 	}
+	s.owners, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: OwnersBucket, Description: "which node runs each session: a lease per session, renewed by its holder",
+		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.LeaseTTL,
+	})
+	if err != nil {
+		return hint("the session leases", err)
+	}
 	return nil
 }
 
-// Close closes the connection and stops the embedded server.
+// Close stops renewing leases, closes the connection and stops the
+// embedded server.
 func (s *Store) Close() error {
+	select {
+	case <-s.stopRenew:
+	default:
+		close(s.stopRenew)
+	}
+	s.renewing.Wait()
 	if s.nc != nil {
 		if err := s.nc.Drain(); err != nil {
 			s.nc.Close()
@@ -278,6 +323,9 @@ func (s *Store) lastEventSeq(ctx context.Context, session string) (int64, error)
 func (s *Store) Append(ctx context.Context, session string, b engine.Batch) error {
 	if !validID(session) {
 		return fmt.Errorf("session id %q cannot name a journal", session)
+	}
+	if err := s.holds(session); err != nil {
+		return err
 	}
 	h, err := s.headOf(ctx, session)
 	if err != nil {

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrOwnedElsewhere: another node runs the session now (it holds the
+// session's lease). Its error text names the node.
+var ErrOwnedElsewhere = errors.New("another gateway node runs this session")
+
+// Owners is what a Store shared by several gateway nodes offers: a lease per
+// session, so that one node at a time runs it. The engine takes the lease
+// before it opens or loads a session and gives it back when the session
+// leaves memory. A Store that is not shared (MemoryStore) does not
+// implement it.
+type Owners interface {
+	// Own takes session's lease for this node and keeps renewing it. It
+	// fails with an error wrapping ErrOwnedElsewhere while another node
+	// holds it. lost is called, once, from the store's goroutine, when the
+	// lease could not be renewed in time (a partition, a paused process):
+	// another node may run the session from then on, and this node's
+	// appends to it are refused.
+	Own(ctx context.Context, session string, lost func()) (Ownership, error)
+}
+
+// Ownership is a held lease.
+type Ownership interface {
+	// Release gives the lease back, so another node may run the session
+	// at once instead of after its time to live.
+	Release(ctx context.Context) error
+}
+
+// own takes the session's lease when the store is shared; it returns nil
+// for a store that is not.
+func (e *Engine) own(ctx context.Context, s *Session) (Ownership, error) {
+	owners, ok := e.opts.Store.(Owners)
+	if !ok {
+		return nil, nil
+	}
+	return owners.Own(ctx, s.id, func() {
+		_ = s.post(context.Background(), func() { s.leaseLost() })
+	})
+}
+
+// leaseLost leaves memory at once: another node may run the session now,
+// from the journal; what this node has not stored is not its to store.
+func (s *Session) leaseLost() {
+	s.logger.Warn("lost the session's lease: another node may run it; unloading", "pending", s.log.failing() != nil)
+	s.lost = true
+	s.unloading = true
+}

@@ -1,0 +1,188 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var _ engine.Owners = (*Store)(nil)
+
+// ownership is a session's lease held by this node: a key of the owners
+// bucket whose value is the node, rewritten every third of the lease's time
+// to live. validUntil is when the lease may have expired for the other
+// nodes, less a margin for clocks and delays: past it, this node appends
+// nothing more to the session.
+type ownership struct {
+	s       *Store
+	session string
+	lost    func()
+
+	mu         sync.Mutex
+	rev        uint64
+	validUntil time.Time
+	gone       bool // released or lost
+}
+
+// Own implements engine.Owners.
+func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ownership, error) {
+	if !validID(session) {
+		return nil, fmt.Errorf("session id %q cannot name a lease", session)
+	}
+	start := time.Now()
+	node := []byte(s.opts.Node)
+	rev, err := s.owners.Create(ctx, session, node)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		e, gerr := s.owners.Get(ctx, session)
+		switch {
+		case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
+			rev, err = s.owners.Create(ctx, session, node) // it expired meanwhile
+		case gerr != nil:
+			return nil, fmt.Errorf("failed to read session %s's lease: %w", session, gerr)
+		case string(e.Value()) == s.opts.Node:
+			rev, err = s.owners.Update(ctx, session, node, e.Revision()) // ours already
+		default:
+			return nil, fmt.Errorf("%w: session %s runs on node %s", engine.ErrOwnedElsewhere, session, e.Value())
+		}
+	}
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("%w: session %s was taken meanwhile", engine.ErrOwnedElsewhere, session)
+		}
+		return nil, fmt.Errorf("failed to take session %s's lease: %w", session, err)
+	}
+	// Another node may have appended since this one last did: read the
+	// journal's end again.
+	s.forgetHead(session)
+	o := &ownership{s: s, session: session, lost: lost, rev: rev, validUntil: s.validFrom(start)}
+	s.mu.Lock()
+	s.owned[session] = o
+	s.mu.Unlock()
+	return o, nil
+}
+
+// validFrom is when a lease written at start stops being safe to use.
+func (s *Store) validFrom(start time.Time) time.Time {
+	margin := max(s.opts.LeaseTTL/5, 100*time.Millisecond)
+	return start.Add(s.opts.LeaseTTL - margin)
+}
+
+// holds is nil when this node may append to session: it holds its lease, in
+// time, or it never took one for it here (a store used without leases). A
+// lease lost stays refused until Own takes it again.
+func (s *Store) holds(session string) error {
+	s.mu.Lock()
+	o := s.owned[session]
+	s.mu.Unlock()
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.gone || time.Now().After(o.validUntil) {
+		return fmt.Errorf("%w: this node's lease on session %s may have expired", ErrFenced, session)
+	}
+	return nil
+}
+
+// Release implements engine.Ownership.
+func (o *ownership) Release(ctx context.Context) error {
+	o.mu.Lock()
+	gone, rev := o.gone, o.rev
+	o.gone = true
+	o.mu.Unlock()
+	o.s.forgetOwned(o)
+	if gone {
+		return nil
+	}
+	err := o.s.owners.Delete(ctx, o.session, jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("failed to give session %s's lease back: %w", o.session, err)
+	}
+	return nil
+}
+
+func (s *Store) forgetOwned(o *ownership) {
+	s.mu.Lock()
+	if s.owned[o.session] == o {
+		delete(s.owned, o.session)
+	}
+	s.mu.Unlock()
+}
+
+// renew rewrites every held lease each third of the time to live, until
+// Close. A lease it cannot rewrite in time is lost.
+func (s *Store) renew() {
+	defer s.renewing.Done()
+	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopRenew:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		held := make([]*ownership, 0, len(s.owned))
+		for _, o := range s.owned {
+			held = append(held, o)
+		}
+		s.mu.Unlock()
+		for _, o := range held {
+			o.renew()
+		}
+	}
+}
+
+func (o *ownership) renew() {
+	o.mu.Lock()
+	if o.gone {
+		o.mu.Unlock()
+		return
+	}
+	rev, validUntil := o.rev, o.validUntil
+	o.mu.Unlock()
+	start := time.Now()
+	lost := start.After(validUntil) // paused past the lease: another node may have it
+	var newRev uint64
+	var err error
+	if !lost {
+		ctx, cancel := context.WithTimeout(context.Background(), o.s.opts.LeaseTTL/3)
+		newRev, err = o.s.owners.Update(ctx, o.session, []byte(o.s.opts.Node), rev)
+		cancel()
+		lost = err != nil && !errors.Is(err, context.DeadlineExceeded)
+	}
+	o.mu.Lock()
+	if o.gone {
+		o.mu.Unlock()
+		return
+	}
+	switch {
+	case lost:
+		o.gone = true
+	case err == nil:
+		o.rev, o.validUntil = newRev, o.s.validFrom(start)
+	}
+	o.mu.Unlock()
+	if lost {
+		// It stays in owned, gone: this node appends nothing more to the
+		// session until it takes the lease again.
+		o.s.opts.Logger.Warn("lost a session's lease", "session", o.session, "err", err)
+		o.lost()
+	}
+}
+
+// ForceRelease deletes session's lease whoever holds it: the holder finds
+// out at its next renewal and stops. For an operator who knows the holder
+// is gone, and for tests.
+func (s *Store) ForceRelease(ctx context.Context, session string) error {
+	if err := s.owners.Purge(ctx, session); err != nil {
+		return fmt.Errorf("failed to delete session %s's lease: %w", session, err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/jetstream"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// natsServer runs a NATS server with JetStream on loopback, as a cluster's
+// member would be, for stores that share it.
+func natsServer(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+func node(t *testing.T, url, name string, ttl time.Duration) *jetstream.Store {
+	t.Helper()
+	s, err := jetstream.Open(context.Background(), jetstream.Options{URL: url, Node: name, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestOwnership: one node at a time holds a session's lease; a released
+// lease is free at once; one whose holder stopped renewing is free after its
+// time to live, and the old holder appends nothing more.
+func TestOwnership(t *testing.T) {
+	ctx := context.Background()
+	url := natsServer(t)
+	const ttl = 600 * time.Millisecond
+	a, b := node(t, url, "node-a", ttl), node(t, url, "node-b", ttl)
+
+	own, err := a.Own(ctx, "s1", func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) || !strings.Contains(err.Error(), "node-a") {
+		t.Fatalf("b.Own while a holds it: %v, want ErrOwnedElsewhere naming node-a", err)
+	}
+	time.Sleep(2 * ttl) // a renews meanwhile
+	if _, err := b.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) {
+		t.Fatalf("b.Own after two TTLs of a renewing: %v", err)
+	}
+	if err := own.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ownB, err := b.Own(ctx, "s1", func() {})
+	if err != nil {
+		t.Fatalf("b.Own after a released: %v", err)
+	}
+
+	// b stops renewing, as a paused or dead process does.
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	if err := b.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = ownB
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := a.Own(ctx, "s1", func() {}); err == nil {
+			break
+		} else if !errors.Is(err, engine.ErrOwnedElsewhere) || time.Now().After(deadline) {
+			t.Fatalf("a.Own after b stopped renewing: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ev.Seq, ev.Frame = 2, json.RawMessage(`{"type":"message","seq":2}`)
+	if err := b.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); !errors.Is(err, jetstream.ErrFenced) {
+		t.Errorf("the old holder's append: %v, want ErrFenced", err)
+	}
+	if err := a.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+		t.Errorf("the new holder's append: %v", err)
+	}
+}
+
+// TestLeaseLost: a holder whose renewal fails (the lease was taken over) is
+// told, once.
+func TestLeaseLost(t *testing.T) {
+	ctx := context.Background()
+	url := natsServer(t)
+	const ttl = 600 * time.Millisecond
+	a, b := node(t, url, "node-a", ttl), node(t, url, "node-b", ttl)
+	lost := make(chan struct{}, 2)
+	if _, err := a.Own(ctx, "s1", func() { lost <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	// An operator (or a bug) deletes the lease; b takes it; a's next
+	// renewal finds the key is not its own any more.
+	if err := b.ForceRelease(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a was not told it lost the lease")
+	}
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	if err := a.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); !errors.Is(err, jetstream.ErrFenced) {
+		t.Errorf("append after the lease was lost: %v, want ErrFenced", err)
+	}
+	time.Sleep(ttl)
+	if len(lost) != 0 {
+		t.Error("lost was called more than once")
+	}
+}
