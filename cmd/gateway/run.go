@@ -86,7 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	natsReplicas := fs.String("nats-replicas", env("GATEWAY_NATS_REPLICAS", "1"), "replicas of the session stream and buckets on a NATS cluster: 3 on a cluster of three or more (env GATEWAY_NATS_REPLICAS)")
 	retain := fs.String("retain", env("GATEWAY_RETAIN", engine.DefaultRetain.String()), "how long a session is kept after its last message before it is deleted (env GATEWAY_RETAIN)")
 	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
-	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url (env GATEWAY_NODE_ID); default a random id")
+	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url, unique and stable across restarts, such as a pod's name (env GATEWAY_NODE_ID); default a random id, so a restarted node waits --lease-ttl for its sessions")
 	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")

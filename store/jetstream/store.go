@@ -67,8 +67,12 @@ type Options struct {
 	// CookieLifetime is how long an idle browser identity is kept; default
 	// 24h. It should match the cookie's own lifetime.
 	CookieLifetime time.Duration
-	// Node names this gateway among the nodes that share the store; default
-	// a random id. Leases name their holder with it.
+	// Node names this gateway among the nodes that share the store; leases
+	// name their holder with it. Default: "embedded" for the embedded
+	// server (its data directory is locked to one process), else a random
+	// id. Give each node of a cluster a stable name of its own (a pod's
+	// name): a node restarted under its name takes its sessions back at
+	// once instead of after LeaseTTL. Never give two live nodes one name.
 	Node string
 	// LeaseTTL is how long a session's lease lasts without renewal; default
 	// DefaultLeaseTTL (10s). The holder renews it every third of it. When a
@@ -122,7 +126,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if o.Node == "" {
+	switch {
+	case o.Node != "":
+	case o.URL == "":
+		// The data directory is locked to one process: the embedded node is
+		// always the same one, and takes its leases back after a crash.
+		o.Node = "embedded"
+	default:
 		o.Node = nuid.Next()
 	}
 	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, stopRenew: make(chan struct{})}
