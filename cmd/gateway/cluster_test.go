@@ -189,3 +189,71 @@ func (b *durableBrowser) recorded() []recFrame {
 	defer b.mu.Unlock()
 	return append([]recFrame(nil), b.frames...)
 }
+
+// TestSigtermHandsOver: a node stopped with SIGTERM (a rolling deploy)
+// gives its sessions' leases back: another node runs them at once, not
+// after the lease's time to live.
+func TestSigtermHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(hang) {
+		t.Fatal("NATS did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	bin := buildGatewayBinary(t)
+	addrA, addrB := durableFreeAddr(t), durableFreeAddr(t)
+	baseA, baseB := "http://"+addrA, "http://"+addrB
+	// A lease far longer than the test: only a handover can make B run it.
+	cluster := func(name string) []string { return []string{"--nats-url", ns.ClientURL(), "--node-id", name, "--lease-ttl", "10m"} }
+	a := startGatewayProc(t, "node-a", bin, addrA, t.TempDir(), cluster("node-a")...)
+	b := startGatewayProc(t, "node-b", bin, addrB, t.TempDir(), cluster("node-b")...)
+	a.waitHealthy(baseA)
+	b.waitHealthy(baseB)
+
+	jar, _ := cookiejar.New(nil)
+	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*hang)
+	defer cancel()
+	must := func(r recFrame, err error) recFrame {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\nframes:\n%s", err, br.dump())
+		}
+		return r
+	}
+	first, err := br.dial(ctx, baseA, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
+	session := must(first.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
+	_ = first.send(ctx, map[string]any{"type": "message", "content": "delete my draft"})
+	call := must(first.until("tool.call", func(f wireFrame) bool { return f.Type == "tool.call" }))
+
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.wait(); err != nil {
+		t.Fatalf("node A exited with %v", err)
+	}
+	second, err := br.dial(ctx, baseB, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = second.send(ctx, map[string]any{"type": "session.open", "session": session, "after": 0, "tools": durableTools})
+	must(second.until("session.opened on node B at once", func(f wireFrame) bool { return f.Type == "session.opened" }))
+	again := must(second.until("tool.call on node B", func(f wireFrame) bool { return f.Type == "tool.call" }))
+	if again.f.ID != call.f.ID || again.f.Attempt != call.f.Attempt || again.f.Deadline != call.f.Deadline {
+		t.Errorf("node B delivered %s, node A had %s", again.raw, call.raw)
+	}
+	_ = second.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt, "result": map[string]bool{"approved": true}})
+	if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
+		t.Fatalf("%v\nframes:\n%s", err, br.dump())
+	}
+}
