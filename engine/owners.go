@@ -3,11 +3,24 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // ErrOwnedElsewhere: another node runs the session now (it holds the
-// session's lease). Its error text names the node.
+// session's lease). The error is an *OwnedElsewhereError, which names it.
 var ErrOwnedElsewhere = errors.New("another gateway node runs this session")
+
+// OwnedElsewhereError says which node runs a session.
+type OwnedElsewhereError struct {
+	Session, Node string
+}
+
+func (e *OwnedElsewhereError) Error() string {
+	return fmt.Sprintf("%v: session %s runs on node %s", ErrOwnedElsewhere, e.Session, e.Node)
+}
+
+// Is makes errors.Is(err, ErrOwnedElsewhere) hold.
+func (e *OwnedElsewhereError) Is(target error) bool { return target == ErrOwnedElsewhere }
 
 // Owners is what a Store shared by several gateway nodes offers: a lease per
 // session, so that one node at a time runs it. The engine takes the lease

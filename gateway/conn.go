@@ -23,7 +23,7 @@ import (
 // ordered by the session) and replies to frames the page sent.
 type conn struct {
 	s       *Server
-	ws      *websocket.Conn
+	ws      socket
 	browser string
 	logger  *slog.Logger
 
@@ -38,6 +38,10 @@ type conn struct {
 
 	session *engine.Session // set by the reader at session.open
 	page    *engine.Page    // set with session, under mu
+	pipe    *pipe           // set by the reader when another node serves the page
+
+	closeCode   engine.CloseCode // for the close queued after the replies
+	closeReason string
 
 	mu      sync.Mutex
 	replies []json.RawMessage // error replies, waiting for the writer
@@ -54,6 +58,16 @@ type conn struct {
 	pingTimer    *time.Timer
 	pingsStopped bool
 	pinging      sync.WaitGroup // a ping waiting for its pong
+}
+
+// socket is what a conn needs of its page's connection: a WebSocket, or
+// the relay from the node the page is connected to (relay.go).
+type socket interface {
+	Read(ctx context.Context) (websocket.MessageType, []byte, error)
+	Write(ctx context.Context, typ websocket.MessageType, p []byte) error
+	Ping(ctx context.Context) error
+	Close(code websocket.StatusCode, reason string) error
+	CloseNow() error
 }
 
 // maxReplies is how many error replies may wait for the writer; a page
@@ -102,6 +116,10 @@ func (c *conn) serve() {
 			c.page.Detach()
 			c.logger.Info("browser disconnected", "session", c.session.ID(), "page", c.page.ID())
 		}
+		if c.pipe != nil {
+			c.pipe.close()
+			c.logger.Info("relayed page disconnected")
+		}
 		c.close(engine.CloseNormal, "")
 		c.stopPings()
 		c.mu.Lock()
@@ -122,6 +140,13 @@ func (c *conn) serve() {
 		}
 		if typ != websocket.MessageText {
 			c.refuse(engine.WireBadFrame, "binary frames are not accepted: send JSON text frames")
+			continue
+		}
+		if c.pipe != nil {
+			// Another node serves this page: its frames go there as they are.
+			if err := c.pipe.send(data); err != nil {
+				c.close(engine.CloseGoingAway, "the relay to the session's node failed: reconnect")
+			}
 			continue
 		}
 		c.handle(data)
@@ -235,8 +260,7 @@ func (c *conn) open(f SessionOpen) {
 	for range 3 {
 		if f.Session != "" {
 			if sess, err = c.resume(f.Session); errors.Is(err, engine.ErrOwnedElsewhere) {
-				c.logger.Info("session runs on another node: the page reconnects", "session", f.Session, "err", err)
-				c.close(engine.CloseElsewhere, "the session runs on another gateway node: reconnect")
+				c.elsewhere(f, err)
 				return
 			}
 			if err != nil {
@@ -288,6 +312,27 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 	}
 }
 
+// elsewhere hands the page to the node that runs its session, through the
+// relay; without one, or when that node does not answer, the page is closed
+// with 4001 and reconnects (a load balancer may reach the node, and a dead
+// node's sessions are free once their leases expire).
+func (c *conn) elsewhere(f SessionOpen, err error) {
+	var owned *engine.OwnedElsewhereError
+	if relay := c.s.opts.Relay; relay != nil && errors.As(err, &owned) {
+		p, derr := relay.dial(c, owned.Node)
+		if derr == nil {
+			c.pipe = p
+			c.logger.Info("page relayed to the node that runs its session", "session", f.Session, "node", owned.Node)
+			if err := p.send(encodeFrame(FrameSessionOpen, f)); err == nil {
+				return
+			}
+		}
+		c.logger.Info("failed to relay the page", "session", f.Session, "node", owned.Node, "err", derr)
+	}
+	c.logger.Info("session runs on another node: the page reconnects", "session", f.Session, "err", err)
+	c.close(engine.CloseElsewhere, "the session runs on another gateway node: reconnect")
+}
+
 // errUnknownSession: session.open names a session this browser cannot open.
 var errUnknownSession = errors.New("unknown session")
 
@@ -312,6 +357,16 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 	}
 	// Reading pauses until the next token: the page is slowed, not cut off.
 	_ = c.throttle.Wait(c.ctx)
+}
+
+// closeAfterReplies closes the connection with code once the frames queued
+// before it are written: how a relayed page ends.
+func (c *conn) closeAfterReplies(code engine.CloseCode, reason string) {
+	c.mu.Lock()
+	c.closeCode, c.closeReason = code, reason
+	c.replies = append(c.replies, nil)
+	c.mu.Unlock()
+	c.kick()
 }
 
 // reply queues a frame of the gateway's own, waiting for room.
@@ -367,6 +422,13 @@ func (c *conn) write() {
 			}
 		}
 		for _, r := range replies {
+			if r == nil { // closeAfterReplies
+				c.mu.Lock()
+				code, reason := c.closeCode, c.closeReason
+				c.mu.Unlock()
+				c.close(code, reason)
+				return
+			}
 			if !c.writeFrame(r) {
 				return
 			}

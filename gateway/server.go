@@ -59,6 +59,10 @@ type Options struct {
 	PingInterval time.Duration
 	// WriteTimeout bounds one frame's write; default 10s.
 	WriteTimeout time.Duration
+	// Relay serves pages connected to other nodes whose sessions run here,
+	// and pipes this node's pages to the node that runs their session.
+	// Default: none; such a page is closed with 4001 and reconnects.
+	Relay *Relay
 	// Page renders GET /. Default: a minimal page.
 	Page http.Handler
 	// Static is served under /static/. Default: nothing.
@@ -129,6 +133,11 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}}
 	s.routes()
+	if opts.Relay != nil {
+		if err := opts.Relay.serve(s); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -272,6 +281,9 @@ func (s *Server) untrack(c *conn) {
 // and waits for their handlers, or for ctx. http.Server.Shutdown does not
 // wait for hijacked connections: call this after it.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.opts.Relay != nil {
+		s.opts.Relay.stop()
+	}
 	s.mu.Lock()
 	s.closing = true
 	open := make([]*conn, 0, len(s.conns))

@@ -210,7 +210,9 @@ func TestSigtermHandsOver(t *testing.T) {
 	addrA, addrB := durableFreeAddr(t), durableFreeAddr(t)
 	baseA, baseB := "http://"+addrA, "http://"+addrB
 	// A lease far longer than the test: only a handover can make B run it.
-	cluster := func(name string) []string { return []string{"--nats-url", ns.ClientURL(), "--node-id", name, "--lease-ttl", "10m"} }
+	cluster := func(name string) []string {
+		return []string{"--nats-url", ns.ClientURL(), "--node-id", name, "--lease-ttl", "10m"}
+	}
 	a := startGatewayProc(t, "node-a", bin, addrA, t.TempDir(), cluster("node-a")...)
 	b := startGatewayProc(t, "node-b", bin, addrB, t.TempDir(), cluster("node-b")...)
 	a.waitHealthy(baseA)
@@ -256,4 +258,150 @@ func TestSigtermHandsOver(t *testing.T) {
 	if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
 		t.Fatalf("%v\nframes:\n%s", err, br.dump())
 	}
+}
+
+// TestAnyNodeServesAnyBrowser: a page connected to a node that does not run
+// its session is relayed to the node that does, frames in and frames out;
+// when that node dies, the page is closed, reconnects, and the session
+// carries on on the node it reached, once the dead node's lease expired.
+func TestAnyNodeServesAnyBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(hang) {
+		t.Fatal("NATS did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	bin := buildGatewayBinary(t)
+	addrA, addrB := durableFreeAddr(t), durableFreeAddr(t)
+	baseA, baseB := "http://"+addrA, "http://"+addrB
+	cluster := func(name string) []string {
+		return []string{"--nats-url", ns.ClientURL(), "--node-id", name, "--lease-ttl", "2s", "--ping-interval", "1s"}
+	}
+	a := startGatewayProc(t, "node-a", bin, addrA, t.TempDir(), cluster("node-a")...)
+	b := startGatewayProc(t, "node-b", bin, addrB, t.TempDir(), cluster("node-b")...)
+	a.waitHealthy(baseA)
+	b.waitHealthy(baseB)
+
+	jar, _ := cookiejar.New(nil)
+	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
+	defer cancel()
+	must := func(r recFrame, err error) recFrame {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\nframes:\n%s\nA's log:\n%s\nB's log:\n%s", err, br.dump(), a.stderr.String(), b.stderr.String())
+		}
+		return r
+	}
+	lastSeq := func() int64 {
+		var last int64
+		for _, r := range br.recorded() {
+			if r.f.numbered() {
+				last = *r.f.Seq
+			}
+		}
+		return last
+	}
+	first, err := br.dial(ctx, baseA, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
+	session := must(first.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
+	_ = first.send(ctx, map[string]any{"type": "message", "content": "hello"})
+	must(first.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }))
+	_ = first.ws.Close(websocket.StatusNormalClosure, "")
+
+	// The browser comes back through node B: A still runs the session, so
+	// B relays the page to A.
+	second, err := br.dial(ctx, baseB, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = second.send(ctx, map[string]any{"type": "session.open", "session": session, "after": lastSeq(), "tools": durableTools})
+	must(second.until("session.opened through node B", func(f wireFrame) bool { return f.Type == "session.opened" }))
+	_ = second.send(ctx, map[string]any{"type": "message", "content": "delete my draft"})
+	call := must(second.until("tool.call through node B", func(f wireFrame) bool { return f.Type == "tool.call" }))
+	_ = second.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt, "result": map[string]bool{"approved": true}})
+	if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
+		t.Fatalf("%v\nframes:\n%s", err, br.dump())
+	}
+	// The session ran on A all along: B only moved frames.
+	if na, nb := loadedSessions(t, baseA), loadedSessions(t, baseB); na != 1 || nb != 0 {
+		t.Errorf("sessions in memory: A %d, B %d; want the session on A only", na, nb)
+	}
+
+	// Node A dies. B closes the relayed page; the page reconnects to B,
+	// which runs the session once A's lease has expired.
+	_ = a.cmd.Process.Kill()
+	_ = a.wait()
+	if err := second.closed(); err == nil {
+		t.Fatal("the relayed page stayed open after its node died")
+	}
+	var third *pageConn
+	deadline := time.Now().Add(3 * hang)
+	for third == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("node B never took the session over\n%s", b.stderr.String())
+		}
+		c, err := br.dial(ctx, baseB, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.send(ctx, map[string]any{"type": "session.open", "session": session, "after": lastSeq(), "tools": durableTools})
+		if _, err := c.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" }); err == nil {
+			third = c
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_ = third.send(ctx, map[string]any{"type": "message", "content": "hello again"})
+	must(third.until("a reply on node B", func(f wireFrame) bool {
+		role, _ := f.chat()
+		return f.Type == "message" && role == "assistant" && *f.Seq > 0
+	}))
+	// Every numbered event, across the three pages and two nodes, once and
+	// in order; the call settled once.
+	var seqs []int64
+	finished := 0
+	seen := map[int64]bool{}
+	for _, r := range br.recorded() {
+		if !r.f.numbered() || seen[*r.f.Seq] {
+			continue // a replay repeats what the page's browser had seen
+		}
+		seen[*r.f.Seq] = true
+		seqs = append(seqs, *r.f.Seq)
+		if r.f.Type == "tool.finished" {
+			finished++
+		}
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("seqs %v: a gap at %d", seqs, i+1)
+		}
+	}
+	if finished != 1 {
+		t.Errorf("%d tool.finished, want 1", finished)
+	}
+}
+
+// loadedSessions is the count of sessions a node's /healthz says it holds.
+func loadedSessions(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h struct{ Sessions int }
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Sessions
 }

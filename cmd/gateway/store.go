@@ -29,7 +29,8 @@ func defaultDataDir(getenv func(string) string) string {
 // openedStore is the sessions' store, and what to tell the user of it.
 type openedStore struct {
 	engine.Store
-	cookies scs.Store // nil: the gateway's in-memory default
+	cookies scs.Store      // nil: the gateway's in-memory default
+	relay   *gateway.Relay // nil: a single node
 	where   string
 	close   func()
 }
@@ -55,5 +56,10 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	if err != nil {
 		return openedStore{}, err
 	}
-	return openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { _ = s.Close() }}, nil
+	opened := openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { _ = s.Close() }}
+	if cfg.natsURL != "" {
+		opened.relay = gateway.NewRelay(s.Conn(), s.Node())
+		opened.where += ", node " + s.Node()
+	}
+	return opened, nil
 }

@@ -47,7 +47,7 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 		case string(e.Value()) == s.opts.Node:
 			rev, err = s.owners.Update(ctx, session, node, e.Revision()) // ours already
 		default:
-			return nil, fmt.Errorf("%w: session %s runs on node %s", engine.ErrOwnedElsewhere, session, e.Value())
+			return nil, &engine.OwnedElsewhereError{Session: session, Node: string(e.Value())}
 		}
 	}
 	if err != nil {

@@ -517,3 +517,10 @@ func (s *Store) Server() *server.Server {
 	}
 	return s.embedded.ns
 }
+
+// Conn is the store's connection to NATS, which the relay between gateway
+// nodes shares.
+func (s *Store) Conn() *nats.Conn { return s.nc }
+
+// Node is this gateway's name among the nodes that share the store.
+func (s *Store) Node() string { return s.opts.Node }
