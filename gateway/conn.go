@@ -116,11 +116,11 @@ func (c *conn) serve() {
 			c.page.Detach()
 			c.logger.Info("browser disconnected", "session", c.session.ID(), "page", c.page.ID())
 		}
+		c.close(engine.CloseNormal, "")
 		if c.pipe != nil {
-			c.pipe.close()
+			c.pipe.close() // after close: a move in progress sees the end
 			c.logger.Info("relayed page disconnected")
 		}
-		c.close(engine.CloseNormal, "")
 		c.stopPings()
 		c.mu.Lock()
 		c.stopped = true
@@ -319,13 +319,11 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 func (c *conn) elsewhere(f SessionOpen, err error) {
 	var owned *engine.OwnedElsewhereError
 	if relay := c.s.opts.Relay; relay != nil && errors.As(err, &owned) {
-		p, derr := relay.dial(c, owned.Node)
+		p, derr := relay.pipeTo(c, owned.Node, f)
 		if derr == nil {
 			c.pipe = p
 			c.logger.Info("page relayed to the node that runs its session", "session", f.Session, "node", owned.Node)
-			if err := p.send(encodeFrame(FrameSessionOpen, f)); err == nil {
-				return
-			}
+			return
 		}
 		c.logger.Info("failed to relay the page", "session", f.Session, "node", owned.Node, "err", derr)
 	}
@@ -488,8 +486,13 @@ func (c *conn) ended(page *engine.Page) bool {
 	default:
 		return false
 	}
-	if errors.Is(page.Err(), engine.ErrSessionClosed) {
+	switch err := page.Err(); {
+	case errors.Is(err, engine.ErrSessionClosed):
 		c.close(engine.CloseNormal, "the session ended")
+	case errors.Is(err, engine.ErrUnloaded):
+		// The session left this node (its lease was lost): it runs
+		// elsewhere from its journal.
+		c.close(engine.CloseElsewhere, "the session moved to another gateway node: reconnect")
 	}
 	return true
 }

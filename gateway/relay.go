@@ -189,41 +189,64 @@ func (s *remoteSocket) end() {
 	}
 }
 
-// pipe is the page's node's end: the socket's frames go to the serving
-// node, its frames come back to the socket.
+// pipe is the page's node's end: the socket's frames go to the node that
+// serves the session, its frames come back to the socket. When that node
+// dies, stops or lets the session go, the pipe finds where the session runs
+// next (this node included: it then serves the page to itself) and
+// carries on there from the last event the page got: the page sees a new
+// session.opened and the replay, and never reconnects.
 type pipe struct {
-	nc      *nats.Conn
+	r    *Relay
+	c    *conn
+	open SessionOpen // the page's session.open, whose after moves on
+
+	mu      sync.Mutex
 	id      string
 	subs    []*nats.Subscription
+	moving  bool     // between two nodes: the page's frames wait
+	waiting [][]byte // the page's frames while moving
+	after   int64    // the last event the page was sent
+	ended   bool
+
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
 
-// dial asks node to serve c's page, and pipes c to it.
-func (r *Relay) dial(c *conn, node string) (*pipe, error) {
-	p := &pipe{nc: r.nc, id: "gateway.relay.pipe." + nuid.Next(), stop: make(chan struct{})}
-	out, err := r.nc.Subscribe(p.id+".out", func(m *nats.Msg) {
-		if h := m.Header.Get(closeHeader); h != "" {
-			code, reason, _ := strings.Cut(h, " ")
-			n, _ := strconv.Atoi(code)
-			c.closeAfterReplies(engine.CloseCode(n), reason)
-			return
-		}
-		c.reply(m.Data)
-	})
-	if err != nil {
+// maxWaiting is how many of the page's frames may wait while the pipe moves
+// to another node; past it the page is closed and resumes on its own.
+const maxWaiting = 256
+
+// pipeTo pipes c's page, which sent open, to node.
+func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
+	p := &pipe{r: r, c: c, open: open, after: open.After, stop: make(chan struct{})}
+	if err := p.dial(node); err != nil {
 		return nil, err
 	}
-	ping, err := r.nc.Subscribe(p.id+".ping", func(m *nats.Msg) { _ = m.Respond(nil) })
+	if c.s.opts.PingInterval > 0 {
+		p.stopped.Add(1)
+		go p.watch(c.s.opts.PingInterval)
+	}
+	return p, nil
+}
+
+// dial asks node to serve the page and sends it the page's session.open.
+func (p *pipe) dial(node string) error {
+	id := "gateway.relay.pipe." + nuid.Next()
+	nc := p.r.nc
+	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, m) })
+	if err != nil {
+		return err
+	}
+	ping, err := nc.Subscribe(id+".ping", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
 		_ = out.Unsubscribe()
-		return nil, err
+		return err
 	}
-	p.subs = []*nats.Subscription{out, ping}
-	req, _ := json.Marshal(relayOpen{Pipe: p.id, Browser: c.browser, Remote: r.node})
-	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	req, _ := json.Marshal(relayOpen{Pipe: id, Browser: p.c.browser, Remote: p.r.node})
+	// A live node answers at once; one that does not is dead or paused.
+	ctx, cancel := context.WithTimeout(p.c.ctx, 2*time.Second)
 	defer cancel()
-	resp, err := r.nc.RequestWithContext(ctx, openSubject(node), req)
+	resp, err := nc.RequestWithContext(ctx, openSubject(node), req)
 	if err == nil {
 		var answer struct {
 			OK    bool
@@ -234,19 +257,136 @@ func (r *Relay) dial(c *conn, node string) (*pipe, error) {
 		}
 	}
 	if err != nil {
-		p.unsubscribe()
-		return nil, fmt.Errorf("failed to reach node %s: %w", node, err)
+		_ = out.Unsubscribe()
+		_ = ping.Unsubscribe()
+		return fmt.Errorf("failed to reach node %s: %w", node, err)
 	}
-	if c.s.opts.PingInterval > 0 {
-		p.stopped.Add(1)
-		go p.watch(c, node, c.s.opts.PingInterval)
-	}
-	return p, nil
+	p.mu.Lock()
+	p.id, p.subs = id, []*nats.Subscription{out, ping}
+	open := p.open
+	open.After = p.after
+	p.mu.Unlock()
+	return nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open))
 }
 
-// watch closes the page when the serving node stops answering: the page
-// reconnects, and reaches the session wherever it runs next.
-func (p *pipe) watch(c *conn, node string, every time.Duration) {
+// received takes a frame from the serving node of pipe id.
+func (p *pipe) received(id string, m *nats.Msg) {
+	p.mu.Lock()
+	current := id == p.id && !p.ended
+	p.mu.Unlock()
+	if !current {
+		return // from a node the pipe has left
+	}
+	if h := m.Header.Get(closeHeader); h != "" {
+		code, reason, _ := strings.Cut(h, " ")
+		n, _ := strconv.Atoi(code)
+		switch engine.CloseCode(n) {
+		case engine.CloseGoingAway, engine.CloseElsewhere:
+			// That node stops, or let the session go: it runs elsewhere next.
+			p.stopped.Add(1)
+			go func() {
+				defer p.stopped.Done()
+				p.move("node closed the page: " + reason)
+			}()
+		default:
+			p.end()
+			p.c.closeAfterReplies(engine.CloseCode(n), reason)
+		}
+		return
+	}
+	var ev struct {
+		Type string
+		Seq  int64
+	}
+	if json.Unmarshal(m.Data, &ev) == nil && ev.Seq > 0 && ev.Type != engine.FrameSessionOpened {
+		p.mu.Lock()
+		p.after = max(p.after, ev.Seq)
+		p.mu.Unlock()
+	}
+	p.c.reply(m.Data)
+}
+
+// send forwards one of the page's frames, or keeps it while the pipe moves.
+func (p *pipe) send(frame []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.moving {
+		if len(p.waiting) >= maxWaiting {
+			return errors.New("too many frames while the session moves")
+		}
+		p.waiting = append(p.waiting, frame)
+		return nil
+	}
+	return p.r.nc.Publish(p.id+".in", frame)
+}
+
+// move finds where the session runs next and carries the page there, or
+// closes it when it cannot (4001: the page reconnects and resumes).
+func (p *pipe) move(why string) {
+	p.mu.Lock()
+	if p.moving || p.ended {
+		p.mu.Unlock()
+		return
+	}
+	p.moving = true
+	old := p.subs
+	p.subs = nil
+	p.mu.Unlock()
+	for _, sub := range old {
+		_ = sub.Unsubscribe()
+	}
+	c := p.c
+	c.logger.Info("the session's node is gone: moving the relayed page", "session", p.open.Session, "why", why)
+	deadline := time.Now().Add(time.Minute)
+	wait := 100 * time.Millisecond
+	for c.ctx.Err() == nil && time.Now().Before(deadline) {
+		if err := p.moveOnce(); err == nil {
+			p.mu.Lock()
+			waiting := p.waiting
+			p.waiting, p.moving = nil, false
+			id := p.id
+			p.mu.Unlock()
+			for _, f := range waiting {
+				_ = p.r.nc.Publish(id+".in", f)
+			}
+			c.logger.Info("relayed page moved", "session", p.open.Session)
+			return
+		} else if errors.Is(err, errUnknownSession) {
+			break
+		}
+		select {
+		case <-time.After(wait):
+		case <-c.ctx.Done():
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+	p.end()
+	c.close(engine.CloseElsewhere, "the session's gateway node is gone: reconnect")
+}
+
+// moveOnce pipes the page to where the session runs now: the node that
+// holds its lease, or this one, which takes it.
+func (p *pipe) moveOnce() error {
+	ctx, cancel := context.WithTimeout(p.c.ctx, 10*time.Second)
+	defer cancel()
+	sess, err := p.c.s.opts.Engine.Load(ctx, p.open.Session)
+	var owned *engine.OwnedElsewhereError
+	switch {
+	case errors.As(err, &owned):
+		return p.dial(owned.Node)
+	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
+		return errUnknownSession
+	case err != nil:
+		return err
+	case sess.Owner() != p.c.browser:
+		return errUnknownSession
+	default:
+		return p.dial(p.r.node) // it runs here now: this node serves it
+	}
+}
+
+// watch moves the page when the serving node stops answering.
+func (p *pipe) watch(every time.Duration) {
 	defer p.stopped.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -256,19 +396,32 @@ func (p *pipe) watch(c *conn, node string, every time.Duration) {
 			return
 		case <-t.C:
 		}
+		p.mu.Lock()
+		id, moving := p.id, p.moving
+		p.mu.Unlock()
+		if moving {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		_, err := p.nc.RequestWithContext(ctx, p.id+".oping", nil)
+		_, err := p.r.nc.RequestWithContext(ctx, id+".oping", nil)
 		cancel()
 		if err != nil {
-			c.logger.Info("the node that serves this page stopped answering, closing", "node", node, "err", err)
-			c.close(engine.CloseGoingAway, "the gateway node that runs the session stopped answering: reconnect")
-			return
+			p.move("its node stopped answering: " + err.Error())
 		}
 	}
 }
 
-// send forwards one of the page's frames.
-func (p *pipe) send(frame []byte) error { return p.nc.Publish(p.id+".in", frame) }
+// end stops taking the serving node's frames.
+func (p *pipe) end() {
+	p.mu.Lock()
+	p.ended = true
+	subs := p.subs
+	p.subs = nil
+	p.mu.Unlock()
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
+}
 
 // close tells the serving node the page left, and stops.
 func (p *pipe) close() {
@@ -278,15 +431,12 @@ func (p *pipe) close() {
 	default:
 		close(p.stop)
 	}
-	m := nats.NewMsg(p.id + ".in")
+	p.mu.Lock()
+	id := p.id
+	p.mu.Unlock()
+	m := nats.NewMsg(id + ".in")
 	m.Header.Set(closeHeader, "1000 the page left")
-	_ = p.nc.PublishMsg(m)
-	p.unsubscribe()
+	_ = p.r.nc.PublishMsg(m)
+	p.end()
 	p.stopped.Wait()
-}
-
-func (p *pipe) unsubscribe() {
-	for _, sub := range p.subs {
-		_ = sub.Unsubscribe()
-	}
 }

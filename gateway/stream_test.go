@@ -107,8 +107,10 @@ func TestRefusedFramesAreRateLimited(t *testing.T) {
 			t.Fatalf("unexpected error frame %s", f)
 		}
 	}
-	if limited != 1 {
-		t.Errorf("%d rate_limited frames, want 1", limited)
+	// Once per episode: a loaded machine may read slowly enough for the
+	// bucket to refill, which starts another.
+	if limited < 1 || limited > unknown/2 {
+		t.Errorf("%d rate_limited frames for %d refused, want one per episode", limited, unknown)
 	}
 	if got := c.reply("hello"); got != "echo: hello" {
 		t.Errorf("after the flood, reply %q", got)
