@@ -16,7 +16,7 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: test build generate generate-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
+.PHONY: cluster-test test build generate generate-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
 test: deps generate-check lint unit node-test build
 	npx playwright test $(E2E_ARGS)
@@ -88,6 +88,12 @@ bench:
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
 	bin/gatewaybench -store memory -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
 	bin/gatewaybench -store jetstream -phases latency,throughput,stream -cpuprofile bin/gateway-cpu-jetstream.prof
+
+# Three NATS servers clustered on loopback (from the Go module, in the test)
+# and three gateway processes: failover under kill -9 and SIGTERM
+# (docs/deploy.md). About a minute; not part of make test.
+cluster-test:
+	CLUSTER_TEST=1 $(GO) test -run TestClusterFailover -count=1 -v ./cmd/gateway
 
 # Rewrites docs/screenshot.png from the running demo.
 screenshot: deps build

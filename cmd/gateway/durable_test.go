@@ -146,10 +146,13 @@ func (p *gatewayProc) wait() error {
 }
 
 // waitHealthy polls /healthz until it answers 200.
-func (p *gatewayProc) waitHealthy(base string) {
+func (p *gatewayProc) waitHealthy(base string) { p.t.Helper(); p.waitHealthyFor(base, hang) }
+
+// waitHealthyFor polls /healthz until it answers 200, for up to d.
+func (p *gatewayProc) waitHealthyFor(base string, d time.Duration) {
 	p.t.Helper()
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(hang)
+	deadline := time.Now().Add(d)
 	for {
 		resp, err := client.Get(base + "/healthz")
 		if err == nil {

@@ -133,9 +133,19 @@ func (s *Store) renew() {
 			held = append(held, o)
 		}
 		s.mu.Unlock()
+		// Concurrently, a few at a time: one round trip each, and a node
+		// may hold thousands.
+		sem := make(chan struct{}, 32)
+		var wg sync.WaitGroup
 		for _, o := range held {
-			o.renew()
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				o.renew()
+			}()
 		}
+		wg.Wait()
 	}
 }
 

@@ -176,7 +176,7 @@ func (s *Store) setUp(ctx context.Context) error {
 	hint := func(what string, err error) error {
 		return fmt.Errorf("failed to open %s in %s: %w (if the data is damaged, move it aside and start again, or restore it from a backup)", what, where, err)
 	}
-	s.journal, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	s.journal, err = s.ensureStream(ctx, jetstream.StreamConfig{
 		Name:        JournalStream,
 		Description: "the gateway's session journals, a subject per session",
 		Subjects:    []string{journalPrefix + ">"},
@@ -188,21 +188,21 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err != nil {
 		return hint("the session journal", err)
 	}
-	s.summaries, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	s.summaries, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: SummaryBucket, Description: "a summary per session, keyed <owner>.<session>",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1,
 	})
 	if err != nil {
 		return hint("the session summaries", err)
 	}
-	s.cookies, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	s.cookies, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: CookieBucket, Description: "the browsers' cookie identities",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.CookieLifetime,
 	})
 	if err != nil {
 		return hint("the cookie identities", err)
 	}
-	s.owners, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	s.owners, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: OwnersBucket, Description: "which node runs each session: a lease per session, renewed by its holder",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.LeaseTTL,
 	})
@@ -210,6 +210,61 @@ func (s *Store) setUp(ctx context.Context) error {
 		return hint("the session leases", err)
 	}
 	return nil
+}
+
+// ensureStream opens the stream, or makes it when it is missing. Gateways
+// that start together race to make it: a loser finds it made.
+func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	return ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) { return s.js.Stream(ctx, cfg.Name) },
+		func(ctx context.Context) (jetstream.Stream, error) { return s.js.CreateStream(ctx, cfg) },
+		func(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) })
+}
+
+// ensureKV opens the bucket, or makes it when it is missing; a bucket whose
+// entries' time to live is not cfg's (--lease-ttl changed) gets cfg's.
+func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
+		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.CreateKeyValue(ctx, cfg) },
+		func(err error) bool { return errors.Is(err, jetstream.ErrBucketNotFound) })
+	if err != nil {
+		return nil, err
+	}
+	if st, err := kv.Status(ctx); err == nil && st.TTL() != cfg.TTL {
+		return s.js.UpdateKeyValue(ctx, cfg)
+	}
+	return kv, nil
+}
+
+// ensure looks a thing up, makes it when it is missing, and looks again
+// when the making fails (another gateway made it first), until ctx ends.
+// Each request has a few seconds: one lost while the cluster elects a
+// leader is asked again.
+func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T, error), missing func(error) bool) (T, error) {
+	var zero T
+	var err error
+	for try := 0; ; try++ {
+		var v T
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if v, err = lookup(rctx); err == nil {
+			cancel()
+			return v, nil
+		}
+		if missing(err) {
+			if v, err = create(rctx); err == nil {
+				cancel()
+				return v, nil
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return zero, err
+		}
+		select {
+		case <-time.After(time.Duration(min(try+1, 10)) * 100 * time.Millisecond):
+		case <-ctx.Done():
+			return zero, err
+		}
+	}
 }
 
 // Close stops renewing leases, closes the connection and stops the
