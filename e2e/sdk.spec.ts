@@ -628,3 +628,32 @@ test("an answer written to a dead socket goes again after the reconnect, until i
     expect(out.second.sent).toEqual([answer]);
     expect(out.third).toEqual([]);
 });
+
+test("a second session.opened on an open socket (the session moved to another node) is a resume", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, tools: { confirm: () => ({ approved: true }) } });
+        const resets: any[] = [];
+        const opened: any[] = [];
+        client.on("reset", (d: any) => resets.push(d));
+        client.on("opened", (d: any) => opened.push(d));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "message", seq: 1, message: { role: "user", content: "hi" } });
+        ws.push({ type: "session.idle", seq: 2 });
+        // The node that ran the session died; this page's node moved it.
+        ws.push({ type: "session.opened", session: "s1", seq: 3, page: "p2" });
+        ws.push({ type: "session.idle", seq: 2 }); // a replay overlapping what the page saw
+        ws.push({ type: "message", seq: 3, message: { role: "assistant", content: "hello" } });
+        await w.sleep(20);
+        return { page: client.page, seq: client.seq, resets, opened, events: client.events.map((e: any) => e.seq) };
+    });
+    expect(out.resets).toEqual([]);
+    expect(out.page).toBe("p2");
+    expect(out.seq).toBe(3);
+    expect(out.events).toEqual([1, 2, 3]);
+    expect(out.opened.map((o: any) => [o.page, o.resumed])).toEqual([["p1", false], ["p2", true]]);
+});
