@@ -53,6 +53,19 @@ func TestClusterFailover(t *testing.T) {
 		procs[name].waitHealthyFor(bases[name], time.Minute)
 	}
 
+	// Calls per second: the cluster, pages spread over its three nodes,
+	// beside one gateway on its embedded store, on this one machine.
+	const loadSessions, loadTurns = 50, 5
+	clusterRate := callRate(t, []string{bases["node-a"], bases["node-b"], bases["node-c"]}, loadSessions, loadTurns)
+	single := durableFreeAddr(t)
+	one := startGatewayProc(t, "single", bin, single, t.TempDir())
+	one.waitHealthy("http://" + single)
+	singleRate := callRate(t, []string{"http://" + single}, loadSessions, loadTurns)
+	_ = one.cmd.Process.Signal(syscall.SIGTERM)
+	_ = one.wait()
+	t.Logf("client calls settled per second, %d sessions of %d turns: the cluster (3 gateways, 3 NATS servers, R3) %.0f/s; one gateway on its embedded store %.0f/s (all on this 2-core machine)",
+		loadSessions, loadTurns, clusterRate, singleRate)
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const n = durableBrowsers
@@ -319,4 +332,55 @@ func jetStreamAnswers(u string) bool {
 	defer cancel()
 	_, err = js.AccountInfo(ctx)
 	return err == nil
+}
+
+// callRate runs sessions browsers, each on a random one of bases, each
+// asking "what time is it" turns times in a row and answering the client
+// call at once; it returns the client calls settled per second.
+func callRate(t *testing.T, bases []string, sessions, turns int) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	start := time.Now()
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jar, _ := cookiejar.New(nil)
+			br := &durableBrowser{i: i, http: &http.Client{Jar: jar, Timeout: hang}}
+			page, err := br.dial(ctx, bases[i%len(bases)], 1)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer page.ws.CloseNow()
+			_ = page.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
+			if _, err := page.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" }); err != nil {
+				errs <- err
+				return
+			}
+			for range turns {
+				_ = page.send(ctx, map[string]any{"type": "message", "content": "what time is it"})
+				call, err := page.until("tool.call", func(f wireFrame) bool { return f.Type == "tool.call" })
+				if err != nil {
+					errs <- err
+					return
+				}
+				_ = page.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt,
+					"result": map[string]string{"time": "12:00", "timeZone": "Asia/Tokyo"}})
+				if err := page.untilReplyIdle("Your page says it's 12:00 in Asia/Tokyo."); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return float64(sessions*turns) / time.Since(start).Seconds()
 }
