@@ -26,25 +26,7 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(hang) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	url := ns.ClientURL()
-
-	bin := buildGatewayBinary(t)
-	addrA, addrB := durableFreeAddr(t), durableFreeAddr(t)
-	baseA, baseB := "http://"+addrA, "http://"+addrB
-	cluster := func(name string) []string { return []string{"--nats-url", url, "--node-id", name, "--lease-ttl", "2s"} }
-	a := startGatewayProc(t, "node-a", bin, addrA, t.TempDir(), cluster("node-a")...)
-	b := startGatewayProc(t, "node-b", bin, addrB, t.TempDir(), cluster("node-b")...)
-	a.waitHealthy(baseA)
-	b.waitHealthy(baseB)
+	url, a, b, baseA, baseB := twoNodes(t, "--lease-ttl", "2s")
 
 	jar, _ := cookiejar.New(nil)
 	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
@@ -198,26 +180,8 @@ func TestSigtermHandsOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(hang) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	bin := buildGatewayBinary(t)
-	addrA, addrB := durableFreeAddr(t), durableFreeAddr(t)
-	baseA, baseB := "http://"+addrA, "http://"+addrB
 	// A lease far longer than the test: only a handover can make B run it.
-	cluster := func(name string) []string {
-		return []string{"--nats-url", ns.ClientURL(), "--node-id", name, "--lease-ttl", "10m"}
-	}
-	a := startGatewayProc(t, "node-a", bin, addrA, t.TempDir(), cluster("node-a")...)
-	b := startGatewayProc(t, "node-b", bin, addrB, t.TempDir(), cluster("node-b")...)
-	a.waitHealthy(baseA)
-	b.waitHealthy(baseB)
+	_, a, _, baseA, baseB := twoNodes(t, "--lease-ttl", "10m")
 
 	jar, _ := cookiejar.New(nil)
 	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
@@ -269,25 +233,7 @@ func TestAnyNodeServesAnyBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(hang) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	bin := buildGatewayBinary(t)
-	addrA, addrB := durableFreeAddr(t), durableFreeAddr(t)
-	baseA, baseB := "http://"+addrA, "http://"+addrB
-	cluster := func(name string) []string {
-		return []string{"--nats-url", ns.ClientURL(), "--node-id", name, "--lease-ttl", "2s", "--ping-interval", "1s"}
-	}
-	a := startGatewayProc(t, "node-a", bin, addrA, t.TempDir(), cluster("node-a")...)
-	b := startGatewayProc(t, "node-b", bin, addrB, t.TempDir(), cluster("node-b")...)
-	a.waitHealthy(baseA)
-	b.waitHealthy(baseB)
+	_, a, b, baseA, baseB := twoNodes(t, "--lease-ttl", "2s", "--ping-interval", "1s")
 
 	jar, _ := cookiejar.New(nil)
 	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
@@ -401,4 +347,39 @@ func (f wireFrame) seq() int64 {
 		return 0
 	}
 	return *f.Seq
+}
+
+// natsURL runs a NATS server with JetStream on loopback, as a member of the
+// gateways' cluster would be, and returns its URL.
+func natsURL(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(hang) {
+		t.Fatal("NATS did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// twoNodes starts a NATS server and two gateway processes on it, node-a and
+// node-b, each with flags besides --nats-url and --node-id, and waits until
+// both answer.
+func twoNodes(t *testing.T, flags ...string) (url string, a, b *gatewayProc, baseA, baseB string) {
+	t.Helper()
+	url = natsURL(t)
+	bin := buildGatewayBinary(t)
+	start := func(name string) (*gatewayProc, string) {
+		addr := durableFreeAddr(t)
+		p := startGatewayProc(t, name, bin, addr, t.TempDir(), append([]string{"--nats-url", url, "--node-id", name}, flags...)...)
+		return p, "http://" + addr
+	}
+	a, baseA = start("node-a")
+	b, baseB = start("node-b")
+	a.waitHealthy(baseA)
+	b.waitHealthy(baseB)
+	return url, a, b, baseA, baseB
 }
