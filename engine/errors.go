@@ -33,6 +33,10 @@ var (
 	ErrBadDecision = errors.New("bad decision")
 	// ErrBadConfig: the agent config cannot be used (bad schema, no model).
 	ErrBadConfig = errors.New("bad agent config")
+	// ErrBadRequest: a request names something that cannot be (an empty
+	// tool name, an after beyond the session's last event). Its text says
+	// what.
+	ErrBadRequest = errors.New("bad request")
 	// ErrWorker: the worker failed (returned an error or panicked).
 	ErrWorker = errors.New("worker failed")
 )

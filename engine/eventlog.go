@@ -201,7 +201,7 @@ func (l *eventLog) attach(p *Page, after int64) error {
 	}
 	last := int64(len(l.events))
 	if after > last {
-		return fmt.Errorf("after %d is beyond the session's last event %d", after, last)
+		return fmt.Errorf("%w: after %d is beyond the session's last event %d", ErrBadRequest, after, last)
 	}
 	if after < 0 {
 		after = 0

@@ -183,11 +183,11 @@ func checkTools(tools []string, max int) (map[string]struct{}, error) {
 	for i, t := range tools {
 		switch {
 		case t == "":
-			return nil, fmt.Errorf("tools[%d] is empty", i)
+			return nil, fmt.Errorf("%w: tools[%d] is empty", ErrBadRequest, i)
 		case len(t) > MaxToolNameBytes:
 			return nil, fmt.Errorf("%w: tools[%d] is %d bytes long, at most %d", ErrLimitExceeded, i, len(t), MaxToolNameBytes)
 		case !utf8.ValidString(t):
-			return nil, fmt.Errorf("tools[%d] is not UTF-8", i)
+			return nil, fmt.Errorf("%w: tools[%d] is not UTF-8", ErrBadRequest, i)
 		}
 		set[t] = struct{}{}
 	}

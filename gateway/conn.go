@@ -214,6 +214,8 @@ func errorCode(err error) engine.WireCode {
 		return engine.WireSessionClosed
 	case errors.Is(err, engine.ErrLimitExceeded):
 		return engine.WireLimitExceeded
+	case errors.Is(err, engine.ErrBadRequest):
+		return engine.WireBadFrame
 	case errors.Is(err, errUnknownSession):
 		return engine.WireUnknownSession
 	case errors.Is(err, engine.ErrStoreUnavailable):
@@ -236,11 +238,7 @@ func (c *conn) open(f SessionOpen) {
 	}
 	eng := c.s.opts.Engine
 	if err := eng.CheckTools(f.Tools); err != nil {
-		code := engine.WireBadFrame
-		if errors.Is(err, engine.ErrLimitExceeded) {
-			code = engine.WireLimitExceeded
-		}
-		c.refuse(code, fmt.Sprintf("session.open: %v", err))
+		c.refuse(errorCode(err), fmt.Sprintf("session.open: %v", err))
 		return
 	}
 	var sess *engine.Session
@@ -275,9 +273,6 @@ func (c *conn) open(f SessionOpen) {
 	}
 	if err != nil {
 		code := errorCode(err)
-		if code == engine.WireInternal && !errors.Is(err, engine.ErrSessionClosed) {
-			code = engine.WireBadFrame // after beyond the last event, an empty tool name
-		}
 		if f.Session == "" {
 			// The session was only for this page: it goes before the reply.
 			sess.End(context.WithoutCancel(c.ctx), "its page could not attach")
