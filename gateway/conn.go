@@ -89,16 +89,21 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
+	s.serveSocket(ws, browser, s.logger.With("remote", r.RemoteAddr))
+}
+
+// serveSocket serves a page on sock, a WebSocket of this node or a page
+// relayed from another, until it ends.
+func (s *Server) serveSocket(sock socket, browser string, logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		s: s, ws: ws, browser: browser,
-		logger: s.logger.With("remote", r.RemoteAddr),
-		ctx:    ctx, cancel: cancel,
+		s: s, ws: sock, browser: browser, logger: logger,
+		ctx: ctx, cancel: cancel,
 		closed: make(chan struct{}),
 		room:   make(chan struct{}, 1),
 	}
 	if !s.track(c) {
-		ws.Close(websocket.StatusCode(engine.CloseGoingAway), "the gateway is shutting down")
+		_ = sock.Close(websocket.StatusCode(engine.CloseGoingAway), "the gateway is shutting down")
 		cancel()
 		return
 	}

@@ -88,21 +88,7 @@ func (r *Relay) stop() {
 // serveRemote serves a page relayed from another node, as serveWS serves a
 // socket of this one.
 func (s *Server) serveRemote(sock *remoteSocket, browser, remote string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{
-		s: s, ws: sock, browser: browser,
-		logger: s.logger.With("remote", remote, "relayed", true),
-		ctx:    ctx, cancel: cancel,
-		closed: make(chan struct{}),
-		room:   make(chan struct{}, 1),
-	}
-	if !s.track(c) {
-		_ = sock.Close(websocket.StatusCode(engine.CloseGoingAway), "the gateway is shutting down")
-		cancel()
-		return
-	}
-	defer s.untrack(c)
-	c.serve()
+	s.serveSocket(sock, browser, s.logger.With("remote", remote, "relayed", true))
 }
 
 // remoteSocket is the serving node's end of a pipe: a socket whose frames
