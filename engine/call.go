@@ -254,12 +254,14 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 		prop.Actions = []Action{*proposed}
 	}
 	def := answerDefaults{id: c.id, attempt: c.attempt}
+	s.workersRunning++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
 		d, err := s.callWorker(ctx, t, prop)
 		_ = s.post(context.Background(), func() {
+			s.workersRunning--
 			if err != nil {
 				if c := s.calls[def.id]; c == nil || c.settled || c.backingOff || c.attempt != def.attempt {
 					// The attempt already ended (timeout, cancel): its

@@ -49,6 +49,12 @@ type Options struct {
 	// message (or its start); default DefaultRetain (30 days), negative:
 	// forever. An expired session is deleted when it is not loaded.
 	Retain time.Duration
+	// Drain is how long Close lets worker attempts that are running finish
+	// before it unloads their sessions; default 0: none, they are cut and
+	// settle by the restart rules (an attempt of a tool that is not
+	// idempotent settles interrupted). Sessions with no worker attempt
+	// running unload at once. Timed on Clock.
+	Drain time.Duration
 	// MaxPageTools is how many client tools one page may declare; default
 	// DefaultMaxPageTools (128). Every name is kept while its page is
 	// attached.
@@ -225,7 +231,8 @@ func (e *Engine) forget(s *Session) {
 
 // Close unloads every session (their journals keep them for the next
 // process: a restart or a deploy is not the end of a chat) and waits for
-// their goroutines, or for ctx.
+// their goroutines, or for ctx. A session with worker attempts running
+// first lets them finish, for up to Drain, so a deploy does not cut them.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
@@ -237,6 +244,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.sweep.Stop()
 	}
 	e.mu.Unlock()
+	if e.opts.Drain > 0 {
+		e.drain(ctx, open)
+	}
 	for _, s := range open {
 		s.unload(ctx)
 	}
@@ -247,6 +257,26 @@ func (e *Engine) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("failed to close engine: %w", ctx.Err())
+	}
+}
+
+// drain asks each session to unload once no worker attempt of it runs, and
+// waits for them for up to Drain.
+func (e *Engine) drain(ctx context.Context, open []*Session) {
+	for _, s := range open {
+		_ = s.post(ctx, func() { s.draining = true })
+	}
+	up := make(chan struct{})
+	timer := e.opts.Clock.AfterFunc(e.opts.Drain, func() { close(up) })
+	defer timer.Stop()
+	for _, s := range open {
+		select {
+		case <-s.stopped:
+		case <-up:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

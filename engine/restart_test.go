@@ -24,6 +24,7 @@ type rig struct {
 	store      engine.Store
 	open       func() engine.Store
 	closeStore func()
+	drain      time.Duration // the next engine's Options.Drain
 }
 
 // forEachStore runs f on the memory store and on JetStream in a temporary
@@ -64,7 +65,7 @@ func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 	r.store = r.open()
 	e, err := engine.New(engine.Options{
 		Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
-		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half,
+		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half, Drain: r.drain,
 	})
 	if err != nil {
 		r.t.Fatal(err)
@@ -384,6 +385,107 @@ func TestRestartWorkerAttempt(t *testing.T) {
 					t.Errorf("tool.finished %+v, want found", fin)
 				}
 				if tt.wantTool == "interrupted" && (fin.OK || fin.Code != string(engine.CodeInterrupted) || !strings.Contains(fin.Error, "whether it took effect is unknown")) {
+					t.Errorf("tool.finished %+v, want interrupted", fin)
+				}
+				checkJournal(t, r.store, s1.ID())
+			})
+		})
+	}
+}
+
+// TestCloseDrainsWorkerAttempts: with Drain, Close (a deploy's SIGTERM)
+// lets a running worker attempt finish and keeps its result, so a tool that
+// is not idempotent is not cut; when Drain runs out first, the attempt is
+// cut and settles interrupted, as after a crash.
+func TestCloseDrainsWorkerAttempts(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		finishes bool // the worker answers before Drain runs out
+		wantTool string
+	}{
+		{"finishes in time", true, "found"},
+		{"drain runs out", false, "interrupted"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, r *rig) {
+				var mu sync.Mutex
+				runs := 0
+				started, release := make(chan struct{}, 1), make(chan struct{})
+				w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "send_email"}}}}
+				w.execute = func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					mu.Lock()
+					runs++
+					mu.Unlock()
+					started <- struct{}{}
+					select {
+					case <-release:
+						return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
+					case <-ctx.Done():
+						return engine.Decision{}, ctx.Err()
+					}
+				}
+				m := callsThenSummary(use("call_1", "send_email", `{}`))
+				r.drain = time.Minute
+				e1 := r.start(w, m)
+				s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+				p1 := attach(t, s1, 0)
+				_ = p1.page.Send(context.Background(), "go")
+				recv(t, started, "the worker attempt")
+
+				timers := r.clock.Pending()
+				closed := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+					defer cancel()
+					closed <- e1.Close(ctx)
+				}()
+				// Close arms its Drain timer once every session was asked
+				// to drain: only then does the worker answer or time run.
+				for deadline := time.Now().Add(hangGuard); r.clock.Pending() == timers; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("Close armed no Drain timer")
+					}
+				}
+				select {
+				case err := <-closed:
+					t.Fatalf("Close returned (%v) while a worker attempt ran and Drain had not run out", err)
+				default:
+				}
+				if tt.finishes {
+					close(release)
+				} else {
+					r.clock.Advance(time.Minute)
+				}
+				if err := recv(t, closed, "Close"); err != nil {
+					t.Fatal(err)
+				}
+
+				r.drain = 0
+				e2 := r.start(w, m)
+				s2, err := e2.Load(context.Background(), s1.ID())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := attach(t, s2, 0).until("the reply", finalIdle("saw: "))
+				mu.Lock()
+				if runs != 1 {
+					t.Errorf("the tool ran %d times, want 1", runs)
+				}
+				mu.Unlock()
+				var fin struct {
+					OK     bool
+					Code   string
+					Result string
+				}
+				for _, ev := range got {
+					if ev.Type == engine.EventToolFinished {
+						_ = json.Unmarshal(ev.Frame, &fin)
+					}
+				}
+				switch {
+				case tt.wantTool == "found" && (!fin.OK || fin.Result != "found"):
+					t.Errorf("tool.finished %+v, want its result kept", fin)
+				case tt.wantTool == "interrupted" && (fin.OK || fin.Code != string(engine.CodeInterrupted)):
 					t.Errorf("tool.finished %+v, want interrupted", fin)
 				}
 				checkJournal(t, r.store, s1.ID())

@@ -61,12 +61,14 @@ type Session struct {
 	agentDirty       bool // the agent changed since the last commit
 	unloadable       bool // a page attached once, or the session was rebuilt: unload it when idle
 
-	afterCommit []func()    // replies to do, sent once the step is stored
-	summary     Summary     // the last summary the store took
-	storeRetry  clock.Timer // retries a batch the store refused
-	unloading   bool        // leave memory after this step; the journal keeps the session
-	ownership   Ownership   // the session's lease on a shared store; nil otherwise
-	lost        bool        // the lease is lost: leave, store nothing more
+	afterCommit    []func()    // replies to do, sent once the step is stored
+	summary        Summary     // the last summary the store took
+	storeRetry     clock.Timer // retries a batch the store refused
+	unloading      bool        // leave memory after this step; the journal keeps the session
+	draining       bool        // unload once no worker attempt runs (Engine.Close)
+	workersRunning int         // worker attempts whose Decide has not returned
+	ownership      Ownership   // the session's lease on a shared store; nil otherwise
+	lost           bool        // the lease is lost: leave, store nothing more
 }
 
 // waitingMessage is a user message waiting for the turn before it to end,
@@ -123,7 +125,7 @@ func (s *Session) run() {
 		select {
 		case f := <-s.inbox:
 			s.step(f)
-			if s.ending || s.unloading {
+			if s.ending || s.unloading || (s.draining && s.workersRunning == 0) {
 				s.leave()
 				return
 			}

@@ -30,7 +30,8 @@ func TestParseConfig(t *testing.T) {
 		unload:        engine.DefaultUnload,
 		leaseTTL:      jetstream.DefaultLeaseTTL,
 		logLevel:      slog.LevelInfo,
-		shutdownGrace: 10 * time.Second,
+		drain:         5 * time.Second,
+		shutdownGrace: 15 * time.Second,
 	}
 	with := func(edit func(c *config)) config {
 		c := defaults
@@ -68,6 +69,16 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.listen, c.clientTimeout, c.readLimit = ":9000", 5*time.Second, 10 }),
 		},
 		{
+			name: "drain, and the grace that covers it",
+			args: []string{"--drain", "30s"},
+			want: with(func(c *config) { c.drain, c.shutdownGrace = 30*time.Second, 40*time.Second }),
+		},
+		{
+			name: "no drain",
+			env:  map[string]string{"GATEWAY_DRAIN": "0s"},
+			want: with(func(c *config) { c.drain, c.shutdownGrace = 0, 10*time.Second }),
+		},
+		{
 			name: "worker URL with its secret from the environment",
 			args: []string{"--worker-url", "http://127.0.0.1:9/decide"},
 			env:  map[string]string{"GATEWAY_WORKER_SECRET": "s3cret"},
@@ -103,6 +114,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
+		{"negative drain", []string{"--drain", "-1s"}, nil, "drain"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},
 		{"unknown flag", []string{"--colour"}, nil, "colour"},
 		{"stray argument", []string{"serve"}, nil, `"serve"`},

@@ -46,6 +46,7 @@ type config struct {
 	unload        time.Duration
 	nodeID        string
 	leaseTTL      time.Duration
+	drain         time.Duration
 	workerURL     string
 	anthropicURL  string
 	openaiURL     string
@@ -88,6 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
 	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url, unique and stable across restarts, such as a pod's name (env GATEWAY_NODE_ID); default a random id, so a restarted node waits --lease-ttl for its sessions")
 	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
+	drain := fs.String("drain", env("GATEWAY_DRAIN", "5s"), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -114,6 +116,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.leaseTTL, err = positiveDuration("lease-ttl", *leaseTTL); err != nil {
 		return c, err
+	}
+	if c.drain, err = time.ParseDuration(*drain); err != nil || c.drain < 0 {
+		return c, fmt.Errorf("drain %q is not a Go duration of zero or more such as \"5s\"", *drain)
 	}
 	if c.natsReplicas, err = strconv.Atoi(*natsReplicas); err != nil || c.natsReplicas < 1 || c.natsReplicas > 5 {
 		return c, fmt.Errorf("nats-replicas %q is not a number from 1 to 5", *natsReplicas)
@@ -145,7 +150,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.workerURL != "" && c.workerSecret == "" {
 		return c, errors.New("worker-url needs a secret: set GATEWAY_WORKER_SECRET")
 	}
-	c.shutdownGrace = 10 * time.Second
+	// The drain, then the sockets, the sessions and the store.
+	c.shutdownGrace = c.drain + 10*time.Second
 	return c, nil
 }
 
@@ -193,6 +199,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		WorkerTimeout: cfg.workerTimeout,
 		Retain:        cfg.retain,
 		Unload:        cfg.unload,
+		Drain:         cfg.drain,
 	})
 	if err != nil {
 		return err
