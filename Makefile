@@ -1,7 +1,7 @@
 # Build and test the gateway. `make test` is what CI runs (.ci/run): it
 # installs what is missing, checks the generated templ code, lints (gofmt,
 # go vet, staticcheck: `make lint`), runs the Go tests with the race detector,
-# runs the Node worker helper's tests (`make node-test`), builds the binary and
+# runs the cluster test (`make cluster-test`), runs the Node worker helper's tests (`make node-test`), builds the binary and
 # runs the Playwright specs against it.
 
 SHELL := bash
@@ -18,7 +18,7 @@ E2E_ARGS ?=
 
 .PHONY: cluster-test test build generate generate-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
-test: deps generate-check lint unit node-test build
+test: deps generate-check lint unit cluster-test node-test build
 	npx playwright test $(E2E_ARGS)
 
 build:
@@ -92,6 +92,9 @@ bench:
 # Three NATS servers clustered on loopback (from the Go module, in the test)
 # and three gateway processes: failover under kill -9 and SIGTERM
 # (docs/deploy.md). About a minute; not part of make test.
+# Three NATS servers and three gateways on loopback: kill -9 one, SIGTERM
+# another (docs/deploy.md). About 20 seconds; on its own, not beside the
+# race-detected unit tests, so the nodes' leases are not starved of CPU.
 cluster-test:
 	CLUSTER_TEST=1 $(GO) test -run TestClusterFailover -count=1 -v ./cmd/gateway
 

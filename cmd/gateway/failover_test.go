@@ -24,28 +24,35 @@ import (
 
 // TestClusterFailover is the cluster's test (make cluster-test): three NATS
 // servers clustered on loopback, three gateways on them with replicated
-// streams, 100 browsers whose pages reach random nodes, each with a client
-// call in flight. Then the node that runs half of the sessions is killed
-// (kill -9) and another is stopped (SIGTERM): every call settles exactly
-// once, no page sees a seq gap or repeat, and every session answers its next
-// message. It reports the failover time, from the kill to each call being
-// delivered again, and when every session had answered.
+// streams and one worker over HTTP, 100 browsers whose pages reach random
+// nodes, each session with a client call (confirm) and a worker call
+// (send_email, not idempotent, or lookup_order, idempotent) in flight. Then
+// the node that runs half of the sessions is killed (kill -9) and another is
+// stopped (SIGTERM): every call settles exactly once (the killed node's
+// send_email runs are interrupted, never run twice; its lookup_order runs
+// run again; the stopped node's finish before it hands over), no page sees a
+// seq gap or repeat, and every session answers its next message. It reports
+// the failover time, from the kill to each client call being delivered
+// again, and when every session had answered.
 //
-// It takes a minute and three processes: it runs when CLUSTER_TEST=1.
+// It runs six servers in three processes for about 20 seconds, so it runs
+// on its own (CLUSTER_TEST=1), not beside the other packages' tests.
 func TestClusterFailover(t *testing.T) {
 	if os.Getenv("CLUSTER_TEST") != "1" {
 		t.Skip("the cluster test runs with CLUSTER_TEST=1 (make cluster-test)")
 	}
 	urls := natsCluster(t, 3)
 	bin := buildGatewayBinary(t)
+	worker := newClusterWorker(t)
+	workerFlags := worker.flags(t)
 	names := []string{"node-a", "node-b", "node-c"}
 	procs := map[string]*gatewayProc{}
 	bases := map[string]string{}
 	for _, name := range names {
 		addr := durableFreeAddr(t)
-		procs[name] = startGatewayProc(t, name, bin, addr, t.TempDir(),
+		procs[name] = startGatewayProc(t, name, bin, addr, t.TempDir(), append([]string{
 			"--nats-url", strings.Join(urls, ","), "--nats-replicas", "3", "--node-id", name,
-			"--lease-ttl", "5s", "--ping-interval", "1s")
+			"--lease-ttl", "5s", "--ping-interval", "1s"}, workerFlags...)...)
 		bases[name] = "http://" + addr
 	}
 	for _, name := range names {
@@ -58,7 +65,7 @@ func TestClusterFailover(t *testing.T) {
 	const loadSessions, loadTurns = 50, 5
 	clusterRate := callRate(t, []string{bases["node-a"], bases["node-b"], bases["node-c"]}, loadSessions, loadTurns)
 	single := durableFreeAddr(t)
-	one := startGatewayProc(t, "single", bin, single, t.TempDir())
+	one := startGatewayProc(t, "single", bin, single, t.TempDir(), workerFlags...)
 	one.waitHealthy("http://" + single)
 	singleRate := callRate(t, []string{"http://" + single}, loadSessions, loadTurns)
 	_ = one.cmd.Process.Signal(syscall.SIGTERM)
@@ -69,15 +76,7 @@ func TestClusterFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const n = durableBrowsers
-	type chat struct {
-		br      *durableBrowser
-		owner   string // the node the session was opened on: its lease holder
-		page    *pageConn
-		node    string // the node the page is connected to
-		call    recFrame
-		resumed time.Duration
-	}
-	chats := make([]*chat, n)
+	chats := make([]*clusterChat, n)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -88,7 +87,7 @@ func TestClusterFailover(t *testing.T) {
 		if i%2 == 1 {
 			owner = names[1+rnd.IntN(2)]
 		}
-		c := &chat{br: &durableBrowser{i: i, http: &http.Client{Jar: jar, Timeout: hang}}, owner: owner}
+		c := &clusterChat{br: &durableBrowser{i: i, http: &http.Client{Jar: jar, Timeout: hang}}, owner: owner, email: i%4 < 2}
 		c.node = names[rnd.IntN(3)] // the page of the call: often another node, so relayed
 		chats[i] = c
 		wg.Add(1)
@@ -115,7 +114,11 @@ func TestClusterFailover(t *testing.T) {
 			}
 			// after 0: the first page was closed before its replay was read.
 			_ = c.page.send(ctx, map[string]any{"type": "session.open", "session": c.br.session, "after": 0, "tools": durableTools})
-			_ = c.page.send(ctx, map[string]any{"type": "message", "content": "delete my draft"})
+			ask := askLookup
+			if c.email {
+				ask = askEmail
+			}
+			_ = c.page.send(ctx, map[string]any{"type": "message", "content": ask})
 			if c.call, err = c.page.until("tool.call", func(f wireFrame) bool { return f.Type == "tool.call" }); err != nil {
 				errs <- fmt.Errorf("browser %d (owner %s, page on %s): %w\n%s", i, c.owner, c.node, err, c.br.dump())
 			}
@@ -126,14 +129,24 @@ func TestClusterFailover(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// Every session's worker call is running: the worker holds them.
+	for range n {
+		select {
+		case <-worker.arrived:
+		case <-time.After(hang):
+			t.Fatal("the worker calls did not all start")
+		}
+	}
 
-	// The disruption: kill -9 node A, then stop node B (a deploy).
+	// The disruption: kill -9 node A, then stop node B (a deploy), whose
+	// worker calls then answer while it drains.
 	killed := time.Now()
 	_ = procs["node-a"].cmd.Process.Kill()
 	_ = procs["node-a"].wait()
 	if err := procs["node-b"].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	worker.letGo()
 	if err := procs["node-b"].wait(); err != nil {
 		t.Fatalf("node B exited with %v", err)
 	}
@@ -184,7 +197,7 @@ func TestClusterFailover(t *testing.T) {
 					c.resumed = time.Since(killed)
 				}
 				_ = page.send(ctx, map[string]any{"type": "tool.result", "id": c.call.f.ID, "attempt": c.call.f.Attempt, "result": map[string]bool{"approved": true}})
-				if err := page.untilReplyIdle("Okay, I deleted your draft."); err != nil {
+				if err := page.untilReplyIdle("Okay, I deleted your draft. " + c.wantWorker().reply); err != nil {
 					return err
 				}
 				_ = page.send(ctx, map[string]any{"type": "message", "content": "hello"})
@@ -219,6 +232,9 @@ func TestClusterFailover(t *testing.T) {
 		if err := checkClusterFrames(c.br); err != nil {
 			t.Errorf("browser %d: %v\n%s", c.br.i, err, c.br.dump())
 		}
+		if err := c.checkWorkerCall(worker); err != nil {
+			t.Errorf("browser %d (owner %s): %v\n%s", c.br.i, c.owner, err, c.br.dump())
+		}
 	}
 	slices.Sort(times)
 	t.Logf("failover of %d sessions touched by the kill and the stop, to their call delivered again: p50 %v, p99 %v, max %v (lease 5s); all %d calls settled, and every session answered its next message, %v after the kill",
@@ -226,11 +242,71 @@ func TestClusterFailover(t *testing.T) {
 		n, settledAll.Round(time.Millisecond))
 }
 
+// clusterChat is one browser of the cluster test and its session.
+type clusterChat struct {
+	br      *durableBrowser
+	owner   string // the node the session was opened on: its lease holder
+	page    *pageConn
+	node    string // the node the page is connected to
+	email   bool   // send_email beside the confirm, else lookup_order
+	call    recFrame
+	resumed time.Duration
+}
+
+// workerOutcome is what a chat's worker call must come to.
+type workerOutcome struct {
+	tool  string
+	runs  int    // times the worker is asked to run it
+	code  string // tool.finished's code; "" for a result
+	reply string // the model's sentence about it
+}
+
+// wantWorker: the killed node's send_email was running when it died, so it
+// is interrupted, not run twice; its lookup_order runs again. The stopped
+// node's calls finished while it drained, the others' ran undisturbed.
+func (c *clusterChat) wantWorker() workerOutcome {
+	killed := c.owner == "node-a"
+	switch {
+	case c.email && killed:
+		return workerOutcome{"send_email", 1, "interrupted", emailUnsure}
+	case c.email:
+		return workerOutcome{"send_email", 1, "", emailSent}
+	case killed:
+		return workerOutcome{"lookup_order", 2, "", orderSeen}
+	default:
+		return workerOutcome{"lookup_order", 1, "", orderSeen}
+	}
+}
+
+// checkWorkerCall checks the chat's worker call against wantWorker.
+func (c *clusterChat) checkWorkerCall(w *clusterWorker) error {
+	want := c.wantWorker()
+	var started, finished *wireFrame
+	for _, r := range c.br.recorded() {
+		switch {
+		case r.f.Type == "tool.started" && r.f.Name == want.tool:
+			started = &r.f
+		case r.f.Type == "tool.finished" && started != nil && r.f.ID == started.ID:
+			finished = &r.f
+		}
+	}
+	switch {
+	case started == nil || finished == nil:
+		return fmt.Errorf("no %s started and finished", want.tool)
+	case finished.OK != (want.code == "") || finished.Code != want.code:
+		return fmt.Errorf("%s finished ok=%v code %q, want code %q", want.tool, finished.OK, finished.Code, want.code)
+	}
+	if runs := w.runsOf(c.br.session, started.ID); runs != want.runs {
+		return fmt.Errorf("the worker ran %s %d times, want %d", want.tool, runs, want.runs)
+	}
+	return nil
+}
+
 // checkClusterFrames: the numbered events a browser's pages saw, replays
-// aside, run 1..n with no gap, and its call settled once.
+// aside, run 1..n with no gap, and its two calls settled once each.
 func checkClusterFrames(b *durableBrowser) error {
 	seen := map[int64]string{}
-	finished := 0
+	finished := map[string]int{}
 	var max int64
 	for _, r := range b.recorded() {
 		if !r.f.numbered() {
@@ -248,7 +324,7 @@ func checkClusterFrames(b *durableBrowser) error {
 			max = s
 		}
 		if r.f.Type == "tool.finished" {
-			finished++
+			finished[r.f.ID]++
 		}
 	}
 	for s := int64(1); s <= max; s++ {
@@ -256,8 +332,13 @@ func checkClusterFrames(b *durableBrowser) error {
 			return fmt.Errorf("seq %d never reached a page (last %d)", s, max)
 		}
 	}
-	if finished != 1 {
-		return fmt.Errorf("%d tool.finished", finished)
+	if len(finished) != 2 {
+		return fmt.Errorf("%d calls finished, want 2", len(finished))
+	}
+	for id, n := range finished {
+		if n != 1 {
+			return fmt.Errorf("call %s finished %d times", id, n)
+		}
 	}
 	return nil
 }
