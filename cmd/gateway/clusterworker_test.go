@@ -34,11 +34,11 @@ type clusterWorker struct {
 // The messages that make the test's script call a worker tool beside the
 // confirm, and the sentences after them.
 const (
-	askEmail  = "delete my draft and email the team"
-	askLookup = "delete my draft and look up my order"
+	askEmail    = "delete my draft and email the team"
+	askLookup   = "delete my draft and look up my order"
 	emailSent   = "The email is sent."
 	emailUnsure = "The email may not have gone."
-	orderSeen = "Order 42 has shipped."
+	orderSeen   = "Order 42 has shipped."
 )
 
 func newClusterWorker(t *testing.T) *clusterWorker {
