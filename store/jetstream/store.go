@@ -336,6 +336,26 @@ func decodeBatch(data []byte) (engine.Batch, error) {
 	return b, nil
 }
 
+// lastMsg reads the last message of session's journal. The read is a direct
+// get, which on a cluster only replicas that are caught up answer: right
+// after a node dies or under load, none may be for a moment, and the server
+// says "no responders". That passes; the read is tried again for a while.
+func (s *Store) lastMsg(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
+	wait := 20 * time.Millisecond
+	for tries := 1; ; tries++ {
+		msg, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+		if !errors.Is(err, nats.ErrNoResponders) || tries == 8 {
+			return msg, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, err
+		}
+		wait *= 2
+	}
+}
+
 // headOf returns where session's journal ends, asking the server the first
 // time.
 func (s *Store) headOf(ctx context.Context, session string) (head, error) {
@@ -345,7 +365,7 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 	if ok {
 		return h, nil
 	}
-	msg, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+	msg, err := s.lastMsg(ctx, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return head{}, nil
 	}
@@ -430,7 +450,7 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	if !validID(session) {
 		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
-	last, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+	last, err := s.lastMsg(ctx, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
