@@ -55,6 +55,10 @@ type Options struct {
 	// idempotent settles interrupted). Sessions with no worker attempt
 	// running unload at once. Timed on Clock.
 	Drain time.Duration
+	// MaxMessageBytes is the longest user message a session takes, in
+	// bytes of UTF-8; default DefaultMaxMessageBytes (256 KiB). A longer one
+	// is refused with ErrLimitExceeded.
+	MaxMessageBytes int
 	// MaxPageTools is how many client tools one page may declare; default
 	// DefaultMaxPageTools (128). Every name is kept while its page is
 	// attached.
@@ -109,6 +113,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Retain == 0 {
 		opts.Retain = DefaultRetain
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if opts.MaxPageTools <= 0 {
 		opts.MaxPageTools = DefaultMaxPageTools

@@ -132,9 +132,20 @@ type SessionEndedEvent struct {
 // SessionOpenedFrame answers session.open: the session, the seq the replay
 // that follows ends with, and the page's id.
 type SessionOpenedFrame struct {
-	Session string `json:"session"`
-	Seq     int64  `json:"seq"`
-	Page    string `json:"page"`
+	Session string      `json:"session"`
+	Seq     int64       `json:"seq"`
+	Page    string      `json:"page"`
+	Limits  *PageLimits `json:"limits,omitempty"`
+}
+
+// PageLimits are the bounds on what a page sends, so it can refuse a frame
+// over them itself, with a clear error, instead of losing it.
+type PageLimits struct {
+	// FrameBytes is the largest frame, in bytes, the page may send; absent
+	// when the transport has no limit of its own.
+	FrameBytes int64 `json:"frameBytes,omitempty"`
+	// MessageBytes is the longest user message, in bytes of UTF-8.
+	MessageBytes int `json:"messageBytes"`
 }
 
 // ClientCall is a client-handled attempt, as delivered to the page that runs

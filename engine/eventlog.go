@@ -208,7 +208,7 @@ func (l *eventLog) attach(p *Page, after int64) error {
 	}
 	// Seqs are contiguous from 1: the event after `after` is at index after.
 	replay := l.events[after:]
-	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id})
+	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Limits: &p.limits})
 	if err != nil {
 		return err
 	}

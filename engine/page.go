@@ -16,6 +16,9 @@ const (
 	// MaxToolNameBytes is the longest tool name a page may declare: the
 	// providers' own limit on a tool's name.
 	MaxToolNameBytes = 64
+	// DefaultMaxMessageBytes is the longest user message a session takes:
+	// a long document pasted whole, and far less than a model's context.
+	DefaultMaxMessageBytes = 256 << 10
 	// maxDeparted is how many departed pages' declarations a session keeps,
 	// so a call made while its page reloads waits instead of failing.
 	maxDeparted = 4
@@ -46,6 +49,10 @@ type AttachOptions struct {
 	// in between found it still running.
 	// Nil: watch Ready instead.
 	Wake func()
+	// FrameBytes is the largest frame the page may send, if its transport
+	// has a limit: session.opened tells the page, so it can refuse a frame
+	// too large before sending it. Zero: not told.
+	FrameBytes int64
 }
 
 // Page is one browser page attached to a session: its stream of frames, in
@@ -56,11 +63,12 @@ type AttachOptions struct {
 // Take, Ready, Done and Err may be called from any goroutine; Send, Answer,
 // Cancel and Detach send the session a message.
 type Page struct {
-	id    string
-	s     *Session
-	ready chan struct{} // one token: frames arrived or the stream ended
-	wake  func()
-	limit int
+	id     string
+	s      *Session
+	ready  chan struct{} // one token: frames arrived or the stream ended
+	wake   func()
+	limit  int
+	limits PageLimits // told in session.opened
 
 	// Guarded by the session's eventLog lock.
 	queue  []Event
@@ -208,7 +216,8 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 	}
 	p := &Page{
 		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, limit: o.Buffer, tools: tools,
-		ready: make(chan struct{}, 1), done: make(chan struct{}),
+		limits: PageLimits{FrameBytes: o.FrameBytes, MessageBytes: s.e.opts.MaxMessageBytes},
+		ready:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	err = s.do(ctx, func() error {
 		if err := s.log.attach(p, o.After); err != nil {

@@ -329,6 +329,9 @@ func (s *Session) setAgent(a AgentConfig) error {
 func (s *Session) Send(ctx context.Context, content string) error { return s.send(ctx, nil, content) }
 
 func (s *Session) send(ctx context.Context, from *Page, content string) error {
+	if max := s.e.opts.MaxMessageBytes; len(content) > max {
+		return fmt.Errorf("%w: the message is %d bytes, at most %d", ErrLimitExceeded, len(content), max)
+	}
 	if err := s.log.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}

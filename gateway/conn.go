@@ -271,7 +271,7 @@ func (c *conn) open(f SessionOpen) {
 				return
 			}
 		}
-		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick})
+		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick, FrameBytes: c.s.opts.ReadLimit})
 		if !errors.Is(err, engine.ErrUnloaded) || f.Session == "" {
 			break
 		}

@@ -138,6 +138,31 @@ func TestDeclaredToolsLimits(t *testing.T) {
 	c.untilType("session.opened")
 }
 
+// TestMessageLimit: session.opened tells the page its limits; a message
+// over MaxMessageBytes is refused with limit_exceeded, naming the figures,
+// and the session takes the next one.
+func TestMessageLimit(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: engine.Options{MaxMessageBytes: 100}, gateway: gateway.Options{ReadLimit: 4096}})
+	b := h.newBrowser(nil)
+	c := b.dial(nil)
+	c.send(map[string]any{"type": "session.open"})
+	var opened struct{ Limits engine.PageLimits }
+	if err := json.Unmarshal(c.untilType("session.opened").raw, &opened); err != nil {
+		t.Fatal(err)
+	}
+	if want := (engine.PageLimits{FrameBytes: 4096, MessageBytes: 100}); opened.Limits != want {
+		t.Errorf("session.opened limits %+v, want %+v", opened.Limits, want)
+	}
+	c.send(map[string]any{"type": "message", "content": strings.Repeat("é", 51)})
+	f := c.untilError()
+	if f.Code != string(engine.WireLimitExceeded) || !strings.Contains(f.errorText(), "102 bytes, at most 100") {
+		t.Errorf("a 102-byte message: %s, want limit_exceeded naming 102 and 100", f.raw)
+	}
+	if got := c.reply("hello"); got != "echo: hello" {
+		t.Errorf("after the refused message, reply %q", got)
+	}
+}
+
 // TestHungTabLosesTheLease: the tab that runs a call stops answering pings;
 // it is closed (4000) and the call moves to the other tab, same attempt and
 // deadline.

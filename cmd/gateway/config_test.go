@@ -22,6 +22,7 @@ func TestParseConfig(t *testing.T) {
 		clientTimeout: engine.DefaultClientTimeout,
 		workerTimeout: engine.DefaultWorkerTimeout,
 		readLimit:     1 << 20,
+		maxMessage:    engine.DefaultMaxMessageBytes,
 		pingInterval:  gateway.DefaultPingInterval,
 		store:         "jetstream",
 		dataDir:       "gateway-data", // no HOME in the tests' environment
@@ -114,6 +115,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
+		{"zero max message", []string{"--max-message", "0"}, nil, "max-message"},
 		{"negative drain", []string{"--drain", "-1s"}, nil, "drain"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},
 		{"unknown flag", []string{"--colour"}, nil, "colour"},

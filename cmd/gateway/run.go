@@ -37,6 +37,7 @@ type config struct {
 	clientTimeout time.Duration
 	workerTimeout time.Duration
 	readLimit     int64
+	maxMessage    int
 	pingInterval  time.Duration
 	store         string // jetstream or memory
 	dataDir       string
@@ -91,6 +92,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
 	drain := fs.String("drain", env("GATEWAY_DRAIN", "5s"), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
+	maxMessage := fs.String("max-message", env("GATEWAY_MAX_MESSAGE", strconv.Itoa(engine.DefaultMaxMessageBytes)), "longest user message a session takes, in bytes; longer ones are refused with limit_exceeded (env GATEWAY_MAX_MESSAGE)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -130,6 +132,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
 		return c, fmt.Errorf("read-limit %q is not a positive number of bytes", *readLimit)
+	}
+	if c.maxMessage, err = strconv.Atoi(*maxMessage); err != nil || c.maxMessage <= 0 {
+		return c, fmt.Errorf("max-message %q is not a positive number of bytes", *maxMessage)
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)
@@ -191,15 +196,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer store.close()
 	eng, err := engine.New(engine.Options{
-		Worker:        worker,
-		Models:        models,
-		Store:         store.Store,
-		Logger:        logger,
-		ClientTimeout: cfg.clientTimeout,
-		WorkerTimeout: cfg.workerTimeout,
-		Retain:        cfg.retain,
-		Unload:        cfg.unload,
-		Drain:         cfg.drain,
+		Worker:          worker,
+		Models:          models,
+		Store:           store.Store,
+		Logger:          logger,
+		ClientTimeout:   cfg.clientTimeout,
+		WorkerTimeout:   cfg.workerTimeout,
+		Retain:          cfg.retain,
+		Unload:          cfg.unload,
+		Drain:           cfg.drain,
+		MaxMessageBytes: cfg.maxMessage,
 	})
 	if err != nil {
 		return err
