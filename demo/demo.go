@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/clienttools/gateway/engine"
 )
@@ -35,6 +37,30 @@ var GetWeather = engine.Tool{
 			return nil, fmt.Errorf("No forecast for %s.", in.City)
 		}
 		return fmt.Sprintf("It's %s in %s.", sky, in.City), nil
+	},
+}
+
+// NextPage is a test tool for the gateway's guards: each page it reads
+// points to another, so the demo script's "test loop" calls it again and
+// again, as a model stuck in a loop does, until a guard stops the turn.
+var NextPage = engine.Tool{
+	Name:        "next_page",
+	Description: "A test tool: read a page of results; each page points to the next.",
+	Input: engine.Schema(`{
+		"type": "object",
+		"properties": {"cursor": {"type": "string", "pattern": "^c[0-9]+$"}},
+		"required": ["cursor"]
+	}`),
+	Exec: func(ctx context.Context, args json.RawMessage) (any, error) {
+		var in struct{ Cursor string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(in.Cursor, "c"))
+		if err != nil {
+			return nil, fmt.Errorf("cursor %q is not c and a number", in.Cursor)
+		}
+		return fmt.Sprintf("Nothing on this page; the next is c%d.", n+1), nil
 	},
 }
 
@@ -101,6 +127,6 @@ func Worker(modelID string) *engine.ToolWorker {
 			System: "You are the demo assistant of the client-tools gateway.",
 			Tools:  ClientTools,
 		},
-		Tools: []engine.Tool{GetWeather},
+		Tools: []engine.Tool{GetWeather, NextPage},
 	}
 }

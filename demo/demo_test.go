@@ -3,7 +3,10 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
@@ -52,5 +55,59 @@ func TestDemoAgentOpens(t *testing.T) {
 	}
 	if err := e.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoopStopsAtTheGuard: "test loop" makes the demo's scripted model call
+// next_page after every result, for ever (before the guards, one message
+// made 34,816 model turns in 2 seconds); the default guard stops it at 25
+// model turns, and the page is told why.
+func TestLoopStopsAtTheGuard(t *testing.T) {
+	script := scripted.Demo()
+	script.Delay = "0s" // as fast as the loop can go
+	sm, err := scripted.New(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns atomic.Int64
+	counting := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+		turns.Add(1)
+		return sm.Generate(ctx, req, onDelta)
+	})
+	e, err := engine.New(engine.Options{
+		Worker: demo.Worker("scripted"),
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return counting, nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer func() { _ = e.Close(context.Background()) }()
+	s, err := e.Open(ctx, engine.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Attach(ctx, engine.AttachOptions{Buffer: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := page.Send(ctx, "test loop"); err != nil {
+		t.Fatal(err)
+	}
+	var tripped struct{ Guard, Message string }
+	for ev := range page.Frames(ctx) {
+		if ev.Type == engine.EventGuardTripped {
+			_ = json.Unmarshal(ev.Frame, &tripped)
+		}
+		if ev.Type == engine.EventSessionIdle && tripped.Guard != "" {
+			break
+		}
+	}
+	if tripped.Guard != engine.GuardModelTurns || !strings.Contains(tripped.Message, "25 turns") {
+		t.Fatalf("guard.tripped %+v, want model_turns at 25 (ctx: %v)", tripped, ctx.Err())
+	}
+	if n := turns.Load(); n != int64(engine.DefaultLimits.MaxModelTurns) {
+		t.Errorf("%d model turns, want %d", n, engine.DefaultLimits.MaxModelTurns)
 	}
 }

@@ -47,6 +47,7 @@ const (
 	CloseTooBig       CloseCode = 1009 // a frame was over the read limit
 	CloseUnresponsive CloseCode = 4000 // the page did not answer pings in time
 	CloseElsewhere    CloseCode = 4001 // the session runs on another gateway node
+	CloseTooMany      CloseCode = 4002 // the browser has as many sockets open as it may
 )
 
 // Code describes one wire code: its value and when it is sent.
@@ -106,4 +107,13 @@ var Closes = []Code[CloseCode]{
 	{CloseTooBig, "TOO_BIG", "a frame was larger than the read limit"},
 	{CloseUnresponsive, "UNRESPONSIVE", "the page did not answer pings in time; a client call it ran moves to another page"},
 	{CloseElsewhere, "ELSEWHERE", "the session runs on another gateway node of a cluster: reconnect (a load balancer may reach it) and resume"},
+	{CloseTooMany, "TOO_MANY", "the browser already has as many sockets open as it may (--max-sockets): close another page first"},
+}
+
+// Guards are the limits that stop an agent (guard.tripped's guard).
+var Guards = []Code[string]{
+	{GuardModelTurns, "MODEL_TURNS", "the model took the most turns one user message may have"},
+	{GuardRepeats, "REPEATS", "the model asked for the same tool with the same arguments the most times one user message may"},
+	{GuardMessageTokens, "MESSAGE_TOKENS", "answering one user message used its token budget"},
+	{GuardSessionTokens, "SESSION_TOKENS", "the session used its token budget"},
 }

@@ -32,6 +32,9 @@ type AgentConfig struct {
 	// MaxTokens bounds one model turn; zero lets the provider choose.
 	MaxTokens int         `json:"maxTokens,omitempty"`
 	Tools     []AgentTool `json:"tools,omitempty"`
+	// Limits bound the agent's model turns, repeated calls and tokens;
+	// absent, or a field 0: the gateway's defaults (docs/agent.md).
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // AgentTool declares a tool. The model sees Name, Description and Input; the

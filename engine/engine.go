@@ -55,6 +55,9 @@ type Options struct {
 	// idempotent settles interrupted). Sessions with no worker attempt
 	// running unload at once. Timed on Clock.
 	Drain time.Duration
+	// Limits are the agents' limits where their config leaves a field 0;
+	// a field 0 here takes DefaultLimits, a negative one means no limit.
+	Limits Limits
 	// MaxMessageBytes is the longest user message a session takes, in
 	// bytes of UTF-8; default DefaultMaxMessageBytes (256 KiB). A longer one
 	// is refused with ErrLimitExceeded.
@@ -114,6 +117,7 @@ func New(opts Options) (*Engine, error) {
 	if opts.Retain == 0 {
 		opts.Retain = DefaultRetain
 	}
+	opts.Limits = opts.Limits.or(DefaultLimits)
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}

@@ -23,6 +23,7 @@ const (
 	EventClientEvent    = "client.event"
 	EventError          = "error"
 	EventSessionEnded   = "session.ended"
+	EventGuardTripped   = "guard.tripped"
 
 	// The first frame of a page's stream, without seq.
 	FrameSessionOpened = "session.opened"

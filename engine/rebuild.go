@@ -184,6 +184,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	s.created, s.updated, s.title = st.Created, st.Updated, st.Title
 	s.nextCall, s.batches = st.NextCall, st.Batches
 	s.promptWanted, s.idle, s.unloadable = st.Prompt, st.Idle, true
+	s.usage = st.Usage
 	for _, tools := range st.Declared {
 		set := make(map[string]struct{}, len(tools))
 		for _, t := range tools {

@@ -42,6 +42,7 @@ type Session struct {
 	queue        []queued
 	turn         context.CancelFunc // the running model turn, if any
 	promptWanted bool
+	usage        usage            // what the guards count (guards.go)
 	waiting      []waitingMessage // user messages that arrived mid-turn
 	idle         bool
 	ending       bool
@@ -306,6 +307,9 @@ func (s *Session) setAgent(a AgentConfig) error {
 	if a.Model == "" {
 		return fmt.Errorf("%w: no model", ErrBadConfig)
 	}
+	if err := a.Limits.check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
 	schemas, err := compileTools(a.Tools, &s.e.schemas)
 	if err != nil {
 		return err
@@ -416,6 +420,10 @@ func (s *Session) drain() {
 		}
 		if s.promptWanted && s.turn == nil && s.open == 0 {
 			s.promptWanted = false
+			if g := s.turnGuard(); g != nil {
+				s.trip(*g)
+				continue // the worker decides what follows
+			}
 			s.startTurn()
 		}
 		// A user message waits for the turn before it to end: added
@@ -429,6 +437,7 @@ func (s *Session) drain() {
 		if s.title == "" {
 			s.title = titleOf(w.msg.Content)
 		}
+		s.newUserMessage()
 		s.turnPage = nil
 		if w.page != nil && w.page.attached {
 			s.turnPage = w.page
@@ -468,6 +477,9 @@ func (s *Session) decideQueued() {
 			}
 		}
 		s.apply(d, answerDefaults{})
+		if _, ok := q.trigger.(GuardTripped); ok && s.promptWanted {
+			s.usage.Granted = true // the worker asked for one more turn
+		}
 	}
 }
 
@@ -574,6 +586,7 @@ func (s *Session) report(code WireCode, err error) {
 
 // startTurn runs the model on the transcript in its own goroutine.
 func (s *Session) startTurn() {
+	s.countTurn()
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.turn = cancel
 	s.idle = false
@@ -638,6 +651,8 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 	if err != nil && !cancelled {
 		s.report(WireModelFailed, err)
 	}
+	s.countTokens(resp.Usage)
+	guard := s.repeatGuard(msg.ToolUses)
 	var proposed Decision
 	if msg.Content != "" || len(msg.ToolUses) > 0 {
 		proposed.Actions = append(proposed.Actions, MessageAppend{Message: msg})
@@ -653,7 +668,14 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 			Retry:     decl.Retry.clone(), // the worker may edit it; the declaration stays
 		})
 	}
+	if guard != nil {
+		// The calls do not run: the transcript keeps the turn's text only.
+		proposed = transcriptOnly(proposed)
+	}
 	s.enqueue(ModelFinished{Message: msg, StopReason: ev.StopReason, Usage: resp.Usage, Error: ev.Error}, proposed)
+	if guard != nil {
+		s.trip(*guard)
+	}
 }
 
 // cancelAll stops the model turn and settles every open call as cancelled.

@@ -33,6 +33,7 @@ type sessionState struct {
 	Idle     bool         `json:"idle,omitempty"`
 	Ended    bool         `json:"ended,omitempty"`
 	Declared [][]string   `json:"declared,omitempty"` // the tools of the pages, attached or recently left
+	Usage    usage        `json:"usage,omitzero"`     // what the guards count
 }
 
 // callState is a call of a batch that has not all settled: the calls that
@@ -78,7 +79,7 @@ func (s *Session) snapshot() (json.RawMessage, error) {
 	st := sessionState{
 		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
 		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
-		Idle: s.idle, Ended: s.ending,
+		Idle: s.idle, Ended: s.ending, Usage: s.usage,
 	}
 	if s.agentDirty {
 		agent := s.agent

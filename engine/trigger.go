@@ -13,6 +13,7 @@ const (
 	TypeToolExecute   = "tool.execute"
 	TypeToolFinished  = "tool.finished"
 	TypeSessionEnd    = "session.end"
+	TypeGuardTripped  = "guard.tripped"
 )
 
 // Trigger is something that happened to a session, handed to the worker's
@@ -88,6 +89,7 @@ func (ModelFinished) TriggerType() string { return TypeModelFinished }
 func (ToolExecute) TriggerType() string   { return TypeToolExecute }
 func (ToolFinished) TriggerType() string  { return TypeToolFinished }
 func (SessionEnd) TriggerType() string    { return TypeSessionEnd }
+func (GuardTripped) TriggerType() string  { return TypeGuardTripped }
 
 // The MarshalJSON methods put "type" first, as the wire format has it.
 
@@ -121,6 +123,11 @@ func (t SessionEnd) MarshalJSON() ([]byte, error) {
 	return EncodeFrame(TypeSessionEnd, plain(t))
 }
 
+func (t GuardTripped) MarshalJSON() ([]byte, error) {
+	type plain GuardTripped
+	return EncodeFrame(TypeGuardTripped, plain(t))
+}
+
 // DecodeTrigger reads a trigger from its JSON form.
 func DecodeTrigger(data []byte) (Trigger, error) {
 	typ, err := peekType(data)
@@ -141,6 +148,8 @@ func DecodeTrigger(data []byte) (Trigger, error) {
 		t, err = decodeAs[ToolFinished](data)
 	case TypeSessionEnd:
 		t, err = decodeAs[SessionEnd](data)
+	case TypeGuardTripped:
+		t, err = decodeAs[GuardTripped](data)
 	default:
 		return nil, fmt.Errorf("failed to decode trigger: unknown type %q", typ)
 	}

@@ -13,6 +13,7 @@
  * - TOOL_ERROR: the codes of a failed tool call (`tool.error`,
  *   `tool.retrying`, `tool.finished`); `tool.cancel`'s reason is one of
  *   TIMEOUT and CANCELLED.
+ * - GUARD: the limits that stop an agent (`guard.tripped`'s `guard`).
  *
  * The gateway's Go tests parse this file to check it against the server's
  * own lists, so keep its shape: one frozen table per statement, one
@@ -28,6 +29,7 @@ export const CLOSE = Object.freeze({
     TOO_BIG: 1009,       // a frame was over the read limit
     UNRESPONSIVE: 4000,  // the page did not answer pings in time
     ELSEWHERE: 4001,     // the session runs on another gateway node: reconnect and resume
+    TOO_MANY: 4002,      // this browser has as many sockets open as it may: close another page
 });
 
 export const FRAME_ERROR = Object.freeze({
@@ -66,4 +68,11 @@ export const TOOL_ERROR = Object.freeze({
     TOOL_FAILED: "tool_failed",                // the tool threw, or its result is not JSON
     INTERNAL: "internal",                      // the call could not start, or the gateway failed
     INTERRUPTED: "interrupted",                // a worker attempt cut by a restart; its outcome is unknown
+});
+
+export const GUARD = Object.freeze({
+    MODEL_TURNS: "model_turns",        // the most model turns one user message may have
+    REPEATS: "repeats",                // the same tool with the same arguments, asked for too often
+    MESSAGE_TOKENS: "message_tokens",  // answering one message used its token budget
+    SESSION_TOKENS: "session_tokens",  // the session used its token budget
 });

@@ -48,6 +48,7 @@ func TestCodesMatchTheGateway(t *testing.T) {
 		"FRAME_ERROR":   goTable(engine.FrameErrors),
 		"SESSION_ERROR": goTable(engine.SessionErrors),
 		"TOOL_ERROR":    goTable(engine.ToolErrors),
+		"GUARD":         goTable(engine.Guards),
 	}
 	if len(js) != len(want) {
 		t.Errorf("codes.js has tables %v, want %d", keys(js), len(want))
@@ -98,6 +99,7 @@ func TestCodesAreDocumented(t *testing.T) {
 	check("### Error frames", values(goTable(engine.FrameErrors)))
 	check("### Session errors", values(goTable(engine.SessionErrors)))
 	check("### Tool errors", values(goTable(engine.ToolErrors)))
+	check("### Guards", values(goTable(engine.Guards)))
 	closes := values(goTable(engine.Closes))
 	for i, c := range closes {
 		if _, err := strconv.Atoi(c); err != nil {

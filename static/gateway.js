@@ -16,7 +16,7 @@
  * - codes.js: the wire codes (close codes, error codes), re-exported here.
  *
  * Exports: connect(options), GatewayClient, ToolError, and the code tables
- * CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR.
+ * CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD.
  * @example
  * import { connect, ToolError } from "/static/gateway.js";
  * const client = connect({ tools: { get_local_time: () => ({ time: new Date().toISOString() }) } });
@@ -45,7 +45,7 @@ import { ToolCards } from "./cards.js";
 import { Runner } from "./runner.js";
 
 export { ToolError } from "./runner.js";
-export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR } from "./codes.js";
+export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js";
 
 /**
  * @typedef {import("./runner.js").Tool} Tool

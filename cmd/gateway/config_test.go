@@ -23,6 +23,7 @@ func TestParseConfig(t *testing.T) {
 		workerTimeout: engine.DefaultWorkerTimeout,
 		readLimit:     1 << 20,
 		maxMessage:    engine.DefaultMaxMessageBytes,
+		limits:        engine.DefaultLimits,
 		pingInterval:  gateway.DefaultPingInterval,
 		store:         "jetstream",
 		dataDir:       "gateway-data", // no HOME in the tests' environment
@@ -75,6 +76,14 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.drain, c.shutdownGrace = 30*time.Second, 40*time.Second }),
 		},
 		{
+			name: "limits",
+			args: []string{"--max-model-turns", "10", "--max-repeats", "-1"},
+			env:  map[string]string{"GATEWAY_MAX_MESSAGE_TOKENS": "1000", "GATEWAY_MAX_SESSION_TOKENS": "9000"},
+			want: with(func(c *config) {
+				c.limits = engine.Limits{MaxModelTurns: 10, MaxRepeats: -1, MaxMessageTokens: 1000, MaxSessionTokens: 9000}
+			}),
+		},
+		{
 			name: "no drain",
 			env:  map[string]string{"GATEWAY_DRAIN": "0s"},
 			want: with(func(c *config) { c.drain, c.shutdownGrace = 0, 10*time.Second }),
@@ -115,6 +124,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
+		{"zero model turns", []string{"--max-model-turns", "0"}, nil, "max-model-turns"},
+		{"tokens in words", []string{"--max-session-tokens", "lots"}, nil, "max-session-tokens"},
 		{"zero max message", []string{"--max-message", "0"}, nil, "max-message"},
 		{"negative drain", []string{"--drain", "-1s"}, nil, "drain"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},

@@ -38,6 +38,7 @@ type config struct {
 	workerTimeout time.Duration
 	readLimit     int64
 	maxMessage    int
+	limits        engine.Limits
 	pingInterval  time.Duration
 	store         string // jetstream or memory
 	dataDir       string
@@ -93,6 +94,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	drain := fs.String("drain", env("GATEWAY_DRAIN", "5s"), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	maxMessage := fs.String("max-message", env("GATEWAY_MAX_MESSAGE", strconv.Itoa(engine.DefaultMaxMessageBytes)), "longest user message a session takes, in bytes; longer ones are refused with limit_exceeded (env GATEWAY_MAX_MESSAGE)")
+	maxModelTurns := fs.String("max-model-turns", env("GATEWAY_MAX_MODEL_TURNS", strconv.Itoa(engine.DefaultLimits.MaxModelTurns)), "model turns that may answer one user message, for agents whose config sets none; -1: no limit (env GATEWAY_MAX_MODEL_TURNS)")
+	maxRepeats := fs.String("max-repeats", env("GATEWAY_MAX_REPEATS", strconv.Itoa(engine.DefaultLimits.MaxRepeats)), "times the model may ask for the same tool with the same arguments while answering one message; that many stops the turn; -1: no limit (env GATEWAY_MAX_REPEATS)")
+	maxMessageTokens := fs.String("max-message-tokens", env("GATEWAY_MAX_MESSAGE_TOKENS", strconv.Itoa(engine.DefaultLimits.MaxMessageTokens)), "tokens the model turns answering one user message may use; -1: no limit (env GATEWAY_MAX_MESSAGE_TOKENS)")
+	maxSessionTokens := fs.String("max-session-tokens", env("GATEWAY_MAX_SESSION_TOKENS", strconv.Itoa(engine.DefaultLimits.MaxSessionTokens)), "tokens one session's model turns may use in all; -1: no limit (env GATEWAY_MAX_SESSION_TOKENS)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -135,6 +140,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.maxMessage, err = strconv.Atoi(*maxMessage); err != nil || c.maxMessage <= 0 {
 		return c, fmt.Errorf("max-message %q is not a positive number of bytes", *maxMessage)
+	}
+	for _, l := range []struct {
+		name string
+		text string
+		into *int
+	}{
+		{"max-model-turns", *maxModelTurns, &c.limits.MaxModelTurns},
+		{"max-repeats", *maxRepeats, &c.limits.MaxRepeats},
+		{"max-message-tokens", *maxMessageTokens, &c.limits.MaxMessageTokens},
+		{"max-session-tokens", *maxSessionTokens, &c.limits.MaxSessionTokens},
+	} {
+		if *l.into, err = strconv.Atoi(l.text); err != nil || *l.into == 0 || *l.into < -1 {
+			return c, fmt.Errorf("%s %q is not a positive number, or -1 for no limit", l.name, l.text)
+		}
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)
@@ -206,6 +225,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Unload:          cfg.unload,
 		Drain:           cfg.drain,
 		MaxMessageBytes: cfg.maxMessage,
+		Limits:          cfg.limits,
 	})
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ type after struct {
 	tool    string
 	re      *regexp.Regexp // nil matches any text
 	ok, err template       // nil: this entry does not word that outcome
+	tools   []toolTemplate // called again after the sentence
 }
 
 // turn is what the script decided to say and call, before streaming.
@@ -142,7 +143,7 @@ func (m *Model) reply(msgs []model.Message) turn {
 	}
 	last := msgs[len(msgs)-1]
 	if last.Role == model.RoleTool {
-		t.text = m.afterTools(msgs)
+		t.text, t.tools = m.afterTools(msgs)
 		return t
 	}
 	var msg string
@@ -175,7 +176,7 @@ func (m *Model) reply(msgs []model.Message) turn {
 // afterTools words each trailing tool message, in the order the assistant
 // asked for the calls rather than the order they settled, so parallel calls
 // read the same every run.
-func (m *Model) afterTools(msgs []model.Message) string {
+func (m *Model) afterTools(msgs []model.Message) (string, []model.ToolUse) {
 	i := len(msgs)
 	for i > 0 && msgs[i-1].Role == model.RoleTool {
 		i--
@@ -205,6 +206,7 @@ func (m *Model) afterTools(msgs []model.Message) string {
 	}
 
 	sentences := make([]string, 0, len(ordered))
+	var again []model.ToolUse
 	for _, r := range ordered {
 		name := r.Name
 		if name == "" {
@@ -213,13 +215,16 @@ func (m *Model) afterTools(msgs []model.Message) string {
 		if name == "" {
 			name = "the tool"
 		}
-		sentences = append(sentences, m.wordResult(name, r))
+		sentence, tools := m.wordResult(name, r)
+		sentences = append(sentences, sentence)
+		again = append(again, tools...)
 	}
-	return strings.Join(sentences, " ")
+	return strings.Join(sentences, " "), again
 }
 
-// wordResult renders the first afterTool entry that applies to one result.
-func (m *Model) wordResult(name string, r model.Message) string {
+// wordResult renders the first afterTool entry that applies to one result,
+// and the tools it calls again.
+func (m *Model) wordResult(name string, r model.Message) (string, []model.ToolUse) {
 	content := resultText(r.Content)
 	key := "result"
 	if r.IsError {
@@ -246,17 +251,21 @@ func (m *Model) wordResult(name string, r model.Message) string {
 				}
 			}
 		}
-		return t.render(vars, false)
+		var again []model.ToolUse
+		for _, tt := range a.tools {
+			again = append(again, model.ToolUse{Name: tt.name, Arguments: tt.args.render(vars, true)})
+		}
+		return t.render(vars, false), again
 	}
 	switch {
 	case content == "" && r.IsError:
-		return name + " failed."
+		return name + " failed.", nil
 	case content == "":
-		return name + " returned nothing."
+		return name + " returned nothing.", nil
 	case r.IsError:
-		return m.defaultErr.render(map[string]string{"tool": name, "error": content}, false)
+		return m.defaultErr.render(map[string]string{"tool": name, "error": content}, false), nil
 	}
-	return m.defaultOK.render(map[string]string{"tool": name, "result": content}, false)
+	return m.defaultOK.render(map[string]string{"tool": name, "result": content}, false), nil
 }
 
 // resultText is the text a result is matched and shown as: a JSON string

@@ -111,6 +111,11 @@ type AfterTool struct {
 	OK string `json:"ok,omitempty"`
 	// Error words a failure; it may use ${tool} and ${error}.
 	Error string `json:"error,omitempty"`
+	// Tools are called again after the sentence, as a model that keeps
+	// working does: a script that calls a tool after every result loops
+	// until the gateway's guards stop it. Arguments may use ${tool},
+	// ${result}, ${error} and Match's groups.
+	Tools []ToolCall `json:"tools,omitempty"`
 }
 
 // Defaults, documented in docs/scripts.md.
@@ -390,6 +395,21 @@ func compileAfter(a AfterTool, path string) (after, error) {
 		}
 	}
 	var err error
+	for j, tc := range a.Tools {
+		tpath := fmt.Sprintf("%s.tools[%d]", path, j)
+		if tc.Name == "" {
+			return ca, fmt.Errorf("%s.name: required", tpath)
+		}
+		args := string(tc.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		t, err := checkedTemplate(args, tpath+".arguments", append([]string{"tool", "result", "error"}, groups...), "")
+		if err != nil {
+			return ca, err
+		}
+		ca.tools = append(ca.tools, toolTemplate{name: tc.Name, args: t})
+	}
 	if a.OK != "" {
 		if ca.ok, err = checkedTemplate(a.OK, path+".ok", append([]string{"tool", "result"}, groups...), ""); err != nil {
 			return ca, err

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Limits bound what one session's agent may spend: a model that calls tools
+// for ever, or the same tool again and again, stops at them. A field left 0
+// takes the engine's default (Options.Limits, itself defaulting to
+// DefaultLimits); a negative one means no limit.
+type Limits struct {
+	// MaxModelTurns is how many model turns may answer one user message.
+	MaxModelTurns int `json:"maxModelTurns,omitempty"`
+	// MaxRepeats: the model asking for the same tool with the same
+	// arguments this many times while answering one user message stops
+	// the turn; that call does not run. A call that fails and is asked
+	// for again unchanged is such a repeat.
+	MaxRepeats int `json:"maxRepeats,omitempty"`
+	// MaxMessageTokens is the tokens (input and output, as the provider
+	// counts them) that the model turns answering one user message may
+	// use. Checked before each model turn: the turn that crosses it
+	// finishes, the next does not start.
+	MaxMessageTokens int `json:"maxMessageTokens,omitempty"`
+	// MaxSessionTokens is the same over the whole session.
+	MaxSessionTokens int `json:"maxSessionTokens,omitempty"`
+}
+
+// check refuses a limit below -1: a typo, not a choice.
+func (l *Limits) check() error {
+	if l == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"maxModelTurns", l.MaxModelTurns}, {"maxRepeats", l.MaxRepeats}, {"maxMessageTokens", l.MaxMessageTokens}, {"maxSessionTokens", l.MaxSessionTokens}} {
+		if f.v < -1 {
+			return fmt.Errorf("limits.%s is %d: want a positive number, 0 for the gateway's default, or -1 for no limit", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// DefaultLimits are the engine's limits when Options.Limits leaves a field 0.
+var DefaultLimits = Limits{MaxModelTurns: 25, MaxRepeats: 3, MaxMessageTokens: 500_000, MaxSessionTokens: 5_000_000}
+
+// or fills l's zero fields from def.
+func (l Limits) or(def Limits) Limits {
+	pick := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	return Limits{
+		MaxModelTurns:    pick(l.MaxModelTurns, def.MaxModelTurns),
+		MaxRepeats:       pick(l.MaxRepeats, def.MaxRepeats),
+		MaxMessageTokens: pick(l.MaxMessageTokens, def.MaxMessageTokens),
+		MaxSessionTokens: pick(l.MaxSessionTokens, def.MaxSessionTokens),
+	}
+}
+
+// Guard names: which limit stopped a turn.
+const (
+	GuardModelTurns    = "model_turns"
+	GuardRepeats       = "repeats"
+	GuardMessageTokens = "message_tokens"
+	GuardSessionTokens = "session_tokens"
+)
+
+// GuardTripped says a limit stopped the agent: the model is not prompted
+// again. It is both the event pages see and the trigger the worker gets,
+// whose proposed decision is to stop (nothing). A worker that decides
+// otherwise answers model.prompt, which runs one more model turn past the
+// guard, and may raise the limits with a new agent config.
+type GuardTripped struct {
+	Guard   string `json:"guard"`
+	Limit   int    `json:"limit"`
+	Value   int    `json:"value"`          // the figure that reached the limit
+	Tool    string `json:"tool,omitempty"` // the repeated tool (repeats)
+	Message string `json:"message"`        // the same, in words, for the page
+}
+
+// GuardTrippedEvent is GuardTripped as the guard.tripped event pages see.
+type GuardTrippedEvent GuardTripped
+
+// usage is what the guards count, kept in the session's state.
+type usage struct {
+	ModelTurns    int            `json:"modelTurns,omitempty"`    // answering the current user message
+	MessageTokens int            `json:"messageTokens,omitempty"` // answering the current user message
+	SessionTokens int            `json:"sessionTokens,omitempty"`
+	Calls         map[string]int `json:"calls,omitempty"`   // tool and arguments -> times asked, this message
+	Granted       bool           `json:"granted,omitempty"` // the worker allowed one turn past a guard
+}
+
+// limits are the session's limits: its agent's over the engine's.
+func (s *Session) limits() Limits {
+	var l Limits
+	if s.agent.Limits != nil {
+		l = *s.agent.Limits
+	}
+	return l.or(s.e.opts.Limits)
+}
+
+// newUserMessage starts counting for a user message.
+func (s *Session) newUserMessage() {
+	s.usage.ModelTurns, s.usage.MessageTokens, s.usage.Calls, s.usage.Granted = 0, 0, nil, false
+}
+
+// turnGuard is the guard that stops the next model turn, if any.
+func (s *Session) turnGuard() *GuardTripped {
+	if s.usage.Granted {
+		return nil
+	}
+	l := s.limits()
+	switch {
+	case l.MaxModelTurns > 0 && s.usage.ModelTurns >= l.MaxModelTurns:
+		return &GuardTripped{Guard: GuardModelTurns, Limit: l.MaxModelTurns, Value: s.usage.ModelTurns,
+			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, the limit.", s.usage.ModelTurns)}
+	case l.MaxSessionTokens > 0 && s.usage.SessionTokens >= l.MaxSessionTokens:
+		return &GuardTripped{Guard: GuardSessionTokens, Limit: l.MaxSessionTokens, Value: s.usage.SessionTokens,
+			Message: fmt.Sprintf("Stopped: this chat has used %s tokens, over its budget of %s.", thousands(s.usage.SessionTokens), thousands(l.MaxSessionTokens))}
+	case l.MaxMessageTokens > 0 && s.usage.MessageTokens >= l.MaxMessageTokens:
+		return &GuardTripped{Guard: GuardMessageTokens, Limit: l.MaxMessageTokens, Value: s.usage.MessageTokens,
+			Message: fmt.Sprintf("Stopped: answering this message used %s tokens, over its budget of %s.", thousands(s.usage.MessageTokens), thousands(l.MaxMessageTokens))}
+	}
+	return nil
+}
+
+// countTurn counts a model turn that starts; a grant is used up by it.
+func (s *Session) countTurn() {
+	s.usage.ModelTurns++
+	s.usage.Granted = false
+}
+
+// countTokens counts a finished model turn's tokens.
+func (s *Session) countTokens(u Usage) {
+	n := u.InputTokens + u.OutputTokens
+	s.usage.MessageTokens += n
+	s.usage.SessionTokens += n
+}
+
+// repeatGuard counts the tool uses of a model turn and returns the guard
+// they trip, if any: a call asked for MaxRepeats times.
+func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
+	l := s.limits()
+	var tripped *GuardTripped
+	for _, u := range uses {
+		key := u.Name + "\x00" + canonicalArgs(u.Arguments)
+		if s.usage.Calls == nil {
+			s.usage.Calls = map[string]int{}
+		}
+		s.usage.Calls[key]++
+		if n := s.usage.Calls[key]; tripped == nil && l.MaxRepeats > 0 && n >= l.MaxRepeats {
+			tripped = &GuardTripped{Guard: GuardRepeats, Limit: l.MaxRepeats, Value: n, Tool: u.Name,
+				Message: fmt.Sprintf("Stopped: the model asked for %s with the same arguments %d times for one message, the limit.", u.Name, n)}
+		}
+	}
+	return tripped
+}
+
+// trip stops the agent at g: pages see it, and the worker decides what
+// follows (by default, nothing: the session goes idle).
+func (s *Session) trip(g GuardTripped) {
+	s.logger.Warn("guard tripped: the model is not prompted again", "guard", g.Guard, "limit", g.Limit, "value", g.Value, "tool", g.Tool)
+	s.publish(EventGuardTripped, GuardTrippedEvent(g))
+	s.enqueue(g, Decision{})
+}
+
+// canonicalArgs is a tool use's arguments with object keys sorted and
+// spaces removed, so the same arguments written twice compare equal.
+func canonicalArgs(raw string) string {
+	var v any
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return string(b)
+}
+
+// thousands writes n with thousands separators: 5,000,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,208 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// loopingModel calls a worker tool on every turn, as a model stuck in a loop
+// does: with new arguments each time (distinct), or the same ones. Each turn
+// reports tokens used.
+func loopingModel(distinct bool, tokens int) *fakeModel {
+	var n atomic.Int64
+	return &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		i := n.Add(1)
+		args := `{"page": 1}`
+		if distinct {
+			args = fmt.Sprintf(`{"page": %d}`, i)
+		}
+		return model.Response{
+			ToolUses:   []model.ToolUse{{ID: fmt.Sprintf("call_%d", i), Name: "search", Arguments: args}},
+			StopReason: model.StopToolUse,
+			Usage:      model.Usage{InputTokens: tokens - 10, OutputTokens: 10},
+		}, nil
+	}}
+}
+
+// answersAtOnce is a tool.execute that returns a result at once.
+func answersAtOnce(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+	return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"nothing yet"`)}}}, nil
+}
+
+// guardFrame decodes a guard.tripped event.
+func guardFrame(t tb, f frame) engine.GuardTripped {
+	t.Helper()
+	var g engine.GuardTripped
+	if err := json.Unmarshal(f.Raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestGuards: each limit stops a looping agent where it should: the model
+// is not prompted again, the page sees guard.tripped naming the guard and the
+// figure, the worker gets the trigger, the session goes idle, and the
+// transcript stays one a provider accepts.
+func TestGuards(t *testing.T) {
+	tests := []struct {
+		name     string
+		distinct bool
+		tokens   int
+		limits   engine.Limits
+		guard    string
+		limit    int
+		turns    int // model turns run
+		runs     int // tool calls run
+		inWords  string
+	}{
+		{"model turns, the default", true, 1, engine.Limits{}, engine.GuardModelTurns, 25, 25, 25, "25 turns"},
+		{"model turns, set", true, 1, engine.Limits{MaxModelTurns: 4}, engine.GuardModelTurns, 4, 4, 4, "4 turns"},
+		{"the same call, the default", false, 1, engine.Limits{}, engine.GuardRepeats, 3, 3, 2, "search with the same arguments 3 times"},
+		{"message tokens", true, 1000, engine.Limits{MaxMessageTokens: 2500}, engine.GuardMessageTokens, 2500, 3, 3, "3,000 tokens, over its budget of 2,500"},
+		{"session tokens", true, 1000, engine.Limits{MaxSessionTokens: 1500}, engine.GuardSessionTokens, 1500, 2, 2, "2,000 tokens, over its budget of 1,500"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs atomic.Int64
+			limits := tt.limits
+			w := &testWorker{
+				agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "search"}}, Limits: &limits},
+				execute: func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					runs.Add(1)
+					return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"nothing yet"`)}}}, nil
+				},
+			}
+			m := loopingModel(tt.distinct, tt.tokens)
+			h := setup(t, w, m, engine.Options{})
+			h.send("find it")
+			g := guardFrame(t, h.waitType(engine.EventGuardTripped))
+			h.waitIdle()
+			if g.Guard != tt.guard || g.Limit != tt.limit || !strings.Contains(g.Message, tt.inWords) {
+				t.Errorf("guard.tripped %+v, want guard %s, limit %d, a message with %q", g, tt.guard, tt.limit, tt.inWords)
+			}
+			if got := len(m.requests()); got != tt.turns {
+				t.Errorf("%d model turns, want %d", got, tt.turns)
+			}
+			if got := runs.Load(); got != int64(tt.runs) {
+				t.Errorf("the tool ran %d times, want %d", got, tt.runs)
+			}
+			if got := w.requests(engine.TypeGuardTripped); len(got) != 1 || got[0].Trigger.(engine.GuardTripped).Guard != tt.guard {
+				t.Errorf("the worker got %d guard.tripped triggers, want 1 for %s", len(got), tt.guard)
+			}
+			checkTranscript(t, h.transcript())
+		})
+	}
+}
+
+// checkTranscript: every tool use is answered by one tool message, right
+// after its assistant message.
+func checkTranscript(t tb, msgs []model.Message) {
+	t.Helper()
+	for i, m := range msgs {
+		for j, u := range m.ToolUses {
+			k := i + 1 + j
+			if k >= len(msgs) || msgs[k].Role != model.RoleTool || msgs[k].ToolUseID != u.ID {
+				t.Fatalf("tool use %s (message %d) is not answered in place", u.ID, i)
+			}
+		}
+	}
+}
+
+// TestGuardCountsPerMessage: the turn and repeat counts start again with
+// each user message; the session's tokens do not.
+func TestGuardCountsPerMessage(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "search"}}, Limits: &engine.Limits{MaxModelTurns: 3, MaxSessionTokens: 500}}, execute: answersAtOnce}
+	m := loopingModel(true, 100)
+	h := setup(t, w, m, engine.Options{})
+	h.send("find it")
+	if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardModelTurns {
+		t.Fatalf("first message: %+v, want model_turns", g)
+	}
+	h.waitIdle()
+	h.send("again")
+	if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardSessionTokens || g.Value != 500 {
+		t.Fatalf("second message: %+v, want session_tokens at 500", g)
+	}
+	h.waitIdle()
+	if got := len(m.requests()); got != 5 {
+		t.Errorf("%d model turns, want 3 then 2", got)
+	}
+}
+
+// TestWorkerOverridesAGuard: the worker decides otherwise. Answering
+// guard.tripped with model.prompt runs one turn past the guard, after which
+// it trips again; raising the limits with a new agent config lets the loop
+// go on to the new limit.
+func TestWorkerOverridesAGuard(t *testing.T) {
+	var trips atomic.Int64
+	agent := engine.AgentConfig{Model: "fake-model", Tools: []engine.AgentTool{{Name: "search"}}, Limits: &engine.Limits{MaxModelTurns: 2}}
+	w := &testWorker{agent: agent, execute: answersAtOnce}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		switch req.Trigger.(type) {
+		case engine.SessionStart:
+			return engine.Decision{Agent: &agent}, nil
+		case engine.GuardTripped:
+		default:
+			return req.Proposed, nil
+		}
+		switch trips.Add(1) {
+		case 1: // one more turn
+			return engine.Decision{Actions: []engine.Action{engine.ModelPrompt{}}}, nil
+		case 2: // a higher limit
+			raised := agent
+			raised.Limits = &engine.Limits{MaxModelTurns: 5}
+			return engine.Decision{Agent: &raised, Actions: []engine.Action{engine.ModelPrompt{}}}, nil
+		}
+		return req.Proposed, nil
+	}
+	m := loopingModel(true, 1)
+	h := setup(t, w, m, engine.Options{})
+	h.send("find it")
+	for range 3 {
+		h.waitType(engine.EventGuardTripped)
+	}
+	h.waitIdle()
+	// 2 turns, one granted (3), then up to the raised 5.
+	if got := len(m.requests()); got != 5 {
+		t.Errorf("%d model turns, want 5", got)
+	}
+	if got := trips.Load(); got != 3 {
+		t.Errorf("%d guard.tripped triggers, want 3", got)
+	}
+}
+
+// TestEngineLimitsDefaults: Options.Limits sets the defaults an agent's
+// config leaves 0; a negative limit is none.
+func TestEngineLimitsDefaults(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "search"}}, Limits: &engine.Limits{MaxRepeats: -1}}, execute: answersAtOnce}
+	m := loopingModel(false, 1)
+	h := setup(t, w, m, engine.Options{Limits: engine.Limits{MaxModelTurns: 6}})
+	h.send("find it")
+	if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardModelTurns || g.Limit != 6 {
+		t.Errorf("guard.tripped %+v, want model_turns at the engine's 6 (repeats off)", g)
+	}
+}
+
+// TestBadLimitsRefused: a limit below -1 is a bad agent config that names
+// the member.
+func TestBadLimitsRefused(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Model: "fake-model", Limits: &engine.Limits{MaxRepeats: -3}}}
+	e, err := engine.New(engine.Options{Worker: w, Logger: quiet(), Retain: -1,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return loopingModel(true, 1), nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close(context.Background()) }()
+	_, err = e.Open(context.Background(), engine.OpenOptions{})
+	if !errors.Is(err, engine.ErrBadConfig) || !strings.Contains(err.Error(), "limits.maxRepeats is -3") {
+		t.Errorf("Open = %v, want ErrBadConfig naming limits.maxRepeats", err)
+	}
+}
