@@ -58,6 +58,12 @@ type Options struct {
 	// Limits are the agents' limits where their config leaves a field 0;
 	// a field 0 here takes DefaultLimits, a negative one means no limit.
 	Limits Limits
+	// MaxLiveSessions is how many sessions one owner (OpenOptions.Owner: a
+	// browser) may have in memory when it opens another; default
+	// DefaultMaxLiveSessions (32), negative: no limit. Past it Open fails
+	// with ErrLimitExceeded; resuming a session it has is not refused.
+	// Sessions with no page leave memory after Unload, which frees room.
+	MaxLiveSessions int
 	// MaxMessageBytes is the longest user message a session takes, in
 	// bytes of UTF-8; default DefaultMaxMessageBytes (256 KiB). A longer one
 	// is refused with ErrLimitExceeded.
@@ -118,6 +124,9 @@ func New(opts Options) (*Engine, error) {
 		opts.Retain = DefaultRetain
 	}
 	opts.Limits = opts.Limits.or(DefaultLimits)
+	if opts.MaxLiveSessions == 0 {
+		opts.MaxLiveSessions = DefaultMaxLiveSessions
+	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
@@ -137,6 +146,8 @@ func New(opts Options) (*Engine, error) {
 // Defaults of Options.
 const (
 	DefaultUnload = time.Minute
+	// DefaultMaxLiveSessions is Options.MaxLiveSessions' default.
+	DefaultMaxLiveSessions = 32
 	DefaultRetain = 30 * 24 * time.Hour
 )
 
@@ -155,6 +166,18 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	if e.closed {
 		e.mu.Unlock()
 		return nil, ErrSessionClosed
+	}
+	if max := e.opts.MaxLiveSessions; o.Owner != "" && max > 0 {
+		n := 0
+		for _, s := range e.sessions {
+			if s.owner == o.Owner {
+				n++
+			}
+		}
+		if n >= max {
+			e.mu.Unlock()
+			return nil, fmt.Errorf("%w: this browser has %d sessions open, the most it may; a session with no page closes after %v", ErrLimitExceeded, n, e.opts.Unload)
+		}
 	}
 	s := newSession(e, e.opts.NewID(), o.Owner)
 	s.created = e.opts.Clock.Now()

@@ -76,6 +76,12 @@ type socket interface {
 const maxReplies = 64
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	// Before the cookie: a refused page must not get a browser identity.
+	if err := s.originAllowed(r); err != nil {
+		s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	browser, err := s.browserFor(w, r)
 	if err != nil {
 		s.logger.Error("failed to identify browser", "err", err)
@@ -89,6 +95,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
+	if !s.admitSocket(browser) {
+		s.logger.Warn("socket refused: the browser holds too many", "browser", browser, "max", s.opts.MaxSockets, "remote", r.RemoteAddr)
+		_ = ws.Close(websocket.StatusCode(engine.CloseTooMany), fmt.Sprintf("this browser already has %d sockets open here, the most it may: close another page", s.opts.MaxSockets))
+		return
+	}
+	defer s.socketClosed(browser)
 	s.serveSocket(ws, browser, s.logger.With("remote", r.RemoteAddr))
 }
 
@@ -248,6 +260,10 @@ func (c *conn) open(f SessionOpen) {
 	}
 	var sess *engine.Session
 	if f.Session == "" {
+		if ok, wait := c.s.allowNewSession(c.browser); !ok {
+			c.refuse(engine.WireRateLimited, fmt.Sprintf("this browser opened %d sessions in the last minute, the most it may: try again in %v", c.s.opts.NewSessionsPerMinute, wait.Round(time.Second)+time.Second))
+			return
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
 		var err error
 		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: c.browser})

@@ -35,6 +35,21 @@ type Options struct {
 	// "*.example.com"). Default: none, only same-origin pages. "*" lets any
 	// site's page talk to a browser's sessions: never in production.
 	OriginPatterns []string
+	// Hosts are the names (path.Match patterns, any case) the gateway
+	// answers to besides IP addresses, localhost and OriginPatterns: a
+	// request for another Host is refused with 403, so a page on a name
+	// that rebinds to this machine cannot drive it. "*": any name.
+	// /healthz answers any Host.
+	Hosts []string
+	// MaxSockets is how many WebSockets one browser (its cookie) may hold
+	// open on this node; default DefaultMaxSockets (32), negative: no
+	// limit. One more is closed at once with 4002.
+	MaxSockets int
+	// NewSessionsPerMinute is how many new sessions one browser may open
+	// a minute on this node (a burst of as many, then one every 60/N s);
+	// default DefaultNewSessionsPerMinute (30), negative: no limit. One
+	// more is refused with rate_limited, saying when to try again.
+	NewSessionsPerMinute int
 	// ReadLimit is the largest frame a browser may send, in bytes; default
 	// 1 MiB. A larger frame closes the connection with 1009.
 	ReadLimit int64
@@ -75,11 +90,15 @@ type Options struct {
 type Server struct {
 	opts    Options
 	mux     *http.ServeMux
+	hosts   http.Handler // mux behind the Host check
 	logger  *slog.Logger
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
 	wg      sync.WaitGroup
+
+	shares      map[string]*share // by browser id; admission.go
+	sharesSwept time.Time
 }
 
 const browserKey = "browser"
@@ -90,6 +109,9 @@ const (
 	DefaultRefusedBurst = 100
 	DefaultRefusedRate  = 20
 	DefaultPingInterval = 20 * time.Second
+	DefaultMaxSockets   = 32
+	// DefaultNewSessionsPerMinute is Options.NewSessionsPerMinute's default.
+	DefaultNewSessionsPerMinute = 30
 	// CookieLifetime is how long a browser's identity lives without a visit.
 	CookieLifetime = 24 * time.Hour
 )
@@ -128,10 +150,16 @@ func New(opts Options) (*Server, error) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
+	if opts.MaxSockets == 0 {
+		opts.MaxSockets = DefaultMaxSockets
+	}
+	if opts.NewSessionsPerMinute == 0 {
+		opts.NewSessionsPerMinute = DefaultNewSessionsPerMinute
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}}
+	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, shares: map[string]*share{}}
 	s.routes()
 	if opts.Relay != nil {
 		if err := opts.Relay.serve(s); err != nil {
@@ -156,6 +184,7 @@ func (s *Server) routes() {
 	// /ws loads the cookie session itself: LoadAndSave wraps the
 	// ResponseWriter, which the WebSocket upgrade needs to hijack.
 	s.mux.HandleFunc("GET /ws", s.serveWS)
+	s.hosts = s.checkHost(s.mux)
 }
 
 // Handler returns the server's routes, with panics recovered.
@@ -170,7 +199,7 @@ func (s *Server) Handler() http.Handler {
 				http.Error(w, "internal error", http.StatusInternalServerError)
 			}
 		}()
-		s.mux.ServeHTTP(w, r)
+		s.hosts.ServeHTTP(w, r)
 	})
 }
 

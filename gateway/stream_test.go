@@ -24,7 +24,8 @@ func TestReconnectAndAnswerRace(t *testing.T) {
 	if testing.Short() {
 		rounds = 100
 	}
-	h := newHarness(t, harnessOptions{})
+	// One browser opens a session a round, far past a person's rate.
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{NewSessionsPerMinute: -1}})
 	b := h.newBrowser(nil)
 	for round := range rounds {
 		c, id := b.open(pageTools)

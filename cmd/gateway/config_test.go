@@ -24,6 +24,9 @@ func TestParseConfig(t *testing.T) {
 		readLimit:     1 << 20,
 		maxMessage:    engine.DefaultMaxMessageBytes,
 		limits:        engine.DefaultLimits,
+		maxSockets:    gateway.DefaultMaxSockets,
+		maxNew:        gateway.DefaultNewSessionsPerMinute,
+		maxLive:       engine.DefaultMaxLiveSessions,
 		pingInterval:  gateway.DefaultPingInterval,
 		store:         "jetstream",
 		dataDir:       "gateway-data", // no HOME in the tests' environment
@@ -84,6 +87,18 @@ func TestParseConfig(t *testing.T) {
 			}),
 		},
 		{
+			name: "hosts, with the listen name",
+			args: []string{"--hosts", "chat.example.com, *.example.org", "--listen", "gw.internal:8080"},
+			want: with(func(c *config) {
+				c.hosts, c.listen = []string{"chat.example.com", "*.example.org", "gw.internal"}, "gw.internal:8080"
+			}),
+		},
+		{
+			name: "browser shares",
+			args: []string{"--max-sockets", "4", "--max-new-sessions", "-1", "--max-live-sessions", "8"},
+			want: with(func(c *config) { c.maxSockets, c.maxNew, c.maxLive = 4, -1, 8 }),
+		},
+		{
 			name: "no drain",
 			env:  map[string]string{"GATEWAY_DRAIN": "0s"},
 			want: with(func(c *config) { c.drain, c.shutdownGrace = 0, 10*time.Second }),
@@ -124,6 +139,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
+		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
+		{"zero sockets", []string{"--max-sockets", "0"}, nil, "max-sockets"},
 		{"zero model turns", []string{"--max-model-turns", "0"}, nil, "max-model-turns"},
 		{"tokens in words", []string{"--max-session-tokens", "lots"}, nil, "max-session-tokens"},
 		{"zero max message", []string{"--max-message", "0"}, nil, "max-message"},

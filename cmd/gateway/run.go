@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ import (
 type config struct {
 	listen        string
 	origins       []string
+	hosts         []string
+	maxSockets    int
+	maxNew        int
+	maxLive       int
 	model         string
 	script        string
 	clientTimeout time.Duration
@@ -72,6 +77,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on (env GATEWAY_LISTEN)")
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
+	hosts := fs.String("hosts", env("GATEWAY_HOSTS", ""), "comma-separated host names (patterns such as *.example.com) the gateway answers to, besides IP addresses, localhost, the --listen host and the --origins hosts; other Hosts get 403. \"*\": any (env GATEWAY_HOSTS)")
+	maxSockets := fs.String("max-sockets", env("GATEWAY_MAX_SOCKETS", strconv.Itoa(gateway.DefaultMaxSockets)), "WebSockets one browser may hold open on this node; one more is closed with 4002; -1: no limit (env GATEWAY_MAX_SOCKETS)")
+	maxNew := fs.String("max-new-sessions", env("GATEWAY_MAX_NEW_SESSIONS", strconv.Itoa(gateway.DefaultNewSessionsPerMinute)), "new sessions one browser may open a minute on this node; one more is refused with rate_limited; -1: no limit (env GATEWAY_MAX_NEW_SESSIONS)")
+	maxLive := fs.String("max-live-sessions", env("GATEWAY_MAX_LIVE_SESSIONS", strconv.Itoa(engine.DefaultMaxLiveSessions)), "sessions one browser may have in memory on this node when it opens another; past it new ones are refused with limit_exceeded; -1: no limit (env GATEWAY_MAX_LIVE_SESSIONS)")
 	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", "scripted"), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL)")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
@@ -146,6 +155,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		text string
 		into *int
 	}{
+		{"max-sockets", *maxSockets, &c.maxSockets},
+		{"max-new-sessions", *maxNew, &c.maxNew},
+		{"max-live-sessions", *maxLive, &c.maxLive},
 		{"max-model-turns", *maxModelTurns, &c.limits.MaxModelTurns},
 		{"max-repeats", *maxRepeats, &c.limits.MaxRepeats},
 		{"max-message-tokens", *maxMessageTokens, &c.limits.MaxMessageTokens},
@@ -162,6 +174,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		if p = strings.TrimSpace(p); p != "" {
 			c.openaiModels = append(c.openaiModels, p)
 		}
+	}
+	for _, h := range strings.Split(*hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			if _, err := path.Match(h, ""); err != nil {
+				return c, fmt.Errorf("hosts: %q is not a host pattern: %w", h, err)
+			}
+			c.hosts = append(c.hosts, h)
+		}
+	}
+	// The name the gateway listens on is one it answers to.
+	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" && net.ParseIP(h) == nil {
+		c.hosts = append(c.hosts, h)
 	}
 	for _, o := range strings.Split(*origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -224,6 +248,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Retain:          cfg.retain,
 		Unload:          cfg.unload,
 		Drain:           cfg.drain,
+		MaxLiveSessions: cfg.maxLive,
 		MaxMessageBytes: cfg.maxMessage,
 		Limits:          cfg.limits,
 	})
@@ -235,15 +260,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
 	gw, err := gateway.New(gateway.Options{
-		Engine:         eng,
-		OriginPatterns: cfg.origins,
-		ReadLimit:      cfg.readLimit,
-		PingInterval:   cfg.pingInterval,
-		CookieStore:    store.cookies,
-		Relay:          store.relay,
-		Page:           page,
-		Static:         static.FS,
-		Logger:         logger,
+		Engine:               eng,
+		OriginPatterns:       cfg.origins,
+		Hosts:                cfg.hosts,
+		MaxSockets:           cfg.maxSockets,
+		NewSessionsPerMinute: cfg.maxNew,
+		ReadLimit:            cfg.readLimit,
+		PingInterval:         cfg.pingInterval,
+		CookieStore:          store.cookies,
+		Relay:                store.relay,
+		Page:                 page,
+		Static:               static.FS,
+		Logger:               logger,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The bounds on one browser's share of a gateway node, and on who may reach
+// it: which Host names it answers (a page on a name that rebinds to
+// 127.0.0.1 must not drive a local gateway and spend its model key), which
+// Origins may open /ws, how many sockets a browser (its cookie) holds and
+// how fast it opens sessions. All are per node.
+
+// hostAllowed reports whether a request for host (a Host header, with or
+// without a port) may be served: an IP address, localhost or a name under
+// .localhost, or a name matching one of patterns (path.Match, any case;
+// "*" allows every name). A rebinding attack needs a name of its own, so
+// addresses are safe to answer.
+func hostAllowed(host string, patterns []string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	for _, p := range patterns {
+		if ok, _ := path.Match(strings.ToLower(p), host); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHost refuses, with 403 and a text that says how to allow it, a
+// request whose Host is not one the gateway answers. Health checks answer
+// any Host: load balancers probe by address or by a name of their own.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	patterns := append(append([]string(nil), s.opts.Hosts...), s.opts.OriginPatterns...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || hostAllowed(r.Host, patterns) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.logger.Warn("request refused for its Host", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
+		http.Error(w, fmt.Sprintf("Host %q is not a name this gateway answers to; its operator can allow it with --hosts", r.Host), http.StatusForbidden)
+	})
+}
+
+// originAllowed is the WebSocket library's own Origin check, made before
+// the upgrade so that a refused page gets no cookie: no Origin (not a
+// browser), the same host, or a host matching OriginPatterns.
+func (s *Server) originAllowed(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the Origin %q is not a URL with a host", origin)
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return nil
+	}
+	for _, p := range s.opts.OriginPatterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("pages of %s may not open this gateway's /ws (--origins)", u.Host)
+}
+
+// share is one browser's use of this node.
+type share struct {
+	sockets int
+	opens   *rate.Limiter // new sessions
+}
+
+// admitSocket counts a socket of browser, or refuses it past MaxSockets.
+func (s *Server) admitSocket(browser string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shareOf(browser)
+	if s.opts.MaxSockets > 0 && sh.sockets >= s.opts.MaxSockets {
+		return false
+	}
+	sh.sockets++
+	return true
+}
+
+// socketClosed uncounts a socket admitSocket counted.
+func (s *Server) socketClosed(browser string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh := s.shares[browser]; sh != nil {
+		sh.sockets--
+	}
+}
+
+// allowNewSession takes one of browser's new sessions per minute, or says
+// how long until it has one.
+func (s *Server) allowNewSession(browser string) (ok bool, wait time.Duration) {
+	if s.opts.NewSessionsPerMinute <= 0 {
+		return true, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.shareOf(browser).opens.Reserve()
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		return false, d
+	}
+	return true, 0
+}
+
+// shareOf returns browser's share, made on first use; s.mu is held. Shares
+// of browsers with no socket and a full allowance are dropped, at most once
+// a minute, so the table holds only browsers that are active.
+func (s *Server) shareOf(browser string) *share {
+	now := time.Now()
+	if now.Sub(s.sharesSwept) > time.Minute {
+		s.sharesSwept = now
+		for id, sh := range s.shares {
+			if sh.sockets == 0 && sh.opens.TokensAt(now) >= float64(sh.opens.Burst()) {
+				delete(s.shares, id)
+			}
+		}
+	}
+	sh := s.shares[browser]
+	if sh == nil {
+		perMinute := max(s.opts.NewSessionsPerMinute, 1)
+		sh = &share{opens: rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)}
+		s.shares[browser] = sh
+	}
+	return sh
+}

@@ -1,0 +1,193 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway"
+	"github.com/coder/websocket"
+)
+
+// TestHostAllowList: the gateway answers IP addresses, localhost, its Hosts
+// and its origins' hosts; any other Host is refused with 403 on the page and
+// at the /ws upgrade (a page on a name that rebinds to 127.0.0.1 cannot
+// drive it), with no cookie given. /healthz answers any Host.
+func TestHostAllowList(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Hosts: []string{"chat.example.com"}, OriginPatterns: []string{"*.trusted.example"}}})
+	port := h.srv.URL[strings.LastIndex(h.srv.URL, ":"):]
+	tests := []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1" + port, true},
+		{"[::1]" + port, true},
+		{"localhost" + port, true},
+		{"app.localhost", true},
+		{"chat.example.com", true},
+		{"CHAT.EXAMPLE.COM" + port, true},
+		{"app.trusted.example", true},
+		{"evil.example", false},
+		{"evil.example" + port, false},
+		{"chat.example.com.evil.example", false},
+	}
+	client := &http.Client{}
+	for _, tc := range tests {
+		t.Run("host "+tc.host, func(t *testing.T) {
+			for _, path := range []string{"/", "/sessions"} {
+				req, _ := http.NewRequest("GET", h.srv.URL+path, nil)
+				req.Host = tc.host
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if got := resp.StatusCode != http.StatusForbidden; got != tc.ok {
+					t.Errorf("GET %s with Host %q: %s %s", path, tc.host, resp.Status, body)
+				}
+				if !tc.ok && (!strings.Contains(string(body), "--hosts") || len(resp.Header.Values("Set-Cookie")) > 0) {
+					t.Errorf("refused GET %s: %q, Set-Cookie %q; want the text naming --hosts and no cookie", path, body, resp.Header.Values("Set-Cookie"))
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), hang)
+			defer cancel()
+			ws, resp, err := websocket.Dial(ctx, h.wsURL(), &websocket.DialOptions{Host: tc.host})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("upgrade with Host %q: %v", tc.host, err)
+				}
+				_ = ws.CloseNow()
+				return
+			}
+			if err == nil {
+				_ = ws.CloseNow()
+				t.Fatalf("upgrade with Host %q succeeded; want 403", tc.host)
+			}
+			if resp == nil || resp.StatusCode != http.StatusForbidden || len(resp.Header.Values("Set-Cookie")) > 0 {
+				t.Errorf("upgrade with Host %q: %v; want 403 and no cookie", tc.host, resp)
+			}
+		})
+	}
+	req, _ := http.NewRequest("GET", h.srv.URL+"/healthz", nil)
+	req.Host = "evil.example"
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz with any Host: %s, want 200", resp.Status)
+	}
+}
+
+// TestRefusedOriginGetsNoCookie: a /ws upgrade refused for its Origin gives
+// the browser no identity.
+func TestRefusedOriginGetsNoCookie(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, h.wsURL(), &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("dial from another site: %v, %v; want 403", err, resp)
+	}
+	if cookies := resp.Header.Values("Set-Cookie"); len(cookies) > 0 {
+		t.Errorf("the refused upgrade set cookies %q", cookies)
+	}
+}
+
+// TestSocketsPerBrowser: past MaxSockets, one browser's next socket is
+// closed at once with 4002 and a reason; closing one makes room. Another
+// browser is not affected.
+func TestSocketsPerBrowser(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{MaxSockets: 3}})
+	b := h.newBrowser(nil)
+	var open []*wsClient
+	for range 3 {
+		c, _ := b.open(pageTools)
+		open = append(open, c)
+	}
+	extra := b.dial(nil)
+	_, err := extra.read()
+	if websocket.CloseStatus(err) != websocket.StatusCode(engine.CloseTooMany) || !strings.Contains(err.Error(), "3 sockets open") {
+		t.Fatalf("the fourth socket read %v, want close 4002 naming the limit", err)
+	}
+	other, _ := h.newBrowser(nil).open(pageTools)
+	if got := other.reply("hello"); got != "echo: hello" {
+		t.Errorf("another browser: reply %q", got)
+	}
+	_ = open[0].ws.Close(websocket.StatusNormalClosure, "")
+	// The server counts the socket out once its handler returns.
+	waitFor(t, "room for a socket", func() bool {
+		c, _, err := b.dialErr(nil)
+		if err != nil {
+			return false
+		}
+		c.send(map[string]any{"type": "session.open", "tools": pageTools})
+		f, err := c.read()
+		_ = c.ws.CloseNow()
+		return err == nil && f.Type == "session.opened"
+	})
+}
+
+// TestNewSessionsPerMinute: past NewSessionsPerMinute, a browser's next new
+// session is refused with rate_limited, saying when to try again; resuming
+// the sessions it has still works, and so does another browser.
+func TestNewSessionsPerMinute(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{NewSessionsPerMinute: 3}})
+	b := h.newBrowser(nil)
+	var ids []string
+	for range 3 {
+		c, id := b.open(pageTools)
+		ids = append(ids, id)
+		_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	}
+	c := b.dial(nil)
+	c.send(map[string]any{"type": "session.open", "tools": pageTools})
+	if f := c.untilError(); f.Code != string(engine.WireRateLimited) || !strings.Contains(f.errorText(), "try again in") {
+		t.Fatalf("the fourth new session: %s, want rate_limited saying when", f.raw)
+	}
+	c.send(map[string]any{"type": "session.open", "session": ids[0], "after": 0, "tools": pageTools})
+	c.untilType("session.opened")
+	if got := c.reply("hello"); got != "echo: hello" {
+		t.Errorf("resumed session: reply %q", got)
+	}
+	h.newBrowser(nil).open(pageTools)
+}
+
+// TestLiveSessionsPerBrowser: a browser with MaxLiveSessions sessions in
+// memory is refused another (limit_exceeded), whatever its rate.
+func TestLiveSessionsPerBrowser(t *testing.T) {
+	h := newHarness(t, harnessOptions{
+		engine:  engine.Options{MaxLiveSessions: 2},
+		gateway: gateway.Options{NewSessionsPerMinute: -1},
+	})
+	b := h.newBrowser(nil)
+	b.open(pageTools)
+	b.open(pageTools)
+	c := b.dial(nil)
+	c.send(map[string]any{"type": "session.open", "tools": pageTools})
+	if f := c.untilError(); f.Code != string(engine.WireLimitExceeded) || !strings.Contains(f.errorText(), "2 sessions open") {
+		t.Fatalf("the third session: %s, want limit_exceeded naming 2", f.raw)
+	}
+	if n := h.eng.Loaded(); n != 2 {
+		t.Errorf("%d sessions loaded, want 2", n)
+	}
+	h.newBrowser(nil).open(pageTools)
+}
+
+// waitFor polls ok until it holds, failing the test after hang.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hang)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %v", what, hang)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
