@@ -148,7 +148,7 @@ const (
 	DefaultUnload = time.Minute
 	// DefaultMaxLiveSessions is Options.MaxLiveSessions' default.
 	DefaultMaxLiveSessions = 32
-	DefaultRetain = 30 * 24 * time.Hour
+	DefaultRetain          = 30 * 24 * time.Hour
 )
 
 // OpenOptions describe a new session.
