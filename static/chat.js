@@ -238,6 +238,8 @@ export function mountChat(root, client) {
             if (card.status === "running") setBusy(true);
         }),
         client.on("idle", () => setBusy(false)),
+        // A limit stopped the model: say why, in the gateway's words.
+        client.on("guard", ({ message, guard }) => notice("guard", message || `Stopped by the ${guard} limit.`)),
         client.on("client.event", ({ name, data }) => {
             notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`);
         }),

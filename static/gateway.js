@@ -348,6 +348,11 @@ export class GatewayClient extends EventTarget {
                 break;
             case "model.discarded": this.#emit("discarded", { seq, reason: f.reason ?? "", replayed }); break;
             case "session.idle": this.#emit("idle", { seq, replayed }); break;
+            case "guard.tripped": {
+                const { guard, limit, value, tool, message } = f;
+                this.#emit("guard", { seq, guard, limit, value, tool, message: String(message ?? ""), replayed });
+                break;
+            }
             case "client.event": this.#emit("client.event", { seq, name: f.name, data: f.data, replayed }); break;
             case "error":
                 this.#emit("error", { seq, code: String(f.code ?? "error"), message: String(f.message ?? ""), replayed });
