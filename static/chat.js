@@ -243,10 +243,18 @@ export function mountChat(root, client) {
         client.on("client.event", ({ name, data }) => {
             notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`);
         }),
-        client.on("error", ({ code, message, seq }) => {
+        client.on("error", ({ code, message, seq, refused }) => {
             // Session errors are part of the conversation; refused frames are not.
             if (seq !== undefined) notice("error", message || code);
-            else if (code === FRAME_ERROR.STORE_UNAVAILABLE) {
+            else if (refused?.type === "message") {
+                // Over the gateway's limits, never sent. The box still holds
+                // it when send() refused it; one queued offline is given back.
+                notice("error", `Your message was not sent: ${message}`);
+                if (!prompt.value) {
+                    prompt.value = refused.content;
+                    setBusy(false);
+                }
+            } else if (code === FRAME_ERROR.STORE_UNAVAILABLE) {
                 // The message was not taken: say so, and give its text back.
                 notice("error", `Your message was not sent: ${message}`);
                 if (!prompt.value && lastSent) prompt.value = lastSent;
@@ -264,7 +272,13 @@ export function mountChat(root, client) {
         e.preventDefault();
         const text = prompt.value.trim();
         if (!text) return;
-        client.send(text);
+        try {
+            client.send(text);
+        } catch (err) {
+            // Over the gateway's limits: the error event said so; keep the text.
+            if (/** @type {any} */ (err)?.code === FRAME_ERROR.LIMIT_EXCEEDED) return;
+            throw err;
+        }
         lastSent = text;
         prompt.value = "";
         stick = true;

@@ -43,7 +43,7 @@ export const FRAME_ERROR = Object.freeze({
     SETTLED: "settled",                  // a repeat of the answer that settled the call
     SESSION_CLOSED: "session_closed",    // the session has ended
     RATE_LIMITED: "rate_limited",        // too many refused frames: the gateway reads this page more slowly
-    LIMIT_EXCEEDED: "limit_exceeded",    // more than a documented limit (tools declared, the length of a name)
+    LIMIT_EXCEEDED: "limit_exceeded",    // more than a documented limit (tools declared, the length of a name or a message)
     STORE_UNAVAILABLE: "store_unavailable", // the session store fails: the message was not taken
     BAD_CONFIG: "bad_config",            // a new session cannot start: the agent config cannot be used
     WORKER_FAILED: "worker_failed",      // a new session cannot start: the worker failed

@@ -1,6 +1,7 @@
 /**
  * connection.js: the WebSocket under a GatewayClient, reopened after every
- * unexpected close with capped exponential backoff and jitter.
+ * unexpected close with capped exponential backoff and jitter, and the
+ * gateway's limits on what goes on it.
  *
  * It knows nothing of sessions: the client says what to send when a socket
  * opens (`session.open`), what to do with each frame, and whether a close
@@ -9,17 +10,31 @@
  * `connected()` (the session opened) resets the count, `retryNow()` (the
  * browser came back online) skips the wait.
  *
+ * The gateway reads frames of at most `frameBytes` (a larger one makes it
+ * close the socket with 1009, and the page would send it again after every
+ * reconnect) and takes messages of at most `messageBytes` of UTF-8. It says
+ * both in session.opened (`limits`); until then the defaults hold. The SDK
+ * measures what it sends against them and refuses, with a LimitError, what
+ * the gateway would refuse, so nothing is lost on the way.
+ *
  * Exports:
  * - Connection: open(), write(frame), drop(), stop(), retryNow(), connected(), id.
  * - socketURL(url): a ws(s) URL from a relative or http(s) one.
+ * - DEFAULT_LIMITS, readLimits(limits, previous): the gateway's limits.
+ * - LimitError, messageOverLimits(frame, limits), frameLength(frame),
+ *   byteLength(text), bytesText(n): measuring against them.
  *
  * @module connection
  */
 
-import { CLOSE } from "./codes.js";
+import { CLOSE, FRAME_ERROR } from "./codes.js";
 
 /**
  * @typedef {{initialDelay: number, maxDelay: number, factor: number}} Backoff
+ *     In ms; defaults 250, 10000, 2.
+ *
+ * @typedef {{frameBytes: number, messageBytes: number}} Limits  In bytes;
+ *     frameBytes is Infinity when the gateway's transport has no limit.
  *
  * @typedef {object} ConnectionHooks
  * @property {() => void} open  The socket opened: send the first frame.
@@ -45,13 +60,17 @@ export class Connection {
     /**
      * @param {string} url  A ws(s) URL.
      * @param {typeof WebSocket} WS
-     * @param {Backoff | false} backoff  false: never reconnect.
+     * @param {Partial<Backoff> | false} backoff  false: never reconnect.
      * @param {ConnectionHooks} hooks
      */
     constructor(url, WS, backoff, hooks) {
         this.#url = url;
         this.#WS = WS;
-        this.#backoff = backoff;
+        this.#backoff = backoff && {
+            initialDelay: backoff.initialDelay ?? 250,
+            maxDelay: backoff.maxDelay ?? 10_000,
+            factor: backoff.factor ?? 2,
+        };
         this.#hooks = hooks;
     }
 
@@ -151,4 +170,85 @@ export function socketURL(url) {
     if (u.protocol === "http:") u.protocol = "ws:";
     if (u.protocol === "https:") u.protocol = "wss:";
     return u.href;
+}
+
+/**
+ * The gateway's limits until its session.opened says otherwise: its
+ * defaults, --read-limit (1 MiB) and --max-message (256 KiB).
+ * @type {Readonly<Limits>}
+ */
+export const DEFAULT_LIMITS = Object.freeze({ frameBytes: 1 << 20, messageBytes: 256 << 10 });
+
+/**
+ * The limits of session.opened's `limits`. A gateway that sends none keeps
+ * the previous ones; frameBytes absent means its transport has no limit.
+ * @param {any} limits
+ * @param {Readonly<Limits>} previous
+ * @returns {Readonly<Limits>}
+ */
+export function readLimits(limits, previous) {
+    if (!limits || typeof limits !== "object") return previous;
+    const positive = (/** @type {unknown} */ n) => typeof n === "number" && n > 0;
+    return Object.freeze({
+        frameBytes: positive(limits.frameBytes) ? limits.frameBytes : Infinity,
+        messageBytes: positive(limits.messageBytes) ? limits.messageBytes : previous.messageBytes,
+    });
+}
+
+/**
+ * Something over the gateway's limits, never sent: `code` is
+ * FRAME_ERROR.LIMIT_EXCEEDED, as the gateway's own refusal, and the message
+ * names the size and the limit for a person to read.
+ */
+export class LimitError extends Error {
+    /** @param {string} message @param {number} bytes @param {number} limit */
+    constructor(message, bytes, limit) {
+        super(message);
+        this.name = "LimitError";
+        this.code = FRAME_ERROR.LIMIT_EXCEEDED;
+        /** How large it is, in bytes. */
+        this.bytes = bytes;
+        /** The limit it is over, in bytes. */
+        this.limit = limit;
+    }
+}
+
+/**
+ * The LimitError for a `message` frame the gateway would refuse (content
+ * over messageBytes: limit_exceeded; the frame over frameBytes: a close
+ * with 1009), or null when it fits.
+ * @param {{content: string}} frame
+ * @param {Readonly<Limits>} limits
+ */
+export function messageOverLimits(frame, limits) {
+    const bytes = byteLength(frame.content);
+    if (bytes > limits.messageBytes) {
+        return new LimitError(`The message is ${bytesText(bytes)} bytes; the gateway takes at most ${bytesText(limits.messageBytes)}.`,
+            bytes, limits.messageBytes);
+    }
+    // JSON escapes can make a frame much longer than its text (a control
+    // character takes six bytes).
+    const size = frameLength(frame);
+    if (size > limits.frameBytes) {
+        return new LimitError(`The message takes ${bytesText(size)} bytes to send; the gateway reads at most ${bytesText(limits.frameBytes)} at once.`,
+            size, limits.frameBytes);
+    }
+    return null;
+}
+
+const encoder = new TextEncoder();
+
+/** How many bytes frame takes on the wire: its JSON in UTF-8. @param {any} frame */
+export function frameLength(frame) {
+    return byteLength(JSON.stringify(frame) ?? "");
+}
+
+/** text's length in UTF-8, as the gateway counts it. @param {string} text */
+export function byteLength(text) {
+    return encoder.encode(text).length;
+}
+
+/** A byte count for reading: 2000000 is "2,000,000". @param {number} n */
+export function bytesText(n) {
+    return n.toLocaleString("en-US");
 }

@@ -9,14 +9,15 @@
  * This module is the session: session.open and resume, the outbox of frames
  * that wait for the session, deduplicating the session's events by seq and
  * turning them into the client's events. The other jobs have a module each:
- * - connection.js: the WebSocket, reopened with backoff after a close.
+ * - connection.js: the WebSocket, reopened with backoff after a close; the
+ *   gateway's limits on what a page sends.
  * - store.js: the session's copy in sessionStorage, for reloads.
  * - cards.js: the tool-card view model (the `tool` event).
  * - runner.js: running this page's client tools, and ToolError.
  * - codes.js: the wire codes (close codes, error codes), re-exported here.
  *
- * Exports: connect(options), GatewayClient, ToolError, and the code tables
- * CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD.
+ * Exports: connect(options), GatewayClient, ToolError, LimitError, and the
+ * code tables CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD.
  * @example
  * import { connect, ToolError } from "/static/gateway.js";
  * const client = connect({ tools: { get_local_time: () => ({ time: new Date().toISOString() }) } });
@@ -34,17 +35,20 @@
  *   again after a reconnect until the call settles (runner.js).
  * - Listeners added in the same task as connect() see every event: the
  *   client starts (restores, then connects) in a microtask.
+ * - Nothing over the gateway's limits (session.opened's) is sent: send()
+ *   throws a LimitError; a tool's answer too large becomes a tool.error.
  *
  * @module gateway
  */
 
 import { FRAME_ERROR, TOOL_ERROR } from "./codes.js";
-import { Connection, socketURL } from "./connection.js";
+import { Connection, DEFAULT_LIMITS, messageOverLimits, readLimits, socketURL } from "./connection.js";
 import { DEFAULT_STORAGE_KEY, SessionStore, defaultStorage } from "./store.js";
 import { ToolCards } from "./cards.js";
 import { Runner } from "./runner.js";
 
 export { ToolError } from "./runner.js";
+export { LimitError } from "./connection.js";
 export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js";
 
 /**
@@ -80,28 +84,17 @@ export function connect(options = {}) {
 /**
  * A connection to one session of the gateway, surviving reconnects.
  *
- * Events (listen with `on(name, fn)`, fn gets the detail, or with
- * addEventListener, the detail is `event.detail`):
- *
- * | event | detail |
- * | --- | --- |
- * | `state` | `{state, retryIn?, code?}` connection: connecting, open, closed (retryIn ms until the next try) |
- * | `opened` | `{session, seq, resumed, page}` the gateway answered session.open; page: this connection's page id |
- * | `reset` | `{reason}` the stored session is gone; a new conversation starts: clear the page |
- * | `message` | `{seq, message, replayed}` a transcript message (user, assistant, tool) |
- * | `delta` | `{seq, text, replayed}` a piece of streamed model text |
- * | `model.finished` | `{seq, stopReason, usage, error, replayed}` |
- * | `discarded` | `{seq, reason, replayed}` the text streamed since the last model.finished is void (a restart cut the turn); it runs again |
- * | `tool` | ToolCard, after every change to a call |
- * | `idle` | `{seq, replayed}` no turn and no call running |
- * | `client.event` | `{seq, name, data, replayed}` |
- * | `error` | `{code, message, seq?, replayed?}` seq is set for session errors, absent for a frame the gateway refused |
- * | `ended` | `{seq, reason, replayed}` the session closed |
- * | `frame` | every frame received, once (session events deduplicated) |
- * | `send` | every frame sent |
- *
- * `replayed` is true for events restored from storage or replayed by the
- * gateway on resume (the page has seen them before, or reloaded).
+ * Events: `on(name, fn)` calls fn with the detail (or addEventListener:
+ * `event.detail`); docs/sdk.md#events has each one's detail. `state`
+ * (connecting, open, closed), `opened` (session.opened: the session, this
+ * connection's page id), `reset` (a new conversation: clear the page),
+ * `message`, `delta`, `model.finished`, `discarded` (a restart cut the turn:
+ * drop its streamed text), `tool` (a ToolCard, after every change), `idle`,
+ * `client.event`, `error` (with seq: a session error; without: a frame
+ * refused, by the gateway, or by the SDK with `refused`, the frame),
+ * `ended`, and, for debugging, `frame` (every frame received, once) and
+ * `send` (every frame sent). `replayed` is true for events the page has
+ * shown before: restored from storage or replayed on resume.
  */
 export class GatewayClient extends EventTarget {
     /** @type {Connection} */ #conn;
@@ -116,6 +109,7 @@ export class GatewayClient extends EventTarget {
     #flushAfterReplay = false; // answers wait for the replay: it says which calls settled
     /** @type {any[]} */ #events = [];
     /** @type {any[]} */ #outbox = [];
+    #limits = DEFAULT_LIMITS; // the gateway's, from session.opened
 
     /** @type {SessionStore} */ #store;
     /** @type {ToolCards} */ #cards;
@@ -128,12 +122,7 @@ export class GatewayClient extends EventTarget {
         const storage = options.storage === undefined ? defaultStorage() : options.storage;
         this.#store = new SessionStore(storage, storageKey,
             () => this.#session ? { session: this.#session, seq: this.#seq, events: this.#events } : null);
-        const backoff = reconnect === false ? false : {
-            initialDelay: reconnect.initialDelay ?? 250,
-            maxDelay: reconnect.maxDelay ?? 10_000,
-            factor: reconnect.factor ?? 2,
-        };
-        this.#conn = new Connection(socketURL(url ?? "/ws"), options.WebSocket ?? globalThis.WebSocket, backoff, {
+        this.#conn = new Connection(socketURL(url ?? "/ws"), options.WebSocket ?? globalThis.WebSocket, reconnect, {
             open: () => this.#sendOpen(),
             frame: (data) => this.#onFrame(data),
             closed: () => {
@@ -146,6 +135,7 @@ export class GatewayClient extends EventTarget {
         this.#runner = new Runner(tools, {
             conn: () => this.#conn.id,
             write: (frame) => this.#opened && this.#write(frame),
+            frameBytes: () => this.#limits.frameBytes,
         }, this.#cards);
         if (typeof addEventListener === "function") {
             addEventListener("pagehide", () => this.#store.flush());
@@ -160,16 +150,15 @@ export class GatewayClient extends EventTarget {
 
     /** The session id, once known. @returns {string | null} */
     get session() { return this.#session; }
-    /**
-     * This connection's page id (from session.opened: a new one on every
-     * connection), or the last connection's while reconnecting; null until
-     * the first session.opened. @returns {string | null}
-     */
+    /** This connection's page id, from session.opened (new on every connection;
+     * the last one's while reconnecting; null before the first). @returns {string | null} */
     get page() { return this.#cards.page; }
     /** The last session event's seq. */
     get seq() { return this.#seq; }
     /** @returns {ConnectionState} */
     get state() { return this.#state; }
+    /** The gateway's limits, in bytes: `{frameBytes, messageBytes}`. */
+    get limits() { return this.#limits; }
     /** The names of the tools this page declares. @returns {string[]} */
     get tools() { return this.#runner.names; }
     /** Every session event seen, deduplicated, in seq order (a copy). */
@@ -192,9 +181,13 @@ export class GatewayClient extends EventTarget {
     /**
      * Sends a user message. Queued while the connection is down.
      * @param {string} content
+     * @throws {LimitError} it is over the gateway's limits: not sent (also an `error` event)
      */
     send(content) {
-        this.#post({ type: "message", content: String(content) });
+        const frame = { type: "message", content: String(content) };
+        const err = this.#overLimits(frame);
+        if (err) throw err;
+        this.#post(frame);
     }
 
     /** Stops the current model turn and its open calls. */
@@ -295,6 +288,7 @@ export class GatewayClient extends EventTarget {
         const resumed = this.#session !== null;
         const page = typeof f.page === "string" && f.page ? f.page : null;
         this.#session = f.session;
+        this.#limits = readLimits(f.limits, this.#limits);
         this.#replayUntil = typeof f.seq === "number" ? f.seq : 0;
         this.#opened = true;
         this.#conn.connected();
@@ -308,7 +302,15 @@ export class GatewayClient extends EventTarget {
         if (!this.#flushAfterReplay) this.#runner.flush();
         const outbox = this.#outbox;
         this.#outbox = [];
-        for (const frame of outbox) this.#write(frame);
+        // A message queued before this gateway told its limits may be over them.
+        for (const frame of outbox) if (frame.type !== "message" || !this.#overLimits(frame)) this.#write(frame);
+    }
+
+    /** The LimitError of a message over the gateway's limits, also emitted; null if it fits. */
+    #overLimits(frame) {
+        const err = messageOverLimits(frame, this.#limits);
+        if (err) this.#emit("error", { code: err.code, message: err.message, refused: frame });
+        return err;
     }
 
     /**
@@ -348,11 +350,7 @@ export class GatewayClient extends EventTarget {
                 break;
             case "model.discarded": this.#emit("discarded", { seq, reason: f.reason ?? "", replayed }); break;
             case "session.idle": this.#emit("idle", { seq, replayed }); break;
-            case "guard.tripped": {
-                const { guard, limit, value, tool, message } = f;
-                this.#emit("guard", { seq, guard, limit, value, tool, message: String(message ?? ""), replayed });
-                break;
-            }
+            case "guard.tripped": this.#emit("guard", { ...f, seq, message: String(f.message ?? ""), replayed }); break;
             case "client.event": this.#emit("client.event", { seq, name: f.name, data: f.data, replayed }); break;
             case "error":
                 this.#emit("error", { seq, code: String(f.code ?? "error"), message: String(f.message ?? ""), replayed });

@@ -18,6 +18,10 @@
  *   gateway would refuse it.
  * - Bad input is answered with the delivery's `proposed` tool.error unless
  *   the tool has `acceptInvalid`; an unknown tool with `unknown_tool`.
+ * - An answer larger than the gateway reads in a frame is never sent (the
+ *   gateway would close the socket, and the page would send it again after
+ *   every reconnect): a terminal `tool_failed` tool.error that names both
+ *   sizes goes instead, so the model reads why.
  *
  * Exports:
  * - Runner: call(frame), cancel(frame), failed(id, attempt, timeout),
@@ -28,6 +32,7 @@
  */
 
 import { TOOL_ERROR } from "./codes.js";
+import { bytesText, frameLength } from "./connection.js";
 
 /**
  * @typedef {{ status: "valid", value: any }
@@ -76,6 +81,7 @@ import { TOOL_ERROR } from "./codes.js";
  * @property {() => number} conn  The current connection's number (1, 2, ...).
  * @property {(frame: any) => boolean} write  Sends a frame if the session is
  *     open on the current connection; false when it is not.
+ * @property {() => number} frameBytes  The largest frame the gateway reads.
  *
  * @typedef {object} CardHooks  What the runner tells the tool cards (cards.js).
  * @property {(f: ToolCallFrame) => void} delivered
@@ -88,6 +94,7 @@ import { TOOL_ERROR } from "./codes.js";
  * @property {AbortController} controller
  * @property {number} deadline  ms since the epoch; 0: none
  * @property {any} answer   The tool.result or tool.error frame, once known.
+ * @property {number} bytes  The answer's size on the wire.
  * @property {number} sentOn The connection the answer went out on; 0: not sent.
  * @property {boolean} done Answered or aborted: nothing more to send.
  */
@@ -161,7 +168,7 @@ export class Runner {
         /** @type {Run} */
         const run = {
             key, id: f.id, attempt: f.attempt, controller: new AbortController(),
-            deadline: Number.isNaN(deadline) ? 0 : deadline, answer: null, sentOn: 0, done: false,
+            deadline: Number.isNaN(deadline) ? 0 : deadline, answer: null, bytes: 0, sentOn: 0, done: false,
         };
         this.#runs.set(key, run);
         this.#cards.delivered(f);
@@ -285,18 +292,32 @@ export class Runner {
     #answer(run, frame) {
         if (run.done) return; // cancelled: the gateway ignores late answers
         run.done = true;
+        let bytes;
         try {
-            JSON.stringify(frame);
+            bytes = frameLength(frame);
         } catch (err) {
             frame = { type: "tool.error", id: run.id, attempt: run.attempt, error: `The tool's result is not JSON: ${messageOf(err)}`, code: TOOL_ERROR.TOOL_FAILED };
+            bytes = frameLength(frame);
         }
         run.answer = frame;
+        run.bytes = bytes;
         this.#cards.localState(run.id, run.attempt, "answered");
         this.#send(run);
     }
 
     /** @param {Run} run */
     #send(run) {
+        // Checked at every send: a reconnect may bring a smaller limit.
+        const limit = this.#link.frameBytes();
+        if (run.bytes > limit) {
+            const what = run.answer.type === "tool.result" ? "result" : "error";
+            run.answer = {
+                type: "tool.error", id: run.id, attempt: run.attempt, code: TOOL_ERROR.TOOL_FAILED, retryable: false,
+                error: `The tool's ${what} was ${bytesText(run.bytes)} bytes, over the gateway's limit of ${bytesText(limit)} bytes per frame, so the page did not send it.`,
+                detail: { bytes: run.bytes, limit },
+            };
+            run.bytes = frameLength(run.answer);
+        }
         if (this.#link.write(run.answer)) run.sentOn = this.#link.conn();
     }
 }

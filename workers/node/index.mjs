@@ -3,12 +3,18 @@
 // The gateway POSTs every trigger as {session, trigger, proposed}, signed
 // with a shared secret; this module checks the signature, calls
 // decide({ trigger, proposed, session, signal, deadline }) and answers its
-// decision as JSON. The protocol is described in docs/workers.md.
+// decision as JSON. It refuses replays: a tool.execute it has answered gets
+// the same answer again without decide running twice, and any other request
+// seen before is refused (replay.mjs). The protocol is described in
+// docs/workers.md.
 //
 // Node 20 built-ins only; no dependencies.
 
 import { createServer } from "node:http";
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { DEFAULT_MAX_REPLAY_BYTES, DEFAULT_MAX_REPLAY_ENTRIES, REPLAY_MARGIN_MS, ReplayMemory } from "./replay.mjs";
+
+export { ReplayMemory, DEFAULT_MAX_REPLAY_BYTES, DEFAULT_MAX_REPLAY_ENTRIES, REPLAY_MARGIN_MS };
 
 /** Header names, lowercase as Node delivers them. */
 export const HEADER_TIMESTAMP = "x-gateway-timestamp";
@@ -62,7 +68,9 @@ function mac(secret, timestamp, body) {
 /**
  * Checks a request's signature; throws a SignatureError when it is missing,
  * wrong, or signed more than windowSeconds away from now. The error never
- * contains the secret or the expected signature.
+ * contains the secret or the expected signature. Returns the signature that
+ * matched, in lowercase hex: the request's identity (its timestamp and body),
+ * however the header spelt it.
  *
  * @param {object} o
  * @param {string | Buffer} o.secret
@@ -93,7 +101,7 @@ export function verify({ secret, timestamp, signature, body, now = Date.now(), w
         if (!entry.startsWith(SCHEME)) continue;
         const hex = entry.slice(SCHEME.length);
         if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== want.length * 2) continue;
-        if (timingSafeEqual(Buffer.from(hex, "hex"), want)) return;
+        if (timingSafeEqual(Buffer.from(hex, "hex"), want)) return want.toString("hex");
     }
     throw new SignatureError("bad_signature",
         "signature does not match: check that the gateway and the worker share the same secret");
@@ -110,16 +118,28 @@ class HttpError extends Error {
  * A request listener, for node:http or any framework that passes Node's
  * (req, res), that serves decide over the gateway's protocol.
  *
+ * Replays: a tool.execute is answered once per (session, trigger.id,
+ * trigger.attempt): a repeat gets the same answer, and one that arrives
+ * while decide still runs waits for it, so decide runs once. Any other
+ * request whose signature was seen before is refused with 409. What is
+ * remembered lasts the window plus REPLAY_MARGIN_MS (replay.mjs).
+ *
  * @param {object} o
  * @param {(input: {trigger: object, proposed: object, session: string,
  *          signal: AbortSignal, deadline?: Date}) => object | Promise<object>} o.decide
  * @param {string | Buffer} o.secret the secret shared with the gateway
  * @param {number} [o.windowSeconds] replay window; default 300
  * @param {number} [o.maxBodyBytes] default 4 MiB
+ * @param {number} [o.maxReplayEntries] requests remembered; default 100,000
+ * @param {number} [o.maxReplayBytes] bytes of answers remembered; default 64 MiB
+ * @param {() => number} [o.now] the clock, in ms since the epoch; default Date.now (tests pass a fake)
  * @param {(err: Error, info: {trigger?: object}) => void} [o.onError]
  *        called for each error decide throws; default logs it to stderr
  */
-export function createHandler({ decide, secret, windowSeconds = DEFAULT_WINDOW_SECONDS, maxBodyBytes = DEFAULT_MAX_BODY_BYTES, onError }) {
+export function createHandler({
+    decide, secret, windowSeconds = DEFAULT_WINDOW_SECONDS, maxBodyBytes = DEFAULT_MAX_BODY_BYTES,
+    maxReplayEntries = DEFAULT_MAX_REPLAY_ENTRIES, maxReplayBytes = DEFAULT_MAX_REPLAY_BYTES, now = Date.now, onError,
+}) {
     if (typeof decide !== "function") {
         throw new TypeError("createHandler: decide must be a function");
     }
@@ -128,54 +148,32 @@ export function createHandler({ decide, secret, windowSeconds = DEFAULT_WINDOW_S
     }
     onError ??= (err, { trigger }) =>
         console.error(`worker: decide failed on ${trigger?.type ?? "a request"}:`, err);
+    const memory = new ReplayMemory({
+        ttlMs: windowSeconds * 1000 + REPLAY_MARGIN_MS, maxEntries: maxReplayEntries, maxBytes: maxReplayBytes, now,
+    });
 
-    return async function handle(req, res) {
-        let trigger;
+    /**
+     * One call of decide, which one request or more wait for (a tool.execute
+     * sent again while it runs joins it). Resolves to the answer,
+     * {status, text}; never rejects. Its signal aborts at the deadline, or
+     * once every request waiting for it has gone.
+     */
+    function run(input, deadlineHeader) {
+        const { trigger } = input;
         const controller = new AbortController();
+        let waiting = 0;
+        let deadline;
         let timer;
-        res.on("close", () => {
-            clearTimeout(timer);
-            if (!res.writableFinished) controller.abort(new Error("the gateway closed the request"));
-        });
-        try {
-            if (req.method !== "POST") {
-                res.setHeader("Allow", "POST");
-                throw new HttpError(405, `${req.method} is not allowed; the gateway POSTs triggers`);
+        if (deadlineHeader) {
+            const at = new Date(deadlineHeader);
+            if (!Number.isNaN(at.getTime())) {
+                deadline = at;
+                timer = setTimeout(() => controller.abort(new Error(`the deadline ${deadlineHeader} passed`)),
+                    Math.max(0, at.getTime() - now()));
+                timer.unref();
             }
-            const body = await readBody(req, maxBodyBytes);
-            try {
-                verify({
-                    secret, body, windowSeconds,
-                    timestamp: req.headers[HEADER_TIMESTAMP],
-                    signature: req.headers[HEADER_SIGNATURE],
-                });
-            } catch (err) {
-                if (err instanceof SignatureError) throw new HttpError(401, err.message);
-                throw err;
-            }
-            let input;
-            try {
-                input = JSON.parse(body.toString("utf8"));
-            } catch (err) {
-                throw new HttpError(400, `the body is not JSON: ${err.message}`);
-            }
-            if (!isObject(input) || !isObject(input.trigger) || typeof input.trigger.type !== "string") {
-                throw new HttpError(400, "the body is not {session, trigger, proposed}");
-            }
-            trigger = input.trigger;
-
-            let deadline;
-            const header = req.headers[HEADER_DEADLINE];
-            if (header) {
-                const at = new Date(header);
-                if (!Number.isNaN(at.getTime())) {
-                    deadline = at;
-                    timer = setTimeout(() => controller.abort(new Error(`the deadline ${header} passed`)),
-                        Math.max(0, at.getTime() - Date.now()));
-                    timer.unref();
-                }
-            }
-
+        }
+        const answer = (async () => {
             let decision;
             try {
                 decision = await decide({
@@ -187,25 +185,121 @@ export function createHandler({ decide, secret, windowSeconds = DEFAULT_WINDOW_S
                 });
             } catch (err) {
                 onError(err, { trigger });
-                throw new HttpError(500, err instanceof Error ? err.message : String(err));
+                return failure(500, err instanceof Error ? err.message : String(err));
             }
             if (!isObject(decision)) {
-                throw new HttpError(500, `decide returned ${decision === null ? "null" : Array.isArray(decision) ? "an array" : typeof decision} ` +
+                return failure(500, `decide returned ${decision === null ? "null" : Array.isArray(decision) ? "an array" : typeof decision} ` +
                     `for a ${trigger.type} trigger; return a decision such as { actions: [...] }, or proposed to accept the engine's`);
             }
-            let text;
             try {
-                text = JSON.stringify(decision);
+                return { status: 200, text: JSON.stringify(decision) };
             } catch (err) {
-                throw new HttpError(500, `decide's decision for a ${trigger.type} trigger is not JSON: ${err.message}`);
+                return failure(500, `decide's decision for a ${trigger.type} trigger is not JSON: ${err.message}`);
             }
-            send(res, 200, text);
-        } catch (err) {
-            const status = err instanceof HttpError ? err.status : 500;
-            if (!(err instanceof HttpError)) onError(err, { trigger });
-            send(res, status, JSON.stringify({ error: err.message }));
+        })().finally(() => clearTimeout(timer));
+        return {
+            answer,
+            /** A request waits for the answer; when the last one goes, decide's signal aborts. */
+            join(request) {
+                const gone = () => controller.abort(new Error("the gateway closed the request"));
+                if (request.gone) {
+                    if (waiting === 0) gone(); // nobody waits for it
+                } else {
+                    waiting++;
+                    request.onGone = () => {
+                        if (--waiting === 0) gone();
+                    };
+                }
+                return answer;
+            },
+        };
+    }
+
+    async function respond(req, request) {
+        if (req.method !== "POST") {
+            request.res.setHeader("Allow", "POST");
+            throw new HttpError(405, `${req.method} is not allowed; the gateway POSTs triggers`);
         }
+        const body = await readBody(req, maxBodyBytes);
+        const timestamp = req.headers[HEADER_TIMESTAMP];
+        let signature;
+        try {
+            signature = verify({ secret, body, windowSeconds, timestamp, signature: req.headers[HEADER_SIGNATURE], now: now() });
+        } catch (err) {
+            if (err instanceof SignatureError) throw new HttpError(401, err.message);
+            throw err;
+        }
+        const signedAt = Number(timestamp.trim()) * 1000;
+        let input;
+        try {
+            input = JSON.parse(body.toString("utf8"));
+        } catch (err) {
+            throw new HttpError(400, `the body is not JSON: ${err.message}`);
+        }
+        const trigger = isObject(input) && isObject(input.trigger) ? input.trigger : undefined;
+        request.trigger = trigger;
+
+        const key = attemptKey(input);
+        if (key) {
+            const seen = memory.get(key);
+            if (seen?.run) return seen.run.join(request);
+            if (seen?.answer) return seen.answer;
+            if (seen) {
+                throw new HttpError(409, `replayed request: attempt ${trigger.attempt} of call ${trigger.id} was answered already, ` +
+                    "and its answer is no longer kept");
+            }
+            const r = run(input, req.headers[HEADER_DEADLINE]);
+            memory.start(key, r);
+            // Recorded before any request reads the answer, so a repeat after it finds it.
+            r.answer.then((answer) => memory.finish(key, answer, Buffer.byteLength(answer.text), signedAt));
+            return r.join(request);
+        }
+        if (!memory.see(`signature:${signature}`, signedAt)) {
+            throw new HttpError(409, `replayed request: a request signed at ${timestamp.trim()} with this signature was answered already; ` +
+                "the gateway signs every request anew");
+        }
+        if (!trigger || typeof trigger.type !== "string") {
+            throw new HttpError(400, "the body is not {session, trigger, proposed}");
+        }
+        return run(input, req.headers[HEADER_DEADLINE]).join(request);
+    }
+
+    return async function handle(req, res) {
+        // The request, as the run that answers it sees it.
+        const request = { res, gone: false, onGone: null, trigger: undefined };
+        res.on("close", () => {
+            if (res.writableFinished) return;
+            request.gone = true;
+            request.onGone?.();
+        });
+        let answer;
+        try {
+            answer = await respond(req, request);
+        } catch (err) {
+            if (!(err instanceof HttpError)) onError(err, { trigger: request.trigger });
+            answer = failure(err instanceof HttpError ? err.status : 500, err.message);
+        }
+        send(res, answer.status, answer.text);
     };
+}
+
+/**
+ * The key of a tool.execute's attempt, or undefined for any other request:
+ * one attempt of one call runs once, whoever sends it. The tool's name and
+ * arguments are part of it so that one call's answer never goes to another
+ * (the engine never reuses a call id in a session; a test might): a replay,
+ * and the gateway's own re-send, repeat them exactly.
+ */
+function attemptKey(input) {
+    const trigger = isObject(input) ? input.trigger : undefined;
+    if (!isObject(trigger) || trigger.type !== "tool.execute") return undefined;
+    if (typeof input.session !== "string" || typeof trigger.id !== "string" || !Number.isInteger(trigger.attempt)) return undefined;
+    return `attempt:${JSON.stringify([input.session, trigger.id, trigger.attempt, trigger.name, trigger.arguments])}`;
+}
+
+/** An error answer. */
+function failure(status, message) {
+    return { status, text: JSON.stringify({ error: message }) };
 }
 
 /**
