@@ -3,6 +3,8 @@ package httpworker
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -254,7 +256,7 @@ func (f *failure) detail() string {
 }
 
 func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
-	body, err := json.Marshal(req)
+	body, err := json.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Trigger: req.Trigger, Proposed: req.Proposed})
 	if err != nil {
 		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
 	}
@@ -479,4 +481,22 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// wireRequest is a request's body: the DecideRequest, and an id no other
+// request has, so two identical triggers (the same text sent twice in one
+// second) never have the same body, nor the same signature, and a worker
+// that refuses replays by signature or by id refuses only replays.
+type wireRequest struct {
+	ID       string          `json:"id"`
+	Session  string          `json:"session"`
+	Trigger  engine.Trigger  `json:"trigger"`
+	Proposed engine.Decision `json:"proposed"`
+}
+
+// newRequestID returns "req_" and 26 random base32 characters.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }

@@ -152,6 +152,43 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestRequestIDs: every request carries an id of its own, so the same
+// trigger sent twice (a user sending the same text twice in one second) has
+// two bodies and two signatures, and a worker that refuses replays refuses
+// only replays.
+func TestRequestIDs(t *testing.T) {
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	sigs := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ ID string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		ids[body.ID] = strings.HasPrefix(body.ID, "req_")
+		sigs[r.Header.Get(HeaderSignature)] = true
+		mu.Unlock()
+		answer(w, engine.Decision{})
+	}))
+	defer srv.Close()
+	w := newWorker(t, srv.URL, Options{})
+	same := engine.DecideRequest{Session: "s1", Trigger: engine.UserMessage{Message: engine.Message{Role: "user", Content: "hello"}}}
+	for range 2 {
+		if _, err := w.Decide(context.Background(), same); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 2 || len(sigs) != 2 {
+		t.Errorf("two identical triggers went out with ids %v and %d signatures; want two ids and two signatures", ids, len(sigs))
+	}
+	for id, ok := range ids {
+		if !ok {
+			t.Errorf("request id %q does not start with req_", id)
+		}
+	}
+}
+
 func sameJSON(t *testing.T, a, b any) bool {
 	t.Helper()
 	ja, err := json.Marshal(a)
