@@ -33,10 +33,22 @@ type call struct {
 	settled    bool
 	answeredBy int // the attempt whose answer last ended an attempt; 0: none
 	finished   ToolFinished
-	specErr    error // the call's retry policy does not parse
-	seq        int   // dispatch order within the session
-	holder     *Page // the page that runs the current client attempt; nil: none now
-	avoid      *Page // the page whose attempt timed out: the next goes elsewhere if it can
+	specErr    error     // the call's retry policy does not parse
+	seq        int       // dispatch order within the session
+	holder     *Page     // the page that runs the current client attempt; nil: none now
+	started    time.Time // when the call started, for its duration
+	delivered  time.Time // when the current client attempt reached its page
+	undeclared bool      // the model named a tool the agent does not have
+	avoid      *Page     // the page whose attempt timed out: the next goes elsewhere if it can
+}
+
+// toolLabel is the call's tool as a metric label: the model may name tools
+// that do not exist, and a label must come from a bounded set.
+func (c *call) toolLabel() string {
+	if c.undeclared {
+		return "(undeclared)"
+	}
+	return c.name
 }
 
 // running reports whether an attempt is in progress: started, not backing
@@ -139,6 +151,8 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	}
 	c.seq = s.nextCall
 	s.nextCall++
+	c.started, c.undeclared = s.e.opts.Clock.Now(), !declared
+	s.e.opts.Metrics.CallStarted(c.toolLabel(), string(handler))
 	s.calls[id] = c
 	s.open++
 	s.idle = false
@@ -319,6 +333,9 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, id, attempt, c.attempt)
 	}
 	c.answeredBy = attempt
+	if fromClient && !c.delivered.IsZero() {
+		s.e.opts.Metrics.RoundTrip(s.e.opts.Clock.Now().Sub(c.delivered))
+	}
 	switch a := a.(type) {
 	case ToolResult:
 		s.settle(c, s.checkResult(c, resultText(a.Result)), "")
@@ -433,6 +450,11 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 		c.finished.Error = o.err
 	}
 	s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
+	code := ""
+	if !o.ok {
+		code = string(o.code)
+	}
+	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), s.e.opts.Clock.Now().Sub(c.started))
 	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
 	if !o.ok {
 		ev.Code = o.code

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // Options configure an Engine. Zero fields take their defaults.
@@ -55,6 +56,8 @@ type Options struct {
 	// idempotent settles interrupted). Sessions with no worker attempt
 	// running unload at once. Timed on Clock.
 	Drain time.Duration
+	// Metrics records what the engine does (metrics.New); nil: nothing.
+	Metrics *metrics.Metrics
 	// Limits are the agents' limits where their config leaves a field 0;
 	// a field 0 here takes DefaultLimits, a negative one means no limit.
 	Limits Limits
@@ -183,6 +186,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s.created = e.opts.Clock.Now()
 	s.updated = s.created
 	e.sessions[s.id] = s
+	e.opts.Metrics.SessionLoaded(1)
 	e.wg.Add(1)
 	e.mu.Unlock()
 	own, err := e.own(ctx, s)
@@ -202,6 +206,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		_ = e.opts.Store.Delete(context.WithoutCancel(ctx), s.id)
 		return nil, fmt.Errorf("failed to open session: %w", err)
 	}
+	e.opts.Metrics.SessionOpened()
 	return s, nil
 }
 
@@ -260,6 +265,7 @@ func (e *Engine) forget(s *Session) {
 	defer e.mu.Unlock()
 	if e.sessions[s.id] == s {
 		delete(e.sessions, s.id)
+		e.opts.Metrics.SessionLoaded(-1)
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
+
+	"github.com/clienttools/gateway/metrics"
 )
 
 // ErrSlowSubscriber: a page's stream held more frames than its buffer, so it
@@ -40,6 +43,7 @@ type eventLog struct {
 	lastState json.RawMessage
 	storeErr  error // the last Append's error, until one succeeds
 	onStore   func(error)
+	metrics   *metrics.Metrics
 }
 
 // pendingBatch is a step of the session on its way to the store: numbered
@@ -89,7 +93,9 @@ func (l *eventLog) flush() {
 				batch.Events = append(batch.Events, it.ev)
 			}
 		}
+		start := time.Now()
 		err := l.store.Append(context.Background(), l.session, batch)
+		l.metrics.StoreAppend(time.Since(start), err)
 		if err != nil {
 			if l.storeErr == nil {
 				l.logger.Error("failed to store the session's events: they wait, and the session takes no new turn", "session", l.session, "err", err)

@@ -164,6 +164,7 @@ func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
 // follows (by default, nothing: the session goes idle).
 func (s *Session) trip(g GuardTripped) {
 	s.logger.Warn("guard tripped: the model is not prompted again", "guard", g.Guard, "limit", g.Limit, "value", g.Value, "tool", g.Tool)
+	s.e.opts.Metrics.GuardTripped(g.Guard)
 	s.publish(EventGuardTripped, GuardTrippedEvent(g))
 	s.enqueue(g, Decision{})
 }

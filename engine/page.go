@@ -276,6 +276,7 @@ func (s *Session) pageLeft(p *Page) {
 		if c.holder == p {
 			c.holder = nil
 			if c.running() {
+				s.e.opts.Metrics.LeaseMoved()
 				s.lease(c, s.holderFor(c.name, nil))
 			}
 		}
@@ -355,6 +356,7 @@ func (s *Session) deliverCall(c *call) {
 		s.logger.Info("client call not delivered: the page is gone", "call", c.id, "page", c.holder.id)
 		return
 	}
+	c.delivered = s.e.opts.Clock.Now()
 	s.logger.Debug("client call delivered", "call", c.id, "attempt", c.attempt, "page", c.holder.id)
 }
 

@@ -157,6 +157,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		return nil, err
 	}
 	e.sessions[id] = s
+	e.opts.Metrics.SessionLoaded(1)
 	e.wg.Add(1)
 	e.mu.Unlock()
 	go func() {

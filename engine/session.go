@@ -43,6 +43,7 @@ type Session struct {
 	turn         context.CancelFunc // the running model turn, if any
 	promptWanted bool
 	usage        usage            // what the guards count (guards.go)
+	turnStarted  time.Time        // when the running model turn started
 	waiting      []waitingMessage // user messages that arrived mid-turn
 	idle         bool
 	ending       bool
@@ -92,7 +93,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		owner:   owner,
 		e:       e,
 		logger:  e.opts.Logger.With("session", id),
-		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult},
+		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics},
 		inbox:   make(chan func(), 64),
 		stopped: make(chan struct{}),
 		ctx:     ctx,
@@ -587,6 +588,7 @@ func (s *Session) report(code WireCode, err error) {
 // startTurn runs the model on the transcript in its own goroutine.
 func (s *Session) startTurn() {
 	s.countTurn()
+	s.turnStarted = s.e.opts.Clock.Now()
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.turn = cancel
 	s.idle = false
@@ -652,6 +654,14 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		s.report(WireModelFailed, err)
 	}
 	s.countTokens(resp.Usage)
+	outcome := "ok"
+	switch {
+	case cancelled:
+		outcome = "cancelled"
+	case err != nil:
+		outcome = "error"
+	}
+	s.e.opts.Metrics.ModelTurn(s.agent.Model, outcome, resp.Usage.InputTokens, resp.Usage.OutputTokens, s.e.opts.Clock.Now().Sub(s.turnStarted))
 	guard := s.repeatGuard(msg.ToolUses)
 	var proposed Decision
 	if msg.Content != "" || len(msg.ToolUses) > 0 {

@@ -42,13 +42,17 @@ func hostAllowed(host string, patterns []string) bool {
 	return false
 }
 
+// probe are the routes that answer any Host: probes and scrapers come by
+// address or by a name of their own, and say nothing about a user.
+var probe = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
 // checkHost refuses, with 403 and a text that says how to allow it, a
-// request whose Host is not one the gateway answers. Health checks answer
-// any Host: load balancers probe by address or by a name of their own.
+// request whose Host is not one the gateway answers, but on the probe
+// routes.
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	patterns := append(append([]string(nil), s.opts.Hosts...), s.opts.OriginPatterns...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || hostAllowed(r.Host, patterns) {
+		if probe[r.URL.Path] || hostAllowed(r.Host, patterns) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -96,6 +96,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 	if !s.admitSocket(browser) {
+		s.opts.Metrics.LimitHit("sockets")
 		s.logger.Warn("socket refused: the browser holds too many", "browser", browser, "max", s.opts.MaxSockets, "remote", r.RemoteAddr)
 		_ = ws.Close(websocket.StatusCode(engine.CloseTooMany), fmt.Sprintf("this browser already has %d sockets open here, the most it may: close another page", s.opts.MaxSockets))
 		return
@@ -180,6 +181,7 @@ func (c *conn) handle(data []byte) {
 		}
 	}()
 	f, err := DecodeFrame(data)
+	c.s.opts.Metrics.FrameIn(frameType(f))
 	if err != nil {
 		code := engine.WireBadFrame
 		if errors.Is(err, ErrUnknownFrame) {
@@ -356,6 +358,9 @@ var errUnknownSession = errors.New("unknown session")
 // RefusedRate frames a second, and told so once (rate_limited).
 func (c *conn) refuse(code engine.WireCode, message string) {
 	c.reply(encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
+	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
+		c.s.opts.Metrics.LimitHit(string(code))
+	}
 	if c.throttle == nil {
 		c.throttle = rate.NewLimiter(rate.Limit(c.s.opts.RefusedRate), c.s.opts.RefusedBurst)
 	}
@@ -365,6 +370,7 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 	}
 	if !c.throttled {
 		c.throttled = true
+		c.s.opts.Metrics.LimitHit("refused_frames")
 		c.logger.Warn("browser sends too many refused frames, slowing down", "rate", c.s.opts.RefusedRate, "burst", c.s.opts.RefusedBurst)
 		c.reply(encodeFrame(FrameError, ErrorFrame{Code: engine.WireRateLimited, Message: fmt.Sprintf(
 			"too many refused frames: the gateway reads this connection's frames at %g a second until they stop", c.s.opts.RefusedRate)}))
@@ -436,6 +442,9 @@ func (c *conn) write() {
 			}
 		}
 		for _, r := range replies {
+			if r != nil {
+				c.s.opts.Metrics.FrameOut(FrameError)
+			}
 			if r == nil { // closeAfterReplies
 				c.mu.Lock()
 				code, reason := c.closeCode, c.closeReason
@@ -453,6 +462,7 @@ func (c *conn) write() {
 				if !c.writeFrame(ev.Frame) {
 					return
 				}
+				c.s.opts.Metrics.FrameOut(ev.Type)
 			}
 		}
 		if len(replies) > 0 || len(frames) > 0 {

@@ -23,6 +23,24 @@ const (
 // outside the session's event log.
 const FrameError = "error"
 
+// frameType is f's type, as a metric label: "invalid" for a frame that
+// did not decode.
+func frameType(f Frame) string {
+	switch f.(type) {
+	case SessionOpen:
+		return FrameSessionOpen
+	case MessageFrame:
+		return FrameMessage
+	case engine.ToolResult:
+		return FrameToolResult
+	case engine.ToolError:
+		return FrameToolError
+	case CancelFrame:
+		return FrameCancel
+	}
+	return "invalid"
+}
+
 // Frame is one decoded browser frame: one of SessionOpen, MessageFrame,
 // engine.ToolResult, engine.ToolError, CancelFrame.
 type Frame interface{}

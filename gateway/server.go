@@ -15,6 +15,7 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // Options configure a Server. Zero fields take their defaults.
@@ -82,6 +83,12 @@ type Options struct {
 	Page http.Handler
 	// Static is served under /static/. Default: nothing.
 	Static fs.FS
+	// MetricsHandler serves GET /metrics; nil: no such route (the binary
+	// serves it here, or on --metrics-listen).
+	MetricsHandler http.Handler
+	// Metrics records pages, frames and limits hit; nil: nothing. The
+	// engine's Options.Metrics is usually the same.
+	Metrics *metrics.Metrics
 	// Logger gets one line per connection event. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -180,6 +187,10 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(s.opts.Static)))
 	}
 	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.HandleFunc("GET /readyz", s.ready)
+	if s.opts.MetricsHandler != nil {
+		s.mux.Handle("GET /metrics", s.opts.MetricsHandler)
+	}
 	s.mux.Handle("GET /sessions", s.opts.Sessions.LoadAndSave(s.identify(http.HandlerFunc(s.listSessions))))
 	// /ws loads the cookie session itself: LoadAndSave wraps the
 	// ResponseWriter, which the WebSocket upgrade needs to hijack.
@@ -246,11 +257,38 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	n := len(s.conns)
 	s.mu.Unlock()
 	body := map[string]any{"status": "ok", "sessions": s.opts.Engine.Loaded(), "connections": n}
-	w.Header().Set("Content-Type", "application/json")
 	if err := s.opts.Engine.Health(); err != nil {
 		body["status"], body["store"] = "degraded", err.Error()
-		w.WriteHeader(http.StatusServiceUnavailable)
 	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// ready answers GET /readyz: 200 {"status":"ready"} while the gateway can
+// take new sessions, else 503 {"status":"not ready","why":"..."}: the
+// store refuses events, or the gateway is shutting down. A load balancer
+// sends new browsers elsewhere meanwhile; /healthz stays 200 (the process
+// is alive, restarting it would not help).
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	why := ""
+	if err := s.opts.Engine.Health(); err != nil {
+		why = err.Error()
+	}
+	if closing {
+		why = "the gateway is shutting down"
+	}
+	if why != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "why": why})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(body)
 }
 
@@ -296,6 +334,7 @@ func (s *Server) track(c *conn) bool {
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
+	s.opts.Metrics.PageConnected(1)
 	return true
 }
 
@@ -303,6 +342,7 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.opts.Metrics.PageConnected(-1)
 	s.wg.Done()
 }
 

@@ -238,10 +238,10 @@ func TestSessionsList(t *testing.T) {
 	}
 }
 
-// TestHealthWhenTheStoreFails: while the store refuses events, /healthz
-// says 503 with the cause, and a new message is refused with
-// store_unavailable; once it recovers, the session carries on with nothing
-// lost.
+// TestHealthWhenTheStoreFails: while the store refuses events, /readyz
+// says 503 with the cause (/healthz stays 200, saying degraded), and a new
+// message is refused with store_unavailable; once it recovers, the session
+// carries on with nothing lost.
 func TestHealthWhenTheStoreFails(t *testing.T) {
 	store := engine.NewMemoryStore()
 	var mu sync.Mutex
@@ -261,16 +261,20 @@ func TestHealthWhenTheStoreFails(t *testing.T) {
 	full = true
 	mu.Unlock()
 	c.say("one")
-	var health struct{ Status, Store string }
+	var ready struct{ Status, Why string }
 	deadline := time.Now().Add(hang)
-	for b.getJSON("/healthz", &health) != http.StatusServiceUnavailable {
+	for b.getJSON("/readyz", &ready) != http.StatusServiceUnavailable {
 		if time.Now().After(deadline) {
-			t.Fatalf("/healthz stayed %+v while the store fails", health)
+			t.Fatalf("/readyz stayed %+v while the store fails", ready)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if health.Status != "degraded" || !strings.Contains(health.Store, "no space left on device") {
-		t.Errorf("/healthz = %+v", health)
+	if ready.Status != "not ready" || !strings.Contains(ready.Why, "no space left on device") {
+		t.Errorf("/readyz = %+v", ready)
+	}
+	var health struct{ Status, Store string }
+	if code := b.getJSON("/healthz", &health); code != http.StatusOK || health.Status != "degraded" || !strings.Contains(health.Store, "no space left on device") {
+		t.Errorf("/healthz while the store fails: %d %+v, want 200, degraded and the cause", code, health)
 	}
 	c.say("two")
 	if f := c.untilError(); f.Code != string(engine.WireStoreFailed) || !strings.Contains(f.errorText(), "no space left on device") {
@@ -284,5 +288,8 @@ func TestHealthWhenTheStoreFails(t *testing.T) {
 	}
 	if code := b.getJSON("/healthz", &health); code != http.StatusOK || health.Status != "ok" {
 		t.Errorf("/healthz after the recovery: %d %+v", code, health)
+	}
+	if code := b.getJSON("/readyz", &ready); code != http.StatusOK || ready.Status != "ready" {
+		t.Errorf("/readyz after the recovery: %d %+v", code, ready)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/clienttools/gateway/engine/model/scripted"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/httpworker"
+	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/static"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/web"
@@ -34,6 +35,7 @@ type config struct {
 	listen        string
 	origins       []string
 	hosts         []string
+	metricsListen string
 	maxSockets    int
 	maxNew        int
 	maxLive       int
@@ -77,6 +79,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on (env GATEWAY_LISTEN)")
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
+	fs.StringVar(&c.metricsListen, "metrics-listen", env("GATEWAY_METRICS_LISTEN", ""), "address to serve /metrics on, apart from the chat's listener (env GATEWAY_METRICS_LISTEN); default: /metrics on --listen")
 	hosts := fs.String("hosts", env("GATEWAY_HOSTS", ""), "comma-separated host names (patterns such as *.example.com) the gateway answers to, besides IP addresses, localhost, the --listen host and the --origins hosts; other Hosts get 403. \"*\": any (env GATEWAY_HOSTS)")
 	maxSockets := fs.String("max-sockets", env("GATEWAY_MAX_SOCKETS", strconv.Itoa(gateway.DefaultMaxSockets)), "WebSockets one browser may hold open on this node; one more is closed with 4002; -1: no limit (env GATEWAY_MAX_SOCKETS)")
 	maxNew := fs.String("max-new-sessions", env("GATEWAY_MAX_NEW_SESSIONS", strconv.Itoa(gateway.DefaultNewSessionsPerMinute)), "new sessions one browser may open a minute on this node; one more is refused with rate_limited; -1: no limit (env GATEWAY_MAX_NEW_SESSIONS)")
@@ -233,6 +236,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer hw.Close()
 		worker = hw
 	}
+	m := metrics.New()
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -249,6 +253,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Unload:          cfg.unload,
 		Drain:           cfg.drain,
 		MaxLiveSessions: cfg.maxLive,
+		Metrics:         m,
 		MaxMessageBytes: cfg.maxMessage,
 		Limits:          cfg.limits,
 	})
@@ -259,12 +264,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
+	var metricsHere http.Handler
+	if cfg.metricsListen == "" {
+		metricsHere = m.Handler()
+	}
 	gw, err := gateway.New(gateway.Options{
 		Engine:               eng,
+		MetricsHandler:       metricsHere,
 		OriginPatterns:       cfg.origins,
 		Hosts:                cfg.hosts,
 		MaxSockets:           cfg.maxSockets,
 		NewSessionsPerMinute: cfg.maxNew,
+		Metrics:              m,
 		ReadLimit:            cfg.readLimit,
 		PingInterval:         cfg.pingInterval,
 		CookieStore:          store.cookies,
@@ -280,6 +291,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("failed to listen: %w", err)
+	}
+	if cfg.metricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("failed to listen for metrics: %w", err)
+		}
+		msrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		logger.Info("metrics served", "addr", mln.Addr().String(), "path", "/metrics")
 	}
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
@@ -344,4 +366,11 @@ func browsable(addr net.Addr) string {
 		return addr.String()
 	}
 	return net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
+}
+
+// metricsMux serves m's registry at /metrics.
+func metricsMux(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	return mux
 }

@@ -1,0 +1,212 @@
+// Package metrics defines the gateway's Prometheus metrics, in one place:
+// the engine, the gateway and the binary record into a *Metrics, and
+// /metrics serves its registry. Every label takes values from a bounded set
+// (frame and event types, handlers, codes, declared tool names, configured
+// model ids), never a session id or a user's text.
+//
+// A nil *Metrics records nothing, so code that records needs no check. Its
+// methods are safe for concurrent use.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the gateway's collectors.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	sessionsLoaded prometheus.Gauge
+	sessionsOpened prometheus.Counter
+	pages          prometheus.Gauge
+	framesIn       *prometheus.CounterVec
+	framesOut      *prometheus.CounterVec
+	callsStarted   *prometheus.CounterVec
+	callsSettled   *prometheus.CounterVec
+	attempts       *prometheus.HistogramVec
+	callDuration   *prometheus.HistogramVec
+	roundTrip      prometheus.Histogram
+	leaseMoves     prometheus.Counter
+	modelTurns     *prometheus.CounterVec
+	modelTokens    *prometheus.CounterVec
+	modelDuration  *prometheus.HistogramVec
+	storeAppend    *prometheus.HistogramVec
+	guards         *prometheus.CounterVec
+	limits         *prometheus.CounterVec
+}
+
+// Durations from a loopback round trip (100 µs) to a person answering a
+// confirm (minutes).
+var durationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// New returns the gateway's metrics on a registry of their own, with the Go
+// runtime's and the process's collectors.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{registry: reg}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	m.sessionsLoaded = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_sessions_loaded",
+		Help: "Sessions in this node's memory."})
+	m.sessionsOpened = prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_sessions_opened_total",
+		Help: "New sessions opened on this node."})
+	m.pages = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_pages_connected",
+		Help: "Browser pages connected to this node (WebSockets, and pages relayed here from other nodes)."})
+	m.framesIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_received_total",
+		Help: "Frames read from pages, by type (other: a type the protocol does not have)."}, []string{"type"})
+	m.framesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_sent_total",
+		Help: "Frames written to pages, by type."}, []string{"type"})
+	m.callsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_tool_calls_started_total",
+		Help: "Tool calls started, by tool and handler (worker or client)."}, []string{"tool", "handler"})
+	m.callsSettled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_tool_calls_settled_total",
+		Help: "Tool calls settled, by tool, handler, outcome (ok or error) and error code."}, []string{"tool", "handler", "outcome", "code"})
+	m.attempts = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_tool_call_attempts",
+		Help: "Attempts a settled tool call took, by handler.", Buckets: []float64{1, 2, 3, 4, 5, 10}}, []string{"handler"})
+	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_tool_call_duration_seconds",
+		Help: "From a tool call's start to its settling, retries included, by handler.", Buckets: durationBuckets}, []string{"handler"})
+	m.roundTrip = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_client_tool_round_trip_seconds",
+		Help: "From a client attempt's delivery to a page to the page's answer.", Buckets: durationBuckets})
+	m.leaseMoves = prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_tool_lease_moves_total",
+		Help: "Client attempts moved to another page (tool.leased) because their page left or stopped answering."})
+	m.modelTurns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_model_turns_total",
+		Help: "Model turns, by model and outcome (ok, error or cancelled)."}, []string{"model", "outcome"})
+	m.modelTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_model_tokens_total",
+		Help: "Tokens the providers reported, by model and direction (input or output)."}, []string{"model", "direction"})
+	m.modelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_model_turn_duration_seconds",
+		Help: "A model turn's duration, by model.", Buckets: durationBuckets}, []string{"model"})
+	m.storeAppend = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_store_append_seconds",
+		Help: "One append of a session step to the store, by outcome (ok or error).", Buckets: durationBuckets}, []string{"outcome"})
+	m.guards = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_guards_tripped_total",
+		Help: "Agents stopped by a guard, by guard."}, []string{"guard"})
+	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_limits_hit_total",
+		Help: "Requests refused at one of a browser's limits, by limit."}, []string{"limit"})
+	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.framesIn, m.framesOut,
+		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns,
+		m.modelTokens, m.modelDuration, m.storeAppend, m.guards, m.limits} {
+		f(c)
+	}
+	return m
+}
+
+// Registry holds the collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in Prometheus's text format (GET /metrics).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// SessionLoaded counts a session in (+1) or out of (-1) memory.
+func (m *Metrics) SessionLoaded(delta int) {
+	if m != nil {
+		m.sessionsLoaded.Add(float64(delta))
+	}
+}
+
+// SessionOpened counts a new session.
+func (m *Metrics) SessionOpened() {
+	if m != nil {
+		m.sessionsOpened.Inc()
+	}
+}
+
+// PageConnected counts a page in (+1) or out (-1).
+func (m *Metrics) PageConnected(delta int) {
+	if m != nil {
+		m.pages.Add(float64(delta))
+	}
+}
+
+// FrameIn counts a frame read from a page; typ must come from a fixed set.
+func (m *Metrics) FrameIn(typ string) {
+	if m != nil {
+		m.framesIn.WithLabelValues(typ).Inc()
+	}
+}
+
+// FrameOut counts a frame written to a page.
+func (m *Metrics) FrameOut(typ string) {
+	if m != nil {
+		m.framesOut.WithLabelValues(typ).Inc()
+	}
+}
+
+// CallStarted counts a tool call's start.
+func (m *Metrics) CallStarted(tool, handler string) {
+	if m != nil {
+		m.callsStarted.WithLabelValues(tool, handler).Inc()
+	}
+}
+
+// CallSettled counts a settled call: code is "" when it succeeded.
+func (m *Metrics) CallSettled(tool, handler, code string, attempts int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if code != "" {
+		outcome = "error"
+	}
+	m.callsSettled.WithLabelValues(tool, handler, outcome, code).Inc()
+	m.attempts.WithLabelValues(handler).Observe(float64(attempts))
+	m.callDuration.WithLabelValues(handler).Observe(took.Seconds())
+}
+
+// RoundTrip records a client attempt's delivery-to-answer time.
+func (m *Metrics) RoundTrip(d time.Duration) {
+	if m != nil {
+		m.roundTrip.Observe(d.Seconds())
+	}
+}
+
+// LeaseMoved counts a client attempt moved to another page.
+func (m *Metrics) LeaseMoved() {
+	if m != nil {
+		m.leaseMoves.Inc()
+	}
+}
+
+// ModelTurn records a finished model turn: outcome is ok, error or
+// cancelled.
+func (m *Metrics) ModelTurn(model, outcome string, inputTokens, outputTokens int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.modelTurns.WithLabelValues(model, outcome).Inc()
+	m.modelTokens.WithLabelValues(model, "input").Add(float64(inputTokens))
+	m.modelTokens.WithLabelValues(model, "output").Add(float64(outputTokens))
+	m.modelDuration.WithLabelValues(model).Observe(took.Seconds())
+}
+
+// StoreAppend records one append to the store.
+func (m *Metrics) StoreAppend(took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.storeAppend.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// GuardTripped counts an agent stopped by guard.
+func (m *Metrics) GuardTripped(guard string) {
+	if m != nil {
+		m.guards.WithLabelValues(guard).Inc()
+	}
+}
+
+// LimitHit counts a request refused at a browser's limit.
+func (m *Metrics) LimitHit(limit string) {
+	if m != nil {
+		m.limits.WithLabelValues(limit).Inc()
+	}
+}
