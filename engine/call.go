@@ -12,34 +12,38 @@ import (
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/santhosh-tekuri/jsonschema/v5"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // call is one tool call in flight, owned by the session goroutine.
 type call struct {
-	id, name   string
-	args       string
-	handler    Handler
-	spec       retrySpec
-	input      ToolInput
-	proposed   *ToolError // ready-made error for bad input or an unknown tool
-	output     *jsonschema.Schema
-	batch      *batch
-	attempt    int
-	deadline   time.Time
-	timer      clock.Timer        // the attempt's timeout, or the backoff
-	cancel     context.CancelFunc // a worker attempt's context
-	backingOff bool
-	retryAt    time.Time // when the next attempt starts, while backing off
-	settled    bool
-	answeredBy int // the attempt whose answer last ended an attempt; 0: none
-	finished   ToolFinished
-	specErr    error     // the call's retry policy does not parse
-	seq        int       // dispatch order within the session
-	holder     *Page     // the page that runs the current client attempt; nil: none now
-	started    time.Time // when the call started, for its duration
-	delivered  time.Time // when the current client attempt reached its page
-	undeclared bool      // the model named a tool the agent does not have
-	avoid      *Page     // the page whose attempt timed out: the next goes elsewhere if it can
+	id, name    string
+	args        string
+	handler     Handler
+	spec        retrySpec
+	input       ToolInput
+	proposed    *ToolError // ready-made error for bad input or an unknown tool
+	output      *jsonschema.Schema
+	batch       *batch
+	attempt     int
+	deadline    time.Time
+	timer       clock.Timer        // the attempt's timeout, or the backoff
+	cancel      context.CancelFunc // a worker attempt's context
+	backingOff  bool
+	retryAt     time.Time // when the next attempt starts, while backing off
+	settled     bool
+	answeredBy  int // the attempt whose answer last ended an attempt; 0: none
+	finished    ToolFinished
+	specErr     error           // the call's retry policy does not parse
+	seq         int             // dispatch order within the session
+	holder      *Page           // the page that runs the current client attempt; nil: none now
+	started     time.Time       // when the call started, for its duration
+	delivered   time.Time       // when the current client attempt reached its page
+	undeclared  bool            // the model named a tool the agent does not have
+	span        trace.Span      // execute_tool; nil after a load
+	attemptSpan trace.Span      // the current attempt's
+	attemptCtx  context.Context // attemptSpan's
+	avoid       *Page           // the page whose attempt timed out: the next goes elsewhere if it can
 }
 
 // toolLabel is the call's tool as a metric label: the model may name tools
@@ -153,6 +157,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	s.nextCall++
 	c.started, c.undeclared = s.e.opts.Clock.Now(), !declared
 	s.e.opts.Metrics.CallStarted(c.toolLabel(), string(handler))
+	s.startCallSpan(c)
 	s.calls[id] = c
 	s.open++
 	s.idle = false
@@ -213,6 +218,7 @@ func (s *Session) toolNames() string {
 func (s *Session) startAttempt(c *call) {
 	c.backingOff = false
 	c.attempt++
+	s.startAttemptSpan(c)
 	now := s.e.opts.Clock.Now()
 	c.deadline = now.Add(c.spec.timeout)
 	attempt := c.attempt
@@ -261,6 +267,9 @@ func (c *call) proposedFor(attempt int) *ToolError {
 // timeout as a worker failure.
 func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	ctx, cancel := context.WithCancel(s.ctx)
+	if c.attemptSpan != nil {
+		ctx = trace.ContextWithSpan(ctx, c.attemptSpan) // the worker's request is this attempt's
+	}
 	c.cancel = cancel
 	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: FormatDeadline(c.deadline)}
 	var prop Decision
@@ -431,6 +440,7 @@ func (s *Session) endAttempt(c *call, abort CancelReason) {
 		}
 	}
 	c.holder = nil
+	c.endAttemptSpan(abort)
 }
 
 // settle ends the call, once, and proposes what follows: hold while
@@ -454,6 +464,7 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	if !o.ok {
 		code = string(o.code)
 	}
+	c.endCallSpan(o)
 	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), s.e.opts.Clock.Now().Sub(c.started))
 	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
 	if !o.ok {

@@ -14,6 +14,8 @@ import (
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/metrics"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure an Engine. Zero fields take their defaults.
@@ -56,6 +58,9 @@ type Options struct {
 	// idempotent settles interrupted). Sessions with no worker attempt
 	// running unload at once. Timed on Clock.
 	Drain time.Duration
+	// TracerProvider makes the engine's spans (tracing.go); default the
+	// global one, otel.GetTracerProvider(), a no-op until one is set.
+	TracerProvider trace.TracerProvider
 	// Metrics records what the engine does (metrics.New); nil: nothing.
 	Metrics *metrics.Metrics
 	// Limits are the agents' limits where their config leaves a field 0;
@@ -92,6 +97,7 @@ type Engine struct {
 	schemas  schemaCache
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
+	tracer   trace.Tracer
 }
 
 // New returns an Engine. It fails when a required option is missing.
@@ -139,7 +145,11 @@ func New(opts Options) (*Engine, error) {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
-	e := &Engine{opts: opts, sessions: map[string]*Session{}, loading: map[string]*loadCall{}}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = otel.GetTracerProvider()
+	}
+	e := &Engine{opts: opts, sessions: map[string]*Session{}, loading: map[string]*loadCall{},
+		tracer: opts.TracerProvider.Tracer(tracerName)}
 	if opts.Retain > 0 {
 		e.armSweep(time.Minute) // soon after start, then hourly
 	}

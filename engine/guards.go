@@ -165,6 +165,7 @@ func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
 func (s *Session) trip(g GuardTripped) {
 	s.logger.Warn("guard tripped: the model is not prompted again", "guard", g.Guard, "limit", g.Limit, "value", g.Value, "tool", g.Tool)
 	s.e.opts.Metrics.GuardTripped(g.Guard)
+	s.guardSpanEvent(g)
 	s.publish(EventGuardTripped, GuardTrippedEvent(g))
 	s.enqueue(g, Decision{})
 }

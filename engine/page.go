@@ -357,6 +357,7 @@ func (s *Session) deliverCall(c *call) {
 		return
 	}
 	c.delivered = s.e.opts.Clock.Now()
+	c.attemptDelivered(c.holder.id)
 	s.logger.Debug("client call delivered", "call", c.id, "attempt", c.attempt, "page", c.holder.id)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Session is one conversation. Its state is owned by one goroutine; the
@@ -22,7 +23,13 @@ type Session struct {
 	owner  string
 	e      *Engine
 	log    *eventLog
-	logger *slog.Logger
+	logger *slog.Logger // baseLogger, with the trace of the user message being answered
+	// baseLogger is the session's logger without a trace: the one to use
+	// off the session goroutine.
+	baseLogger  *slog.Logger
+	userTurn    trace.Span      // invoke_agent of the user message being answered; nil: none
+	userTurnCtx context.Context // userTurn's context
+	chatSpan    trace.Span      // the running model turn's
 
 	inbox   chan func()
 	stopped chan struct{} // closed when run returns
@@ -88,17 +95,19 @@ type queued struct {
 
 func newSession(e *Engine, id, owner string) *Session {
 	ctx, stop := context.WithCancel(context.Background())
+	logger := e.opts.Logger.With("session", id)
 	return &Session{
-		id:      id,
-		owner:   owner,
-		e:       e,
-		logger:  e.opts.Logger.With("session", id),
-		log:     &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics},
-		inbox:   make(chan func(), 64),
-		stopped: make(chan struct{}),
-		ctx:     ctx,
-		stop:    stop,
-		calls:   map[string]*call{},
+		id:         id,
+		owner:      owner,
+		e:          e,
+		logger:     logger,
+		baseLogger: logger,
+		log:        &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics},
+		inbox:      make(chan func(), 64),
+		stopped:    make(chan struct{}),
+		ctx:        ctx,
+		stop:       stop,
+		calls:      map[string]*call{},
 	}
 }
 
@@ -237,6 +246,14 @@ func (s *Session) leave() {
 			c.timer.Stop()
 		}
 	}
+	for _, c := range s.calls {
+		c.endAttemptSpan("unloaded")
+		c.endCallSpan(outcome{code: "unloaded", err: "the session left this process"})
+	}
+	if s.chatSpan != nil {
+		s.chatSpan.End()
+	}
+	s.endUserTurn()
 	s.e.forget(s)
 	s.stop()
 }
@@ -439,6 +456,7 @@ func (s *Session) drain() {
 			s.title = titleOf(w.msg.Content)
 		}
 		s.newUserMessage()
+		s.startUserTurn()
 		s.turnPage = nil
 		if w.page != nil && w.page.attached {
 			s.turnPage = w.page
@@ -451,6 +469,7 @@ func (s *Session) drain() {
 	if !s.idle && s.turn == nil && s.open == 0 && len(s.queue) == 0 && len(s.waiting) == 0 {
 		s.idle = true
 		s.publish(EventSessionIdle, struct{}{})
+		s.endUserTurn()
 	}
 }
 
@@ -488,6 +507,8 @@ func (s *Session) decideQueued() {
 func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.DecideTimeout)
 	defer cancel()
+	// The worker's request belongs to the user message being answered.
+	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(s.turnContext()))
 	return s.callWorker(ctx, t, proposed)
 }
 
@@ -498,7 +519,7 @@ type decidingKey struct{}
 func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (d Decision, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.logger.Error("worker panicked", "trigger", t.TriggerType(), "panic", p, "stack", string(debug.Stack()))
+			s.baseLogger.Error("worker panicked", "trigger", t.TriggerType(), "panic", p, "stack", string(debug.Stack()))
 			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
 		}
 	}()
@@ -590,6 +611,7 @@ func (s *Session) startTurn() {
 	s.countTurn()
 	s.turnStarted = s.e.opts.Clock.Now()
 	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, s.chatSpan = s.startChatSpan(ctx)
 	s.turn = cancel
 	s.idle = false
 	req := model.Request{
@@ -650,6 +672,10 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		}
 	}
 	s.publish(EventModelFinished, ev)
+	if s.chatSpan != nil {
+		endChatSpan(s.chatSpan, ev, err)
+		s.chatSpan = nil
+	}
 	if err != nil && !cancelled {
 		s.report(WireModelFailed, err)
 	}

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clienttools/gateway/engine"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Defaults of Options.
@@ -281,6 +282,9 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	hr.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	hr.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
 	hr.Header.Set(HeaderDeadline, engine.FormatDeadline(deadline))
+	// The W3C trace context of the span the engine made for this request
+	// (the attempt's, or the user message's): nothing when not tracing.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
 
 	resp, err := w.client.Do(hr)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/clienttools/gateway/engine"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -186,6 +187,35 @@ func TestRequestIDs(t *testing.T) {
 		if !ok {
 			t.Errorf("request id %q does not start with req_", id)
 		}
+	}
+}
+
+// TestTraceparent: a request made inside a span carries its W3C trace
+// context, so the worker's own spans join the trace; outside one, none.
+func TestTraceparent(t *testing.T) {
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+		answer(w, engine.Decision{})
+	}))
+	defer srv.Close()
+	w := newWorker(t, srv.URL, Options{})
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, TraceFlags: trace.FlagsSampled,
+	})
+	req := engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}}
+	if _, err := w.Decide(trace.ContextWithSpanContext(context.Background(), sc), req); err != nil {
+		t.Fatal(err)
+	}
+	if tp := <-got; tp != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Errorf("traceparent %q", tp)
+	}
+	if _, err := w.Decide(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if tp := <-got; tp != "" {
+		t.Errorf("traceparent %q outside a span, want none", tp)
 	}
 }
 

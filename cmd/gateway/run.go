@@ -236,6 +236,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer hw.Close()
 		worker = hw
 	}
+	stopTracing, err := startTracing(ctx, getenv, logger)
+	if err != nil {
+		return err
+	}
+	if stopTracing != nil {
+		defer func() {
+			flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := stopTracing(flush); err != nil {
+				logger.Warn("failed to flush the last spans", "err", err)
+			}
+		}()
+	}
 	m := metrics.New()
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {

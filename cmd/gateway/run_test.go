@@ -48,9 +48,16 @@ var listening = regexp.MustCompile(`gateway listening: open http://(\S+)/`)
 // (stop is also a cleanup, which fails the test unless run returns nil).
 func startGateway(t *testing.T, args []string, env map[string]string) (addr string, stop func() error) {
 	t.Helper()
+	addr, stop, _ = startGatewayLogs(t, args, env)
+	return addr, stop
+}
+
+// startGatewayLogs is startGateway, and what the gateway logs.
+func startGatewayLogs(t *testing.T, args []string, env map[string]string) (addr string, stop func() error, stderr *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdoutR, stdoutW := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr = &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		// Each gateway has a data directory of its own, unless args say.
@@ -96,10 +103,10 @@ func startGateway(t *testing.T, args []string, env map[string]string) (addr stri
 		if m == nil {
 			t.Fatalf("stdout's first line is %q, want %q (run: %v)", line, listening, stop())
 		}
-		return m[1], stop
+		return m[1], stop, stderr
 	case <-time.After(hang):
 		t.Fatal("the gateway printed no URL")
-		return "", nil
+		return "", nil, nil
 	}
 }
 

@@ -2,7 +2,7 @@
 //
 // The gateway POSTs every trigger as {session, trigger, proposed}, signed
 // with a shared secret; this module checks the signature, calls
-// decide({ trigger, proposed, session, signal, deadline }) and answers its
+// decide({ trigger, proposed, session, signal, deadline, traceparent }) and answers its
 // decision as JSON. It refuses replays: a tool.execute it has answered gets
 // the same answer again without decide running twice, and any other request
 // seen before is refused (replay.mjs). The protocol is described in
@@ -126,7 +126,9 @@ class HttpError extends Error {
  *
  * @param {object} o
  * @param {(input: {trigger: object, proposed: object, session: string,
- *          signal: AbortSignal, deadline?: Date}) => object | Promise<object>} o.decide
+ *          signal: AbortSignal, deadline?: Date, traceparent?: string}) => object | Promise<object>} o.decide
+ *        traceparent is the request's W3C trace context, when the gateway
+ *        traces: start the worker's spans from it to join the trace
  * @param {string | Buffer} o.secret the secret shared with the gateway
  * @param {number} [o.windowSeconds] replay window; default 300
  * @param {number} [o.maxBodyBytes] default 4 MiB
@@ -158,7 +160,7 @@ export function createHandler({
      * {status, text}; never rejects. Its signal aborts at the deadline, or
      * once every request waiting for it has gone.
      */
-    function run(input, deadlineHeader) {
+    function run(input, deadlineHeader, traceparent) {
         const { trigger } = input;
         const controller = new AbortController();
         let waiting = 0;
@@ -182,6 +184,7 @@ export function createHandler({
                     session: input.session,
                     signal: controller.signal,
                     deadline,
+                    traceparent: typeof traceparent === "string" ? traceparent : undefined,
                 });
             } catch (err) {
                 onError(err, { trigger });
@@ -248,7 +251,7 @@ export function createHandler({
                 throw new HttpError(409, `replayed request: attempt ${trigger.attempt} of call ${trigger.id} was answered already, ` +
                     "and its answer is no longer kept");
             }
-            const r = run(input, req.headers[HEADER_DEADLINE]);
+            const r = run(input, req.headers[HEADER_DEADLINE], req.headers.traceparent);
             memory.start(key, r);
             // Recorded before any request reads the answer, so a repeat after it finds it.
             r.answer.then((answer) => memory.finish(key, answer, Buffer.byteLength(answer.text), signedAt));
@@ -261,7 +264,7 @@ export function createHandler({
         if (!trigger || typeof trigger.type !== "string") {
             throw new HttpError(400, "the body is not {session, trigger, proposed}");
         }
-        return run(input, req.headers[HEADER_DEADLINE]).join(request);
+        return run(input, req.headers[HEADER_DEADLINE], req.headers.traceparent).join(request);
     }
 
     return async function handle(req, res) {

@@ -115,3 +115,12 @@ test("refused requests", async (t) => {
         });
     }
 });
+
+test("decide gets the request's traceparent, when the gateway traces", async () => {
+    const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const payload = { session: "s1", trigger: { type: "message", message: { role: "user", content: "hi" } }, proposed: {} };
+    await post(payload, { headers: { traceparent: tp } });
+    assert.equal(seen.traceparent, tp);
+    await post({ ...payload, id: "req_2" });
+    assert.equal(seen.traceparent, undefined);
+});

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The engine's spans, named and attributed as OpenTelemetry's GenAI
+// semantic conventions say: invoke_agent for the answer to one user
+// message, chat {model} for each model turn, execute_tool {tool} for each
+// call, with a child span per attempt (the conventions have no attempt;
+// ours are under clienttools.*). They are made on the session goroutine, and
+// cost nothing when no tracer provider is set (the default is a no-op).
+
+// tracerName is the instrumentation scope of the engine's spans.
+const tracerName = "github.com/clienttools/gateway/engine"
+
+// Attributes of ours, where the conventions have none.
+const (
+	attrHandler  = attribute.Key("clienttools.tool.handler")
+	attrAttempt  = attribute.Key("clienttools.tool.attempt")
+	attrAttempts = attribute.Key("clienttools.tool.attempts")
+	attrPage     = attribute.Key("clienttools.page")
+	attrGuard    = attribute.Key("clienttools.guard")
+)
+
+func opName(op string) attribute.KeyValue { return attribute.String("gen_ai.operation.name", op) }
+
+// startUserTurn opens the invoke_agent span of a user message, ending the
+// last one if it is still open, and tags the session's log lines with it.
+func (s *Session) startUserTurn() {
+	s.endUserTurn()
+	ctx, span := s.e.tracer.Start(context.Background(), "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(opName("invoke_agent"), attribute.String("gen_ai.conversation.id", s.id),
+			attribute.String("gen_ai.request.model", s.agent.Model)))
+	s.userTurn, s.userTurnCtx = span, ctx
+	if sc := span.SpanContext(); sc.IsValid() {
+		s.logger = s.baseLogger.With(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+}
+
+// endUserTurn ends the invoke_agent span, if one is open.
+func (s *Session) endUserTurn() {
+	if s.userTurn == nil {
+		return
+	}
+	s.userTurn.End()
+	s.userTurn, s.userTurnCtx = nil, nil
+	s.logger = s.baseLogger
+}
+
+// turnContext is the context spans of this user message start from.
+func (s *Session) turnContext() context.Context {
+	if s.userTurnCtx != nil {
+		return s.userTurnCtx
+	}
+	return context.Background()
+}
+
+// startChatSpan opens a model turn's span; ctx carries it to the model.
+func (s *Session) startChatSpan(ctx context.Context) (context.Context, trace.Span) {
+	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(s.turnContext()))
+	return s.e.tracer.Start(ctx, "chat "+s.agent.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(opName("chat"), attribute.String("gen_ai.request.model", s.agent.Model),
+			attribute.String("gen_ai.conversation.id", s.id)))
+}
+
+// endChatSpan ends a model turn's span with its usage and outcome.
+func endChatSpan(span trace.Span, ev ModelFinishedEvent, err error) {
+	span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", ev.Usage.InputTokens),
+		attribute.Int("gen_ai.usage.output_tokens", ev.Usage.OutputTokens))
+	if ev.StopReason != "" {
+		span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{ev.StopReason}))
+	}
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", ev.StopReason))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// startCallSpan opens a call's execute_tool span.
+func (s *Session) startCallSpan(c *call) {
+	_, c.span = s.e.tracer.Start(s.turnContext(), "execute_tool "+c.name, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(opName("execute_tool"), attribute.String("gen_ai.tool.name", c.name),
+			attribute.String("gen_ai.tool.call.id", c.id), attribute.String("gen_ai.tool.type", "function"),
+			attribute.String("gen_ai.conversation.id", s.id), attrHandler.String(string(c.handler))))
+}
+
+// startAttemptSpan opens the span of c's current attempt, a child of its
+// call's; a worker attempt's context carries it to the worker.
+func (s *Session) startAttemptSpan(c *call) {
+	if c.span == nil {
+		return // a call restored from the journal: its span died with its process
+	}
+	ctx := trace.ContextWithSpan(context.Background(), c.span)
+	c.attemptCtx, c.attemptSpan = s.e.tracer.Start(ctx, "attempt", trace.WithAttributes(attrAttempt.Int(c.attempt)))
+}
+
+// attemptDelivered notes which page runs a client attempt.
+func (c *call) attemptDelivered(page string) {
+	if c.attemptSpan != nil {
+		c.attemptSpan.AddEvent("delivered", trace.WithAttributes(attrPage.String(page)))
+		c.attemptSpan.SetAttributes(attrPage.String(page))
+	}
+}
+
+// endAttemptSpan ends the current attempt's span; why is "" for an answer.
+func (c *call) endAttemptSpan(why CancelReason) {
+	if c.attemptSpan == nil {
+		return
+	}
+	if why != "" {
+		c.attemptSpan.SetAttributes(attribute.String("error.type", string(why)))
+		c.attemptSpan.SetStatus(codes.Error, string(why))
+	}
+	c.attemptSpan.End()
+	c.attemptSpan, c.attemptCtx = nil, nil
+}
+
+// endCallSpan ends a settled call's span with its outcome.
+func (c *call) endCallSpan(o outcome) {
+	if c.span == nil {
+		return
+	}
+	c.span.SetAttributes(attrAttempts.Int(c.attempt))
+	if !o.ok {
+		c.span.SetAttributes(attribute.String("error.type", string(o.code)))
+		c.span.SetStatus(codes.Error, o.err)
+	}
+	c.span.End()
+	c.span = nil
+}
+
+// guardSpanEvent notes a tripped guard on the user message's span.
+func (s *Session) guardSpanEvent(g GuardTripped) {
+	if s.userTurn != nil {
+		s.userTurn.AddEvent("guard.tripped", trace.WithAttributes(attrGuard.String(g.Guard),
+			attribute.Int("clienttools.guard.limit", g.Limit), attribute.Int("clienttools.guard.value", g.Value)))
+	}
+}

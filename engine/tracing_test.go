@@ -1,0 +1,133 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestSpans: one user message whose model turn calls a worker tool and a
+// client tool (its first attempt times out, the second is answered) makes
+// the GenAI conventions' tree: invoke_agent over two chat spans and two
+// execute_tool spans, each call with a child span per attempt; the worker's
+// request runs in its attempt's span.
+func TestSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+
+	var workerSpan trace.SpanContext
+	w := &testWorker{
+		agent: engine.AgentConfig{Tools: []engine.AgentTool{
+			{Name: "lookup"},
+			{Name: "get_time", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Attempts: 2, Timeout: "1s", Backoff: "1s"}},
+		}},
+		execute: func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+			workerSpan = trace.SpanContextFromContext(ctx)
+			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
+		},
+	}
+	m := callsThenSummary(use("call_1", "lookup", `{}`), use("call_2", "get_time", `{}`))
+	b := newBrowser()
+	h := setup(t, w, m, engine.Options{TracerProvider: tp}, b)
+	h.send("go")
+	first := recv(t, b.calls, "the first get_time attempt")
+	h.clock.Advance(1500 * time.Millisecond) // past its 1 s timeout
+	h.waitType(engine.EventToolRetrying)
+	h.clock.Advance(1500 * time.Millisecond) // past the backoff, at most 1 s
+	second := recv(t, b.calls, "the second get_time attempt")
+	if first.Attempt != 1 || second.Attempt != 2 {
+		t.Fatalf("attempts %d, %d", first.Attempt, second.Attempt)
+	}
+	h.answer(engine.ToolResult{ID: "call_2", Attempt: 2, Result: json.RawMessage(`{"time":"12:00"}`)})
+	h.waitFor("the summary", func(f frame) bool {
+		return f.Type == engine.EventMessage && f.msg(t).Content != "" && f.msg(t).Role == "assistant"
+	})
+	h.waitIdle()
+
+	spans := exp.GetSpans()
+	byName := map[string][]tracetest.SpanStub{}
+	for _, s := range spans {
+		byName[s.Name] = append(byName[s.Name], s)
+	}
+	agent := one(t, byName, "invoke_agent")
+	if attr(agent, "gen_ai.operation.name") != "invoke_agent" || attr(agent, "gen_ai.conversation.id") != h.s.ID() {
+		t.Errorf("invoke_agent attributes %v", agent.Attributes)
+	}
+	chats := byName["chat fake-model"]
+	if len(chats) != 2 {
+		t.Fatalf("%d chat spans, want 2 (spans: %v)", len(chats), names(spans))
+	}
+	for _, c := range chats {
+		if c.Parent.SpanID() != agent.SpanContext.SpanID() || attr(c, "gen_ai.operation.name") != "chat" || attr(c, "gen_ai.request.model") != "fake-model" {
+			t.Errorf("chat span %v under %v", c.Attributes, c.Parent.SpanID())
+		}
+	}
+	lookup, getTime := one(t, byName, "execute_tool lookup"), one(t, byName, "execute_tool get_time")
+	for _, c := range []tracetest.SpanStub{lookup, getTime} {
+		if c.Parent.SpanID() != agent.SpanContext.SpanID() {
+			t.Errorf("%s is not under invoke_agent", c.Name)
+		}
+		if attr(c, "gen_ai.operation.name") != "execute_tool" || attr(c, "gen_ai.tool.type") != "function" || attr(c, "gen_ai.conversation.id") != h.s.ID() {
+			t.Errorf("%s attributes %v", c.Name, c.Attributes)
+		}
+	}
+	if attr(lookup, "gen_ai.tool.call.id") != "call_1" || attr(lookup, "clienttools.tool.handler") != "worker" || attr(getTime, "clienttools.tool.handler") != "client" {
+		t.Errorf("call attributes: %v, %v", lookup.Attributes, getTime.Attributes)
+	}
+	if attr(getTime, "clienttools.tool.attempts") != "2" || getTime.Status.Code == codes.Error {
+		t.Errorf("get_time: %v, status %v; want 2 attempts, not an error", getTime.Attributes, getTime.Status)
+	}
+	var attempts []tracetest.SpanStub
+	for _, a := range byName["attempt"] {
+		if a.Parent.SpanID() == getTime.SpanContext.SpanID() {
+			attempts = append(attempts, a)
+		}
+		if a.Parent.SpanID() == lookup.SpanContext.SpanID() && a.SpanContext.SpanID() != workerSpan.SpanID() {
+			t.Errorf("the worker ran in span %v, not its attempt's %v", workerSpan.SpanID(), a.SpanContext.SpanID())
+		}
+	}
+	if len(attempts) != 2 {
+		t.Fatalf("get_time has %d attempt spans, want 2", len(attempts))
+	}
+	if attr(attempts[0], "clienttools.tool.attempt") != "1" || attr(attempts[0], "error.type") != "timeout" || attr(attempts[0], "clienttools.page") != h.page.ID() {
+		t.Errorf("the first attempt: %v", attempts[0].Attributes)
+	}
+	if attr(attempts[1], "clienttools.tool.attempt") != "2" || attr(attempts[1], "error.type") != "" {
+		t.Errorf("the second attempt: %v", attempts[1].Attributes)
+	}
+}
+
+func one(t *testing.T, byName map[string][]tracetest.SpanStub, name string) tracetest.SpanStub {
+	t.Helper()
+	if len(byName[name]) != 1 {
+		t.Fatalf("%d %q spans, want 1", len(byName[name]), name)
+	}
+	return byName[name][0]
+}
+
+// attr is a span attribute's value as text; "" when absent.
+func attr(s tracetest.SpanStub, key string) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == attribute.Key(key) {
+			return kv.Value.String()
+		}
+	}
+	return ""
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name)
+	}
+	return out
+}
