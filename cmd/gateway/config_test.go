@@ -99,6 +99,11 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.maxSockets, c.maxNew, c.maxLive = 4, -1, 8 }),
 		},
 		{
+			name: "a bare port listens on loopback",
+			args: []string{"--listen", "8101"},
+			want: with(func(c *config) { c.listen = "127.0.0.1:8101" }),
+		},
+		{
 			name: "no drain",
 			env:  map[string]string{"GATEWAY_DRAIN": "0s"},
 			want: with(func(c *config) { c.drain, c.shutdownGrace = 0, 10*time.Second }),
@@ -146,7 +151,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero max message", []string{"--max-message", "0"}, nil, "max-message"},
 		{"negative drain", []string{"--drain", "-1s"}, nil, "drain"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},
-		{"unknown flag", []string{"--colour"}, nil, "colour"},
+		{"unknown flag", []string{"--colour"}, nil, "-colour (gateway -h lists the flags)"},
 		{"stray argument", []string{"serve"}, nil, `"serve"`},
 		{"worker URL without a secret", []string{"--worker-url", "http://127.0.0.1:9/"}, nil, "GATEWAY_WORKER_SECRET"},
 	}
@@ -156,6 +161,11 @@ func TestParseConfigErrors(t *testing.T) {
 			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, &stderr)
 			if err == nil || !strings.Contains(err.Error(), tc.mention) {
 				t.Errorf("parseConfig error = %v, want one naming %s", err, tc.mention)
+			}
+			// The caller prints the error: nothing else is printed, so the
+			// user reads it once.
+			if stderr.Len() > 0 {
+				t.Errorf("parseConfig printed %q besides its error", stderr.String())
 			}
 		})
 	}

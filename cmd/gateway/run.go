@@ -70,14 +70,16 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package prints a bad flag's error and the whole usage; the
+	// caller prints the error once, and -h prints the usage.
+	fs.SetOutput(io.Discard)
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
 		}
 		return def
 	}
-	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on (env GATEWAY_LISTEN)")
+	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on: host:port, :port for every interface, or a bare port for 127.0.0.1 (env GATEWAY_LISTEN)")
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
 	fs.StringVar(&c.metricsListen, "metrics-listen", env("GATEWAY_METRICS_LISTEN", ""), "address to serve /metrics on, apart from the chat's listener (env GATEWAY_METRICS_LISTEN); default: /metrics on --listen")
 	hosts := fs.String("hosts", env("GATEWAY_HOSTS", ""), "comma-separated host names (patterns such as *.example.com) the gateway answers to, besides IP addresses, localhost, the --listen host and the --origins hosts; other Hosts get 403. \"*\": any (env GATEWAY_HOSTS)")
@@ -112,7 +114,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxSessionTokens := fs.String("max-session-tokens", env("GATEWAY_MAX_SESSION_TOKENS", strconv.Itoa(engine.DefaultLimits.MaxSessionTokens)), "tokens one session's model turns may use in all; -1: no limit (env GATEWAY_MAX_SESSION_TOKENS)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "Usage of gateway (each flag also reads the environment variable it names):")
+			fs.PrintDefaults()
+			return c, err
+		}
+		return c, fmt.Errorf("%w (gateway -h lists the flags)", err)
+	}
+	if _, err := strconv.Atoi(c.listen); err == nil {
+		c.listen = "127.0.0.1:" + c.listen // a bare port: this machine only, like the default
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
