@@ -1,0 +1,78 @@
+// What the chat page shows while a turn runs: "Thinking…" until the first
+// word, Stop in place of Send, and a message sent mid-turn shown at once as
+// queued until the gateway takes it. Replies from script.json next to this file.
+import { expect, test, Chat, ofType } from "../support";
+
+test("Thinking… shows from sending until the first word; Send is Stop meanwhile", async ({ page }) => {
+    const chat = await Chat.open(page);
+    const thinking = page.getByTestId("thinking");
+    const send = page.getByRole("button", { name: "Send" });
+    const stop = page.getByRole("button", { name: "Stop" });
+    await expect(thinking).toBeHidden();
+    await expect(send).toBeVisible();
+
+    await chat.send("think first"); // its first word comes after 1.5 s
+    await expect(thinking).toBeVisible();
+    await expect(thinking).toHaveText("Thinking…");
+    await expect(stop).toBeVisible();
+    await expect(stop).toBeEnabled();
+    await expect(send).toBeHidden();
+    await expect(chat.messages("assistant")).toHaveCount(0);
+
+    await expect(chat.reply("Done thinking.")).toBeVisible();
+    await expect(thinking).toBeHidden();
+    await chat.idle();
+    await expect(send).toBeVisible();
+    await expect(stop).toBeHidden();
+});
+
+test("Stop sends cancel and the turn ends as cancelled", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.recordFrames();
+    await chat.send("slow stream");
+    const reply = chat.reply("One");
+    await expect(reply).toHaveAttribute("data-streaming", "true");
+    const stop = page.getByRole("button", { name: "Stop" });
+    await stop.click();
+
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toBeVisible();
+    await chat.idle();
+    await expect(page.getByRole("button", { name: "Send" })).toBeVisible();
+    await expect(stop).toBeHidden();
+    expect(ofType(await chat.sent(), "cancel")).toHaveLength(1);
+    expect(ofType(await chat.events(), "model.finished").at(-1)!.stopReason).toBe("cancelled");
+    await expect(reply).not.toContainText("twenty.");
+});
+
+test("a message sent mid-turn shows at once as queued, and loses the mark when the gateway takes it", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.send("slow stream");
+    const first = chat.reply("One");
+    await expect(first).toHaveAttribute("data-streaming", "true");
+
+    // Enter still sends while the turn runs: the message is shown at once.
+    await chat.send("hello");
+    const queued = chat.messages("user").filter({ hasText: "hello" });
+    await expect(queued).toHaveAttribute("data-queued", "true");
+    await expect(queued.getByTestId("message-queued")).toHaveText("Queued");
+    await expect(first).toHaveAttribute("data-streaming", "true");
+    // It waits at the bottom of the log while the turn goes on above it.
+    await expect(chat.messages().last()).toHaveAttribute("data-queued", "true");
+
+    // The turn ends, the gateway takes it (its message event), the mark goes.
+    await expect(first).toContainText("twenty.");
+    await expect(queued).not.toHaveAttribute("data-queued", /.*/);
+    await expect(queued.getByTestId("message-queued")).toBeHidden();
+    await expect(chat.reply("The test script has no rule for: hello")).toBeVisible();
+    await chat.idle();
+    await expect(chat.messages("user").getByTestId("message-text")).toHaveText(["slow stream", "hello"]);
+    await expect(chat.messages().getByTestId("message-text")).toHaveText([
+        "slow stream", /^One two/, "hello", "The test script has no rule for: hello",
+    ]);
+
+    const events = await chat.events();
+    const users = ofType(events, "message").filter((e) => e.message.role === "user");
+    expect(users.map((e) => e.message.content)).toEqual(["slow stream", "hello"]);
+    // The gateway took it only after the first turn finished.
+    expect(users[1].seq).toBeGreaterThan(ofType(events, "model.finished")[0].seq!);
+});
