@@ -21,7 +21,7 @@ import DOMPurify from "./vendor/purify.js";
 const marked = new Marked({ gfm: true, breaks: false, async: false }, {
     renderer: {
         // Raw HTML in the model's text is text, not markup.
-        html: ({ text }) => escapeHTML(text),
+        html: (token) => ("block" in token && token.block ? `<p>${escapeHTML(token.text)}</p>\n` : escapeHTML(token.text)),
         // Headings sit under the page's own h1.
         heading({ tokens, depth }) {
             const level = Math.min(depth + 1, 6);

@@ -41,7 +41,7 @@ test("Stop sends cancel and the turn ends as cancelled", async ({ page }) => {
     await expect(stop).toBeHidden();
     expect(ofType(await chat.sent(), "cancel")).toHaveLength(1);
     expect(ofType(await chat.events(), "model.finished").at(-1)!.stopReason).toBe("cancelled");
-    await expect(reply).not.toContainText("twenty.");
+    await expect(reply).not.toContainText("thirty.");
 });
 
 test("a message sent mid-turn shows at once as queued, and loses the mark when the gateway takes it", async ({ page }) => {
@@ -60,7 +60,7 @@ test("a message sent mid-turn shows at once as queued, and loses the mark when t
     await expect(chat.messages().last()).toHaveAttribute("data-queued", "true");
 
     // The turn ends, the gateway takes it (its message event), the mark goes.
-    await expect(first).toContainText("twenty.");
+    await expect(first).toContainText("thirty.");
     await expect(queued).not.toHaveAttribute("data-queued", /.*/);
     await expect(queued.getByTestId("message-queued")).toBeHidden();
     await expect(chat.reply("The test script has no rule for: hello")).toBeVisible();
