@@ -61,6 +61,9 @@ export function mountChat(root, client) {
     /** @type {{el: HTMLElement, text: string}[]} messages sent, not yet taken by the gateway, oldest first */
     let pending = [];
     let busy = false, ticker = 0;
+    // The model is due to answer: a message went or was taken, or the turn's
+    // calls all settled; a word, the turn's end, Stop or idleness ends it.
+    let awaiting = false, stopped = false;
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
 
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
@@ -74,9 +77,8 @@ export function mountChat(root, client) {
         stop.disabled = !on;
         // The button under the user's finger keeps the focus as it changes.
         if (hadFocus) (on ? stop : send).focus();
-        // The model is working and nothing shows it yet: no text, no open call.
-        const calls = [...cardState.values()].some((c) => c.status !== "done" && c.status !== "error");
-        thinking.hidden = !(on && !streaming && !calls);
+        if (!on) awaiting = false;
+        thinking.hidden = !(on && awaiting && !streaming);
         followBottom();
     }
 
@@ -197,6 +199,7 @@ export function mountChat(root, client) {
         markQueued(el, queued);
         pending.push({ el, text });
         stick = true;
+        if (!busy) awaiting = true;
         setBusy(true);
         return true;
     }
@@ -244,6 +247,8 @@ export function mountChat(root, client) {
                 const i = pending.findIndex((p) => p.text === content);
                 if (i >= 0) markQueued(pending.splice(i, 1)[0].el, false);
                 else must(messageItem("user"), "[data-testid=message-text]").textContent = content;
+                awaiting = true;
+                stopped = false;
                 setBusy(true);
             } else if (message.role === "assistant") {
                 const el = streaming ?? unclaimed;
@@ -272,6 +277,7 @@ export function mountChat(root, client) {
             setBusy();
         }),
         client.on("model.finished", ({ error, stopReason }) => {
+            awaiting = false;
             if (streaming) {
                 renderStream();
                 finishStreaming(streaming);
@@ -289,11 +295,18 @@ export function mountChat(root, client) {
             cardState.set(card.id, card);
             renderToolCard(cardFor(card.id, card.name), card, Date.now());
             tick();
+            // The last open call settled: the model reads the results next.
+            const open = [...cardState.values()].some((c) => c.status !== "done" && c.status !== "error");
+            awaiting = !open && (card.status === "done" || card.status === "error") && !card.replayed && !stopped;
             setBusy(busy || card.status === "running");
         }),
         client.on("idle", () => setBusy(false)),
         // A limit stopped the model: say why, in the gateway's words.
-        client.on("guard", ({ message, guard }) => notice("guard", message || `Stopped by the ${guard} limit.`)),
+        client.on("guard", ({ message, guard }) => {
+            awaiting = false;
+            notice("guard", message || `Stopped by the ${guard} limit.`);
+            setBusy();
+        }),
         client.on("client.event", ({ name, data }) => {
             notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`);
         }),
@@ -337,7 +350,11 @@ export function mountChat(root, client) {
             form.requestSubmit();
         }
     });
-    stop.addEventListener("click", () => client.cancel());
+    stop.addEventListener("click", () => {
+        stopped = true; // the calls Stop cancels are not followed by a model turn
+        client.cancel();
+        setBusy();
+    });
     newChat?.addEventListener("click", () => {
         prompt.disabled = false;
         client.reset();
@@ -348,17 +365,12 @@ export function mountChat(root, client) {
         /**
          * The element inside a call's card where a tool may render UI of its
          * own (a question, buttons). Creates the card if it is not shown yet.
-         * @param {string} id
-         * @param {string} [name]
-         * @returns {HTMLElement}
+         * @param {string} id @param {string} [name] @returns {HTMLElement}
          */
         toolSlot(id, name) {
             return must(cardFor(id, name), "[data-testid=tool-slot]");
         },
-        /**
-         * A copy of the page's <template id=...> content's first element.
-         * @param {string} id
-         */
+        /** A copy of the page's <template id=...> content's first element. @param {string} id */
         clone(id) {
             return clone(doc, id);
         },

@@ -1,7 +1,31 @@
 // What the chat page shows while a turn runs: "Thinking…" until the first
 // word, Stop in place of Send, and a message sent mid-turn shown at once as
 // queued until the gateway takes it. Replies from script.json next to this file.
+import type { Page } from "@playwright/test";
 import { expect, test, Chat, ofType } from "../support";
+
+type Shown = { thinking: boolean; replies: number; send: boolean; stop: boolean; open: number };
+
+/**
+ * Has the page note what it shows at every change (in window.__shown): a
+ * busy machine could make the test miss a state that lasts a moment.
+ */
+async function recordShown(page: Page) {
+    await page.evaluate(() => {
+        const w = window as any;
+        const q = (id: string) => document.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+        w.__shown = [];
+        new MutationObserver(() => w.__shown.push({
+            thinking: !q("thinking").hidden,
+            replies: document.querySelectorAll('[data-testid="message"][data-role="assistant"]').length,
+            send: !q("send").hidden,
+            stop: !q("stop").hidden && !(q("stop") as HTMLButtonElement).disabled,
+            open: document.querySelectorAll('[data-testid="tool-card"]:not([data-status="done"]):not([data-status="error"])').length,
+        })).observe(document.querySelector("[data-chat]")!, { subtree: true, childList: true, attributes: true, characterData: true });
+    });
+}
+
+const shownSoFar = (page: Page): Promise<Shown[]> => page.evaluate(() => (window as any).__shown);
 
 test("Thinking… shows from sending until the first word; Send is Stop meanwhile", async ({ page }) => {
     const chat = await Chat.open(page);
@@ -10,20 +34,39 @@ test("Thinking… shows from sending until the first word; Send is Stop meanwhil
     const stop = page.getByRole("button", { name: "Stop" });
     await expect(thinking).toBeHidden();
     await expect(send).toBeVisible();
+    await recordShown(page);
 
     await chat.send("think first"); // its first word comes after 1.5 s
-    await expect(thinking).toBeVisible();
-    await expect(thinking).toHaveText("Thinking…");
-    await expect(stop).toBeVisible();
-    await expect(stop).toBeEnabled();
-    await expect(send).toBeHidden();
-    await expect(chat.messages("assistant")).toHaveCount(0);
-
     await expect(chat.reply("Done thinking.")).toBeVisible();
-    await expect(thinking).toBeHidden();
     await chat.idle();
+    await expect(thinking).toBeHidden();
     await expect(send).toBeVisible();
     await expect(stop).toBeHidden();
+
+    const shown = await shownSoFar(page);
+    const first = shown.findIndex((s) => s.thinking);
+    expect(first, "Thinking… showed").toBeGreaterThanOrEqual(0);
+    expect(shown[first]).toEqual({ thinking: true, replies: 0, send: false, stop: true, open: 0 });
+    // From then until the first word: Thinking… and Stop, no reply, no Send.
+    const word = shown.findIndex((s) => s.replies > 0);
+    expect(word).toBeGreaterThan(first);
+    for (const s of shown.slice(first, word)) expect(s).toEqual({ thinking: true, replies: 0, send: false, stop: true, open: 0 });
+    // Once the word is there, Thinking… is gone for good.
+    for (const s of shown.slice(word)) expect(s.thinking).toBe(false);
+});
+
+test("Thinking… shows again while the model reads its tools' results, not while they run", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await recordShown(page);
+    await chat.send("two clocks");
+    await expect(chat.reply("get_local_time returned:")).toBeVisible();
+    await chat.idle();
+    await expect(page.getByTestId("thinking")).toBeHidden();
+    const shown = await shownSoFar(page);
+    // Never while a call is open...
+    expect(shown.filter((s) => s.thinking && s.open > 0)).toEqual([]);
+    // ...but after both settled, before the reply that words them.
+    expect(shown.some((s) => s.thinking && s.open === 0 && s.replies === 1)).toBe(true);
 });
 
 test("Stop sends cancel and the turn ends as cancelled", async ({ page }) => {
