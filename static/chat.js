@@ -101,11 +101,13 @@ export function mountChat(root, client) {
         followBottom();
     }
 
-    function messageItem(/** @type {string} */ role) {
+    /** A new message in the log; last: below the queued ones too (one just sent). */
+    function messageItem(/** @type {string} */ role, last = false) {
         const el = clone(doc, "tpl-message");
         el.dataset.role = role;
         must(el, "[data-testid=message-role]").textContent = role === "user" ? "You" : "Assistant";
-        append(el);
+        if (last) list.append(el);
+        else append(el);
         return el;
     }
 
@@ -194,7 +196,7 @@ export function mountChat(root, client) {
             throw err;
         }
         const queued = busy || client.state !== "open";
-        const el = messageItem("user");
+        const el = messageItem("user", true);
         must(el, "[data-testid=message-text]").textContent = text;
         markQueued(el, queued);
         pending.push({ el, text });

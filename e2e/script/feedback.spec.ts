@@ -93,29 +93,31 @@ test("a message sent mid-turn shows at once as queued, and loses the mark when t
     const first = chat.reply("One");
     await expect(first).toHaveAttribute("data-streaming", "true");
 
-    // Enter still sends while the turn runs: the message is shown at once.
+    // Enter still sends while the turn runs: the messages are shown at once.
     await chat.send("hello");
+    await chat.send("again");
     const queued = chat.messages("user").filter({ hasText: "hello" });
     await expect(queued).toHaveAttribute("data-queued", "true");
     await expect(queued.getByTestId("message-queued")).toHaveText("Queued");
     await expect(first).toHaveAttribute("data-streaming", "true");
-    // It waits at the bottom of the log while the turn goes on above it.
-    await expect(chat.messages().last()).toHaveAttribute("data-queued", "true");
+    // They wait at the bottom of the log, in order, while the turn goes on above them.
+    await expect(chat.messages().getByTestId("message-text")).toHaveText(["slow stream", /^One two/, "hello", "again"]);
+    await expect(page.locator("[data-queued=true]")).toHaveCount(2);
 
     // The turn ends, the gateway takes it (its message event), the mark goes.
     await expect(first).toContainText("thirty.");
     await expect(queued).not.toHaveAttribute("data-queued", /.*/);
     await expect(queued.getByTestId("message-queued")).toBeHidden();
-    await expect(chat.reply("The test script has no rule for: hello")).toBeVisible();
+    await expect(chat.reply("The test script has no rule for: again")).toBeVisible();
     await chat.idle();
-    await expect(chat.messages("user").getByTestId("message-text")).toHaveText(["slow stream", "hello"]);
+    await expect(page.locator("[data-queued=true]")).toHaveCount(0);
     await expect(chat.messages().getByTestId("message-text")).toHaveText([
-        "slow stream", /^One two/, "hello", "The test script has no rule for: hello",
+        "slow stream", /^One two/, "hello", "The test script has no rule for: hello", "again", "The test script has no rule for: again",
     ]);
 
     const events = await chat.events();
     const users = ofType(events, "message").filter((e) => e.message.role === "user");
-    expect(users.map((e) => e.message.content)).toEqual(["slow stream", "hello"]);
+    expect(users.map((e) => e.message.content)).toEqual(["slow stream", "hello", "again"]);
     // The gateway took it only after the first turn finished.
     expect(users[1].seq).toBeGreaterThan(ofType(events, "model.finished")[0].seq!);
 });
