@@ -16,9 +16,9 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: cluster-test test build generate generate-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
+.PHONY: cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
-test: deps generate-check lint unit cluster-test node-test build
+test: deps generate-check vendor-check lint unit cluster-test node-test build
 	npx playwright test $(E2E_ARGS)
 
 build:
@@ -41,6 +41,31 @@ generate-check:
 		untracked="$$(git ls-files --others --exclude-standard -- 'web/*_templ.go')"; \
 		if [ -n "$$untracked" ]; then echo "generated but not committed: $$untracked" >&2; exit 1; fi; \
 	fi
+
+# The chat page's third-party modules, copied as ES modules from node_modules
+# (versions pinned in package.json and package-lock.json) into static/vendor/
+# with their licences, so the page needs no bundler and the binary embeds
+# them. To upgrade: npm install --save-dev --save-exact marked@X, then make
+# vendor, and commit static/vendor/. Only the sourceMappingURL comment is
+# dropped: the maps are not shipped.
+VENDOR := static/vendor
+vendor_into = mkdir -p $(1) && \
+	sed '/^\/\/\# sourceMappingURL=/d' node_modules/marked/lib/marked.esm.js > $(1)/marked.js && \
+	cp node_modules/marked/LICENSE $(1)/marked.LICENSE && \
+	sed '/^\/\/\# sourceMappingURL=/d' node_modules/dompurify/dist/purify.es.mjs > $(1)/purify.js && \
+	cp node_modules/dompurify/LICENSE $(1)/dompurify.LICENSE && \
+	cp node_modules/dompurify/LICENSE-MPL $(1)/dompurify.LICENSE-MPL
+
+vendor: node_modules
+	$(call vendor_into,$(VENDOR))
+
+# Fails if static/vendor/ is not what `make vendor` makes from the lockfile.
+vendor-check: node_modules
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	$(call vendor_into,"$$tmp"); \
+	for f in "$$tmp"/*; do \
+		cmp -s "$$f" $(VENDOR)/"$$(basename "$$f")" || { echo "$(VENDOR)/$$(basename "$$f") differs from node_modules: run make vendor and commit it" >&2; exit 1; }; \
+	done
 
 lint: fmt-check vet staticcheck
 

@@ -5,7 +5,10 @@ test("the page is labelled and works from the keyboard", async ({ page }) => {
     const log = page.getByRole("log", { name: "Conversation" });
     await expect(log).toHaveAttribute("aria-live", "polite");
     await expect(page.getByRole("status").filter({ hasText: "Connected" })).toBeVisible();
-    await expect(page.getByRole("button", { name: "Stop" })).toBeDisabled();
+    // Idle: Send, and no Stop (Send becomes Stop while a turn runs).
+    await expect(page.getByRole("button", { name: "Send" })).toBeVisible();
+    await expect(page.getByTestId("stop")).toBeHidden();
+    await expect(page.getByTestId("stop")).toBeDisabled();
 
     // Shift+Enter adds a line; Enter sends.
     const prompt = page.getByLabel("Message", { exact: true });
@@ -18,6 +21,7 @@ test("the page is labelled and works from the keyboard", async ({ page }) => {
     await page.keyboard.press("Enter");
     await expect(chat.messages("user").getByTestId("message-text")).toHaveText(["hello\nthere"]);
     await expect(chat.reply("Hello! I'm the demo's scripted model.")).toBeVisible();
+    await chat.idle();
 
     // Focus is visible on keyboard navigation.
     await prompt.focus();

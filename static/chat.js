@@ -1,9 +1,12 @@
 /**
  * chat.js renders a GatewayClient's events into the chat page that
- * web.ChatPage serves: the message log with streaming text, a card per tool
- * call, the composer (Enter sends, Shift+Enter is a new line, Stop cancels)
- * and the connection status. It clones the page's <template> elements, so the
- * markup lives in web/chat.templ; the test ids are listed in docs/ui.md.
+ * web.ChatPage serves: the message log with streaming Markdown (markdown.js),
+ * a compact card per tool call (toolcard.js), errors in words (errors.js), a
+ * "Thinking…" indicator until the model's first word, and the composer:
+ * Enter sends (Shift+Enter is a new line), Send becomes Stop while a turn
+ * runs, and a message sent mid-turn shows at once as queued. It clones the
+ * page's <template> elements, so the markup lives in web/chat.templ; the
+ * test ids are listed in docs/ui.md.
  *
  * @example
  * import { connect } from "/static/gateway.js";
@@ -16,14 +19,18 @@
  * @module chat
  */
 
-import { FRAME_ERROR } from "./codes.js";
+import { FRAME_ERROR, SESSION_ERROR } from "./codes.js";
+import { renderMarkdown } from "./markdown.js";
+import { renderToolCard, tickText } from "./toolcard.js";
+import { modelErrorText, sessionErrorText } from "./errors.js";
+import { clone, must } from "./dom.js";
 
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
 
 const STATE_TEXT = { connecting: "Connecting…", open: "Connected", closed: "Offline" };
-/** What a running client call's card says when this tab does not run it. */
-const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for the page" };
+/** Streamed Markdown is rendered at most this often (ms): a fast model sends hundreds of deltas. */
+const RENDER_EVERY = 50;
 
 /**
  * Renders client into root and wires the composer.
@@ -32,29 +39,48 @@ const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for 
  */
 export function mountChat(root, client) {
     const doc = root.ownerDocument;
-    const log = /** @type {HTMLOListElement} */ (must(root, "[data-testid=messages]"));
+    const log = must(root, "[data-testid=messages]");
+    const list = must(log, "[data-testid=message-list]");
+    const thinking = must(log, "[data-testid=thinking]");
     const form = /** @type {HTMLFormElement} */ (must(root, "[data-testid=composer]"));
     const prompt = /** @type {HTMLTextAreaElement} */ (must(form, "[data-testid=prompt]"));
+    const send = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=send]"));
     const stop = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=stop]"));
     const status = must(doc, "[data-testid=connection-status]");
     const newChat = doc.querySelector("[data-testid=new-chat]");
 
     /** @type {Map<string, HTMLElement>} */
     const cards = new Map();
+    /** @type {Map<string, ToolCard>} the last state of each card, for its ticking time */
+    const cardState = new Map();
     /** @type {HTMLElement | null} the assistant message the current turn streams into */
     let streaming = null;
+    let streamText = "", renderTimer = 0, renderedAt = 0;
     /** @type {HTMLElement | null} a finished turn's text, waiting for its transcript message */
     let unclaimed = null;
-    let busy = false;
-    let lastSent = ""; // the last message sent, given back if the gateway refuses it
+    /** @type {{el: HTMLElement, text: string}[]} messages sent, not yet taken by the gateway, oldest first */
+    let pending = [];
+    let busy = false, ticker = 0;
+    // The model is due to answer: a message went or was taken, or the turn's
+    // calls all settled; a word, the turn's end, Stop or idleness ends it.
+    let awaiting = false, stopped = false;
+    let lastUser = ""; // the last user message of the conversation: what Retry sends again
 
-    function setBusy(on) {
+    /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
+    function setBusy(on = busy) {
         busy = on;
         log.setAttribute("aria-busy", String(on));
         root.dataset.busy = String(on);
+        const hadFocus = doc.activeElement === send || doc.activeElement === stop;
+        send.hidden = on;
+        stop.hidden = !on;
         stop.disabled = !on;
+        // The button under the user's finger keeps the focus as it changes.
+        if (hadFocus) (on ? stop : send).focus();
+        if (!on) awaiting = false;
+        thinking.hidden = !(on && awaiting && !streaming);
+        followBottom();
     }
-    setBusy(false);
 
     // The log follows new content while the reader is at its bottom, and
     // stays put once they scroll up to read.
@@ -69,16 +95,19 @@ export function mountChat(root, client) {
     // slot) keeps it at the bottom for a reader who is there.
     new MutationObserver(followBottom).observe(log, { childList: true, subtree: true, characterData: true });
 
+    /** Adds to the log, above the queued messages, which wait at its bottom. */
     function append(/** @type {HTMLElement} */ el) {
-        log.append(el);
+        list.insertBefore(el, pending[0]?.el ?? null);
         followBottom();
     }
 
-    function messageItem(/** @type {string} */ role) {
+    /** A new message in the log; last: below the queued ones too (one just sent). */
+    function messageItem(/** @type {string} */ role, last = false) {
         const el = clone(doc, "tpl-message");
         el.dataset.role = role;
         must(el, "[data-testid=message-role]").textContent = role === "user" ? "You" : "Assistant";
-        append(el);
+        if (last) list.append(el);
+        else append(el);
         return el;
     }
 
@@ -87,8 +116,17 @@ export function mountChat(root, client) {
             streaming = messageItem("assistant");
             streaming.dataset.streaming = "true";
             streaming.setAttribute("aria-busy", "true");
+            streamText = "";
+            setBusy();
         }
         return streaming;
+    }
+
+    /** Renders the streamed text now. */
+    function renderStream() {
+        renderTimer = (clearTimeout(renderTimer), 0);
+        renderedAt = performance.now();
+        if (streaming) renderMarkdown(must(streaming, "[data-testid=message-text]"), streamText);
     }
 
     function finishStreaming(/** @type {HTMLElement} */ el) {
@@ -96,10 +134,21 @@ export function mountChat(root, client) {
         el.removeAttribute("aria-busy");
     }
 
-    function notice(/** @type {string} */ kind, /** @type {string} */ text) {
+    /**
+     * A line in the log that is not a message; with retry, a Retry button
+     * that sends the last user message again.
+     * @param {string} kind @param {string} text @param {{retry?: boolean}} [opts]
+     */
+    function notice(kind, text, opts = {}) {
         const el = clone(doc, "tpl-notice");
         el.dataset.kind = kind;
         must(el, "[data-testid=notice-text]").textContent = text;
+        const retry = /** @type {HTMLButtonElement} */ (must(el, "[data-testid=retry]"));
+        retry.hidden = !(opts.retry && lastUser);
+        retry.addEventListener("click", () => {
+            retry.disabled = true;
+            if (!submit(lastUser)) retry.disabled = false;
+        });
         append(el);
     }
 
@@ -110,9 +159,6 @@ export function mountChat(root, client) {
             el = clone(doc, "tpl-tool-card");
             el.dataset.toolId = id;
             el.id = `tool-${cssIdent(id)}`;
-            const title = must(el, "[data-testid=tool-name]");
-            title.id = `${el.id}-name`;
-            el.setAttribute("aria-labelledby", title.id);
             cards.set(id, el);
             append(el);
         }
@@ -123,73 +169,67 @@ export function mountChat(root, client) {
         return el;
     }
 
-    /** @param {ToolCard} c */
-    function renderCard(c) {
-        const el = cardFor(c.id, c.name);
-        el.dataset.status = c.status;
-        el.dataset.local = String(c.local);
-        if (c.where) el.dataset.where = c.where;
-        else delete el.dataset.where;
-        if (c.handler) el.dataset.handler = c.handler;
-        must(el, "[data-testid=tool-handler]").textContent = c.handler ?? "";
-        must(el, "[data-testid=tool-handler]").hidden = !c.handler;
-        must(el, "[data-testid=tool-status]").textContent = statusText(c);
-        const attempt = must(el, "[data-testid=tool-attempt]");
-        // One attempt of one says nothing; "attempt 2 of 3" does.
-        attempt.textContent = c.attempts > 1 ? `attempt ${c.attempt} of ${c.attempts}` : "";
-        attempt.hidden = !(c.attempts > 1);
-        must(el, "[data-testid=tool-args]").textContent = pretty(c.arguments);
-        if (c.input && c.input.status !== "valid") {
-            const bad = must(el, "[data-testid=tool-input]");
-            bad.hidden = false;
-            bad.dataset.inputStatus = c.input.status;
-            bad.textContent = `Arguments are ${c.input.status}: ${c.input.error ?? ""}`;
+    /** Ticks the running cards' countdowns every second, while there are any. */
+    function tick() {
+        const now = Date.now();
+        let any = false;
+        for (const [id, c] of cardState) {
+            const el = cards.get(id);
+            if (el && tickText(el, c, now)) any = true;
         }
+        if (any && !ticker) ticker = setInterval(tick, 1000);
+        else if (!any && ticker) ticker = (clearInterval(ticker), 0);
+    }
 
-        const failures = must(el, "[data-testid=tool-attempts]");
-        failures.replaceChildren(...c.failures.map((f) => {
-            const li = doc.createElement("li");
-            li.dataset.testid = "tool-failure";
-            li.dataset.code = f.code ?? "";
-            li.textContent = `Attempt ${f.attempt} of ${c.attempts} failed${f.code ? ` (${f.code})` : ""}: ${f.error}` +
-                (f.backoff ? ` Next try after ${duration(f.backoff)}.` : "");
-            return li;
-        }));
-        failures.hidden = c.failures.length === 0;
-
-        const result = must(el, "[data-testid=tool-result]");
-        const error = must(el, "[data-testid=tool-error]");
-        result.hidden = c.status !== "done";
-        error.hidden = c.status !== "error";
-        if (c.status === "done") must(result, "pre").textContent = pretty(c.result ?? "");
-        if (c.status === "error") must(error, "pre").textContent = c.error ?? "";
-
-        const sent = must(el, "[data-testid=tool-transcript]");
-        sent.hidden = !c.transcript;
-        if (c.transcript) {
-            sent.dataset.isError = String(c.transcript.isError);
-            must(sent, "pre").textContent = pretty(c.transcript.content);
+    /**
+     * Sends text as the user's message and shows it at once: queued while a
+     * turn runs (or the connection is down) until the gateway takes it.
+     * Returns false when the SDK refused it (over the gateway's limits: its
+     * error event said why).
+     * @param {string} text
+     */
+    function submit(text) {
+        try {
+            client.send(text);
+        } catch (err) {
+            if (/** @type {any} */ (err)?.code === FRAME_ERROR.LIMIT_EXCEEDED) return false;
+            throw err;
         }
-        // A client call runs in one tab: the others say where it is instead
-        // of showing its UI. A settled card keeps the slot as it was.
-        const where = must(el, "[data-testid=tool-where]");
-        const away = c.where === "elsewhere" || c.where === "waiting" ? c.where : null;
-        where.hidden = !away;
-        where.textContent = away ? WHERE_TEXT[away] : "";
-        const slot = must(el, "[data-testid=tool-slot]");
-        if (c.where) slot.hidden = c.where !== "here";
-        if (c.status === "done" || c.status === "error") {
-            // Whatever a tool put in its slot (Approve/Deny) is over.
-            slot.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-        }
-        followBottom();
+        const queued = busy || client.state !== "open";
+        const el = messageItem("user", true);
+        must(el, "[data-testid=message-text]").textContent = text;
+        markQueued(el, queued);
+        pending.push({ el, text });
+        stick = true;
+        if (!busy) awaiting = true;
+        setBusy(true);
+        return true;
+    }
+
+    function markQueued(/** @type {HTMLElement} */ el, /** @type {boolean} */ on) {
+        if (on) el.dataset.queued = "true";
+        else delete el.dataset.queued;
+        must(el, "[data-testid=message-queued]").hidden = !on;
+    }
+
+    /** Takes a sent message back off the log (refused), by its text, or the newest. */
+    function unsend(/** @type {string | undefined} */ text) {
+        const i = text === undefined ? pending.length - 1 : pending.findIndex((p) => p.text === text);
+        if (i < 0) return undefined;
+        const [p] = pending.splice(i, 1);
+        p.el.remove();
+        return p.text;
     }
 
     const offs = [
         client.on("reset", () => {
-            log.replaceChildren();
+            list.replaceChildren();
             cards.clear();
+            cardState.clear();
+            tick();
             streaming = unclaimed = null;
+            pending = [];
+            lastUser = "";
             setBusy(false);
         }),
         client.on("state", ({ state, retryIn }) => {
@@ -201,63 +241,95 @@ export function mountChat(root, client) {
         }),
         client.on("message", ({ message }) => {
             if (message.role === "user") {
-                const el = messageItem("user");
-                must(el, "[data-testid=message-text]").textContent = message.content ?? "";
+                const content = message.content ?? "";
+                lastUser = content;
+                // An error's Retry is over once the conversation moves on.
+                list.querySelectorAll("[data-testid=retry]").forEach((b) => { /** @type {HTMLButtonElement} */ (b).disabled = true; });
+                // The gateway took one of ours: it loses its mark, where it is.
+                const i = pending.findIndex((p) => p.text === content);
+                if (i >= 0) markQueued(pending.splice(i, 1)[0].el, false);
+                else must(messageItem("user"), "[data-testid=message-text]").textContent = content;
+                awaiting = true;
+                stopped = false;
                 setBusy(true);
             } else if (message.role === "assistant") {
                 const el = streaming ?? unclaimed;
+                if (streaming) renderStream();
                 streaming = unclaimed = null;
                 if (!message.content && !el) return; // tool uses only: their cards follow
                 const target = el ?? messageItem("assistant");
-                must(target, "[data-testid=message-text]").textContent = message.content ?? "";
+                renderMarkdown(must(target, "[data-testid=message-text]"), message.content ?? "");
                 finishStreaming(target);
+                setBusy();
             }
         }),
         client.on("delta", ({ text }) => {
-            const el = assistantTurn();
-            must(el, "[data-testid=message-text]").append(text);
+            assistantTurn();
+            streamText += text;
+            const wait = RENDER_EVERY - (performance.now() - renderedAt);
+            if (wait <= 0) renderStream();
+            else if (!renderTimer) renderTimer = setTimeout(renderStream, wait);
             setBusy(true);
-            followBottom();
         }),
         client.on("discarded", () => {
             // A restart cut the turn: its partial text goes; the turn streams anew.
+            renderTimer = (clearTimeout(renderTimer), 0);
             streaming?.remove();
             streaming = null;
+            setBusy();
         }),
         client.on("model.finished", ({ error, stopReason }) => {
+            awaiting = false;
             if (streaming) {
+                renderStream();
                 finishStreaming(streaming);
                 unclaimed = streaming;
                 streaming = null;
             }
-            if (error) notice("error", `The model failed: ${error}`);
-            else if (stopReason === "cancelled") notice("info", "Stopped.");
+            // Said once, here; the error event that follows goes to the console.
+            if (error) {
+                console.warn(`The model failed: ${error}`);
+                notice("error", modelErrorText(error), { retry: true });
+            } else if (stopReason === "cancelled") notice("info", "Stopped.");
+            setBusy();
         }),
         client.on("tool", (card) => {
-            renderCard(card);
-            if (card.status === "running") setBusy(true);
+            cardState.set(card.id, card);
+            renderToolCard(cardFor(card.id, card.name), card, Date.now());
+            tick();
+            // The last open call settled: the model reads the results next.
+            const open = [...cardState.values()].some((c) => c.status !== "done" && c.status !== "error");
+            awaiting = !open && (card.status === "done" || card.status === "error") && !card.replayed && !stopped;
+            setBusy(busy || card.status === "running");
         }),
         client.on("idle", () => setBusy(false)),
         // A limit stopped the model: say why, in the gateway's words.
-        client.on("guard", ({ message, guard }) => notice("guard", message || `Stopped by the ${guard} limit.`)),
+        client.on("guard", ({ message, guard }) => {
+            awaiting = false;
+            notice("guard", message || `Stopped by the ${guard} limit.`);
+            setBusy();
+        }),
         client.on("client.event", ({ name, data }) => {
             notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`);
         }),
         client.on("error", ({ code, message, seq, refused }) => {
-            // Session errors are part of the conversation; refused frames are not.
-            if (seq !== undefined) notice("error", message || code);
-            else if (refused?.type === "message") {
+            // Session errors are part of the conversation, in words; their
+            // details (and refused frames) are for the console.
+            if (seq !== undefined) {
+                console.warn(`session error ${code}: ${message}`);
+                if (code !== SESSION_ERROR.MODEL_FAILED) notice("error", sessionErrorText(code));
+            } else if (refused?.type === "message") {
                 // Over the gateway's limits, never sent. The box still holds
                 // it when send() refused it; one queued offline is given back.
+                unsend(refused.content);
                 notice("error", `Your message was not sent: ${message}`);
-                if (!prompt.value) {
-                    prompt.value = refused.content;
-                    setBusy(false);
-                }
+                if (!prompt.value) prompt.value = refused.content;
+                if (!pending.length) setBusy(false);
             } else if (code === FRAME_ERROR.STORE_UNAVAILABLE) {
                 // The message was not taken: say so, and give its text back.
+                const text = unsend(undefined);
                 notice("error", `Your message was not sent: ${message}`);
-                if (!prompt.value && lastSent) prompt.value = lastSent;
+                if (!prompt.value && text) prompt.value = text;
                 setBusy(false);
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
@@ -267,23 +339,12 @@ export function mountChat(root, client) {
             prompt.disabled = true;
         }),
     ];
+    setBusy(false);
 
     form.addEventListener("submit", (e) => {
         e.preventDefault();
         const text = prompt.value.trim();
-        if (!text) return;
-        try {
-            client.send(text);
-        } catch (err) {
-            // Over the gateway's limits: the error event said so; keep the text.
-            if (/** @type {any} */ (err)?.code === FRAME_ERROR.LIMIT_EXCEEDED) return;
-            throw err;
-        }
-        lastSent = text;
-        prompt.value = "";
-        stick = true;
-        followBottom();
-        setBusy(true);
+        if (text && submit(text)) prompt.value = "";
     });
     prompt.addEventListener("keydown", (e) => {
         if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -291,7 +352,11 @@ export function mountChat(root, client) {
             form.requestSubmit();
         }
     });
-    stop.addEventListener("click", () => client.cancel());
+    stop.addEventListener("click", () => {
+        stopped = true; // the calls Stop cancels are not followed by a model turn
+        client.cancel();
+        setBusy();
+    });
     newChat?.addEventListener("click", () => {
         prompt.disabled = false;
         client.reset();
@@ -302,17 +367,12 @@ export function mountChat(root, client) {
         /**
          * The element inside a call's card where a tool may render UI of its
          * own (a question, buttons). Creates the card if it is not shown yet.
-         * @param {string} id
-         * @param {string} [name]
-         * @returns {HTMLElement}
+         * @param {string} id @param {string} [name] @returns {HTMLElement}
          */
         toolSlot(id, name) {
             return must(cardFor(id, name), "[data-testid=tool-slot]");
         },
-        /**
-         * A copy of the page's <template id=...> content's first element.
-         * @param {string} id
-         */
+        /** A copy of the page's <template id=...> content's first element. @param {string} id */
         clone(id) {
             return clone(doc, id);
         },
@@ -323,70 +383,10 @@ export function mountChat(root, client) {
         /** Stops rendering. */
         unmount() {
             offs.forEach((off) => off());
+            clearInterval(ticker);
+            clearTimeout(renderTimer);
         },
     };
-}
-
-/** @param {ToolCard} c */
-function statusText(c) {
-    switch (c.status) {
-        case "pending": return "Pending";
-        case "running": return "Running";
-        case "retrying": return c.backoff ? `Retrying in ${duration(c.backoff)}` : "Retrying";
-        case "done": return "Done";
-        case "error": return "Error";
-    }
-    return c.status;
-}
-
-/**
- * A value for reading: JSON on one line when short, indented when long; a
- * JSON string unquoted; text that is not JSON as it is.
- * @param {unknown} v  A value, or a string that may hold JSON.
- */
-export function pretty(v) {
-    let value = v;
-    if (typeof v === "string") {
-        try {
-            value = JSON.parse(v);
-        } catch {
-            return v;
-        }
-    }
-    if (typeof value === "string") return value;
-    const oneLine = JSON.stringify(value, null, 1)?.replace(/\n\s*/g, " ") ?? "";
-    return oneLine.length <= 80 ? oneLine : JSON.stringify(value, null, 2);
-}
-
-const UNIT_MS = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 };
-
-/**
- * A Go duration ("13.170913ms", "1m30s") for reading: "13 ms", "1.5 s", "90 s".
- * Text that is not a duration is returned as it is.
- * @param {string} text
- */
-export function duration(text) {
-    const parts = [...String(text).matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)];
-    if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) return text;
-    const ms = parts.reduce((sum, [, n, unit]) => sum + Number(n) * UNIT_MS[/** @type {keyof UNIT_MS} */ (unit)], 0);
-    if (ms < 1000) return `${Math.round(ms)} ms`;
-    return `${Number((ms / 1000).toFixed(1))} s`;
-}
-
-/** @param {ParentNode} root @param {string} selector @returns {HTMLElement} */
-function must(root, selector) {
-    const el = root.querySelector(selector);
-    if (!el) throw new Error(`chat: the page has no ${selector}`);
-    return /** @type {HTMLElement} */ (el);
-}
-
-/** @param {Document} doc @param {string} id @returns {HTMLElement} */
-function clone(doc, id) {
-    const tpl = doc.getElementById(id);
-    if (!(tpl instanceof HTMLTemplateElement)) throw new Error(`chat: the page has no <template id="${id}">`);
-    const el = tpl.content.firstElementChild?.cloneNode(true);
-    if (!(el instanceof HTMLElement)) throw new Error(`chat: <template id="${id}"> is empty`);
-    return el;
 }
 
 /** @param {string} s */

@@ -1,7 +1,10 @@
 // Package static embeds the browser half of the gateway: the SDK
 // (gateway.js, the entry point, and the modules it imports: connection.js,
-// store.js, cards.js, runner.js, codes.js), the chat UI (chat.js), the demo
-// page's tools (demo.js), the stylesheet and icons, so the binary serves /static/ from [FS] with nothing
+// store.js, cards.js, runner.js, codes.js), the chat UI (chat.js and the
+// modules it imports: toolcard.js, markdown.js, errors.js, dom.js), the demo page's
+// tools (demo.js), the third-party modules the chat UI uses (vendor/, with
+// their licences; `make vendor` copies them from node_modules), the
+// stylesheet and icons, so the binary serves /static/ from [FS] with nothing
 // else on disk. [Version] is a hash of those files for cache-busting URLs.
 package static
 
@@ -17,7 +20,7 @@ import (
 // http.StripPrefix("/static/", http.FileServerFS(static.FS)). It is
 // read-only and safe for concurrent use.
 //
-//go:embed *.js *.css *.svg
+//go:embed *.js *.css *.svg vendor
 var FS embed.FS
 
 // Version is a short hash of every file in FS: it changes when any of them

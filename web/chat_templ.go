@@ -141,7 +141,7 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><ol class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"></ol>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span>Thinking…</span></div></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -194,7 +194,7 @@ func composer() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn\" data-testid=\"stop\" disabled>Stop</button></div></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn stop\" data-testid=\"stop\" disabled hidden>Stop</button></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -203,7 +203,8 @@ func composer() templ.Component {
 }
 
 // messageTemplate is one user or assistant message; chat.js sets data-role,
-// and data-streaming while model.delta text arrives.
+// data-streaming while model.delta text arrives, and data-queued on a message
+// sent mid-turn until the gateway takes it.
 func messageTemplate() templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -221,7 +222,7 @@ func messageTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><span class=\"message-role\" data-testid=\"message-role\"></span><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><span class=\"message-role\" data-testid=\"message-role\"></span> <span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -248,7 +249,7 @@ func noticeTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span> <button type=\"button\" class=\"btn small\" data-testid=\"retry\" hidden>Retry</button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -256,11 +257,12 @@ func noticeTemplate() templ.Component {
 	})
 }
 
-// toolCardTemplate is one tool call. chat.js sets data-tool-id,
-// data-tool-name, data-status (pending, running, retrying, done, error),
-// data-handler, data-local (this page was delivered it) and, while a client
-// attempt runs, data-where (here, elsewhere, waiting). tool-where says where
-// a call this tab does not run is; the tool's own UI goes in tool-slot.
+// toolCardTemplate is one tool call: a one-line summary that unfolds to the
+// details. chat.js sets data-tool-id, data-tool-name, data-status (pending,
+// running, retrying, done, error), data-handler, data-local (this page was
+// delivered it) and, while a client attempt runs, data-where (here,
+// elsewhere, waiting). tool-where says where a call this tab does not run
+// is; the tool's own UI goes in tool-slot. Both stay outside the fold.
 func toolCardTemplate() templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -278,7 +280,7 @@ func toolCardTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><div class=\"tool-head\"><span class=\"tool-kicker\" aria-hidden=\"true\">Tool</span><h2 class=\"tool-name\" data-testid=\"tool-name\"></h2><span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span></div><div class=\"tool-section\"><h3 class=\"tool-label\">Arguments</h3><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><h3 class=\"tool-label\">Result</h3><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><h3 class=\"tool-label\">Error</h3><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><details class=\"tool-details\"><summary class=\"tool-head\"><span class=\"visually-hidden\">Tool </span> <span class=\"tool-name\" data-testid=\"tool-name\"></span> <span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span> <span class=\"tool-time\" data-testid=\"tool-time\" hidden></span></summary><div class=\"tool-body\"><div class=\"tool-section\"><p class=\"tool-label\">Arguments</p><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><p class=\"tool-label\">Result</p><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><p class=\"tool-label\">Error</p><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></div></details><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

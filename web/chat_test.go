@@ -25,7 +25,8 @@ func TestChatPageTestIDs(t *testing.T) {
 	for _, id := range []string{
 		"connection-status", "new-chat", "messages", "composer", "prompt", "send", "stop",
 		"message", "message-role", "message-text", "notice", "notice-text",
-		"tool-card", "tool-name", "tool-handler", "tool-status", "tool-attempt", "tool-args",
+		"message-list", "message-queued", "thinking", "retry",
+		"tool-card", "tool-name", "tool-handler", "tool-status", "tool-attempt", "tool-time", "tool-args",
 		"tool-input", "tool-attempts", "tool-where", "tool-slot", "tool-result", "tool-error", "tool-transcript",
 		"confirm", "confirm-question", "confirm-approve", "confirm-deny", "confirm-answer",
 	} {
@@ -103,6 +104,11 @@ func TestImportMapHasEveryModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vendored, err := fs.Glob(static.FS, "vendor/*.js")
+	if err != nil || len(vendored) == 0 {
+		t.Fatalf("static.FS has no vendor/*.js: %v", err)
+	}
+	files = append(files, vendored...)
 	slices.Sort(files)
 	got := slices.Clone(modules)
 	slices.Sort(got)

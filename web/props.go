@@ -61,8 +61,10 @@ func (p PageProps) importMap() map[string]map[string]string {
 }
 
 // modules are the ES modules under /static/ that import each other: every
-// *.js file of package static (TestImportMapHasEveryModule holds them to it).
+// *.js file of package static, vendor/ included (TestImportMapHasEveryModule
+// holds them to it).
 var modules = []string{
 	"gateway.js", "connection.js", "store.js", "cards.js", "runner.js", "codes.js", // the SDK
-	"chat.js", "demo.js",
+	"chat.js", "toolcard.js", "markdown.js", "errors.js", "dom.js", "demo.js", // the chat page
+	"vendor/marked.js", "vendor/purify.js", // third-party, copied by make vendor
 }

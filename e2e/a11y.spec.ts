@@ -1,0 +1,92 @@
+// axe-core scans the chat page in each of its states: no serious or critical
+// finding. A finding fails the test with its rule, its elements and why.
+import AxeBuilder from "@axe-core/playwright";
+import { fileURLToPath } from "node:url";
+import type { Page } from "@playwright/test";
+import { expect, test, Chat } from "./support";
+
+const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+
+// A scan takes a few seconds on a busy two-core machine, and each test scans several states.
+test.describe.configure({ timeout: 90_000 });
+
+/** The serious and critical findings of a scan of page, for reading. */
+async function findings(page: Page): Promise<string[]> {
+    const { violations } = await new AxeBuilder({ page }).analyze();
+    return violations
+        .filter((v) => v.impact === "serious" || v.impact === "critical")
+        .flatMap((v) => v.nodes.map((n) => `${v.id} (${v.impact}) ${n.target.join(" ")}: ${n.failureSummary?.replace(/\s+/g, " ")}`));
+}
+
+for (const scheme of ["light", "dark"] as const) {
+    test.describe(`${scheme} scheme`, () => {
+        test.use({ colorScheme: scheme });
+
+        // Streaming is scanned on the fake socket below, where the stream
+        // waits for the scan instead of racing it.
+        test("empty, tool cards folded and unfolded, a confirm waiting", async ({ page }) => {
+            const chat = await Chat.open(page);
+            expect(await findings(page), "empty").toEqual([]);
+
+            await chat.send("what's the weather in Tokyo");
+            await expect(chat.cards("get_weather")).toHaveAttribute("data-status", "done");
+            await chat.idle();
+            await chat.send("test invalid");
+            await expect(chat.cards("get_weather").last()).toHaveAttribute("data-status", "error");
+            await chat.idle();
+            expect(await findings(page), "tool cards, folded").toEqual([]);
+            for (const card of await chat.cards().all()) await card.locator("summary").first().click();
+            await chat.cards().locator('[data-testid="tool-transcript"] summary').first().click();
+            expect(await findings(page), "tool cards, unfolded").toEqual([]);
+
+            await chat.send("delete my draft");
+            await expect(chat.cards("confirm").getByTestId("confirm-approve")).toBeVisible();
+            expect(await findings(page), "a confirm waiting").toEqual([]);
+            await chat.cards("confirm").getByTestId("confirm-deny").click();
+            await chat.idle();
+            expect(await findings(page), "a confirm answered").toEqual([]);
+        });
+
+        test("thinking, streaming Markdown, a queued message, an error with Retry, notices", async ({ page }) => {
+            await page.addInitScript({ path: harness });
+            await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+            await page.goto("/");
+            const push = (f: any) => page.evaluate((f) => (window as any).FakeSocket.last().push(f), f);
+            await page.evaluate(async () => {
+                const w = window as any;
+                await w.until(() => w.FakeSocket.sockets.length === 1);
+                w.FakeSocket.last().accept();
+            });
+            await push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+            await push({ type: "message", seq: 1, message: { role: "user", content: "hi" } });
+            await expect(page.getByTestId("thinking")).toBeVisible();
+            expect(await findings(page), "thinking").toEqual([]);
+            await push({ type: "model.delta", seq: 2, text: "Some **bold** text and `code`:\n\n```js\nlet x = 1;\n```\n\n| a | b |\n| - | - |\n| 1 | 2 |\n\n[a link](https://example.com)" });
+            const prompt = page.getByTestId("prompt");
+            await prompt.fill("and then?");
+            await prompt.press("Enter");
+            await expect(page.locator("[data-queued=true]").getByTestId("message-queued")).toBeVisible();
+            await expect(page.getByTestId("thinking")).toBeHidden();
+            await expect(page.locator('[data-role="assistant"]')).toHaveAttribute("data-streaming", "true");
+            expect(await findings(page), "streaming Markdown, a queued message").toEqual([]);
+
+            await push({ type: "model.finished", seq: 3, stopReason: "error", error: "anthropic: status 529: Overloaded", usage: {} });
+            await push({ type: "error", seq: 4, code: "model_failed", message: "anthropic: status 529: Overloaded" });
+            await push({ type: "guard.tripped", seq: 5, guard: "model_turns", limit: 25, value: 25, message: "Stopped: the model took 25 turns to answer one message, the limit." });
+            await push({ type: "client.event", seq: 6, name: "progress", data: { step: 1 } });
+            await push({ type: "session.idle", seq: 7 });
+            await expect(page.getByRole("button", { name: "Retry" })).toBeVisible();
+            expect(await findings(page), "an error with Retry, a guard, an event").toEqual([]);
+        });
+    });
+}
+
+test("the dark theme the set_theme tool picks", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.send("switch to dark theme");
+    await expect(page.locator("html")).toHaveAttribute("data-theme", "dark");
+    await chat.idle();
+    await chat.send("delete my draft");
+    await expect(chat.cards("confirm").getByTestId("confirm-approve")).toBeVisible();
+    expect(await findings(page), "dark theme").toEqual([]);
+});

@@ -1,0 +1,190 @@
+/**
+ * toolcard.js draws one tool call of the chat page from the SDK's ToolCard
+ * (cards.js): a one-line summary (name, handler, status, attempt, a friendly
+ * time) that unfolds (<details>) to the arguments, the failed attempts, the
+ * result or error and what the model received. The tool's own UI (confirm's
+ * question) and "Running in another tab" stay outside the fold, always
+ * visible. The markup is web/chat.templ's tpl-tool-card.
+ *
+ * Times are for reading: "0.4 s" for how long a call took (measured by this
+ * page, so unknown for calls replayed after a reload), "times out in 25 s"
+ * while an attempt runs, "Retrying in 200 ms"; never an ISO stamp.
+ *
+ * Exports: renderToolCard(el, card, now), tickText(el, card, now),
+ * statusText(card), pretty(value), duration(goDuration), friendlyMs(ms).
+ *
+ * @module toolcard
+ */
+
+import { must } from "./dom.js";
+
+/** @typedef {import("./cards.js").ToolCard} ToolCard */
+
+/** What a running client call's card says when this tab does not run it. */
+const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for the page" };
+
+/**
+ * When this page saw each card start and settle (ms since the epoch), by
+ * element: the SDK's cards carry no clock, and replayed events are old news.
+ * @type {WeakMap<HTMLElement, {seen?: number, settled?: number}>}
+ */
+const times = new WeakMap();
+
+/**
+ * Brings el up to date with card.
+ * @param {HTMLElement} el  A clone of tpl-tool-card.
+ * @param {ToolCard} c
+ * @param {number} now  Date.now().
+ */
+export function renderToolCard(el, c, now) {
+    const t = times.get(el) ?? {};
+    times.set(el, t);
+    const settled = c.status === "done" || c.status === "error";
+    if (!c.replayed && t.seen === undefined && !settled) t.seen = now;
+    if (settled && t.seen !== undefined && t.settled === undefined) t.settled = now;
+
+    el.dataset.status = c.status;
+    el.dataset.local = String(c.local);
+    if (c.where) el.dataset.where = c.where;
+    else delete el.dataset.where;
+    if (c.handler) el.dataset.handler = c.handler;
+    const handler = part(el, "tool-handler");
+    handler.textContent = c.handler ?? "";
+    handler.hidden = !c.handler;
+    part(el, "tool-status").textContent = statusText(c);
+    const attempt = part(el, "tool-attempt");
+    // One attempt of one says nothing; "attempt 2 of 3" does.
+    attempt.textContent = c.attempts > 1 ? `attempt ${c.attempt} of ${c.attempts}` : "";
+    attempt.hidden = !(c.attempts > 1);
+    tickText(el, c, now);
+
+    part(el, "tool-args").textContent = pretty(c.arguments) || "{}";
+    if (c.input && c.input.status !== "valid") {
+        const bad = part(el, "tool-input");
+        bad.hidden = false;
+        bad.dataset.inputStatus = c.input.status;
+        bad.textContent = `Arguments are ${c.input.status}: ${c.input.error ?? ""}`;
+    }
+
+    const failures = part(el, "tool-attempts");
+    failures.replaceChildren(...c.failures.map((f) => {
+        const li = el.ownerDocument.createElement("li");
+        li.dataset.testid = "tool-failure";
+        li.dataset.code = f.code ?? "";
+        li.textContent = `Attempt ${f.attempt} of ${c.attempts} failed${f.code ? ` (${f.code})` : ""}: ${f.error}` +
+            (f.backoff ? ` Next try after ${duration(f.backoff)}.` : "");
+        return li;
+    }));
+    failures.hidden = c.failures.length === 0;
+
+    const result = part(el, "tool-result");
+    const error = part(el, "tool-error");
+    result.hidden = c.status !== "done";
+    error.hidden = c.status !== "error";
+    if (c.status === "done") must(result, "pre").textContent = pretty(c.result ?? "");
+    if (c.status === "error") must(error, "pre").textContent = c.error ?? "";
+
+    const sent = part(el, "tool-transcript");
+    sent.hidden = !c.transcript;
+    if (c.transcript) {
+        sent.dataset.isError = String(c.transcript.isError);
+        must(sent, "pre").textContent = pretty(c.transcript.content);
+    }
+    // A client call runs in one tab: the others say where it is instead of
+    // showing its UI. A settled card keeps the slot as it was.
+    const where = part(el, "tool-where");
+    const away = c.where === "elsewhere" || c.where === "waiting" ? c.where : null;
+    where.hidden = !away;
+    where.textContent = away ? WHERE_TEXT[away] : "";
+    const slot = part(el, "tool-slot");
+    if (c.where) slot.hidden = c.where !== "here";
+    if (settled) {
+        // Whatever a tool put in its slot (Approve/Deny) is over.
+        slot.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    }
+}
+
+/**
+ * Updates the card's time (a countdown ticks every second while it runs).
+ * Returns whether the text will change as time passes.
+ * @param {HTMLElement} el
+ * @param {ToolCard} c
+ * @param {number} now
+ */
+export function tickText(el, c, now) {
+    const t = times.get(el) ?? {};
+    const time = part(el, "tool-time");
+    let text = "";
+    let ticking = false;
+    if ((c.status === "done" || c.status === "error") && t.seen !== undefined && t.settled !== undefined) {
+        text = friendlyMs(t.settled - t.seen);
+    } else if (c.status === "running" && c.deadline) {
+        const left = Date.parse(c.deadline) - now;
+        if (left > 0) text = `times out in ${friendlyMs(Math.ceil(left / 1000) * 1000)}`;
+        ticking = left > 0;
+    }
+    time.textContent = text;
+    time.hidden = !text;
+    return ticking;
+}
+
+/** @param {ToolCard} c */
+export function statusText(c) {
+    switch (c.status) {
+        case "pending": return "Pending";
+        case "running": return "Running";
+        case "retrying": return c.backoff ? `Retrying in ${duration(c.backoff)}` : "Retrying";
+        case "done": return "Done";
+        case "error": return "Error";
+    }
+    return c.status;
+}
+
+/**
+ * A value for reading: JSON on one line when short, indented when long; a
+ * JSON string unquoted; text that is not JSON as it is.
+ * @param {unknown} v  A value, or a string that may hold JSON.
+ */
+export function pretty(v) {
+    let value = v;
+    if (typeof v === "string") {
+        try {
+            value = JSON.parse(v);
+        } catch {
+            return v;
+        }
+    }
+    if (typeof value === "string") return value;
+    const oneLine = JSON.stringify(value, null, 1)?.replace(/\n\s*/g, " ") ?? "";
+    return oneLine.length <= 80 ? oneLine : JSON.stringify(value, null, 2);
+}
+
+const UNIT_MS = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 };
+
+/**
+ * A Go duration ("13.170913ms", "1m30s") for reading: "13 ms", "1.5 s", "1 min 30 s".
+ * Text that is not a duration is returned as it is.
+ * @param {string} text
+ */
+export function duration(text) {
+    const parts = [...String(text).matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)];
+    if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) return text;
+    return friendlyMs(parts.reduce((sum, [, n, unit]) => sum + Number(n) * UNIT_MS[/** @type {keyof UNIT_MS} */ (unit)], 0));
+}
+
+/**
+ * Milliseconds for reading: "340 ms", "2.1 s", "25 s", "1 min 5 s".
+ * @param {number} ms
+ */
+export function friendlyMs(ms) {
+    if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+    if (ms < 10_000) return `${Number((ms / 1000).toFixed(1))} s`;
+    if (ms < 60_000) return `${Math.round(ms / 1000)} s`;
+    const s = Math.round(ms / 1000);
+    return s % 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s / 60} min`;
+}
+
+/** @param {HTMLElement} el @param {string} testid */
+function part(el, testid) {
+    return must(el, `[data-testid=${testid}]`);
+}
