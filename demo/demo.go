@@ -31,13 +31,24 @@ var GetWeather = engine.Tool{
 		if err := json.Unmarshal(args, &in); err != nil {
 			return nil, err
 		}
-		sky, ok := forecasts[in.City]
+		city, sky, ok := forecast(in.City)
 		if !ok {
 			//lint:ignore ST1005 the model and the chat page show this text as is; it matches the seed's worker (examples/seed/server.mjs) and the e2e specs.
 			return nil, fmt.Errorf("No forecast for %s.", in.City)
 		}
-		return fmt.Sprintf("It's %s in %s.", sky, in.City), nil
+		return fmt.Sprintf("It's %s in %s.", sky, city), nil
 	},
+}
+
+// forecast finds a city's forecast whatever its case ("tokyo", "TOKYO"),
+// and the city's name as the forecasts write it.
+func forecast(city string) (name, sky string, ok bool) {
+	for name, sky := range forecasts {
+		if strings.EqualFold(name, strings.TrimSpace(city)) {
+			return name, sky, true
+		}
+	}
+	return "", "", false
 }
 
 // NextPage is a test tool for the gateway's guards: each page it reads

@@ -21,6 +21,8 @@ func TestGetWeatherIsTheSeeds(t *testing.T) {
 	}{
 		{"San Francisco", "It's foggy in San Francisco.", ""},
 		{"Tokyo", "It's clear in Tokyo.", ""},
+		{"tokyo", "It's clear in Tokyo.", ""},
+		{"SAN FRANCISCO", "It's foggy in San Francisco.", ""},
 		{"Atlantis", "", "No forecast for Atlantis."},
 	}
 	for _, tt := range tests {

@@ -99,6 +99,22 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.maxSockets, c.maxNew, c.maxLive = 4, -1, 8 }),
 		},
 		{
+			name: "an Anthropic key alone picks Claude",
+			env:  map[string]string{"ANTHROPIC_API_KEY": "k"},
+			want: with(func(c *config) { c.model = DefaultClaudeModel }),
+		},
+		{
+			name: "an OpenAI key alone picks its model",
+			env:  map[string]string{"OPENAI_API_KEY": "k"},
+			want: with(func(c *config) { c.model = DefaultOpenAIModel }),
+		},
+		{
+			name: "--model wins over a key",
+			args: []string{"--model", "scripted"},
+			env:  map[string]string{"ANTHROPIC_API_KEY": "k"},
+			want: defaults,
+		},
+		{
 			name: "a bare port listens on loopback",
 			args: []string{"--listen", "8101"},
 			want: with(func(c *config) { c.listen = "127.0.0.1:8101" }),

@@ -66,6 +66,26 @@ type config struct {
 	shutdownGrace time.Duration
 }
 
+// The demo's model when a provider's key is set and no --model is given.
+const (
+	DefaultClaudeModel = "claude-haiku-4-5"
+	DefaultOpenAIModel = "gpt-4.1-mini"
+)
+
+// defaultModel is the demo's model: a key alone switches it to that
+// provider's model, so a user with a key gets a real model at once.
+func defaultModel(getenv func(string) string) string {
+	switch {
+	case getenv("GATEWAY_OFFLINE") == "1" || getenv("GATEWAY_OFFLINE") == "true":
+		return "scripted"
+	case getenv("ANTHROPIC_API_KEY") != "":
+		return DefaultClaudeModel
+	case getenv("OPENAI_API_KEY") != "":
+		return DefaultOpenAIModel
+	}
+	return "scripted"
+}
+
 // parseConfig reads flags, each falling back to an environment variable.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
@@ -86,7 +106,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxSockets := fs.String("max-sockets", env("GATEWAY_MAX_SOCKETS", strconv.Itoa(gateway.DefaultMaxSockets)), "WebSockets one browser may hold open on this node; one more is closed with 4002; -1: no limit (env GATEWAY_MAX_SOCKETS)")
 	maxNew := fs.String("max-new-sessions", env("GATEWAY_MAX_NEW_SESSIONS", strconv.Itoa(gateway.DefaultNewSessionsPerMinute)), "new sessions one browser may open a minute on this node; one more is refused with rate_limited; -1: no limit (env GATEWAY_MAX_NEW_SESSIONS)")
 	maxLive := fs.String("max-live-sessions", env("GATEWAY_MAX_LIVE_SESSIONS", strconv.Itoa(engine.DefaultMaxLiveSessions)), "sessions one browser may have in memory on this node when it opens another; past it new ones are refused with limit_exceeded; -1: no limit (env GATEWAY_MAX_LIVE_SESSIONS)")
-	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", "scripted"), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL)")
+	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", defaultModel(getenv)), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL); default "+DefaultClaudeModel+" when ANTHROPIC_API_KEY is set, else "+DefaultOpenAIModel+" when OPENAI_API_KEY is, else scripted")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
 	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
@@ -332,6 +352,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", browsable(ln.Addr()))
 	fmt.Fprintf(stdout, "gateway sessions kept in: %s\n", store.where)
+	fmt.Fprintf(stdout, "gateway model: %s\n", describeModel(cfg))
 	logger.Info("gateway started", "addr", ln.Addr().String(), "model", cfg.model)
 
 	select {
@@ -397,4 +418,19 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	return mux
+}
+
+// describeModel says which model the demo agent runs.
+func describeModel(cfg config) string {
+	switch {
+	case cfg.workerURL != "" && cfg.offline:
+		return "chosen by the worker (--worker-url); every id is served by the scripted model (--offline)"
+	case cfg.workerURL != "":
+		return "chosen by the worker (--worker-url)"
+	case cfg.model == "scripted" || cfg.offline:
+		return "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"
+	case strings.HasPrefix(cfg.model, "claude-"):
+		return cfg.model + " (Claude; --model chooses another)"
+	}
+	return cfg.model + " (--model chooses another)"
 }

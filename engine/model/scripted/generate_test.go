@@ -58,6 +58,12 @@ func TestDemoPhrases(t *testing.T) {
 	}{
 		{"what's the weather in Tokyo", "weather in Tokyo", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Tokyo"}`}}, model.StopToolUse},
 		{"What's the weather like in São Paulo?", "São Paulo", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"São Paulo"}`}}, model.StopToolUse},
+		{"What's the weather like in New York today?", "weather in New York.", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"New York"}`}}, model.StopToolUse},
+		{"WEATHER IN tokyo right now", "", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"tokyo"}`}}, model.StopToolUse},
+		{"weather in Paris and Rome tomorrow", "", []model.ToolUse{
+			{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`},
+			{ID: "call_2", Name: "get_weather", Arguments: `{"city":"Rome"}`},
+		}, model.StopToolUse},
 		{"weather in Atlantis", "", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Atlantis"}`}}, model.StopToolUse},
 		{"weather in Tokyo and Paris", "Tokyo and Paris", []model.ToolUse{
 			{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Tokyo"}`},
