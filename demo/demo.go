@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -127,6 +128,29 @@ var ClientTools = []engine.AgentTool{
 		Output:      engine.Schema(`{"type": "object"}`),
 		Handler:     engine.HandlerClient,
 	},
+}
+
+// WithPageTools wraps a worker so that every agent config it answers with
+// also declares the demo page's browser tools (ClientTools) it does not
+// declare itself: a worker written for another page, such as the seed's
+// example, still gets a working "what time is it" on the demo page. A tool
+// the worker declares under the same name is left as the worker wrote it.
+func WithPageTools(w engine.Worker) engine.Worker {
+	return engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		d, err := w.Decide(ctx, req)
+		if err != nil || d.Agent == nil {
+			return d, err
+		}
+		agent := *d.Agent
+		agent.Tools = append([]engine.AgentTool(nil), agent.Tools...)
+		for _, t := range ClientTools {
+			if !slices.ContainsFunc(agent.Tools, func(a engine.AgentTool) bool { return a.Name == t.Name }) {
+				agent.Tools = append(agent.Tools, t)
+			}
+		}
+		d.Agent = &agent
+		return d, nil
+	})
 }
 
 // Worker returns the demo agent on modelID ("scripted" offline).

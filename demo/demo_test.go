@@ -113,3 +113,23 @@ func TestLoopStopsAtTheGuard(t *testing.T) {
 		t.Errorf("%d model turns, want %d", n, engine.DefaultLimits.MaxModelTurns)
 	}
 }
+
+// TestWithPageTools: a worker's agent gains the demo page's browser tools
+// it lacks, and keeps its own, including one of the same name.
+func TestWithPageTools(t *testing.T) {
+	mine := engine.AgentTool{Name: "confirm", Description: "the worker's own confirm", Handler: engine.HandlerClient}
+	w := demo.WithPageTools(engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		return engine.Decision{Agent: &engine.AgentConfig{Model: "scripted", Tools: []engine.AgentTool{{Name: "get_weather"}, mine}}}, nil
+	}))
+	d, err := w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, tool := range d.Agent.Tools {
+		names[tool.Name] = tool.Description
+	}
+	if len(d.Agent.Tools) != 1+len(demo.ClientTools) || names["confirm"] != mine.Description || names["get_local_time"] == "" || names["get_weather"] != "" {
+		t.Errorf("tools %v", names)
+	}
+}

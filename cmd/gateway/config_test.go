@@ -35,6 +35,7 @@ func TestParseConfig(t *testing.T) {
 		unload:        engine.DefaultUnload,
 		leaseTTL:      jetstream.DefaultLeaseTTL,
 		logLevel:      slog.LevelInfo,
+		pageTools:     true,
 		drain:         5 * time.Second,
 		shutdownGrace: 15 * time.Second,
 	}
@@ -162,6 +163,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
 		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
 		{"zero sockets", []string{"--max-sockets", "0"}, nil, "max-sockets"},
+		{"bad page tools", []string{"--page-tools", "all"}, nil, "page-tools"},
 		{"zero model turns", []string{"--max-model-turns", "0"}, nil, "max-model-turns"},
 		{"tokens in words", []string{"--max-session-tokens", "lots"}, nil, "max-session-tokens"},
 		{"zero max message", []string{"--max-message", "0"}, nil, "max-message"},

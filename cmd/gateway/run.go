@@ -36,6 +36,7 @@ type config struct {
 	origins       []string
 	hosts         []string
 	metricsListen string
+	pageTools     bool
 	maxSockets    int
 	maxNew        int
 	maxLive       int
@@ -112,6 +113,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
 	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
+	pageTools := fs.String("page-tools", env("GATEWAY_PAGE_TOOLS", "demo"), "with --worker-url: demo adds the demo page's browser tools (get_local_time, set_theme, confirm, ...) to the worker's agent where it lacks them; none leaves the agent as the worker wrote it (env GATEWAY_PAGE_TOOLS)")
 	fs.BoolVar(&c.offline, "offline", env("GATEWAY_OFFLINE", "") == "1" || env("GATEWAY_OFFLINE", "") == "true", "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
@@ -180,6 +182,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
 		return c, fmt.Errorf("read-limit %q is not a positive number of bytes", *readLimit)
+	}
+	switch *pageTools {
+	case "demo":
+		c.pageTools = true
+	case "none":
+	default:
+		return c, fmt.Errorf("page-tools %q: want demo or none", *pageTools)
 	}
 	if c.maxMessage, err = strconv.Atoi(*maxMessage); err != nil || c.maxMessage <= 0 {
 		return c, fmt.Errorf("max-message %q is not a positive number of bytes", *maxMessage)
@@ -266,6 +275,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer hw.Close()
 		worker = hw
+		if cfg.pageTools {
+			worker = demo.WithPageTools(hw)
+		}
 	}
 	stopTracing, err := startTracing(ctx, getenv, logger)
 	if err != nil {
