@@ -417,6 +417,29 @@ test("tool.started's page says where a client attempt runs: here, elsewhere, wai
     expect(out.cards).toEqual([["here", "me", "here"], ["there", "other", null], ["nobody", null, "waiting"], ["worker", null, null]]);
 });
 
+test("a card's value is the result parsed: JSON text becomes a value, other text stays text", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+        let seq = 0;
+        const ev = (f: any) => ws.push({ ...f, seq: ++seq });
+        ev({ type: "tool.finished", id: "obj", ok: true, name: "t", result: '{"time":"12:00"}' });
+        ev({ type: "tool.finished", id: "text", ok: true, name: "t", result: "It's clear in Tokyo." });
+        ev({ type: "tool.finished", id: "failed", ok: false, name: "t", error: "boom" });
+        return client.cards.map((c: any) => [c.id, c.result, c.value]);
+    });
+    expect(out).toEqual([
+        ["obj", '{"time":"12:00"}', { time: "12:00" }],
+        ["text", "It's clear in Tokyo.", "It's clear in Tokyo."],
+        ["failed", undefined, undefined],
+    ]);
+});
+
 test("tool.leased moves the current attempt between pages; another attempt's lease is ignored", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

@@ -54,7 +54,9 @@
  * @property {ToolWhere | null} where  `page` seen from this page, while a
  *     client attempt runs; null for worker calls, pending, retrying and
  *     settled cards, and while the gateway has not given this page an id.
- * @property {string} [result]    Set when done.
+ * @property {string} [result]    Set when done: the result as text, what the model read.
+ * @property {*} [value]          Set when done: the result as a value, result parsed as
+ *     JSON when it is JSON, else the text itself.
  * @property {string} [error]     Set on error.
  * @property {boolean} local      This page was delivered the call.
  * @property {LocalState | null} localState  What this page's run of the current attempt did.
@@ -178,6 +180,7 @@ export class ToolCards {
                 const card = this.#card(f.id, f.name);
                 card.status = f.ok ? "done" : "error";
                 card.result = f.result;
+                card.value = f.ok ? jsonValue(f.result) : undefined;
                 card.error = f.error;
                 card.backoff = null;
                 this.#changed(card, replayed);
@@ -254,5 +257,15 @@ export class ToolCards {
             where: whereOf(card, this.#page),
             replayed,
         };
+    }
+}
+
+/** The value of a result text: its JSON, or the text when it is not JSON. */
+function jsonValue(/** @type {string | undefined} */ text) {
+    if (text === undefined) return undefined;
+    try {
+        return JSON.parse(text);
+    } catch {
+        return text;
     }
 }
