@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
@@ -189,5 +190,34 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("no %s after %v", what, hang)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCrossSitePage: a chat page on another site needs the identity cookie
+// on its /ws (SameSite None, which browsers take only with Secure) and the
+// SDK's modules with CORS.
+func TestCrossSitePage(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{
+		CookieSameSite: http.SameSiteNoneMode,
+		Static:         fstest.MapFS{"gateway.js": {Data: []byte("export const x = 1;")}},
+	}})
+	resp, err := http.Get(h.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookie := strings.Join(resp.Header.Values("Set-Cookie"), "; ")
+	if !strings.Contains(cookie, "SameSite=None") || !strings.Contains(cookie, "Secure") {
+		t.Errorf("Set-Cookie %q, want SameSite=None and Secure", cookie)
+	}
+	req, _ := http.NewRequest("GET", h.srv.URL+"/static/gateway.js", nil)
+	req.Header.Set("Origin", "https://app.example.com")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("GET /static/gateway.js from another origin: %s, Access-Control-Allow-Origin %q", resp.Status, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 }

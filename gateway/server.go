@@ -31,6 +31,13 @@ type Options struct {
 	// Default: scs's in memory, so browsers get new identities when the
 	// process restarts; the JetStream store's Cookies keeps them.
 	CookieStore scs.Store
+	// CookieSameSite and CookieSecure set the default Sessions' cookie:
+	// default SameSite Lax, not Secure. A chat page on another site than
+	// the gateway needs SameSite None, which browsers take only with
+	// Secure (set for it): else the browser sends no cookie on the page's
+	// /ws, and gets a new identity, and loses its chats, on every load.
+	CookieSameSite http.SameSite
+	CookieSecure   bool
 	// OriginPatterns are the hosts, besides the gateway's own, whose pages
 	// may open /ws (path.Match patterns such as "example.com" or
 	// "*.example.com"). Default: none, only same-origin pages. "*" lets any
@@ -137,6 +144,10 @@ func New(opts Options) (*Server, error) {
 		sm.Cookie.Name = "gateway_session"
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode
+		if opts.CookieSameSite != 0 {
+			sm.Cookie.SameSite = opts.CookieSameSite
+		}
+		sm.Cookie.Secure = opts.CookieSecure || sm.Cookie.SameSite == http.SameSiteNoneMode
 		opts.Sessions = sm
 	}
 	if opts.ReadLimit <= 0 {
@@ -184,7 +195,13 @@ func (s *Server) routes() {
 	}
 	s.mux.Handle("GET /{$}", s.opts.Sessions.LoadAndSave(s.identify(page)))
 	if s.opts.Static != nil {
-		s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(s.opts.Static)))
+		// Any site may import the SDK: it is public code, fetched without
+		// credentials, and an ES module from another origin needs CORS.
+		files := http.StripPrefix("/static/", http.FileServerFS(s.opts.Static))
+		s.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			files.ServeHTTP(w, r)
+		}))
 	}
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /readyz", s.ready)

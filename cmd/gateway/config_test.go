@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -36,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 		leaseTTL:      jetstream.DefaultLeaseTTL,
 		logLevel:      slog.LevelInfo,
 		pageTools:     true,
+		sameSite:      http.SameSiteLaxMode,
 		drain:         5 * time.Second,
 		shutdownGrace: 15 * time.Second,
 	}
@@ -116,6 +118,11 @@ func TestParseConfig(t *testing.T) {
 			want: defaults,
 		},
 		{
+			name: "a chat page on another site",
+			args: []string{"--cookie-samesite", "none"},
+			want: with(func(c *config) { c.sameSite, c.cookieSecure = http.SameSiteNoneMode, true }),
+		},
+		{
 			name: "a bare port listens on loopback",
 			args: []string{"--listen", "8101"},
 			want: with(func(c *config) { c.listen = "127.0.0.1:8101" }),
@@ -163,6 +170,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
 		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
 		{"zero sockets", []string{"--max-sockets", "0"}, nil, "max-sockets"},
+		{"bad samesite", []string{"--cookie-samesite", "loose"}, nil, "cookie-samesite"},
 		{"bad page tools", []string{"--page-tools", "all"}, nil, "page-tools"},
 		{"zero model turns", []string{"--max-model-turns", "0"}, nil, "max-model-turns"},
 		{"tokens in words", []string{"--max-session-tokens", "lots"}, nil, "max-session-tokens"},

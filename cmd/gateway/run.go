@@ -37,6 +37,8 @@ type config struct {
 	hosts         []string
 	metricsListen string
 	pageTools     bool
+	sameSite      http.SameSite
+	cookieSecure  bool
 	maxSockets    int
 	maxNew        int
 	maxLive       int
@@ -113,6 +115,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
 	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
+	sameSite := fs.String("cookie-samesite", env("GATEWAY_COOKIE_SAMESITE", "lax"), "the identity cookie's SameSite: lax, strict, or none for a chat page on another site than the gateway (none makes the cookie Secure, as browsers require) (env GATEWAY_COOKIE_SAMESITE)")
+	fs.BoolVar(&c.cookieSecure, "cookie-secure", env("GATEWAY_COOKIE_SECURE", "") == "1" || env("GATEWAY_COOKIE_SECURE", "") == "true", "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
 	pageTools := fs.String("page-tools", env("GATEWAY_PAGE_TOOLS", "demo"), "with --worker-url: demo adds the demo page's browser tools (get_local_time, set_theme, confirm, ...) to the worker's agent where it lacks them; none leaves the agent as the worker wrote it (env GATEWAY_PAGE_TOOLS)")
 	fs.BoolVar(&c.offline, "offline", env("GATEWAY_OFFLINE", "") == "1" || env("GATEWAY_OFFLINE", "") == "true", "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
@@ -182,6 +186,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
 		return c, fmt.Errorf("read-limit %q is not a positive number of bytes", *readLimit)
+	}
+	switch strings.ToLower(*sameSite) {
+	case "lax":
+		c.sameSite = http.SameSiteLaxMode
+	case "strict":
+		c.sameSite = http.SameSiteStrictMode
+	case "none":
+		c.sameSite, c.cookieSecure = http.SameSiteNoneMode, true
+	default:
+		return c, fmt.Errorf("cookie-samesite %q: want lax, strict or none", *sameSite)
 	}
 	switch *pageTools {
 	case "demo":
@@ -335,6 +349,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ReadLimit:            cfg.readLimit,
 		PingInterval:         cfg.pingInterval,
 		CookieStore:          store.cookies,
+		CookieSameSite:       cfg.sameSite,
+		CookieSecure:         cfg.cookieSecure,
 		Relay:                store.relay,
 		Page:                 page,
 		Static:               static.FS,
