@@ -48,6 +48,7 @@ const (
 	CloseUnresponsive CloseCode = 4000 // the page did not answer pings in time
 	CloseElsewhere    CloseCode = 4001 // the session runs on another gateway node
 	CloseTooMany      CloseCode = 4002 // the browser has as many sockets open as it may
+	CloseForbidden    CloseCode = 4003 // the page's origin may not use this gateway
 )
 
 // Code describes one wire code: its value and when it is sent.
@@ -108,6 +109,7 @@ var Closes = []Code[CloseCode]{
 	{CloseUnresponsive, "UNRESPONSIVE", "the page did not answer pings in time; a client call it ran moves to another page"},
 	{CloseElsewhere, "ELSEWHERE", "the session runs on another gateway node of a cluster: reconnect (a load balancer may reach it) and resume"},
 	{CloseTooMany, "TOO_MANY", "the browser already has as many sockets open as it may (--max-sockets): close another page first"},
+	{CloseForbidden, "FORBIDDEN", "the page's origin may not use this gateway (--origins): the reason names it, and reconnecting will not change it"},
 }
 
 // Guards are the limits that stop an agent (guard.tripped's guard).

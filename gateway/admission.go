@@ -8,7 +8,10 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/clienttools/gateway/engine"
+	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 )
 
@@ -71,7 +74,7 @@ func (s *Server) originAllowed(r *http.Request) error {
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("the Origin %q is not a URL with a host", origin)
+		return fmt.Errorf("the Origin %q is not a URL with a host, which --origins cannot allow", origin)
 	}
 	if strings.EqualFold(u.Host, r.Host) {
 		return nil
@@ -86,6 +89,34 @@ func (s *Server) originAllowed(r *http.Request) error {
 		}
 	}
 	return fmt.Errorf("pages of %s may not open this gateway's /ws (--origins)", u.Host)
+}
+
+// refuseOrigin tells a page whose origin is refused why, in a way it can
+// read: a browser shows a page nothing of a failed upgrade, so the upgrade
+// is accepted only to be closed at once with 4003 and the reason. Nothing
+// is read from the socket, and no cookie is given. A request that is not
+// an upgrade gets 403.
+func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, why error) {
+	s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", why)
+	s.opts.Metrics.LimitHit("origin")
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		http.Error(w, why.Error(), http.StatusForbidden)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return // a broken upgrade: Accept has answered
+	}
+	_ = ws.Close(websocket.StatusCode(engine.CloseForbidden), clipReason(why.Error()))
+}
+
+// clipReason fits a close reason in a close frame (123 bytes).
+func clipReason(s string) string {
+	for len(s) > 123 {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }
 
 // share is one browser's use of this node.

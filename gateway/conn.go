@@ -78,8 +78,7 @@ const maxReplies = 64
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// Before the cookie: a refused page must not get a browser identity.
 	if err := s.originAllowed(r); err != nil {
-		s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
-		http.Error(w, err.Error(), http.StatusForbidden)
+		s.refuseOrigin(w, r, err)
 		return
 	}
 	browser, err := s.browserFor(w, r)

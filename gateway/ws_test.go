@@ -284,11 +284,16 @@ func TestOriginPolicy(t *testing.T) {
 			}
 			c, resp, err := b.dialErr(header)
 			if !tc.ok {
-				if err == nil {
-					t.Fatal("the upgrade succeeded; want 403")
+				// Refused, where the page can read why: a close with 4003.
+				if err != nil {
+					t.Fatalf("dial: %v; want an upgrade closed with 4003", err)
 				}
-				if resp == nil || resp.StatusCode != http.StatusForbidden {
-					t.Fatalf("dial: %v (response %v); want 403", err, resp)
+				_, rerr := c.read()
+				if websocket.CloseStatus(rerr) != websocket.StatusCode(engine.CloseForbidden) || !strings.Contains(rerr.Error(), "--origins") {
+					t.Fatalf("read %v, want close 4003 naming --origins", rerr)
+				}
+				if cookies := resp.Header.Values("Set-Cookie"); len(cookies) > 0 {
+					t.Errorf("the refused upgrade set cookies %q", cookies)
 				}
 				return
 			}

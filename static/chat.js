@@ -19,7 +19,7 @@
  * @module chat
  */
 
-import { FRAME_ERROR, SESSION_ERROR } from "./codes.js";
+import { CLOSE, FRAME_ERROR, SESSION_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
 import { renderToolCard, tickText } from "./toolcard.js";
 import { modelErrorText, sessionErrorText } from "./errors.js";
@@ -232,12 +232,12 @@ export function mountChat(root, client) {
             lastUser = "";
             setBusy(false);
         }),
-        client.on("state", ({ state, retryIn }) => {
+        client.on("state", ({ state, retryIn, code, reason }) => {
             status.dataset.state = state;
             root.dataset.connection = state;
             status.textContent = state === "closed" && retryIn !== undefined
                 ? `Offline, retrying in ${Math.ceil(retryIn / 1000)}s`
-                : STATE_TEXT[state] ?? state;
+                : code === CLOSE.FORBIDDEN ? `Refused: ${reason}` : STATE_TEXT[state] ?? state;
         }),
         client.on("message", ({ message }) => {
             if (message.role === "user") {

@@ -30,6 +30,7 @@ export const CLOSE = Object.freeze({
     UNRESPONSIVE: 4000,  // the page did not answer pings in time
     ELSEWHERE: 4001,     // the session runs on another gateway node: reconnect and resume
     TOO_MANY: 4002,      // this browser has as many sockets open as it may: close another page
+    FORBIDDEN: 4003,     // this page's origin may not use the gateway: the SDK does not reconnect
 });
 
 export const FRAME_ERROR = Object.freeze({

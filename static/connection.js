@@ -41,7 +41,7 @@ import { CLOSE, FRAME_ERROR } from "./codes.js";
  * @property {(data: unknown) => void} frame  A frame arrived.
  * @property {(e: CloseEvent) => boolean} closed  The socket closed (not by
  *     drop or stop); true: reconnect.
- * @property {(state: "connecting" | "closed", extra?: {code?: number, retryIn?: number}) => void} state
+ * @property {(state: "connecting" | "closed", extra?: {code?: number, reason?: string, retryIn?: number}) => void} state
  */
 
 /** One socket at a time to url, reopened until stopped. */
@@ -143,9 +143,10 @@ export class Connection {
      */
     #onClose(e) {
         this.#ws = null;
-        const again = this.#hooks.closed(e);
+        // A refused origin stays refused: retrying would only knock again.
+        const again = this.#hooks.closed(e) && e.code !== CLOSE.FORBIDDEN;
         if (this.#stopped || !again || !this.#backoff) {
-            this.#hooks.state("closed", { code: e.code });
+            this.#hooks.state("closed", { code: e.code, reason: e.reason });
             return;
         }
         const { initialDelay, maxDelay, factor } = this.#backoff;
@@ -153,7 +154,7 @@ export class Connection {
         const ceiling = Math.min(maxDelay, initialDelay * factor ** this.#retries);
         const delay = Math.round(ceiling / 2 + Math.random() * ceiling / 2);
         this.#retries++;
-        this.#hooks.state("closed", { code: e.code, retryIn: delay });
+        this.#hooks.state("closed", { code: e.code, reason: e.reason, retryIn: delay });
         this.#retryTimer = setTimeout(() => this.open(), delay);
     }
 
