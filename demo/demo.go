@@ -123,6 +123,17 @@ var ClientTools = []engine.AgentTool{
 		Retry:       &engine.RetryPolicy{Attempts: 2, Timeout: "1s", Backoff: "200ms"},
 	},
 	{
+		Name:        "slow_upload",
+		Description: "A test tool: upload in parts, longer than its 1s timeout, reporting progress after each part.",
+		Input: engine.Schema(`{
+			"type": "object",
+			"properties": {"parts": {"type": "integer", "minimum": 1, "maximum": 20}}
+		}`),
+		Handler: engine.HandlerClient,
+		// Progress keeps an attempt alive past its timeout, up to maxTimeout.
+		Retry: &engine.RetryPolicy{Timeout: "1s", MaxTimeout: "15s"},
+	},
+	{
 		Name:        "bad_output",
 		Description: "A test tool whose browser side returns a result that violates its output schema.",
 		Output:      engine.Schema(`{"type": "object"}`),

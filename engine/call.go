@@ -17,33 +17,34 @@ import (
 
 // call is one tool call in flight, owned by the session goroutine.
 type call struct {
-	id, name    string
-	args        string
-	handler     Handler
-	spec        retrySpec
-	input       ToolInput
-	proposed    *ToolError // ready-made error for bad input or an unknown tool
-	output      *jsonschema.Schema
-	batch       *batch
-	attempt     int
-	deadline    time.Time
-	timer       clock.Timer        // the attempt's timeout, or the backoff
-	cancel      context.CancelFunc // a worker attempt's context
-	backingOff  bool
-	retryAt     time.Time // when the next attempt starts, while backing off
-	settled     bool
-	answeredBy  int // the attempt whose answer last ended an attempt; 0: none
-	finished    ToolFinished
-	specErr     error           // the call's retry policy does not parse
-	seq         int             // dispatch order within the session
-	holder      *Page           // the page that runs the current client attempt; nil: none now
-	started     time.Time       // when the call started, for its duration
-	delivered   time.Time       // when the current client attempt reached its page
-	undeclared  bool            // the model named a tool the agent does not have
-	span        trace.Span      // execute_tool; nil after a load
-	attemptSpan trace.Span      // the current attempt's
-	attemptCtx  context.Context // attemptSpan's
-	avoid       *Page           // the page whose attempt timed out: the next goes elsewhere if it can
+	id, name       string
+	args           string
+	handler        Handler
+	spec           retrySpec
+	input          ToolInput
+	proposed       *ToolError // ready-made error for bad input or an unknown tool
+	output         *jsonschema.Schema
+	batch          *batch
+	attempt        int
+	deadline       time.Time
+	timer          clock.Timer        // the attempt's timeout, or the backoff
+	cancel         context.CancelFunc // a worker attempt's context
+	backingOff     bool
+	retryAt        time.Time // when the next attempt starts, while backing off
+	settled        bool
+	answeredBy     int // the attempt whose answer last ended an attempt; 0: none
+	finished       ToolFinished
+	specErr        error           // the call's retry policy does not parse
+	seq            int             // dispatch order within the session
+	holder         *Page           // the page that runs the current client attempt; nil: none now
+	started        time.Time       // when the call started, for its duration
+	delivered      time.Time       // when the current client attempt reached its page
+	undeclared     bool            // the model named a tool the agent does not have
+	attemptStarted time.Time       // the progress cap counts from it
+	span           trace.Span      // execute_tool; nil after a load
+	attemptSpan    trace.Span      // the current attempt's
+	attemptCtx     context.Context // attemptSpan's
+	avoid          *Page           // the page whose attempt timed out: the next goes elsewhere if it can
 }
 
 // toolLabel is the call's tool as a metric label: the model may name tools
@@ -221,6 +222,7 @@ func (s *Session) startAttempt(c *call) {
 	s.startAttemptSpan(c)
 	now := s.e.opts.Clock.Now()
 	c.deadline = now.Add(c.spec.timeout)
+	c.attemptStarted = now
 	attempt := c.attempt
 	s.armTimeout(c, c.spec.timeout)
 	started := ToolStartedEvent{
@@ -270,6 +272,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	if c.attemptSpan != nil {
 		ctx = trace.ContextWithSpan(ctx, c.attemptSpan) // the worker's request is this attempt's
 	}
+	ctx = context.WithValue(ctx, progressKey{}, progressTarget{s: s, id: c.id, attempt: c.attempt})
 	c.cancel = cancel
 	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: FormatDeadline(c.deadline)}
 	var prop Decision
@@ -376,6 +379,11 @@ func (s *Session) checkResult(c *call, result string) outcome {
 func (s *Session) attemptTimedOut(id string, attempt int) {
 	c, ok := s.calls[id]
 	if !ok || c.settled || c.backingOff || c.attempt != attempt {
+		return
+	}
+	if now := s.e.opts.Clock.Now(); now.Before(c.deadline) {
+		// Progress moved the deadline after this timer was armed.
+		s.armTimeout(c, c.deadline.Sub(now))
 		return
 	}
 	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)

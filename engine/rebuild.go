@@ -214,12 +214,13 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 			c.input = *cs.Input
 		}
 		c.spec = retrySpec{attempts: cs.Spec.Attempts, timeout: cs.Spec.Timeout, backoff: cs.Spec.Backoff,
-			multiplier: cs.Spec.Multiplier, maxBackoff: cs.Spec.MaxBackoff}
+			multiplier: cs.Spec.Multiplier, maxBackoff: cs.Spec.MaxBackoff, maxTimeout: max(cs.Spec.MaxTimeout, cs.Spec.Timeout)}
 		if cs.SpecErr != "" {
 			c.specErr = errors.New(cs.SpecErr)
 		}
 		c.output = s.schemas[c.name].output
 		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
+		c.attemptStarted = cs.AttemptStarted
 		if cs.Finished != nil {
 			c.finished = *cs.Finished
 		}

@@ -21,6 +21,11 @@ type RetryPolicy struct {
 	Multiplier float64 `json:"multiplier,omitempty"`
 	// MaxBackoff caps the wait; default "30s".
 	MaxBackoff string `json:"maxBackoff,omitempty"`
+	// MaxTimeout caps one attempt however often it reports progress: each
+	// tool.progress moves the attempt's deadline to Timeout from then,
+	// never past MaxTimeout from the attempt's start. Default: 10 times
+	// Timeout; at least Timeout.
+	MaxTimeout string `json:"maxTimeout,omitempty"`
 }
 
 // Defaults of RetryPolicy.
@@ -32,6 +37,8 @@ const (
 	DefaultMaxBackoff    = 30 * time.Second
 	// MaxAttempts bounds Attempts, so a typo cannot retry for days.
 	MaxAttempts = 100
+	// progressCap is MaxTimeout's default, in Timeouts.
+	progressCap = 10
 )
 
 // retrySpec is a parsed RetryPolicy with every default filled in.
@@ -41,6 +48,7 @@ type retrySpec struct {
 	backoff    time.Duration
 	multiplier float64
 	maxBackoff time.Duration
+	maxTimeout time.Duration
 }
 
 // ErrBadRetry: a retry policy does not parse.
@@ -56,6 +64,7 @@ func (p *RetryPolicy) parse(defaultTimeout time.Duration) (retrySpec, error) {
 		maxBackoff: DefaultMaxBackoff,
 	}
 	if p == nil {
+		s.maxTimeout = progressCap * s.timeout
 		return s, nil
 	}
 	switch {
@@ -75,6 +84,12 @@ func (p *RetryPolicy) parse(defaultTimeout time.Duration) (retrySpec, error) {
 	}
 	if s.maxBackoff, err = parseDuration("maxBackoff", p.MaxBackoff, s.maxBackoff, true); err != nil {
 		return s, err
+	}
+	if s.maxTimeout, err = parseDuration("maxTimeout", p.MaxTimeout, progressCap*s.timeout, false); err != nil {
+		return s, err
+	}
+	if s.maxTimeout < s.timeout {
+		return s, fmt.Errorf("%w: maxTimeout %q is shorter than timeout %s", ErrBadRetry, p.MaxTimeout, s.timeout)
 	}
 	switch {
 	case math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0):

@@ -12,7 +12,7 @@ import (
 // TestRetryPolicyParse: a policy parses with every default filled in, or
 // fails with an error that names the field and says what is wanted.
 func TestRetryPolicyParse(t *testing.T) {
-	defaults := retrySpec{attempts: 1, timeout: 7 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second}
+	defaults := retrySpec{attempts: 1, timeout: 7 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: 10 * (7 * time.Second)}
 	tests := []struct {
 		name   string
 		policy string // JSON; "null" for none
@@ -23,16 +23,20 @@ func TestRetryPolicyParse(t *testing.T) {
 		{"empty policy", `{}`, defaults, ""},
 		{"attempts 0 means the default, 1", `{"attempts":0}`, defaults, ""},
 		{"every field", `{"attempts":3,"timeout":"30s","backoff":"250ms","multiplier":1.5,"maxBackoff":"1m"}`,
-			retrySpec{attempts: 3, timeout: 30 * time.Second, backoff: 250 * time.Millisecond, multiplier: 1.5, maxBackoff: time.Minute}, ""},
+			retrySpec{attempts: 3, timeout: 30 * time.Second, backoff: 250 * time.Millisecond, multiplier: 1.5, maxBackoff: time.Minute, maxTimeout: 10 * (30 * time.Second)}, ""},
 		{"compound durations", `{"timeout":"1m30s","maxBackoff":"1h"}`,
-			retrySpec{attempts: 1, timeout: 90 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: time.Hour}, ""},
+			retrySpec{attempts: 1, timeout: 90 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: time.Hour, maxTimeout: 10 * (90 * time.Second)}, ""},
 		{"zero backoff retries at once", `{"attempts":2,"backoff":"0s"}`,
-			retrySpec{attempts: 2, timeout: 7 * time.Second, backoff: 0, multiplier: 2, maxBackoff: 30 * time.Second}, ""},
+			retrySpec{attempts: 2, timeout: 7 * time.Second, backoff: 0, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: 10 * (7 * time.Second)}, ""},
 		{"multiplier 1: constant backoff", `{"multiplier":1}`,
-			retrySpec{attempts: 1, timeout: 7 * time.Second, backoff: time.Second, multiplier: 1, maxBackoff: 30 * time.Second}, ""},
+			retrySpec{attempts: 1, timeout: 7 * time.Second, backoff: time.Second, multiplier: 1, maxBackoff: 30 * time.Second, maxTimeout: 10 * (7 * time.Second)}, ""},
 		{"the most attempts", `{"attempts":100}`,
-			retrySpec{attempts: 100, timeout: 7 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second}, ""},
+			retrySpec{attempts: 100, timeout: 7 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: 10 * (7 * time.Second)}, ""},
 
+		{"maxTimeout", `{"timeout":"10s","maxTimeout":"5m"}`,
+			retrySpec{attempts: 1, timeout: 10 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: 5 * time.Minute}, ""},
+		{"maxTimeout shorter than timeout", `{"timeout":"10s","maxTimeout":"5s"}`, retrySpec{}, `maxTimeout "5s" is shorter than timeout 10s`},
+		{"maxTimeout that is not a duration", `{"maxTimeout":"long"}`, retrySpec{}, `maxTimeout "long" is not a Go duration`},
 		{"negative attempts", `{"attempts":-1}`, retrySpec{}, "attempts is -1, want at least 1"},
 		{"too many attempts", `{"attempts":101}`, retrySpec{}, "attempts is 101, want at most 100"},
 		{"timeout that is not a duration", `{"timeout":"soon"}`, retrySpec{}, `timeout "soon" is not a Go duration such as "30s" or "1m30s"`},
@@ -83,7 +87,7 @@ func TestRetryPolicyParse(t *testing.T) {
 // TestBackoff: the wait before attempt n is exponential, capped, with full
 // jitter: a uniform draw from [0, min(backoff × multiplier^(n-2), maxBackoff)).
 func TestBackoff(t *testing.T) {
-	spec := retrySpec{attempts: 10, timeout: time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second}
+	spec := retrySpec{attempts: 10, timeout: time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: 10 * (time.Second)}
 	top := func() float64 { return math.Nextafter(1, 0) } // the largest draw below 1
 	tests := []struct {
 		name string

@@ -40,24 +40,27 @@ type sessionState struct {
 // settled with all their siblings are done, and not kept (after a load, an
 // answer to one is an unknown call).
 type callState struct {
-	ID         string        `json:"id"`
-	Name       string        `json:"name,omitempty"`
-	Handler    Handler       `json:"handler"`
-	Settled    bool          `json:"settled,omitempty"`
-	AnsweredBy int           `json:"answeredBy,omitempty"`
-	Args       string        `json:"args,omitempty"`
-	Spec       *specState    `json:"spec,omitempty"`
-	SpecErr    string        `json:"specErr,omitempty"`
-	Input      *ToolInput    `json:"input,omitempty"`
-	Proposed   *ToolError    `json:"proposed,omitempty"`
-	Batch      int           `json:"batch,omitempty"`
-	Cancelled  bool          `json:"cancelled,omitempty"` // its batch was cancelled
-	Seq        int           `json:"seq,omitempty"`
-	Attempt    int           `json:"attempt,omitempty"`
-	Deadline   time.Time     `json:"deadline,omitzero"`
-	BackingOff bool          `json:"backingOff,omitempty"`
-	RetryAt    time.Time     `json:"retryAt,omitzero"`
-	Finished   *ToolFinished `json:"finished,omitempty"`
+	ID         string     `json:"id"`
+	Name       string     `json:"name,omitempty"`
+	Handler    Handler    `json:"handler"`
+	Settled    bool       `json:"settled,omitempty"`
+	AnsweredBy int        `json:"answeredBy,omitempty"`
+	Args       string     `json:"args,omitempty"`
+	Spec       *specState `json:"spec,omitempty"`
+	SpecErr    string     `json:"specErr,omitempty"`
+	Input      *ToolInput `json:"input,omitempty"`
+	Proposed   *ToolError `json:"proposed,omitempty"`
+	Batch      int        `json:"batch,omitempty"`
+	Cancelled  bool       `json:"cancelled,omitempty"` // its batch was cancelled
+	Seq        int        `json:"seq,omitempty"`
+	Attempt    int        `json:"attempt,omitempty"`
+	Deadline   time.Time  `json:"deadline,omitzero"`
+	BackingOff bool       `json:"backingOff,omitempty"`
+	RetryAt    time.Time  `json:"retryAt,omitzero"`
+	// AttemptStarted is when the current attempt started: its progress
+	// cap counts from it.
+	AttemptStarted time.Time     `json:"attemptStarted,omitzero"`
+	Finished       *ToolFinished `json:"finished,omitempty"`
 }
 
 type specState struct {
@@ -66,6 +69,7 @@ type specState struct {
 	Backoff    time.Duration `json:"backoff"`
 	Multiplier float64       `json:"multiplier"`
 	MaxBackoff time.Duration `json:"maxBackoff"`
+	MaxTimeout time.Duration `json:"maxTimeout,omitempty"`
 }
 
 type queueState struct {
@@ -107,13 +111,14 @@ func (c *call) state() callState {
 	cs := callState{ID: c.id, Handler: c.handler, Settled: c.settled, AnsweredBy: c.answeredBy}
 	cs.Name, cs.Args, cs.Batch, cs.Cancelled, cs.Seq = c.name, c.args, c.batch.id, c.batch.cancelled, c.seq
 	cs.Spec = &specState{Attempts: c.spec.attempts, Timeout: c.spec.timeout, Backoff: c.spec.backoff,
-		Multiplier: c.spec.multiplier, MaxBackoff: c.spec.maxBackoff}
+		Multiplier: c.spec.multiplier, MaxBackoff: c.spec.maxBackoff, MaxTimeout: c.spec.maxTimeout}
 	if c.specErr != nil {
 		cs.SpecErr = c.specErr.Error()
 	}
 	input := c.input
 	cs.Input, cs.Proposed = &input, c.proposed
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
+	cs.AttemptStarted = c.attemptStarted
 	if c.settled {
 		finished := c.finished
 		cs.Finished = &finished

@@ -207,6 +207,8 @@ func (c *conn) handle(data []byte) {
 		err = c.page.Answer(ctx, f)
 	case engine.ToolError:
 		err = c.page.Answer(ctx, f)
+	case engine.ToolProgress:
+		err = c.page.Progress(ctx, f)
 	case CancelFrame:
 		err = c.page.Cancel(ctx)
 	}

@@ -12,11 +12,12 @@ import (
 
 // Frame types the browser sends.
 const (
-	FrameSessionOpen = "session.open"
-	FrameMessage     = "message"
-	FrameToolResult  = engine.TypeToolResult
-	FrameToolError   = engine.TypeToolError
-	FrameCancel      = "cancel"
+	FrameSessionOpen  = "session.open"
+	FrameMessage      = "message"
+	FrameToolResult   = engine.TypeToolResult
+	FrameToolError    = engine.TypeToolError
+	FrameToolProgress = engine.TypeToolProgress
+	FrameCancel       = "cancel"
 )
 
 // FrameError is the frame the gateway sends for a frame it could not take,
@@ -37,6 +38,8 @@ func frameType(f Frame) string {
 		return FrameToolError
 	case CancelFrame:
 		return FrameCancel
+	case engine.ToolProgress:
+		return FrameToolProgress
 	}
 	return "invalid"
 }
@@ -148,10 +151,22 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		return f, nil
+	case FrameToolProgress:
+		if err := need("id", "attempt"); err != nil {
+			return nil, err
+		}
+		var f engine.ToolProgress
+		if err := decodeStrict(typ, fields, data, &f); err != nil {
+			return nil, err
+		}
+		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
+			return nil, err
+		}
+		return f, nil
 	case FrameCancel:
 		return CancelFrame{}, nil
 	default:
-		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error or cancel", ErrUnknownFrame, typ)
+		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error, tool.progress or cancel", ErrUnknownFrame, typ)
 	}
 }
 

@@ -139,6 +139,10 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"message","content":"hi"}`, want: gateway.MessageFrame{Content: "hi"}},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":{"a":1}}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(`{"a":1}`)}},
 		{data: `{"type":"tool.error","id":"c","attempt":2,"error":"no","retryable":true}`, want: engine.ToolError{ID: "c", Attempt: 2, Error: "no", Retryable: true}},
+		{data: `{"type":"tool.progress","id":"c","attempt":1,"progress":3,"total":10,"message":"uploading"}`, want: engine.ToolProgress{ID: "c", Attempt: 1, Progress: ptr(3.0), Total: ptr(10.0), Message: "uploading"}},
+		{data: `{"type":"tool.progress","id":"c","attempt":1}`, want: engine.ToolProgress{ID: "c", Attempt: 1}},
+		{data: `{"type":"tool.progress","id":"c"}`, wantErr: gateway.ErrBadFrame, mention: `missing "attempt"`},
+		{data: `{"type":"tool.progress","id":"c","attempt":1,"progress":"half"}`, wantErr: gateway.ErrBadFrame, mention: `"progress"`},
 		{data: `{"type":7}`, wantErr: gateway.ErrBadFrame, mention: `"type" should be a string, not a number`},
 		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},
 		{data: `{"type":"ping"}`, wantErr: gateway.ErrUnknownFrame, mention: `"ping"`},
@@ -176,3 +180,5 @@ func ExampleDecodeFrame() {
 	// call_1 1 {"approved":true}
 	// bad frame: tool.result frame is missing "attempt"
 }
+
+func ptr[T any](v T) *T { return &v }

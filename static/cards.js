@@ -54,6 +54,8 @@
  * @property {ToolWhere | null} where  `page` seen from this page, while a
  *     client attempt runs; null for worker calls, pending, retrying and
  *     settled cards, and while the gateway has not given this page an id.
+ * @property {{progress?: number, total?: number, message?: string} | null} progress
+ *     The current attempt's last tool.progress; null: none yet.
  * @property {string} [result]    Set when done: the result as text, what the model read.
  * @property {*} [value]          Set when done: the result as a value, result parsed as
  *     JSON when it is JSON, else the text itself.
@@ -151,6 +153,7 @@ export class ToolCards {
                     attempts: f.attempts ?? card.attempts,
                     deadline: f.deadline ?? null,
                     backoff: null,
+                    progress: null,
                     page: typeof f.page === "string" && f.page ? f.page : null,
                 });
                 this.#changed(card, replayed);
@@ -164,6 +167,15 @@ export class ToolCards {
                 this.#changed(card, replayed);
                 break;
             }
+            case "tool.progress": {
+                // The current attempt still works: its deadline moved.
+                const card = this.#cards.get(f.id);
+                if (!card || isSettled(card.status) || f.attempt !== card.attempt) break;
+                card.progress = { progress: f.progress, total: f.total, message: f.message };
+                card.deadline = f.deadline ?? card.deadline;
+                this.#changed(card, replayed);
+                break;
+            }
             case "tool.retrying": {
                 const card = this.#card(f.id, f.name);
                 card.failures.push({ attempt: f.attempt, error: f.error ?? "", code: f.code, backoff: f.backoff });
@@ -172,6 +184,7 @@ export class ToolCards {
                 card.attempts = f.attempts ?? card.attempts;
                 card.backoff = f.backoff ?? null;
                 card.deadline = null;
+                card.progress = null;
                 card.page = null;
                 this.#changed(card, replayed);
                 break;
@@ -232,7 +245,7 @@ export class ToolCards {
             card = {
                 id, name: name ?? "", arguments: "", input: null, handler: null,
                 status: "pending", attempt: 0, attempts: 0, deadline: null, backoff: null,
-                failures: [], page: null, where: null, result: undefined, error: undefined,
+                failures: [], page: null, where: null, progress: null, result: undefined, error: undefined,
                 local: false, localState: null, transcript: null, replayed: false,
             };
             this.#cards.set(id, card);

@@ -8,6 +8,8 @@
  * - confirm {question}: asks the user in the tool's card (human in the loop).
  * - never_answers {}: never settles, but honours the abort signal (tests timeouts).
  * - bad_output {}: returns a string, which breaks its output schema (tests schemas).
+ * - slow_upload {parts}: takes longer than its timeout, reporting progress
+ *   after each part, which keeps its attempt alive (tests tool.progress).
  *
  * For debugging and end-to-end tests the client is window.gatewayClient.
  */
@@ -96,6 +98,19 @@ const tools = {
 
     bad_output: {
         run: () => "not an object",
+    },
+
+    slow_upload: {
+        run: async ({ parts = 5 } = {}, { signal, progress }) => {
+            for (let part = 1; part <= parts; part++) {
+                await new Promise((resolve, reject) => {
+                    const timer = setTimeout(resolve, 400);
+                    signal.addEventListener("abort", () => { clearTimeout(timer); reject(signal.reason); }, { once: true });
+                });
+                progress({ progress: part, total: parts, message: "uploading" });
+            }
+            return { uploaded: parts };
+        },
     },
 };
 

@@ -67,6 +67,10 @@ import { bytesText, frameLength } from "./connection.js";
  * @property {number} attempts      The call's total attempts.
  * @property {Date | null} deadline When the gateway times this attempt out.
  * @property {ToolCallFrame} call   The delivery itself.
+ * @property {(p?: {progress?: number, total?: number, message?: string}) => void} progress
+ *     Says the tool is still working (`tool.progress`): each report moves the
+ *     attempt's deadline to its timeout from now, up to its policy's
+ *     maxTimeout. Ignored once the run is over.
  *
  * @typedef {object} Tool
  * @property {(input: any, ctx: ToolContext) => any} run
@@ -195,6 +199,14 @@ export class Runner {
             attempts: f.attempts,
             deadline: f.deadline ? new Date(f.deadline) : null,
             call: f,
+            progress: ({ progress, total, message } = {}) => {
+                if (run.done) return;
+                this.#link.write({
+                    type: "tool.progress", ...base,
+                    ...(Number.isFinite(progress) && { progress }), ...(Number.isFinite(total) && { total }),
+                    ...(typeof message === "string" && message && { message: message.slice(0, 500) }),
+                });
+            },
         };
         Promise.resolve()
             .then(() => {

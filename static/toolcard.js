@@ -56,6 +56,7 @@ export function renderToolCard(el, c, now) {
     // One attempt of one says nothing; "attempt 2 of 3" does.
     attempt.textContent = c.attempts > 1 ? `attempt ${c.attempt} of ${c.attempts}` : "";
     attempt.hidden = !(c.attempts > 1);
+    progressText(el, attempt, c);
     tickText(el, c, now);
 
     part(el, "tool-args").textContent = pretty(c.arguments) || "{}";
@@ -182,6 +183,26 @@ export function friendlyMs(ms) {
     if (ms < 60_000) return `${Math.round(ms / 1000)} s`;
     const s = Math.round(ms / 1000);
     return s % 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s / 60} min`;
+}
+
+/**
+ * Shows the running attempt's last progress report after the attempt:
+ * "uploading · 3 of 10".
+ * @param {HTMLElement} el @param {HTMLElement} after @param {ToolCard} c
+ */
+function progressText(el, after, c) {
+    let span = /** @type {HTMLElement | null} */ (el.querySelector("[data-testid=tool-progress]"));
+    const p = c.status === "running" ? c.progress : null;
+    if (!p && !span) return;
+    if (!span) {
+        span = el.ownerDocument.createElement("span");
+        span.dataset.testid = "tool-progress";
+        span.className = "attempt";
+        after.after(span);
+    }
+    const figures = p?.progress === undefined ? "" : p.total ? `${p.progress} of ${p.total}` : String(p.progress);
+    span.textContent = p ? [p.message, figures].filter(Boolean).join(" · ") : "";
+    span.hidden = !span.textContent;
 }
 
 /** @param {HTMLElement} el @param {string} testid */

@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// TypeToolProgress is the browser's frame, and the event pages see, when a
+// running attempt reports progress.
+const TypeToolProgress = "tool.progress"
+
+// ToolProgress is an attempt's report that it is still working: a long
+// browser tool (an upload, a form the user fills) or worker tool. Each
+// moves the attempt's deadline to its timeout from now, never past the
+// policy's maxTimeout from the attempt's start.
+type ToolProgress struct {
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt"`
+	// Progress and Total say how far along, in any unit (Progress of
+	// Total); both optional.
+	Progress *float64 `json:"progress,omitempty"`
+	Total    *float64 `json:"total,omitempty"`
+	Message  string   `json:"message,omitempty"`
+}
+
+// ToolProgressEvent is tool.progress as pages see it, with the attempt's
+// deadline after the report.
+type ToolProgressEvent struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Attempt  int      `json:"attempt"`
+	Progress *float64 `json:"progress,omitempty"`
+	Total    *float64 `json:"total,omitempty"`
+	Message  string   `json:"message,omitempty"`
+	Deadline string   `json:"deadline"`
+}
+
+// EventToolProgress is the tool.progress event.
+const EventToolProgress = TypeToolProgress
+
+// maxProgressMessage bounds a progress message: it is for a status line.
+const maxProgressMessage = 500
+
+// check refuses a report no page should send.
+func (p ToolProgress) check() error {
+	for _, v := range []*float64{p.Progress, p.Total} {
+		if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
+			return fmt.Errorf("%w: tool.progress numbers must be finite and not negative", ErrBadRequest)
+		}
+	}
+	if len(p.Message) > maxProgressMessage {
+		return fmt.Errorf("%w: tool.progress message is %d bytes, at most %d", ErrLimitExceeded, len(p.Message), maxProgressMessage)
+	}
+	return nil
+}
+
+// Progress reports progress of a client attempt this page runs, as
+// Page.Answer answers it: ErrUnknownCall, ErrStaleAttempt or ErrSettled
+// when it cannot count (it is then ignored).
+func (p *Page) Progress(ctx context.Context, pr ToolProgress) error {
+	if err := pr.check(); err != nil {
+		return err
+	}
+	return p.s.do(ctx, func() error {
+		p.s.touch(p)
+		return p.s.progress(pr, HandlerClient)
+	})
+}
+
+// progressKey marks a worker attempt's context with its call.
+type progressKey struct{}
+
+type progressTarget struct {
+	s       *Session
+	id      string
+	attempt int
+}
+
+// ReportProgress reports progress of the worker attempt whose context ctx
+// is (the one Decide got with a tool.execute trigger): a Go worker's long
+// tool keeps its attempt alive with it. It fails outside such a context.
+func ReportProgress(ctx context.Context, progress, total float64, message string) error {
+	t, ok := ctx.Value(progressKey{}).(progressTarget)
+	if !ok {
+		return errors.New("engine: ReportProgress needs the context of a tool.execute")
+	}
+	pr := ToolProgress{ID: t.id, Attempt: t.attempt, Message: message}
+	if progress != 0 || total != 0 {
+		pr.Progress, pr.Total = &progress, &total
+	}
+	if err := pr.check(); err != nil {
+		return err
+	}
+	return t.s.do(ctx, func() error { return t.s.progress(pr, HandlerWorker) })
+}
+
+// progress takes a report for the current attempt of a call of handler.
+func (s *Session) progress(pr ToolProgress, handler Handler) error {
+	c, ok := s.calls[pr.ID]
+	switch {
+	case !ok || c.handler != handler:
+		return fmt.Errorf("%w: %q", ErrUnknownCall, pr.ID)
+	case c.settled:
+		return fmt.Errorf("%w: %q attempt %d (the call has settled)", ErrStaleAttempt, pr.ID, pr.Attempt)
+	case pr.Attempt != c.attempt || c.backingOff:
+		return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, pr.ID, pr.Attempt, c.attempt)
+	}
+	now := s.e.opts.Clock.Now()
+	deadline := now.Add(c.spec.timeout)
+	if limit := c.attemptStarted.Add(c.spec.maxTimeout); !c.attemptStarted.IsZero() && deadline.After(limit) {
+		deadline = limit
+	}
+	if deadline.After(c.deadline) {
+		// The armed timer fires at the old deadline and re-arms itself
+		// (attemptTimedOut): no timer churn per report.
+		c.deadline = deadline
+	}
+	if c.attemptSpan != nil {
+		c.attemptSpan.AddEvent("progress")
+	}
+	s.publish(EventToolProgress, ToolProgressEvent{ID: c.id, Name: c.name, Attempt: c.attempt,
+		Progress: pr.Progress, Total: pr.Total, Message: pr.Message, Deadline: FormatDeadline(c.deadline)})
+	return nil
+}

@@ -1,0 +1,125 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// TestProgressExtendsTheDeadline: each tool.progress moves the attempt's
+// deadline to its timeout from then, never past maxTimeout from the
+// attempt's start; pages see each report with the new deadline; without
+// more reports the attempt times out at the cap.
+func TestProgressExtendsTheDeadline(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
+		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: "1s", MaxTimeout: "3s"}},
+	}}}
+	b := newBrowser()
+	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), engine.Options{}, b)
+	h.send("go")
+	call := recv(t, b.calls, "the upload")
+	start := h.clock.Now()
+	half := 0.5
+	report := func(at time.Duration, want time.Duration) {
+		t.Helper()
+		h.clock.Advance(at - h.clock.Now().Sub(start))
+		if err := h.page.Progress(context.Background(), engine.ToolProgress{ID: call.ID, Attempt: 1, Progress: &half, Message: "uploading"}); err != nil {
+			t.Fatalf("progress at %v: %v", at, err)
+		}
+		f := h.waitType(engine.EventToolProgress)
+		if f.Deadline != engine.FormatDeadline(start.Add(want)) {
+			t.Errorf("progress at %v: deadline %s, want %s", at, f.Deadline, engine.FormatDeadline(start.Add(want)))
+		}
+	}
+	report(800*time.Millisecond, 1800*time.Millisecond)
+	report(1500*time.Millisecond, 2500*time.Millisecond) // past the first deadline: the attempt lives on
+	report(2400*time.Millisecond, 3*time.Second)         // capped
+	h.clock.Advance(700 * time.Millisecond)              // 3.1 s: past the cap
+	fin := h.waitFinished(call.ID)
+	if fin.OK || fin.Code != string(engine.CodeTimeout) {
+		t.Errorf("tool.finished %s, want a timeout at the cap", fin.Raw)
+	}
+}
+
+// TestProgressRefused: a report for another attempt, a settled call, a
+// worker call, or with bad figures does not count.
+func TestProgressRefused(t *testing.T) {
+	release := make(chan struct{})
+	w := &testWorker{
+		agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "ask", Handler: engine.HandlerClient}, {Name: "lookup"}}},
+		execute: func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+			<-release
+			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`1`)}}}, nil
+		},
+	}
+	defer close(release)
+	b := newBrowser()
+	h := setup(t, w, callsThenSummary(use("call_1", "ask", `{}`), use("call_2", "lookup", `{}`)), engine.Options{}, b)
+	h.send("go")
+	call := recv(t, b.calls, "ask")
+	nan, neg := math.NaN(), -1.0
+	for _, tc := range []struct {
+		name string
+		pr   engine.ToolProgress
+		want error
+	}{
+		{"another attempt", engine.ToolProgress{ID: call.ID, Attempt: 2}, engine.ErrStaleAttempt},
+		{"a worker's call", engine.ToolProgress{ID: "call_2", Attempt: 1}, engine.ErrUnknownCall},
+		{"no such call", engine.ToolProgress{ID: "call_9", Attempt: 1}, engine.ErrUnknownCall},
+		{"not a number", engine.ToolProgress{ID: call.ID, Attempt: 1, Progress: &nan}, engine.ErrBadRequest},
+		{"negative", engine.ToolProgress{ID: call.ID, Attempt: 1, Total: &neg}, engine.ErrBadRequest},
+	} {
+		if err := h.page.Progress(context.Background(), tc.pr); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	h.answer(engine.ToolResult{ID: call.ID, Attempt: 1, Result: json.RawMessage(`true`)})
+	h.waitFinished(call.ID)
+	if err := h.page.Progress(context.Background(), engine.ToolProgress{ID: call.ID, Attempt: 1}); !errors.Is(err, engine.ErrStaleAttempt) {
+		t.Errorf("after the call settled: %v, want ErrStaleAttempt", err)
+	}
+}
+
+// TestWorkerProgress: a Go worker's long tool reports progress with the
+// context Decide got, which keeps its attempt alive past its timeout.
+func TestWorkerProgress(t *testing.T) {
+	reported := make(chan error, 1)
+	reportNow, finish := make(chan struct{}), make(chan struct{})
+	w := &testWorker{
+		agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "crunch", Retry: &engine.RetryPolicy{Timeout: "1s"}}}},
+		execute: func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+			<-reportNow
+			reported <- engine.ReportProgress(ctx, 1, 2, "half way")
+			select {
+			case <-finish:
+			case <-ctx.Done():
+				return engine.Decision{}, ctx.Err()
+			}
+			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"done"`)}}}, nil
+		},
+	}
+	h := setup(t, w, callsThenSummary(use("call_1", "crunch", `{}`)), engine.Options{}, newBrowser())
+	h.send("go")
+	h.waitType(engine.EventToolStarted)
+	h.clock.Advance(900 * time.Millisecond)
+	close(reportNow)
+	if err := recv(t, reported, "the report"); err != nil {
+		t.Fatal(err)
+	}
+	if f := h.waitType(engine.EventToolProgress); f.Deadline == "" {
+		t.Fatalf("tool.progress %s", f.Raw)
+	}
+	h.clock.Advance(500 * time.Millisecond) // 1.4 s: past the timeout, not the new deadline
+	close(finish)
+	if fin := h.waitFinished("call_1"); !fin.OK {
+		t.Errorf("tool.finished %s, want the result", fin.Raw)
+	}
+	if err := engine.ReportProgress(context.Background(), 1, 2, ""); err == nil {
+		t.Error("ReportProgress outside a tool.execute: no error")
+	}
+}
