@@ -41,6 +41,7 @@ type call struct {
 	delivered      time.Time       // when the current client attempt reached its page
 	undeclared     bool            // the model named a tool the agent does not have
 	attemptStarted time.Time       // the progress cap counts from it
+	notTwice       bool            // its tool declares idempotent: false (nottwice.go)
 	span           trace.Span      // execute_tool; nil after a load
 	attemptSpan    trace.Span      // the current attempt's
 	attemptCtx     context.Context // attemptSpan's
@@ -157,6 +158,9 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	c.seq = s.nextCall
 	s.nextCall++
 	c.started, c.undeclared = s.e.opts.Clock.Now(), !declared
+	if i := s.tools[tc.Name].Idempotent; i != nil && !*i {
+		c.notTwice = true
+	}
 	s.e.opts.Metrics.CallStarted(c.toolLabel(), string(handler))
 	s.startCallSpan(c)
 	s.calls[id] = c
@@ -223,6 +227,7 @@ func (s *Session) startAttempt(c *call) {
 	now := s.e.opts.Clock.Now()
 	c.deadline = now.Add(c.spec.timeout)
 	c.attemptStarted = now
+	c.delivered = time.Time{}
 	attempt := c.attempt
 	s.armTimeout(c, c.spec.timeout)
 	started := ToolStartedEvent{
@@ -387,6 +392,10 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 		return
 	}
 	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)
+	if c.reached() && c.notTwice {
+		s.settleUnknown(c, fmt.Sprintf("%s got the call and did not answer within %s", c.name, c.spec.timeout), CancelTimeout)
+		return
+	}
 	c.avoid = c.holder
 	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true,
 		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, CancelTimeout)

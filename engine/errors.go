@@ -17,6 +17,7 @@ const (
 	CodeToolFailed        ErrorCode = "tool_failed"
 	CodeInternal          ErrorCode = "internal"
 	CodeInterrupted       ErrorCode = "interrupted"
+	CodeOutcomeUnknown    ErrorCode = "outcome_unknown"
 )
 
 // Sentinel errors callers branch on with errors.Is.

@@ -274,6 +274,10 @@ func (s *Session) pageLeft(p *Page) {
 	s.logger.Info("page detached", "page", p.id, "pages", len(s.pages))
 	for _, c := range s.openCalls() {
 		if c.holder == p {
+			if c.running() && c.notTwice && c.reached() {
+				s.settleUnknown(c, fmt.Sprintf("the page running %s closed before answering", c.name), "")
+				continue
+			}
 			c.holder = nil
 			if c.running() {
 				s.e.opts.Metrics.LeaseMoved()

@@ -220,7 +220,10 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		}
 		c.output = s.schemas[c.name].output
 		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
-		c.attemptStarted = cs.AttemptStarted
+		c.attemptStarted, c.notTwice = cs.AttemptStarted, cs.NotTwice
+		if cs.Reached {
+			c.delivered = cs.AttemptStarted // before the restart; its exact time died with the process
+		}
 		if cs.Finished != nil {
 			c.finished = *cs.Finished
 		}
@@ -264,6 +267,10 @@ func (s *Session) resume(turnCut bool) {
 			s.armRetry(c, c.retryAt.Sub(now))
 		case !c.deadline.After(now):
 			s.attemptTimedOut(c.id, c.attempt)
+		case c.handler == HandlerClient && c.notTwice && c.reached():
+			s.logger.Warn("client call interrupted by a restart: it reached its page and must not run twice", "call", c.id, "tool", c.name, "attempt", c.attempt)
+			s.settle(c, outcome{code: CodeInterrupted, err: fmt.Sprintf(
+				"%s reached the user's page, then the gateway restarted before its answer; it is declared idempotent: false, so it was not run again: whether it took effect is unknown. Check before calling it again.", c.name)}, "")
 		case c.handler == HandlerClient:
 			s.armTimeout(c, c.deadline.Sub(now))
 			s.logger.Info("client call waiting for a page after a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)

@@ -59,8 +59,11 @@ type callState struct {
 	RetryAt    time.Time  `json:"retryAt,omitzero"`
 	// AttemptStarted is when the current attempt started: its progress
 	// cap counts from it.
-	AttemptStarted time.Time     `json:"attemptStarted,omitzero"`
-	Finished       *ToolFinished `json:"finished,omitempty"`
+	AttemptStarted time.Time `json:"attemptStarted,omitzero"`
+	// Reached: the current attempt reached its page (client calls).
+	Reached  bool          `json:"reached,omitempty"`
+	NotTwice bool          `json:"notTwice,omitempty"`
+	Finished *ToolFinished `json:"finished,omitempty"`
 }
 
 type specState struct {
@@ -119,6 +122,7 @@ func (c *call) state() callState {
 	cs.Input, cs.Proposed = &input, c.proposed
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
 	cs.AttemptStarted = c.attemptStarted
+	cs.Reached, cs.NotTwice = !c.delivered.IsZero(), c.notTwice
 	if c.settled {
 		finished := c.finished
 		cs.Finished = &finished

@@ -1,0 +1,121 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// TestNotTwice: a tool that declares idempotent: false is not tried again
+// once an attempt may have run: a timeout after its page got the call, a
+// worker attempt's timeout, or its page leaving, settle outcome_unknown;
+// a tool that says nothing keeps its retry policy.
+func TestNotTwice(t *testing.T) {
+	no := false
+	for _, tt := range []struct {
+		name       string
+		idempotent *bool
+		handler    engine.Handler
+		leave      bool // the page leaves mid-attempt, another stays; else the attempt times out
+		want       string
+	}{
+		{"client, timed out", &no, engine.HandlerClient, false, "outcome_unknown"},
+		{"client, its page left", &no, engine.HandlerClient, true, "outcome_unknown"},
+		{"worker, timed out", &no, engine.HandlerWorker, false, "outcome_unknown"},
+		{"client, says nothing, timed out", nil, engine.HandlerClient, false, "retried"},
+		{"client, says nothing, its page left", nil, engine.HandlerClient, true, "moved"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &testWorker{
+				agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: tt.handler, Idempotent: tt.idempotent,
+					Retry: &engine.RetryPolicy{Attempts: 3, Timeout: "1s", Backoff: "0s"}}}},
+				execute: func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					<-ctx.Done() // never answers
+					return engine.Decision{}, ctx.Err()
+				},
+			}
+			b := newBrowser()
+			h := setup(t, w, callsThenSummary(use("call_1", "pay", `{}`)), engine.Options{}, b)
+			var other *reader // the page that stays, when the first leaves
+			if tt.leave {
+				other = attach(t, h.s, h.s.LastSeq(), "pay")
+			}
+			// The page that sends the message runs its calls (the lease).
+			if err := h.page.Send(context.Background(), "pay the bill"); err != nil {
+				t.Fatal(err)
+			}
+			h.waitType(engine.EventToolStarted)
+			if tt.handler == engine.HandlerClient {
+				recv(t, b.calls, "the call on the first page")
+			}
+			if tt.leave {
+				h.page.Detach()
+			} else {
+				h.clock.Advance(1100 * time.Millisecond)
+			}
+			if tt.leave {
+				got := other.until("the outcome", func(ev engine.Event) bool {
+					return ev.Type == engine.EventToolFinished || ev.Type == engine.EventToolLeased
+				})
+				last := got[len(got)-1]
+				switch {
+				case tt.want == "moved" && last.Type != engine.EventToolLeased,
+					tt.want == "outcome_unknown" && !strings.Contains(string(last.Frame), `"code":"outcome_unknown"`):
+					t.Errorf("after the page left: %s, want %s", last.Frame, tt.want)
+				}
+				return
+			}
+			switch tt.want {
+			case "outcome_unknown":
+				fin := h.waitFinished("call_1")
+				if fin.OK || fin.Code != string(engine.CodeOutcomeUnknown) || !strings.Contains(fin.Error, "may or may not have taken effect") {
+					t.Errorf("tool.finished %s, want outcome_unknown", fin.Raw)
+				}
+				if n := h.count(engine.EventToolStarted, "call_1"); n != 1 {
+					t.Errorf("%d attempts started, want 1", n)
+				}
+			case "retried":
+				h.waitType(engine.EventToolRetrying)
+			}
+		})
+	}
+}
+
+// TestNotTwiceAfterRestart: a client attempt that reached its page before
+// the gateway restarted settles interrupted when its tool declares
+// idempotent: false, instead of going to a page again.
+func TestNotTwiceAfterRestart(t *testing.T) {
+	no := false
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: engine.HandlerClient, Idempotent: &no}}}}
+		m := callsThenSummary(use("call_1", "pay", `{}`))
+		e1 := r.start(w, m)
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		p1 := attach(t, s1, 0, "pay")
+		_ = p1.page.Send(context.Background(), "pay the bill")
+		p1.until("the call", isType(engine.FrameToolCall))
+		stop(t, e1)
+
+		e2 := r.start(w, m)
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2, ok := e2.Session(s1.ID())
+		if !ok {
+			t.Fatal("Resume did not load the session")
+		}
+		got := attach(t, s2, 0, "pay").until("the reply", finalIdle("saw: "))
+		for _, ev := range got {
+			if ev.Type == engine.EventToolFinished && !strings.Contains(string(ev.Frame), `"code":"interrupted"`) {
+				t.Errorf("tool.finished %s, want interrupted", ev.Frame)
+			}
+			if ev.Type == engine.FrameToolCall {
+				t.Errorf("the call went to a page again: %s", ev.Frame)
+			}
+		}
+		checkJournal(t, r.store, s1.ID())
+	})
+}
