@@ -42,6 +42,7 @@ type call struct {
 	undeclared     bool            // the model named a tool the agent does not have
 	attemptStarted time.Time       // the progress cap counts from it
 	notTwice       bool            // its tool declares idempotent: false (nottwice.go)
+	approving      bool            // it waits for the user's approval (approval.go)
 	span           trace.Span      // execute_tool; nil after a load
 	attemptSpan    trace.Span      // the current attempt's
 	attemptCtx     context.Context // attemptSpan's
@@ -183,6 +184,10 @@ func (s *Session) launch(b *batch) {
 		if c.specErr != nil {
 			s.report(WireBadDecision, fmt.Errorf("%w: tool.call %q: %w", ErrBadDecision, c.id, c.specErr))
 			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, "")
+			continue
+		}
+		if s.needsApproval(c) {
+			s.askApproval(c)
 			continue
 		}
 		s.startAttempt(c)

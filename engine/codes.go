@@ -97,6 +97,7 @@ var ToolErrors = []Code[ErrorCode]{
 	{CodeClientUnavailable, "CLIENT_UNAVAILABLE", "no page of the session provides the client tool"},
 	{CodeToolFailed, "TOOL_FAILED", "the tool failed"},
 	{CodeInternal, "INTERNAL", "the call could not start (a bad retry policy) or the gateway failed"},
+	{CodeDenied, "DENIED", "the user denied the call (its tool asks for approval): it did not run"},
 	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", "a tool declared idempotent: false got the attempt and did not answer (it timed out, or its page left): it was not tried again, and whether it took effect is unknown"},
 	{CodeInterrupted, "INTERRUPTED", "a worker attempt was running when the gateway restarted and its tool is not idempotent: whether it took effect is unknown"},
 }

@@ -54,6 +54,9 @@ type AgentTool struct {
 	// A worker attempt that was running when the gateway stopped is run
 	// again only when this is true; otherwise it settles as interrupted.
 	Idempotent *bool `json:"idempotent,omitempty"`
+	// Approval "always" asks the user before each call runs
+	// (tool.approval); empty: never.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Message is one transcript entry. It is defined by the model package so

@@ -18,6 +18,7 @@ const (
 	CodeInternal          ErrorCode = "internal"
 	CodeInterrupted       ErrorCode = "interrupted"
 	CodeOutcomeUnknown    ErrorCode = "outcome_unknown"
+	CodeDenied            ErrorCode = "denied"
 )
 
 // Sentinel errors callers branch on with errors.Is.

@@ -220,7 +220,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		}
 		c.output = s.schemas[c.name].output
 		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
-		c.attemptStarted, c.notTwice = cs.AttemptStarted, cs.NotTwice
+		c.attemptStarted, c.notTwice, c.approving = cs.AttemptStarted, cs.NotTwice, cs.Approving
 		if cs.Reached {
 			c.delivered = cs.AttemptStarted // before the restart; its exact time died with the process
 		}
@@ -259,6 +259,10 @@ func (s *Session) resume(turnCut bool) {
 	now := s.e.opts.Clock.Now()
 	for _, c := range s.openCalls() {
 		switch {
+		case c.approving && !c.deadline.After(now):
+			s.approvalTimedOut(c.id)
+		case c.approving: // its tool.approval is in the log: pages replay it
+			s.armApprovalTimeout(c)
 		case c.attempt == 0: // never the case in a stored step; started now all the same
 			s.startAttempt(c)
 		case c.backingOff && !c.retryAt.After(now):

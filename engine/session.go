@@ -328,6 +328,11 @@ func (s *Session) setAgent(a AgentConfig) error {
 	if err := a.Limits.check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
+	for i, t := range a.Tools {
+		if t.Approval != "" && t.Approval != ApprovalAlways {
+			return fmt.Errorf("%w: tools[%d] %q: approval %q: want \"always\" or none", ErrBadConfig, i, t.Name, t.Approval)
+		}
+	}
 	schemas, err := compileTools(a.Tools, &s.e.schemas)
 	if err != nil {
 		return err

@@ -61,9 +61,11 @@ type callState struct {
 	// cap counts from it.
 	AttemptStarted time.Time `json:"attemptStarted,omitzero"`
 	// Reached: the current attempt reached its page (client calls).
-	Reached  bool          `json:"reached,omitempty"`
-	NotTwice bool          `json:"notTwice,omitempty"`
-	Finished *ToolFinished `json:"finished,omitempty"`
+	Reached  bool `json:"reached,omitempty"`
+	NotTwice bool `json:"notTwice,omitempty"`
+	// Approving: the call waits for the user's approval until Deadline.
+	Approving bool          `json:"approving,omitempty"`
+	Finished  *ToolFinished `json:"finished,omitempty"`
 }
 
 type specState struct {
@@ -122,7 +124,7 @@ func (c *call) state() callState {
 	cs.Input, cs.Proposed = &input, c.proposed
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
 	cs.AttemptStarted = c.attemptStarted
-	cs.Reached, cs.NotTwice = !c.delivered.IsZero(), c.notTwice
+	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
 	if c.settled {
 		finished := c.finished
 		cs.Finished = &finished

@@ -209,6 +209,8 @@ func (c *conn) handle(data []byte) {
 		err = c.page.Answer(ctx, f)
 	case engine.ToolProgress:
 		err = c.page.Progress(ctx, f)
+	case engine.ToolApprove:
+		err = c.page.Approve(ctx, f)
 	case CancelFrame:
 		err = c.page.Cancel(ctx)
 	}

@@ -17,6 +17,7 @@ const (
 	FrameToolResult   = engine.TypeToolResult
 	FrameToolError    = engine.TypeToolError
 	FrameToolProgress = engine.TypeToolProgress
+	FrameToolApprove  = engine.TypeToolApprove
 	FrameCancel       = "cancel"
 )
 
@@ -40,6 +41,8 @@ func frameType(f Frame) string {
 		return FrameCancel
 	case engine.ToolProgress:
 		return FrameToolProgress
+	case engine.ToolApprove:
+		return FrameToolApprove
 	}
 	return "invalid"
 }
@@ -163,10 +166,22 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		return f, nil
+	case FrameToolApprove:
+		if err := need("id", "digest", "approved"); err != nil {
+			return nil, err
+		}
+		var f engine.ToolApprove
+		if err := decodeStrict(typ, fields, data, &f); err != nil {
+			return nil, err
+		}
+		if f.ID == "" || f.Digest == "" {
+			return nil, fmt.Errorf("%w: tool.approve \"id\" and \"digest\" must not be empty", ErrBadFrame)
+		}
+		return f, nil
 	case FrameCancel:
 		return CancelFrame{}, nil
 	default:
-		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error, tool.progress or cancel", ErrUnknownFrame, typ)
+		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error, tool.progress, tool.approve or cancel", ErrUnknownFrame, typ)
 	}
 }
 

@@ -143,6 +143,8 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.progress","id":"c","attempt":1}`, want: engine.ToolProgress{ID: "c", Attempt: 1}},
 		{data: `{"type":"tool.progress","id":"c"}`, wantErr: gateway.ErrBadFrame, mention: `missing "attempt"`},
 		{data: `{"type":"tool.progress","id":"c","attempt":1,"progress":"half"}`, wantErr: gateway.ErrBadFrame, mention: `"progress"`},
+		{data: `{"type":"tool.approve","id":"c","digest":"ab12","approved":false}`, want: engine.ToolApprove{ID: "c", Digest: "ab12", Approved: false}},
+		{data: `{"type":"tool.approve","id":"c","digest":"ab12"}`, wantErr: gateway.ErrBadFrame, mention: `missing "approved"`},
 		{data: `{"type":7}`, wantErr: gateway.ErrBadFrame, mention: `"type" should be a string, not a number`},
 		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},
 		{data: `{"type":"ping"}`, wantErr: gateway.ErrUnknownFrame, mention: `"ping"`},

@@ -68,6 +68,7 @@ export const TOOL_ERROR = Object.freeze({
     CLIENT_UNAVAILABLE: "client_unavailable",  // no page of the session provides the client tool
     TOOL_FAILED: "tool_failed",                // the tool threw, or its result is not JSON
     INTERNAL: "internal",                      // the call could not start, or the gateway failed
+    DENIED: "denied",                          // the user denied a call whose tool asks for approval
     OUTCOME_UNKNOWN: "outcome_unknown",        // a tool declared idempotent: false got the attempt, then timed out or lost its page; not retried
     INTERRUPTED: "interrupted",                // a worker attempt cut by a restart; its outcome is unknown
 });
