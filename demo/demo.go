@@ -76,6 +76,27 @@ var NextPage = engine.Tool{
 	},
 }
 
+// DeleteFile is a test tool for the approval gate: it asks the user before
+// each call, and deletes nothing (the demo has no files).
+var DeleteFile = engine.Tool{
+	Name:        "delete_file",
+	Description: "A test tool: delete a file. The user approves each call first.",
+	Input: engine.Schema(`{
+		"type": "object",
+		"properties": {"path": {"type": "string"}},
+		"required": ["path"]
+	}`),
+	Approval: engine.ApprovalAlways,
+	Retry:    &engine.RetryPolicy{Timeout: "5m"}, // a person answers
+	Exec: func(ctx context.Context, args json.RawMessage) (any, error) {
+		var in struct{ Path string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, err
+		}
+		return fmt.Sprintf("Deleted %s.", in.Path), nil
+	},
+}
+
 // ClientTools are the tools the demo page runs in the browser.
 var ClientTools = []engine.AgentTool{
 	{
@@ -173,6 +194,6 @@ func Worker(modelID string) *engine.ToolWorker {
 			System: "You are the demo assistant of the client-tools gateway.",
 			Tools:  ClientTools,
 		},
-		Tools: []engine.Tool{GetWeather, NextPage},
+		Tools: []engine.Tool{GetWeather, NextPage, DeleteFile},
 	}
 }

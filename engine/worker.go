@@ -61,12 +61,16 @@ type Tool struct {
 	Input       json.RawMessage
 	Output      json.RawMessage
 	Retry       *RetryPolicy
-	Exec        func(ctx context.Context, args json.RawMessage) (any, error)
+	// Idempotent and Approval are AgentTool's.
+	Idempotent *bool
+	Approval   string
+	Exec       func(ctx context.Context, args json.RawMessage) (any, error)
 }
 
 // Declare returns the AgentTool the model sees for t.
 func (t Tool) Declare() AgentTool {
-	return AgentTool{Name: t.Name, Description: t.Description, Input: t.Input, Output: t.Output, Retry: t.Retry}
+	return AgentTool{Name: t.Name, Description: t.Description, Input: t.Input, Output: t.Output, Retry: t.Retry,
+		Idempotent: t.Idempotent, Approval: t.Approval}
 }
 
 // Schema is a JSON Schema written inline; it panics on text that is not JSON,

@@ -54,6 +54,11 @@
  * @property {ToolWhere | null} where  `page` seen from this page, while a
  *     client attempt runs; null for worker calls, pending, retrying and
  *     settled cards, and while the gateway has not given this page an id.
+ * @property {{digest: string, deadline: string | null} | null} approval
+ *     Set while the call waits for the user's approval (tool.approval).
+ * @property {((approved: boolean) => boolean) | undefined} approve
+ *     While approval is set: answers it (tool.approve); false when not sent.
+ * @property {boolean} [approved]  How the approval was answered (tool.approved).
  * @property {{progress?: number, total?: number, message?: string} | null} progress
  *     The current attempt's last tool.progress; null: none yet.
  * @property {string} [result]    Set when done: the result as text, what the model read.
@@ -89,10 +94,15 @@ export class ToolCards {
     /** @type {Map<string, ToolCard>} */ #cards = new Map();
     /** @type {string | null} */ #page = null;
     /** @type {(card: ToolCard) => void} */ #emit;
+    /** @type {(frame: object) => boolean} */ #write;
 
-    /** @param {(card: ToolCard) => void} emit  Gets a copy of a card after each change. */
-    constructor(emit) {
+    /**
+     * @param {(card: ToolCard) => void} emit  Gets a copy of a card after each change.
+     * @param {(frame: object) => boolean} [write]  Sends a frame (a card's approve()).
+     */
+    constructor(emit, write = () => false) {
         this.#emit = emit;
+        this.#write = write;
     }
 
     /** This connection's page id (session.opened); null until known. */
@@ -164,6 +174,26 @@ export class ToolCards {
                 const card = this.#cards.get(f.id);
                 if (!card || isSettled(card.status) || f.attempt !== card.attempt) break;
                 card.page = typeof f.page === "string" && f.page ? f.page : null;
+                this.#changed(card, replayed);
+                break;
+            }
+            case "tool.approval": {
+                // The call waits for the user: card.approve(true | false) answers.
+                const card = this.#card(f.id, f.name);
+                if (isSettled(card.status)) break;
+                const { digest } = f;
+                Object.assign(card, { arguments: f.arguments ?? card.arguments, input: f.input ?? card.input, handler: f.handler ?? card.handler, deadline: f.deadline ?? null });
+                card.approval = { digest, deadline: f.deadline ?? null };
+                card.approve = (approved) => this.#write({ type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
+                this.#changed(card, replayed);
+                break;
+            }
+            case "tool.approved": {
+                const card = this.#cards.get(f.id);
+                if (!card) break;
+                card.approval = null;
+                card.approve = undefined;
+                card.approved = Boolean(f.approved);
                 this.#changed(card, replayed);
                 break;
             }
@@ -245,7 +275,7 @@ export class ToolCards {
             card = {
                 id, name: name ?? "", arguments: "", input: null, handler: null,
                 status: "pending", attempt: 0, attempts: 0, deadline: null, backoff: null,
-                failures: [], page: null, where: null, progress: null, result: undefined, error: undefined,
+                failures: [], page: null, where: null, progress: null, approval: null, result: undefined, error: undefined,
                 local: false, localState: null, transcript: null, replayed: false,
             };
             this.#cards.set(id, card);

@@ -131,7 +131,7 @@ export class GatewayClient extends EventTarget {
             },
             state: (state, extra) => this.#setState(state, extra),
         });
-        this.#cards = new ToolCards((card) => this.#emit("tool", card));
+        this.#cards = new ToolCards((card) => this.#emit("tool", card), (f) => this.#opened && (this.#write(f), true));
         this.#runner = new Runner(tools, {
             conn: () => this.#conn.id,
             write: (frame) => this.#opened && this.#write(frame),

@@ -29,6 +29,8 @@ const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for 
  * @type {WeakMap<HTMLElement, {seen?: number, settled?: number}>}
  */
 const times = new WeakMap();
+/** Each card element's current approve(), while its call asks for approval. */
+const approvers = new WeakMap();
 
 /**
  * Brings el up to date with card.
@@ -57,6 +59,7 @@ export function renderToolCard(el, c, now) {
     attempt.textContent = c.attempts > 1 ? `attempt ${c.attempt} of ${c.attempts}` : "";
     attempt.hidden = !(c.attempts > 1);
     progressText(el, attempt, c);
+    approvalPart(el, c);
     tickText(el, c, now);
 
     part(el, "tool-args").textContent = pretty(c.arguments) || "{}";
@@ -132,7 +135,7 @@ export function tickText(el, c, now) {
 /** @param {ToolCard} c */
 export function statusText(c) {
     switch (c.status) {
-        case "pending": return "Pending";
+        case "pending": return c.approval ? "Needs approval" : "Pending";
         case "running": return "Running";
         case "retrying": return c.backoff ? `Retrying in ${duration(c.backoff)}` : "Retrying";
         case "done": return "Done";
@@ -183,6 +186,43 @@ export function friendlyMs(ms) {
     if (ms < 60_000) return `${Math.round(ms / 1000)} s`;
     const s = Math.round(ms / 1000);
     return s % 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s / 60} min`;
+}
+
+/**
+ * Asks the user, in the card, to approve or deny a call whose tool asks for
+ * approval (tool.approval): the first answer from any tab wins.
+ * @param {HTMLElement} el @param {ToolCard} c
+ */
+function approvalPart(el, c) {
+    approvers.set(el, c.approve);
+    let box = /** @type {HTMLElement | null} */ (el.querySelector("[data-testid=tool-approval]"));
+    if (!c.approval) {
+        if (box) box.hidden = true;
+        return;
+    }
+    if (!box) {
+        const doc = el.ownerDocument;
+        box = doc.createElement("div");
+        box.dataset.testid = "tool-approval";
+        box.className = "approval";
+        const ask = doc.createElement("p");
+        ask.textContent = `Allow ${c.name} to run with these arguments?`;
+        const args = doc.createElement("pre");
+        args.textContent = pretty(c.arguments) || "{}";
+        box.append(ask, args);
+        for (const [testid, label, yes] of [["approve", "Approve", true], ["deny", "Deny", false]]) {
+            const b = doc.createElement("button");
+            b.type = "button";
+            b.dataset.testid = testid;
+            b.textContent = /** @type {string} */ (label);
+            b.addEventListener("click", () => {
+                if (approvers.get(el)?.(Boolean(yes))) box?.querySelectorAll("button").forEach((x) => { x.disabled = true; });
+            });
+            box.append(b);
+        }
+        part(el, "tool-status").after(box);
+    }
+    box.hidden = false;
 }
 
 /**
