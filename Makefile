@@ -123,7 +123,8 @@ bench:
 cluster-test:
 	CLUSTER_TEST=1 $(GO) test -run TestClusterFailover -count=1 -v ./cmd/gateway
 
-# Rewrites docs/screenshot.png from the running demo.
+# Rewrites docs/screenshot.png and docs/screenshot-dark.png (the same
+# conversation in the dark theme) from the demo.
 screenshot: deps build
 	UPDATE_SCREENSHOT=1 npx playwright test e2e/screenshot.spec.ts
 

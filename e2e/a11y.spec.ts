@@ -24,9 +24,11 @@ for (const scheme of ["light", "dark"] as const) {
 
         // Streaming is scanned on the fake socket below, where the stream
         // waits for the scan instead of racing it.
-        test("empty, tool cards folded and unfolded, a confirm waiting", async ({ page }) => {
+        test("empty, tool cards folded and unfolded, a confirm waiting, the chat list", async ({ page }) => {
             const chat = await Chat.open(page);
-            expect(await findings(page), "empty").toEqual([]);
+            await expect(page.getByTestId("empty-chat")).toBeVisible();
+            await expect(page.getByTestId("history-empty")).toBeVisible();
+            expect(await findings(page), "empty: the suggestions, no chats yet").toEqual([]);
 
             await chat.send("what's the weather in Tokyo");
             await expect(chat.cards("get_weather")).toHaveAttribute("data-status", "done");
@@ -45,6 +47,19 @@ for (const scheme of ["light", "dark"] as const) {
             await chat.cards("confirm").getByTestId("confirm-deny").click();
             await chat.idle();
             expect(await findings(page), "a confirm answered").toEqual([]);
+
+            // New chat: the list of chats, one of them current, and the
+            // empty screen with its suggestions; then the list with the
+            // chat shown marked.
+            await page.getByTestId("new-chat").click();
+            await expect(page.getByTestId("empty-chat")).toBeVisible();
+            await expect(page.getByTestId("history-item")).toHaveCount(1);
+            await chat.connected();
+            expect(await findings(page), "the chat list, the empty screen").toEqual([]);
+            await page.getByTestId("history-item").click();
+            await expect(page.getByTestId("history-item")).toHaveAttribute("aria-current", "true");
+            await expect(chat.cards("confirm")).toHaveAttribute("data-status", "done");
+            expect(await findings(page), "the chat list, the chat shown marked").toEqual([]);
         });
 
         test("thinking, streaming Markdown, a queued message, an error with Retry, notices", async ({ page }) => {

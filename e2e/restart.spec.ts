@@ -3,7 +3,8 @@
 // on the same --data-dir and port. The page's SDK reconnects by itself,
 // resumes the same session (its cookie still names the same browser), and the
 // waiting call is delivered again with its original deadline: the user
-// approves once, and the call settles once.
+// approves once, and the call settles once. The list of chats lists it
+// before and after.
 //
 // Each test runs its own gateway, a child process on a free port with a fresh
 // data directory, so it never touches the shared gateways of
@@ -173,6 +174,10 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
         await expect(card.getByTestId("confirm-approve")).toBeVisible();
         await expect(card.getByTestId("confirm-question")).toHaveText("Delete your draft?");
         await expect(chat.reply(ASK)).toHaveCount(1);
+        // The chat is listed by its first message before the restart (and the
+        // page is done asking for the list).
+        const items = page.getByTestId("history-item");
+        await expect(items).toHaveText([CONFIRM]);
         const id = (await card.getAttribute("data-tool-id"))!;
         const first = calls(await chat.received(), id);
         expect(first, "tool.call deliveries before the restart").toHaveLength(1);
@@ -215,6 +220,12 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
         await expect(chat.messages("assistant")).toHaveCount(1);
         await expect(card).toHaveCount(1);
         await expect(card).toHaveAttribute("data-tool-id", id);
+        // The list of chats survives too: the restarted gateway still knows
+        // the browser (its cookie) and lists its chat, the one shown.
+        await expect(items).toHaveText([CONFIRM]);
+        await expect(items.first()).toHaveAttribute("data-session", session);
+        await expect(items.first()).toHaveAttribute("aria-current", "true");
+        await expect(page.getByTestId("empty-chat")).toBeHidden();
 
         // The waiting call is delivered again, same attempt, same deadline,
         // and the page keeps asking its one question.

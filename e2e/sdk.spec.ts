@@ -300,6 +300,50 @@ test("an unknown session is forgotten and a new one opens on the same connection
     expect(out.sockets).toBe(1);
 });
 
+test("open(id) forgets the session and opens that one from its start; reset() opens a new one", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage();
+        const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 } });
+        const resets: any[] = [];
+        const messages: any[] = [];
+        client.on("reset", (r: any) => resets.push({ ...r, session: client.session }));
+        client.on("message", (m: any) => messages.push({ content: m.message.content, replayed: m.replayed }));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push({ type: "message", seq: 1, message: { role: "user", content: "in s1" } });
+        const old = ws;
+
+        client.open("s2");
+        const during = { session: client.session, seq: client.seq, events: client.events.length, stored: storage.getItem("gateway.session") };
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        const opening = ws.sent[0];
+        ws.push({ type: "session.opened", session: "s2", seq: 2 });
+        ws.push({ type: "message", seq: 1, message: { role: "user", content: "in s2" } });
+        ws.push({ type: "model.delta", seq: 2, text: "hi" });
+        const opened = { session: client.session, seq: client.seq, stored: JSON.parse(storage.getItem("gateway.session")) };
+
+        client.reset();
+        await w.until(() => w.FakeSocket.sockets.length === 3);
+        w.FakeSocket.last().accept();
+        return { oldClosed: old.readyState === 3, during, opening, opened, fresh: w.FakeSocket.last().sent[0], resets, messages };
+    });
+    expect(out.oldClosed, "the first session's socket is closed").toBe(true);
+    expect(out.during).toEqual({ session: "s2", seq: 0, events: 0, stored: null });
+    expect(out.opening).toEqual({ type: "session.open", tools: ["t"], session: "s2", after: 0 });
+    expect(out.opened.session).toBe("s2");
+    expect(out.opened.seq).toBe(2);
+    expect(out.opened.stored).toMatchObject({ session: "s2" });
+    expect(out.messages).toEqual([{ content: "in s1", replayed: false }, { content: "in s2", replayed: true }]);
+    expect(out.fresh).toEqual({ type: "session.open", tools: ["t"] });
+    expect(out.resets).toEqual([{ reason: "open", session: null }, { reason: "reset", session: null }]);
+});
+
 test("an unknown session stays forgotten when the connection drops before the new one opens", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

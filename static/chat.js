@@ -47,7 +47,6 @@ export function mountChat(root, client) {
     const send = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=send]"));
     const stop = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=stop]"));
     const status = must(doc, "[data-testid=connection-status]");
-    const newChat = doc.querySelector("[data-testid=new-chat]");
 
     /** @type {Map<string, HTMLElement>} */
     const cards = new Map();
@@ -224,6 +223,7 @@ export function mountChat(root, client) {
     const offs = [
         client.on("reset", () => {
             list.replaceChildren();
+            prompt.disabled = false; // an ended conversation's box is closed; a new one's is open
             cards.clear();
             cardState.clear();
             tick();
@@ -357,11 +357,6 @@ export function mountChat(root, client) {
         client.cancel();
         setBusy();
     });
-    newChat?.addEventListener("click", () => {
-        prompt.disabled = false;
-        client.reset();
-        prompt.focus();
-    });
 
     return {
         /**
@@ -371,6 +366,10 @@ export function mountChat(root, client) {
          */
         toolSlot(id, name) {
             return must(cardFor(id, name), "[data-testid=tool-slot]");
+        },
+        /** Sends text as if typed; false when it is over the gateway's limits (a notice says so). @param {string} text */
+        send(text) {
+            return submit(text);
         },
         /** A copy of the page's <template id=...> content's first element. @param {string} id */
         clone(id) {

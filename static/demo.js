@@ -11,10 +11,19 @@
  * - slow_upload {parts}: takes longer than its timeout, reporting progress
  *   after each part, which keeps its attempt alive (tests tool.progress).
  *
+ * The page around the chat: the list of this browser's chats (history.js)
+ * and, while a chat is empty, the suggestions below (welcome.js), each a
+ * phrase the demo's scripted model answers with one of these tools.
+ *
  * For debugging and end-to-end tests the client is window.gatewayClient.
  */
 import { connect } from "./gateway.js";
 import { mountChat } from "./chat.js";
+import { mountHistory } from "./history.js";
+import { mountWelcome } from "./welcome.js";
+import { must } from "./dom.js";
+
+const SUGGESTIONS = ["what's the weather in Tokyo", "what time is it", "switch to dark theme", "delete my draft"];
 
 const THEME_KEY = "gateway-demo.theme";
 const root = document.documentElement;
@@ -114,7 +123,9 @@ const tools = {
     },
 };
 
-const main = /** @type {HTMLElement} */ (document.querySelector("[data-chat]"));
+const main = must(document, "[data-chat]");
 const client = connect({ url: main.dataset.socket || "/ws", tools });
 chat = mountChat(main, client);
+mountWelcome(main, client, { suggestions: SUGGESTIONS, send: (text) => chat.send(text) });
+mountHistory(must(document, "[data-testid=history]"), client);
 Object.assign(window, { gatewayClient: client });

@@ -1,10 +1,9 @@
 /**
  * gateway.js: the browser SDK of the client-tools gateway, and its entry
- * point: pages import `connect`, `ToolError` and `GatewayClient` from here.
- * Plain ES modules, no build step. The client opens the gateway's WebSocket
- * (`/ws`), opens or resumes a session, runs the client tools the model calls,
- * answers them, and turns the session's events into a few easy ones for a
- * chat UI. Protocol: docs/protocol.md; API: docs/sdk.md.
+ * point. Plain ES modules, no build step. The client opens the gateway's
+ * WebSocket (`/ws`), opens or resumes a session, runs the client tools the
+ * model calls, answers them, and turns the session's events into a few easy
+ * ones for a chat UI. Protocol: docs/protocol.md; API: docs/sdk.md.
  *
  * This module is the session: session.open and resume, the outbox of frames
  * that wait for the session, deduplicating the session's events by seq and
@@ -33,8 +32,7 @@
  *   session event once, in seq order, however often it is replayed.
  * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
  *   again after a reconnect until the call settles (runner.js).
- * - Listeners added in the same task as connect() see every event: the
- *   client starts (restores, then connects) in a microtask.
+ * - Listeners added in the same task as connect() see every event.
  * - Nothing over the gateway's limits (session.opened's) is sent: send()
  *   throws a LimitError; a tool's answer too large becomes a tool.error.
  *
@@ -85,16 +83,10 @@ export function connect(options = {}) {
  * A connection to one session of the gateway, surviving reconnects.
  *
  * Events: `on(name, fn)` calls fn with the detail (or addEventListener:
- * `event.detail`); docs/sdk.md#events has each one's detail. `state`
- * (connecting, open, closed), `opened` (session.opened: the session, this
- * connection's page id), `reset` (a new conversation: clear the page),
- * `message`, `delta`, `model.finished`, `discarded` (a restart cut the turn:
- * drop its streamed text), `tool` (a ToolCard, after every change), `idle`,
- * `client.event`, `error` (with seq: a session error; without: a frame
- * refused, by the gateway, or by the SDK with `refused`, the frame),
- * `ended`, and, for debugging, `frame` (every frame received, once) and
- * `send` (every frame sent). `replayed` is true for events the page has
- * shown before: restored from storage or replayed on resume.
+ * `event.detail`): state, opened, reset (clear the page), message, delta,
+ * model.finished, discarded, tool (a ToolCard), idle, guard, client.event,
+ * error, ended, frame and send; docs/sdk.md#events says each one's detail.
+ * `replayed` is true for events the page has shown before.
  */
 export class GatewayClient extends EventTarget {
     /** @type {Connection} */ #conn;
@@ -209,12 +201,21 @@ export class GatewayClient extends EventTarget {
         this.#setState("closed");
     }
 
-    /**
-     * Forgets the session (and its stored copy) and opens a new one: a new
-     * conversation. Emits `reset`.
-     */
+    /** Forgets the session (and its stored copy) and opens a new one: "New chat". Emits `reset`. */
     reset() {
-        this.#forget("reset");
+        this.open(null);
+    }
+
+    /**
+     * Forgets the current session and opens `session`, one of this
+     * browser's (GET /sessions lists them), from its start (`after` 0):
+     * switching chats. Emits `reset`, then the session's events, replayed.
+     * null opens a new session, as reset() does.
+     * @param {string | null} session
+     */
+    open(session) {
+        this.#forget(session ? "open" : "reset");
+        this.#session = session || null;
         this.#ended = false;
         if (this.#closed) return;
         this.#opened = false;

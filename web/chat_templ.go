@@ -128,28 +128,19 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</h1><p class=\"connection\" data-testid=\"connection-status\" data-state=\"connecting\" role=\"status\">Connecting…</p><button type=\"button\" class=\"btn ghost\" data-testid=\"new-chat\">New chat</button></header><main class=\"chat\" data-chat data-socket=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</h1><p class=\"connection\" data-testid=\"connection-status\" data-state=\"connecting\" role=\"status\">Connecting…</p></header><div class=\"layout\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var8 string
-		templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.socket()).Resolve(ctx)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 35, Col: 57}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
+		templ_7745c5c3_Err = history().Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span>Thinking…</span></div></div>")
+		templ_7745c5c3_Err = chat(p).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = composer().Render(ctx, templ_7745c5c3_Buffer)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</main></div><noscript><p class=\"noscript\">This page needs JavaScript to talk to the gateway.</p></noscript>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</div></div><noscript><p class=\"noscript\">This page needs JavaScript to talk to the gateway.</p></noscript>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -169,7 +160,122 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</body></html>")
+		templ_7745c5c3_Err = historyItemTemplate().Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = suggestionTemplate().Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</body></html>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		return nil
+	})
+}
+
+// history is the list of this browser's chats (history.js fills it from GET
+// /sessions, newest first) and New chat. Below 40rem it is a strip above the
+// conversation.
+func history() templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<nav class=\"history\" data-testid=\"history\" aria-labelledby=\"history-title\"><div class=\"history-head\"><h2 id=\"history-title\" class=\"history-title\">Chats</h2><button type=\"button\" class=\"btn ghost\" data-testid=\"new-chat\">New chat</button></div><ol class=\"history-list\" data-testid=\"history-list\"></ol><p class=\"history-empty\" data-testid=\"history-empty\" hidden>No chats yet.</p></nav>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		return nil
+	})
+}
+
+// chat is the conversation, the empty screen shown instead while it has
+// nothing (welcome.js), and the composer.
+func chat(p PageProps) templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<main class=\"chat\" data-chat data-socket=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var10 string
+		templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.socket()).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 67, Col: 54}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span>Thinking…</span></div></div>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = welcome().Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = composer().Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</main>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		return nil
+	})
+}
+
+// welcome is what an empty chat shows: the suggestions (the page's script
+// gives them) send themselves when clicked.
+func welcome() templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<section class=\"welcome\" data-testid=\"empty-chat\" aria-labelledby=\"welcome-title\" hidden><h2 id=\"welcome-title\" class=\"welcome-title\">What can I help with?</h2><p class=\"welcome-hint\">Pick a suggestion, or write your own message below.</p><ul class=\"suggestions\" data-testid=\"suggestions\" aria-label=\"Suggestions\"></ul></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -194,7 +300,7 @@ func composer() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn stop\" data-testid=\"stop\" disabled hidden>Stop</button></div></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn stop\" data-testid=\"stop\" disabled hidden>Stop</button></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -222,7 +328,7 @@ func messageTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><span class=\"message-role\" data-testid=\"message-role\"></span> <span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><span class=\"message-role\" data-testid=\"message-role\"></span> <span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -249,7 +355,7 @@ func noticeTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span> <button type=\"button\" class=\"btn small\" data-testid=\"retry\" hidden>Retry</button></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span> <button type=\"button\" class=\"btn small\" data-testid=\"retry\" hidden>Retry</button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -280,7 +386,7 @@ func toolCardTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><details class=\"tool-details\"><summary class=\"tool-head\"><span class=\"visually-hidden\">Tool </span> <span class=\"tool-name\" data-testid=\"tool-name\"></span> <span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span> <span class=\"tool-time\" data-testid=\"tool-time\" hidden></span></summary><div class=\"tool-body\"><div class=\"tool-section\"><p class=\"tool-label\">Arguments</p><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><p class=\"tool-label\">Result</p><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><p class=\"tool-label\">Error</p><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></div></details><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><details class=\"tool-details\"><summary class=\"tool-head\"><span class=\"visually-hidden\">Tool </span> <span class=\"tool-name\" data-testid=\"tool-name\"></span> <span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span> <span class=\"tool-time\" data-testid=\"tool-time\" hidden></span></summary><div class=\"tool-body\"><div class=\"tool-section\"><p class=\"tool-label\">Arguments</p><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><p class=\"tool-label\">Result</p><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><p class=\"tool-label\">Error</p><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></div></details><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -306,7 +412,61 @@ func confirmTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" role=\"status\" hidden></p></div></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" role=\"status\" hidden></p></div></template>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		return nil
+	})
+}
+
+// historyItemTemplate is one chat of the list: history.js sets its title,
+// data-session, aria-current on the chat this tab shows, and disables a chat
+// that ended (the gateway no longer resumes it).
+func historyItemTemplate() templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\"></button></li></template>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		return nil
+	})
+}
+
+// suggestionTemplate is one suggested prompt of the empty screen.
+func suggestionTemplate() templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-suggestion\"><li><button type=\"button\" class=\"suggestion\" data-testid=\"suggestion\"></button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

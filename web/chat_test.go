@@ -29,12 +29,13 @@ func TestChatPageTestIDs(t *testing.T) {
 		"tool-card", "tool-name", "tool-handler", "tool-status", "tool-attempt", "tool-time", "tool-args",
 		"tool-input", "tool-attempts", "tool-where", "tool-slot", "tool-result", "tool-error", "tool-transcript",
 		"confirm", "confirm-question", "confirm-approve", "confirm-deny", "confirm-answer",
+		"history", "history-list", "history-empty", "history-item", "empty-chat", "suggestions", "suggestion",
 	} {
 		if !strings.Contains(html, `data-testid="`+id+`"`) {
 			t.Errorf("page has no data-testid=%q", id)
 		}
 	}
-	for _, tpl := range []string{"tpl-message", "tpl-notice", "tpl-tool-card", "tpl-confirm"} {
+	for _, tpl := range []string{"tpl-message", "tpl-notice", "tpl-tool-card", "tpl-confirm", "tpl-history-item", "tpl-suggestion"} {
 		if !strings.Contains(html, `<template id="`+tpl+`">`) {
 			t.Errorf("page has no <template id=%q>", tpl)
 		}

@@ -1,0 +1,154 @@
+/**
+ * history.js: the chat page's list of this browser's chats and New chat.
+ * The list is the gateway's `GET /sessions` (the browser's cookie says whose),
+ * newest first, each chat by its title (its first message); chats without a
+ * title yet (nothing said) are left out. Clicking one switches this tab to it
+ * with the SDK's `client.open(id)`, which replays it from the start; the chat
+ * shown is marked `aria-current`. New chat is `client.reset()`.
+ *
+ * The list is asked for again when a session opens (the page loaded, a switch,
+ * New chat, a reconnect after a restart), when a message of the user's
+ * arrives (a first one gives a chat its title; any other moves it up) and when
+ * a turn ends. Never while the connection is down: the gateway is away, and
+ * the next `opened` asks anyway.
+ *
+ * Exports: mountHistory(nav, client, options).
+ *
+ * @example
+ * mountHistory(document.querySelector("[data-testid=history]"), client);
+ *
+ * @module history
+ */
+
+import { clone, must } from "./dom.js";
+
+/** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
+/** @typedef {{id: string, title: string, created: string, updated: string, ended?: boolean}} ChatSummary */
+
+/** How long to wait before asking again for a title the gateway has not stored yet (ms), and how often. */
+const TITLE_RETRY_MS = 300, TITLE_RETRIES = 5;
+
+/**
+ * Fills nav's list from the gateway and wires switching and New chat.
+ * @param {HTMLElement} nav  The element with data-testid=history (web.ChatPage's <nav>).
+ * @param {GatewayClient} client
+ * @param {{url?: string}} [options]  url: the list's endpoint, default "/sessions".
+ * @returns {{refresh(): Promise<void>, unmount(): void}}
+ */
+export function mountHistory(nav, client, { url = "/sessions" } = {}) {
+    const doc = nav.ownerDocument;
+    const list = must(nav, "[data-testid=history-list]");
+    const none = must(nav, "[data-testid=history-empty]");
+    const newChat = must(nav, "[data-testid=new-chat]");
+
+    /** @type {ChatSummary[] | null} the gateway's last answer; null before the first */
+    let chats = null;
+    let loading = false, again = false, retries = 0, retryTimer = 0;
+
+    /** Asks the gateway for the list; one request at a time, the last ask wins. */
+    async function refresh() {
+        if (client.state !== "open") return;
+        if (loading) {
+            again = true;
+            return;
+        }
+        loading = true;
+        try {
+            const res = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+            if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
+            const body = await res.json();
+            chats = Array.isArray(body?.sessions) ? body.sessions : [];
+            render();
+            awaitTitle();
+        } catch (err) {
+            // The list is a convenience: the chat works without it.
+            console.warn(`could not list the chats: ${err}`);
+        } finally {
+            loading = false;
+            if (again) {
+                again = false;
+                void refresh();
+            }
+        }
+    }
+
+    /**
+     * The gateway stores a chat's title just after the page sees its first
+     * message, so a list asked for at that moment may not have it yet: ask
+     * again, a few times.
+     */
+    function awaitTitle() {
+        const said = client.events.some((e) => e.type === "message" && e.message?.role === "user");
+        const titled = chats?.some((c) => c.id === client.session && c.title);
+        if (!said || titled) retries = 0;
+        else if (retries < TITLE_RETRIES && !retryTimer) {
+            retries++;
+            retryTimer = setTimeout(() => {
+                retryTimer = 0;
+                void refresh();
+            }, TITLE_RETRY_MS);
+        }
+    }
+
+    function render() {
+        if (!chats) return;
+        // Keep the focus on the chat it was on: the list is rebuilt.
+        const focused = /** @type {HTMLElement | null} */ (doc.activeElement)?.closest?.("[data-testid=history-item]");
+        const focusedId = focused instanceof HTMLElement ? focused.dataset.session : undefined;
+        const items = chats.filter((c) => c.title).map((c) => {
+            const li = clone(doc, "tpl-history-item");
+            const button = /** @type {HTMLButtonElement} */ (must(li, "[data-testid=history-item]"));
+            button.dataset.session = c.id;
+            button.textContent = c.title;
+            button.title = c.title; // the whole title, where the list cuts it short
+            if (c.id === client.session) button.setAttribute("aria-current", "true");
+            if (c.ended) {
+                button.disabled = true;
+                button.dataset.ended = "true";
+                button.append(" (ended)");
+            }
+            return li;
+        });
+        list.replaceChildren(...items);
+        none.hidden = items.length > 0;
+        if (focusedId) list.querySelector(`[data-session="${CSS.escape(focusedId)}"]`)?.focus();
+    }
+
+    list.addEventListener("click", (e) => {
+        const item = /** @type {HTMLElement} */ (e.target).closest?.("[data-testid=history-item]");
+        const id = item instanceof HTMLElement ? item.dataset.session : undefined;
+        if (!id || id === client.session) return;
+        client.open(id);
+        render();
+        focusPrompt();
+    });
+    newChat.addEventListener("click", () => {
+        client.reset();
+        focusPrompt();
+    });
+
+    function focusPrompt() {
+        /** @type {HTMLElement | null} */ (doc.querySelector("[data-testid=prompt]"))?.focus();
+    }
+
+    const offs = [
+        client.on("opened", () => void refresh()),
+        client.on("reset", render),
+        client.on("message", ({ message, replayed }) => {
+            if (!replayed && message.role === "user") void refresh();
+        }),
+        client.on("idle", ({ replayed }) => {
+            if (!replayed) void refresh();
+        }),
+    ];
+
+    return {
+        /** Asks the gateway for the list now. */
+        refresh,
+        /** Stops following the client. */
+        unmount() {
+            offs.forEach((off) => off());
+            clearTimeout(retryTimer);
+        },
+    };
+}

@@ -1,0 +1,88 @@
+/**
+ * welcome.js: the chat page's empty screen. While the conversation has
+ * nothing in it (a new chat, New chat, a session the gateway forgot), the
+ * page shows a greeting and suggested prompts instead of a blank log; a click
+ * on one sends it, as if typed. `<main data-chat>` carries `data-empty` so the
+ * stylesheet gives the screen the log's room.
+ *
+ * A chat that is being opened (a switch, a reload whose copy was too large
+ * to keep) is not empty until the gateway has replayed it: the screen waits
+ * for `session.opened`'s seq, so it never flashes before the messages.
+ *
+ * Exports: mountWelcome(root, client, options).
+ *
+ * @example
+ * mountWelcome(main, client, { suggestions: ["what time is it"], send: (text) => chat.send(text) });
+ *
+ * @module welcome
+ */
+
+import { clone, must } from "./dom.js";
+
+/** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
+
+/**
+ * Shows root's empty screen while the conversation is empty.
+ * @param {HTMLElement} root  The element with data-chat (web.ChatPage's <main>).
+ * @param {GatewayClient} client
+ * @param {{suggestions?: string[], send: (text: string) => unknown}} options
+ *     suggestions: the prompts offered; send: sends one (mountChat's send,
+ *     so it shows like a typed message).
+ * @returns {{unmount(): void}}
+ */
+export function mountWelcome(root, client, { suggestions = [], send }) {
+    const doc = root.ownerDocument;
+    const screen = must(root, "[data-testid=empty-chat]");
+    const log = must(root, "[data-testid=message-list]");
+    const prompt = must(root, "[data-testid=prompt]");
+
+    for (const text of suggestions) {
+        const li = clone(doc, "tpl-suggestion");
+        const button = must(li, "[data-testid=suggestion]");
+        button.textContent = text;
+        button.addEventListener("click", () => {
+            // The screen goes away with the message: the focus goes where the next one is typed.
+            prompt.focus();
+            send(text);
+        });
+        must(screen, "[data-testid=suggestions]").append(li);
+    }
+
+    // The page has the whole conversation once it holds the seq session.opened
+    // said; a session not opened yet that has an id is being fetched.
+    let opened = false, until = 0;
+
+    function update() {
+        const known = client.session === null || (opened && client.seq >= until);
+        const empty = known && log.childElementCount === 0;
+        screen.hidden = !empty;
+        root.dataset.empty = String(empty);
+    }
+
+    const observer = new MutationObserver(update);
+    observer.observe(log, { childList: true });
+    const offs = [
+        client.on("opened", ({ seq }) => {
+            opened = true;
+            until = typeof seq === "number" ? seq : 0;
+            update();
+        }),
+        client.on("reset", () => {
+            opened = false;
+            until = 0;
+            // open(id) names the session it opens just after the reset.
+            queueMicrotask(update);
+        }),
+        client.on("state", update),
+        client.on("frame", update),
+    ];
+    update();
+
+    return {
+        /** Stops following the client. */
+        unmount() {
+            offs.forEach((off) => off());
+            observer.disconnect();
+        },
+    };
+}
