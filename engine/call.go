@@ -391,9 +391,9 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 	if !ok || c.settled || c.backingOff || c.attempt != attempt {
 		return
 	}
-	if now := s.e.opts.Clock.Now(); now.Before(c.deadline) {
-		// Progress moved the deadline after this timer was armed.
-		s.armTimeout(c, c.deadline.Sub(now))
+	if s.e.opts.Clock.Now().Before(c.deadline) {
+		// A timer that fired as progress moved the deadline, and armed
+		// the attempt's next.
 		return
 	}
 	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)

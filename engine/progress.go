@@ -113,9 +113,11 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 		deadline = limit
 	}
 	if deadline.After(c.deadline) {
-		// The armed timer fires at the old deadline and re-arms itself
-		// (attemptTimedOut): no timer churn per report.
 		c.deadline = deadline
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		s.armTimeout(c, deadline.Sub(now))
 	}
 	if c.attemptSpan != nil {
 		c.attemptSpan.AddEvent("progress")
