@@ -4,6 +4,7 @@ package engine
 // only; the figures live in docs/benchmarks.md, never in assertions.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -166,4 +167,65 @@ func benchSession(b *testing.B) *Session {
 		}
 	})
 	return s
+}
+
+// BenchmarkWorkerToolCall is the engine's whole path of one worker tool
+// call, the model excluded: a user message, the worker's decision to call
+// echo (a tool.call action), input validation, the tool.execute on its own
+// goroutine, the result checked against the output schema, tool.finished,
+// every step stored (memory store) and published to one page, up to
+// session.idle. An op is one message and its call.
+func BenchmarkWorkerToolCall(b *testing.B) {
+	var n int
+	worker := WorkerFunc(func(ctx context.Context, req DecideRequest) (Decision, error) {
+		switch t := req.Trigger.(type) {
+		case SessionStart:
+			return Decision{Agent: &AgentConfig{Model: "bench", Tools: []AgentTool{{Name: "echo",
+				Input: []byte(benchEchoSchema), Output: []byte(benchEchoSchema)}}}}, nil
+		case UserMessage:
+			n++ // the session's goroutine: one trigger at a time
+			return Decision{Actions: []Action{ToolCall{ID: fmt.Sprintf("call_%d", n), Name: "echo",
+				Arguments: []byte(`{"text":"echo 1000"}`)}}}, nil
+		case ToolExecute:
+			return Decision{Actions: []Action{ToolResult{Result: t.Input.Value}}}, nil
+		}
+		return Decision{}, nil // tool.finished: no model turn
+	})
+	e, err := New(Options{Worker: worker, Logger: slog.New(slog.DiscardHandler), Retain: -1,
+		// The model is never prompted: the worker decides every step.
+		Models: model.ResolverFunc(func(string) (model.Model, error) {
+			return model.Func(func(context.Context, model.Request, func(string)) (model.Response, error) {
+				return model.Response{}, fmt.Errorf("the model is not part of this benchmark")
+			}), nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.Close(context.Background()) })
+	s, err := e.Open(context.Background(), OpenOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := s.Attach(context.Background(), AttachOptions{After: s.LastSeq(), Buffer: 1 << 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Detach()
+	var frames []Event
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Send(context.Background(), "go"); err != nil {
+			b.Fatal(err)
+		}
+		for idle := false; !idle; {
+			<-p.Ready()
+			frames = p.Take(frames[:0])
+			for _, ev := range frames {
+				if ev.Type == EventToolFinished && !bytes.Contains(ev.Frame, []byte(`"ok":true`)) {
+					b.Fatalf("the call failed: %s", ev.Frame)
+				}
+				idle = idle || ev.Type == EventSessionIdle
+			}
+		}
+	}
 }

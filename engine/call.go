@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/clienttools/gateway/clock"
@@ -93,29 +93,26 @@ type outcome struct {
 // so a cancel settles them (and tells the browser) in a predictable order.
 func (s *Session) openCalls() []*call {
 	var out []*call
-	for _, c := range s.calls {
+	for _, c := range s.live {
 		if !c.settled {
 			out = append(out, c)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out
 }
 
 // liveCalls returns the calls of the batches that have not all settled, in
 // dispatch order: the calls the journal's state keeps.
-func (s *Session) liveCalls() []*call {
-	if s.open == 0 {
-		return nil
+// s.live is kept as calls start and batches settle, so neither walks every
+// call the session ever made.
+func (s *Session) liveCalls() []*call { return s.live }
+
+// dropSettled takes b's calls out of s.live once they have all settled.
+func (s *Session) dropSettled(b *batch) {
+	if !b.allSettled() {
+		return
 	}
-	var out []*call
-	for _, c := range s.calls {
-		if !c.settled || !c.batch.allSettled() {
-			out = append(out, c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
+	s.live = slices.DeleteFunc(s.live, func(c *call) bool { return c.batch == b })
 }
 
 // startCall dispatches a tool.call action.
@@ -165,6 +162,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	s.e.opts.Metrics.CallStarted(c.toolLabel(), string(handler))
 	s.startCallSpan(c)
 	s.calls[id] = c
+	s.live = append(s.live, c)
 	s.open++
 	s.idle = false
 	b.calls = append(b.calls, c)
@@ -474,6 +472,7 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	}
 	s.endAttempt(c, abort)
 	c.settled = true
+	s.dropSettled(c.batch)
 	s.open--
 	c.finished = ToolFinished{ID: c.id, OK: o.ok, Name: c.name}
 	if o.ok {

@@ -235,6 +235,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		b.calls = append(b.calls, c)
 		c.batch = b
 		s.calls[c.id] = c
+		s.live = append(s.live, c) // the state keeps them in dispatch order
 		if !c.settled {
 			s.open++
 		}

@@ -45,7 +45,8 @@ type Session struct {
 	model        model.Model
 	transcript   []Message
 	calls        map[string]*call
-	open         int // calls not yet settled
+	live         []*call // the calls of batches not all settled, in dispatch order
+	open         int     // calls not yet settled
 	queue        []queued
 	turn         context.CancelFunc // the running model turn, if any
 	promptWanted bool
