@@ -121,11 +121,7 @@ func TestApprovalAcrossARestart(t *testing.T) {
 		p1.until("the question", isType(engine.EventToolApproval))
 		stop(t, e1)
 
-		e2 := r.start(w, m)
-		s2, err := e2.Load(context.Background(), s1.ID())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s2 := r.loaded(w, m, s1.ID())
 		p2 := attach(t, s2, 0)
 		got := p2.until("the question again", isType(engine.EventToolApproval))
 		var ev engine.ToolApprovalEvent

@@ -99,14 +99,7 @@ func TestNotTwiceAfterRestart(t *testing.T) {
 		p1.until("the call", isType(engine.FrameToolCall))
 		stop(t, e1)
 
-		e2 := r.start(w, m)
-		if err := e2.Resume(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s2, ok := e2.Session(s1.ID())
-		if !ok {
-			t.Fatal("Resume did not load the session")
-		}
+		s2 := r.resumed(w, m, s1.ID())
 		got := attach(t, s2, 0, "pay").until("the reply", finalIdle("saw: "))
 		for _, ev := range got {
 			if ev.Type == engine.EventToolFinished && !strings.Contains(string(ev.Frame), `"code":"interrupted"`) {

@@ -74,6 +74,31 @@ func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 	return e
 }
 
+// resumed starts the next engine and Resumes it: the session id must be
+// among those it loads (work was in flight).
+func (r *rig) resumed(w *testWorker, m model.Model, id string) *engine.Session {
+	r.t.Helper()
+	e := r.start(w, m)
+	if err := e.Resume(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	s, ok := e.Session(id)
+	if !ok {
+		r.t.Fatalf("Resume did not load session %s", id)
+	}
+	return s
+}
+
+// loaded starts the next engine and loads session id, as a page would.
+func (r *rig) loaded(w *testWorker, m model.Model, id string) *engine.Session {
+	r.t.Helper()
+	s, err := r.start(w, m).Load(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return s
+}
+
 func stop(t *testing.T, e *engine.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
@@ -210,11 +235,7 @@ func TestRestartClientAttemptDeliveredAgain(t *testing.T) {
 		stop(t, e1)
 		r.clock.Advance(10 * time.Second) // down for 10s of the 30s
 
-		e2 := r.start(w, m)
-		s2, err := e2.Load(context.Background(), s1.ID())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s2 := r.loaded(w, m, s1.ID())
 		if s2.Owner() != "alice" {
 			t.Errorf("owner after the restart: %q", s2.Owner())
 		}
@@ -247,11 +268,7 @@ func TestRestartExpiredClientAttemptTimesOut(t *testing.T) {
 		seen := int64(len(stored(t, r.store, s1.ID())))
 		r.clock.Advance(time.Minute) // past the deadline
 
-		e2 := r.start(w, m)
-		s2, err := e2.Load(context.Background(), s1.ID())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s2 := r.loaded(w, m, s1.ID())
 		p2 := attach(t, s2, seen, "confirm")
 		p2.until("tool.retrying", isType(engine.EventToolRetrying))
 		r.clock.Advance(time.Second)
@@ -283,14 +300,7 @@ func TestRestartBackoffResumesOnTime(t *testing.T) {
 		stop(t, e1)
 		r.clock.Advance(4 * time.Second)
 
-		e2 := r.start(w, m)
-		if err := e2.Resume(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s2, ok := e2.Session(s1.ID())
-		if !ok {
-			t.Fatal("Resume did not load the session with a backoff in flight")
-		}
+		s2 := r.resumed(w, m, s1.ID())
 		p2 := attach(t, s2, s2.LastSeq(), "confirm")
 		p2.until("session.opened", isType(engine.FrameSessionOpened))
 		r.clock.Advance(5 * time.Second) // 9s of the 10s backoff
@@ -355,14 +365,7 @@ func TestRestartWorkerAttempt(t *testing.T) {
 				p1.until("tool.started", isType(engine.EventToolStarted))
 				stop(t, e1)
 
-				e2 := r.start(w, m)
-				if err := e2.Resume(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				s2, ok := e2.Session(s1.ID())
-				if !ok {
-					t.Fatal("Resume did not load the session")
-				}
+				s2 := r.resumed(w, m, s1.ID())
 				p2 := attach(t, s2, 0)
 				got := p2.until("the reply", finalIdle("saw: "))
 				mu.Lock()
@@ -461,11 +464,7 @@ func TestCloseDrainsWorkerAttempts(t *testing.T) {
 				}
 
 				r.drain = 0
-				e2 := r.start(w, m)
-				s2, err := e2.Load(context.Background(), s1.ID())
-				if err != nil {
-					t.Fatal(err)
-				}
+				s2 := r.loaded(w, m, s1.ID())
 				got := attach(t, s2, 0).until("the reply", finalIdle("saw: "))
 				mu.Lock()
 				if runs != 1 {

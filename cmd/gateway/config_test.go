@@ -216,3 +216,27 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		t.Errorf("run = %v, want the read-limit error", err)
 	}
 }
+
+// TestDescribeModel: the start's "gateway model:" line says which model
+// serves the demo, and why.
+func TestDescribeModel(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, nil, "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"},
+		{map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "claude-haiku-4-5 (Claude; --model chooses another)"},
+		{map[string]string{"OPENAI_API_KEY": "k"}, nil, "gpt-4.1-mini (--model chooses another)"},
+		{map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"--offline"}, "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"},
+		{map[string]string{"GATEWAY_WORKER_SECRET": "s"}, []string{"--worker-url", "http://127.0.0.1:9/"}, "chosen by the worker (--worker-url)"},
+	} {
+		cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := describeModel(cfg); got != tc.want {
+			t.Errorf("env %v, args %v: %q, want %q", tc.env, tc.args, got, tc.want)
+		}
+	}
+}
