@@ -1,8 +1,9 @@
 # Build and test the gateway. `make test` is what CI runs (.ci/run): it
 # installs what is missing, checks the generated templ code, lints (gofmt,
 # go vet, staticcheck: `make lint`), runs the Go tests with the race detector,
-# runs the cluster test (`make cluster-test`), runs the Node worker helper's tests (`make node-test`), builds the binary and
-# runs the Playwright specs against it.
+# type-checks the TypeScript declarations (`make types`), runs the cluster
+# test (`make cluster-test`) and the Node worker helper's tests (`make
+# node-test`), builds the binary and runs the Playwright specs against it.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -16,9 +17,9 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
+.PHONY: types cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
-test: deps generate-check vendor-check lint unit cluster-test node-test build
+test: deps generate-check vendor-check lint types unit cluster-test node-test build
 	npx playwright test $(E2E_ARGS)
 
 build:
@@ -68,6 +69,13 @@ vendor-check: node_modules
 	done
 
 lint: fmt-check vet staticcheck
+
+# The TypeScript declarations, type-checked (tsc --noEmit, TypeScript pinned
+# in package.json): the SDK package's against its JS (static/types), a page
+# written against the SDK package (examples/typed-page).
+TSC_PROJECTS := static/types examples/typed-page
+types:
+	@for p in $(TSC_PROJECTS); do echo "tsc -p $$p"; npx tsc --noEmit -p $$p; done
 
 # The Go files git knows of: tracked, or new and not ignored (so a new file is
 # checked before it is committed), that exist in the working tree.

@@ -62,7 +62,7 @@ export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js
  *     http(s) and relative URLs are turned into ws(s).
  * @property {Record<string, Tool | Tool["run"]>} [tools]  The client tools this
  *     page can run, by name.
- * @property {Storage | null} [storage]  Where the session is kept across
+ * @property {import("./store.js").StorageLike | null} [storage]  Where it is kept across
  *     reloads; default sessionStorage (per tab). null: nowhere.
  * @property {string} [storageKey]  Default "gateway.session".
  * @property {{ initialDelay?: number, maxDelay?: number, factor?: number } | false} [reconnect]

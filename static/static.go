@@ -7,6 +7,10 @@
 // licences; `make vendor` copies them from node_modules), the stylesheet and
 // icons, so the binary serves /static/ from [FS] with nothing else on disk.
 // [Version] is a hash of those files for cache-busting URLs.
+//
+// The SDK's modules are also the npm package @clienttools/gateway:
+// package.json and the TypeScript declarations (types/) sit beside them and
+// are not embedded, so /static/ serves only the browser's files.
 package static
 
 import (
