@@ -17,10 +17,11 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: types cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
+.PHONY: types user-suite cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
 test: deps generate-check vendor-check lint types unit cluster-test node-test build
 	npx playwright test $(E2E_ARGS)
+	$(MAKE) user-suite
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gateway
@@ -72,8 +73,9 @@ lint: fmt-check vet staticcheck
 
 # The TypeScript declarations, type-checked (tsc --noEmit, TypeScript pinned
 # in package.json): the SDK package's against its JS (static/types), a page
-# written against the SDK package (examples/typed-page).
-TSC_PROJECTS := static/types examples/typed-page
+# written against the SDK package (examples/typed-page), and a user's
+# Playwright suite against the test kit's (examples/user-suite).
+TSC_PROJECTS := static/types examples/typed-page examples/user-suite
 types:
 	@for p in $(TSC_PROJECTS); do echo "tsc -p $$p"; npx tsc --noEmit -p $$p; done
 
@@ -112,6 +114,12 @@ node-test:
 
 e2e: deps build
 	npx playwright test $(E2E_ARGS)
+
+# A user's own Playwright suite (examples/user-suite/, its own config), which
+# uses only the published test kit (testkit/): the kit starts bin/gateway
+# with the suite's script. docs/testing.md.
+user-suite: build
+	cd examples/user-suite && npx playwright test
 
 # The Go benchmarks, then gatewaybench against the gateway on the memory
 # store (every phase) and on the durable JetStream store (the phases a store

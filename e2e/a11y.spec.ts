@@ -1,11 +1,8 @@
 // axe-core scans the chat page in each of its states: no serious or critical
 // finding. A finding fails the test with its rule, its elements and why.
 import AxeBuilder from "@axe-core/playwright";
-import { fileURLToPath } from "node:url";
 import type { Page } from "@playwright/test";
-import { expect, test, Chat } from "./support";
-
-const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+import { expect, test, Chat, installFakeSocket } from "./support";
 
 // A scan takes a few seconds on a busy two-core machine, and each test scans several states.
 test.describe.configure({ timeout: 90_000 });
@@ -63,8 +60,7 @@ for (const scheme of ["light", "dark"] as const) {
         });
 
         test("thinking, streaming Markdown, a queued message, an error with Retry, notices", async ({ page }) => {
-            await page.addInitScript({ path: harness });
-            await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+            await installFakeSocket(page, { replaceWebSocket: true });
             await page.goto("/");
             const push = (f: any) => page.evaluate((f) => (window as any).FakeSocket.last().push(f), f);
             await page.evaluate(async () => {

@@ -2,14 +2,10 @@
 // tool-where text) and shows the tool's own UI only in the tab that runs it.
 // The page's socket is the fake of sdk.spec.ts: the spec plays the gateway,
 // including the page ids and leases a second tab would cause.
-import { expect, test } from "./support";
-import { fileURLToPath } from "node:url";
-
-const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+import { expect, test, installFakeSocket } from "./support";
 
 test("a confirm card follows its lease: elsewhere, waiting, then here with its buttons", async ({ page }) => {
-    await page.addInitScript({ path: harness });
-    await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+    await installFakeSocket(page, { replaceWebSocket: true });
     await page.goto("/");
     const push = (frame: any) => page.evaluate((f) => (window as any).FakeSocket.last().push(f), frame);
     await page.evaluate(async () => {
@@ -55,8 +51,7 @@ test("a confirm card follows its lease: elsewhere, waiting, then here with its b
 });
 
 test("a card whose lease leaves this tab hides the tool's UI", async ({ page }) => {
-    await page.addInitScript({ path: harness });
-    await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+    await installFakeSocket(page, { replaceWebSocket: true });
     await page.goto("/");
     const push = (frame: any) => page.evaluate((f) => (window as any).FakeSocket.last().push(f), frame);
     await page.evaluate(async () => {

@@ -1,14 +1,10 @@
 // The chat page's answers to what the gateway says about the session
 // itself: a reply discarded by a restart, a message the store refused. The
 // page's socket is the fake of sdk.spec.ts: the spec plays the gateway.
-import { expect, test } from "./support";
-import { fileURLToPath } from "node:url";
-
-const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+import { expect, test, installFakeSocket } from "./support";
 
 test.beforeEach(async ({ page }) => {
-    await page.addInitScript({ path: harness });
-    await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+    await installFakeSocket(page, { replaceWebSocket: true });
     await page.goto("/");
     await page.evaluate(async () => {
         const w = window as any;

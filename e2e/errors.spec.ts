@@ -1,16 +1,13 @@
 // A model failure is said once, in words, with a Retry button; the gateway's
 // own text (resolver addresses, URLs) goes to the console only. The page's
 // socket is the fake of sdk.spec.ts: the spec plays a gateway whose model fails.
-import { expect, test } from "./support";
-import { fileURLToPath } from "node:url";
+import { expect, test, installFakeSocket } from "./support";
 
-const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
 const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
 const sent = (page: any) => page.evaluate(() => (window as any).FakeSocket.last().sent.slice(1));
 
 test.beforeEach(async ({ page }) => {
-    await page.addInitScript({ path: harness });
-    await page.addInitScript(() => { (window as any).WebSocket = (window as any).FakeSocket; });
+    await installFakeSocket(page, { replaceWebSocket: true });
     await page.goto("/");
     await page.evaluate(async () => {
         const w = window as any;

@@ -4,10 +4,7 @@
 // messages), then on the fake WebSocket of sdk.spec.ts for the cases the
 // real one makes hard to stage (other limits, a message queued offline, a
 // reconnect that lowers the limit).
-import { expect, test, Chat, ofType } from "./support";
-import { fileURLToPath } from "node:url";
-
-const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+import { expect, test, Chat, ofType, installFakeSocket } from "./support";
 
 test.describe("on the gateway", () => {
     test("a paste over the message limit stays in the box, says why, and the chat goes on", async ({ page }) => {
@@ -120,7 +117,7 @@ test.describe("on the gateway", () => {
 
 test.describe("on a fake gateway", () => {
     test.beforeEach(async ({ page }) => {
-        await page.addInitScript({ path: harness });
+        await installFakeSocket(page);
         await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
         await page.goto("/healthz");
     });

@@ -1,30 +1,21 @@
-import { expect, test, Chat, ofType, replayFromGateway } from "./support";
+import { attachWire, expect, test, Chat, ofType, replayFromGateway } from "./support";
 
-// Keeps every WebSocket the page opens in window.__sockets, so a spec can
-// drop one (going offline in DevTools does not close open sockets).
-function trackSockets() {
-    const Native = WebSocket;
-    const sockets: WebSocket[] = [];
-    (window as any).__sockets = sockets;
-    (window as any).WebSocket = class extends Native {
-        constructor(url: string | URL, protocols?: string | string[]) {
-            super(url, protocols);
-            sockets.push(this);
-        }
-    };
-}
-
-const dropSocket = () => (window as any).__sockets.at(-1).close(3000, "dropped by the test");
+// The test kit's wire sits between the page and the gateway: wire.drop()
+// closes the page's socket both ways (going offline in DevTools does not
+// close open sockets), and the SDK reconnects as after a real drop.
 
 test("a dropped connection mid-stream resumes and shows every piece once", async ({ page }) => {
-    await page.addInitScript(trackSockets);
+    const wire = await attachWire(page);
     const chat = await Chat.open(page);
     await chat.send("stream a long answer");
     const reply = chat.reply("Here is a long answer");
-    await expect(reply).toHaveAttribute("data-streaming", "true");
-
-    await page.evaluate(dropSocket);
-    await expect.poll(() => page.evaluate(() => (window as any).__sockets.length)).toBe(2);
+    // Drop as soon as the stream has begun (not when the page shows it: on a
+    // busy machine the page may render the whole burst at once).
+    await wire.waitForFrame((f) => f.type === "model.delta", { direction: "received" });
+    const dropped = await wire.drop();
+    const finished = (n: number) => wire.frames("received").filter((f) => f.socket === n && f.frame.type === "model.finished");
+    expect(finished(dropped), "the stream was still going when the socket dropped").toEqual([]);
+    await wire.reconnected({ after: dropped });
     await chat.connected();
 
     await expect(reply).toHaveAttribute("data-streaming", "false");
@@ -37,18 +28,20 @@ test("a dropped connection mid-stream resumes and shows every piece once", async
 });
 
 test("a browser call survives a dropped connection and settles once", async ({ page }) => {
-    await page.addInitScript(trackSockets);
+    const wire = await attachWire(page);
     const chat = await Chat.open(page);
     await chat.send("delete my draft");
     const card = chat.cards("confirm");
     await expect(card.getByTestId("confirm-approve")).toBeVisible();
+    const first = await wire.toolCall("confirm");
 
-    await page.evaluate(dropSocket);
-    await expect.poll(() => page.evaluate(() => (window as any).__sockets.length)).toBe(2);
+    await wire.reconnected({ after: await wire.drop() });
     await chat.connected();
     await chat.recordFrames();
-    // The gateway delivers the call again; the page is already asking, so it
-    // keeps the one question on screen.
+    // The gateway delivers the same attempt again; the page is already
+    // asking, so it keeps the one question on screen.
+    const again = await wire.toolCall("confirm");
+    expect({ id: again.id, attempt: again.attempt }).toEqual({ id: first.id, attempt: first.attempt });
     await expect(card.getByTestId("confirm")).toHaveCount(1);
     await card.getByTestId("confirm-approve").click();
     await expect(chat.reply("Okay, I deleted your draft.")).toHaveCount(1);

@@ -2,13 +2,10 @@
 // gateway's side frame by frame, to pin down what the SDK sends and emits in
 // the cases the real gateway makes hard to stage (duplicate deliveries,
 // drops, replays that overlap what the page has seen).
-import { expect, test } from "./support";
-import { fileURLToPath } from "node:url";
-
-const harness = fileURLToPath(new URL("./fixtures/fake-socket.js", import.meta.url));
+import { expect, test, installFakeSocket } from "./support";
 
 test.beforeEach(async ({ page }) => {
-    await page.addInitScript({ path: harness });
+    await installFakeSocket(page);
     await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
     // Any page of the gateway's origin will do: the SDK is imported from /static/.
     await page.goto("/healthz");

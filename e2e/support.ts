@@ -1,7 +1,12 @@
 // Helpers shared by the specs: a page object for the chat page (by its
 // data-testid attributes, see docs/ui.md) and a look at what the gateway and
-// the model saw.
+// the model saw. The fault injection, the fake WebSocket and the gateway's
+// record of a session come from the test kit (testkit/, docs/testing.md),
+// the same one a user's suite imports.
 import { test as base, expect, type Locator, type Page } from "@playwright/test";
+import { attachWire, installFakeSocket, replay, type Wire } from "../testkit/index.js";
+
+export { attachWire, installFakeSocket, type Wire };
 
 /**
  * Playwright's test, plus a check that no page of the test threw an uncaught
@@ -141,44 +146,11 @@ export class Chat {
 }
 
 /**
- * Opens a second, tool-less connection to session from page's origin and
- * returns every event the gateway replays (after 0): the gateway's own record
- * of the session, independent of what any page rendered.
+ * Every event the gateway replays of session (after 0) to a second,
+ * tool-less connection from page's origin: the gateway's own record of the
+ * session, independent of what any page rendered. The test kit's replay.
  */
-export async function replayFromGateway(page: Page, session: string): Promise<Frame[]> {
-    return page.evaluate(async (session) => {
-        const url = new URL("/ws", location.href);
-        url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-        const ws = new WebSocket(url);
-        const frames: any[] = [];
-        return await new Promise<any[]>((resolve, reject) => {
-            let until = -1;
-            const done = () => {
-                clearTimeout(timer);
-                ws.close(1000);
-                resolve(frames);
-            };
-            const timer = setTimeout(() => {
-                ws.close(1000);
-                reject(new Error(`replay timed out after ${frames.length} events (until ${until})`));
-            }, 5000);
-            ws.onopen = () => ws.send(JSON.stringify({ type: "session.open", session, after: 0, tools: [] }));
-            ws.onmessage = (e) => {
-                const f = JSON.parse(e.data);
-                if (f.type === "session.opened") {
-                    until = f.seq;
-                    if (until === 0) done();
-                } else if (typeof f.seq === "number") {
-                    frames.push(f);
-                    if (f.seq >= until) done();
-                }
-            };
-            ws.onclose = (e) => {
-                if (until < 0) reject(new Error(`the gateway closed the replay: ${e.code} ${e.reason}`));
-            };
-        });
-    }, session);
-}
+export const replayFromGateway = (page: Page, session: string): Promise<Frame[]> => replay(page, session);
 
 /** The events of type in frames, optionally for one tool call id. */
 export function ofType(frames: Frame[], type: string, id?: string): Frame[] {
