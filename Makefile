@@ -73,9 +73,10 @@ lint: fmt-check vet staticcheck
 
 # The TypeScript declarations, type-checked (tsc --noEmit, TypeScript pinned
 # in package.json): the SDK package's against its JS (static/types), a page
-# written against the SDK package (examples/typed-page), and a user's
+# written against the SDK package (examples/typed-page), the test kit's
+# wire against its declarations (testkit), and a user's
 # Playwright suite against the test kit's (examples/user-suite).
-TSC_PROJECTS := static/types examples/typed-page examples/user-suite
+TSC_PROJECTS := static/types testkit examples/typed-page examples/user-suite
 types:
 	@for p in $(TSC_PROJECTS); do echo "tsc -p $$p"; npx tsc --noEmit -p $$p; done
 

@@ -65,8 +65,8 @@ export class Wire {
         /** @type {Socket} */
         const sock = { n: this.#sockets.length + 1, page: ws, server, open: true, opened: false };
         this.#sockets.push(sock);
-        ws.onMessage((/** @type {string | Buffer} */ data) => this.#fromPage(sock, String(data)));
-        server.onMessage((/** @type {string | Buffer} */ data) => this.#fromGateway(sock, String(data)));
+        ws.onMessage((/** @type {unknown} */ data) => this.#fromPage(sock, String(data)));
+        server.onMessage((/** @type {unknown} */ data) => this.#fromGateway(sock, String(data)));
         ws.onClose((/** @type {number | undefined} */ code, /** @type {string | undefined} */ reason) => {
             sock.open = false;
             server.close({ code, reason });
