@@ -137,7 +137,8 @@ func (b *Browser) Record(ctx context.Context, session string) ([]Frame, error) {
 	return events, nil
 }
 
-// closeAll closes every page's socket at once (the gateway is closing).
+// closeAll closes every page's socket at once, and the browser's idle
+// HTTP connections (the gateway is closing).
 func (b *Browser) closeAll() {
 	b.mu.Lock()
 	pages := b.pages
@@ -145,6 +146,7 @@ func (b *Browser) closeAll() {
 	for _, p := range pages {
 		p.Drop()
 	}
+	b.client.CloseIdleConnections()
 }
 
 // Frame is one frame the gateway sent, with the fields tests look at most
