@@ -116,10 +116,12 @@ node-test:
 e2e: deps build
 	npx playwright test $(E2E_ARGS)
 
-# A user's own Playwright suite (examples/user-suite/, its own config), which
-# uses only the published test kit (testkit/): the kit starts bin/gateway
-# with the suite's script. docs/testing.md.
+# The test kit's own tests (testkit/test/, Node built-ins: startGateway
+# against bin/gateway), then a user's own Playwright suite
+# (examples/user-suite/, its own config), which uses only the published test
+# kit: the kit starts bin/gateway with the suite's script. docs/testing.md.
 user-suite: build
+	cd testkit && node --test
 	cd examples/user-suite && npx playwright test
 
 # The Go benchmarks, then gatewaybench against the gateway on the memory

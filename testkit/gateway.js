@@ -50,7 +50,11 @@ export async function startGateway(options = {}) {
     /** @type {string[]} */
     const output = [];
     let stdout = "";
-    const exited = new Promise((done) => child.once("exit", (code, signal) => done({ code, signal })));
+    const exited = new Promise((done) => {
+        child.once("exit", (code, signal) => done({ code, signal }));
+        // A binary that could not start has no exit to wait for.
+        child.once("error", () => child.pid === undefined && done({ code: null, signal: null }));
+    });
     const listening = new Promise((ok, fail) => {
         child.once("error", (err) => fail(new Error(`startGateway: cannot run ${binary}: ${err.message} (build it: make build, or set binary / GATEWAY_BIN)`)));
         exited.then(({ code, signal }) => fail(new Error(
@@ -76,7 +80,7 @@ export async function startGateway(options = {}) {
     let stopping = null;
     const stop = () => {
         stopping ??= (async () => {
-            if (child.exitCode === null && child.signalCode === null) {
+            if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
                 child.kill("SIGTERM");
                 const killer = setTimeout(() => child.kill("SIGKILL"), 10_000);
                 await exited;

@@ -48,6 +48,20 @@ test.describe("calls the test answers in the page's place", () => {
         expect(await settled(page, wire, call.id)).toBe(1);
     });
 
+    test("a held call handed to the page after all runs there", async ({ page, wire }) => {
+        await chat.open(page);
+        await chat.send(page, "what time is it");
+        const call = await wire.toolCall("get_local_time");
+        await expect(chat.card(page, "get_local_time")).toHaveAttribute("data-status", "running");
+        expect(wire.frames("sent").filter((f) => f.frame.id === call.id)).toEqual([]);
+        call.deliver();
+        await expect(chat.reply(page, "Your clock says")).toBeVisible();
+        const answers = wire.frames("sent").filter((f) => f.frame.type === "tool.result" && f.frame.id === call.id);
+        expect(answers).toHaveLength(1);
+        expect(answers[0].byTest).toBe(false);
+        expect(await settled(page, wire, call.id)).toBe(1);
+    });
+
     test("a call the test fails reaches the model as the tool's error", async ({ page, wire }) => {
         await chat.open(page);
         await chat.send(page, "what time is it");
