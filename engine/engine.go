@@ -80,6 +80,16 @@ type Options struct {
 	// DefaultMaxPageTools (128). Every name is kept while its page is
 	// attached.
 	MaxPageTools int
+	// MaxDepth is how deep sub-agents may nest (a sub-agent of the
+	// session's agent is at depth 1); default DefaultMaxDepth (3),
+	// negative: no limit. A delegation past it settles its call with
+	// subagent_failed. Deeper means one user message may fan out into
+	// many more model turns, each with its own guards.
+	MaxDepth int
+	// MaxFanOut is how many sub-agents one agent may have running at once;
+	// default DefaultMaxFanOut (8), negative: no limit. A delegation past
+	// it settles its call with subagent_failed.
+	MaxFanOut int
 	// NewID mints session and call ids. Default: 20 random characters.
 	NewID func() string
 	// Rand returns a float in [0,1) for backoff jitter. Default: math/rand.
@@ -144,6 +154,12 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.NewID == nil {
 		opts.NewID = randomID
+	}
+	if opts.MaxDepth == 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	if opts.MaxFanOut == 0 {
+		opts.MaxFanOut = DefaultMaxFanOut
 	}
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = otel.GetTracerProvider()
