@@ -185,6 +185,30 @@ func WithPageTools(w engine.Worker) engine.Worker {
 	})
 }
 
+// ResearchWeather is the demo's sub-agent: a worker tool whose every call
+// is delegated to a helper agent on model, which calls get_weather for each
+// city; the helper's final message is the call's result
+// (docs/subagents.md). The parent call's timeout bounds the helper's work.
+func ResearchWeather(model string) engine.Tool {
+	return engine.Tool{
+		Name:        "research_weather",
+		Description: "Ask a helper agent to research the weather in several cities; it answers with a summary.",
+		Input: engine.Schema(`{
+			"type": "object",
+			"properties": {"cities": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5}},
+			"required": ["cities"]
+		}`),
+		Output: engine.Schema(`{"type": "string", "minLength": 1}`),
+		Retry:  &engine.RetryPolicy{Timeout: "2m"},
+		Agent: &engine.AgentConfig{
+			Model:  model,
+			Stream: true,
+			System: "You are a helper agent. You get a JSON list of cities: call get_weather once for each, then report what each call returned, one sentence per city.",
+			Tools:  []engine.AgentTool{GetWeather.Declare()},
+		},
+	}
+}
+
 // Worker returns the demo agent on modelID ("scripted" offline).
 func Worker(modelID string) *engine.ToolWorker {
 	return &engine.ToolWorker{
@@ -194,6 +218,6 @@ func Worker(modelID string) *engine.ToolWorker {
 			System: "You are the demo assistant of the client-tools gateway.",
 			Tools:  ClientTools,
 		},
-		Tools: []engine.Tool{GetWeather, NextPage, DeleteFile},
+		Tools: []engine.Tool{GetWeather, NextPage, DeleteFile, ResearchWeather(modelID)},
 	}
 }
