@@ -326,7 +326,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 }
 
-// drain asks each session to unload once no worker attempt of it runs, and
+// drain asks each session to unload once no worker attempt and no
+// sub-agent of it runs, and
 // waits for them for up to Drain.
 func (e *Engine) drain(ctx context.Context, open []*Session) {
 	for _, s := range open {

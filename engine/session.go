@@ -75,7 +75,7 @@ type Session struct {
 	summary        Summary     // the last summary the store took
 	storeRetry     clock.Timer // retries a batch the store refused
 	unloading      bool        // leave memory after this step; the journal keeps the session
-	draining       bool        // unload once no worker attempt runs (Engine.Close)
+	draining       bool        // unload once no worker attempt and no sub-agent runs (Engine.Close)
 	workersRunning int         // worker attempts whose Decide has not returned
 	ownership      Ownership   // the session's lease on a shared store; nil otherwise
 	lost           bool        // the lease is lost: leave, store nothing more
@@ -144,7 +144,7 @@ func (s *Session) run() {
 		select {
 		case f := <-s.inbox:
 			s.step(f)
-			if s.ending || s.unloading || (s.draining && s.workersRunning == 0) {
+			if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
 				s.leave()
 				return
 			}

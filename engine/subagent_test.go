@@ -426,3 +426,76 @@ func TestSubagentRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseDrainsSubagent: Close with Drain lets a running sub-agent finish,
+// as it lets a worker attempt finish: the call it answers keeps its result.
+func TestCloseDrainsSubagent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		root := callsThenSummary(use("call_1", "research", `{}`))
+		helper := callsThenSummary(use("w1", "get_weather", `{"city":"A"}`))
+		both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+			if req.Model == "helper-model" {
+				return helper.Generate(ctx, req, func(string) {})
+			}
+			return root.Generate(ctx, req, func(string) {})
+		}}
+		started, release := make(chan struct{}, 1), make(chan struct{})
+		w := delegating(engine.AgentTool{Name: "research"})
+		delegate := w.execute
+		w.execute = func(ctx context.Context, ex engine.ToolExecute, p engine.Decision) (engine.Decision, error) {
+			if ex.Name == "get_weather" { // the sub-agent's call waits for the test
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return engine.Decision{}, ctx.Err()
+				}
+			}
+			return delegate(ctx, ex, p)
+		}
+		r.drain = time.Minute
+		e1 := r.start(w, both)
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		p1 := attach(t, s1, 0)
+		_ = p1.page.Send(context.Background(), "go")
+		recv(t, started, "the sub-agent's get_weather")
+
+		timers := r.clock.Pending()
+		closed := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			closed <- e1.Close(ctx)
+		}()
+		for deadline := time.Now().Add(hangGuard); r.clock.Pending() == timers; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("Close armed no Drain timer")
+			}
+		}
+		close(release)
+		if err := recv(t, closed, "Close"); err != nil {
+			t.Fatal(err)
+		}
+		r.drain = 0
+		s2 := r.loaded(w, both, s1.ID())
+		got := attach(t, s2, 0).until("the reply", finalIdle("saw: "))
+		var fin struct {
+			ID, Parent, Result string
+			OK                 bool
+		}
+		for _, ev := range got {
+			var f struct {
+				ID, Parent, Result string
+				OK                 bool
+			}
+			_ = json.Unmarshal(ev.Frame, &f)
+			if ev.Type == engine.EventToolFinished && f.ID == "call_1" && f.Parent == "" {
+				fin = f
+			}
+		}
+		if !fin.OK || fin.Result != "saw: sunny in A" {
+			t.Errorf("research finished %+v, want the sub-agent's answer, kept through Close", fin)
+		}
+		checkJournal(t, r.store, s1.ID())
+	})
+}
