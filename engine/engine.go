@@ -52,8 +52,8 @@ type Options struct {
 	// message (or its start); default DefaultRetain (30 days), negative:
 	// forever. An expired session is deleted when it is not loaded.
 	Retain time.Duration
-	// Drain is how long Close lets worker attempts that are running finish
-	// before it unloads their sessions; default 0: none, they are cut and
+	// Drain is how long Close lets worker attempts and sub-agents that are
+	// running finish before it unloads their sessions; default 0: none, they are cut and
 	// settle by the restart rules (an attempt of a tool that is not
 	// idempotent settles interrupted). Sessions with no worker attempt
 	// running unload at once. Timed on Clock.
