@@ -552,7 +552,7 @@ func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) 
 			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
 		}
 	}()
-	ctx = context.WithValue(ctx, decidingKey{}, s)
+	ctx = context.WithValue(ctx, decidingKey{}, s.top()) // a sub-agent's Decide is its session's
 	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)

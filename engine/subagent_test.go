@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -498,4 +499,32 @@ func TestCloseDrainsSubagent(t *testing.T) {
 		}
 		checkJournal(t, r.store, s1.ID())
 	})
+}
+
+// TestSubagentDecideEndsSession: Session.End called from inside the Decide
+// of a sub-agent's trigger only asks, as from the session's own: the
+// session ends once Decide returns, and nothing waits for itself.
+func TestSubagentDecideEndsSession(t *testing.T) {
+	root := callsThenSummary(use("call_1", "research", `{}`))
+	helper := callsThenSummary()
+	w := delegating(engine.AgentTool{Name: "research"})
+	var session atomic.Pointer[engine.Session]
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.UserMessage); ok && req.Parent != nil {
+			session.Load().End(ctx, "the helper's worker ended it")
+			return engine.Decision{}, nil
+		}
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &w.agent}, nil
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, root, engine.Options{Models: models(root, helper)})
+	session.Store(h.s)
+	h.send("go")
+	ended := h.waitType(engine.EventSessionEnded)
+	if ended.Reason != "the helper's worker ended it" {
+		t.Errorf("session.ended %s", ended.Raw)
+	}
+	recv(t, h.s.Done(), "the session's end")
 }
