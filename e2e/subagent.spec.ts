@@ -56,3 +56,26 @@ test("research_weather runs a helper agent whose calls nest in its card", async 
     await expect(chat.cards("research_weather").getByTestId("tool-subagent").locator('[data-testid="tool-card"]')).toHaveCount(3);
     await expect(chat.cards("research_weather").getByTestId("subagent-text")).toContainText("Researching San Francisco");
 });
+
+// A sub-agent's browser tool: the helper behind ask_helper calls
+// get_local_time, which this page runs (it holds the lease) and answers like
+// any call; the helper's answer is ask_helper's result.
+test("a sub-agent's browser tool runs in the page", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.send("test sub-agent");
+
+    const card = chat.cards("ask_helper");
+    const nested = card.getByTestId("tool-subagent").locator('[data-testid="tool-card"][data-tool-name="get_local_time"]');
+    await expect(nested).toHaveCount(1);
+    await expect(nested).toHaveAttribute("data-local", "true");
+    await expect(nested).toHaveAttribute("data-status", "done");
+    await expect(nested.locator(":scope > details").getByTestId("tool-result")).toContainText('"timeZone"');
+    await expect(card).toHaveAttribute("data-status", "done");
+    await expect(chat.reply(/ask_helper returned: Your page says it.s .+ in .+\./)).toBeVisible();
+    await chat.idle();
+
+    // The page answered the helper's call once, over the same frames as any.
+    const events = await chat.events();
+    const [call] = ofType(events, "tool.finished").filter((e) => e.name === "get_local_time");
+    expect(call.parent).toBe(ofType(events, "tool.delegated")[0].id);
+});
