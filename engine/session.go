@@ -671,6 +671,9 @@ func (s *Session) startTurn() {
 	go func() {
 		defer s.wg.Done()
 		resp, err := generate(ctx, m, req, func(text string) {
+			if s.parent != nil && ctx.Err() != nil {
+				return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
+			}
 			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
 		})
 		_ = s.post(context.Background(), func() { s.turnDone(ctx, resp, err) })
