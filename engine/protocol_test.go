@@ -257,6 +257,13 @@ func TestGoldenDeliveries(t *testing.T) {
 	if got := frameOf(t, engine.FrameToolCall, call); got != golden {
 		t.Errorf("tool.call frame with proposed:\n got %s\nwant %s", got, golden)
 	}
+	call = engine.ClientCall{ID: "call_2", Name: "get_location", Arguments: `{}`,
+		Input: engine.ToolInput{Status: "valid", Value: json.RawMessage(`{}`)}, Attempt: 1, Attempts: 1,
+		Deadline: "2026-01-02T03:04:35.000Z", Parent: "call_1"}
+	golden = `{"type":"tool.call","id":"call_2","name":"get_location","arguments":"{}","input":{"status":"valid","value":{}},"attempt":1,"attempts":1,"deadline":"2026-01-02T03:04:35.000Z","parent":"call_1"}`
+	if got := frameOf(t, engine.FrameToolCall, call); got != golden {
+		t.Errorf("tool.call frame of a sub-agent:\n got %s\nwant %s", got, golden)
+	}
 	cancel := engine.ToolCancelFrame{ID: "call_1", Attempt: 2, Reason: "timed out"}
 	golden = `{"type":"tool.cancel","id":"call_1","attempt":2,"reason":"timed out"}`
 	if got := frameOf(t, engine.FrameToolCancel, cancel); got != golden {
