@@ -73,12 +73,12 @@ func TestSubagentClientCallOverWebSocket(t *testing.T) {
 		t.Fatalf("tool.call %s, want get_local_time with parent call_ask", call)
 	}
 	c.answer("call_time", call.Attempt, map[string]string{"time": "12:00"})
+	if got, want := c.idleReply(), `main saw: helper saw: {"time":"12:00"}`; got != want {
+		t.Errorf("reply = %q, want %q", got, want)
+	}
 	c.answer("call_time", call.Attempt, map[string]string{"time": "13:00"})
 	if f := c.untilError(); f.Code != "settled" {
 		t.Errorf("a second answer: %s, want code settled", f)
-	}
-	if got, want := c.idleReply(), `main saw: helper saw: {"time":"12:00"}`; got != want {
-		t.Errorf("reply = %q, want %q", got, want)
 	}
 	// The session's transcript is main's alone; the helper's events are in
 	// the stream with parent.
