@@ -185,6 +185,58 @@ func WithPageTools(w engine.Worker) engine.Worker {
 	})
 }
 
+// ResearchWeather is the demo's sub-agent: a worker tool whose every call
+// is delegated to a helper agent on model, which calls get_weather for each
+// city; the helper's final message is the call's result
+// (docs/subagents.md). The parent call's timeout bounds the helper's work.
+func ResearchWeather(model string) engine.Tool {
+	return engine.Tool{
+		Name:        "research_weather",
+		Description: "Ask a helper agent to research the weather in several cities; it answers with a summary.",
+		Input: engine.Schema(`{
+			"type": "object",
+			"properties": {"cities": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5}},
+			"required": ["cities"]
+		}`),
+		Output: engine.Schema(`{"type": "string", "minLength": 1}`),
+		Retry:  &engine.RetryPolicy{Timeout: "2m"},
+		Agent: &engine.AgentConfig{
+			Model:  model,
+			Stream: true,
+			System: "You are a helper agent. You get a JSON list of cities: call get_weather once for each, then report what each call returned, one sentence per city.",
+			Tools:  []engine.AgentTool{GetWeather.Declare()},
+		},
+	}
+}
+
+// AskHelper is a test tool for sub-agents' browser tools: each call is
+// delegated to a helper agent on model whose one tool is the page's
+// get_local_time, so the page runs a sub-agent's client call.
+func AskHelper(model string) engine.Tool {
+	return engine.Tool{
+		Name:        "ask_helper",
+		Description: "A test tool: a helper agent answers the question, with the user's page's local time.",
+		Input: engine.Schema(`{
+			"type": "object",
+			"properties": {"question": {"type": "string"}},
+			"required": ["question"]
+		}`),
+		Retry: &engine.RetryPolicy{Timeout: "1m"},
+		Agent: &engine.AgentConfig{
+			Model:  model,
+			Stream: true,
+			System: "You are a helper agent. Answer the question in the JSON you get, asking the user's page for its local time.",
+			Tools:  []engine.AgentTool{clientTool("get_local_time")},
+		},
+	}
+}
+
+// clientTool is the demo page's browser tool named name.
+func clientTool(name string) engine.AgentTool {
+	i := slices.IndexFunc(ClientTools, func(t engine.AgentTool) bool { return t.Name == name })
+	return ClientTools[i]
+}
+
 // Worker returns the demo agent on modelID ("scripted" offline).
 func Worker(modelID string) *engine.ToolWorker {
 	return &engine.ToolWorker{
@@ -194,6 +246,6 @@ func Worker(modelID string) *engine.ToolWorker {
 			System: "You are the demo assistant of the client-tools gateway.",
 			Tools:  ClientTools,
 		},
-		Tools: []engine.Tool{GetWeather, NextPage, DeleteFile},
+		Tools: []engine.Tool{GetWeather, NextPage, DeleteFile, ResearchWeather(modelID), AskHelper(modelID)},
 	}
 }

@@ -133,3 +133,66 @@ func TestWithPageTools(t *testing.T) {
 		t.Errorf("tools %v", names)
 	}
 }
+
+// TestResearchDelegates: "research the weather in three cities" makes the
+// demo's model call research_weather, which the worker delegates to a
+// helper agent; the helper calls get_weather three times (its events
+// nested under the call), and its summary is the call's result.
+func TestResearchDelegates(t *testing.T) {
+	script := scripted.Demo()
+	script.Delay = "0s"
+	sm, err := scripted.New(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Options{
+		Worker: demo.Worker("scripted"),
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer func() { _ = e.Close(context.Background()) }()
+	s, err := e.Open(ctx, engine.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Attach(ctx, engine.AttachOptions{Buffer: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := page.Send(ctx, "research the weather in three cities"); err != nil {
+		t.Fatal(err)
+	}
+	var research string // the research_weather call's id
+	var weather []string
+	var reply string
+	for ev := range page.Frames(ctx) {
+		var f struct {
+			ID, Name, Parent, Result string
+			OK                       bool
+			Message                  struct{ Role, Content string }
+		}
+		_ = json.Unmarshal(ev.Frame, &f)
+		switch {
+		case ev.Type == engine.EventToolDelegated && f.Name == "research_weather":
+			research = f.ID
+		case ev.Type == engine.EventToolFinished && f.Name == "get_weather" && f.Parent == research && f.OK:
+			weather = append(weather, f.Result)
+		case ev.Type == engine.EventMessage && f.Parent == "" && f.Message.Role == "assistant":
+			reply = f.Message.Content
+		}
+		if ev.Type == engine.EventSessionIdle && research != "" {
+			break
+		}
+	}
+	if len(weather) != 2 { // Paris has no forecast: its call fails, and the helper says so
+		t.Errorf("the helper's get_weather results %q, want San Francisco's and Tokyo's", weather)
+	}
+	want := "The helper agent's research: get_weather returned: It's foggy in San Francisco. get_weather returned: It's clear in Tokyo. get_weather failed: No forecast for Paris."
+	if reply != want {
+		t.Errorf("the reply is %q, want %q", reply, want)
+	}
+}

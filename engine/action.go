@@ -169,6 +169,13 @@ func DecodeAction(data []byte) (Action, error) {
 		a = Hold{}
 	case TypeEndSession:
 		a, err = decodeAs[EndSession](data)
+	case TypeToolDelegate:
+		var d ToolDelegate
+		d, err = decodeAs[ToolDelegate](data)
+		if err == nil && d.Agent.Model == "" {
+			err = errors.New(`missing "agent.model"`)
+		}
+		a = d
 	case TypeClientEvent:
 		var e ClientEvent
 		e, err = decodeAs[ClientEvent](data)

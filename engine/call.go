@@ -47,6 +47,8 @@ type call struct {
 	attemptSpan    trace.Span      // the current attempt's
 	attemptCtx     context.Context // attemptSpan's
 	avoid          *Page           // the page whose attempt timed out: the next goes elsewhere if it can
+	run            *Session        // the agent run that made the call: the session, or a sub-agent
+	child          *Session        // the sub-agent answering the current attempt; nil: none
 }
 
 // toolLabel is the call's tool as a metric label: the model may name tools
@@ -131,7 +133,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	if handler != HandlerWorker && handler != HandlerClient {
 		return fmt.Errorf("tool.call %q: handler %q is neither \"worker\" nor \"client\"", id, tc.Handler)
 	}
-	c := &call{id: id, name: tc.Name, handler: handler, batch: b, args: rawArguments(tc.Arguments)}
+	c := &call{id: id, name: tc.Name, handler: handler, batch: b, args: rawArguments(tc.Arguments), run: s}
 	_, declared := s.tools[tc.Name]
 	schemas := s.schemas[tc.Name]
 	c.output = schemas.output
@@ -336,6 +338,8 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		return fmt.Errorf("%w: the answer names no call id", ErrUnknownCall)
 	case !ok:
 		return fmt.Errorf("%w: %q", ErrUnknownCall, id)
+	case c.run != s:
+		return c.run.answer(a, answerDefaults{id: id, attempt: attempt}, fromClient) // a sub-agent's call
 	case fromClient && c.handler != HandlerClient:
 		return fmt.Errorf("%w: %q runs on the worker, not in the browser", ErrUnknownCall, id)
 	case attempt == 0:
@@ -452,6 +456,11 @@ func (s *Session) endAttempt(c *call, abort CancelReason) {
 	if c.cancel != nil {
 		c.cancel()
 		c.cancel = nil
+	}
+	if c.child != nil {
+		ch := c.child
+		c.child = nil
+		ch.stopChild(fmt.Sprintf("the call to %s it answers ended", c.name))
 	}
 	if c.holder != nil && abort != "" && c.running() {
 		frame, err := EncodeFrame(FrameToolCancel, ToolCancelFrame{ID: c.id, Attempt: c.attempt, Reason: abort})

@@ -100,6 +100,7 @@ var ToolErrors = []Code[ErrorCode]{
 	{CodeDenied, "DENIED", "the user denied the call (its tool asks for approval): it did not run"},
 	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", "a tool declared idempotent: false got the attempt and did not answer (it timed out, or its page left): it was not tried again, and whether it took effect is unknown"},
 	{CodeInterrupted, "INTERRUPTED", "a worker attempt was running when the gateway restarted and its tool is not idempotent: whether it took effect is unknown"},
+	{CodeSubagentFailed, "SUBAGENT_FAILED", "the sub-agent the call was delegated to failed (its model failed, a guard stopped it, it gave no answer) or could not start (its agent config, the depth or fan-out limit)"},
 }
 
 // Closes are the WebSocket close codes the gateway sends.

@@ -8,7 +8,9 @@
 // Entry points: New builds an Engine from Options (a Worker that decides
 // every step, a model.Resolver, a Store, a clock.Clock); Engine.Open starts
 // a Session, asking the worker for its AgentConfig (session.start) and
-// compiling the tools' schemas once. Session.Attach adds a Page: its stream
+// compiling the tools' schemas once. A worker may answer a tool.execute with
+// ToolDelegate: a sub-agent (subagent.go) answers the call inside the
+// session. Session.Attach adds a Page: its stream
 // (Take, Ready, Done) and its side of the conversation (Send, Answer,
 // Cancel, Detach). Session.Send, Answer, Cancel and End drive a session
 // from Go. ToolWorker and Tool write an in-process worker as Go functions.
@@ -18,7 +20,9 @@
 // pages and their leases) and handles one message at a time; the worker's
 // Decide is called from it, in order, for every trigger but tool.execute,
 // which runs in its own goroutine per attempt with a context the engine
-// cancels when the attempt ends. Model turns run in their own goroutine too
+// cancels when the attempt ends. A sub-agent runs on its session's goroutine,
+// as a second agent state; its model turns and attempts too are waited for
+// by the session. Model turns run in their own goroutine too
 // and publish their deltas under the event log's lock, the one lock that
 // orders every page's stream. A session with no page attached ends after
 // Options.SessionIdle, on the engine's clock.

@@ -52,8 +52,8 @@ type Options struct {
 	// message (or its start); default DefaultRetain (30 days), negative:
 	// forever. An expired session is deleted when it is not loaded.
 	Retain time.Duration
-	// Drain is how long Close lets worker attempts that are running finish
-	// before it unloads their sessions; default 0: none, they are cut and
+	// Drain is how long Close lets worker attempts and sub-agents that are
+	// running finish before it unloads their sessions; default 0: none, they are cut and
 	// settle by the restart rules (an attempt of a tool that is not
 	// idempotent settles interrupted). Sessions with no worker attempt
 	// running unload at once. Timed on Clock.
@@ -80,6 +80,16 @@ type Options struct {
 	// DefaultMaxPageTools (128). Every name is kept while its page is
 	// attached.
 	MaxPageTools int
+	// MaxDepth is how deep sub-agents may nest (a sub-agent of the
+	// session's agent is at depth 1); default DefaultMaxDepth (3),
+	// negative: no limit. A delegation past it settles its call with
+	// subagent_failed. Deeper means one user message may fan out into
+	// many more model turns, each with its own guards.
+	MaxDepth int
+	// MaxFanOut is how many sub-agents one agent may have running at once;
+	// default DefaultMaxFanOut (8), negative: no limit. A delegation past
+	// it settles its call with subagent_failed.
+	MaxFanOut int
 	// NewID mints session and call ids. Default: 20 random characters.
 	NewID func() string
 	// Rand returns a float in [0,1) for backoff jitter. Default: math/rand.
@@ -144,6 +154,12 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.NewID == nil {
 		opts.NewID = randomID
+	}
+	if opts.MaxDepth == 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	if opts.MaxFanOut == 0 {
+		opts.MaxFanOut = DefaultMaxFanOut
 	}
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = otel.GetTracerProvider()
@@ -310,7 +326,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 }
 
-// drain asks each session to unload once no worker attempt of it runs, and
+// drain asks each session to unload once no worker attempt and no
+// sub-agent of it runs, and
 // waits for them for up to Drain.
 func (e *Engine) drain(ctx context.Context, open []*Session) {
 	for _, s := range open {

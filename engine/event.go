@@ -161,6 +161,9 @@ type ClientCall struct {
 	Deadline  string    `json:"deadline"`
 	// Proposed is the ready-made tool.error when Input is invalid or malformed.
 	Proposed *ToolError `json:"proposed,omitempty"`
+	// Parent is the call whose sub-agent made this call; empty for the
+	// session's own agent's (docs/subagents.md).
+	Parent string `json:"parent,omitempty"`
 }
 
 // CancelReason says why an attempt is aborted.

@@ -167,6 +167,7 @@ func (s *Session) trip(g GuardTripped) {
 	s.e.opts.Metrics.GuardTripped(g.Guard)
 	s.guardSpanEvent(g)
 	s.publish(EventGuardTripped, GuardTrippedEvent(g))
+	s.failed = g.Message
 	s.enqueue(g, Decision{})
 }
 

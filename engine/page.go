@@ -232,9 +232,9 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 			s.idleTimer = nil
 		}
 		s.logger.Info("page attached", "page", p.id, "tools", len(tools), "pages", len(s.pages), "after", o.After)
-		for _, c := range s.openCalls() {
+		for _, c := range s.allOpenCalls() {
 			if c.handler == HandlerClient && c.holder == nil && c.running() && p.runs(c.name) {
-				s.lease(c, p)
+				c.run.lease(c, p)
 			}
 		}
 		return nil
@@ -272,16 +272,16 @@ func (s *Session) pageLeft(p *Page) {
 		s.departed = s.departed[1:]
 	}
 	s.logger.Info("page detached", "page", p.id, "pages", len(s.pages))
-	for _, c := range s.openCalls() {
+	for _, c := range s.allOpenCalls() {
 		if c.holder == p {
 			if c.running() && c.notTwice && c.reached() {
-				s.settleUnknown(c, fmt.Sprintf("the page running %s closed before answering", c.name), "")
+				c.run.settleUnknown(c, fmt.Sprintf("the page running %s closed before answering", c.name), "")
 				continue
 			}
 			c.holder = nil
 			if c.running() {
 				s.e.opts.Metrics.LeaseMoved()
-				s.lease(c, s.holderFor(c.name, nil))
+				c.run.lease(c, s.holderFor(c.name, nil))
 			}
 		}
 	}
@@ -290,8 +290,9 @@ func (s *Session) pageLeft(p *Page) {
 // holderFor picks the page to run a client attempt of tool: the page that
 // sent the turn's message when it declared the tool, else the most recently
 // active page that did; a page other than avoid when there is one. Nil: no
-// attached page runs the tool.
+// attached page runs the tool. A sub-agent's calls go to its session's pages.
 func (s *Session) holderFor(tool string, avoid *Page) *Page {
+	s = s.top()
 	pick := func(skip *Page) *Page {
 		if tp := s.turnPage; tp != nil && tp != skip && tp.runs(tool) {
 			return tp
@@ -315,6 +316,7 @@ func (s *Session) holderFor(tool string, avoid *Page) *Page {
 // declared reports whether a page of the session provides tool: one attached
 // now, or one of the last to leave (a reload must not fail a call).
 func (s *Session) declared(tool string) bool {
+	s = s.top()
 	for _, p := range s.pages {
 		if _, ok := p.tools[tool]; ok {
 			return true
@@ -350,6 +352,7 @@ func (s *Session) deliverCall(c *call) {
 	frame, err := EncodeFrame(FrameToolCall, ClientCall{
 		ID: c.id, Name: c.name, Arguments: c.args, Input: c.input,
 		Attempt: c.attempt, Attempts: c.spec.attempts, Deadline: FormatDeadline(c.deadline), Proposed: c.proposedFor(c.attempt),
+		Parent: s.parentID(),
 	})
 	if err != nil {
 		s.logger.Error("failed to encode tool.call", "call", c.id, "err", err)

@@ -100,6 +100,8 @@ func ReportProgress(ctx context.Context, progress, total float64, message string
 func (s *Session) progress(pr ToolProgress, handler Handler) error {
 	c, ok := s.calls[pr.ID]
 	switch {
+	case ok && c.run != s:
+		return c.run.progress(pr, handler) // a sub-agent's call
 	case !ok || c.handler != handler:
 		return fmt.Errorf("%w: %q", ErrUnknownCall, pr.ID)
 	case c.settled:

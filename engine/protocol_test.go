@@ -102,6 +102,12 @@ func TestGoldenActions(t *testing.T) {
 		{"session.end", engine.EndSession{Reason: "done"}, `{"type":"session.end","reason":"done"}`},
 		{"client.event", engine.ClientEvent{Name: "confetti", Data: json.RawMessage(`{"n":3}`)},
 			`{"type":"client.event","name":"confetti","data":{"n":3}}`},
+		{"tool.delegate, defaults to the answered trigger and its arguments", engine.ToolDelegate{Agent: engine.AgentConfig{Model: "scripted",
+			Tools: []engine.AgentTool{{Name: "get_weather"}}}},
+			`{"type":"tool.delegate","agent":{"model":"scripted","tools":[{"name":"get_weather"}]}}`},
+		{"tool.delegate, every field", engine.ToolDelegate{ID: "call_1", Attempt: 2, Agent: engine.AgentConfig{Model: "scripted", System: "Research."},
+			Message: "Research Tokyo."},
+			`{"type":"tool.delegate","id":"call_1","attempt":2,"agent":{"model":"scripted","system":"Research."},"message":"Research Tokyo."}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,6 +218,31 @@ func TestGoldenDecideRequest(t *testing.T) {
 	}
 }
 
+// TestGoldenDecideRequestOfASubAgent: a sub-agent's triggers name the call
+// it answers.
+func TestGoldenDecideRequestOfASubAgent(t *testing.T) {
+	req := engine.DecideRequest{
+		Session:  "s1",
+		Trigger:  engine.UserMessage{Message: model.Message{Role: "user", Content: `{"city":"Tokyo"}`}},
+		Proposed: engine.Decision{Actions: []engine.Action{engine.ModelPrompt{}}},
+		Parent:   &engine.ParentCall{ID: "call_1", Name: "research", Attempt: 1, Depth: 1},
+	}
+	golden := `{"session":"s1","trigger":{"type":"message","message":{"role":"user","content":"{\"city\":\"Tokyo\"}"}},"proposed":{"actions":[{"type":"model.prompt"}]},"parent":{"id":"call_1","name":"research","attempt":1,"depth":1}}`
+	if got := mustJSON(t, req); got != golden {
+		t.Errorf("encode:\n got %s\nwant %s", got, golden)
+	}
+	var back engine.DecideRequest
+	if err := json.Unmarshal([]byte(golden), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, req) {
+		t.Errorf("decode:\n got %#v\nwant %#v", back, req)
+	}
+	if _, err := engine.DecodeAction([]byte(`{"type":"tool.delegate","agent":{}}`)); err == nil || !strings.Contains(err.Error(), "agent.model") {
+		t.Errorf("a tool.delegate without a model: %v, want an error naming agent.model", err)
+	}
+}
+
 func TestGoldenDeliveries(t *testing.T) {
 	call := engine.ClientCall{ID: "call_1", Name: "get_location", Arguments: `{}`,
 		Input: engine.ToolInput{Status: "valid", Value: json.RawMessage(`{}`)}, Attempt: 2, Attempts: 3,
@@ -225,6 +256,13 @@ func TestGoldenDeliveries(t *testing.T) {
 	golden = `{"type":"tool.call","id":"call_1","name":"get_location","arguments":"{}","input":{"status":"malformed","error":"the arguments are not valid JSON"},"attempt":2,"attempts":3,"deadline":"2026-01-02T03:04:35.000Z","proposed":{"type":"tool.error","id":"call_1","attempt":2,"error":"Bad arguments.","code":"malformed_input"}}`
 	if got := frameOf(t, engine.FrameToolCall, call); got != golden {
 		t.Errorf("tool.call frame with proposed:\n got %s\nwant %s", got, golden)
+	}
+	call = engine.ClientCall{ID: "call_2", Name: "get_location", Arguments: `{}`,
+		Input: engine.ToolInput{Status: "valid", Value: json.RawMessage(`{}`)}, Attempt: 1, Attempts: 1,
+		Deadline: "2026-01-02T03:04:35.000Z", Parent: "call_1"}
+	golden = `{"type":"tool.call","id":"call_2","name":"get_location","arguments":"{}","input":{"status":"valid","value":{}},"attempt":1,"attempts":1,"deadline":"2026-01-02T03:04:35.000Z","parent":"call_1"}`
+	if got := frameOf(t, engine.FrameToolCall, call); got != golden {
+		t.Errorf("tool.call frame of a sub-agent:\n got %s\nwant %s", got, golden)
 	}
 	cancel := engine.ToolCancelFrame{ID: "call_1", Attempt: 2, Reason: "timed out"}
 	golden = `{"type":"tool.cancel","id":"call_1","attempt":2,"reason":"timed out"}`

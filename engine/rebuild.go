@@ -112,9 +112,15 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 			if ev.Type != EventMessage {
 				continue
 			}
-			var m MessageEvent
+			var m struct {
+				MessageEvent
+				Parent string `json:"parent"`
+			}
 			if err := json.Unmarshal(ev.Frame, &m); err != nil {
 				return nil, fmt.Errorf("%w: session %s, event %d: %w", ErrCorrupt, id, ev.Seq, err)
+			}
+			if m.Parent != "" {
+				continue // a sub-agent's, in its own transcript
 			}
 			transcript = append(transcript, m.Message)
 		}
@@ -208,7 +214,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		if cs.Spec == nil {
 			return fmt.Errorf("%w: session %s, call %s has no retry spec", ErrCorrupt, s.id, cs.ID)
 		}
-		c := &call{id: cs.ID, name: cs.Name, handler: cs.Handler, settled: cs.Settled, answeredBy: cs.AnsweredBy}
+		c := &call{id: cs.ID, name: cs.Name, handler: cs.Handler, settled: cs.Settled, answeredBy: cs.AnsweredBy, run: s}
 		c.args, c.proposed, c.seq = cs.Args, cs.Proposed, cs.Seq
 		if cs.Input != nil {
 			c.input = *cs.Input

@@ -177,12 +177,16 @@ func checkJournal(t *testing.T, store engine.Store, id string) []engine.Event {
 		var f struct {
 			ID      string
 			Message model.Message
+			Parent  string // a sub-agent's event: its transcript is its own
 		}
 		_ = json.Unmarshal(ev.Frame, &f)
 		switch ev.Type {
 		case engine.EventToolFinished:
 			finished[f.ID]++
 		case engine.EventMessage:
+			if f.Parent != "" {
+				continue
+			}
 			transcript = append(transcript, f.Message)
 		}
 	}

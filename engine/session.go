@@ -35,7 +35,7 @@ type Session struct {
 	stopped chan struct{} // closed when run returns
 	ctx     context.Context
 	stop    context.CancelFunc
-	wg      sync.WaitGroup         // model turns and worker attempts
+	wg      *sync.WaitGroup        // model turns and worker attempts, the sub-agents' too
 	endReq  atomic.Pointer[string] // End called from inside Decide: end once it returns
 
 	// Owned by the run goroutine.
@@ -75,10 +75,16 @@ type Session struct {
 	summary        Summary     // the last summary the store took
 	storeRetry     clock.Timer // retries a batch the store refused
 	unloading      bool        // leave memory after this step; the journal keeps the session
-	draining       bool        // unload once no worker attempt runs (Engine.Close)
+	draining       bool        // unload once no worker attempt and no sub-agent runs (Engine.Close)
 	workersRunning int         // worker attempts whose Decide has not returned
 	ownership      Ownership   // the session's lease on a shared store; nil otherwise
 	lost           bool        // the lease is lost: leave, store nothing more
+
+	// A sub-agent (subagent.go); all zero for the session's own agent.
+	parent    *call    // the call it answers
+	parentRun *Session // the agent run that made that call
+	depth     int      // 1 for a sub-agent of the session's own agent
+	failed    string   // why its last turn failed, if it did
 }
 
 // waitingMessage is a user message waiting for the turn before it to end,
@@ -109,6 +115,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		ctx:        ctx,
 		stop:       stop,
 		calls:      map[string]*call{},
+		wg:         &sync.WaitGroup{},
 	}
 }
 
@@ -137,7 +144,7 @@ func (s *Session) run() {
 		select {
 		case f := <-s.inbox:
 			s.step(f)
-			if s.ending || s.unloading || (s.draining && s.workersRunning == 0) {
+			if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
 				s.leave()
 				return
 			}
@@ -156,7 +163,7 @@ func (s *Session) step(f func()) {
 	if reason := s.endReq.Load(); reason != nil {
 		s.end(*reason)
 	}
-	s.drain()
+	s.drainAll()
 	s.commit()
 }
 
@@ -265,6 +272,15 @@ func (s *Session) post(ctx context.Context, f func()) error {
 	// at random: check first, so input after the end is refused, not lost.
 	if s.ctx.Err() != nil {
 		return ErrSessionClosed
+	}
+	if s.parent != nil {
+		// A sub-agent's message may wait in the inbox past its end.
+		g := f
+		f = func() {
+			if s.ctx.Err() == nil {
+				g()
+			}
+		}
 	}
 	select {
 	case s.inbox <- f:
@@ -462,7 +478,9 @@ func (s *Session) drain() {
 			s.title = titleOf(w.msg.Content)
 		}
 		s.newUserMessage()
-		s.startUserTurn()
+		if s.parent == nil {
+			s.startUserTurn()
+		}
 		s.turnPage = nil
 		if w.page != nil && w.page.attached {
 			s.turnPage = w.page
@@ -474,6 +492,10 @@ func (s *Session) drain() {
 	}
 	if !s.idle && s.turn == nil && s.open == 0 && len(s.queue) == 0 && len(s.waiting) == 0 {
 		s.idle = true
+		if s.parent != nil {
+			s.childDone() // a sub-agent with nothing to do has answered
+			return
+		}
 		s.publish(EventSessionIdle, struct{}{})
 		s.endUserTurn()
 	}
@@ -491,6 +513,7 @@ func (s *Session) decideQueued() {
 		d, err := s.decide(q.trigger, q.proposed)
 		if err != nil {
 			s.report(WireWorkerFailed, err)
+			s.failed = "the worker failed: " + err.Error()
 			// Keep the transcript whole: what happened (the user's words,
 			// the model's text, the tools' outcomes) is recorded; nothing new
 			// is started on a decision nobody made.
@@ -529,8 +552,8 @@ func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) 
 			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
 		}
 	}()
-	ctx = context.WithValue(ctx, decidingKey{}, s)
-	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed})
+	ctx = context.WithValue(ctx, decidingKey{}, s.top()) // a sub-agent's Decide is its session's
+	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
 	}
@@ -569,7 +592,13 @@ func (s *Session) apply(d Decision, def answerDefaults) {
 		case ModelPrompt:
 			s.promptWanted = true
 		case Hold:
+		case ToolDelegate:
+			err = s.delegate(a, def)
 		case EndSession:
+			if s.parent != nil {
+				s.childDone() // a sub-agent ends with its answer so far
+				return
+			}
 			s.end(a.Reason)
 			return
 		case ClientEvent:
@@ -599,8 +628,12 @@ func (s *Session) appendMessage(m Message) error {
 	return nil
 }
 
-// publish records a session event. Publishing after the end is harmless.
+// publish records a session event, a sub-agent's with the id of the call
+// it answers. Publishing after the end is harmless.
 func (s *Session) publish(typ string, payload any) {
+	if s.parent != nil {
+		payload = nested{parent: s.parent.id, payload: payload}
+	}
 	if _, err := s.log.publish(typ, payload); err != nil && !errors.Is(err, ErrSessionClosed) {
 		s.logger.Error("failed to publish event", "type", typ, "err", err)
 	}
@@ -615,6 +648,7 @@ func (s *Session) report(code WireCode, err error) {
 // startTurn runs the model on the transcript in its own goroutine.
 func (s *Session) startTurn() {
 	s.countTurn()
+	s.failed = ""
 	s.turnStarted = s.e.opts.Clock.Now()
 	ctx, cancel := context.WithCancel(s.ctx)
 	ctx, s.chatSpan = s.startChatSpan(ctx)
@@ -637,6 +671,9 @@ func (s *Session) startTurn() {
 	go func() {
 		defer s.wg.Done()
 		resp, err := generate(ctx, m, req, func(text string) {
+			if s.parent != nil && ctx.Err() != nil {
+				return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
+			}
 			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
 		})
 		_ = s.post(context.Background(), func() { s.turnDone(ctx, resp, err) })
@@ -670,9 +707,11 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		// tool call must never execute.
 		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
 		for i := range msg.ToolUses {
-			if msg.ToolUses[i].ID == "" {
+			if _, taken := s.calls[msg.ToolUses[i].ID]; msg.ToolUses[i].ID == "" || (taken && s.parent != nil) {
 				// Mint the id here, not in startCall: the transcript's tool
-				// use and its tool message must name the same call.
+				// use and its tool message must name the same call. A
+				// sub-agent's model numbers its calls from its own
+				// transcript: an id the session has used gets a new one.
 				msg.ToolUses[i].ID = "call_" + s.e.opts.NewID()
 			}
 		}
@@ -684,6 +723,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 	}
 	if err != nil && !cancelled {
 		s.report(WireModelFailed, err)
+		s.failed = "its model failed: " + err.Error()
 	}
 	s.countTokens(resp.Usage)
 	outcome := "ok"

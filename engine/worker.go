@@ -12,6 +12,9 @@ type DecideRequest struct {
 	Session  string   `json:"session"`
 	Trigger  Trigger  `json:"trigger"`
 	Proposed Decision `json:"proposed"`
+	// Parent is set on a sub-agent's triggers: the call it answers
+	// (docs/subagents.md). Nil for the session's own agent.
+	Parent *ParentCall `json:"parent,omitempty"`
 }
 
 // UnmarshalJSON decodes the trigger by its "type".
@@ -20,6 +23,7 @@ func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 		Session  string          `json:"session"`
 		Trigger  json.RawMessage `json:"trigger"`
 		Proposed Decision        `json:"proposed"`
+		Parent   *ParentCall     `json:"parent"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -28,7 +32,7 @@ func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	r.Session, r.Trigger, r.Proposed = raw.Session, t, raw.Proposed
+	r.Session, r.Trigger, r.Proposed, r.Parent = raw.Session, t, raw.Proposed, raw.Parent
 	return nil
 }
 
@@ -65,6 +69,11 @@ type Tool struct {
 	Idempotent *bool
 	Approval   string
 	Exec       func(ctx context.Context, args json.RawMessage) (any, error)
+	// Agent, when set, answers each call with a sub-agent running this
+	// config instead of Exec: a tool.delegate whose message is the call's
+	// arguments (docs/subagents.md). Its tools that are Go functions are
+	// run by the ToolWorker's Tools, like any other.
+	Agent *AgentConfig
 }
 
 // Declare returns the AgentTool the model sees for t.
@@ -85,11 +94,14 @@ func Schema(text string) json.RawMessage {
 // Run executes the tool for a tool.execute trigger and returns the action
 // that settles it: a tool.result, or a tool.error carrying the error's text.
 // Input that failed validation is not run: the engine's proposed error is
-// returned instead.
+// returned instead. A tool with an Agent returns a tool.delegate.
 func (t Tool) Run(ctx context.Context, req DecideRequest) Decision {
 	exec, ok := req.Trigger.(ToolExecute)
 	if !ok || exec.Input.Status != InputValid {
 		return req.Proposed
+	}
+	if t.Agent != nil {
+		return Decision{Actions: []Action{ToolDelegate{Agent: *t.Agent}}}
 	}
 	out, err := t.Exec(ctx, exec.Input.Value)
 	if err != nil {

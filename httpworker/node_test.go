@@ -21,8 +21,9 @@ import (
 
 // The seed's example and the CLI that serves it, from this package's folder.
 const (
-	nodeCLI     = "../workers/node/cli.mjs"
-	seedExample = "../examples/seed/server.mjs"
+	nodeCLI         = "../workers/node/cli.mjs"
+	seedExample     = "../examples/seed/server.mjs"
+	subagentExample = "../examples/subagent/server.mjs"
 )
 
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
@@ -282,4 +283,67 @@ func waitSettledAndIdle(t *testing.T, ctx context.Context, page *engine.Page) {
 		}
 	}
 	t.Fatalf("no tool.finished then session.idle (the stream ended: %v); got %v", page.Err(), types)
+}
+
+// TestEngineRunsNodeSubagent: a Node worker delegates research_weather to a
+// helper agent (examples/subagent); the helper's get_weather calls reach the
+// same worker with their parent, and its answer is the call's result.
+func TestEngineRunsNodeSubagent(t *testing.T) {
+	url := startNode(t, subagentExample, testSecret)
+	w := newWorker(t, url, Options{})
+	script := scripted.Demo()
+	script.Delay = ""
+	for i := range script.Rules {
+		script.Rules[i].Delay = ""
+	}
+	demo, err := scripted.New(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Options{
+		Worker: w,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return demo, nil }),
+		Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	defer e.Close(ctx)
+	s, err := e.Open(ctx, engine.OpenOptions{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	page, err := s.Attach(ctx, engine.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Detach()
+	if err := page.Send(ctx, "research the weather in three cities"); err != nil {
+		t.Fatal(err)
+	}
+	nested, settled := 0, false
+	for ev := range page.Frames(ctx) {
+		var f struct{ Parent string }
+		_ = json.Unmarshal(ev.Frame, &f)
+		if ev.Type == engine.EventToolFinished {
+			if f.Parent != "" {
+				nested++
+			} else {
+				settled = true
+			}
+		}
+		if ev.Type == engine.EventSessionIdle && settled {
+			break
+		}
+	}
+	tr, err := s.Transcript(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "The helper agent's research: get_weather returned: It's foggy in San Francisco. get_weather returned: It's clear in Tokyo. get_weather failed: No forecast for Paris."
+	if last := tr[len(tr)-1]; last.Content != want || nested != 3 {
+		t.Errorf("the reply is %q after %d nested tool.finished; want %q after 3", last.Content, nested, want)
+	}
 }

@@ -257,7 +257,7 @@ func (f *failure) detail() string {
 }
 
 func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
-	body, err := json.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Trigger: req.Trigger, Proposed: req.Proposed})
+	body, err := json.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Trigger: req.Trigger, Proposed: req.Proposed, Parent: req.Parent})
 	if err != nil {
 		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
 	}
@@ -496,6 +496,8 @@ type wireRequest struct {
 	Session  string          `json:"session"`
 	Trigger  engine.Trigger  `json:"trigger"`
 	Proposed engine.Decision `json:"proposed"`
+	// Parent is set on a sub-agent's triggers (docs/subagents.md).
+	Parent *engine.ParentCall `json:"parent,omitempty"`
 }
 
 // newRequestID returns "req_" and 26 random base32 characters.

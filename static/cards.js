@@ -6,6 +6,11 @@
  * `delivered` and `localState`). The client emits each changed card as its
  * `tool` event.
  *
+ * Sub-agents (docs/subagents.md): a call the worker delegated gets
+ * `subagent` (tool.delegated: its model, and its text as it streams, from
+ * the events that carry `parent`: that call's id); the sub-agent's own calls
+ * are cards too, with `parent` set, so a UI draws them inside that card.
+ *
  * Exports:
  * - ToolCards: the cards of one session; `apply(event, replayed)` takes a
  *   session event, `page` is this connection's page id (setting it
@@ -70,7 +75,22 @@
  * @property {{ content: string, isError: boolean } | null} transcript
  *     The tool message that joined the transcript: exactly what the model received.
  * @property {boolean} replayed
+ * @property {string | null} parent  The call whose sub-agent made this call;
+ *     null: the session's own agent made it.
+ * @property {SubAgent | null} subagent  Set when the worker delegated the
+ *     call to a sub-agent (tool.delegated); a retry's sub-agent replaces it.
+ *
+ * @typedef {object} SubAgent  The sub-agent answering a call's attempt.
+ * @property {string} model
+ * @property {string[]} tools
+ * @property {number} depth    1 under the session's own agent.
+ * @property {number} attempt  The call's attempt it answers.
+ * @property {string[]} turns  Its text, one string per model turn, as it streams.
+ * @property {string} text     turns joined by blank lines.
+ * @property {string | null} error  Its last error or guard message.
  */
+
+import { parentOf } from "./events.js";
 
 /** @param {ToolStatus} s */
 export function isSettled(s) {
@@ -93,6 +113,7 @@ export function whereOf(card, page) {
 export class ToolCards {
     /** @type {Map<string, ToolCard>} */ #cards = new Map();
     /** @type {string | null} */ #page = null;
+    /** @type {Set<string>} calls whose sub-agent's model turn is streaming */ #streaming = new Set();
     /** @type {(card: ToolCard) => void} */ #emit;
     /** @type {(frame: object) => boolean} */ #write;
 
@@ -128,6 +149,7 @@ export class ToolCards {
     /** Forgets every card (a new session). */
     clear() {
         this.#cards.clear();
+        this.#streaming.clear();
     }
 
     /**
@@ -136,24 +158,26 @@ export class ToolCards {
      * @param {boolean} replayed
      */
     apply(f, replayed) {
+        const parent = parentOf(f);
+        if (parent && this.#subagentEvent(parent, f, replayed)) return;
         switch (f.type) {
             case "message": {
                 const message = f.message ?? {};
                 if (message.role === "assistant" && Array.isArray(message.toolUses)) {
                     for (const use of message.toolUses) {
-                        const card = this.#card(use.id, use.name);
+                        const card = this.#card(use.id, use.name, parent);
                         if (!card.arguments) card.arguments = use.arguments ?? "";
                         this.#changed(card, replayed);
                     }
                 } else if (message.role === "tool" && message.toolUseId) {
-                    const card = this.#card(message.toolUseId, message.name);
+                    const card = this.#card(message.toolUseId, message.name, parent);
                     card.transcript = { content: message.content ?? "", isError: !!message.isError };
                     this.#changed(card, replayed);
                 }
                 break;
             }
             case "tool.started": {
-                const card = this.#card(f.id, f.name);
+                const card = this.#card(f.id, f.name, parent);
                 Object.assign(card, {
                     status: isSettled(card.status) ? card.status : "running",
                     arguments: f.arguments ?? card.arguments,
@@ -179,7 +203,7 @@ export class ToolCards {
             }
             case "tool.approval": {
                 // The call waits for the user: card.approve(true | false) answers.
-                const card = this.#card(f.id, f.name);
+                const card = this.#card(f.id, f.name, parent);
                 if (isSettled(card.status)) break;
                 const { digest } = f;
                 Object.assign(card, { arguments: f.arguments ?? card.arguments, input: f.input ?? card.input, handler: f.handler ?? card.handler, deadline: f.deadline ?? null });
@@ -207,7 +231,7 @@ export class ToolCards {
                 break;
             }
             case "tool.retrying": {
-                const card = this.#card(f.id, f.name);
+                const card = this.#card(f.id, f.name, parent);
                 card.failures.push({ attempt: f.attempt, error: f.error ?? "", code: f.code, backoff: f.backoff });
                 if (!isSettled(card.status)) card.status = "retrying";
                 card.attempt = (f.attempt ?? 0) + 1;
@@ -219,8 +243,19 @@ export class ToolCards {
                 this.#changed(card, replayed);
                 break;
             }
+            case "tool.delegated": {
+                // A sub-agent answers this attempt: its events follow, with parent: f.id.
+                const card = this.#card(f.id, f.name, parent);
+                this.#streaming.delete(f.id);
+                card.subagent = {
+                    model: String(f.model ?? ""), tools: Array.isArray(f.tools) ? f.tools : [], depth: f.depth ?? 1,
+                    attempt: f.attempt ?? card.attempt, turns: [], text: "", error: null,
+                };
+                this.#changed(card, replayed);
+                break;
+            }
             case "tool.finished": {
-                const card = this.#card(f.id, f.name);
+                const card = this.#card(f.id, f.name, parent);
                 card.status = f.ok ? "done" : "error";
                 card.result = f.result;
                 card.value = f.ok ? jsonValue(f.result) : undefined;
@@ -268,15 +303,46 @@ export class ToolCards {
         this.#changed(card, false);
     }
 
-    /** @param {string} id @param {string} [name] @returns {ToolCard} */
-    #card(id, name) {
+    /**
+     * A sub-agent's event that is not about a call of its own: its text and
+     * problems, on the card of the call it answers. Returns whether it was one.
+     * @param {string} parent @param {any} f @param {boolean} replayed
+     */
+    #subagentEvent(parent, f, replayed) {
+        const card = this.#cards.get(parent);
+        const sub = card?.subagent;
+        switch (f.type) {
+            case "model.delta":
+                if (!sub) return true;
+                if (!this.#streaming.has(parent)) sub.turns.push("");
+                this.#streaming.add(parent);
+                sub.turns[sub.turns.length - 1] += String(f.text ?? "");
+                sub.text = sub.turns.filter(Boolean).join("\n\n");
+                break;
+            case "model.finished":
+                this.#streaming.delete(parent);
+                return true;
+            case "error":
+            case "guard.tripped":
+                if (!sub) return true;
+                sub.error = String(f.message ?? "");
+                break;
+            default:
+                return false;
+        }
+        this.#changed(/** @type {ToolCard} */ (card), replayed);
+        return true;
+    }
+
+    /** @param {string} id @param {string} [name] @param {string | null} [parent] @returns {ToolCard} */
+    #card(id, name, parent = null) {
         let card = this.#cards.get(id);
         if (!card) {
             card = {
                 id, name: name ?? "", arguments: "", input: null, handler: null,
                 status: "pending", attempt: 0, attempts: 0, deadline: null, backoff: null,
                 failures: [], page: null, where: null, progress: null, approval: null, result: undefined, error: undefined,
-                local: false, localState: null, transcript: null, replayed: false,
+                local: false, localState: null, transcript: null, replayed: false, parent, subagent: null,
             };
             this.#cards.set(id, card);
         } else if (name && !card.name) {
@@ -297,10 +363,17 @@ export class ToolCards {
             input: card.input ? { ...card.input } : null,
             failures: card.failures.map((f) => ({ ...f })),
             transcript: card.transcript ? { ...card.transcript } : null,
+            subagent: card.subagent ? subagentCopy(card.subagent) : null,
             where: whereOf(card, this.#page),
             replayed,
         };
     }
+}
+
+/** A sub-agent's part of a card, as a card shows it. @param {SubAgent} s @returns {SubAgent} */
+function subagentCopy(s) {
+    const { model, tools, depth, attempt, turns, text, error } = s;
+    return { model, tools: tools.slice(), depth, attempt, turns: turns.slice(), text, error };
 }
 
 /** The value of a result text: its JSON, or the text when it is not JSON. */

@@ -21,7 +21,7 @@
 
 import { CLOSE, FRAME_ERROR, SESSION_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
-import { renderToolCard, tickText } from "./toolcard.js";
+import { renderToolCard, subagentCalls, tickText } from "./toolcard.js";
 import { modelErrorText, sessionErrorText } from "./errors.js";
 import { clone, must } from "./dom.js";
 
@@ -151,15 +151,17 @@ export function mountChat(root, client) {
         append(el);
     }
 
-    /** @param {string} id @param {string} [name] */
-    function cardFor(id, name) {
+    /** A call's card; a sub-agent's call goes in its parent's card. @param {string} id @param {string} [name] @param {string | null} [parent] */
+    function cardFor(id, name, parent = null) {
         let el = cards.get(id);
         if (!el) {
             el = clone(doc, "tpl-tool-card");
             el.dataset.toolId = id;
             el.id = `tool-${cssIdent(id)}`;
             cards.set(id, el);
-            append(el);
+            const host = parent ? cards.get(parent) : undefined;
+            if (host) subagentCalls(host).append(el);
+            else append(el);
         }
         if (name) {
             el.dataset.toolName = name;
@@ -295,7 +297,7 @@ export function mountChat(root, client) {
         }),
         client.on("tool", (card) => {
             cardState.set(card.id, card);
-            renderToolCard(cardFor(card.id, card.name), card, Date.now());
+            renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now());
             tick();
             // The last open call settled: the model reads the results next.
             const open = [...cardState.values()].some((c) => c.status !== "done" && c.status !== "error");

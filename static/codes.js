@@ -71,6 +71,7 @@ export const TOOL_ERROR = Object.freeze({
     DENIED: "denied",                          // the user denied a call whose tool asks for approval
     OUTCOME_UNKNOWN: "outcome_unknown",        // a tool declared idempotent: false got the attempt, then timed out or lost its page; not retried
     INTERRUPTED: "interrupted",                // a worker attempt cut by a restart; its outcome is unknown
+    SUBAGENT_FAILED: "subagent_failed",        // the sub-agent the call was delegated to failed, or could not start
 });
 
 export const GUARD = Object.freeze({

@@ -11,6 +11,8 @@
  * - connection.js: the WebSocket, reopened with backoff after a close; the
  *   gateway's limits on what a page sends.
  * - store.js: the session's copy in sessionStorage, for reloads.
+ * - events.js: the client's events for the session's events (and a
+ *   sub-agent's, which are `subagent`).
  * - cards.js: the tool-card view model (the `tool` event).
  * - runner.js: running this page's client tools, and ToolError.
  * - codes.js: the wire codes (close codes, error codes), re-exported here.
@@ -43,6 +45,7 @@ import { FRAME_ERROR, TOOL_ERROR } from "./codes.js";
 import { Connection, DEFAULT_LIMITS, messageOverLimits, readLimits, socketURL } from "./connection.js";
 import { DEFAULT_STORAGE_KEY, SessionStore, defaultStorage } from "./store.js";
 import { ToolCards } from "./cards.js";
+import { clientEvent, parentOf } from "./events.js";
 import { Runner } from "./runner.js";
 
 export { ToolError } from "./runner.js";
@@ -85,7 +88,8 @@ export function connect(options = {}) {
  * Events: `on(name, fn)` calls fn with the detail (or addEventListener:
  * `event.detail`): state, opened, reset (clear the page), message, delta,
  * model.finished, discarded, tool (a ToolCard), idle, guard, client.event,
- * error, ended, frame and send; docs/sdk.md#events says each one's detail.
+ * error, ended, subagent, frame and send; docs/sdk.md#events says each
+ * one's detail.
  * `replayed` is true for events the page has shown before.
  */
 export class GatewayClient extends EventTarget {
@@ -340,27 +344,9 @@ export class GatewayClient extends EventTarget {
         this.#events.push(f);
         this.#store.schedule();
         this.#emit("frame", f);
-        const { seq } = f;
-        switch (f.type) {
-            case "message":
-                this.#emit("message", { seq, message: f.message ?? {}, replayed });
-                break;
-            case "model.delta": this.#emit("delta", { seq, text: f.text ?? "", replayed }); break;
-            case "model.finished":
-                this.#emit("model.finished", { seq, stopReason: f.stopReason, usage: f.usage, error: f.error, replayed });
-                break;
-            case "model.discarded": this.#emit("discarded", { seq, reason: f.reason ?? "", replayed }); break;
-            case "session.idle": this.#emit("idle", { seq, replayed }); break;
-            case "guard.tripped": this.#emit("guard", { ...f, seq, message: String(f.message ?? ""), replayed }); break;
-            case "client.event": this.#emit("client.event", { seq, name: f.name, data: f.data, replayed }); break;
-            case "error":
-                this.#emit("error", { seq, code: String(f.code ?? "error"), message: String(f.message ?? ""), replayed });
-                break;
-            case "session.ended":
-                this.#ended = true;
-                this.#emit("ended", { seq, reason: f.reason, replayed });
-                break;
-        }
+        const out = clientEvent(f, replayed);
+        if (f.type === "session.ended" && !parentOf(f)) this.#ended = true;
+        if (out) this.#emit(...out);
         // Tool uses, tool.started, tool.leased, tool.retrying, tool.finished
         // and tool messages change cards. A run of a failed attempt stops
         // first, so that its card, still on that attempt, shows it.

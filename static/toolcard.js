@@ -10,8 +10,13 @@
  * page, so unknown for calls replayed after a reload), "times out in 25 s"
  * while an attempt runs, "Retrying in 200 ms"; never an ISO stamp.
  *
+ * A call delegated to a sub-agent (card.subagent) shows, outside the fold,
+ * which model answers it and the sub-agent's text as it streams; the chat
+ * page puts the sub-agent's own cards in its list (subagentCalls).
+ *
  * Exports: renderToolCard(el, card, now), tickText(el, card, now),
- * statusText(card), pretty(value), duration(goDuration), friendlyMs(ms).
+ * subagentCalls(el), statusText(card), pretty(value), duration(goDuration),
+ * friendlyMs(ms).
  *
  * @module toolcard
  */
@@ -60,6 +65,7 @@ export function renderToolCard(el, c, now) {
     attempt.hidden = !(c.attempts > 1);
     progressText(el, attempt, c);
     approvalPart(el, c);
+    subagentPart(el, c);
     tickText(el, c, now);
 
     part(el, "tool-args").textContent = pretty(c.arguments) || "{}";
@@ -195,7 +201,7 @@ export function friendlyMs(ms) {
  */
 function approvalPart(el, c) {
     approvers.set(el, c.approve);
-    let box = /** @type {HTMLElement | null} */ (el.querySelector("[data-testid=tool-approval]"));
+    let box = own(el, "[data-testid=tool-approval]");
     if (!c.approval) {
         if (box) box.hidden = true;
         return;
@@ -231,7 +237,7 @@ function approvalPart(el, c) {
  * @param {HTMLElement} el @param {HTMLElement} after @param {ToolCard} c
  */
 function progressText(el, after, c) {
-    let span = /** @type {HTMLElement | null} */ (el.querySelector("[data-testid=tool-progress]"));
+    let span = own(el, "[data-testid=tool-progress]");
     const p = c.status === "running" ? c.progress : null;
     if (!p && !span) return;
     if (!span) {
@@ -245,7 +251,81 @@ function progressText(el, after, c) {
     span.hidden = !span.textContent;
 }
 
+/**
+ * The sub-agent answering the call: its model and depth, its text, its
+ * problems; its calls' cards go in subagentCalls(el).
+ * @param {HTMLElement} el @param {ToolCard} c
+ */
+function subagentPart(el, c) {
+    const box = el.querySelector(":scope > [data-testid=tool-subagent]");
+    if (!c.subagent) {
+        if (box instanceof HTMLElement) box.hidden = !box.querySelector("[data-testid=tool-card]");
+        return;
+    }
+    const sub = subagentBox(el);
+    sub.hidden = false;
+    const head = must(sub, "[data-testid=subagent-head]");
+    head.textContent = `Sub-agent on ${c.subagent.model}` + (c.subagent.depth > 1 ? ` (depth ${c.subagent.depth})` : "") +
+        (c.subagent.attempt > 1 ? `, attempt ${c.subagent.attempt}` : "");
+    const text = must(sub, "[data-testid=subagent-text]");
+    text.textContent = c.subagent.text;
+    text.hidden = !c.subagent.text;
+    const problem = must(sub, "[data-testid=subagent-error]");
+    problem.textContent = c.subagent.error ?? "";
+    problem.hidden = !c.subagent.error;
+}
+
+/**
+ * The list a card's sub-agent's calls go in (created on first use).
+ * @param {HTMLElement} el  A tool card.
+ * @returns {HTMLElement}
+ */
+export function subagentCalls(el) {
+    return must(subagentBox(el), "[data-testid=subagent-calls]");
+}
+
+/** @param {HTMLElement} el @returns {HTMLElement} */
+function subagentBox(el) {
+    let box = /** @type {HTMLElement | null} */ (el.querySelector(":scope > [data-testid=tool-subagent]"));
+    if (box) return box;
+    const doc = el.ownerDocument;
+    box = doc.createElement("div");
+    box.dataset.testid = "tool-subagent";
+    box.className = "subagent";
+    const head = doc.createElement("p");
+    head.dataset.testid = "subagent-head";
+    head.className = "subagent-head";
+    const text = doc.createElement("p");
+    text.dataset.testid = "subagent-text";
+    text.className = "subagent-text";
+    const problem = doc.createElement("p");
+    problem.dataset.testid = "subagent-error";
+    problem.className = "subagent-error";
+    problem.hidden = true;
+    const calls = doc.createElement("ol");
+    calls.dataset.testid = "subagent-calls";
+    calls.className = "subagent-calls";
+    calls.setAttribute("aria-label", "The sub-agent's tool calls");
+    box.append(head, text, problem, calls);
+    part(el, "tool-where").before(box);
+    return box;
+}
+
 /** @param {HTMLElement} el @param {string} testid */
 function part(el, testid) {
-    return must(el, `[data-testid=${testid}]`);
+    const found = own(el, `[data-testid=${testid}]`);
+    if (!found) throw new Error(`chat: the tool card has no [data-testid=${testid}]`);
+    return found;
+}
+
+/**
+ * The first element under card el that matches selector and is el's own,
+ * not a part of a sub-agent's card nested in it.
+ * @param {HTMLElement} el @param {string} selector @returns {HTMLElement | null}
+ */
+function own(el, selector) {
+    for (const found of el.querySelectorAll(selector)) {
+        if (found.closest("[data-testid=tool-card]") === el) return /** @type {HTMLElement} */ (found);
+    }
+    return null;
 }

@@ -2,8 +2,9 @@
 //
 // The gateway POSTs every trigger as {session, trigger, proposed}, signed
 // with a shared secret; this module checks the signature, calls
-// decide({ trigger, proposed, session, signal, deadline, traceparent }) and answers its
-// decision as JSON. It refuses replays: a tool.execute it has answered gets
+// decide({ trigger, proposed, session, parent, signal, deadline, traceparent }) and answers its
+// decision as JSON. parent is set on a sub-agent's triggers; delegate()
+// builds the tool.delegate decision that starts one (docs/subagents.md). It refuses replays: a tool.execute it has answered gets
 // the same answer again without decide running twice, and any other request
 // seen before is refused (replay.mjs). The protocol is described in
 // docs/workers.md.
@@ -125,8 +126,10 @@ class HttpError extends Error {
  * remembered lasts the window plus REPLAY_MARGIN_MS (replay.mjs).
  *
  * @param {object} o
- * @param {(input: {trigger: object, proposed: object, session: string,
+ * @param {(input: {trigger: object, proposed: object, session: string, parent?: object,
  *          signal: AbortSignal, deadline?: Date, traceparent?: string}) => object | Promise<object>} o.decide
+ *        parent is set on a sub-agent's triggers: {id, name, attempt, depth},
+ *        the call the sub-agent answers (docs/subagents.md)
  *        traceparent is the request's W3C trace context, when the gateway
  *        traces: start the worker's spans from it to join the trace
  * @param {string | Buffer} o.secret the secret shared with the gateway
@@ -182,6 +185,7 @@ export function createHandler({
                     trigger,
                     proposed: isObject(input.proposed) ? input.proposed : {},
                     session: input.session,
+                    parent: isObject(input.parent) ? input.parent : undefined,
                     signal: controller.signal,
                     deadline,
                     traceparent: typeof traceparent === "string" ? traceparent : undefined,
@@ -284,6 +288,24 @@ export function createHandler({
         }
         send(res, answer.status, answer.text);
     };
+}
+
+/**
+ * The decision that answers a tool.execute with a sub-agent: agent's model
+ * and tools run, starting from message (default: the call's arguments), and
+ * its final message is the call's result (docs/subagents.md).
+ *
+ * @param {{model: string, system?: string, tools?: object[], stream?: boolean, limits?: object}} agent
+ * @param {{message?: string}} [o]
+ * @returns {{actions: object[]}}
+ */
+export function delegate(agent, { message } = {}) {
+    if (!isObject(agent) || typeof agent.model !== "string" || agent.model === "") {
+        throw new TypeError("delegate: agent must be an agent config with a model");
+    }
+    const action = { type: "tool.delegate", agent };
+    if (message !== undefined) action.message = message;
+    return { actions: [action] };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { serve, serverURL, sign } from "../index.mjs";
+import { delegate, serve, serverURL, sign } from "../index.mjs";
 
 const secret = "node-test-secret";
 let server;
@@ -123,4 +123,21 @@ test("decide gets the request's traceparent, when the gateway traces", async () 
     assert.equal(seen.traceparent, tp);
     await post({ ...payload, id: "req_2" });
     assert.equal(seen.traceparent, undefined);
+});
+
+test("decide gets a sub-agent's parent, and delegate() builds tool.delegate", async () => {
+    const payload = {
+        session: "s1",
+        trigger: { type: "message", message: { role: "user", content: "{}" } },
+        proposed: { actions: [{ type: "model.prompt" }] },
+        parent: { id: "call_1", name: "research", attempt: 1, depth: 1 },
+    };
+    await post(payload);
+    assert.deepEqual(seen.parent, { id: "call_1", name: "research", attempt: 1, depth: 1 });
+    await post({ session: "s1", trigger: { type: "session.start", session: "s1" }, proposed: {} });
+    assert.equal(seen.parent, undefined);
+
+    assert.deepEqual(delegate({ model: "m", tools: [] }), { actions: [{ type: "tool.delegate", agent: { model: "m", tools: [] } }] });
+    assert.deepEqual(delegate({ model: "m" }, { message: "hi" }).actions[0].message, "hi");
+    assert.throws(() => delegate({}), /agent must be an agent config with a model/);
 });
