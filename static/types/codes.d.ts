@@ -51,6 +51,7 @@ export declare const TOOL_ERROR: Readonly<{
     DENIED: "denied";
     OUTCOME_UNKNOWN: "outcome_unknown";
     INTERRUPTED: "interrupted";
+    SUBAGENT_FAILED: "subagent_failed";
 }>;
 
 export declare const GUARD: Readonly<{

@@ -54,6 +54,8 @@ export interface ToolCallFrame {
     deadline: string;
     /** The ready-made answer when input is not valid. */
     proposed?: ToolErrorFrame;
+    /** Set when a sub-agent made the call: the id of the call it answers (docs/subagents.md). */
+    parent?: string;
 }
 
 /** What a tool's run gets besides its input. */
@@ -154,6 +156,26 @@ export interface ToolCard {
     localState: "running" | "answered" | "cancelled" | null;
     transcript: { content: string; isError: boolean } | null;
     replayed: boolean;
+    /** The call whose sub-agent made this call; null: the session's own agent made it. */
+    parent: string | null;
+    /** Set when the worker delegated the call to a sub-agent (tool.delegated). */
+    subagent: SubAgent | null;
+}
+
+/** The sub-agent answering a call's attempt (docs/subagents.md). */
+export interface SubAgent {
+    model: string;
+    tools: string[];
+    /** 1 under the session's own agent. */
+    depth: number;
+    /** The call's attempt it answers. */
+    attempt: number;
+    /** Its text, one string per model turn, as it streams. */
+    turns: string[];
+    /** turns joined by blank lines. */
+    text: string;
+    /** Its last error or guard message. */
+    error: string | null;
 }
 
 /** A message of the transcript (the protocol's `message` event). */
@@ -178,6 +200,8 @@ export interface GatewayEvents {
     "client.event": { seq: number; name: string; data: any; replayed: boolean };
     error: { code: FrameErrorCode | SessionErrorCode | (string & {}); message: string; seq?: number; replayed?: boolean; refused?: Frame };
     ended: { seq: number; reason?: string; replayed: boolean };
+    /** An event of a sub-agent (`event`, of type `type`), answering the call `parent`. */
+    subagent: { seq: number; parent: string; type: string; event: Frame; replayed: boolean };
     frame: Frame;
     send: Frame;
 }
