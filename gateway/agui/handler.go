@@ -185,8 +185,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !userMessage {
 		// Tool results: replay from the last event the front end has, so
 		// what happened since the last run (a timeout) comes in order.
-		if seq := lastSeen(in.Messages); seq > 0 && seq <= base {
+		if seq, text := lastSeen(in.Messages); seq > 0 && seq <= base {
 			after = seq
+			if text {
+				// The front end has that text message whole: the rest
+				// of its deltas are not replayed.
+				run.skipText = true
+				run.lastText = msgID(seq)
+			}
 		}
 		for i := len(in.Messages) - 1; i >= 0 && in.Messages[i].Role == "tool"; i-- {
 			if err := h.answer(ctx, sess, in.Messages[i], run); err != nil {
@@ -259,18 +265,18 @@ func resultJSON(content string) json.RawMessage {
 const idPrefix = "gw"
 
 // lastSeen is the highest seq among the ids of the messages the gateway
-// minted: the last event the front end got.
-func lastSeen(msgs []message) int64 {
-	var max int64
+// minted: the last event the front end got, or, when text is set, the
+// first delta of a text message it has whole.
+func lastSeen(msgs []message) (seq int64, text bool) {
 	for _, m := range msgs {
 		rest, ok := strings.CutPrefix(m.ID, idPrefix)
 		if !ok {
 			continue
 		}
-		rest = strings.TrimSuffix(rest, "r")
-		if n, err := strconv.ParseInt(rest, 10, 64); err == nil && n > max {
-			max = n
+		num, result := strings.CutSuffix(rest, "r")
+		if n, err := strconv.ParseInt(num, 10, 64); err == nil && n > seq {
+			seq, text = n, !result
 		}
 	}
-	return max
+	return seq, text
 }

@@ -28,6 +28,7 @@ type run struct {
 	page  string
 
 	text     string // the open text message's id; "": none
+	skipText bool   // the replay starts inside a text message the front end has
 	lastText string // the model turn's message id, the parent of its calls
 
 	calls    map[string]*call
@@ -167,7 +168,7 @@ func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	switch ev.Type {
 	case engine.EventModelDelta:
 		var e engine.ModelDeltaEvent
-		if json.Unmarshal(ev.Frame, &e) != nil || e.Text == "" {
+		if json.Unmarshal(ev.Frame, &e) != nil || e.Text == "" || r.skipText {
 			return
 		}
 		if r.text == "" {
@@ -177,6 +178,7 @@ func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		}
 		r.emit(map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": r.text, "delta": e.Text})
 	case engine.EventModelFinished, engine.EventModelDiscarded:
+		r.skipText = false
 		r.closeText()
 	case engine.EventMessage:
 		var e engine.MessageEvent
