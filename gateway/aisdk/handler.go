@@ -226,7 +226,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		st.fresh = true
-		st.run(ctx, page)
+		st.run(ctx, page, nil)
 		return
 	}
 	// Tool outputs: answer the calls first, then replay from where the
@@ -253,7 +253,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer page.Detach()
-	st.run(ctx, page)
+	st.run(ctx, page, nil)
 }
 
 // answer takes a tool part's output as the answer to its call's current
@@ -328,10 +328,7 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStream(w, sess)
 	st.fresh = true
-	for _, ev := range replay {
-		st.event(ctx, page, ev)
-	}
-	st.run(ctx, page)
+	st.run(ctx, page, replay)
 }
 
 // currentResponse takes the page's replay and returns the frames from the last user message on, and whether a

@@ -47,6 +47,8 @@ type callState struct {
 	client   bool
 	shown    bool // tool-input-start is written
 	input    bool // tool-input-available (or -error) is written
+	appRuns  bool // the app was told to run it (providerExecuted false)
+	in       engine.ToolInput
 	mine     bool // a client attempt is delivered to this stream and waits
 	finished bool
 }
@@ -56,13 +58,17 @@ func newStream(w http.ResponseWriter, s *engine.Session) *stream {
 	return &stream{w: w, flusher: f, session: s.ID(), calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
 }
 
-// run streams the page's frames until the response ends or ctx does.
-func (st *stream) run(ctx context.Context, page *engine.Page) {
+// run streams frames (a replay already taken from the page, or none),
+// then the page's, until the response ends or ctx does.
+func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Event) {
 	st.page = page.ID()
 	st.headers()
-	var frames []engine.Event
+	var buf []engine.Event
 	for !st.ended {
-		frames = page.Take(frames)
+		if frames == nil {
+			buf = page.Take(buf)
+			frames = buf
+		}
 		for _, ev := range frames {
 			st.event(ctx, page, ev)
 			if st.ended {
@@ -70,11 +76,13 @@ func (st *stream) run(ctx context.Context, page *engine.Page) {
 			}
 		}
 		if len(frames) > 0 {
+			frames = nil
 			if page.Queued() == 0 && st.pending() {
 				st.finish("tool-calls")
 			}
 			continue
 		}
+		frames = nil
 		select {
 		case <-page.Ready():
 		case <-page.Done():
@@ -276,14 +284,25 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 		}
 		c := st.call(e.ID, e.Name)
 		c.client = e.Handler == engine.HandlerClient
+		c.in = e.Input
 		if c.input || st.known[e.ID] {
 			return
 		}
 		st.showInput(c, e.ID)
-		if !c.client || (e.Page != "" && e.Page != st.page) {
-			// It runs on the server, or in another page of the session:
-			// the app shows it and gets its output, but does not run it.
+		if !c.client {
+			// It runs on the server: the app shows it and gets its
+			// output, but does not run it. A client call's input waits
+			// for its delivery here (tool.call: the app runs it) or to
+			// another page (tool.leased: it shows it).
 			st.inputAvailable(c, e.ID, e.Input, true, nil)
+		}
+	case engine.EventToolLeased:
+		var e engine.ToolLeasedEvent
+		if json.Unmarshal(ev.Frame, &e) != nil {
+			return
+		}
+		if c := st.calls[e.ID]; c != nil && c.shown && !c.input && e.Page != "" && e.Page != st.page {
+			st.inputAvailable(c, e.ID, c.in, true, nil)
 		}
 	case engine.FrameToolCall:
 		var e engine.ClientCall
@@ -301,9 +320,12 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 			return
 		}
 		c.mine = true
-		if st.known[e.ID] {
+		if st.known[e.ID] || c.appRuns {
 			return // the app has it, and runs it or has answered it
 		}
+		// Shown as running in another page, which left since: now the
+		// app runs it.
+		c.input = false
 		st.showInput(c, e.ID)
 		st.inputAvailable(c, e.ID, e.Input, false, map[string]any{"gateway": map[string]any{"attempt": e.Attempt, "deadline": e.Deadline}})
 	case engine.FrameToolCancel:
@@ -323,7 +345,7 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 		c.client = c.client || st.client[e.ID]
 		if !c.input && !st.known[e.ID] {
 			st.showInput(c, e.ID)
-			st.inputAvailable(c, e.ID, engine.ToolInput{}, true, nil)
+			st.inputAvailable(c, e.ID, c.in, true, nil)
 		}
 		st.start("")
 		if e.OK {
@@ -379,6 +401,7 @@ func (st *stream) inputAvailable(c *callState, id string, in engine.ToolInput, p
 		return
 	}
 	c.input = true
+	c.appRuns = !providerExecuted
 	chunk := map[string]any{"toolCallId": id, "toolName": c.name, "providerExecuted": providerExecuted}
 	if md != nil {
 		chunk["providerMetadata"] = md
