@@ -357,3 +357,57 @@ func TestAGUIRunWithFrontEndTool(t *testing.T) {
 		t.Errorf("second run: %v", events)
 	}
 }
+
+// TestChatAdmission: an open stream counts as one of the browser's sockets,
+// a new chat as one of its new sessions, and Shutdown ends open streams.
+func TestChatAdmission(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{MaxSockets: 1, NewSessionsPerMinute: 2}})
+	b := h.newBrowser(nil)
+
+	// "gated flood" streams, then waits for the gate: the stream stays open.
+	open := b.post(gateway.RouteAISDK, userMessage("chat-a", "gated flood"), nil)
+	if open.StatusCode != http.StatusOK {
+		t.Fatalf("the first stream: %s", open.Status)
+	}
+	line, err := bufio.NewReader(open.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("the first stream's first line: %q, %v", line, err)
+	}
+	refused := b.post(gateway.RouteAISDK, userMessage("chat-b", "hi"), nil)
+	body, _ := io.ReadAll(refused.Body)
+	refused.Body.Close()
+	if refused.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "streams and sockets open") {
+		t.Errorf("a second stream past MaxSockets: %s %q, want 429", refused.Status, body)
+	}
+
+	// Shutdown ends the open stream (without finish: the chat resumes).
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	if err := h.gw.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	rest, _ := io.ReadAll(open.Body)
+	open.Body.Close()
+	if strings.Contains(string(rest), `"finish"`) {
+		t.Errorf("the stream cut by Shutdown finished: %q", rest)
+	}
+	close(h.gate)
+}
+
+func TestChatNewSessionRate(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{NewSessionsPerMinute: 1}})
+	b := h.newBrowser(nil)
+	if events, done := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-1", "hi"), nil)); !done {
+		t.Fatalf("the first chat: %v", events)
+	}
+	// The same chat again is no new session.
+	if _, done := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-1", "again"), nil)); !done {
+		t.Fatal("the first chat's second message did not stream")
+	}
+	resp := b.post(gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}}, nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "opened 1 sessions in the last minute") {
+		t.Errorf("a second new chat in the minute: %s %q, want 429", resp.Status, body)
+	}
+}
