@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
 )
 
@@ -410,4 +411,61 @@ func TestChatNewSessionRate(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "opened 1 sessions in the last minute") {
 		t.Errorf("a second new chat in the minute: %s %q, want 429", resp.Status, body)
 	}
+}
+
+// TestAISDKAnswerCountsForTheCurrentAttempt: the app's output arrives after
+// the first attempt timed out and the retry waits for a page: it answers
+// the retry, and the call settles once, with it.
+func TestAISDKAnswerCountsForTheCurrentAttempt(t *testing.T) {
+	h := newHarness(t, harnessOptions{fakeClock: true})
+	b := h.newBrowser(nil)
+
+	events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-flaky", "flaky"), nil))
+	in := find(events, "tool-input-available", "toolCallId", "call_flaky")
+	if len(in) != 1 {
+		t.Fatalf("no client call: %v", events)
+	}
+	if md := fmt.Sprint(in[0]["providerMetadata"]); !strings.Contains(md, "attempt:1") {
+		t.Errorf("providerMetadata = %s, want attempt 1", md)
+	}
+	meta := events[len(events)-1]["messageMetadata"]
+	id := sessionOf(t, meta)
+	h.clock.Advance(6 * time.Second) // attempt 1's 5s pass
+	waitFor(t, "the retry", func() bool { return hasEvent(t, h, id, `"type":"tool.retrying"`) })
+	h.clock.Advance(time.Millisecond) // its backoff (none): attempt 2 starts and waits for a page
+	waitFor(t, "attempt 2", func() bool { return hasEvent(t, h, id, `"type":"tool.started"`, `"attempt":2`) })
+
+	answer := withOutputs("chat-flaky", "flaky", meta,
+		map[string]any{"type": "tool-flaky", "toolCallId": "call_flaky", "state": "output-available", "output": "done"})
+	events, _ = sse(t, b.post(gateway.RouteAISDK, answer, nil))
+	if out := find(events, "tool-output-available", "toolCallId", "call_flaky"); len(out) != 1 || out[0]["output"] != "done" {
+		t.Fatalf("the retried call's outcome: %v", events)
+	}
+	if n := len(find(events, "tool-output-error", "", nil)); n != 0 {
+		t.Errorf("the timed-out attempt showed as a failure: %v", events)
+	}
+}
+
+// hasEvent reports whether the session's log has an event whose frame
+// contains every part.
+func hasEvent(t *testing.T, h *harness, id string, parts ...string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	s := h.session(id)
+	page, err := s.Attach(ctx, engine.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Detach()
+	for _, ev := range page.Take(nil) {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(string(ev.Frame), p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
