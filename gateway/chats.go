@@ -182,9 +182,9 @@ func (s *Server) chatRoutes() {
 			return s.chatSession(r, frontEnd, key, create)
 		}
 	}
-	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Logger: s.logger})
+	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
 	s.mux.Handle("POST "+RouteAISDK, s.chatRoute(http.HandlerFunc(chat.Post)))
 	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))
-	run := agui.New(agui.Options{Find: find("agui"), Logger: s.logger})
+	run := agui.New(agui.Options{Find: find("agui"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
 	s.mux.Handle("POST "+RouteAGUI, s.chatRoute(run))
 }

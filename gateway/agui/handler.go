@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 )
@@ -25,10 +26,23 @@ type Options struct {
 	// Buffer is how many frames may wait on a run's page; default
 	// DefaultBuffer. A run that falls further behind ends with RUN_ERROR.
 	Buffer int
+	// WriteTimeout bounds one event's write; default sse.DefaultWriteTimeout
+	// (10s). A browser that reads nothing for that long loses the run;
+	// shorter cuts slow networks off sooner.
+	WriteTimeout time.Duration
+	// KeepAlive is how often an idle run gets a comment line, so that
+	// proxies which close idle connections (often at 60s) keep it while a
+	// tool runs; default DefaultKeepAlive.
+	KeepAlive time.Duration
 }
 
-// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
-const DefaultBuffer = 256
+// Defaults of Options.
+const (
+	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
+	DefaultBuffer = 256
+	// DefaultKeepAlive is Options.KeepAlive's default.
+	DefaultKeepAlive = 15 * time.Second
+)
 
 // MaxThreadIDBytes is the longest threadId a run may name.
 const MaxThreadIDBytes = 256
@@ -45,6 +59,9 @@ func New(o Options) *Handler {
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultBuffer
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
 	}
 	return &Handler{opts: o}
 }
@@ -178,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, t := range in.Tools {
 		tools = append(tools, t.Name)
 	}
-	run := newRun(w, in, sess)
+	run := newRun(w, h.opts, in)
 	base := sess.LastSeq()
 	run.base = base
 	after := base

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/sse"
 )
 
 // run turns one page's frames into the events of one AG-UI run, owned by
@@ -17,10 +18,11 @@ import (
 // this run delivered (outcome.pendingToolCallIds names them); with
 // RUN_ERROR when the session reports an error.
 type run struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
-	thread  string
-	runID   string
+	w      http.ResponseWriter
+	opts   Options
+	sse    *sse.Writer
+	thread string
+	runID  string
 
 	base  int64 // the session's last seq before the run's input
 	input bool  // the run gave the session something to do
@@ -43,35 +45,26 @@ type call struct {
 	finished bool
 }
 
-func newRun(w http.ResponseWriter, in runInput, s *engine.Session) *run {
-	f, _ := w.(http.Flusher)
-	return &run{w: w, flusher: f, thread: in.ThreadID, runID: in.RunID,
+func newRun(w http.ResponseWriter, o Options, in runInput) *run {
+	return &run{w: w, opts: o, thread: in.ThreadID, runID: in.RunID,
 		calls: map[string]*call{}, known: map[string]bool{}, answered: map[string]bool{}}
 }
 
-func (r *run) emit(v map[string]any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	_, _ = fmt.Fprintf(r.w, "data: %s\n\n", b)
-	if r.flusher != nil {
-		r.flusher.Flush()
-	}
-}
+func (r *run) emit(v map[string]any) { _ = r.sse.JSON(v) }
 
 // run streams until the run ends or ctx does.
 func (r *run) run(ctx context.Context, page *engine.Page) {
 	r.page = page.ID()
-	h := r.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	r.w.WriteHeader(http.StatusOK)
+	r.sse = sse.New(r.w, nil, r.opts.WriteTimeout)
+	keepalive := time.NewTicker(r.opts.KeepAlive)
+	defer keepalive.Stop()
 	r.emit(map[string]any{"type": "RUN_STARTED", "threadId": r.thread, "runId": r.runID})
 	var frames []engine.Event
 	first := true
 	for !r.ended {
+		if r.sse.Err() != nil {
+			return // the browser stopped reading
+		}
 		frames = page.Take(frames)
 		for _, ev := range frames {
 			r.event(ctx, page, ev)
@@ -102,6 +95,8 @@ func (r *run) run(ctx context.Context, page *engine.Page) {
 			}
 			r.finish(nil)
 			return
+		case <-keepalive.C:
+			_ = r.sse.Comment("keepalive")
 		case <-ctx.Done():
 			return
 		}

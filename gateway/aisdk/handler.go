@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 )
@@ -25,10 +26,23 @@ type Options struct {
 	// DefaultBuffer. A stream that falls further behind ends with an error
 	// chunk, and the chat can resume.
 	Buffer int
+	// WriteTimeout bounds one chunk's write; default sse.DefaultWriteTimeout
+	// (10s). A browser that reads nothing for that long loses the stream
+	// (the chat can resume); shorter cuts slow networks off sooner.
+	WriteTimeout time.Duration
+	// KeepAlive is how often an idle stream gets a comment line, so that
+	// proxies which close idle connections (often at 60s) keep it while a
+	// tool runs; default DefaultKeepAlive.
+	KeepAlive time.Duration
 }
 
-// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
-const DefaultBuffer = 256
+// Defaults of Options.
+const (
+	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
+	DefaultBuffer = 256
+	// DefaultKeepAlive is Options.KeepAlive's default.
+	DefaultKeepAlive = 15 * time.Second
+)
 
 // MaxChatIDBytes is the longest chat id a request may name.
 const MaxChatIDBytes = 256
@@ -45,6 +59,9 @@ func New(o Options) *Handler {
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultBuffer
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
 	}
 	return &Handler{opts: o}
 }
@@ -213,7 +230,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	st := newStream(w, sess)
+	st := newStream(w, h.opts, sess)
 	if last.Role == "user" {
 		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), Tools: tools, Buffer: h.opts.Buffer})
 		if err != nil {
@@ -326,7 +343,7 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	st := newStream(w, sess)
+	st := newStream(w, h.opts, sess)
 	st.fresh = true
 	st.run(ctx, page, replay)
 }

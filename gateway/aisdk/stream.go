@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/sse"
 )
 
 // stream turns one page's frames into the UI message stream of one
@@ -22,7 +23,8 @@ import (
 // in onToolCall, and its addToolOutput posts the answer).
 type stream struct {
 	w       http.ResponseWriter
-	flusher http.Flusher
+	opts    Options
+	sse     *sse.Writer
 	session string
 
 	fresh   bool // a new response: start carries the user message's id
@@ -53,18 +55,22 @@ type callState struct {
 	finished bool
 }
 
-func newStream(w http.ResponseWriter, s *engine.Session) *stream {
-	f, _ := w.(http.Flusher)
-	return &stream{w: w, flusher: f, session: s.ID(), calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
+func newStream(w http.ResponseWriter, o Options, s *engine.Session) *stream {
+	return &stream{w: w, opts: o, session: s.ID(), calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
 }
 
 // run streams frames (a replay already taken from the page, or none),
 // then the page's, until the response ends or ctx does.
 func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Event) {
 	st.page = page.ID()
-	st.headers()
+	st.sse = sse.New(st.w, http.Header{"X-Vercel-Ai-Ui-Message-Stream": {"v1"}}, st.opts.WriteTimeout)
+	keepalive := time.NewTicker(st.opts.KeepAlive)
+	defer keepalive.Stop()
 	var buf []engine.Event
 	for !st.ended {
+		if st.sse.Err() != nil {
+			return // the browser stopped reading: the chat can resume
+		}
 		if frames == nil {
 			buf = page.Take(buf)
 			frames = buf
@@ -96,44 +102,20 @@ func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Ev
 			}
 			st.finish("other")
 			return
+		case <-keepalive.C:
+			_ = st.sse.Comment("keepalive")
 		case <-ctx.Done():
 			return // the browser left, or the gateway stops: the chat can resume
 		}
 	}
 }
 
-// headers starts the response.
-func (st *stream) headers() {
-	h := st.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Vercel-Ai-Ui-Message-Stream", "v1")
-	h.Set("X-Accel-Buffering", "no")
-	st.w.WriteHeader(http.StatusOK)
-	st.flush()
-}
-
-func (st *stream) flush() {
-	if st.flusher != nil {
-		st.flusher.Flush()
-	}
-}
-
-// chunk writes one SSE event: data: {json}.
-func (st *stream) chunk(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	_, _ = fmt.Fprintf(st.w, "data: %s\n\n", b)
-	st.flush()
-}
+// chunk writes one chunk: data: {json}.
+func (st *stream) chunk(v any) { _ = st.sse.JSON(v) }
 
 // done writes the stream's terminator.
 func (st *stream) done() {
-	_, _ = fmt.Fprint(st.w, "data: [DONE]\n\n")
-	st.flush()
+	_ = st.sse.Data("[DONE]")
 	st.ended = true
 }
 
