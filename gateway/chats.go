@@ -48,6 +48,18 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			// An allowed page of another site (--origins) reads the
+			// stream with its cookie: CORS with credentials.
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions {
+			s.preflight(w, r)
+			return
+		}
 		browser, err := s.browserFor(w, r)
 		if err != nil {
 			s.logger.Error("failed to identify browser", "err", err)
@@ -69,6 +81,19 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.ChatBodyLimit)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, browserCtxKey{}, browser)))
 	})
+}
+
+// preflight answers a CORS preflight of an allowed origin: the methods and
+// the headers the front ends' clients send (JSON bodies, and whatever
+// headers the app adds to its transport).
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
+		h.Set("Access-Control-Allow-Headers", asked)
+	}
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // trackStream registers a front end's request, so that Shutdown ends it
@@ -187,4 +212,8 @@ func (s *Server) chatRoutes() {
 	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))
 	run := agui.New(agui.Options{Find: find("agui"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
 	s.mux.Handle("POST "+RouteAGUI, s.chatRoute(run))
+	preflight := s.chatRoute(http.NotFoundHandler()) // chatRoute answers OPTIONS itself
+	for _, route := range []string{RouteAISDK, RouteAISDKResume, RouteAGUI} {
+		s.mux.Handle("OPTIONS "+route, preflight)
+	}
 }

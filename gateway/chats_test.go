@@ -469,3 +469,42 @@ func hasEvent(t *testing.T, h *harness, id string, parts ...string) bool {
 	}
 	return false
 }
+
+// TestChatCORS: a page of a site in --origins may post with its cookie
+// (a preflight, then credentials); another site's page is refused.
+func TestChatCORS(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"app.example"}}})
+	b := h.newBrowser(nil)
+	for _, tc := range []struct {
+		origin string
+		status int
+	}{
+		{"https://app.example", http.StatusNoContent},
+		{"https://evil.example", http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodOptions, h.srv.URL+gateway.RouteAISDK, nil)
+		req.Header.Set("Origin", tc.origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "content-type")
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("preflight from %s: %s, want %d", tc.origin, resp.Status, tc.status)
+		}
+		if tc.status == http.StatusNoContent && (resp.Header.Get("Access-Control-Allow-Origin") != tc.origin ||
+			resp.Header.Get("Access-Control-Allow-Credentials") != "true" || resp.Header.Get("Access-Control-Allow-Headers") != "content-type") {
+			t.Errorf("preflight headers %v", resp.Header)
+		}
+	}
+	resp := b.post(gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}},
+		http.Header{"Origin": {"https://app.example"}})
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "https://app.example" {
+		t.Errorf("Access-Control-Allow-Origin = %q", got)
+	}
+	if events, _ := sse(t, resp); events[len(events)-1]["type"] != "RUN_FINISHED" {
+		t.Errorf("the cross-site run: %v", events)
+	}
+}
