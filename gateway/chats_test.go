@@ -508,3 +508,32 @@ func TestChatCORS(t *testing.T) {
 		t.Errorf("the cross-site run: %v", events)
 	}
 }
+
+// TestSessionErrorsEndTheRequest: a guard that stops the agent ends the AI
+// SDK's request with an error chunk (the chat's error) and the AG-UI run
+// with RUN_ERROR, saying why.
+func TestSessionErrorsEndTheRequest(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: engine.Options{Limits: engine.Limits{MaxModelTurns: 1}}})
+	b := h.newBrowser(nil)
+	// "both": the worker's call runs, the client's is answered, and the
+	// model's second turn is one too many.
+	events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-g", "both"), nil))
+	meta := events[len(events)-1]["messageMetadata"]
+	answer := withOutputs("chat-g", "both", meta,
+		map[string]any{"type": "tool-get_local_time", "toolCallId": "call_time", "state": "output-available", "output": map[string]any{"time": "1"}})
+	events, done := sse(t, b.post(gateway.RouteAISDK, answer, nil))
+	last := events[len(events)-1]
+	if !done || last["type"] != "error" || !strings.Contains(fmt.Sprint(last["errorText"]), "Stopped: the model took 1 turns") {
+		t.Errorf("want the guard as the last chunk, an error, then [DONE]; got %v (done %v)", events, done)
+	}
+
+	tools := []any{map[string]any{"name": "get_local_time", "description": ""}}
+	user := map[string]any{"id": "u1", "role": "user", "content": "both"}
+	events, _ = sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-g", "runId": "r1", "tools": tools, "messages": []any{user}}, nil))
+	msgs := []any{user, map[string]any{"id": "t1", "role": "tool", "toolCallId": "call_time", "content": `{"time":"1"}`}}
+	events, _ = sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-g", "runId": "r2", "tools": tools, "messages": msgs}, nil))
+	last = events[len(events)-1]
+	if last["type"] != "RUN_ERROR" || last["code"] != "guard.model_turns" {
+		t.Errorf("want RUN_ERROR with the guard's code last; got %v", events)
+	}
+}

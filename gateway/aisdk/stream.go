@@ -346,9 +346,13 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(ev.Frame, &e)
+		// The client takes an error chunk as the end of the request (the
+		// chat's error); the session goes on, and the next request shows
+		// what follows.
 		st.start("")
 		st.closeText()
 		st.chunk(map[string]any{"type": "error", "errorText": e.Message})
+		st.done()
 	case engine.EventSessionIdle:
 		st.finish("stop")
 	case engine.EventSessionEnded:
