@@ -529,7 +529,9 @@ func TestSessionErrorsEndTheRequest(t *testing.T) {
 
 	tools := []any{map[string]any{"name": "get_local_time", "description": ""}}
 	user := map[string]any{"id": "u1", "role": "user", "content": "both"}
-	events, _ = sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-g", "runId": "r1", "tools": tools, "messages": []any{user}}, nil))
+	if events, _ := sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-g", "runId": "r1", "tools": tools, "messages": []any{user}}, nil)); len(find(events, "TOOL_CALL_END", "toolCallId", "call_time")) != 1 {
+		t.Fatalf("the first run: %v", events)
+	}
 	msgs := []any{user, map[string]any{"id": "t1", "role": "tool", "toolCallId": "call_time", "content": `{"time":"1"}`}}
 	events, _ = sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-g", "runId": "r2", "tools": tools, "messages": msgs}, nil))
 	last = events[len(events)-1]
