@@ -173,10 +173,19 @@ func TestAISDKTurnWithWorkerAndClientTools(t *testing.T) {
 		t.Errorf("the follow-up's start: %v, want one, without a messageId (it continues the message)", events[0])
 	}
 
+	latest := events[len(events)-1]["messageMetadata"]
+
 	// The same answer again is a duplicate: refused, the call settled once.
+	// Posted with the first stream's metadata, it replays what followed.
 	events, _ = sse(t, b.post(gateway.RouteAISDK, answer, nil))
 	if out := find(events, "tool-output-available", "", nil); len(out) != 1 {
 		t.Errorf("the duplicate's stream: %v", events)
+	}
+	// Posted with the latest, there is nothing new: it finishes at once.
+	answer["messages"].([]any)[1].(map[string]any)["metadata"] = latest
+	events, done = sse(t, b.post(gateway.RouteAISDK, answer, nil))
+	if !done || len(events) != 2 || events[1]["finishReason"] != "stop" {
+		t.Errorf("the duplicate with nothing new: %v (done %v), want start, finish", events, done)
 	}
 	id := sessionOf(t, meta)
 	tools := 0

@@ -66,7 +66,9 @@ func (r *run) run(ctx context.Context, page *engine.Page) {
 			return // the browser stopped reading
 		}
 		frames = page.Take(frames)
+		news := false
 		for _, ev := range frames {
+			news = news || ev.Seq > 0
 			r.event(ctx, page, ev)
 			if r.ended {
 				return
@@ -76,8 +78,10 @@ func (r *run) run(ctx context.Context, page *engine.Page) {
 			if page.Queued() == 0 {
 				if ids := r.pending(); len(ids) > 0 {
 					r.finish(ids)
-				} else if first && !r.input && r.open() == 0 {
-					r.finish(nil) // nothing to do, nothing running
+				} else if first && !r.input && !news {
+					// Nothing to do, and nothing happened since the last
+					// run ended: the session is as it left it, idle.
+					r.finish(nil)
 				}
 			}
 			first = false
@@ -101,16 +105,6 @@ func (r *run) run(ctx context.Context, page *engine.Page) {
 			return
 		}
 	}
-}
-
-func (r *run) open() int {
-	n := 0
-	for _, c := range r.calls {
-		if !c.finished {
-			n++
-		}
-	}
-	return n
 }
 
 // pending names the open calls when all are front-end calls this run

@@ -242,7 +242,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		st.fresh = true
+		st.fresh, st.input = true, true
 		st.run(ctx, page, nil)
 		return
 	}
@@ -259,10 +259,12 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		}
 		st.known[p.ToolCallID] = true
 		st.client[p.ToolCallID] = !p.ProviderExecuted
-		if err := h.answer(ctx, sess, p); err != nil {
+		took, err := h.answer(ctx, sess, p)
+		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
+		st.input = st.input || took
 	}
 	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Buffer: h.opts.Buffer})
 	if err != nil {
@@ -274,13 +276,13 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 }
 
 // answer takes a tool part's output as the answer to its call's current
-// attempt. A part that is not a client's output (a worker's, or one still
+// attempt, and reports whether the call took it. A part that is not a client's output (a worker's, or one still
 // waiting) is skipped; so is one the call cannot take (it settled: the
 // part is history, a duplicate, or too late; its outcome is in the
 // stream). Only a failure of the session is an error.
-func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) error {
+func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) (took bool, err error) {
 	if p.ProviderExecuted {
-		return nil
+		return false, nil
 	}
 	var a engine.Action
 	switch p.State {
@@ -293,17 +295,17 @@ func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) er
 	case "output-error":
 		a = engine.ToolError{ID: p.ToolCallID, Error: p.ErrorText, Code: engine.CodeToolFailed}
 	default:
-		return nil
+		return false, nil
 	}
-	err := sess.Answer(ctx, a)
+	err = sess.Answer(ctx, a)
 	switch {
 	case err == nil:
-		return nil
+		return true, nil
 	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
 		h.opts.Logger.Debug("AI SDK tool output not taken", "session", sess.ID(), "call", p.ToolCallID, "err", err)
-		return nil
+		return false, nil
 	default:
-		return fmt.Errorf("failed to answer tool call %s: %w", p.ToolCallID, err)
+		return false, fmt.Errorf("failed to answer tool call %s: %w", p.ToolCallID, err)
 	}
 }
 

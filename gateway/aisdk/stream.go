@@ -28,6 +28,7 @@ type stream struct {
 	session string
 
 	fresh   bool // a new response: start carries the user message's id
+	input   bool // the request gave the session something to do
 	started bool // the start chunk is written
 	ended   bool
 	seq     int64 // the last session event seen: the metadata's seq
@@ -67,6 +68,7 @@ func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Ev
 	keepalive := time.NewTicker(st.opts.KeepAlive)
 	defer keepalive.Stop()
 	var buf []engine.Event
+	first := true
 	for !st.ended {
 		if st.sse.Err() != nil {
 			return // the browser stopped reading: the chat can resume
@@ -75,7 +77,9 @@ func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Ev
 			buf = page.Take(buf)
 			frames = buf
 		}
+		news := false
 		for _, ev := range frames {
+			news = news || ev.Seq > 0
 			st.event(ctx, page, ev)
 			if st.ended {
 				return
@@ -83,9 +87,18 @@ func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Ev
 		}
 		if len(frames) > 0 {
 			frames = nil
-			if page.Queued() == 0 && st.pending() {
-				st.finish("tool-calls")
+			if page.Queued() == 0 {
+				switch {
+				case st.pending():
+					st.finish("tool-calls")
+				case first && !st.input && !news:
+					// Nothing to do (no output it could take), and nothing
+					// happened since the last stream ended: the session is
+					// as it left it, idle.
+					st.finish("stop")
+				}
 			}
+			first = false
 			continue
 		}
 		frames = nil
