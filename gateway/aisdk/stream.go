@@ -52,6 +52,7 @@ type callState struct {
 	input    bool // tool-input-available (or -error) is written
 	appRuns  bool // the app was told to run it (providerExecuted false)
 	in       engine.ToolInput
+	args     string // the raw arguments, shown when they are malformed
 	mine     bool // a client attempt is delivered to this stream and waits
 	finished bool
 }
@@ -279,7 +280,7 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 		}
 		c := st.call(e.ID, e.Name)
 		c.client = e.Handler == engine.HandlerClient
-		c.in = e.Input
+		c.in, c.args = e.Input, e.Arguments
 		if c.input || st.known[e.ID] {
 			return
 		}
@@ -389,7 +390,11 @@ func (st *stream) showInput(c *callState, id string) {
 	}
 	c.shown = true
 	st.openStep()
-	st.chunk(map[string]any{"type": "tool-input-start", "toolCallId": id, "toolName": c.name, "providerExecuted": !c.client})
+	chunk := map[string]any{"type": "tool-input-start", "toolCallId": id, "toolName": c.name}
+	if !c.client {
+		chunk["providerExecuted"] = true
+	}
+	st.chunk(chunk)
 }
 
 // inputAvailable writes the call's input once: tool-input-available, or
@@ -409,6 +414,9 @@ func (st *stream) inputAvailable(c *callState, id string, in engine.ToolInput, p
 	case engine.InputMalformed, engine.InputInvalid:
 		chunk["type"] = "tool-input-error"
 		chunk["input"] = in.Value
+		if in.Value == nil {
+			chunk["input"] = c.args // not JSON: the text as the model wrote it
+		}
 		chunk["errorText"] = in.Error
 	default:
 		chunk["type"] = "tool-input-available"

@@ -109,6 +109,23 @@ test("a client tool that times out surfaces as tool-output-error; the late answe
     assert.equal(chat.error, undefined);
 });
 
+test("a client call with malformed arguments is answered by the gateway; the app never runs it", async () => {
+    const ran = [];
+    const chat = new Chat({
+        id: "chat-broken",
+        transport: transport(gw.url, browser()),
+        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+        onToolCall: ({ toolCall }) => { ran.push(toolCall.toolName); },
+    });
+    await chat.sendMessage({ text: "broken clock" });
+    await until(() => chat.status === "ready" && textOf(lastAssistant(chat)).includes("get_local_time failed"), "the reply after the refused call");
+    assert.deepEqual(ran, []);
+    const part = toolPart(lastAssistant(chat), "get_local_time");
+    assert.equal(part.state, "output-error");
+    assert.match(part.errorText, /not a JSON object/);
+    assert.equal(chat.error, undefined);
+});
+
 test("a stream cut mid-reply resumes from the session's log (resume: the GET route)", async () => {
     const fetch = browser();
     const first = new Chat({ id: "chat-resume", transport: transport(gw.url, fetch) });
