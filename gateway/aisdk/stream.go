@@ -53,7 +53,7 @@ type callState struct {
 	appRuns  bool // the app was told to run it (providerExecuted false)
 	in       engine.ToolInput
 	args     string // the raw arguments, shown when they are malformed
-	mine     bool // a client attempt is delivered to this stream and waits
+	mine     bool   // a client attempt is delivered to this stream and waits
 	finished bool
 }
 
