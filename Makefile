@@ -110,8 +110,11 @@ unit:
 # The Node worker helper's tests, workers/node/test/ (Node built-ins only, no
 # npm install). No path argument: from Node 21 on, `node --test DIR` takes DIR
 # for a glob and fails on a directory; without one it finds test/*.mjs.
-node-test:
+# Then the HTTP front ends' tests, integrations/test/: the real `ai` and
+# `@ag-ui/client` packages (make deps) against the built binary.
+node-test: build
 	cd workers/node && node --test
+	node --test integrations/test/*.test.mjs
 
 e2e: deps build
 	npx playwright test $(E2E_ARGS)

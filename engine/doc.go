@@ -13,7 +13,8 @@
 // session. Session.Attach adds a Page: its stream
 // (Take, Ready, Done) and its side of the conversation (Send, Answer,
 // Cancel, Detach). Session.Send, Answer, Cancel and End drive a session
-// from Go. ToolWorker and Tool write an in-process worker as Go functions.
+// from Go; Session.Agent reads its agent config, and OpenOptions.ID opens a
+// session under an id the caller derives (an adapter's own chat key). ToolWorker and Tool write an in-process worker as Go functions.
 //
 // Concurrency: every method of Engine, Session and Page is safe for
 // concurrent use. One goroutine owns each session's state (its calls, its

@@ -185,7 +185,16 @@ type OpenOptions struct {
 	// Owner says who the session belongs to (the gateway: the browser's
 	// id); Session.Owner returns it. The engine does not interpret it.
 	Owner string
+	// ID is the session's id; empty: Options.NewID mints one. An adapter
+	// that must find a session again by a key of its own (the AI SDK's
+	// chat id) derives the id from that key. The caller must know the id
+	// is free: Engine.Load said ErrNoSession. Open refuses, with
+	// ErrSessionExists, an id whose session is loaded or loading here.
+	ID string
 }
+
+// ErrSessionExists: OpenOptions.ID names a session that is in memory.
+var ErrSessionExists = errors.New("session already exists")
 
 // Open starts a session: it asks the worker for the agent config
 // (session.start), compiles its schemas and resolves its model. A config
@@ -208,7 +217,14 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 			return nil, fmt.Errorf("%w: this browser has %d sessions open, the most it may; a session with no page closes after %v", ErrLimitExceeded, n, e.opts.Unload)
 		}
 	}
-	s := newSession(e, e.opts.NewID(), o.Owner)
+	id := o.ID
+	if id == "" {
+		id = e.opts.NewID()
+	} else if _, loading := e.loading[id]; loading || e.sessions[id] != nil {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("failed to open session %q: %w", id, ErrSessionExists)
+	}
+	s := newSession(e, id, o.Owner)
 	s.created = e.opts.Clock.Now()
 	s.updated = s.created
 	e.sessions[s.id] = s

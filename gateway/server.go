@@ -80,6 +80,11 @@ type Options struct {
 	// shorter moves them sooner, at the cost of closing pages on a slow
 	// network. Zero uses the default; negative disables.
 	PingInterval time.Duration
+	// ChatBodyLimit bounds the body of a request to the HTTP front ends
+	// (POST /api/chat, POST /ag-ui), which carry the whole conversation;
+	// default DefaultChatBodyLimit (8 MiB). A larger body is refused with
+	// 413. Larger lets longer chats post, at the cost of memory per request.
+	ChatBodyLimit int64
 	// WriteTimeout bounds one frame's write; default 10s.
 	WriteTimeout time.Duration
 	// Relay serves pages connected to other nodes whose sessions run here,
@@ -111,7 +116,8 @@ type Server struct {
 	closing bool
 	wg      sync.WaitGroup
 
-	shares      map[string]*share // by browser id; admission.go
+	streams     map[*context.CancelFunc]struct{} // the HTTP front ends' requests; chats.go
+	shares      map[string]*share                // by browser id; admission.go
 	sharesSwept time.Time
 }
 
@@ -165,6 +171,9 @@ func New(opts Options) (*Server, error) {
 	if opts.PingInterval == 0 {
 		opts.PingInterval = DefaultPingInterval
 	}
+	if opts.ChatBodyLimit <= 0 {
+		opts.ChatBodyLimit = DefaultChatBodyLimit
+	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
@@ -212,6 +221,7 @@ func (s *Server) routes() {
 	// /ws loads the cookie session itself: LoadAndSave wraps the
 	// ResponseWriter, which the WebSocket upgrade needs to hijack.
 	s.mux.HandleFunc("GET /ws", s.serveWS)
+	s.chatRoutes()
 	s.hosts = s.checkHost(s.mux)
 }
 
@@ -380,6 +390,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range open {
 		c.close(engine.CloseGoingAway, "the gateway is shutting down")
 	}
+	s.stopStreams()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {

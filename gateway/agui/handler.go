@@ -1,0 +1,299 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Find returns the request's browser's session for a thread id,
+	// opening one when create is set and there is none. Its error may
+	// carry an HTTP status (a StatusCode() int method); else it is
+	// answered with 500. Required.
+	Find func(r *http.Request, thread string, create bool) (*engine.Session, error)
+	// Logger gets a line per refused request. Default: slog.Default().
+	Logger *slog.Logger
+	// Buffer is how many frames may wait on a run's page; default
+	// DefaultBuffer. A run that falls further behind ends with RUN_ERROR.
+	Buffer int
+	// WriteTimeout bounds one event's write; default sse.DefaultWriteTimeout
+	// (10s). A browser that reads nothing for that long loses the run;
+	// shorter cuts slow networks off sooner.
+	WriteTimeout time.Duration
+	// KeepAlive is how often an idle run gets a comment line, so that
+	// proxies which close idle connections (often at 60s) keep it while a
+	// tool runs; default DefaultKeepAlive.
+	KeepAlive time.Duration
+}
+
+// Defaults of Options.
+const (
+	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
+	DefaultBuffer = 256
+	// DefaultKeepAlive is Options.KeepAlive's default.
+	DefaultKeepAlive = 15 * time.Second
+)
+
+// MaxThreadIDBytes is the longest threadId a run may name.
+const MaxThreadIDBytes = 256
+
+// Handler serves AG-UI runs.
+type Handler struct {
+	opts Options
+}
+
+// New returns a Handler.
+func New(o Options) *Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	return &Handler{opts: o}
+}
+
+// runInput is the part of RunAgentInput the gateway reads.
+type runInput struct {
+	ThreadID string    `json:"threadId"`
+	RunID    string    `json:"runId"`
+	Messages []message `json:"messages"`
+	Tools    []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+// message is an AG-UI message: user, assistant (with toolCalls) or tool.
+type message struct {
+	ID         string          `json:"id"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"toolCallId"`
+	Error      string          `json:"error"`
+	ToolCalls  []struct {
+		ID string `json:"id"`
+	} `json:"toolCalls"`
+}
+
+// text is a message's content as text: the string, or its text parts.
+func (m message) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(m.Content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string   { return e.err.Error() }
+func (e *statusError) StatusCode() int { return e.status }
+
+func badRequest(format string, args ...any) error {
+	return &statusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+// fail answers a run the handler cannot serve, before any event.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	var coded interface{ StatusCode() int }
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &coded):
+		status = coded.StatusCode()
+	case errors.As(err, &tooLarge):
+		status = http.StatusRequestEntityTooLarge
+		err = fmt.Errorf("the request body is over %d bytes, the most the gateway reads", tooLarge.Limit)
+	case errors.Is(err, engine.ErrLimitExceeded):
+		status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, engine.ErrBadRequest):
+		status = http.StatusBadRequest
+	case errors.Is(err, engine.ErrSessionClosed):
+		status = http.StatusGone
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		status = http.StatusServiceUnavailable
+	}
+	h.opts.Logger.Info("AG-UI run refused", "status", status, "err", err)
+	http.Error(w, err.Error(), status)
+}
+
+func decode(r *http.Request) (runInput, error) {
+	var in runInput
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return in, &statusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return in, err
+		}
+		return in, badRequest("the body is not a RunAgentInput ({threadId, runId, messages, tools}): %v", err)
+	}
+	switch {
+	case in.ThreadID == "":
+		return in, badRequest("threadId is empty")
+	case len(in.ThreadID) > MaxThreadIDBytes:
+		return in, badRequest("threadId is %d bytes long, at most %d", len(in.ThreadID), MaxThreadIDBytes)
+	case in.RunID == "":
+		return in, badRequest("runId is empty")
+	}
+	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" && in.Messages[n-1].text() == "" {
+		return in, badRequest("the last message (the user's) has no text")
+	}
+	return in, nil
+}
+
+// ServeHTTP runs the agent: a new user message (the input's last message
+// is the user's), or the results of front-end tools (tool messages after
+// the last assistant message); then the session's events until the run
+// ends.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in, err := decode(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var last *message
+	if n := len(in.Messages); n > 0 {
+		last = &in.Messages[n-1]
+	}
+	userMessage := last != nil && last.Role == "user"
+	sess, err := h.opts.Find(r, in.ThreadID, userMessage)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	tools := make([]string, 0, len(in.Tools))
+	for _, t := range in.Tools {
+		tools = append(tools, t.Name)
+	}
+	run := newRun(w, h.opts, in)
+	base := sess.LastSeq()
+	run.base = base
+	after := base
+	if !userMessage {
+		// Tool results: replay from the last event the front end has, so
+		// what happened since the last run (a timeout) comes in order.
+		if seq, text := lastSeen(in.Messages); seq > 0 && seq <= base {
+			after = seq
+			if text {
+				// The front end has that text message whole: the rest
+				// of its deltas are not replayed.
+				run.skipText = true
+				run.lastText = msgID(seq)
+			}
+		}
+		for i := len(in.Messages) - 1; i >= 0 && in.Messages[i].Role == "tool"; i-- {
+			if err := h.answer(ctx, sess, in.Messages[i], run); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
+	}
+	for _, m := range in.Messages {
+		for _, tc := range m.ToolCalls {
+			run.known[tc.ID] = true
+		}
+	}
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Buffer: h.opts.Buffer})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer page.Detach()
+	if userMessage {
+		if err := page.Send(ctx, last.text()); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		run.input = true
+	}
+	run.run(ctx, page)
+}
+
+// answer takes a tool message as the answer to its call's current
+// attempt. One the call cannot take (it settled: history, a duplicate, too
+// late; or it is not a client call) is skipped: its outcome is in the
+// stream. Only a failure of the session is an error.
+func (h *Handler) answer(ctx context.Context, sess *engine.Session, m message, run *run) error {
+	if m.ToolCallID == "" {
+		return nil
+	}
+	var a engine.Action
+	if m.Error != "" {
+		a = engine.ToolError{ID: m.ToolCallID, Error: m.Error, Code: engine.CodeToolFailed}
+	} else {
+		a = engine.ToolResult{ID: m.ToolCallID, Result: resultJSON(m.text())}
+	}
+	err := sess.Answer(ctx, a)
+	switch {
+	case err == nil:
+		run.answered[m.ToolCallID] = true
+		run.input = true
+		return nil
+	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
+		h.opts.Logger.Debug("AG-UI tool result not taken", "session", sess.ID(), "call", m.ToolCallID, "err", err)
+		return nil
+	default:
+		return fmt.Errorf("failed to answer tool call %s: %w", m.ToolCallID, err)
+	}
+}
+
+// resultJSON is a tool message's content as a result: the JSON value it
+// holds, or the text as a JSON string.
+func resultJSON(content string) json.RawMessage {
+	if json.Valid([]byte(content)) {
+		return json.RawMessage(content)
+	}
+	b, _ := json.Marshal(content)
+	return b
+}
+
+// idPrefix marks the message ids the gateway mints: gw<seq>, or gw<seq>r
+// for a tool result, seq the session event that made the message.
+const idPrefix = "gw"
+
+// lastSeen is the highest seq among the ids of the messages the gateway
+// minted: the last event the front end got, or, when text is set, the
+// first delta of a text message it has whole.
+func lastSeen(msgs []message) (seq int64, text bool) {
+	for _, m := range msgs {
+		rest, ok := strings.CutPrefix(m.ID, idPrefix)
+		if !ok {
+			continue
+		}
+		num, result := strings.CutSuffix(rest, "r")
+		if n, err := strconv.ParseInt(num, 10, 64); err == nil && n > seq {
+			seq, text = n, !result
+		}
+	}
+	return seq, text
+}

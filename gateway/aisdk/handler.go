@@ -1,0 +1,383 @@
+package aisdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Find returns the request's browser's session for a chat id, opening
+	// one when create is set and there is none. Its error may carry an
+	// HTTP status (a StatusCode() int method); else it is answered with
+	// 500. Required.
+	Find func(r *http.Request, chat string, create bool) (*engine.Session, error)
+	// Logger gets a line per refused request. Default: slog.Default().
+	Logger *slog.Logger
+	// Buffer is how many frames may wait on a stream's page; default
+	// DefaultBuffer. A stream that falls further behind ends with an error
+	// chunk, and the chat can resume.
+	Buffer int
+	// WriteTimeout bounds one chunk's write; default sse.DefaultWriteTimeout
+	// (10s). A browser that reads nothing for that long loses the stream
+	// (the chat can resume); shorter cuts slow networks off sooner.
+	WriteTimeout time.Duration
+	// KeepAlive is how often an idle stream gets a comment line, so that
+	// proxies which close idle connections (often at 60s) keep it while a
+	// tool runs; default DefaultKeepAlive.
+	KeepAlive time.Duration
+}
+
+// Defaults of Options.
+const (
+	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
+	DefaultBuffer = 256
+	// DefaultKeepAlive is Options.KeepAlive's default.
+	DefaultKeepAlive = 15 * time.Second
+)
+
+// MaxChatIDBytes is the longest chat id a request may name.
+const MaxChatIDBytes = 256
+
+// Handler serves the UI message stream.
+type Handler struct {
+	opts Options
+}
+
+// New returns a Handler.
+func New(o Options) *Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	return &Handler{opts: o}
+}
+
+// request is the body DefaultChatTransport posts.
+type request struct {
+	ID        string      `json:"id"`
+	Messages  []uiMessage `json:"messages"`
+	Trigger   string      `json:"trigger"`
+	MessageID string      `json:"messageId"`
+}
+
+// uiMessage is the part of a UIMessage the gateway reads.
+type uiMessage struct {
+	ID       string          `json:"id"`
+	Role     string          `json:"role"`
+	Parts    []uiPart        `json:"parts"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// uiPart is a message part: text, or a tool's ("tool-NAME" or
+// "dynamic-tool"); other parts are ignored.
+type uiPart struct {
+	Type             string          `json:"type"`
+	Text             string          `json:"text"`
+	ToolCallID       string          `json:"toolCallId"`
+	State            string          `json:"state"`
+	Output           json.RawMessage `json:"output"`
+	ErrorText        string          `json:"errorText"`
+	ProviderExecuted bool            `json:"providerExecuted"`
+}
+
+func (p uiPart) isTool() bool {
+	return p.ToolCallID != "" && (strings.HasPrefix(p.Type, "tool-") || p.Type == "dynamic-tool")
+}
+
+// metadata is what the gateway puts in the assistant message's metadata,
+// and reads back from the next request: the session's seq the stream ended
+// at, so the next stream starts where it stopped.
+type metadata struct {
+	Gateway *struct {
+		Session string `json:"session"`
+		Seq     int64  `json:"seq"`
+	} `json:"gateway"`
+}
+
+// badRequest is a request the handler refuses with 400.
+func badRequest(format string, args ...any) error {
+	return &statusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string   { return e.err.Error() }
+func (e *statusError) StatusCode() int { return e.status }
+
+// fail answers a request the handler cannot serve, before any chunk.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	var coded interface{ StatusCode() int }
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &coded):
+		status = coded.StatusCode()
+	case errors.As(err, &tooLarge):
+		status = http.StatusRequestEntityTooLarge
+		err = fmt.Errorf("the request body is over %d bytes, the most the gateway reads", tooLarge.Limit)
+	case errors.Is(err, engine.ErrLimitExceeded):
+		status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, engine.ErrSessionClosed):
+		status = http.StatusGone
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		status = http.StatusServiceUnavailable
+	}
+	h.opts.Logger.Info("AI SDK request refused", "path", r.URL.Path, "status", status, "err", err)
+	http.Error(w, err.Error(), status)
+}
+
+// decode reads and checks the posted body.
+func decode(r *http.Request) (request, error) {
+	var req request
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return req, &statusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return req, err
+		}
+		return req, badRequest("the body is not a chat request ({id, messages, trigger}): %v", err)
+	}
+	switch {
+	case req.ID == "":
+		return req, badRequest("the request names no chat: id is empty")
+	case len(req.ID) > MaxChatIDBytes:
+		return req, badRequest("the chat id is %d bytes long, at most %d", len(req.ID), MaxChatIDBytes)
+	case len(req.Messages) == 0:
+		return req, badRequest("the request has no messages")
+	case req.Trigger == "regenerate-message":
+		return req, badRequest("regenerate is not supported: the session's transcript cannot be rewritten; send the message again instead")
+	case req.Trigger != "" && req.Trigger != "submit-message":
+		return req, badRequest("trigger %q is not one the gateway takes: submit-message", req.Trigger)
+	}
+	switch last := req.Messages[len(req.Messages)-1]; last.Role {
+	case "user":
+		if text(last) == "" {
+			return req, badRequest("the last message (the user's) has no text")
+		}
+	case "assistant":
+	default:
+		return req, badRequest("the last message's role is %q: want user (a new message) or assistant (tool outputs)", last.Role)
+	}
+	return req, nil
+}
+
+// text joins a message's text parts.
+func text(m uiMessage) string {
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// clientTools names the session's tools that run in the browser: the ones
+// the agent declares with handler client. A useChat app runs them in
+// onToolCall.
+func clientTools(ctx context.Context, s *engine.Session) ([]string, error) {
+	agent, err := s.Agent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range agent.Tools {
+		if t.Handler == engine.HandlerClient {
+			names = append(names, t.Name)
+		}
+	}
+	return names, nil
+}
+
+// Post serves POST /api/chat: a new user message (the last message is the
+// user's), or the outputs of client tools (the last message is the
+// assistant's, with tool parts addToolOutput filled); then the session's
+// events until the response ends.
+func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
+	req, err := decode(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	last := req.Messages[len(req.Messages)-1]
+	sess, err := h.opts.Find(r, req.ID, last.Role == "user")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	tools, err := clientTools(ctx, sess)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	st := newStream(w, h.opts, sess)
+	if last.Role == "user" {
+		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), Tools: tools, Buffer: h.opts.Buffer})
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		defer page.Detach()
+		if err := page.Send(ctx, text(last)); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		st.fresh, st.input = true, true
+		st.run(ctx, page, nil)
+		return
+	}
+	// Tool outputs: answer the calls first, then replay from where the
+	// last stream stopped, so the outcomes and what followed come in order.
+	after := sess.LastSeq()
+	var md metadata
+	if json.Unmarshal(last.Metadata, &md) == nil && md.Gateway != nil && md.Gateway.Session == sess.ID() && md.Gateway.Seq <= after {
+		after = md.Gateway.Seq
+	}
+	for _, p := range last.Parts {
+		if !p.isTool() {
+			continue
+		}
+		st.known[p.ToolCallID] = true
+		st.client[p.ToolCallID] = !p.ProviderExecuted
+		took, err := h.answer(ctx, sess, p)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		st.input = st.input || took
+	}
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Buffer: h.opts.Buffer})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer page.Detach()
+	st.run(ctx, page, nil)
+}
+
+// answer takes a tool part's output as the answer to its call's current
+// attempt, and reports whether the call took it. A part that is not a client's output (a worker's, or one still
+// waiting) is skipped; so is one the call cannot take (it settled: the
+// part is history, a duplicate, or too late; its outcome is in the
+// stream). Only a failure of the session is an error.
+func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) (took bool, err error) {
+	if p.ProviderExecuted {
+		return false, nil
+	}
+	var a engine.Action
+	switch p.State {
+	case "output-available":
+		out := p.Output
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		a = engine.ToolResult{ID: p.ToolCallID, Result: out}
+	case "output-error":
+		a = engine.ToolError{ID: p.ToolCallID, Error: p.ErrorText, Code: engine.CodeToolFailed}
+	default:
+		return false, nil
+	}
+	err = sess.Answer(ctx, a)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
+		h.opts.Logger.Debug("AI SDK tool output not taken", "session", sess.ID(), "call", p.ToolCallID, "err", err)
+		return false, nil
+	default:
+		return false, fmt.Errorf("failed to answer tool call %s: %w", p.ToolCallID, err)
+	}
+}
+
+// Resume serves GET /api/chat/{id}/stream: the current response again,
+// from the user message that started it, then live until it ends. 204 when
+// the chat has no response in progress (it is idle, or unknown).
+func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > MaxChatIDBytes {
+		h.fail(w, r, badRequest("the chat id is empty or over %d bytes", MaxChatIDBytes))
+		return
+	}
+	sess, err := h.opts.Find(r, id, false)
+	var coded interface{ StatusCode() int }
+	if errors.As(err, &coded) && coded.StatusCode() == http.StatusNotFound {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	tools, err := clientTools(ctx, sess)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: 0, Tools: tools, Buffer: h.opts.Buffer})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer page.Detach()
+	replay, active := currentResponse(page)
+	if !active {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	st := newStream(w, h.opts, sess)
+	st.fresh = true
+	st.run(ctx, page, replay)
+}
+
+// currentResponse takes the page's replay and returns the frames from the last user message on, and whether a
+// response is in progress: no session.idle came after that message.
+func currentResponse(page *engine.Page) ([]engine.Event, bool) {
+	// Attach queues session.opened and the whole replay at once, in one
+	// step of the session: one Take has them all.
+	all := page.Take(nil)
+	start := -1
+	for i, ev := range all {
+		if ev.Type == engine.EventMessage && isUserMessage(ev.Frame) {
+			start = i
+		}
+	}
+	if start < 0 {
+		return nil, false
+	}
+	for _, ev := range all[start:] {
+		if ev.Type == engine.EventSessionIdle || ev.Type == engine.EventSessionEnded {
+			return nil, false
+		}
+	}
+	return all[start:], true
+}
+
+func isUserMessage(frame json.RawMessage) bool {
+	var ev struct {
+		Message struct {
+			Role string `json:"role"`
+		} `json:"message"`
+	}
+	return json.Unmarshal(frame, &ev) == nil && ev.Message.Role == "user"
+}

@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/agui"
+	"github.com/clienttools/gateway/gateway/aisdk"
+)
+
+// The HTTP front ends (docs/integrations.md): the AI SDK's UI message stream
+// and AG-UI. Each speaks HTTP with server-sent events and keys its
+// conversations by an id the browser mints (the AI SDK's chat id, AG-UI's
+// threadId); the gateway turns that key into a session of the cookie's
+// browser, under the same rules as /ws: the Origin check, the cookie
+// identity, a browser's own sessions only, the new-session rate, the socket
+// count (an open stream counts as a socket) and a bound on the request.
+
+// Routes of the HTTP front ends.
+const (
+	RouteAISDK       = "/api/chat"
+	RouteAISDKResume = "/api/chat/{id}/stream"
+	RouteAGUI        = "/ag-ui"
+)
+
+// DefaultChatBodyLimit is Options.ChatBodyLimit's default: the AI SDK posts
+// the whole conversation on every request, so its bound is larger than a
+// frame's.
+const DefaultChatBodyLimit = 8 << 20
+
+// browserCtxKey carries the browser's id from chatRoute to chatSession.
+type browserCtxKey struct{}
+
+// chatRoute admits a request of an HTTP front end: the Origin check before
+// any cookie, the browser's cookie identity (made when it has none), the
+// socket count, a bound on the body, and a context that ends when the
+// gateway shuts down.
+func (s *Server) chatRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.originAllowed(r); err != nil {
+			s.opts.Metrics.LimitHit("origin")
+			s.logger.Info("chat request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			// An allowed page of another site (--origins) reads the
+			// stream with its cookie: CORS with credentials.
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions {
+			s.preflight(w, r)
+			return
+		}
+		browser, err := s.browserFor(w, r)
+		if err != nil {
+			s.logger.Error("failed to identify browser", "err", err)
+			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+			return
+		}
+		if !s.admitSocket(browser) {
+			s.opts.Metrics.LimitHit("sockets")
+			http.Error(w, fmt.Sprintf("this browser already has %d streams and sockets open here, the most it may: close another page", s.opts.MaxSockets), http.StatusTooManyRequests)
+			return
+		}
+		defer s.socketClosed(browser)
+		ctx, stop, ok := s.trackStream(r.Context())
+		if !ok {
+			http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		defer stop()
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.ChatBodyLimit)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, browserCtxKey{}, browser)))
+	})
+}
+
+// preflight answers a CORS preflight of an allowed origin: the methods and
+// the headers the front ends' clients send (JSON bodies, and whatever
+// headers the app adds to its transport).
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
+		h.Set("Access-Control-Allow-Headers", asked)
+	}
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// trackStream registers a front end's request, so that Shutdown ends it
+// (http.Server.Shutdown waits for a stream that may last minutes); false
+// once shutting down.
+func (s *Server) trackStream(parent context.Context) (context.Context, func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(parent)
+	if s.streams == nil {
+		s.streams = map[*context.CancelFunc]struct{}{}
+	}
+	key := &cancel
+	s.streams[key] = struct{}{}
+	s.wg.Add(1)
+	return ctx, func() {
+		cancel()
+		s.mu.Lock()
+		delete(s.streams, key)
+		s.mu.Unlock()
+		s.wg.Done()
+	}, true
+}
+
+// stopStreams ends every front end's request; Shutdown calls it.
+func (s *Server) stopStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cancel := range s.streams {
+		(*cancel)()
+	}
+}
+
+// chatError is a refusal with its HTTP status, which the front ends'
+// handlers answer with.
+type chatError struct {
+	status int
+	err    error
+}
+
+func (e *chatError) Error() string   { return e.err.Error() }
+func (e *chatError) Unwrap() error   { return e.err }
+func (e *chatError) StatusCode() int { return e.status }
+
+// chatSession returns the session of the request's browser for a front
+// end's conversation key, opening it when create is set and there is none.
+// The session's id is derived from the front end, the browser and the key,
+// so no table maps them: the same browser finds the same session again
+// after a restart, and another browser's key can never name it.
+func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool) (*engine.Session, error) {
+	browser, _ := r.Context().Value(browserCtxKey{}).(string)
+	if browser == "" {
+		return nil, &chatError{http.StatusInternalServerError, errors.New("the request was not admitted")}
+	}
+	id := chatSessionID(frontEnd, browser, key)
+	eng := s.opts.Engine
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	for range 3 {
+		sess, err := eng.Load(ctx, id)
+		switch {
+		case err == nil && sess.Owner() == browser:
+			return sess, nil
+		case err == nil:
+			return nil, &chatError{http.StatusNotFound, fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
+		case errors.Is(err, engine.ErrOwnedElsewhere):
+			return nil, &chatError{http.StatusServiceUnavailable, fmt.Errorf("chat %q runs on another gateway node: route this browser to it (sticky sessions), or retry: %w", key, err)}
+		case errors.Is(err, engine.ErrSessionClosed):
+			return nil, &chatError{http.StatusGone, fmt.Errorf("chat %q has ended: start a new chat", key)}
+		case !errors.Is(err, engine.ErrNoSession):
+			s.logger.Error("failed to load a session", "session", id, "err", err)
+			return nil, &chatError{http.StatusServiceUnavailable, fmt.Errorf("failed to load chat %q: %w", key, err)}
+		}
+		if !create {
+			return nil, &chatError{http.StatusNotFound, fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
+		}
+		if ok, wait := s.allowNewSession(browser); !ok {
+			s.opts.Metrics.LimitHit(string(engine.WireRateLimited))
+			return nil, &chatError{http.StatusTooManyRequests, fmt.Errorf("this browser opened %d sessions in the last minute, the most it may: try again in %v", s.opts.NewSessionsPerMinute, wait.Round(time.Second)+time.Second)}
+		}
+		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: browser, ID: id})
+		switch {
+		case err == nil:
+			s.logger.Info("chat opened", "frontEnd", frontEnd, "session", id)
+			return sess, nil
+		case errors.Is(err, engine.ErrSessionExists):
+			continue // a request of the same chat opened it first
+		case errors.Is(err, engine.ErrLimitExceeded):
+			return nil, &chatError{http.StatusTooManyRequests, err}
+		default:
+			return nil, &chatError{http.StatusServiceUnavailable, err}
+		}
+	}
+	return nil, &chatError{http.StatusConflict, fmt.Errorf("chat %q could not be opened: try again", key)}
+}
+
+// chatSessionID derives a session id from a front end, a browser and the
+// front end's key: 32 characters of a SHA-256, prefixed by the front end.
+func chatSessionID(frontEnd, browser, key string) string {
+	sum := sha256.Sum256([]byte(frontEnd + "\x00" + browser + "\x00" + key))
+	return frontEnd + "_" + idEncoding.EncodeToString(sum[:20])
+}
+
+// chatRoutes mounts the HTTP front ends.
+func (s *Server) chatRoutes() {
+	find := func(frontEnd string) func(r *http.Request, key string, create bool) (*engine.Session, error) {
+		return func(r *http.Request, key string, create bool) (*engine.Session, error) {
+			return s.chatSession(r, frontEnd, key, create)
+		}
+	}
+	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
+	s.mux.Handle("POST "+RouteAISDK, s.chatRoute(http.HandlerFunc(chat.Post)))
+	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))
+	run := agui.New(agui.Options{Find: find("agui"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
+	s.mux.Handle("POST "+RouteAGUI, s.chatRoute(run))
+	preflight := s.chatRoute(http.NotFoundHandler()) // chatRoute answers OPTIONS itself
+	for _, route := range []string{RouteAISDK, RouteAISDKResume, RouteAGUI} {
+		s.mux.Handle("OPTIONS "+route, preflight)
+	}
+}

@@ -1,0 +1,158 @@
+// The AI SDK's own chat (AbstractChat with DefaultChatTransport, from the
+// `ai` package as a useChat app runs it) against the built gateway's
+// POST /api/chat and GET /api/chat/{id}/stream: a turn with a worker tool
+// and a client tool answered in onToolCall with addToolOutput, a client
+// tool that times out, and a resumed stream. docs/integrations.md.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
+import { startGateway, browser, until } from "../harness.mjs";
+
+// State is the smallest ChatState: the messages in an array.
+class State {
+    status = "ready";
+    error = undefined;
+    messages = [];
+    pushMessage(m) { this.messages = [...this.messages, m]; }
+    popMessage() { this.messages = this.messages.slice(0, -1); }
+    replaceMessage(i, m) { this.messages = this.messages.map((old, j) => (j === i ? m : old)); }
+    snapshot(x) { return structuredClone(x); }
+}
+
+class Chat extends AbstractChat {
+    constructor(init) {
+        super({ ...init, state: new State() });
+    }
+}
+
+let gw;
+let slow; // a gateway whose client calls time out after 1s
+before(async () => {
+    [gw, slow] = await Promise.all([startGateway(), startGateway(["--client-timeout", "1s"])]);
+});
+after(async () => {
+    await Promise.all([gw?.stop(), slow?.stop()]);
+});
+
+function transport(url, fetch) {
+    return new DefaultChatTransport({ api: `${url}/api/chat`, fetch });
+}
+
+const lastAssistant = (chat) => chat.messages.findLast((m) => m.role === "assistant");
+const textOf = (m) => m.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+const toolPart = (m, name) => m.parts.find((p) => p.type === `tool-${name}`);
+
+test("a turn with a worker tool and a client tool answered by onToolCall and addToolOutput", async () => {
+    const fetch = browser();
+    const ran = [];
+    const chat = new Chat({
+        id: "chat-tools",
+        transport: transport(gw.url, fetch),
+        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+        onToolCall: ({ toolCall }) => {
+            ran.push(toolCall.toolName);
+            if (toolCall.toolName === "get_local_time") {
+                // Not awaited: onToolCall runs inside the stream's processing.
+                chat.addToolOutput({ tool: "get_local_time", toolCallId: toolCall.toolCallId, output: { time: "12:00", timeZone: "Asia/Tokyo" } });
+            }
+        },
+    });
+    await chat.sendMessage({ text: "weather and time" });
+    await until(() => chat.status === "ready" && textOf(lastAssistant(chat)).includes("get_local_time returned"), "the reply after the tools");
+
+    assert.deepEqual(ran, ["get_local_time"], "only the client tool runs in the app; the worker's runs on the server");
+    assert.equal(chat.error, undefined);
+    const reply = lastAssistant(chat);
+    const weather = toolPart(reply, "get_weather");
+    assert.equal(weather.state, "output-available");
+    assert.equal(weather.providerExecuted, true);
+    assert.deepEqual(weather.input, { city: "Tokyo" });
+    assert.equal(weather.output, "It's clear in Tokyo.");
+    const time = toolPart(reply, "get_local_time");
+    assert.equal(time.state, "output-available");
+    assert.deepEqual(time.output, { time: "12:00", timeZone: "Asia/Tokyo" });
+    const text = textOf(reply);
+    assert.match(text, /^Checking the weather and your clock\./);
+    assert.match(text, /get_weather returned: It's clear in Tokyo\./);
+    assert.match(text, /get_local_time returned: \{"time":"12:00","timeZone":"Asia\/Tokyo"\}/);
+    assert.equal(chat.messages.filter((m) => m.role === "assistant").length, 1, "the follow-up continues the same assistant message");
+});
+
+test("a client tool that times out surfaces as tool-output-error; the late answer is refused", async () => {
+    const fetch = browser();
+    let pending;
+    const chat = new Chat({
+        id: "chat-timeout",
+        transport: transport(slow.url, fetch),
+        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+        onToolCall: ({ toolCall }) => { pending = toolCall; }, // answers too late, below
+    });
+    await chat.sendMessage({ text: "what time is it" });
+    await until(() => chat.status === "ready" && pending, "the client call");
+    const part = toolPart(lastAssistant(chat), "get_local_time");
+    assert.equal(part.state, "input-available", "the stream ended with the tool pending");
+    const { deadline } = part.callProviderMetadata.gateway;
+    assert.ok(deadline, "the attempt's deadline travels with the call");
+
+    // Answer after the attempt's deadline (the gateway's timer fires on its
+    // own; the margin only spares a loaded machine).
+    const wait = Date.parse(deadline) - Date.now() + 1500;
+    await new Promise((r) => setTimeout(r, Math.max(wait, 0)));
+    chat.addToolOutput({ tool: "get_local_time", toolCallId: pending.toolCallId, output: { time: "late", timeZone: "UTC" } });
+    await until(() => chat.status === "ready" && textOf(lastAssistant(chat)).includes("get_local_time failed"), "the reply after the timeout");
+
+    const settled = toolPart(lastAssistant(chat), "get_local_time");
+    assert.equal(settled.state, "output-error", "the call failed on the server: the app's late output does not count");
+    assert.match(settled.errorText, /get_local_time timed out: 1 attempt of 1s, no answer from the browser/);
+    assert.match(textOf(lastAssistant(chat)), /get_local_time failed: get_local_time timed out/);
+    assert.equal(chat.error, undefined);
+});
+
+test("a client call with malformed arguments is answered by the gateway; the app never runs it", async () => {
+    const ran = [];
+    const chat = new Chat({
+        id: "chat-broken",
+        transport: transport(gw.url, browser()),
+        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+        onToolCall: ({ toolCall }) => { ran.push(toolCall.toolName); },
+    });
+    await chat.sendMessage({ text: "broken clock" });
+    await until(() => chat.status === "ready" && textOf(lastAssistant(chat)).includes("get_local_time failed"), "the reply after the refused call");
+    assert.deepEqual(ran, []);
+    const part = toolPart(lastAssistant(chat), "get_local_time");
+    assert.equal(part.state, "output-error");
+    assert.match(part.errorText, /not a JSON object/);
+    assert.equal(chat.error, undefined);
+});
+
+test("a stream cut mid-reply resumes from the session's log (resume: the GET route)", async () => {
+    const fetch = browser();
+    const first = new Chat({ id: "chat-resume", transport: transport(gw.url, fetch) });
+    const sent = first.sendMessage({ text: "slow stream" });
+    await until(() => {
+        const m = lastAssistant(first);
+        return m && textOf(m).split(" ").length >= 3;
+    }, "the first words");
+    await first.stop(); // the page goes away mid-stream
+    await sent;
+    const partial = textOf(lastAssistant(first));
+    assert.ok(!partial.endsWith("twenty."), "the first page saw only part of the reply");
+
+    // A new page of the same browser and chat, with nothing of its own:
+    // what a reload with resume: true does.
+    const second = new Chat({ id: "chat-resume", transport: transport(gw.url, fetch) });
+    await second.resumeStream();
+    await until(() => second.status === "ready", "the resumed stream's end");
+    const reply = lastAssistant(second);
+    assert.ok(reply, "the resumed stream rebuilt the reply");
+    assert.equal(textOf(reply), "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty.");
+    assert.equal(reply.id, lastAssistant(first).id, "the same message, by the id the gateway gave it");
+
+    // Once the reply is done there is nothing to resume: 204.
+    const res = await fetch(`${gw.url}/api/chat/chat-resume/stream`);
+    assert.equal(res.status, 204);
+    // Another browser cannot resume this chat: to it, the chat does not exist.
+    const other = await browser()(`${gw.url}/api/chat/chat-resume/stream`);
+    assert.equal(other.status, 204);
+});
