@@ -37,6 +37,11 @@ type AttachOptions struct {
 	// page declares its own, and the session's set is the union of its
 	// pages' (and of the pages that left last, see docs/protocol.md).
 	Tools []string
+	// AnyClientTool says the page runs every client tool, whatever its
+	// name (Tools are then moot): a front end whose app decides in its own
+	// code which tools it runs, as the AI SDK's onToolCall does, including a
+	// sub-agent's tools the session's agent never declared. Default false.
+	AnyClientTool bool
 	// Buffer is how many frames may wait on the stream between two Takes
 	// (the replay aside); default 256. Past it the stream ends with
 	// ErrSlowSubscriber: the page must reconnect and resume.
@@ -162,9 +167,23 @@ func (p *Page) signal() {
 	}
 }
 
+// anyClientTool in a page's set of tools is AttachOptions.AnyClientTool:
+// no declared name is empty (checkTools), and the set is kept as it is
+// for the pages that left, in the journal too.
+const anyClientTool = ""
+
+// provides reports whether a page's set of tools has tool.
+func provides(tools map[string]struct{}, tool string) bool {
+	_, ok := tools[tool]
+	if !ok {
+		_, ok = tools[anyClientTool]
+	}
+	return ok
+}
+
 // runs reports whether the page can run tool now.
 func (p *Page) runs(tool string) bool {
-	if _, ok := p.tools[tool]; !ok {
+	if !provides(p.tools, tool) {
 		return false
 	}
 	select {
@@ -210,6 +229,9 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 	tools, err := checkTools(o.Tools, s.e.opts.MaxPageTools)
 	if err != nil {
 		return nil, err
+	}
+	if o.AnyClientTool {
+		tools[anyClientTool] = struct{}{}
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = 256
@@ -318,12 +340,12 @@ func (s *Session) holderFor(tool string, avoid *Page) *Page {
 func (s *Session) declared(tool string) bool {
 	s = s.top()
 	for _, p := range s.pages {
-		if _, ok := p.tools[tool]; ok {
+		if provides(p.tools, tool) {
 			return true
 		}
 	}
 	for _, tools := range s.departed {
-		if _, ok := tools[tool]; ok {
+		if provides(tools, tool) {
 			return true
 		}
 	}

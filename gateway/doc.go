@@ -2,8 +2,10 @@
 // health check, the WebSocket endpoint /ws that connects a browser to its
 // engine session, and the HTTP front ends other chat UIs speak (the AI
 // SDK's UI message stream at /api/chat, AG-UI at /ag-ui; chats.go mounts
-// gateway/aisdk and gateway/agui behind the same admission rules). Browsers are told apart by an scs cookie session, and
-// a browser may open, resume and answer only its own sessions.
+// gateway/aisdk and gateway/agui behind the same admission rules; they
+// share gateway/sse and gateway/nesting). Browsers are told apart by an scs
+// cookie session, and a browser may open, resume and answer only its own
+// sessions.
 //
 // Entry points: New builds a Server from Options; Server.Handler is its
 // http.Handler and Server.Shutdown closes every socket with 1001. Each

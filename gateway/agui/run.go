@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/nesting"
 	"github.com/clienttools/gateway/gateway/sse"
 )
 
@@ -34,6 +35,7 @@ type run struct {
 	lastText string // the model turn's message id, the parent of its calls
 
 	calls    map[string]*call
+	nest     nesting.Calls   // which calls sub-agents made
 	known    map[string]bool // calls the input's messages already show
 	answered map[string]bool // calls this run's input answered
 }
@@ -112,11 +114,13 @@ func (r *run) run(ctx context.Context, page *engine.Page) {
 func (r *run) pending() []string {
 	var ids []string
 	for id, c := range r.calls {
-		switch {
-		case c.finished:
-		case c.mine:
+		if c.mine && !c.finished {
 			ids = append(ids, id)
-		default:
+		}
+	}
+	for id, c := range r.calls {
+		// A delegated call waits on its sub-agent, which may wait on us.
+		if !c.finished && !c.mine && !r.nest.Waiting(id, ids) {
 			return nil
 		}
 	}
@@ -154,6 +158,9 @@ func msgID(seq int64) string { return idPrefix + strconv.FormatInt(seq, 10) }
 
 // event handles one frame of the page's stream.
 func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
+	if !r.nest.Visible(ev) {
+		return // a sub-agent's text or worker call: not the assistant's
+	}
 	switch ev.Type {
 	case engine.EventModelDelta:
 		var e engine.ModelDeltaEvent

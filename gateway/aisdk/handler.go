@@ -191,23 +191,6 @@ func text(m uiMessage) string {
 	return b.String()
 }
 
-// clientTools names the session's tools that run in the browser: the ones
-// the agent declares with handler client. A useChat app runs them in
-// onToolCall.
-func clientTools(ctx context.Context, s *engine.Session) ([]string, error) {
-	agent, err := s.Agent(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, t := range agent.Tools {
-		if t.Handler == engine.HandlerClient {
-			names = append(names, t.Name)
-		}
-	}
-	return names, nil
-}
-
 // Post serves POST /api/chat: a new user message (the last message is the
 // user's), or the outputs of client tools (the last message is the
 // assistant's, with tool parts addToolOutput filled); then the session's
@@ -225,14 +208,9 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	tools, err := clientTools(ctx, sess)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	st := newStream(w, h.opts, sess)
 	if last.Role == "user" {
-		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), Tools: tools, Buffer: h.opts.Buffer})
+		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), AnyClientTool: true, Buffer: h.opts.Buffer})
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -266,7 +244,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		}
 		st.input = st.input || took
 	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Buffer: h.opts.Buffer})
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, AnyClientTool: true, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -329,12 +307,7 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	tools, err := clientTools(ctx, sess)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: 0, Tools: tools, Buffer: h.opts.Buffer})
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: 0, AnyClientTool: true, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/nesting"
 	"github.com/clienttools/gateway/gateway/sse"
 )
 
@@ -39,6 +40,7 @@ type stream struct {
 	textN    int
 
 	calls  map[string]*callState
+	nest   nesting.Calls   // which calls sub-agents made
 	known  map[string]bool // calls the client's message already shows
 	client map[string]bool // of those, the ones the app runs
 	page   string
@@ -198,17 +200,22 @@ func (st *stream) callsOpen() int {
 // pending reports whether the response waits only on client calls this
 // stream delivered.
 func (st *stream) pending() bool {
-	mine := 0
-	for _, c := range st.calls {
-		switch {
-		case c.finished:
-		case c.mine:
-			mine++
-		default:
+	var mine []string
+	for id, c := range st.calls {
+		if c.mine && !c.finished {
+			mine = append(mine, id)
+		}
+	}
+	if len(mine) == 0 {
+		return false
+	}
+	for id, c := range st.calls {
+		// A delegated call waits on its sub-agent, which may wait on us.
+		if !c.finished && !c.mine && !st.nest.Waiting(id, mine) {
 			return false
 		}
 	}
-	return mine > 0
+	return true
 }
 
 // finish ends the response.
@@ -223,6 +230,9 @@ func (st *stream) finish(reason string) {
 func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	if ev.Seq > 0 {
 		st.seq = ev.Seq
+	}
+	if !st.nest.Visible(ev) {
+		return // a sub-agent's text or worker call: not the assistant's
 	}
 	switch ev.Type {
 	case engine.EventMessage:

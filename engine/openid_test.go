@@ -33,15 +33,4 @@ func TestOpenWithID(t *testing.T) {
 		t.Errorf("a second Open with the id: %v, want ErrSessionExists", err)
 	}
 
-	agent, err := s.Agent(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(agent.Tools) != 2 || agent.Tools[0].Handler != engine.HandlerClient || agent.Model != "fake-model" {
-		t.Errorf("Agent() = %+v, want the worker's config", agent)
-	}
-	agent.Tools[0].Name = "changed"
-	if again, _ := s.Agent(ctx); again.Tools[0].Name != "get_local_time" {
-		t.Error("Agent() returns the session's own tools: a caller's change reached the session")
-	}
 }
