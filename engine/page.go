@@ -42,6 +42,14 @@ type AttachOptions struct {
 	// code which tools it runs, as the AI SDK's onToolCall does, including a
 	// sub-agent's tools the session's agent never declared. Default false.
 	AnyClientTool bool
+	// Handoff says the page hands a client call to the browser's own code
+	// and ends, and the answer comes on a later page (a request of the HTTP
+	// front ends): its leaving does not make the outcome of a call it was
+	// delivered unknown. A call of a tool declared idempotent: false is
+	// then left waiting for that answer, under its deadline, instead of
+	// settling outcome_unknown. Default false: a /ws page that leaves may
+	// have run the tool, and nobody will say.
+	Handoff bool
 	// Buffer is how many frames may wait on the stream between two Takes
 	// (the replay aside); default 256. Past it the stream ends with
 	// ErrSlowSubscriber: the page must reconnect and resume.
@@ -83,6 +91,7 @@ type Page struct {
 
 	// Owned by the session goroutine.
 	tools    map[string]struct{}
+	handoff  bool   // AttachOptions.Handoff
 	active   uint64 // when the page last did something, in session activity ticks
 	attached bool
 }
@@ -237,7 +246,7 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		o.Buffer = 256
 	}
 	p := &Page{
-		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, limit: o.Buffer, tools: tools,
+		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, limit: o.Buffer, tools: tools, handoff: o.Handoff,
 		limits: PageLimits{FrameBytes: o.FrameBytes, MessageBytes: s.e.opts.MaxMessageBytes},
 		ready:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -296,7 +305,7 @@ func (s *Session) pageLeft(p *Page) {
 	s.logger.Info("page detached", "page", p.id, "pages", len(s.pages))
 	for _, c := range s.allOpenCalls() {
 		if c.holder == p {
-			if c.running() && c.notTwice && c.reached() {
+			if c.running() && c.notTwice && c.reached() && !p.handoff {
 				c.run.settleUnknown(c, fmt.Sprintf("the page running %s closed before answering", c.name), "")
 				continue
 			}

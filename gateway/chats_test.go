@@ -548,3 +548,50 @@ func TestSessionErrorsEndTheRequest(t *testing.T) {
 		t.Errorf("want RUN_ERROR with the guard's code last; got %v", events)
 	}
 }
+
+// TestHandoffKeepsANotTwiceCall: a stream that ends with a client call
+// pending hands the call to the app, which answers in the next request; for
+// a tool declared idempotent: false that is not a page leaving mid-run, so
+// the call waits for the answer instead of settling outcome_unknown.
+func TestHandoffKeepsANotTwiceCall(t *testing.T) {
+	t.Run("aisdk", func(t *testing.T) {
+		h := newHarness(t, harnessOptions{})
+		b := h.newBrowser(nil)
+		events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-pay", "pay"), nil))
+		if events[len(events)-1]["finishReason"] != "tool-calls" || len(find(events, "tool-input-available", "toolCallId", "call_pay")) != 1 {
+			t.Fatalf("want the stream to end with pay pending, got %v", events)
+		}
+		answer := withOutputs("chat-pay", "pay", events[len(events)-1]["messageMetadata"],
+			map[string]any{"type": "tool-pay", "toolCallId": "call_pay", "state": "output-available", "output": "paid"})
+		events, _ = sse(t, b.post(gateway.RouteAISDK, answer, nil))
+		if out := find(events, "tool-output-available", "toolCallId", "call_pay"); len(out) != 1 || out[0]["output"] != "paid" {
+			t.Errorf("pay's outcome: %v, want the app's answer (events %v)", out, events)
+		}
+	})
+	t.Run("agui", func(t *testing.T) {
+		h := newHarness(t, harnessOptions{})
+		b := h.newBrowser(nil)
+		tools := []any{map[string]any{"name": "pay"}}
+		user := map[string]any{"id": "u1", "role": "user", "content": "pay"}
+		events, _ := sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-pay", "runId": "r1", "tools": tools, "messages": []any{user}}, nil))
+		fin := events[len(events)-1]
+		if out, _ := fin["outcome"].(map[string]any); fmt.Sprint(out["pendingToolCallIds"]) != "[call_pay]" {
+			t.Fatalf("want the run to end with pay pending, got %v", events)
+		}
+		parent := find(events, "TOOL_CALL_START", "toolCallId", "call_pay")[0]["parentMessageId"]
+		msgs := []any{user,
+			map[string]any{"id": parent, "role": "assistant", "toolCalls": []any{
+				map[string]any{"id": "call_pay", "type": "function", "function": map[string]any{"name": "pay", "arguments": "{}"}},
+			}},
+			map[string]any{"id": "t1", "role": "tool", "toolCallId": "call_pay", "content": "paid"},
+		}
+		events, _ = sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-pay", "runId": "r2", "tools": tools, "messages": msgs}, nil))
+		var text strings.Builder
+		for _, ev := range find(events, "TEXT_MESSAGE_CONTENT", "", nil) {
+			text.WriteString(ev["delta"].(string))
+		}
+		if text.String() != "got: paid" {
+			t.Errorf("reply %q, want \"got: paid\" (events %v)", text.String(), events)
+		}
+	})
+}

@@ -86,6 +86,8 @@ func newTestModel(gate <-chan struct{}) model.Model {
 			return call(model.ToolUse{ID: "call_flaky", Name: "flaky", Arguments: `{}`})
 		case "once":
 			return call(model.ToolUse{ID: "call_once", Name: "once", Arguments: `{}`})
+		case "pay":
+			return call(model.ToolUse{ID: "call_pay", Name: "pay", Arguments: `{}`})
 		case "flood":
 			flood(floodDeltas)
 			return model.Response{Text: "flooded", StopReason: model.StopEndTurn}, nil
@@ -127,6 +129,11 @@ func testWorker() *engine.ToolWorker {
 					Name:    "once",
 					Handler: engine.HandlerClient,
 					Retry:   &engine.RetryPolicy{Attempts: 1, Timeout: "5s"},
+				},
+				{
+					Name:       "pay",
+					Handler:    engine.HandlerClient,
+					Idempotent: new(false),
 				},
 			},
 		},

@@ -223,7 +223,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			run.known[tc.ID] = true
 		}
 	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Buffer: h.opts.Buffer})
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Handoff: true, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return

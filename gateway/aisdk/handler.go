@@ -210,7 +210,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := newStream(w, h.opts, sess)
 	if last.Role == "user" {
-		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), AnyClientTool: true, Buffer: h.opts.Buffer})
+		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -244,7 +244,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		}
 		st.input = st.input || took
 	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, AnyClientTool: true, Buffer: h.opts.Buffer})
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -307,7 +307,7 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: 0, AnyClientTool: true, Buffer: h.opts.Buffer})
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: 0, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return
