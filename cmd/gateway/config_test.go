@@ -28,6 +28,8 @@ func TestParseConfig(t *testing.T) {
 		maxSockets:    gateway.DefaultMaxSockets,
 		maxNew:        gateway.DefaultNewSessionsPerMinute,
 		maxLive:       engine.DefaultMaxLiveSessions,
+		maxDepth:      engine.DefaultMaxDepth,
+		maxFanOut:     engine.DefaultMaxFanOut,
 		pingInterval:  gateway.DefaultPingInterval,
 		store:         "jetstream",
 		dataDir:       "gateway-data", // no HOME in the tests' environment
@@ -88,6 +90,12 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) {
 				c.limits = engine.Limits{MaxModelTurns: 10, MaxRepeats: -1, MaxMessageTokens: 1000, MaxSessionTokens: 9000}
 			}),
+		},
+		{
+			name: "sub-agent limits",
+			args: []string{"--max-subagent-depth", "1"},
+			env:  map[string]string{"GATEWAY_MAX_SUBAGENT_FANOUT": "-1"},
+			want: with(func(c *config) { c.maxDepth, c.maxFanOut = 1, -1 }),
 		},
 		{
 			name: "hosts, with the listen name",
@@ -174,6 +182,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad page tools", []string{"--page-tools", "all"}, nil, "page-tools"},
 		{"zero model turns", []string{"--max-model-turns", "0"}, nil, "max-model-turns"},
 		{"tokens in words", []string{"--max-session-tokens", "lots"}, nil, "max-session-tokens"},
+		{"zero sub-agent depth", []string{"--max-subagent-depth", "0"}, nil, "max-subagent-depth"},
 		{"zero max message", []string{"--max-message", "0"}, nil, "max-message"},
 		{"negative drain", []string{"--drain", "-1s"}, nil, "drain"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},

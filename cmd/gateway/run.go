@@ -42,6 +42,8 @@ type config struct {
 	maxSockets    int
 	maxNew        int
 	maxLive       int
+	maxDepth      int // sub-agents: engine.Options.MaxDepth
+	maxFanOut     int // and MaxFanOut
 	model         string
 	script        string
 	clientTimeout time.Duration
@@ -137,6 +139,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxModelTurns := fs.String("max-model-turns", env("GATEWAY_MAX_MODEL_TURNS", strconv.Itoa(engine.DefaultLimits.MaxModelTurns)), "model turns that may answer one user message, for agents whose config sets none; -1: no limit (env GATEWAY_MAX_MODEL_TURNS)")
 	maxRepeats := fs.String("max-repeats", env("GATEWAY_MAX_REPEATS", strconv.Itoa(engine.DefaultLimits.MaxRepeats)), "times the model may ask for the same tool with the same arguments while answering one message; that many stops the turn; -1: no limit (env GATEWAY_MAX_REPEATS)")
 	maxMessageTokens := fs.String("max-message-tokens", env("GATEWAY_MAX_MESSAGE_TOKENS", strconv.Itoa(engine.DefaultLimits.MaxMessageTokens)), "tokens the model turns answering one user message may use; -1: no limit (env GATEWAY_MAX_MESSAGE_TOKENS)")
+	maxDepth := fs.String("max-subagent-depth", env("GATEWAY_MAX_SUBAGENT_DEPTH", strconv.Itoa(engine.DefaultMaxDepth)), "how deep sub-agents may nest (a sub-agent of the session's agent is at depth 1); a deeper delegation settles its call subagent_failed; -1: no limit (env GATEWAY_MAX_SUBAGENT_DEPTH)")
+	maxFanOut := fs.String("max-subagent-fanout", env("GATEWAY_MAX_SUBAGENT_FANOUT", strconv.Itoa(engine.DefaultMaxFanOut)), "sub-agents one agent may have running at once; one more settles its call subagent_failed; -1: no limit (env GATEWAY_MAX_SUBAGENT_FANOUT)")
 	maxSessionTokens := fs.String("max-session-tokens", env("GATEWAY_MAX_SESSION_TOKENS", strconv.Itoa(engine.DefaultLimits.MaxSessionTokens)), "tokens one session's model turns may use in all; -1: no limit (env GATEWAY_MAX_SESSION_TOKENS)")
 	logLevel := fs.String("log-level", env("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -219,6 +223,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		{"max-repeats", *maxRepeats, &c.limits.MaxRepeats},
 		{"max-message-tokens", *maxMessageTokens, &c.limits.MaxMessageTokens},
 		{"max-session-tokens", *maxSessionTokens, &c.limits.MaxSessionTokens},
+		{"max-subagent-depth", *maxDepth, &c.maxDepth},
+		{"max-subagent-fanout", *maxFanOut, &c.maxFanOut},
 	} {
 		if *l.into, err = strconv.Atoi(l.text); err != nil || *l.into == 0 || *l.into < -1 {
 			return c, fmt.Errorf("%s %q is not a positive number, or -1 for no limit", l.name, l.text)
@@ -323,6 +329,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Unload:          cfg.unload,
 		Drain:           cfg.drain,
 		MaxLiveSessions: cfg.maxLive,
+		MaxDepth:        cfg.maxDepth,
+		MaxFanOut:       cfg.maxFanOut,
 		Metrics:         m,
 		MaxMessageBytes: cfg.maxMessage,
 		Limits:          cfg.limits,
