@@ -105,14 +105,13 @@ node-test:
 e2e: deps build
 	npx playwright test $(E2E_ARGS)
 
-# The Go benchmarks, then gatewaybench against the gateway on the memory
-# store (every phase) and on the durable JetStream store (the phases a store
-# changes).
+# The Go benchmarks, then gatewaybench: the AI SDK's harness when
+# ../shared/peers/aisdk has it, then every phase on the memory store and on
+# the durable JetStream store, and the issue's targets for each.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
-	bin/gatewaybench -store memory -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
-	bin/gatewaybench -store jetstream -phases latency,throughput,stream -cpuprofile bin/gateway-cpu-jetstream.prof
+	bin/gatewaybench -store memory,jetstream -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
 
 # Three NATS servers clustered on loopback (from the Go module, in the test)
 # and three gateway processes: failover under kill -9 and SIGTERM

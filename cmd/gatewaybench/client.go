@@ -43,6 +43,15 @@ type browser struct {
 // openSession does what a page does: GET / for the cookie, the WebSocket,
 // session.open {tools: ["echo"]}; it returns once session.opened arrived.
 func (d *dialer) openSession(ctx context.Context) (*browser, error) {
+	hdr, err := d.cookie(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return d.openSessionAs(ctx, hdr)
+}
+
+// cookie does GET / and returns the Cookie header of the browser it made.
+func (d *dialer) cookie(ctx context.Context) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/", nil)
 	if err != nil {
 		return nil, err
@@ -60,6 +69,12 @@ func (d *dialer) openSession(ctx context.Context) (*browser, error) {
 	for _, c := range resp.Cookies() {
 		hdr.Add("Cookie", (&http.Cookie{Name: c.Name, Value: c.Value}).String())
 	}
+	return hdr, nil
+}
+
+// openSessionAs opens a new session as the browser whose Cookie header is
+// hdr.
+func (d *dialer) openSessionAs(ctx context.Context, hdr http.Header) (*browser, error) {
 	ws, _, err := websocket.Dial(ctx, d.ws, &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: hdr})
 	if err != nil {
 		return nil, fmt.Errorf("failed to open the WebSocket: %w", err)
