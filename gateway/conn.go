@@ -24,6 +24,7 @@ import (
 type conn struct {
 	s       *Server
 	ws      socket
+	cork    *corkConn // under ws; nil for a relayed page
 	browser string
 	logger  *slog.Logger
 
@@ -87,7 +88,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
+	cw := &corkWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
 	if err != nil {
 		// Accept has answered: 403 for a wrong Origin, 400/426 otherwise.
 		s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
@@ -101,15 +103,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.socketClosed(browser)
-	s.serveSocket(ws, browser, s.logger.With("remote", r.RemoteAddr))
+	s.serveSocket(ws, cw.hijacked, browser, s.logger.With("remote", r.RemoteAddr))
 }
 
 // serveSocket serves a page on sock, a WebSocket of this node or a page
-// relayed from another, until it ends.
-func (s *Server) serveSocket(sock socket, browser string, logger *slog.Logger) {
+// relayed from another, until it ends. cork is the WebSocket's connection
+// (nil for a relayed page): the writer corks it around each batch.
+func (s *Server) serveSocket(sock socket, cork *corkConn, browser string, logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		s: s, ws: sock, browser: browser, logger: logger,
+		s: s, ws: sock, cork: cork, browser: browser, logger: logger,
 		ctx: ctx, cancel: cancel,
 		closed: make(chan struct{}),
 		room:   make(chan struct{}, 1),
@@ -428,7 +431,8 @@ func (c *conn) kick() {
 }
 
 // write drains the replies and the page's stream, in order, and returns
-// when both are empty: an idle connection has no writer goroutine.
+// when both are empty: an idle connection has no writer goroutine. What is
+// ready at each round goes out as one batch (see writeBatch).
 func (c *conn) write() {
 	defer c.writers.Done()
 	var frames []engine.Event
@@ -444,29 +448,39 @@ func (c *conn) write() {
 			default:
 			}
 		}
-		for _, r := range replies {
-			if r != nil {
-				c.s.opts.Metrics.FrameOut(FrameError)
-			}
-			if r == nil { // closeAfterReplies
-				c.mu.Lock()
-				code, reason := c.closeCode, c.closeReason
-				c.mu.Unlock()
-				c.close(code, reason)
-				return
-			}
-			if !c.writeFrame(r) {
-				return
-			}
-		}
-		if page != nil {
-			frames = page.Take(frames)
-			for _, ev := range frames {
-				if !c.writeFrame(ev.Frame) {
-					return
+		closing := false
+		frames = frames[:0]
+		ok := c.writeBatch(func() bool {
+			for _, r := range replies {
+				if r == nil { // closeAfterReplies
+					closing = true
+					return true
 				}
-				c.s.opts.Metrics.FrameOut(ev.Type)
+				c.s.opts.Metrics.FrameOut(FrameError)
+				if !c.writeFrame(r) {
+					return false
+				}
 			}
+			if page != nil {
+				frames = page.Take(frames)
+				for _, ev := range frames {
+					if !c.writeFrame(ev.Frame) {
+						return false
+					}
+					c.s.opts.Metrics.FrameOut(ev.Type)
+				}
+			}
+			return true
+		})
+		if closing {
+			c.mu.Lock()
+			code, reason := c.closeCode, c.closeReason
+			c.mu.Unlock()
+			c.close(code, reason)
+			return
+		}
+		if !ok {
+			return
 		}
 		if len(replies) > 0 || len(frames) > 0 {
 			continue
@@ -491,6 +505,33 @@ func (c *conn) write() {
 			return
 		}
 	}
+}
+
+// writeBatch runs f, which writes frames, with the socket corked: the
+// frames go out in one write system call when f returns. The whole batch
+// is bounded by WriteTimeout: a peer that stops reading loses its socket.
+// It reports false once the connection is closing.
+func (c *conn) writeBatch(f func() bool) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	if c.stuck == nil {
+		c.stuck = time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
+	} else {
+		c.stuck.Reset(c.s.opts.WriteTimeout)
+	}
+	defer c.stuck.Stop()
+	if c.cork == nil {
+		return f()
+	}
+	c.cork.cork()
+	ok := f()
+	// Always uncork: a close frame written meanwhile waits in the buffer.
+	if err := c.cork.uncork(); err != nil && ok {
+		c.close(engine.CloseGoingAway, "write failed")
+		return false
+	}
+	return ok
 }
 
 // tooSlow closes the connection at once when the session dropped the page
@@ -528,22 +569,14 @@ func (c *conn) ended(page *engine.Page) bool {
 
 const reasonTooSlow = "the connection could not keep up: reconnect and resume"
 
-// writeFrame writes one frame, bounded by WriteTimeout: a peer that stops
-// reading loses its socket. It reports false once the connection is
-// closing.
+// writeFrame writes one frame, in a batch of writeBatch. It reports false
+// once the connection is closing.
 func (c *conn) writeFrame(frame json.RawMessage) bool {
 	if c.ctx.Err() != nil {
 		return false
 	}
-	if c.stuck == nil {
-		c.stuck = time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
-	} else {
-		c.stuck.Reset(c.s.opts.WriteTimeout)
-	}
 	// Not c.ctx: see conn.ctx.
-	err := c.ws.Write(context.Background(), websocket.MessageText, frame)
-	c.stuck.Stop()
-	if err != nil {
+	if err := c.ws.Write(context.Background(), websocket.MessageText, frame); err != nil {
 		c.close(engine.CloseGoingAway, "write failed")
 		return false
 	}
