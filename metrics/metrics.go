@@ -30,18 +30,18 @@ type Metrics struct {
 	framesOut      *prometheus.CounterVec
 	// The frame counters by type, looked up once per type, not per frame.
 	framesInBy, framesOutBy counterCache
-	callsStarted   *prometheus.CounterVec
-	callsSettled   *prometheus.CounterVec
-	attempts       *prometheus.HistogramVec
-	callDuration   *prometheus.HistogramVec
-	roundTrip      prometheus.Histogram
-	leaseMoves     prometheus.Counter
-	modelTurns     *prometheus.CounterVec
-	modelTokens    *prometheus.CounterVec
-	modelDuration  *prometheus.HistogramVec
-	storeAppend    *prometheus.HistogramVec
-	guards         *prometheus.CounterVec
-	limits         *prometheus.CounterVec
+	callsStarted            *prometheus.CounterVec
+	callsSettled            *prometheus.CounterVec
+	attempts                *prometheus.HistogramVec
+	callDuration            *prometheus.HistogramVec
+	roundTrip               prometheus.Histogram
+	leaseMoves              prometheus.Counter
+	modelTurns              *prometheus.CounterVec
+	modelTokens             *prometheus.CounterVec
+	modelDuration           *prometheus.HistogramVec
+	storeAppend             *prometheus.HistogramVec
+	guards                  *prometheus.CounterVec
+	limits                  *prometheus.CounterVec
 }
 
 // Durations from a loopback round trip (100 µs) to a person answering a
