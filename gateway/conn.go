@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,27 +150,64 @@ func (c *conn) serve() {
 		<-c.closed
 	}()
 	for {
-		// The read context is not c.ctx: cancelling a Read makes the
-		// library close the socket itself, before our close code is sent.
-		typ, data, err := c.ws.Read(context.Background())
+		typ, data, buf, err := c.read()
 		if err != nil {
 			if code := websocket.CloseStatus(err); code == -1 {
 				c.logger.Debug("read ended", "err", err)
 			}
 			return
 		}
-		if typ != websocket.MessageText {
+		switch {
+		case typ != websocket.MessageText:
 			c.refuse(engine.WireBadFrame, "binary frames are not accepted: send JSON text frames")
-			continue
-		}
-		if c.pipe != nil {
-			// Another node serves this page: its frames go there as they are.
-			if err := c.pipe.send(data); err != nil {
+		case c.pipe != nil:
+			// Another node serves this page: its frames go there as they
+			// are. The pipe may keep a frame a while: it gets a copy.
+			if err := c.pipe.send(bytes.Clone(data)); err != nil {
 				c.close(engine.CloseGoingAway, "the relay to the session's node failed: reconnect")
 			}
-			continue
+		default:
+			c.handle(data)
 		}
-		c.handle(data)
+		releaseReadBuf(buf)
+	}
+}
+
+// read reads the next frame. From a WebSocket, it reads into a buffer of
+// readBufs, returned as buf, which the caller gives back with
+// releaseReadBuf once done with data: a busy page reuses a few buffers
+// instead of allocating each frame, and an idle one holds none. handle
+// keeps nothing of data (decoding copies what it keeps).
+func (c *conn) read() (websocket.MessageType, []byte, *bytes.Buffer, error) {
+	// The read context is not c.ctx: cancelling a Read makes the library
+	// close the socket itself, before our close code is sent.
+	ws, ok := c.ws.(*websocket.Conn)
+	if !ok {
+		typ, data, err := c.ws.Read(context.Background())
+		return typ, data, nil, err
+	}
+	typ, r, err := ws.Reader(context.Background())
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	buf := readBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		releaseReadBuf(buf)
+		return 0, nil, nil, err
+	}
+	return typ, buf.Bytes(), buf, nil
+}
+
+// readBufs are the frame buffers of pages that are reading.
+var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledRead is the largest read buffer given back to readBufs.
+const maxPooledRead = 64 << 10
+
+func releaseReadBuf(buf *bytes.Buffer) {
+	if buf != nil && buf.Cap() <= maxPooledRead {
+		readBufs.Put(buf)
 	}
 }
 
