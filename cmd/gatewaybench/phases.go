@@ -262,6 +262,9 @@ func throughputPhase(ctx context.Context, cfg config, r report, res *results, st
 	r.printf("  gateway: %.0f client tool calls settled/s (%.0f turns/s)", res.throughput, float64(len(gw.rec.turns))/cfg.duration.Seconds())
 	r.printf("    client-tool round trip           %s", gw.rec.rtts.summary())
 	r.printf("    turn                             %s", gw.rec.turns.summary())
+	if gw.rec.moved > 0 {
+		r.printf("    sessions closed with 4001 (the gateway lost their lease) and reopened: %d; their turns are lost", gw.rec.moved)
+	}
 	if cfg.sessionTurns == 0 {
 		r.printf("    turns per session by the end: %.0f on average (the engine copies the whole transcript into each model request)",
 			float64(gw.rec.total)/float64(cfg.sessions))
