@@ -127,18 +127,14 @@ user-suite: build
 	cd testkit && node --test
 	cd examples/user-suite && npx playwright test
 
-# The Go benchmarks, then gatewaybench against the gateway on the memory
-# store (every phase) and on the durable JetStream store (the phases a store
-# changes).
+# The Go benchmarks, then gatewaybench: the AI SDK's harness when
+# ../shared/peers/aisdk has it, then every phase on the memory store and on
+# the durable JetStream store, and the issue's targets for each.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
-	bin/gatewaybench -store memory -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
-	bin/gatewaybench -store jetstream -phases latency,throughput,stream -cpuprofile bin/gateway-cpu-jetstream.prof
+	bin/gatewaybench -store memory,jetstream -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
 
-# Three NATS servers clustered on loopback (from the Go module, in the test)
-# and three gateway processes: failover under kill -9 and SIGTERM
-# (docs/deploy.md). About a minute; not part of make test.
 # Three NATS servers and three gateways on loopback: kill -9 one, SIGTERM
 # another (docs/deploy.md). About 20 seconds; on its own, not beside the
 # race-detected unit tests, so the nodes' leases are not starved of CPU.

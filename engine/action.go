@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,22 +214,36 @@ func (d *Decision) UnmarshalJSON(data []byte) error {
 
 // withType encodes v, an object, with "type": typ as its first member.
 func EncodeFrame(typ string, v any) ([]byte, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+	var frame []byte
+	err := withJSON(v, func(body []byte) {
+		b := make([]byte, 0, len(body)+len(typ)+12)
+		b = append(b, `{"type":`...)
+		b = appendJSONString(b, typ)
+		if len(body) > 2 {
+			b = append(b, ',')
+			b = append(b, body[1:]...)
+		} else {
+			b = append(b, '}')
+		}
+		frame = b
+	})
+	return frame, err
+}
+
+// appendJSONString appends s as json.Marshal writes it: directly for the
+// protocol's type names (letters, digits, '.', '_', '-'), through Marshal
+// for anything else.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
 	}
-	var b bytes.Buffer
-	b.Grow(len(body) + len(typ) + 12)
-	b.WriteString(`{"type":`)
-	t, _ := json.Marshal(typ)
-	b.Write(t)
-	if len(body) > 2 {
-		b.WriteByte(',')
-		b.Write(body[1:])
-	} else {
-		b.WriteByte('}')
-	}
-	return b.Bytes(), nil
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // peekType reads the "type" member of a JSON object.

@@ -58,9 +58,10 @@ func BenchmarkClientCallFrame(b *testing.B) {
 	}
 }
 
-// BenchmarkClassifyInput classifies a call's arguments against a compiled
-// input schema, as startCall does for every call.
-func BenchmarkClassifyInput(b *testing.B) {
+// BenchmarkValidateInput validates a call's arguments against its tool's
+// compiled input schema (classifyInput), as startCall does for every call:
+// the name for it.
+func BenchmarkValidateInput(b *testing.B) {
 	schema, err := compileSchema("echo", "input", []byte(benchEchoSchema))
 	if err != nil {
 		b.Fatal(err)

@@ -189,24 +189,26 @@ type ToolCancelFrame struct {
 	Reason  CancelReason `json:"reason"`
 }
 
-// encodeEvent builds the frame {"type":typ,"seq":seq, ...payload}.
+// encodeEvent builds the frame {"type":typ,"seq":seq, ...payload}. The
+// payload is encoded once, into a pooled buffer (see withJSON), for every
+// page the event goes to.
 func encodeEvent(typ string, seq int64, payload any) (json.RawMessage, error) {
-	body, err := json.Marshal(payload)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(body)+len(typ)+32)
-	b = append(b, `{"type":`...)
-	b = strconv.AppendQuote(b, typ)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	if len(body) > 2 {
-		b = append(b, ',')
-		b = append(b, body[1:]...)
-	} else {
-		b = append(b, '}')
-	}
-	return b, nil
+	var frame []byte
+	err := withJSON(payload, func(body []byte) {
+		b := make([]byte, 0, len(body)+len(typ)+32)
+		b = append(b, `{"type":`...)
+		b = strconv.AppendQuote(b, typ)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, seq, 10)
+		if len(body) > 2 {
+			b = append(b, ',')
+			b = append(b, body[1:]...)
+		} else {
+			b = append(b, '}')
+		}
+		frame = b
+	})
+	return frame, err
 }
 
 // FormatDeadline writes a deadline as RFC 3339 in UTC with milliseconds, as

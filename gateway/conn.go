@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 type conn struct {
 	s       *Server
 	ws      socket
+	cork    *corkConn // under ws; nil for a relayed page
 	browser string
 	logger  *slog.Logger
 
@@ -87,7 +89,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
+	cw := &corkWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
 	if err != nil {
 		// Accept has answered: 403 for a wrong Origin, 400/426 otherwise.
 		s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
@@ -101,15 +104,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.socketClosed(browser)
-	s.serveSocket(ws, browser, s.logger.With("remote", r.RemoteAddr))
+	s.serveSocket(ws, cw.hijacked, browser, s.logger.With("remote", r.RemoteAddr))
 }
 
 // serveSocket serves a page on sock, a WebSocket of this node or a page
-// relayed from another, until it ends.
-func (s *Server) serveSocket(sock socket, browser string, logger *slog.Logger) {
+// relayed from another, until it ends. cork is the WebSocket's connection
+// (nil for a relayed page): the writer corks it around each batch.
+func (s *Server) serveSocket(sock socket, cork *corkConn, browser string, logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		s: s, ws: sock, browser: browser, logger: logger,
+		s: s, ws: sock, cork: cork, browser: browser, logger: logger,
 		ctx: ctx, cancel: cancel,
 		closed: make(chan struct{}),
 		room:   make(chan struct{}, 1),
@@ -146,27 +150,64 @@ func (c *conn) serve() {
 		<-c.closed
 	}()
 	for {
-		// The read context is not c.ctx: cancelling a Read makes the
-		// library close the socket itself, before our close code is sent.
-		typ, data, err := c.ws.Read(context.Background())
+		typ, data, buf, err := c.read()
 		if err != nil {
 			if code := websocket.CloseStatus(err); code == -1 {
 				c.logger.Debug("read ended", "err", err)
 			}
 			return
 		}
-		if typ != websocket.MessageText {
+		switch {
+		case typ != websocket.MessageText:
 			c.refuse(engine.WireBadFrame, "binary frames are not accepted: send JSON text frames")
-			continue
-		}
-		if c.pipe != nil {
-			// Another node serves this page: its frames go there as they are.
-			if err := c.pipe.send(data); err != nil {
+		case c.pipe != nil:
+			// Another node serves this page: its frames go there as they
+			// are. The pipe may keep a frame a while: it gets a copy.
+			if err := c.pipe.send(bytes.Clone(data)); err != nil {
 				c.close(engine.CloseGoingAway, "the relay to the session's node failed: reconnect")
 			}
-			continue
+		default:
+			c.handle(data)
 		}
-		c.handle(data)
+		releaseReadBuf(buf)
+	}
+}
+
+// read reads the next frame. From a WebSocket, it reads into a buffer of
+// readBufs, returned as buf, which the caller gives back with
+// releaseReadBuf once done with data: a busy page reuses a few buffers
+// instead of allocating each frame, and an idle one holds none. handle
+// keeps nothing of data (decoding copies what it keeps).
+func (c *conn) read() (websocket.MessageType, []byte, *bytes.Buffer, error) {
+	// The read context is not c.ctx: cancelling a Read makes the library
+	// close the socket itself, before our close code is sent.
+	ws, ok := c.ws.(*websocket.Conn)
+	if !ok {
+		typ, data, err := c.ws.Read(context.Background())
+		return typ, data, nil, err
+	}
+	typ, r, err := ws.Reader(context.Background())
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	buf := readBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		releaseReadBuf(buf)
+		return 0, nil, nil, err
+	}
+	return typ, buf.Bytes(), buf, nil
+}
+
+// readBufs are the frame buffers of pages that are reading.
+var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledRead is the largest read buffer given back to readBufs.
+const maxPooledRead = 64 << 10
+
+func releaseReadBuf(buf *bytes.Buffer) {
+	if buf != nil && buf.Cap() <= maxPooledRead {
+		readBufs.Put(buf)
 	}
 }
 
@@ -428,7 +469,8 @@ func (c *conn) kick() {
 }
 
 // write drains the replies and the page's stream, in order, and returns
-// when both are empty: an idle connection has no writer goroutine.
+// when both are empty: an idle connection has no writer goroutine. What is
+// ready at each round goes out as one batch (see writeBatch).
 func (c *conn) write() {
 	defer c.writers.Done()
 	var frames []engine.Event
@@ -444,29 +486,39 @@ func (c *conn) write() {
 			default:
 			}
 		}
-		for _, r := range replies {
-			if r != nil {
-				c.s.opts.Metrics.FrameOut(FrameError)
-			}
-			if r == nil { // closeAfterReplies
-				c.mu.Lock()
-				code, reason := c.closeCode, c.closeReason
-				c.mu.Unlock()
-				c.close(code, reason)
-				return
-			}
-			if !c.writeFrame(r) {
-				return
-			}
-		}
-		if page != nil {
-			frames = page.Take(frames)
-			for _, ev := range frames {
-				if !c.writeFrame(ev.Frame) {
-					return
+		closing := false
+		frames = frames[:0]
+		ok := c.writeBatch(func() bool {
+			for _, r := range replies {
+				if r == nil { // closeAfterReplies
+					closing = true
+					return true
 				}
-				c.s.opts.Metrics.FrameOut(ev.Type)
+				c.s.opts.Metrics.FrameOut(FrameError)
+				if !c.writeFrame(r) {
+					return false
+				}
 			}
+			if page != nil {
+				frames = page.Take(frames)
+				for _, ev := range frames {
+					if !c.writeFrame(ev.Frame) {
+						return false
+					}
+					c.s.opts.Metrics.FrameOut(ev.Type)
+				}
+			}
+			return true
+		})
+		if closing {
+			c.mu.Lock()
+			code, reason := c.closeCode, c.closeReason
+			c.mu.Unlock()
+			c.close(code, reason)
+			return
+		}
+		if !ok {
+			return
 		}
 		if len(replies) > 0 || len(frames) > 0 {
 			continue
@@ -491,6 +543,33 @@ func (c *conn) write() {
 			return
 		}
 	}
+}
+
+// writeBatch runs f, which writes frames, with the socket corked: the
+// frames go out in one write system call when f returns. The whole batch
+// is bounded by WriteTimeout: a peer that stops reading loses its socket.
+// It reports false once the connection is closing.
+func (c *conn) writeBatch(f func() bool) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	if c.stuck == nil {
+		c.stuck = time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
+	} else {
+		c.stuck.Reset(c.s.opts.WriteTimeout)
+	}
+	defer c.stuck.Stop()
+	if c.cork == nil {
+		return f()
+	}
+	c.cork.cork()
+	ok := f()
+	// Always uncork: a close frame written meanwhile waits in the buffer.
+	if err := c.cork.uncork(); err != nil && ok {
+		c.close(engine.CloseGoingAway, "write failed")
+		return false
+	}
+	return ok
 }
 
 // tooSlow closes the connection at once when the session dropped the page
@@ -528,22 +607,14 @@ func (c *conn) ended(page *engine.Page) bool {
 
 const reasonTooSlow = "the connection could not keep up: reconnect and resume"
 
-// writeFrame writes one frame, bounded by WriteTimeout: a peer that stops
-// reading loses its socket. It reports false once the connection is
-// closing.
+// writeFrame writes one frame, in a batch of writeBatch. It reports false
+// once the connection is closing.
 func (c *conn) writeFrame(frame json.RawMessage) bool {
 	if c.ctx.Err() != nil {
 		return false
 	}
-	if c.stuck == nil {
-		c.stuck = time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
-	} else {
-		c.stuck.Reset(c.s.opts.WriteTimeout)
-	}
 	// Not c.ctx: see conn.ctx.
-	err := c.ws.Write(context.Background(), websocket.MessageText, frame)
-	c.stuck.Stop()
-	if err != nil {
+	if err := c.ws.Write(context.Background(), websocket.MessageText, frame); err != nil {
 		c.close(engine.CloseGoingAway, "write failed")
 		return false
 	}

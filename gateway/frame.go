@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/clienttools/gateway/engine"
 )
@@ -80,21 +79,23 @@ var ErrUnknownFrame = errors.New("unknown frame type")
 
 // DecodeFrame reads one browser frame, checking each required field.
 func DecodeFrame(data []byte) (Frame, error) {
-	fields, err := members(data)
-	if err != nil {
+	var fields memberSet
+	if err := fields.read(data); err != nil {
 		return nil, err
 	}
-	rawType, ok := fields["type"]
+	rawType, ok := fields.get("type")
 	if !ok || bytes.Equal(rawType, []byte("null")) {
 		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadFrame)
 	}
-	var typ string
-	if err := json.Unmarshal(rawType, &typ); err != nil {
-		return nil, fmt.Errorf("%w: \"type\" should be a string, not %s", ErrBadFrame, kindOf(rawType))
+	typ, ok := knownType(rawType)
+	if !ok {
+		if err := json.Unmarshal(rawType, &typ); err != nil {
+			return nil, fmt.Errorf("%w: \"type\" should be a string, not %s", ErrBadFrame, kindOf(rawType))
+		}
 	}
 	need := func(names ...string) error {
 		for _, n := range names {
-			if _, ok := fields[n]; !ok {
+			if _, ok := fields.get(n); !ok {
 				return fmt.Errorf("%w: %s frame is missing %q", ErrBadFrame, typ, n)
 			}
 		}
@@ -103,7 +104,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 	switch typ {
 	case FrameSessionOpen:
 		var f SessionOpen
-		if err := decodeStrict(typ, fields, data, &f); err != nil {
+		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
 		if f.After < 0 {
@@ -120,7 +121,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f MessageFrame
-		if err := decodeStrict(typ, fields, data, &f); err != nil {
+		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
 		if len(bytes.TrimSpace([]byte(f.Content))) == 0 {
@@ -132,7 +133,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f engine.ToolResult
-		if err := decodeStrict(typ, fields, data, &f); err != nil {
+		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
 		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
@@ -144,7 +145,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f engine.ToolError
-		if err := decodeStrict(typ, fields, data, &f); err != nil {
+		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
 		if f.Error == "" {
@@ -159,7 +160,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f engine.ToolProgress
-		if err := decodeStrict(typ, fields, data, &f); err != nil {
+		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
 		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
@@ -171,7 +172,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f engine.ToolApprove
-		if err := decodeStrict(typ, fields, data, &f); err != nil {
+		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
 		if f.ID == "" || f.Digest == "" {
@@ -195,11 +196,9 @@ func checkAnswer(typ, id string, attempt int) error {
 	return nil
 }
 
-// members lists a JSON object's members by their exact names.
+// members lists a JSON object's members by their exact names: the
+// general path of memberSet.read, which has checked that data is JSON.
 func members(data []byte) (map[string]json.RawMessage, error) {
-	if !json.Valid(data) {
-		return nil, fmt.Errorf("%w: not JSON: send one JSON object per text frame", ErrBadFrame)
-	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil || m == nil {
 		return nil, fmt.Errorf("%w: not a JSON object: send one JSON object per text frame", ErrBadFrame)
@@ -218,13 +217,9 @@ var frameFields = map[string][]string{
 // decodeStrict decodes into v and names the field whose type is wrong.
 // Member names must match exactly: encoding/json would also take "ID" for
 // "id", so two spellings of one field could disagree.
-func decodeStrict(typ string, fields map[string]json.RawMessage, data []byte, v any) error {
-	for name := range fields {
-		for _, want := range frameFields[typ] {
-			if name != want && strings.EqualFold(name, want) {
-				return fmt.Errorf("%w: %s has %q: member names are case-sensitive, write %q", ErrBadFrame, typ, name, want)
-			}
-		}
+func decodeStrict(typ string, fields *memberSet, data []byte, v any) error {
+	if err := fields.caseCheck(typ, frameFields[typ]); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError

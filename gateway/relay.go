@@ -88,7 +88,7 @@ func (r *Relay) stop() {
 // serveRemote serves a page relayed from another node, as serveWS serves a
 // socket of this one.
 func (s *Server) serveRemote(sock *remoteSocket, browser, remote string) {
-	s.serveSocket(sock, browser, s.logger.With("remote", remote, "relayed", true))
+	s.serveSocket(sock, nil, browser, s.logger.With("remote", remote, "relayed", true))
 }
 
 // remoteSocket is the serving node's end of a pipe: a socket whose frames

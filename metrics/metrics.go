@@ -10,6 +10,8 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,18 +28,20 @@ type Metrics struct {
 	pages          prometheus.Gauge
 	framesIn       *prometheus.CounterVec
 	framesOut      *prometheus.CounterVec
-	callsStarted   *prometheus.CounterVec
-	callsSettled   *prometheus.CounterVec
-	attempts       *prometheus.HistogramVec
-	callDuration   *prometheus.HistogramVec
-	roundTrip      prometheus.Histogram
-	leaseMoves     prometheus.Counter
-	modelTurns     *prometheus.CounterVec
-	modelTokens    *prometheus.CounterVec
-	modelDuration  *prometheus.HistogramVec
-	storeAppend    *prometheus.HistogramVec
-	guards         *prometheus.CounterVec
-	limits         *prometheus.CounterVec
+	// The frame counters by type, looked up once per type, not per frame.
+	framesInBy, framesOutBy counterCache
+	callsStarted            *prometheus.CounterVec
+	callsSettled            *prometheus.CounterVec
+	attempts                *prometheus.HistogramVec
+	callDuration            *prometheus.HistogramVec
+	roundTrip               prometheus.Histogram
+	leaseMoves              prometheus.Counter
+	modelTurns              *prometheus.CounterVec
+	modelTokens             *prometheus.CounterVec
+	modelDuration           *prometheus.HistogramVec
+	storeAppend             *prometheus.HistogramVec
+	guards                  *prometheus.CounterVec
+	limits                  *prometheus.CounterVec
 }
 
 // Durations from a loopback round trip (100 µs) to a person answering a
@@ -127,14 +131,14 @@ func (m *Metrics) PageConnected(delta int) {
 // FrameIn counts a frame read from a page; typ must come from a fixed set.
 func (m *Metrics) FrameIn(typ string) {
 	if m != nil {
-		m.framesIn.WithLabelValues(typ).Inc()
+		m.framesInBy.get(m.framesIn, typ).Inc()
 	}
 }
 
 // FrameOut counts a frame written to a page.
 func (m *Metrics) FrameOut(typ string) {
 	if m != nil {
-		m.framesOut.WithLabelValues(typ).Inc()
+		m.framesOutBy.get(m.framesOut, typ).Inc()
 	}
 }
 
@@ -209,4 +213,40 @@ func (m *Metrics) LimitHit(limit string) {
 	if m != nil {
 		m.limits.WithLabelValues(limit).Inc()
 	}
+}
+
+// counterCache holds the counters of a CounterVec with one label by the
+// label's value: a frame's count is an atomic add, where WithLabelValues
+// hashes the value and takes the vector's lock each time. Its map is
+// replaced, never changed, so a lookup takes no lock; the values are a
+// bounded set (frame types), so it is replaced a few times at most.
+type counterCache struct {
+	mu sync.Mutex // held to add a value
+	m  atomic.Pointer[map[string]prometheus.Counter]
+}
+
+func (c *counterCache) get(vec *prometheus.CounterVec, value string) prometheus.Counter {
+	if m := c.m.Load(); m != nil {
+		if ctr, ok := (*m)[value]; ok {
+			return ctr
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if ctr, ok := (*old)[value]; ok {
+			return ctr
+		}
+	}
+	next := make(map[string]prometheus.Counter, 1)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	ctr := vec.WithLabelValues(value)
+	next[value] = ctr
+	c.m.Store(&next)
+	return ctr
 }

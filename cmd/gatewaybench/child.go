@@ -46,6 +46,9 @@ func startTarget(ctx context.Context, cfg config, kind string, stderr io.Writer)
 	}
 	args := []string{"-serve", kind, "-stdin-lifeline", "-log-level", cfg.logLevel.String(), "-store", cfg.store}
 	if kind == serveGateway {
+		if cfg.unload > 0 {
+			args = append(args, "-unload", cfg.unload.String())
+		}
 		if cfg.cpuProfile != "" {
 			args = append(args, "-cpuprofile", cfg.cpuProfile)
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clienttools/gateway/engine"
 	"github.com/coder/websocket"
 	"golang.org/x/sync/errgroup"
 )
@@ -43,6 +44,15 @@ type browser struct {
 // openSession does what a page does: GET / for the cookie, the WebSocket,
 // session.open {tools: ["echo"]}; it returns once session.opened arrived.
 func (d *dialer) openSession(ctx context.Context) (*browser, error) {
+	hdr, err := d.cookie(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return d.openSessionAs(ctx, hdr)
+}
+
+// cookie does GET / and returns the Cookie header of the browser it made.
+func (d *dialer) cookie(ctx context.Context) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/", nil)
 	if err != nil {
 		return nil, err
@@ -60,6 +70,12 @@ func (d *dialer) openSession(ctx context.Context) (*browser, error) {
 	for _, c := range resp.Cookies() {
 		hdr.Add("Cookie", (&http.Cookie{Name: c.Name, Value: c.Value}).String())
 	}
+	return hdr, nil
+}
+
+// openSessionAs opens a new session as the browser whose Cookie header is
+// hdr.
+func (d *dialer) openSessionAs(ctx context.Context, hdr http.Header) (*browser, error) {
 	ws, _, err := websocket.Dial(ctx, d.ws, &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: hdr})
 	if err != nil {
 		return nil, fmt.Errorf("failed to open the WebSocket: %w", err)
@@ -231,7 +247,21 @@ func (c *chat) turn(ctx context.Context, content string, rec *recorder) error {
 		c.b, c.turns = b, 0
 	}
 	c.turns++
-	return c.b.turn(ctx, content, rec)
+	err := c.b.turn(ctx, content, rec)
+	if websocket.CloseStatus(err) == websocket.StatusCode(engine.CloseElsewhere) {
+		// The node lost the session's lease (a starved renewal): a page
+		// reconnects; this one starts a new session, and the turn is lost.
+		rec.moved++
+		c.b.close()
+		b, err := c.d.openSession(ctx)
+		if err != nil {
+			c.b = nil
+			return fmt.Errorf("failed to open a session after a 4001: %w", err)
+		}
+		c.b, c.turns = b, 0
+		return nil
+	}
+	return err
 }
 
 // drain reads and discards frames until the connection ends, so pings and
@@ -294,6 +324,7 @@ type recorder struct {
 	failures int
 	first    []string // the first few failures, for the report
 	total    int      // turns completed, in the window or not
+	moved    int      // sessions closed with 4001 (the node lost their lease), reopened
 }
 
 func (r *recorder) in(t time.Time) bool {
@@ -333,6 +364,7 @@ func (r *recorder) merge(other *recorder) {
 	r.delays = append(r.delays, other.delays...)
 	r.failures += other.failures
 	r.total += other.total
+	r.moved += other.moved
 	for _, f := range other.first {
 		if len(r.first) < 3 {
 			r.first = append(r.first, f)

@@ -32,6 +32,21 @@
 //	            HeapInuse and StackInuse after a GC (and FreeOSMemory),
 //	            before and after, divided by -idle; the same for the echo
 //	            server, and the browsers' own cost in this process.
+//	parked      -parked sessions opened, 30 to a browser, each page leaving
+//	            at once; the gateway (started with -unload 1s) takes them out
+//	            of memory. The same readings after they all unloaded give
+//	            what an idle session with no page costs: goroutines and RSS.
+//
+// -store takes a comma-separated list (make bench: memory,jetstream): every
+// phase runs on each store in turn, and the targets are printed for
+// each, with the store's own round-trip ratio and throughput targets.
+//
+// Before the phases, when -peer-aisdk names the Vercel AI SDK's harness
+// (default ../shared/peers/aisdk, relative to the working directory), it is
+// copied to a temporary folder and its run.sh run there; its last line's
+// median and round trips per second at 16 clients are set beside the
+// gateway's client-tool round trip p50 and calls settled per second. Without
+// the harness the run says so and goes on.
 //
 // In latency and throughput, a browser moves to a new session (a new page
 // load) every -session-turns turns (default 20): the engine copies the whole

@@ -27,7 +27,7 @@ func main() {
 }
 
 // allPhases in the order they run.
-var allPhases = []string{"latency", "throughput", "stream", "idle"}
+var allPhases = []string{"latency", "throughput", "stream", "idle", "parked"}
 
 // config is what the flags say.
 type config struct {
@@ -36,9 +36,11 @@ type config struct {
 	listen   string
 	lifeline bool
 	logLevel slog.Level
-	store    string // memory or jetstream: where the bench gateway keeps sessions
+	store    string        // memory or jetstream: where the bench gateway keeps sessions
+	unload   time.Duration // the gateway's engine.Options.Unload; 0: its default
 
 	// Measuring.
+	stores         []string // the stores measured, one after the other
 	url            string
 	pid            int
 	phases         []string
@@ -52,6 +54,8 @@ type config struct {
 	streamDeltas   int
 	streamInterval time.Duration
 	idle           int
+	parked         int
+	peerAISDK      string
 	parallel       int
 	timeout        time.Duration
 
@@ -72,7 +76,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.serve, "serve", "", `serve instead of measuring: "gateway" (the bench agent) or "echo" (the floor)`)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:0", "address to serve on, with -serve")
 	fs.BoolVar(&c.lifeline, "stdin-lifeline", false, "with -serve: exit when stdin closes (how the measuring parent stops its children)")
-	fs.StringVar(&c.store, "store", "memory", "the gateway's session store: memory, or jetstream (embedded, in a new temporary directory, as the gateway's default)")
+	stores := fs.String("store", "memory", "the gateway's session store: memory, or jetstream (embedded, in a new temporary directory, as the gateway's default); when measuring, a comma-separated list runs every phase on each in turn, with the targets of each")
+	fs.DurationVar(&c.unload, "unload", 0, "with -serve gateway: how long a session with no page stays in memory (engine.Options.Unload); 0: the engine's default")
 	logLevel := fs.String("log-level", "warn", "the gateway's log level: debug, info (a few lines per tool call, to this process's stderr), warn or error")
 
 	fs.StringVar(&c.url, "url", "", "measure a running gateway at this URL (http://host:port) instead of starting one")
@@ -88,8 +93,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.streamDeltas, "stream-deltas", 2000, "stream: deltas per session")
 	fs.DurationVar(&c.streamInterval, "stream-interval", time.Millisecond, "stream: pause between two deltas, as a model's tokens arrive")
 	fs.IntVar(&c.idle, "idle", 10000, "idle: sessions connected and left idle for the memory reading")
+	fs.IntVar(&c.parked, "parked", 5000, "parked: sessions opened, left by their page and unloaded for the memory reading")
+	fs.StringVar(&c.peerAISDK, "peer-aisdk", "../shared/peers/aisdk", "the Vercel AI SDK harness (copied to a temporary folder and run once, before the phases) to set beside the gateway; absent or empty: skipped, with a note")
 	fs.IntVar(&c.parallel, "dial-parallel", 64, "connections opened at the same time while setting up a phase")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile during the throughput window to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write the gateway's heap profile with -idle sessions connected to this file")
 	if err := fs.Parse(args); err != nil {
@@ -98,8 +105,21 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.store != "memory" && c.store != "jetstream" {
-		return c, fmt.Errorf("store %q: want memory or jetstream", c.store)
+	for _, st := range strings.Split(*stores, ",") {
+		if st = strings.TrimSpace(st); st == "" {
+			continue
+		}
+		if st != "memory" && st != "jetstream" {
+			return c, fmt.Errorf("store %q: want memory or jetstream", st)
+		}
+		c.stores = append(c.stores, st)
+	}
+	if len(c.stores) == 0 {
+		return c, errors.New("store: want memory, jetstream or both")
+	}
+	c.store = c.stores[0]
+	if c.serve != "" && len(c.stores) > 1 {
+		return c, errors.New("with -serve, -store takes one store")
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return c, fmt.Errorf("log-level %q: want debug, info, warn or error", *logLevel)
@@ -119,7 +139,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		c.phases = append(c.phases, p)
 	}
 	for name, v := range map[string]int{"turns": c.turns, "sessions": c.sessions, "stream-sessions": c.streamSessions,
-		"stream-deltas": c.streamDeltas, "idle": c.idle, "dial-parallel": c.parallel, "calls-per-turn": c.callsPerTurn} {
+		"stream-deltas": c.streamDeltas, "idle": c.idle, "parked": c.parked, "dial-parallel": c.parallel, "calls-per-turn": c.callsPerTurn} {
 		if v <= 0 {
 			return c, fmt.Errorf("%s is %d, want at least 1", name, v)
 		}
@@ -130,8 +150,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.sessionTurns < 0 {
 		return c, fmt.Errorf("session-turns is %d, want 0 or more", c.sessionTurns)
 	}
-	if c.duration <= 0 || c.timeout <= 0 || c.warmup < 0 || c.streamInterval < 0 {
-		return c, errors.New("duration and timeout must be positive, warmup and stream-interval not negative")
+	if c.duration <= 0 || c.timeout <= 0 || c.warmup < 0 || c.streamInterval < 0 || c.unload < 0 {
+		return c, errors.New("duration and timeout must be positive, warmup, stream-interval and unload not negative")
 	}
 	if c.url != "" {
 		c.url = strings.TrimRight(c.url, "/")

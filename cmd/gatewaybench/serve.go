@@ -71,10 +71,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var shutdown []func(context.Context) error
 	switch cfg.serve {
 	case serveGateway:
-		h, closers, err := newGateway(ctx, logger, cfg.store)
+		h, eng, closers, err := newGateway(ctx, logger, cfg.store, cfg.unload)
 		if err != nil {
 			return err
 		}
+		prof.sessions = eng.Loaded
 		mux.Handle("/", h)
 		shutdown = closers
 	case serveEcho:
@@ -110,17 +111,17 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 // newGateway builds the bench gateway from the packages, as cmd/gateway
 // does, with the bench agent instead of the demo. It returns the handler
 // and what to call on shutdown, in order.
-func newGateway(ctx context.Context, logger *slog.Logger, storeKind string) (http.Handler, []func(context.Context) error, error) {
+func newGateway(ctx context.Context, logger *slog.Logger, storeKind string, unload time.Duration) (http.Handler, *engine.Engine, []func(context.Context) error, error) {
 	var store engine.Store = engine.NewMemoryStore()
 	var closers []func(context.Context) error
 	if storeKind == "jetstream" {
 		dir, err := os.MkdirTemp("", "gatewaybench-")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		js, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir, Logger: logger})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		store = js
 		closers = append(closers, func(context.Context) error { err := js.Close(); _ = os.RemoveAll(dir); return err })
@@ -141,15 +142,19 @@ func newGateway(ctx context.Context, logger *slog.Logger, storeKind string) (htt
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return bm, nil }),
 		Store:  store,
 		Logger: logger,
+		Unload: unload,
+		// Every simulated browser has a cookie of its own, except in the
+		// parked phase, which opens many sessions per cookie.
+		MaxLiveSessions: -1,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	gw, err := gateway.New(gateway.Options{Engine: eng, Logger: logger})
+	gw, err := gateway.New(gateway.Options{Engine: eng, Logger: logger, NewSessionsPerMinute: -1})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return gw.Handler(), append([]func(context.Context) error{gw.Shutdown, eng.Close}, closers...), nil
+	return gw.Handler(), eng, append([]func(context.Context) error{gw.Shutdown, eng.Close}, closers...), nil
 }
 
 // benchModel is the test model. A user turn "stream N INTERVAL" streams N
@@ -253,6 +258,9 @@ type procStats struct {
 	StackInuse int64   `json:"stackInuse"`
 	Goroutines int     `json:"goroutines"`
 	CPU        float64 `json:"cpu"` // user + system seconds since start
+	// Sessions is the engine's count of sessions in memory; -1: not a
+	// gateway of this tool.
+	Sessions int `json:"sessions"`
 	// Runtime is false when only /proc was read (a -url gateway without
 	// /bench/stats): the Go runtime fields and CPU are unknown.
 	Runtime bool `json:"runtime"`
@@ -271,6 +279,7 @@ func readStats(settle bool) (procStats, error) {
 		HeapInuse:  int64(ms.HeapInuse),
 		StackInuse: int64(ms.StackInuse),
 		Goroutines: runtime.NumGoroutine(),
+		Sessions:   -1,
 		Runtime:    true,
 	}
 	var err error
@@ -289,6 +298,7 @@ func readStats(settle bool) (procStats, error) {
 // and heap profiles to the files given at start (none: 404).
 type profiler struct {
 	cpuPath, memPath string
+	sessions         func() int // sessions in memory; nil: not a gateway
 	mu               sync.Mutex
 	cpu              *os.File
 }
@@ -296,6 +306,9 @@ type profiler struct {
 func (p *profiler) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /bench/stats", func(w http.ResponseWriter, r *http.Request) {
 		st, err := readStats(r.URL.Query().Get("settle") == "1")
+		if p.sessions != nil {
+			st.Sessions = p.sessions()
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// memberCorpus are frames the one-pass reader must read as encoding/json
+// does: odd spacing, duplicate names, braces and quotes inside strings,
+// nested values, escapes in names (the general path), too many members.
+var memberCorpus = []string{
+	`{"type":"tool.result","id":"toolu_1","attempt":1,"result":{"text":"echo 1"}}`,
+	` { "type" : "message" , "content" : "a } b ] c \" d" } `,
+	"{\n\t\"type\":\"tool.error\",\"id\":\"x\",\"attempt\":2,\"error\":\"no\",\"retryable\":true,\"code\":\"e\",\"detail\":[1,{\"a\":\"]\"}]}",
+	`{"type":"message","type":"cancel"}`,
+	`{"typ\u0065":"message","content":"hi"}`,
+	`{"type":"tool.result","result":null,"id":"a","attempt":1.5}`,
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"type":"cancel"}`,
+	`{"type":"session.open","tools":["a","b"],"after":-1e3,"session":""}`,
+	`{}`,
+	`{"result":"\\","type":"tool.result"}`,
+	`{"result":{"nested":{"deep":[[],{}]}},"x":false,"y":null}`,
+}
+
+func TestMemberSetReadsAsEncodingJSON(t *testing.T) {
+	for _, frame := range memberCorpus {
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(frame), &want); err != nil {
+			t.Fatalf("corpus frame %s: %v", frame, err)
+		}
+		var m memberSet
+		if err := m.read([]byte(frame)); err != nil {
+			t.Errorf("read(%s): %v", frame, err)
+			continue
+		}
+		for name, v := range want {
+			got, ok := m.get(name)
+			if !ok || !bytes.Equal(got, v) {
+				t.Errorf("read(%s): %q = %s, %v; want %s", frame, name, got, ok, v)
+			}
+		}
+		for _, name := range []string{"type", "id", "attempt", "result", "content", "missing"} {
+			_, ok := m.get(name)
+			if _, want := want[name]; ok != want {
+				t.Errorf("read(%s): %q present %v, want %v", frame, name, ok, want)
+			}
+		}
+	}
+}
+
+func FuzzMemberSet(f *testing.F) {
+	for _, frame := range memberCorpus {
+		f.Add(frame)
+	}
+	f.Fuzz(func(t *testing.T, frame string) {
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal([]byte(frame), &want) != nil || want == nil
+		var m memberSet
+		err := m.read([]byte(frame))
+		if (err != nil) != wantErr {
+			t.Fatalf("read(%q): error %v, encoding/json's error %v", frame, err, wantErr)
+		}
+		for name, v := range want {
+			if got, ok := m.get(name); !ok || !bytes.Equal(got, v) {
+				t.Fatalf("read(%q): %q = %s, %v; want %s", frame, name, got, ok, v)
+			}
+		}
+	})
+}
