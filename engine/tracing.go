@@ -71,6 +71,10 @@ func (s *Session) startChatSpan(ctx context.Context) (context.Context, trace.Spa
 
 // endChatSpan ends a model turn's span with its usage and outcome.
 func endChatSpan(span trace.Span, ev ModelFinishedEvent, err error) {
+	if !span.IsRecording() { // no tracer provider: skip building attributes
+		span.End()
+		return
+	}
 	span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", ev.Usage.InputTokens),
 		attribute.Int("gen_ai.usage.output_tokens", ev.Usage.OutputTokens))
 	if ev.StopReason != "" {
@@ -103,7 +107,7 @@ func (s *Session) startAttemptSpan(c *call) {
 
 // attemptDelivered notes which page runs a client attempt.
 func (c *call) attemptDelivered(page string) {
-	if c.attemptSpan != nil {
+	if c.attemptSpan != nil && c.attemptSpan.IsRecording() {
 		c.attemptSpan.AddEvent("delivered", trace.WithAttributes(attrPage.String(page)))
 		c.attemptSpan.SetAttributes(attrPage.String(page))
 	}
@@ -114,7 +118,7 @@ func (c *call) endAttemptSpan(why CancelReason) {
 	if c.attemptSpan == nil {
 		return
 	}
-	if why != "" {
+	if why != "" && c.attemptSpan.IsRecording() {
 		c.attemptSpan.SetAttributes(attribute.String("error.type", string(why)))
 		c.attemptSpan.SetStatus(codes.Error, string(why))
 	}
@@ -125,6 +129,11 @@ func (c *call) endAttemptSpan(why CancelReason) {
 // endCallSpan ends a settled call's span with its outcome.
 func (c *call) endCallSpan(o outcome) {
 	if c.span == nil {
+		return
+	}
+	if !c.span.IsRecording() {
+		c.span.End()
+		c.span = nil
 		return
 	}
 	c.span.SetAttributes(attrAttempts.Int(c.attempt))

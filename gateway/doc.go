@@ -10,8 +10,13 @@
 // Entry points: New builds a Server from Options; Server.Handler is its
 // http.Handler and Server.Shutdown closes every socket with 1001. Each
 // connection is owned by the goroutine of its /ws request, which keeps
-// reading; one writer goroutine per connection drains a bounded queue, so a
-// slow browser is closed (1008) rather than allowed to block its session.
+// reading; one writer goroutine per connection, running only while there
+// are frames, drains a bounded queue, so a slow browser is closed (1008)
+// rather than allowed to block its session. The writer writes what is ready
+// as one batch: the socket is corked (corkConn) while it writes, so the
+// batch leaves in one system call. Buffers for reading a frame and for a
+// batch come from pools and go back once used: an idle connection holds
+// none.
 // Closing never cuts off a frame being written, so the close code reaches
 // a page that is merely slow. DecodeFrame is the one parser of browser
 // frames.
