@@ -134,7 +134,9 @@ test("decide gets a sub-agent's parent, and delegate() builds tool.delegate", as
     };
     await post(payload);
     assert.deepEqual(seen.parent, { id: "call_1", name: "research", attempt: 1, depth: 1 });
-    await post({ session: "s1", trigger: { type: "session.start", session: "s1" }, proposed: {} });
+    // An id of its own: the same body signed in the same second is a replay.
+    const res = await post({ id: "req_no_parent", session: "s1", trigger: { type: "session.start", session: "s1" }, proposed: {} });
+    assert.equal(res.status, 200);
     assert.equal(seen.parent, undefined);
 
     assert.deepEqual(delegate({ model: "m", tools: [] }), { actions: [{ type: "tool.delegate", agent: { model: "m", tools: [] } }] });
