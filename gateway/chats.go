@@ -112,11 +112,13 @@ func (s *Server) trackStream(parent context.Context) (context.Context, func(), b
 	key := &cancel
 	s.streams[key] = struct{}{}
 	s.wg.Add(1)
+	s.opts.Metrics.StreamOpened(1)
 	return ctx, func() {
 		cancel()
 		s.mu.Lock()
 		delete(s.streams, key)
 		s.mu.Unlock()
+		s.opts.Metrics.StreamOpened(-1)
 		s.wg.Done()
 	}, true
 }

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // The HTTP front ends (chats.go, aisdk/, agui/) over real HTTP: the AI
@@ -369,9 +372,31 @@ func TestAGUIRunWithFrontEndTool(t *testing.T) {
 }
 
 // TestChatAdmission: an open stream counts as one of the browser's sockets,
-// a new chat as one of its new sessions, and Shutdown ends open streams.
+// a new chat as one of its new sessions, /healthz and the metrics count it,
+// and Shutdown ends open streams.
 func TestChatAdmission(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{MaxSockets: 1, NewSessionsPerMinute: 2}})
+	m := metrics.New()
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{MaxSockets: 1, NewSessionsPerMinute: 2, Metrics: m}})
+	streams := func() (health, gauge int) {
+		t.Helper()
+		resp, err := http.Get(h.srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Streams int }
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "gateway_http_streams_open "); ok {
+				gauge, _ = strconv.Atoi(v)
+			}
+		}
+		return body.Streams, gauge
+	}
 	b := h.newBrowser(nil)
 
 	// "gated flood" streams, then waits for the gate: the stream stays open.
@@ -389,6 +414,9 @@ func TestChatAdmission(t *testing.T) {
 	if refused.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "streams and sockets open") {
 		t.Errorf("a second stream past MaxSockets: %s %q, want 429", refused.Status, body)
 	}
+	if health, gauge := streams(); health != 1 || gauge != 1 {
+		t.Errorf("with one stream open: /healthz streams %d, gateway_http_streams_open %d, want 1 and 1", health, gauge)
+	}
 
 	// Shutdown ends the open stream (without finish: the chat resumes).
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
@@ -402,6 +430,9 @@ func TestChatAdmission(t *testing.T) {
 		t.Errorf("the stream cut by Shutdown finished: %q", rest)
 	}
 	close(h.gate)
+	if health, gauge := streams(); health != 0 || gauge != 0 {
+		t.Errorf("after Shutdown: /healthz streams %d, gateway_http_streams_open %d, want 0 and 0", health, gauge)
+	}
 }
 
 func TestChatNewSessionRate(t *testing.T) {

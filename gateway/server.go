@@ -281,9 +281,9 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (string, err
 // events (new turns are refused meanwhile).
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	n := len(s.conns)
+	n, streams := len(s.conns), len(s.streams)
 	s.mu.Unlock()
-	body := map[string]any{"status": "ok", "sessions": s.opts.Engine.Loaded(), "connections": n}
+	body := map[string]any{"status": "ok", "sessions": s.opts.Engine.Loaded(), "connections": n, "streams": streams}
 	if err := s.opts.Engine.Health(); err != nil {
 		body["status"], body["store"] = "degraded", err.Error()
 	}

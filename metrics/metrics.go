@@ -26,6 +26,7 @@ type Metrics struct {
 	sessionsLoaded prometheus.Gauge
 	sessionsOpened prometheus.Counter
 	pages          prometheus.Gauge
+	streams        prometheus.Gauge
 	framesIn       *prometheus.CounterVec
 	framesOut      *prometheus.CounterVec
 	// The frame counters by type, looked up once per type, not per frame.
@@ -63,6 +64,8 @@ func New() *Metrics {
 		Help: "New sessions opened on this node."})
 	m.pages = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_pages_connected",
 		Help: "Browser pages connected to this node (WebSockets, and pages relayed here from other nodes)."})
+	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_http_streams_open",
+		Help: "Responses of the HTTP front ends (the AI SDK's /api/chat, AG-UI's /ag-ui) streaming on this node."})
 	m.framesIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_received_total",
 		Help: "Frames read from pages, by type (other: a type the protocol does not have)."}, []string{"type"})
 	m.framesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_sent_total",
@@ -91,7 +94,7 @@ func New() *Metrics {
 		Help: "Agents stopped by a guard, by guard."}, []string{"guard"})
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_limits_hit_total",
 		Help: "Requests refused at one of a browser's limits, by limit."}, []string{"limit"})
-	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.framesIn, m.framesOut,
+	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.streams, m.framesIn, m.framesOut,
 		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns,
 		m.modelTokens, m.modelDuration, m.storeAppend, m.guards, m.limits} {
 		f(c)
@@ -125,6 +128,13 @@ func (m *Metrics) SessionOpened() {
 func (m *Metrics) PageConnected(delta int) {
 	if m != nil {
 		m.pages.Add(float64(delta))
+	}
+}
+
+// StreamOpened counts an HTTP front end's response in (+1) or out (-1).
+func (m *Metrics) StreamOpened(delta int) {
+	if m != nil {
+		m.streams.Add(float64(delta))
 	}
 }
 
