@@ -3,8 +3,6 @@ package agui
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -190,18 +188,12 @@ func (h *Handler) answer(ctx context.Context, sess *engine.Session, m message, r
 	} else {
 		a = engine.ToolResult{ID: m.ToolCallID, Result: resultJSON(m.text())}
 	}
-	err := sess.Answer(ctx, a)
-	switch {
-	case err == nil:
+	took, err := frontend.Answer(ctx, sess, m.ToolCallID, a, h.opts.Logger, "AG-UI tool result not taken")
+	if took {
 		run.answered[m.ToolCallID] = true
 		run.input = true
-		return nil
-	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
-		h.opts.Logger.Debug("AG-UI tool result not taken", "session", sess.ID(), "call", m.ToolCallID, "err", err)
-		return nil
-	default:
-		return fmt.Errorf("failed to answer tool call %s: %w", m.ToolCallID, err)
 	}
+	return err
 }
 
 // resultJSON is a tool message's content as a result: the JSON value it

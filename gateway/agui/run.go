@@ -97,7 +97,7 @@ func msgID(seq int64) string { return idPrefix + strconv.FormatInt(seq, 10) }
 
 // Event handles one frame of the page's stream.
 func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
-	if !r.track.Visible(ev) {
+	if !r.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
 	switch ev.Type {
@@ -160,11 +160,6 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			return
 		}
 		r.track.Delivered(ctx, page, e) // bad input is answered: tool.finished follows
-	case engine.FrameToolCancel:
-		var e engine.ToolCancelFrame
-		if json.Unmarshal(ev.Frame, &e) == nil {
-			r.track.Cancelled(e.ID)
-		}
 	case engine.EventToolFinished:
 		var e engine.ToolFinishedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {

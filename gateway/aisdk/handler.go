@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -212,16 +211,7 @@ func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) (t
 	default:
 		return false, nil
 	}
-	err = sess.Answer(ctx, a)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
-		h.opts.Logger.Debug("AI SDK tool output not taken", "session", sess.ID(), "call", p.ToolCallID, "err", err)
-		return false, nil
-	default:
-		return false, fmt.Errorf("failed to answer tool call %s: %w", p.ToolCallID, err)
-	}
+	return frontend.Answer(ctx, sess, p.ToolCallID, a, h.opts.Logger, "AI SDK tool output not taken")
 }
 
 // Resume serves GET /api/chat/{id}/stream: the current response again,

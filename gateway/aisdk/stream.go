@@ -161,7 +161,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 	if ev.Seq > 0 {
 		st.seq = ev.Seq
 	}
-	if !st.track.Visible(ev) {
+	if !st.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
 	switch ev.Type {
@@ -259,11 +259,6 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		c.input = false
 		st.showInput(c, e.ID)
 		st.inputAvailable(c, e.ID, e.Input, false, map[string]any{"gateway": map[string]any{"attempt": e.Attempt, "deadline": e.Deadline}})
-	case engine.FrameToolCancel:
-		var e engine.ToolCancelFrame
-		if json.Unmarshal(ev.Frame, &e) == nil {
-			st.track.Cancelled(e.ID)
-		}
 	case engine.EventToolFinished:
 		var e engine.ToolFinishedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {

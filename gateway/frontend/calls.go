@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway/nesting"
@@ -24,9 +25,23 @@ const (
 	callFinished           // tool.finished: it stays so
 )
 
-// Visible reports whether ev is the assistant's own (not a sub-agent's
-// text or worker call); it must see every frame, in order.
-func (c *Calls) Visible(ev engine.Event) bool { return c.nest.Visible(ev) }
+// See notes what ev, one of every frame in order, says of the calls that
+// the front end does not show: which calls sub-agents make, and tool.cancel
+// (the attempt no longer waits on this stream). It reports whether the
+// front end shows ev: the session's own agent's events, and a sub-agent's
+// client calls, not its text or worker calls.
+func (c *Calls) See(ev engine.Event) bool {
+	if !c.nest.Visible(ev) {
+		return false
+	}
+	if ev.Type == engine.FrameToolCancel {
+		var e engine.ToolCancelFrame
+		if json.Unmarshal(ev.Frame, &e) == nil && c.state[e.ID] == callMine {
+			c.state[e.ID] = callOpen
+		}
+	}
+	return true
+}
 
 // Started notes a call the response saw (tool.started): open unless it
 // finished.
@@ -55,14 +70,6 @@ func (c *Calls) Delivered(ctx context.Context, page *engine.Page, e engine.Clien
 		c.state[e.ID] = callMine
 	}
 	return true
-}
-
-// Cancelled notes a tool.cancel: the attempt no longer waits on this
-// stream.
-func (c *Calls) Cancelled(id string) {
-	if c.state[id] == callMine {
-		c.state[id] = callOpen
-	}
 }
 
 // Finished notes a call's tool.finished.

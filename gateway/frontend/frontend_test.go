@@ -36,7 +36,12 @@ func TestPending(t *testing.T) {
 		{"two delivered", func(c *frontend.Calls) { deliver(c, "a"); deliver(c, "b") }, []string{"a", "b"}},
 		{"a worker call still runs", func(c *frontend.Calls) { c.Started("w"); deliver(c, "a") }, nil},
 		{"the worker call finished", func(c *frontend.Calls) { c.Started("w"); deliver(c, "a"); c.Finished("w") }, []string{"a"}},
-		{"cancelled: waits on another page", func(c *frontend.Calls) { deliver(c, "a"); c.Cancelled("a") }, nil},
+		{"cancelled: waits on another page", func(c *frontend.Calls) {
+			deliver(c, "a")
+			if !c.See(engine.Event{Type: engine.FrameToolCancel, Frame: []byte(`{"id":"a","attempt":1}`)}) {
+				t.Errorf("the cancel of the session's own call is not shown")
+			}
+		}, nil},
 		{"finished stays finished", func(c *frontend.Calls) { deliver(c, "a"); c.Finished("a"); deliver(c, "a"); c.Started("a") }, nil},
 	}
 	for _, tt := range tests {

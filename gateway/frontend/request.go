@@ -1,9 +1,11 @@
 package frontend
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -67,4 +69,21 @@ func Status(err error, bad ...error) (int, error) {
 		return http.StatusServiceUnavailable, err
 	}
 	return http.StatusInternalServerError, err
+}
+
+// Answer gives the session a client's answer to call id (a ToolResult or
+// ToolError), and reports whether the call took it. One it cannot take (it
+// settled: history, a duplicate, too late; or it is no client call) is
+// skipped, logged at debug level as what: its outcome is in the stream.
+// Only a failure of the session is an error.
+func Answer(ctx context.Context, sess *engine.Session, id string, a engine.Action, log *slog.Logger, what string) (bool, error) {
+	err := sess.Answer(ctx, a)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
+		log.Debug(what, "session", sess.ID(), "call", id, "err", err)
+		return false, nil
+	}
+	return false, fmt.Errorf("failed to answer tool call %s: %w", id, err)
 }
