@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/clienttools/gateway/engine"
-	"github.com/clienttools/gateway/gateway/nesting"
 )
 
 // Calls is what a response knows of its tool calls for the pending-call
@@ -13,8 +12,9 @@ import (
 // stream (tool.call), and which calls sub-agents made. The zero value is
 // ready to use.
 type Calls struct {
-	nest  nesting.Calls
-	state map[string]callState
+	state  map[string]callState
+	parent map[string]string // call id → the call its sub-agent answers
+	shown  map[string]bool   // a sub-agent's client calls the front end shows
 }
 
 type callState uint8
@@ -31,7 +31,7 @@ const (
 // front end shows ev: the session's own agent's events, and a sub-agent's
 // client calls, not its text or worker calls.
 func (c *Calls) See(ev engine.Event) bool {
-	if !c.nest.Visible(ev) {
+	if !c.visible(ev) {
 		return false
 	}
 	if ev.Type == engine.FrameToolCancel {
@@ -103,7 +103,7 @@ func (c *Calls) Pending() []string {
 		return nil
 	}
 	for id, s := range c.state {
-		if s == callOpen && !c.nest.Waiting(id, mine) {
+		if s == callOpen && !c.waiting(id, mine) {
 			return nil
 		}
 	}
