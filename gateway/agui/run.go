@@ -26,7 +26,6 @@ type run struct {
 	base  int64 // the session's last seq before the run's input
 	input bool  // the run gave the session something to do
 	ended bool
-	page  string
 
 	text     string // the open text message's id; "": none
 	skipText bool   // the replay starts inside a text message the front end has
@@ -47,7 +46,6 @@ func (r *run) emit(v map[string]any) { _ = r.sse.JSON(v) }
 
 // run streams until the run ends or ctx does.
 func (r *run) run(ctx context.Context, page *engine.Page) {
-	r.page = page.ID()
 	r.sse = sse.New(r.w, nil, r.opts.WriteTimeout)
 	r.emit(map[string]any{"type": "RUN_STARTED", "threadId": r.thread, "runId": r.runID})
 	frontend.Pump{SSE: r.sse, KeepAlive: r.opts.KeepAlive, Calls: &r.track, Input: r.input}.Run(ctx, page, nil, r)

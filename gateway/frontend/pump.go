@@ -25,16 +25,10 @@ type Stream interface {
 type End int
 
 const (
-	// EndPending: the response waits only on client calls this stream
-	// delivered; the client answers them in its next request.
-	EndPending End = iota
-	// EndIdle: the request gave the session nothing to do and nothing
-	// happened since the last response ended: the session is idle.
-	EndIdle
-	// EndClosed: the page closed (the session ended).
-	EndClosed
-	// EndSlow: the page fell behind the session and was dropped.
-	EndSlow
+	EndPending End = iota // it waits only on client calls this stream delivered
+	EndIdle               // it had nothing to do, and nothing happened since the last one
+	EndClosed             // the page closed: the session ended
+	EndSlow               // the page fell behind the session and was dropped
 )
 
 // Pump drives one response from a page.
