@@ -11,6 +11,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway/agui"
 	"github.com/clienttools/gateway/gateway/aisdk"
+	"github.com/clienttools/gateway/gateway/frontend"
 )
 
 // The HTTP front ends (docs/integrations.md): the AI SDK's UI message stream
@@ -209,10 +210,11 @@ func (s *Server) chatRoutes() {
 			return s.chatSession(r, frontEnd, key, create)
 		}
 	}
-	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
+	streams := frontend.Options{Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout}
+	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Options: streams})
 	s.mux.Handle("POST "+RouteAISDK, s.chatRoute(http.HandlerFunc(chat.Post)))
 	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))
-	run := agui.New(agui.Options{Find: find("agui"), Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout})
+	run := agui.New(agui.Options{Find: find("agui"), Options: streams})
 	s.mux.Handle("POST "+RouteAGUI, s.chatRoute(run))
 	preflight := s.chatRoute(http.NotFoundHandler()) // chatRoute answers OPTIONS itself
 	for _, route := range []string{RouteAISDK, RouteAISDKResume, RouteAGUI} {

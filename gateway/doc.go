@@ -3,7 +3,7 @@
 // engine session, and the HTTP front ends other chat UIs speak (the AI
 // SDK's UI message stream at /api/chat, AG-UI at /ag-ui; chats.go mounts
 // gateway/aisdk and gateway/agui behind the same admission rules; they
-// share gateway/sse and gateway/nesting). Browsers are told apart by an scs
+// share gateway/sse and gateway/frontend). Browsers are told apart by an scs
 // cookie session, and a browser may open, resume and answer only its own
 // sessions.
 //

@@ -3,15 +3,12 @@ package agui
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/frontend"
 )
 
 // Options configure a Handler.
@@ -21,28 +18,10 @@ type Options struct {
 	// carry an HTTP status (a StatusCode() int method); else it is
 	// answered with 500. Required.
 	Find func(r *http.Request, thread string, create bool) (*engine.Session, error)
-	// Logger gets a line per refused request. Default: slog.Default().
-	Logger *slog.Logger
-	// Buffer is how many frames may wait on a run's page; default
-	// DefaultBuffer. A run that falls further behind ends with RUN_ERROR.
-	Buffer int
-	// WriteTimeout bounds one event's write; default sse.DefaultWriteTimeout
-	// (10s). A browser that reads nothing for that long loses the run;
-	// shorter cuts slow networks off sooner.
-	WriteTimeout time.Duration
-	// KeepAlive is how often an idle run gets a comment line, so that
-	// proxies which close idle connections (often at 60s) keep it while a
-	// tool runs; default DefaultKeepAlive.
-	KeepAlive time.Duration
+	// Logger, Buffer, WriteTimeout and KeepAlive: the runs' options and
+	// their defaults (frontend.DefaultBuffer, frontend.DefaultKeepAlive).
+	frontend.Options
 }
-
-// Defaults of Options.
-const (
-	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
-	DefaultBuffer = 256
-	// DefaultKeepAlive is Options.KeepAlive's default.
-	DefaultKeepAlive = 15 * time.Second
-)
 
 // MaxThreadIDBytes is the longest threadId a run may name.
 const MaxThreadIDBytes = 256
@@ -54,15 +33,7 @@ type Handler struct {
 
 // New returns a Handler.
 func New(o Options) *Handler {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultBuffer
-	}
-	if o.KeepAlive <= 0 {
-		o.KeepAlive = DefaultKeepAlive
-	}
+	o.Options = o.Options.WithDefaults()
 	return &Handler{opts: o}
 }
 
@@ -108,64 +79,28 @@ func (m message) text() string {
 	return b.String()
 }
 
-type statusError struct {
-	status int
-	err    error
-}
-
-func (e *statusError) Error() string   { return e.err.Error() }
-func (e *statusError) StatusCode() int { return e.status }
-
-func badRequest(format string, args ...any) error {
-	return &statusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
-}
-
 // fail answers a run the handler cannot serve, before any event.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
-	var coded interface{ StatusCode() int }
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &coded):
-		status = coded.StatusCode()
-	case errors.As(err, &tooLarge):
-		status = http.StatusRequestEntityTooLarge
-		err = fmt.Errorf("the request body is over %d bytes, the most the gateway reads", tooLarge.Limit)
-	case errors.Is(err, engine.ErrLimitExceeded):
-		status = http.StatusRequestEntityTooLarge
-	case errors.Is(err, engine.ErrBadRequest):
-		status = http.StatusBadRequest
-	case errors.Is(err, engine.ErrSessionClosed):
-		status = http.StatusGone
-	case errors.Is(err, engine.ErrStoreUnavailable):
-		status = http.StatusServiceUnavailable
-	}
+	status, err := frontend.Status(err, engine.ErrBadRequest)
 	h.opts.Logger.Info("AG-UI run refused", "status", status, "err", err)
 	http.Error(w, err.Error(), status)
 }
 
 func decode(r *http.Request) (runInput, error) {
 	var in runInput
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return in, &statusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
-	}
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return in, err
-		}
-		return in, badRequest("the body is not a RunAgentInput ({threadId, runId, messages, tools}): %v", err)
+	if err := frontend.DecodeJSON(r, &in, "a RunAgentInput ({threadId, runId, messages, tools})"); err != nil {
+		return in, err
 	}
 	switch {
 	case in.ThreadID == "":
-		return in, badRequest("threadId is empty")
+		return in, frontend.BadRequest("threadId is empty")
 	case len(in.ThreadID) > MaxThreadIDBytes:
-		return in, badRequest("threadId is %d bytes long, at most %d", len(in.ThreadID), MaxThreadIDBytes)
+		return in, frontend.BadRequest("threadId is %d bytes long, at most %d", len(in.ThreadID), MaxThreadIDBytes)
 	case in.RunID == "":
-		return in, badRequest("runId is empty")
+		return in, frontend.BadRequest("runId is empty")
 	}
 	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" && in.Messages[n-1].text() == "" {
-		return in, badRequest("the last message (the user's) has no text")
+		return in, frontend.BadRequest("the last message (the user's) has no text")
 	}
 	return in, nil
 }
@@ -253,18 +188,12 @@ func (h *Handler) answer(ctx context.Context, sess *engine.Session, m message, r
 	} else {
 		a = engine.ToolResult{ID: m.ToolCallID, Result: resultJSON(m.text())}
 	}
-	err := sess.Answer(ctx, a)
-	switch {
-	case err == nil:
+	took, err := frontend.Answer(ctx, sess, m.ToolCallID, a, h.opts.Logger, "AG-UI tool result not taken")
+	if took {
 		run.answered[m.ToolCallID] = true
 		run.input = true
-		return nil
-	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
-		h.opts.Logger.Debug("AG-UI tool result not taken", "session", sess.ID(), "call", m.ToolCallID, "err", err)
-		return nil
-	default:
-		return fmt.Errorf("failed to answer tool call %s: %w", m.ToolCallID, err)
 	}
+	return err
 }
 
 // resultJSON is a tool message's content as a result: the JSON value it

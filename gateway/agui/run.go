@@ -3,13 +3,11 @@ package agui
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/clienttools/gateway/engine"
-	"github.com/clienttools/gateway/gateway/nesting"
+	"github.com/clienttools/gateway/gateway/frontend"
 	"github.com/clienttools/gateway/gateway/sse"
 )
 
@@ -28,103 +26,42 @@ type run struct {
 	base  int64 // the session's last seq before the run's input
 	input bool  // the run gave the session something to do
 	ended bool
-	page  string
 
 	text     string // the open text message's id; "": none
 	skipText bool   // the replay starts inside a text message the front end has
 	lastText string // the model turn's message id, the parent of its calls
 
-	calls    map[string]*call
-	nest     nesting.Calls   // which calls sub-agents made
+	shown    map[string]bool // calls whose TOOL_CALL_START is written
+	track    frontend.Calls  // open calls, delivered ones: when the run waits
 	known    map[string]bool // calls the input's messages already show
 	answered map[string]bool // calls this run's input answered
 }
 
-type call struct {
-	client   bool
-	shown    bool
-	mine     bool
-	finished bool
-}
-
 func newRun(w http.ResponseWriter, o Options, in runInput) *run {
 	return &run{w: w, opts: o, thread: in.ThreadID, runID: in.RunID,
-		calls: map[string]*call{}, known: map[string]bool{}, answered: map[string]bool{}}
+		shown: map[string]bool{}, known: map[string]bool{}, answered: map[string]bool{}}
 }
 
 func (r *run) emit(v map[string]any) { _ = r.sse.JSON(v) }
 
 // run streams until the run ends or ctx does.
 func (r *run) run(ctx context.Context, page *engine.Page) {
-	r.page = page.ID()
 	r.sse = sse.New(r.w, nil, r.opts.WriteTimeout)
-	keepalive := time.NewTicker(r.opts.KeepAlive)
-	defer keepalive.Stop()
 	r.emit(map[string]any{"type": "RUN_STARTED", "threadId": r.thread, "runId": r.runID})
-	var frames []engine.Event
-	first := true
-	for !r.ended {
-		if r.sse.Err() != nil {
-			return // the browser stopped reading
-		}
-		frames = page.Take(frames)
-		news := false
-		for _, ev := range frames {
-			news = news || ev.Seq > 0
-			r.event(ctx, page, ev)
-			if r.ended {
-				return
-			}
-		}
-		if len(frames) > 0 {
-			if page.Queued() == 0 {
-				if ids := r.pending(); len(ids) > 0 {
-					r.finish(ids)
-				} else if first && !r.input && !news {
-					// Nothing to do, and nothing happened since the last
-					// run ended: the session is as it left it, idle.
-					r.finish(nil)
-				}
-			}
-			first = false
-			continue
-		}
-		select {
-		case <-page.Ready():
-		case <-page.Done():
-			if page.Queued() > 0 {
-				continue
-			}
-			if errors.Is(page.Err(), engine.ErrSlowSubscriber) {
-				r.fail("the run fell behind the session: run again", "slow_subscriber")
-				return
-			}
-			r.finish(nil)
-			return
-		case <-keepalive.C:
-			_ = r.sse.Comment("keepalive")
-		case <-ctx.Done():
-			return
-		}
-	}
+	frontend.Pump{SSE: r.sse, KeepAlive: r.opts.KeepAlive, Calls: &r.track, Input: r.input}.Run(ctx, page, nil, r)
 }
 
-// pending names the open calls when all are front-end calls this run
-// delivered; nil otherwise.
-func (r *run) pending() []string {
-	var ids []string
-	for id, c := range r.calls {
-		if c.mine && !c.finished {
-			ids = append(ids, id)
-		}
+// Ended reports whether RUN_FINISHED or RUN_ERROR is written.
+func (r *run) Ended() bool { return r.ended }
+
+// End ends the run: RUN_FINISHED (naming the pending calls), or RUN_ERROR
+// when the page fell behind.
+func (r *run) End(why frontend.End, pending []string) {
+	if why == frontend.EndSlow {
+		r.fail("the run fell behind the session: run again", "slow_subscriber")
+		return
 	}
-	for id, c := range r.calls {
-		// A delegated call waits on its sub-agent, which may wait on us.
-		if !c.finished && !c.mine && !r.nest.Waiting(id, ids) {
-			return nil
-		}
-	}
-	return ids
+	r.finish(pending)
 }
 
 func (r *run) closeText() {
@@ -156,9 +93,9 @@ func (r *run) fail(message, code string) {
 
 func msgID(seq int64) string { return idPrefix + strconv.FormatInt(seq, 10) }
 
-// event handles one frame of the page's stream.
-func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
-	if !r.nest.Visible(ev) {
+// Event handles one frame of the page's stream.
+func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
+	if !r.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
 	switch ev.Type {
@@ -199,12 +136,11 @@ func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
-		c := r.call(e.ID)
-		c.client = e.Handler == engine.HandlerClient
-		if c.shown || r.known[e.ID] {
+		r.track.Started(e.ID)
+		if r.shown[e.ID] || r.known[e.ID] {
 			return
 		}
-		c.shown = true
+		r.shown[e.ID] = true
 		parent := r.lastText
 		if parent == "" {
 			parent = msgID(ev.Seq)
@@ -221,31 +157,13 @@ func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
-		c := r.call(e.ID)
-		c.client = true
-		if e.Proposed != nil {
-			// Bad input: answer with the ready-made error, as the /ws SDK
-			// does by default; its outcome follows in tool.finished.
-			p := *e.Proposed
-			p.ID, p.Attempt = e.ID, e.Attempt
-			_ = page.Answer(ctx, p)
-			return
-		}
-		c.mine = true
-	case engine.FrameToolCancel:
-		var e engine.ToolCancelFrame
-		if json.Unmarshal(ev.Frame, &e) == nil {
-			if c := r.calls[e.ID]; c != nil {
-				c.mine = false
-			}
-		}
+		r.track.Delivered(ctx, page, e) // bad input is answered: tool.finished follows
 	case engine.EventToolFinished:
 		var e engine.ToolFinishedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
-		c := r.call(e.ID)
-		c.finished, c.mine = true, false
+		r.track.Finished(e.ID)
 		if e.OK && r.answered[e.ID] {
 			return // the front end's own tool message holds the result
 		}
@@ -279,13 +197,4 @@ func (r *run) event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	case engine.EventSessionEnded:
 		r.finish(nil)
 	}
-}
-
-func (r *run) call(id string) *call {
-	c := r.calls[id]
-	if c == nil {
-		c = &call{}
-		r.calls[id] = c
-	}
-	return c
 }

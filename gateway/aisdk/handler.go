@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/frontend"
 )
 
 // Options configure a Handler.
@@ -20,29 +18,10 @@ type Options struct {
 	// HTTP status (a StatusCode() int method); else it is answered with
 	// 500. Required.
 	Find func(r *http.Request, chat string, create bool) (*engine.Session, error)
-	// Logger gets a line per refused request. Default: slog.Default().
-	Logger *slog.Logger
-	// Buffer is how many frames may wait on a stream's page; default
-	// DefaultBuffer. A stream that falls further behind ends with an error
-	// chunk, and the chat can resume.
-	Buffer int
-	// WriteTimeout bounds one chunk's write; default sse.DefaultWriteTimeout
-	// (10s). A browser that reads nothing for that long loses the stream
-	// (the chat can resume); shorter cuts slow networks off sooner.
-	WriteTimeout time.Duration
-	// KeepAlive is how often an idle stream gets a comment line, so that
-	// proxies which close idle connections (often at 60s) keep it while a
-	// tool runs; default DefaultKeepAlive.
-	KeepAlive time.Duration
+	// Logger, Buffer, WriteTimeout and KeepAlive: the streams' options and
+	// their defaults (frontend.DefaultBuffer, frontend.DefaultKeepAlive).
+	frontend.Options
 }
-
-// Defaults of Options.
-const (
-	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
-	DefaultBuffer = 256
-	// DefaultKeepAlive is Options.KeepAlive's default.
-	DefaultKeepAlive = 15 * time.Second
-)
 
 // MaxChatIDBytes is the longest chat id a request may name.
 const MaxChatIDBytes = 256
@@ -54,15 +33,7 @@ type Handler struct {
 
 // New returns a Handler.
 func New(o Options) *Handler {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultBuffer
-	}
-	if o.KeepAlive <= 0 {
-		o.KeepAlive = DefaultKeepAlive
-	}
+	o.Options = o.Options.WithDefaults()
 	return &Handler{opts: o}
 }
 
@@ -108,37 +79,9 @@ type metadata struct {
 	} `json:"gateway"`
 }
 
-// badRequest is a request the handler refuses with 400.
-func badRequest(format string, args ...any) error {
-	return &statusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
-}
-
-type statusError struct {
-	status int
-	err    error
-}
-
-func (e *statusError) Error() string   { return e.err.Error() }
-func (e *statusError) StatusCode() int { return e.status }
-
 // fail answers a request the handler cannot serve, before any chunk.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
-	var coded interface{ StatusCode() int }
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &coded):
-		status = coded.StatusCode()
-	case errors.As(err, &tooLarge):
-		status = http.StatusRequestEntityTooLarge
-		err = fmt.Errorf("the request body is over %d bytes, the most the gateway reads", tooLarge.Limit)
-	case errors.Is(err, engine.ErrLimitExceeded):
-		status = http.StatusRequestEntityTooLarge
-	case errors.Is(err, engine.ErrSessionClosed):
-		status = http.StatusGone
-	case errors.Is(err, engine.ErrStoreUnavailable):
-		status = http.StatusServiceUnavailable
-	}
+	status, err := frontend.Status(err)
 	h.opts.Logger.Info("AI SDK request refused", "path", r.URL.Path, "status", status, "err", err)
 	http.Error(w, err.Error(), status)
 }
@@ -146,36 +89,29 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // decode reads and checks the posted body.
 func decode(r *http.Request) (request, error) {
 	var req request
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return req, &statusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return req, err
-		}
-		return req, badRequest("the body is not a chat request ({id, messages, trigger}): %v", err)
+	if err := frontend.DecodeJSON(r, &req, "a chat request ({id, messages, trigger})"); err != nil {
+		return req, err
 	}
 	switch {
 	case req.ID == "":
-		return req, badRequest("the request names no chat: id is empty")
+		return req, frontend.BadRequest("the request names no chat: id is empty")
 	case len(req.ID) > MaxChatIDBytes:
-		return req, badRequest("the chat id is %d bytes long, at most %d", len(req.ID), MaxChatIDBytes)
+		return req, frontend.BadRequest("the chat id is %d bytes long, at most %d", len(req.ID), MaxChatIDBytes)
 	case len(req.Messages) == 0:
-		return req, badRequest("the request has no messages")
+		return req, frontend.BadRequest("the request has no messages")
 	case req.Trigger == "regenerate-message":
-		return req, badRequest("regenerate is not supported: the session's transcript cannot be rewritten; send the message again instead")
+		return req, frontend.BadRequest("regenerate is not supported: the session's transcript cannot be rewritten; send the message again instead")
 	case req.Trigger != "" && req.Trigger != "submit-message":
-		return req, badRequest("trigger %q is not one the gateway takes: submit-message", req.Trigger)
+		return req, frontend.BadRequest("trigger %q is not one the gateway takes: submit-message", req.Trigger)
 	}
 	switch last := req.Messages[len(req.Messages)-1]; last.Role {
 	case "user":
 		if text(last) == "" {
-			return req, badRequest("the last message (the user's) has no text")
+			return req, frontend.BadRequest("the last message (the user's) has no text")
 		}
 	case "assistant":
 	default:
-		return req, badRequest("the last message's role is %q: want user (a new message) or assistant (tool outputs)", last.Role)
+		return req, frontend.BadRequest("the last message's role is %q: want user (a new message) or assistant (tool outputs)", last.Role)
 	}
 	return req, nil
 }
@@ -275,16 +211,7 @@ func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) (t
 	default:
 		return false, nil
 	}
-	err = sess.Answer(ctx, a)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
-		h.opts.Logger.Debug("AI SDK tool output not taken", "session", sess.ID(), "call", p.ToolCallID, "err", err)
-		return false, nil
-	default:
-		return false, fmt.Errorf("failed to answer tool call %s: %w", p.ToolCallID, err)
-	}
+	return frontend.Answer(ctx, sess, p.ToolCallID, a, h.opts.Logger, "AI SDK tool output not taken")
 }
 
 // Resume serves GET /api/chat/{id}/stream: the current response again,
@@ -293,7 +220,7 @@ func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) (t
 func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if id == "" || len(id) > MaxChatIDBytes {
-		h.fail(w, r, badRequest("the chat id is empty or over %d bytes", MaxChatIDBytes))
+		h.fail(w, r, frontend.BadRequest("the chat id is empty or over %d bytes", MaxChatIDBytes))
 		return
 	}
 	sess, err := h.opts.Find(r, id, false)

@@ -3,13 +3,11 @@ package aisdk
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/clienttools/gateway/engine"
-	"github.com/clienttools/gateway/gateway/nesting"
+	"github.com/clienttools/gateway/gateway/frontend"
 	"github.com/clienttools/gateway/gateway/sse"
 )
 
@@ -40,7 +38,7 @@ type stream struct {
 	textN    int
 
 	calls  map[string]*callState
-	nest   nesting.Calls   // which calls sub-agents made
+	track  frontend.Calls  // open calls, delivered ones: when the response waits
 	known  map[string]bool // calls the client's message already shows
 	client map[string]bool // of those, the ones the app runs
 	page   string
@@ -48,15 +46,13 @@ type stream struct {
 
 // callState is what the stream knows of one call.
 type callState struct {
-	name     string
-	client   bool
-	shown    bool // tool-input-start is written
-	input    bool // tool-input-available (or -error) is written
-	appRuns  bool // the app was told to run it (providerExecuted false)
-	in       engine.ToolInput
-	args     string // the raw arguments, shown when they are malformed
-	mine     bool   // a client attempt is delivered to this stream and waits
-	finished bool
+	name    string
+	client  bool
+	shown   bool // tool-input-start is written
+	input   bool // tool-input-available (or -error) is written
+	appRuns bool // the app was told to run it (providerExecuted false)
+	in      engine.ToolInput
+	args    string // the raw arguments, shown when they are malformed
 }
 
 func newStream(w http.ResponseWriter, o Options, s *engine.Session) *stream {
@@ -64,65 +60,30 @@ func newStream(w http.ResponseWriter, o Options, s *engine.Session) *stream {
 }
 
 // run streams frames (a replay already taken from the page, or none),
-// then the page's, until the response ends or ctx does.
+// then the page's, until the response ends or ctx does (the browser left,
+// or the gateway stops: the chat can resume).
 func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Event) {
 	st.page = page.ID()
 	st.sse = sse.New(st.w, http.Header{"X-Vercel-Ai-Ui-Message-Stream": {"v1"}}, st.opts.WriteTimeout)
-	keepalive := time.NewTicker(st.opts.KeepAlive)
-	defer keepalive.Stop()
-	var buf []engine.Event
-	first := true
-	for !st.ended {
-		if st.sse.Err() != nil {
-			return // the browser stopped reading: the chat can resume
-		}
-		if frames == nil {
-			buf = page.Take(buf)
-			frames = buf
-		}
-		news := false
-		for _, ev := range frames {
-			news = news || ev.Seq > 0
-			st.event(ctx, page, ev)
-			if st.ended {
-				return
-			}
-		}
-		if len(frames) > 0 {
-			frames = nil
-			if page.Queued() == 0 {
-				switch {
-				case st.pending():
-					st.finish("tool-calls")
-				case first && !st.input && !news:
-					// Nothing to do (no output it could take), and nothing
-					// happened since the last stream ended: the session is
-					// as it left it, idle.
-					st.finish("stop")
-				}
-			}
-			first = false
-			continue
-		}
-		frames = nil
-		select {
-		case <-page.Ready():
-		case <-page.Done():
-			if page.Queued() > 0 {
-				continue
-			}
-			if errors.Is(page.Err(), engine.ErrSlowSubscriber) {
-				st.chunk(map[string]any{"type": "error", "errorText": "the stream fell behind the session: resume the chat"})
-				st.done()
-				return
-			}
-			st.finish("other")
-			return
-		case <-keepalive.C:
-			_ = st.sse.Comment("keepalive")
-		case <-ctx.Done():
-			return // the browser left, or the gateway stops: the chat can resume
-		}
+	frontend.Pump{SSE: st.sse, KeepAlive: st.opts.KeepAlive, Calls: &st.track, Input: st.input}.Run(ctx, page, frames, st)
+}
+
+// Ended reports whether the stream's terminator is written.
+func (st *stream) Ended() bool { return st.ended }
+
+// End ends the response: finish with its reason, or an error chunk when
+// the page fell behind.
+func (st *stream) End(why frontend.End, _ []string) {
+	switch why {
+	case frontend.EndPending:
+		st.finish("tool-calls")
+	case frontend.EndIdle:
+		st.finish("stop")
+	case frontend.EndSlow:
+		st.chunk(map[string]any{"type": "error", "errorText": "the stream fell behind the session: resume the chat"})
+		st.done()
+	default:
+		st.finish("other")
 	}
 }
 
@@ -179,44 +140,13 @@ func (st *stream) closeStep() {
 // newTurn closes the step of the previous model turn when its calls have
 // all finished: a new model turn is a new step.
 func (st *stream) newTurn() {
-	if st.step && st.text == "" && st.callsOpen() == 0 && st.turnDone() {
+	if st.step && st.text == "" && st.track.Open() == 0 && st.turnDone() {
 		st.closeStep()
 	}
 }
 
 // turnDone: the open step's model turn has ended (its text, if any, closed).
 func (st *stream) turnDone() bool { return !st.turnText }
-
-func (st *stream) callsOpen() int {
-	n := 0
-	for _, c := range st.calls {
-		if !c.finished {
-			n++
-		}
-	}
-	return n
-}
-
-// pending reports whether the response waits only on client calls this
-// stream delivered.
-func (st *stream) pending() bool {
-	var mine []string
-	for id, c := range st.calls {
-		if c.mine && !c.finished {
-			mine = append(mine, id)
-		}
-	}
-	if len(mine) == 0 {
-		return false
-	}
-	for id, c := range st.calls {
-		// A delegated call waits on its sub-agent, which may wait on us.
-		if !c.finished && !c.mine && !st.nest.Waiting(id, mine) {
-			return false
-		}
-	}
-	return true
-}
 
 // finish ends the response.
 func (st *stream) finish(reason string) {
@@ -226,12 +156,12 @@ func (st *stream) finish(reason string) {
 	st.done()
 }
 
-// event handles one frame of the page's stream.
-func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event) {
+// Event handles one frame of the page's stream.
+func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	if ev.Seq > 0 {
 		st.seq = ev.Seq
 	}
-	if !st.nest.Visible(ev) {
+	if !st.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
 	switch ev.Type {
@@ -289,6 +219,7 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 			return
 		}
 		c := st.call(e.ID, e.Name)
+		st.track.Started(e.ID)
 		c.client = e.Handler == engine.HandlerClient
 		c.in, c.args = e.Input, e.Arguments
 		if c.input || st.known[e.ID] {
@@ -317,15 +248,9 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 		}
 		c := st.call(e.ID, e.Name)
 		c.client = true
-		if e.Proposed != nil {
-			// Bad input: answer with the ready-made error, as the /ws SDK
-			// does by default; its outcome follows in tool.finished.
-			p := *e.Proposed
-			p.ID, p.Attempt = e.ID, e.Attempt
-			_ = page.Answer(ctx, p)
-			return
+		if !st.track.Delivered(ctx, page, e) {
+			return // bad input, answered: tool.finished follows
 		}
-		c.mine = true
 		if st.known[e.ID] || c.appRuns {
 			return // the app has it, and runs it or has answered it
 		}
@@ -334,20 +259,13 @@ func (st *stream) event(ctx context.Context, page *engine.Page, ev engine.Event)
 		c.input = false
 		st.showInput(c, e.ID)
 		st.inputAvailable(c, e.ID, e.Input, false, map[string]any{"gateway": map[string]any{"attempt": e.Attempt, "deadline": e.Deadline}})
-	case engine.FrameToolCancel:
-		var e engine.ToolCancelFrame
-		if json.Unmarshal(ev.Frame, &e) == nil {
-			if c := st.calls[e.ID]; c != nil {
-				c.mine = false
-			}
-		}
 	case engine.EventToolFinished:
 		var e engine.ToolFinishedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
 		c := st.call(e.ID, e.Name)
-		c.finished, c.mine = true, false
+		st.track.Finished(e.ID)
 		c.client = c.client || st.client[e.ID]
 		if !c.input && !st.known[e.ID] {
 			st.showInput(c, e.ID)

@@ -1,11 +1,4 @@
-// Package nesting sorts a session's events for the HTTP front ends
-// (gateway/aisdk, gateway/agui), which show one conversation: the session's
-// own agent's. A sub-agent's events (docs/subagents.md) carry "parent", the
-// call it answers; its text and its worker calls are its own business, but a
-// client call it makes is the front end's to run, like any other.
-//
-// Concurrency: a Calls belongs to the one goroutine that streams a response.
-package nesting
+package frontend
 
 import (
 	"bytes"
@@ -14,18 +7,17 @@ import (
 	"github.com/clienttools/gateway/engine"
 )
 
-// Calls remembers which call's sub-agent made each call seen so far.
-type Calls struct {
-	parent map[string]string // call id → the call its sub-agent answers
-	shown  map[string]bool   // a sub-agent's client calls the front end shows
-}
+// The front ends show one conversation: the session's own agent's. A
+// sub-agent's events (docs/subagents.md) carry "parent", the call it
+// answers; its text and its worker calls are its own business, but a
+// client call it makes is the front end's to run, like any other.
 
-// Visible reports whether the front end shows ev: every event of the
+// visible reports whether the front end shows ev: every event of the
 // session's own agent, and of a sub-agent only its client calls
 // (tool.started with handler client, then that call's tool.call,
 // tool.cancel and tool.finished). It notes the parent of every call a
-// sub-agent starts, for Waiting.
-func (c *Calls) Visible(ev engine.Event) bool {
+// sub-agent starts, for waiting.
+func (c *Calls) visible(ev engine.Event) bool {
 	if !bytes.Contains(ev.Frame, []byte(`"parent"`)) {
 		return true // the session's own agent's: no member of that name
 	}
@@ -53,11 +45,11 @@ func (c *Calls) Visible(ev engine.Event) bool {
 	return false
 }
 
-// Waiting reports whether the open call id waits only on one of the calls
+// waiting reports whether the open call id waits only on one of the calls
 // in mine: its sub-agent (or one of that sub-agent's) made one of them. A
 // delegated call whose sub-agent waits for the browser to run a tool is
 // then as pending as that tool.
-func (c *Calls) Waiting(id string, mine []string) bool {
+func (c *Calls) waiting(id string, mine []string) bool {
 	for _, m := range mine {
 		for p, ok := c.parent[m]; ok; p, ok = c.parent[p] {
 			if p == id {

@@ -1,0 +1,49 @@
+package frontend
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options configure the streams of a front end's Handler; zero fields take
+// their defaults.
+type Options struct {
+	// Logger gets a line per refused request. Default: slog.Default().
+	Logger *slog.Logger
+	// Buffer is how many frames may wait on a stream's page; default
+	// DefaultBuffer. A stream that falls further behind ends with its
+	// protocol's error (the AI SDK's error chunk, after which the chat can
+	// resume; AG-UI's RUN_ERROR).
+	Buffer int
+	// WriteTimeout bounds one event's write; default sse.DefaultWriteTimeout
+	// (10s). A browser that reads nothing for that long loses the stream
+	// (a chat can resume); shorter cuts slow networks off sooner.
+	WriteTimeout time.Duration
+	// KeepAlive is how often an idle stream gets a comment line, so that
+	// proxies which close idle connections (often at 60s) keep it while a
+	// tool runs; default DefaultKeepAlive.
+	KeepAlive time.Duration
+}
+
+// Defaults of Options.
+const (
+	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
+	DefaultBuffer = 256
+	// DefaultKeepAlive is Options.KeepAlive's default.
+	DefaultKeepAlive = 15 * time.Second
+)
+
+// WithDefaults returns o with its zero fields set to their defaults
+// (WriteTimeout's is sse.New's).
+func (o Options) WithDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	return o
+}

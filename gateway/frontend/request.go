@@ -1,0 +1,89 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// StatusError is an error a request is refused with, and its HTTP status.
+type StatusError struct {
+	Status int
+	Err    error
+}
+
+func (e *StatusError) Error() string   { return e.Err.Error() }
+func (e *StatusError) StatusCode() int { return e.Status }
+
+// BadRequest is a request refused with 400.
+func BadRequest(format string, args ...any) error {
+	return &StatusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+// DecodeJSON reads the request's JSON body into v: 415 when it is not
+// JSON, 400 when it is not what (named in the message), or the
+// *http.MaxBytesError when it is too large.
+func DecodeJSON(r *http.Request, v any, what string) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &StatusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
+	}
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return BadRequest("the body is not %s: %v", what, err)
+	}
+	return nil
+}
+
+// Status is the HTTP status a request is refused with for err (which may
+// carry one: a StatusCode() int method), and the error to answer with; bad
+// are errors that mean 400 besides. Else 500.
+func Status(err error, bad ...error) (int, error) {
+	var coded interface{ StatusCode() int }
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &coded):
+		return coded.StatusCode(), err
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is over %d bytes, the most the gateway reads", tooLarge.Limit)
+	case errors.Is(err, engine.ErrLimitExceeded):
+		return http.StatusRequestEntityTooLarge, err
+	}
+	for _, b := range bad {
+		if errors.Is(err, b) {
+			return http.StatusBadRequest, err
+		}
+	}
+	switch {
+	case errors.Is(err, engine.ErrSessionClosed):
+		return http.StatusGone, err
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		return http.StatusServiceUnavailable, err
+	}
+	return http.StatusInternalServerError, err
+}
+
+// Answer gives the session a client's answer to call id (a ToolResult or
+// ToolError), and reports whether the call took it. One it cannot take (it
+// settled: history, a duplicate, too late; or it is no client call) is
+// skipped, logged at debug level as what: its outcome is in the stream.
+// Only a failure of the session is an error.
+func Answer(ctx context.Context, sess *engine.Session, id string, a engine.Action, log *slog.Logger, what string) (bool, error) {
+	err := sess.Answer(ctx, a)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrUnknownCall):
+		log.Debug(what, "session", sess.ID(), "call", id, "err", err)
+		return false, nil
+	}
+	return false, fmt.Errorf("failed to answer tool call %s: %w", id, err)
+}
