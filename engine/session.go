@@ -169,11 +169,13 @@ func (s *Session) step(f func()) {
 
 // commit stores the step; see step.
 func (s *Session) commit() {
-	state, err := s.snapshot()
+	sc := stateScratches.Get().(*stateScratch)
+	state, err := s.snapshot(sc)
 	if err != nil {
 		s.logger.Error("failed to encode the session's state; the journal keeps the events only", "err", err)
 	}
 	changed, err := s.log.commit(state)
+	putStateScratch(sc)
 	if changed {
 		s.agentDirty = false
 	}
