@@ -90,6 +90,13 @@ type queueState struct {
 // session goroutine.
 func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	st := &sc.state
+	defer func() {
+		// What the state points to is the session's: not kept in the pool.
+		clear(st.Calls)
+		clear(st.Queue)
+		clear(st.Waiting)
+		*st = sessionState{Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0]}
+	}()
 	*st = sessionState{
 		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
 		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
@@ -116,10 +123,6 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	}
 	st.Declared = s.declaredSets()
 	b, err := appendState(sc.buf[:0], st)
-	// What the state points to is the session's: not kept past this step.
-	clear(st.Calls)
-	clear(st.Queue)
-	st.Agent, st.Declared, st.Usage = nil, nil, usage{}
 	if err != nil {
 		return nil, err
 	}
