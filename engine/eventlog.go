@@ -68,13 +68,14 @@ func (l *eventLog) begin() {
 // commit closes the batch with the session's state after it and stores it,
 // with any batch still waiting before it; on success its frames go to the
 // pages. It reports the store's error, and false when nothing changed.
+// state is copied when it is kept: the caller may reuse it.
 func (l *eventLog) commit(state json.RawMessage) (changed bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.batch
 	l.batch = nil
 	if b != nil && (len(b.items) > 0 || !bytes.Equal(state, l.lastState)) {
-		b.state = state
+		b.state = bytes.Clone(state)
 		l.pending = append(l.pending, *b)
 		changed = true
 	}

@@ -169,11 +169,13 @@ func (s *Session) step(f func()) {
 
 // commit stores the step; see step.
 func (s *Session) commit() {
-	state, err := s.snapshot()
+	sc := stateScratches.Get().(*stateScratch)
+	state, err := s.snapshot(sc)
 	if err != nil {
 		s.logger.Error("failed to encode the session's state; the journal keeps the events only", "err", err)
 	}
 	changed, err := s.log.commit(state)
+	putStateScratch(sc)
 	if changed {
 		s.agentDirty = false
 	}
@@ -534,10 +536,10 @@ func (s *Session) decideQueued() {
 
 // decide asks the worker, bounded by DecideTimeout; a panic is an error.
 func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.DecideTimeout)
-	defer cancel()
+	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout)}
+	defer dc.end()
 	// The worker's request belongs to the user message being answered.
-	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(s.turnContext()))
+	ctx := trace.ContextWithSpan(dc, trace.SpanFromContext(s.turnContext()))
 	return s.callWorker(ctx, t, proposed)
 }
 

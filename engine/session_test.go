@@ -1034,3 +1034,24 @@ func TestMessageMidTurnWaits(t *testing.T) {
 		t.Errorf("%d session.idle events, want 2 (after the start, after both messages): %s", n, h.types())
 	}
 }
+
+// TestDecideContextEndsWithDecide: the context a worker's Decide gets is
+// cancelled once Decide has returned, even when Decide never looked at it.
+func TestDecideContextEndsWithDecide(t *testing.T) {
+	w := &testWorker{}
+	kept := make(chan context.Context, 16)
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "m"}}, nil
+		}
+		kept <- ctx // not looked at: Decide answers at once
+		return req.Proposed, nil
+	}
+	h := setup(t, w, callsThenSummary(), engine.Options{})
+	h.send("hello")
+	h.waitIdle()
+	ctx := <-kept
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Errorf("the context of a returned Decide: %v, want context.Canceled", ctx.Err())
+	}
+}

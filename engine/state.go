@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -82,20 +84,32 @@ type queueState struct {
 	Proposed Decision        `json:"proposed"`
 }
 
-// snapshot is the session's state now, for the journal. It runs on the
+// snapshot is the session's state now, for the journal, encoded by hand
+// (stateenc.go) into sc's buffer: the bytes are valid while sc is not
+// reused, and the event log copies them when it keeps them. It runs on the
 // session goroutine.
-func (s *Session) snapshot() (json.RawMessage, error) {
-	st := sessionState{
+func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
+	st := &sc.state
+	defer func() {
+		// What the state points to is the session's: not kept in the pool.
+		clear(st.Calls)
+		clear(st.Queue)
+		clear(st.Waiting)
+		*st = sessionState{Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0]}
+	}()
+	*st = sessionState{
 		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
 		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
 		Idle: s.idle, Ended: s.ending, Usage: s.usage,
+		Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0],
 	}
 	if s.agentDirty {
-		agent := s.agent
-		st.Agent = &agent
+		st.Agent = &s.agent
 	}
-	for _, c := range s.liveCalls() {
-		st.Calls = append(st.Calls, c.state())
+	live := s.liveCalls()
+	sc.specs = slices.Grow(sc.specs[:0], len(live))[:len(live)]
+	for i, c := range live {
+		st.Calls = append(st.Calls, c.state(&sc.specs[i]))
 	}
 	for _, q := range s.queue {
 		t, err := json.Marshal(q.trigger)
@@ -108,26 +122,50 @@ func (s *Session) snapshot() (json.RawMessage, error) {
 		st.Waiting = append(st.Waiting, w.msg.Content)
 	}
 	st.Declared = s.declaredSets()
-	return json.Marshal(st)
+	b, err := appendState(sc.buf[:0], st)
+	if err != nil {
+		return nil, err
+	}
+	sc.buf = b
+	return b, nil
 }
 
-// state is the journal's form of c.
-func (c *call) state() callState {
+// stateScratch is what snapshot reuses from step to step, and from session
+// to session: an idle session holds none.
+type stateScratch struct {
+	state sessionState
+	specs []specState
+	buf   []byte
+}
+
+var stateScratches = sync.Pool{New: func() any { return new(stateScratch) }}
+
+// maxPooledState is the largest state buffer kept for the next snapshot.
+const maxPooledState = 64 << 10
+
+func putStateScratch(sc *stateScratch) {
+	if cap(sc.buf) <= maxPooledState {
+		stateScratches.Put(sc)
+	}
+}
+
+// state is the journal's form of c; spec holds its retry spec, and the
+// result points into c: it is valid while c does not change.
+func (c *call) state(spec *specState) callState {
 	cs := callState{ID: c.id, Handler: c.handler, Settled: c.settled, AnsweredBy: c.answeredBy}
 	cs.Name, cs.Args, cs.Batch, cs.Cancelled, cs.Seq = c.name, c.args, c.batch.id, c.batch.cancelled, c.seq
-	cs.Spec = &specState{Attempts: c.spec.attempts, Timeout: c.spec.timeout, Backoff: c.spec.backoff,
+	*spec = specState{Attempts: c.spec.attempts, Timeout: c.spec.timeout, Backoff: c.spec.backoff,
 		Multiplier: c.spec.multiplier, MaxBackoff: c.spec.maxBackoff, MaxTimeout: c.spec.maxTimeout}
+	cs.Spec = spec
 	if c.specErr != nil {
 		cs.SpecErr = c.specErr.Error()
 	}
-	input := c.input
-	cs.Input, cs.Proposed = &input, c.proposed
+	cs.Input, cs.Proposed = &c.input, c.proposed
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
 	cs.AttemptStarted = c.attemptStarted
 	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
 	if c.settled {
-		finished := c.finished
-		cs.Finished = &finished
+		cs.Finished = &c.finished
 	}
 	return cs
 }

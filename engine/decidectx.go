@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// decideCtx is the context a worker's Decide gets: the session's context
+// bounded by DecideTimeout, as context.WithDeadline makes it, and cancelled
+// when Decide returns. That context (its timer, its registration with the
+// session's) is made only when Decide first asks for Done, Err or a Value:
+// a worker that answers without looking (an in-process WorkerFunc) costs
+// no timer. Once made it answers everything; made after Decide returned, it
+// is cancelled at once, so the context never outlives its Decide.
+type decideCtx struct {
+	parent   context.Context
+	deadline time.Time
+
+	mu     sync.Mutex
+	inner  context.Context // nil until first asked for
+	cancel context.CancelFunc
+	ended  bool // Decide returned
+}
+
+func (c *decideCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *decideCtx) Done() <-chan struct{}       { return c.ctx().Done() }
+func (c *decideCtx) Err() error                  { return c.ctx().Err() }
+func (c *decideCtx) Value(key any) any           { return c.ctx().Value(key) }
+
+// ctx is the context.WithDeadline this one stands for, made on first use.
+func (c *decideCtx) ctx() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner == nil {
+		c.inner, c.cancel = context.WithDeadline(c.parent, c.deadline)
+		if c.ended {
+			c.cancel()
+		}
+	}
+	return c.inner
+}
+
+// end cancels the context: its Decide returned.
+func (c *decideCtx) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
