@@ -314,6 +314,28 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	}()
 }
 
+// target finds the call an answer or a delegation is for, and the attempt
+// it means: the id and attempt it names, else those of the tool.execute it
+// answers (def), else the call's current attempt.
+func (s *Session) target(id string, attempt int, def answerDefaults, what string) (*call, int, error) {
+	if id == "" {
+		id = def.id
+	}
+	if attempt == 0 && id == def.id {
+		attempt = def.attempt
+	}
+	c, ok := s.calls[id]
+	switch {
+	case id == "":
+		return nil, 0, fmt.Errorf("%w: %s names no call id", ErrUnknownCall, what)
+	case !ok:
+		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownCall, id)
+	case attempt == 0:
+		attempt = c.attempt
+	}
+	return c, attempt, nil
+}
+
 // answer takes a tool.result or tool.error for a call.
 func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 	var id string
@@ -326,25 +348,16 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 	default:
 		return fmt.Errorf("%v is not a tool answer", a.ActionType())
 	}
-	if id == "" {
-		id = def.id
-	}
-	if attempt == 0 && id == def.id {
-		attempt = def.attempt
-	}
-	c, ok := s.calls[id]
+	c, attempt, err := s.target(id, attempt, def, "the answer")
 	switch {
-	case id == "":
-		return fmt.Errorf("%w: the answer names no call id", ErrUnknownCall)
-	case !ok:
-		return fmt.Errorf("%w: %q", ErrUnknownCall, id)
+	case err != nil:
+		return err
 	case c.run != s:
-		return c.run.answer(a, answerDefaults{id: id, attempt: attempt}, fromClient) // a sub-agent's call
+		return c.run.answer(a, answerDefaults{id: c.id, attempt: attempt}, fromClient) // a sub-agent's call
 	case fromClient && c.handler != HandlerClient:
-		return fmt.Errorf("%w: %q runs on the worker, not in the browser", ErrUnknownCall, id)
-	case attempt == 0:
-		attempt = c.attempt
+		return fmt.Errorf("%w: %q runs on the worker, not in the browser", ErrUnknownCall, c.id)
 	}
+	id = c.id
 	if c.settled {
 		// A repeat of the answer that settled the call is a duplicate;
 		// anything else is for an attempt that ended without one.

@@ -158,23 +158,13 @@ func (s *Session) drainAll() {
 // delegate carries out a tool.delegate: the call's current attempt runs as
 // a sub-agent. A stale attempt is ignored, as a late answer is.
 func (s *Session) delegate(a ToolDelegate, def answerDefaults) error {
-	id, attempt := a.ID, a.Attempt
-	if id == "" {
-		id = def.id
+	c, attempt, err := s.target(a.ID, a.Attempt, def, "tool.delegate")
+	if err != nil {
+		return err
 	}
-	if attempt == 0 && id == def.id {
-		attempt = def.attempt
-	}
-	c, ok := s.calls[id]
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: tool.delegate names no call id", ErrUnknownCall)
-	case !ok:
-		return fmt.Errorf("%w: %q", ErrUnknownCall, id)
-	case c.handler != HandlerWorker:
+	id := c.id
+	if c.handler != HandlerWorker {
 		return fmt.Errorf("tool.delegate: %q runs in the browser; only a worker's call may be delegated", id)
-	case attempt == 0:
-		attempt = c.attempt
 	}
 	run := c.run
 	if c.settled || attempt != c.attempt || c.backingOff {
