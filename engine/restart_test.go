@@ -76,6 +76,26 @@ func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 
 // resumed starts the next engine and Resumes it: the session id must be
 // among those it loads (work was in flight).
+// closeDraining starts e.Close and returns its outcome's channel once Close
+// has armed its Drain timer, which it does once every session was asked to
+// drain: only then may the test let the work finish or time run.
+func (r *rig) closeDraining(t *testing.T, e *engine.Engine) <-chan error {
+	t.Helper()
+	timers := r.clock.Pending()
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		closed <- e.Close(ctx)
+	}()
+	for deadline := time.Now().Add(hangGuard); r.clock.Pending() == timers; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Close armed no Drain timer")
+		}
+	}
+	return closed
+}
+
 func (r *rig) resumed(w *testWorker, m model.Model, id string) *engine.Session {
 	r.t.Helper()
 	e := r.start(w, m)
@@ -439,20 +459,7 @@ func TestCloseDrainsWorkerAttempts(t *testing.T) {
 				_ = p1.page.Send(context.Background(), "go")
 				recv(t, started, "the worker attempt")
 
-				timers := r.clock.Pending()
-				closed := make(chan error, 1)
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-					defer cancel()
-					closed <- e1.Close(ctx)
-				}()
-				// Close arms its Drain timer once every session was asked
-				// to drain: only then does the worker answer or time run.
-				for deadline := time.Now().Add(hangGuard); r.clock.Pending() == timers; time.Sleep(time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("Close armed no Drain timer")
-					}
-				}
+				closed := r.closeDraining(t, e1)
 				select {
 				case err := <-closed:
 					t.Fatalf("Close returned (%v) while a worker attempt ran and Drain had not run out", err)

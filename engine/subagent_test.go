@@ -461,18 +461,7 @@ func TestCloseDrainsSubagent(t *testing.T) {
 		_ = p1.page.Send(context.Background(), "go")
 		recv(t, started, "the sub-agent's get_weather")
 
-		timers := r.clock.Pending()
-		closed := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-			defer cancel()
-			closed <- e1.Close(ctx)
-		}()
-		for deadline := time.Now().Add(hangGuard); r.clock.Pending() == timers; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("Close armed no Drain timer")
-			}
-		}
+		closed := r.closeDraining(t, e1)
 		close(release)
 		if err := recv(t, closed, "Close"); err != nil {
 			t.Fatal(err)
