@@ -60,6 +60,34 @@ func TestDemoAgentOpens(t *testing.T) {
 	}
 }
 
+// demoPage opens a session of the demo agent on m, attaches a page and
+// sends text; the engine closes and the context ends with the test.
+func demoPage(t *testing.T, m model.Model, text string) (context.Context, *engine.Page) {
+	t.Helper()
+	e, err := engine.New(engine.Options{
+		Worker: demo.Worker("scripted"),
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	t.Cleanup(cancel)
+	s, err := e.Open(ctx, engine.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Attach(ctx, engine.AttachOptions{Buffer: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := page.Send(ctx, text); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, page
+}
+
 // TestLoopStopsAtTheGuard: "test loop" makes the demo's scripted model call
 // next_page after every result, for ever (before the guards, one message
 // made 34,816 model turns in 2 seconds); the default guard stops it at 25
@@ -76,27 +104,7 @@ func TestLoopStopsAtTheGuard(t *testing.T) {
 		turns.Add(1)
 		return sm.Generate(ctx, req, onDelta)
 	})
-	e, err := engine.New(engine.Options{
-		Worker: demo.Worker("scripted"),
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return counting, nil }),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	defer func() { _ = e.Close(context.Background()) }()
-	s, err := e.Open(ctx, engine.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := s.Attach(ctx, engine.AttachOptions{Buffer: 100000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := page.Send(ctx, "test loop"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, page := demoPage(t, counting, "test loop")
 	var tripped struct{ Guard, Message string }
 	for ev := range page.Frames(ctx) {
 		if ev.Type == engine.EventGuardTripped {
@@ -145,27 +153,7 @@ func TestResearchDelegates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Options{
-		Worker: demo.Worker("scripted"),
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	defer func() { _ = e.Close(context.Background()) }()
-	s, err := e.Open(ctx, engine.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := s.Attach(ctx, engine.AttachOptions{Buffer: 100000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := page.Send(ctx, "research the weather in three cities"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, page := demoPage(t, sm, "research the weather in three cities")
 	var research string // the research_weather call's id
 	var weather []string
 	var reply string
