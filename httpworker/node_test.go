@@ -167,13 +167,9 @@ func TestNodeSeedExample(t *testing.T) {
 	})
 }
 
-// TestEngineRunsSeedExample runs the seed's example as written, in Node,
-// behind a real engine session with the scripted demo model standing in for
-// the seed's Claude model id.
-func TestEngineRunsSeedExample(t *testing.T) {
-	url := startNode(t, seedExample, testSecret)
-	w := newWorker(t, url, Options{})
-
+// undelayedDemo is the demo script's model with no delay between chunks.
+func undelayedDemo(t *testing.T) model.Model {
+	t.Helper()
 	script := scripted.Demo()
 	script.Delay = ""
 	for i := range script.Rules {
@@ -183,6 +179,17 @@ func TestEngineRunsSeedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return demo
+}
+
+// TestEngineRunsSeedExample runs the seed's example as written, in Node,
+// behind a real engine session with the scripted demo model standing in for
+// the seed's Claude model id.
+func TestEngineRunsSeedExample(t *testing.T) {
+	url := startNode(t, seedExample, testSecret)
+	w := newWorker(t, url, Options{})
+
+	demo := undelayedDemo(t)
 	var mu sync.Mutex
 	var resolved []string
 	var received []model.Message // the tool messages the model was prompted with
@@ -291,15 +298,7 @@ func waitSettledAndIdle(t *testing.T, ctx context.Context, page *engine.Page) {
 func TestEngineRunsNodeSubagent(t *testing.T) {
 	url := startNode(t, subagentExample, testSecret)
 	w := newWorker(t, url, Options{})
-	script := scripted.Demo()
-	script.Delay = ""
-	for i := range script.Rules {
-		script.Rules[i].Delay = ""
-	}
-	demo, err := scripted.New(script)
-	if err != nil {
-		t.Fatal(err)
-	}
+	demo := undelayedDemo(t)
 	e, err := engine.New(engine.Options{
 		Worker: w,
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return demo, nil }),
