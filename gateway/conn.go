@@ -46,10 +46,10 @@ type conn struct {
 	closeReason string
 
 	mu      sync.Mutex
-	replies []json.RawMessage // error replies, waiting for the writer
-	writing bool              // a writer goroutine is running
-	stopped bool              // the handler is done: no writer starts
-	room    chan struct{}     // the writer took the replies: the reader may queue more
+	replies []engine.Event // error replies (and relayed frames), waiting for the writer; Frame nil: close after them
+	writing bool           // a writer goroutine is running
+	stopped bool           // the handler is done: no writer starts
+	room    chan struct{}  // the writer took the replies: the reader may queue more
 	writers sync.WaitGroup
 	stuck   *time.Timer // the running write's timeout
 	// Owned by the reader.
@@ -401,7 +401,7 @@ var errUnknownSession = errors.New("unknown session")
 // keeps sending refused frames past the burst is read more slowly, at
 // RefusedRate frames a second, and told so once (rate_limited).
 func (c *conn) refuse(code engine.WireCode, message string) {
-	c.reply(encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
+	c.reply(FrameError, encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))
 	}
@@ -416,7 +416,7 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 		c.throttled = true
 		c.s.opts.Metrics.LimitHit("refused_frames")
 		c.logger.Warn("browser sends too many refused frames, slowing down", "rate", c.s.opts.RefusedRate, "burst", c.s.opts.RefusedBurst)
-		c.reply(encodeFrame(FrameError, ErrorFrame{Code: engine.WireRateLimited, Message: fmt.Sprintf(
+		c.reply(FrameError, encodeFrame(FrameError, ErrorFrame{Code: engine.WireRateLimited, Message: fmt.Sprintf(
 			"too many refused frames: the gateway reads this connection's frames at %g a second until they stop", c.s.opts.RefusedRate)}))
 	}
 	// Reading pauses until the next token: the page is slowed, not cut off.
@@ -428,17 +428,17 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 func (c *conn) closeAfterReplies(code engine.CloseCode, reason string) {
 	c.mu.Lock()
 	c.closeCode, c.closeReason = code, reason
-	c.replies = append(c.replies, nil)
+	c.replies = append(c.replies, engine.Event{})
 	c.mu.Unlock()
 	c.kick()
 }
 
 // reply queues a frame of the gateway's own, waiting for room.
-func (c *conn) reply(frame json.RawMessage) {
+func (c *conn) reply(typ string, frame json.RawMessage) {
 	for {
 		c.mu.Lock()
 		if len(c.replies) < maxReplies {
-			c.replies = append(c.replies, frame)
+			c.replies = append(c.replies, engine.Event{Type: typ, Frame: frame})
 			c.mu.Unlock()
 			c.kick()
 			return
@@ -490,14 +490,14 @@ func (c *conn) write() {
 		frames = frames[:0]
 		ok := c.writeBatch(func() bool {
 			for _, r := range replies {
-				if r == nil { // closeAfterReplies
+				if r.Frame == nil { // closeAfterReplies
 					closing = true
 					return true
 				}
-				c.s.opts.Metrics.FrameOut(FrameError)
-				if !c.writeFrame(r) {
+				if !c.writeFrame(r.Frame) {
 					return false
 				}
+				c.s.opts.Metrics.FrameOut(r.Type)
 			}
 			if page != nil {
 				frames = page.Take(frames)

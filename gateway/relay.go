@@ -289,7 +289,10 @@ func (p *pipe) received(id string, m *nats.Msg) {
 		p.after = max(p.after, ev.Seq)
 		p.mu.Unlock()
 	}
-	p.c.reply(m.Data)
+	if ev.Type == "" {
+		ev.Type = "other" // as the frame counters name a type they do not know
+	}
+	p.c.reply(ev.Type, m.Data)
 }
 
 // send forwards one of the page's frames, or keeps it while the pipe moves.
