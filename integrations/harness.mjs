@@ -32,7 +32,7 @@ export async function startGateway(flags = []) {
         throw new Error(`${binary} is missing: run make build first`);
     }
     const port = await freePort();
-    const child = spawn(binary, ["--listen", `127.0.0.1:${port}`, "--store", "memory", "--script", script, ...flags], {
+    const child = spawn(binary, ["--listen", `127.0.0.1:${port}`, "--store", "memory", "--offline", "--script", script, ...flags], {
         stdio: ["ignore", "ignore", "pipe"],
     });
     let log = "";

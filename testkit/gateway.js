@@ -4,9 +4,9 @@
  *
  * The binary prints `gateway listening: open http://HOST:PORT/` once it
  * accepts connections; startGateway waits for that line, so the returned
- * gateway is ready. With a script (--script, docs/scripts.md) it also passes
- * --offline, so every model id is the scripted model even where a
- * provider's key is set: a test never reaches a real model.
+ * gateway is ready. It always passes --offline, so every model id is the
+ * scripted model (the demo script, or --script: docs/scripts.md) even where
+ * a provider's key is set: a test never reaches a real model.
  *
  * Exports: startGateway(options).
  *
@@ -39,7 +39,8 @@ export async function startGateway(options = {}) {
     } else {
         throw new Error(`startGateway: store ${JSON.stringify(store)}: want "memory" or "jetstream"`);
     }
-    if (options.script) args.push("--script", pathOf(options.script), "--offline");
+    args.push("--offline");
+    if (options.script) args.push("--script", pathOf(options.script));
     args.push(...(options.args ?? []));
 
     const child = spawn(binary, args, {

@@ -24,7 +24,7 @@ export interface Frame {
 export interface GatewayOptions {
     /** The gateway binary (a path, or a file: URL); default $GATEWAY_BIN, else bin/gateway, from the working directory. */
     binary?: string | URL;
-    /** A script for the scripted model (--script, docs/scripts.md; a path or a file: URL); implies --offline. */
+    /** A script for the scripted model (--script, docs/scripts.md; a path or a file: URL). The kit always passes --offline. */
     script?: string | URL;
     /** "memory" (default): sessions in memory. "jetstream": the durable store, in a new temporary --data-dir. */
     store?: "memory" | "jetstream";
