@@ -45,10 +45,13 @@ type AttachOptions struct {
 	// Handoff says the page hands a client call to the browser's own code
 	// and ends, and the answer comes on a later page (a request of the HTTP
 	// front ends): its leaving does not make the outcome of a call it was
-	// delivered unknown. A call of a tool declared idempotent: false is
-	// then left waiting for that answer, under its deadline, instead of
-	// settling outcome_unknown. Default false: a /ws page that leaves may
-	// have run the tool, and nobody will say.
+	// delivered unknown. A call of a tool declared idempotent: false then
+	// waits for that answer, under its deadline, instead of settling
+	// outcome_unknown; like any call whose page left, it is delivered again
+	// to the next page that runs the tool, which for these front ends is
+	// the app's next request: it knows the call by its id and does not run
+	// it again. Default false: a /ws page that leaves may have run the tool,
+	// and nobody will say.
 	Handoff bool
 	// Buffer is how many frames may wait on the stream between two Takes
 	// (the replay aside); default 256. Past it the stream ends with
