@@ -546,8 +546,9 @@ func (c *conn) write() {
 }
 
 // writeBatch runs f, which writes frames, with the socket corked: the
-// frames go out in one write system call when f returns. The whole batch
-// is bounded by WriteTimeout: a peer that stops reading loses its socket.
+// frames go out in one write system call when f returns. WriteTimeout
+// bounds each frame (writeFrame re-arms it) and the final write: a peer
+// that stops reading loses its socket.
 // It reports false once the connection is closing.
 func (c *conn) writeBatch(f func() bool) bool {
 	if c.ctx.Err() != nil {
@@ -612,6 +613,11 @@ const reasonTooSlow = "the connection could not keep up: reconnect and resume"
 func (c *conn) writeFrame(frame json.RawMessage) bool {
 	if c.ctx.Err() != nil {
 		return false
+	}
+	// Each frame gets the whole WriteTimeout: a long replay written in a
+	// batch is not cut off for its length, only a peer that stops reading.
+	if c.stuck != nil {
+		c.stuck.Reset(c.s.opts.WriteTimeout)
 	}
 	// Not c.ctx: see conn.ctx.
 	if err := c.ws.Write(context.Background(), websocket.MessageText, frame); err != nil {
