@@ -212,22 +212,25 @@ func (d *Decision) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// withType encodes v, an object, with "type": typ as its first member.
+// EncodeFrame encodes v, an object, with "type": typ as its first member.
 func EncodeFrame(typ string, v any) ([]byte, error) {
 	var frame []byte
 	err := withJSON(v, func(body []byte) {
 		b := make([]byte, 0, len(body)+len(typ)+12)
 		b = append(b, `{"type":`...)
-		b = appendJSONString(b, typ)
-		if len(body) > 2 {
-			b = append(b, ',')
-			b = append(b, body[1:]...)
-		} else {
-			b = append(b, '}')
-		}
-		frame = b
+		frame = appendMembers(appendJSONString(b, typ), body)
 	})
 	return frame, err
+}
+
+// appendMembers closes b, the start of an object with members of its own
+// written, with the members of body, an encoded object: its "{" dropped.
+func appendMembers(b, body []byte) []byte {
+	if len(body) > 2 {
+		b = append(b, ',')
+		return append(b, body[1:]...)
+	}
+	return append(b, '}')
 }
 
 // appendJSONString appends s as json.Marshal writes it: directly for the

@@ -37,7 +37,7 @@ func BenchmarkEncodeEvent(b *testing.B) {
 		b.Run(ev.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := encodeEvent(ev.typ, 42, ev.payload); err != nil {
+				if _, err := encodeEvent(ev.typ, 42, "", ev.payload); err != nil {
 					b.Fatal(err)
 				}
 			}

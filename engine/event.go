@@ -189,24 +189,23 @@ type ToolCancelFrame struct {
 	Reason  CancelReason `json:"reason"`
 }
 
-// encodeEvent builds the frame {"type":typ,"seq":seq, ...payload}. The
-// payload is encoded once, into a pooled buffer (see withJSON), for every
-// page the event goes to.
-func encodeEvent(typ string, seq int64, payload any) (json.RawMessage, error) {
+// encodeEvent builds the frame {"type":typ,"seq":seq,"parent":parent,
+// ...payload}, parent only when a sub-agent published it. The payload is
+// encoded once, into a pooled buffer (see withJSON), for every page the
+// event goes to.
+func encodeEvent(typ string, seq int64, parent string, payload any) (json.RawMessage, error) {
 	var frame []byte
 	err := withJSON(payload, func(body []byte) {
-		b := make([]byte, 0, len(body)+len(typ)+32)
+		b := make([]byte, 0, len(body)+len(typ)+len(parent)+40)
 		b = append(b, `{"type":`...)
-		b = strconv.AppendQuote(b, typ)
+		b = appendJSONString(b, typ)
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendInt(b, seq, 10)
-		if len(body) > 2 {
-			b = append(b, ',')
-			b = append(b, body[1:]...)
-		} else {
-			b = append(b, '}')
+		if parent != "" {
+			b = append(b, `,"parent":`...)
+			b = appendJSONString(b, parent)
 		}
-		frame = b
+		frame = appendMembers(b, body)
 	})
 	return frame, err
 }

@@ -143,13 +143,13 @@ func (l *eventLog) failing() error {
 
 // publish gives payload the next seq. In a batch it waits for the batch's
 // commit; outside one (the model's deltas) it is stored and sent at once.
-func (l *eventLog) publish(typ string, payload any) (Event, error) {
+func (l *eventLog) publish(typ, parent string, payload any) (Event, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return Event{}, ErrSessionClosed
 	}
-	frame, err := encodeEvent(typ, l.seq+1, payload)
+	frame, err := encodeEvent(typ, l.seq+1, parent, payload)
 	if err != nil {
 		return Event{}, fmt.Errorf("failed to encode %s event: %w", typ, err)
 	}

@@ -633,10 +633,7 @@ func (s *Session) appendMessage(m Message) error {
 // publish records a session event, a sub-agent's with the id of the call
 // it answers. Publishing after the end is harmless.
 func (s *Session) publish(typ string, payload any) {
-	if s.parent != nil {
-		payload = nested{parent: s.parent.id, payload: payload}
-	}
-	if _, err := s.log.publish(typ, payload); err != nil && !errors.Is(err, ErrSessionClosed) {
+	if _, err := s.log.publish(typ, s.parentID(), payload); err != nil && !errors.Is(err, ErrSessionClosed) {
 		s.logger.Error("failed to publish event", "type", typ, "err", err)
 	}
 }

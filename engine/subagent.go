@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/clienttools/gateway/engine/model"
@@ -83,30 +82,6 @@ type ToolDelegatedEvent struct {
 	Model   string   `json:"model"`
 	Tools   []string `json:"tools,omitempty"`
 	Depth   int      `json:"depth"`
-}
-
-// nested is a sub-agent's event payload with the id of the call it answers.
-type nested struct {
-	parent  string
-	payload any
-}
-
-func (n nested) MarshalJSON() ([]byte, error) {
-	body, err := json.Marshal(n.payload)
-	if err != nil {
-		return nil, err
-	}
-	p, _ := json.Marshal(n.parent)
-	out := make([]byte, 0, len(body)+len(p)+12)
-	out = append(out, `{"parent":`...)
-	out = append(out, p...)
-	if len(body) > 2 {
-		out = append(out, ',')
-		out = append(out, body[1:]...)
-	} else {
-		out = append(out, '}')
-	}
-	return out, nil
 }
 
 // top is the session a sub-agent runs in; the session itself for its own
