@@ -167,7 +167,7 @@ func TestResearchDelegates(t *testing.T) {
 		switch {
 		case ev.Type == engine.EventToolDelegated && f.Name == "research_weather":
 			research = f.ID
-		case ev.Type == engine.EventToolFinished && f.Name == "get_weather" && f.Parent == research && f.OK:
+		case ev.Type == engine.EventToolFinished && f.Name == "get_weather" && research != "" && f.Parent == research && f.OK:
 			weather = append(weather, f.Result)
 		case ev.Type == engine.EventMessage && f.Parent == "" && f.Message.Role == "assistant":
 			reply = f.Message.Content

@@ -103,12 +103,6 @@ func (s *Session) openCalls() []*call {
 	return out
 }
 
-// liveCalls returns the calls of the batches that have not all settled, in
-// dispatch order: the calls the journal's state keeps.
-// s.live is kept as calls start and batches settle, so neither walks every
-// call the session ever made.
-func (s *Session) liveCalls() []*call { return s.live }
-
 // dropSettled takes b's calls out of s.live once they have all settled.
 func (s *Session) dropSettled(b *batch) {
 	if !b.allSettled() {

@@ -106,7 +106,7 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	if s.agentDirty {
 		st.Agent = &s.agent
 	}
-	live := s.liveCalls()
+	live := s.live // the calls the journal keeps: kept as calls start and batches settle
 	sc.specs = slices.Grow(sc.specs[:0], len(live))[:len(live)]
 	for i, c := range live {
 		st.Calls = append(st.Calls, c.state(&sc.specs[i]))

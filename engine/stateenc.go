@@ -12,7 +12,7 @@ import (
 // The session's state is encoded on every step (snapshot), so it is
 // written by hand instead of by encoding/json's reflection: appendState
 // writes exactly the bytes json.Marshal writes for a sessionState (the
-// tests hold it to that, state_test.go), so the journal and rebuild.go are
+// tests hold it to that, stateenc_internal_test.go), so the journal and rebuild.go are
 // unchanged. The parts that are rare or rich (the agent, a queued
 // trigger's decision) and the values encoding/json would refuse or write
 // in an unusual form go through json.Marshal.

@@ -19,6 +19,7 @@
  * @module chat
  */
 
+import { isSettled } from "./cards.js";
 import { CLOSE, FRAME_ERROR, SESSION_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
 import { renderToolCard, subagentCalls, tickText } from "./toolcard.js";
@@ -300,7 +301,7 @@ export function mountChat(root, client) {
             renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now());
             tick();
             // The last open call settled: the model reads the results next.
-            const open = [...cardState.values()].some((c) => c.status !== "done" && c.status !== "error");
+            const open = [...cardState.values()].some((c) => !isSettled(c.status));
             awaiting = !open && (card.status === "done" || card.status === "error") && !card.replayed && !stopped;
             setBusy(busy || card.status === "running");
         }),
