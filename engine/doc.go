@@ -18,7 +18,9 @@
 //
 // Concurrency: every method of Engine, Session and Page is safe for
 // concurrent use. One goroutine owns each session's state (its calls, its
-// pages and their leases) and handles one message at a time; the worker's
+// pages and their leases) and handles one message at a time; it runs only
+// while the session has messages (mailbox.go), so an idle session holds no
+// goroutine. The worker's
 // Decide is called from it, in order, for every trigger but tool.execute,
 // which runs in its own goroutine per attempt with a context the engine
 // cancels when the attempt ends. A sub-agent runs on its session's goroutine,

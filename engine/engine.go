@@ -229,7 +229,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s.updated = s.created
 	e.sessions[s.id] = s
 	e.opts.Metrics.SessionLoaded(1)
-	e.wg.Add(1)
+	e.wg.Add(1) // done when the session leaves memory (Session.run)
 	e.mu.Unlock()
 	own, err := e.own(ctx, s)
 	if err != nil {
@@ -238,11 +238,6 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		return nil, fmt.Errorf("failed to open session: %w", err)
 	}
 	s.ownership = own
-
-	go func() {
-		defer e.wg.Done()
-		s.run()
-	}()
 	if err := s.start(ctx); err != nil {
 		s.End(context.WithoutCancel(ctx), "failed to start")
 		_ = e.opts.Store.Delete(context.WithoutCancel(ctx), s.id)

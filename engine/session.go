@@ -31,8 +31,8 @@ type Session struct {
 	userTurnCtx context.Context // userTurn's context
 	chatSpan    trace.Span      // the running model turn's
 
-	inbox   chan func()
-	stopped chan struct{} // closed when run returns
+	mail    *mailbox      // the inbox, and the goroutine that empties it while it has work
+	stopped chan struct{} // closed when the session left memory
 	ctx     context.Context
 	stop    context.CancelFunc
 	wg      *sync.WaitGroup        // model turns and worker attempts, the sub-agents' too
@@ -103,20 +103,21 @@ type queued struct {
 func newSession(e *Engine, id, owner string) *Session {
 	ctx, stop := context.WithCancel(context.Background())
 	logger := e.opts.Logger.With("session", id)
-	return &Session{
+	s := &Session{
 		id:         id,
 		owner:      owner,
 		e:          e,
 		logger:     logger,
 		baseLogger: logger,
 		log:        &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics},
-		inbox:      make(chan func(), 64),
 		stopped:    make(chan struct{}),
 		ctx:        ctx,
 		stop:       stop,
 		calls:      map[string]*call{},
 		wg:         &sync.WaitGroup{},
 	}
+	s.mail = newMailbox(s.run)
+	return s
 }
 
 // ID is the session's id.
@@ -131,25 +132,22 @@ func (s *Session) Owner() string { return s.owner }
 // LastSeq is the seq of the session's latest event.
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
 
-// run is the session's goroutine: it handles one message at a time, each a
-// step the journal stores whole.
+// run is the session's goroutine while its mailbox has messages
+// (mailbox.go): it handles one message at a time, each a step the journal
+// stores whole, and returns when the inbox is empty, or for good when the
+// session ended or unloaded. The engine counts the session (Engine.wg)
+// from its open until then.
 func (s *Session) run() {
-	defer func() {
-		// Model turns and worker attempts see the cancelled context; wait
-		// for them so nothing outlives the session in memory.
-		s.wg.Wait()
-		close(s.stopped)
-	}()
-	for {
-		select {
-		case f := <-s.inbox:
-			s.step(f)
-			if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
-				s.leave()
-				return
-			}
-		case <-s.ctx.Done():
-			return
+	for f := s.mail.next(); f != nil; f = s.mail.next() {
+		s.step(f)
+		if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
+			s.leave()
+			// Model turns and worker attempts see the cancelled context;
+			// wait for them so nothing outlives the session in memory.
+			s.wg.Wait()
+			close(s.stopped)
+			s.e.wg.Done()
+			return // the mailbox stays running: no goroutine starts again
 		}
 	}
 }
@@ -285,7 +283,8 @@ func (s *Session) post(ctx context.Context, f func()) error {
 		}
 	}
 	select {
-	case s.inbox <- f:
+	case s.mail.inbox <- f:
+		s.mail.wake()
 		return nil
 	case <-s.ctx.Done():
 		return ErrSessionClosed

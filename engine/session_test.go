@@ -1,10 +1,12 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -1053,5 +1055,36 @@ func TestDecideContextEndsWithDecide(t *testing.T) {
 	ctx := <-kept
 	if !errors.Is(ctx.Err(), context.Canceled) {
 		t.Errorf("the context of a returned Decide: %v, want context.Canceled", ctx.Err())
+	}
+}
+
+// TestIdleSessionHoldsNoGoroutine: a session's goroutine runs only while it
+// has messages, so a session open and idle (a chat nobody types in) costs
+// no goroutine; the next message starts one again.
+func TestIdleSessionHoldsNoGoroutine(t *testing.T) {
+	m := callsThenSummary(use("call_1", "get_weather", `{"city":"Tokyo"}`))
+	w := recordingToolWorker(&engine.ToolWorker{Agent: engine.AgentConfig{Model: "fake-model"}, Tools: []engine.Tool{weatherTool()}})
+	h := setup(t, w, m, engine.Options{})
+	for turn := range 2 {
+		h.send("What's the weather in Tokyo?")
+		h.waitIdle()
+		waitNoSessionGoroutine(t, turn)
+	}
+}
+
+// waitNoSessionGoroutine waits until no goroutine runs Session.run.
+func waitNoSessionGoroutine(t *testing.T, turn int) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("engine.(*Session).run(")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after turn %d the idle session still holds its goroutine:\n%s", turn+1, buf[:n])
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -193,7 +193,7 @@ func (s *Session) newChild(c *call, agent AgentConfig) (*Session, error) {
 	ch := &Session{
 		id: root.id, owner: root.owner, e: root.e, log: root.log,
 		logger: logger, baseLogger: logger,
-		inbox: root.inbox, stopped: root.stopped, ctx: ctx, stop: stop, wg: root.wg,
+		mail: root.mail, stopped: root.stopped, ctx: ctx, stop: stop, wg: root.wg,
 		calls: root.calls, parent: c, parentRun: s, depth: s.depth + 1,
 		userTurnCtx: c.attemptCtx, // the child's spans belong to the attempt it answers
 		created:     s.e.opts.Clock.Now(),
