@@ -59,7 +59,9 @@ type Options struct {
 	// running unload at once. Timed on Clock.
 	Drain time.Duration
 	// TracerProvider makes the engine's spans (tracing.go); default the
-	// global one, otel.GetTracerProvider(), a no-op until one is set.
+	// global one, otel.GetTracerProvider(), a no-op until one is set (the
+	// engine makes no spans at all until then: they would cost each call
+	// allocations that record nothing).
 	TracerProvider trace.TracerProvider
 	// Metrics records what the engine does (metrics.New); nil: nothing.
 	Metrics *metrics.Metrics
@@ -108,6 +110,9 @@ type Engine struct {
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
 	tracer   trace.Tracer
+	// untilGlobalSet: tracer is the global provider's, which records
+	// nothing until otel.SetTracerProvider; make no spans until then.
+	untilGlobalSet bool
 }
 
 // New returns an Engine. It fails when a required option is missing.
@@ -161,11 +166,12 @@ func New(opts Options) (*Engine, error) {
 	if opts.MaxFanOut == 0 {
 		opts.MaxFanOut = DefaultMaxFanOut
 	}
-	if opts.TracerProvider == nil {
+	global := opts.TracerProvider == nil
+	if global {
 		opts.TracerProvider = otel.GetTracerProvider()
 	}
 	e := &Engine{opts: opts, sessions: map[string]*Session{}, loading: map[string]*loadCall{},
-		tracer: opts.TracerProvider.Tracer(tracerName)}
+		tracer: opts.TracerProvider.Tracer(tracerName), untilGlobalSet: global && isUnsetGlobal(opts.TracerProvider)}
 	if opts.Retain > 0 {
 		e.armSweep(time.Minute) // soon after start, then hourly
 	}

@@ -538,7 +538,10 @@ func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
 	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout)}
 	defer dc.end()
 	// The worker's request belongs to the user message being answered.
-	ctx := trace.ContextWithSpan(dc, trace.SpanFromContext(s.turnContext()))
+	var ctx context.Context = dc
+	if s.userTurnCtx != nil {
+		ctx = trace.ContextWithSpan(dc, trace.SpanFromContext(s.userTurnCtx))
+	}
 	return s.callWorker(ctx, t, proposed)
 }
 

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"reflect"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -14,7 +16,9 @@ import (
 // message, chat {model} for each model turn, execute_tool {tool} for each
 // call, with a child span per attempt (the conventions have no attempt;
 // ours are under clienttools.*). They are made on the session goroutine, and
-// cost nothing when no tracer provider is set (the default is a no-op).
+// not at all while no tracer provider is set (the default): a span that
+// records nothing would still cost its options, its context and its
+// attributes at every step.
 
 // tracerName is the instrumentation scope of the engine's spans.
 const tracerName = "github.com/clienttools/gateway/engine"
@@ -28,12 +32,32 @@ const (
 	attrGuard    = attribute.Key("clienttools.guard")
 )
 
+// isUnsetGlobal reports whether tp is otel's global provider as it is
+// before anyone sets one: a no-op that delegates to the first provider
+// set. Once one is, otel.GetTracerProvider returns that one instead.
+func isUnsetGlobal(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+// tracing reports whether spans are worth making: a provider was given,
+// or the global one has been set since New.
+func (e *Engine) tracing() bool {
+	return !e.untilGlobalSet || otel.GetTracerProvider() != e.opts.TracerProvider
+}
+
+// noSpan is a span that records nothing, for a model turn while not tracing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 func opName(op string) attribute.KeyValue { return attribute.String("gen_ai.operation.name", op) }
 
 // startUserTurn opens the invoke_agent span of a user message, ending the
 // last one if it is still open, and tags the session's log lines with it.
 func (s *Session) startUserTurn() {
 	s.endUserTurn()
+	if !s.e.tracing() {
+		return
+	}
 	ctx, span := s.e.tracer.Start(context.Background(), "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(opName("invoke_agent"), attribute.String("gen_ai.conversation.id", s.id),
 			attribute.String("gen_ai.request.model", s.agent.Model)))
@@ -63,6 +87,9 @@ func (s *Session) turnContext() context.Context {
 
 // startChatSpan opens a model turn's span; ctx carries it to the model.
 func (s *Session) startChatSpan(ctx context.Context) (context.Context, trace.Span) {
+	if !s.e.tracing() {
+		return ctx, noSpan
+	}
 	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(s.turnContext()))
 	return s.e.tracer.Start(ctx, "chat "+s.agent.Model, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(opName("chat"), attribute.String("gen_ai.request.model", s.agent.Model),
@@ -89,6 +116,9 @@ func endChatSpan(span trace.Span, ev ModelFinishedEvent, err error) {
 
 // startCallSpan opens a call's execute_tool span.
 func (s *Session) startCallSpan(c *call) {
+	if !s.e.tracing() {
+		return // c.span stays nil, as for a call restored from the journal
+	}
 	_, c.span = s.e.tracer.Start(s.turnContext(), "execute_tool "+c.name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(opName("execute_tool"), attribute.String("gen_ai.tool.name", c.name),
 			attribute.String("gen_ai.tool.call.id", c.id), attribute.String("gen_ai.tool.type", "function"),

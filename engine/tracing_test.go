@@ -3,10 +3,13 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -139,4 +142,42 @@ func names(spans tracetest.SpanStubs) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// TestSpansOnceGlobalProviderSet: an engine given no TracerProvider makes
+// no spans while otel's global provider is unset, and starts making them
+// (to that provider) as soon as one is set, as it did when it went through
+// the global no-op's delegation.
+func TestSpansOnceGlobalProviderSet(t *testing.T) {
+	if got := fmt.Sprintf("%T", otel.GetTracerProvider()); got != "*global.tracerProvider" {
+		t.Skipf("the global tracer provider was set before this test (%s); it runs once a process", got)
+	}
+	m := callsThenSummary(use("call_1", "lookup", `{}`))
+	w := &testWorker{
+		agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}},
+		execute: func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
+		},
+	}
+	h := setup(t, w, m, engine.Options{})
+	h.send("go")
+	h.waitIdle()
+
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Fatalf("%d spans before any provider was set", n)
+	}
+	otel.SetTracerProvider(tp)
+	h.send("again")
+	h.waitIdle()
+	var names []string
+	for _, s := range exp.GetSpans() {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"attempt", "chat fake-model", "chat fake-model", "execute_tool lookup", "invoke_agent"}; !slices.Equal(names, want) {
+		t.Errorf("spans after the global provider was set: %q, want %q", names, want)
+	}
 }
