@@ -103,14 +103,37 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusCode(engine.CloseTooMany), fmt.Sprintf("this browser already has %d sockets open here, the most it may: close another page", s.opts.MaxSockets))
 		return
 	}
-	defer s.socketClosed(browser)
-	s.serveSocket(ws, cw.hijacked, browser, s.logger.With("remote", r.RemoteAddr))
+	c, ok := s.openConn(ws, cw.hijacked, browser, s.logger.With("remote", r.RemoteAddr))
+	if !ok {
+		s.socketClosed(browser)
+		return
+	}
+	// The WebSocket is hijacked, so this handler may return: the page is
+	// served on a goroutine of its own, whose reader then waits for the
+	// page's next frame on a shallow stack, not under net/http's frames
+	// (half the stack an idle page holds). Shutdown waits for it (track).
+	go func() {
+		defer s.socketClosed(browser)
+		defer s.untrack(c)
+		c.serve()
+	}()
 }
 
 // serveSocket serves a page on sock, a WebSocket of this node or a page
 // relayed from another, until it ends. cork is the WebSocket's connection
 // (nil for a relayed page): the writer corks it around each batch.
 func (s *Server) serveSocket(sock socket, cork *corkConn, browser string, logger *slog.Logger) {
+	c, ok := s.openConn(sock, cork, browser, logger)
+	if !ok {
+		return
+	}
+	defer s.untrack(c)
+	c.serve()
+}
+
+// openConn makes sock's conn and tracks it for Shutdown; false (sock
+// closed with 1001) when the gateway is shutting down.
+func (s *Server) openConn(sock socket, cork *corkConn, browser string, logger *slog.Logger) (*conn, bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		s: s, ws: sock, cork: cork, browser: browser, logger: logger,
@@ -121,10 +144,9 @@ func (s *Server) serveSocket(sock socket, cork *corkConn, browser string, logger
 	if !s.track(c) {
 		_ = sock.Close(websocket.StatusCode(engine.CloseGoingAway), "the gateway is shutting down")
 		cancel()
-		return
+		return nil, false
 	}
-	defer s.untrack(c)
-	c.serve()
+	return c, true
 }
 
 // serve reads frames until the connection ends, then cleans up.
