@@ -107,6 +107,7 @@ type Engine struct {
 	closed   bool
 	wg       sync.WaitGroup
 	schemas  schemaCache
+	runners  runners               // the goroutines that run sessions' messages
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
 	tracer   trace.Tracer
@@ -337,8 +338,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		e.runners.close(true)
 		return nil
 	case <-ctx.Done():
+		e.runners.close(false)
 		return fmt.Errorf("failed to close engine: %w", ctx.Err())
 	}
 }

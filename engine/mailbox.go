@@ -17,15 +17,16 @@ type mailbox struct {
 	// sees the inbox empty; it stays true for good once the session left,
 	// so nothing starts another.
 	running atomic.Bool
-	run     func() // the goroutine: empties the inbox with next
+	run     func()       // empties the inbox with next
+	start   func(func()) // runs run on a goroutine (Engine.runners)
 }
 
 // inboxSize bounds the messages waiting for a session: past it, post
 // waits (with its context) for the session to catch up.
 const inboxSize = 64
 
-func newMailbox(run func()) *mailbox {
-	return &mailbox{inbox: make(chan func(), inboxSize), run: run}
+func newMailbox(run func(), start func(func())) *mailbox {
+	return &mailbox{inbox: make(chan func(), inboxSize), run: run, start: start}
 }
 
 // wake starts the goroutine if none runs. Called after every send, it
@@ -33,7 +34,7 @@ func newMailbox(run func()) *mailbox {
 // false before it looks at the inbox one last time (see run).
 func (m *mailbox) wake() {
 	if m.running.CompareAndSwap(false, true) {
-		go m.run()
+		m.start(m.run)
 	}
 }
 

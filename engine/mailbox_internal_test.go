@@ -22,7 +22,7 @@ func TestMailboxRunsEachMessageOnceInOrder(t *testing.T) {
 		for f := m.next(); f != nil; f = m.next() {
 			f()
 		}
-	})
+	}, func(run func()) { go run() })
 	done.Add(posters * each)
 	var wg sync.WaitGroup
 	for p := range posters {

@@ -116,7 +116,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		calls:      map[string]*call{},
 		wg:         &sync.WaitGroup{},
 	}
-	s.mail = newMailbox(s.run)
+	s.mail = newMailbox(s.run, e.runners.run)
 	return s
 }
 

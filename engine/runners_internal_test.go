@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRunnersReuse: functions run, each once, and a free runner takes the
+// next one instead of a new goroutine.
+func TestRunnersReuse(t *testing.T) {
+	p := &runners{idle: time.Hour}
+	defer p.close(true)
+	const n = 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ran := 0
+	wg.Add(n)
+	for range n {
+		p.run(func() {
+			mu.Lock()
+			ran++
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if ran != n {
+		t.Fatalf("ran %d functions, want %d", ran, n)
+	}
+	made := waitRunners(t, p, func(free, made int) bool { return free == made }, "every runner free again")
+	for i := range 50 {
+		done := make(chan struct{})
+		p.run(func() { close(done) })
+		<-done
+		waitRunners(t, p, func(free, _ int) bool { return free == made }, "the runner back")
+		if _, now := p.counts(); now != made {
+			t.Fatalf("run %d started a runner while %d were free", i+1, made)
+		}
+	}
+}
+
+// TestRunnersEndWhenIdle: a runner free for longer than its idle time
+// ends; close ends those still free.
+func TestRunnersEndWhenIdle(t *testing.T) {
+	p := &runners{idle: 10 * time.Millisecond}
+	done := make(chan struct{})
+	p.run(func() { close(done) })
+	<-done
+	waitRunners(t, p, func(free, made int) bool { return made == 1 && free == 0 }, "the free runner ended")
+	p.wg.Wait() // returns: the runner's goroutine ended
+
+	q := &runners{idle: time.Hour}
+	done = make(chan struct{})
+	q.run(func() { close(done) })
+	<-done
+	waitRunners(t, q, func(free, _ int) bool { return free == 1 }, "the runner free")
+	q.close(true) // returns once the free runner ended
+	q.run(func() {})
+}
+
+func (p *runners) counts() (free, made int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.free), p.made
+}
+
+// waitRunners waits until ok(free, made) and returns made.
+func waitRunners(t *testing.T, p *runners, ok func(free, made int) bool, what string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		free, made := p.counts()
+		if ok(free, made) {
+			return made
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %d runners free of %d made", what, free, made)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
