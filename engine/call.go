@@ -286,7 +286,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	def := answerDefaults{id: c.id, attempt: c.attempt}
 	s.workersRunning++
 	s.wg.Add(1)
-	go func() {
+	s.e.runners.run(func() {
 		defer s.wg.Done()
 		defer cancel()
 		d, err := s.callWorker(ctx, t, prop)
@@ -305,7 +305,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 			}
 			s.apply(d, def)
 		})
-	}()
+	})
 }
 
 // target finds the call an answer or a delegation is for, and the attempt

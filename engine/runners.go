@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// runners are the goroutines that run sessions' messages (mailbox.go). A
-// session asks for one when its inbox gets a message and gives it back
-// when the inbox is empty; the runner then waits, free, for the next
-// session that has messages, for up to runnerIdle, and ends.
+// runners are the goroutines that run sessions' work: their messages
+// (mailbox.go), model turns and worker attempts. A session asks for one
+// when its inbox gets a message, or a turn or an attempt starts, and gives
+// it back when that is done; the runner then waits, free, for the next
+// work, for up to runnerIdle, and ends.
 //
 // Why not a new goroutine each time: a new goroutine's stack starts small
 // and is copied, twice as large, each time a step outgrows it (schema

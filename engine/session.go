@@ -669,7 +669,7 @@ func (s *Session) startTurn() {
 	}
 	m := s.model
 	s.wg.Add(1)
-	go func() {
+	s.e.runners.run(func() {
 		defer s.wg.Done()
 		resp, err := generate(ctx, m, req, func(text string) {
 			if s.parent != nil && ctx.Err() != nil {
@@ -678,7 +678,7 @@ func (s *Session) startTurn() {
 			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
 		})
 		_ = s.post(context.Background(), func() { s.turnDone(ctx, resp, err) })
-	}()
+	})
 }
 
 // generate calls the model, turning a panic into an error.
