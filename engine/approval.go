@@ -59,7 +59,7 @@ func approvalDigest(session, id, args string) string {
 // says so, and it has arguments to run with (bad input or an unknown tool
 // fails at once, as without the gate).
 func (s *Session) needsApproval(c *call) bool {
-	return s.tools[c.name].Approval == ApprovalAlways && c.proposed == nil
+	return s.tool(c.name).Approval == ApprovalAlways && c.proposed == nil
 }
 
 // askApproval publishes c's tool.approval and waits for the answer until

@@ -128,7 +128,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 		return fmt.Errorf("tool.call %q: handler %q is neither \"worker\" nor \"client\"", id, tc.Handler)
 	}
 	c := &call{id: id, name: tc.Name, handler: handler, batch: b, args: rawArguments(tc.Arguments), run: s}
-	_, declared := s.tools[tc.Name]
+	declared := s.tools[tc.Name] != nil
 	schemas := s.schemas[tc.Name]
 	c.output = schemas.output
 	c.input = classifyInput(c.args, schemas.input)
@@ -152,7 +152,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	c.seq = s.nextCall
 	s.nextCall++
 	c.started, c.undeclared = s.e.opts.Clock.Now(), !declared
-	if i := s.tools[tc.Name].Idempotent; i != nil && !*i {
+	if i := s.tool(tc.Name).Idempotent; i != nil && !*i {
 		c.notTwice = true
 	}
 	s.e.opts.Metrics.CallStarted(c.toolLabel(), string(handler))

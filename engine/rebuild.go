@@ -281,7 +281,7 @@ func (s *Session) resume(turnCut bool) {
 		case c.handler == HandlerClient:
 			s.armTimeout(c, c.deadline.Sub(now))
 			s.logger.Info("client call waiting for a page after a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)
-		case s.tools[c.name].Idempotent != nil && *s.tools[c.name].Idempotent:
+		case s.tool(c.name).Idempotent != nil && *s.tool(c.name).Idempotent:
 			s.armTimeout(c, c.deadline.Sub(now))
 			s.logger.Info("worker call run again after a restart: its tool is idempotent", "call", c.id, "tool", c.name, "attempt", c.attempt)
 			s.executeOnWorker(c, c.proposedFor(c.attempt))

@@ -40,7 +40,7 @@ type Session struct {
 
 	// Owned by the run goroutine.
 	agent        AgentConfig
-	tools        map[string]AgentTool
+	tools        map[string]*AgentTool // into agent.Tools: a small map of values would hold 8 of them
 	schemas      map[string]toolSchemas
 	model        model.Model
 	transcript   []Message
@@ -283,6 +283,12 @@ func (s *Session) post(ctx context.Context, f func()) error {
 		}
 	}
 	select {
+	case s.mail.inbox <- f: // room: the usual case, without making s.ctx's Done channel
+		s.mail.wake()
+		return nil
+	default:
+	}
+	select {
 	case s.mail.inbox <- f:
 		s.mail.wake()
 		return nil
@@ -339,6 +345,15 @@ func (s *Session) start(ctx context.Context) error {
 }
 
 // setAgent checks and takes an agent config.
+// tool is the agent's tool named name; the zero AgentTool if it declares
+// none.
+func (s *Session) tool(name string) AgentTool {
+	if t := s.tools[name]; t != nil {
+		return *t
+	}
+	return AgentTool{}
+}
+
 func (s *Session) setAgent(a AgentConfig) error {
 	if a.Model == "" {
 		return fmt.Errorf("%w: no model", ErrBadConfig)
@@ -359,9 +374,9 @@ func (s *Session) setAgent(a AgentConfig) error {
 	if err != nil {
 		return fmt.Errorf("%w: model %q: %w", ErrBadConfig, a.Model, err)
 	}
-	tools := make(map[string]AgentTool, len(a.Tools))
-	for _, t := range a.Tools {
-		tools[t.Name] = t
+	tools := make(map[string]*AgentTool, len(a.Tools))
+	for i := range a.Tools {
+		tools[a.Tools[i].Name] = &a.Tools[i]
 	}
 	s.agent, s.tools, s.schemas, s.model = a, tools, schemas, m
 	s.agentDirty = true
@@ -741,7 +756,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		proposed.Actions = append(proposed.Actions, MessageAppend{Message: msg})
 	}
 	for _, u := range msg.ToolUses {
-		decl := s.tools[u.Name]
+		decl := s.tool(u.Name)
 		args, _ := json.Marshal(u.Arguments)
 		proposed.Actions = append(proposed.Actions, ToolCall{
 			ID:        u.ID,

@@ -332,7 +332,7 @@ func (c *conn) open(f SessionOpen) {
 			c.refuse(engine.WireRateLimited, fmt.Sprintf("this browser opened %d sessions in the last minute, the most it may: try again in %v", c.s.opts.NewSessionsPerMinute, wait.Round(time.Second)+time.Second))
 			return
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+		ctx, cancel := opContext(c.ctx)
 		var err error
 		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: c.browser})
 		cancel()
@@ -376,11 +376,21 @@ func (c *conn) open(f SessionOpen) {
 	c.logger.Info("page attached", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
 }
 
+// opContext bounds a session's open or load for a page to a minute. It
+// keeps ctx's values, not its cancellation: a context derived from the
+// page's would leave the page's context, for as long as the page stays
+// open, a table of children that is empty once the open is done (400
+// bytes a page). The page's reader runs the open, so a page that leaves
+// meanwhile is noticed after it either way.
+func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+}
+
 // resume finds the browser's session id, loading it when it is not in
 // memory. Another browser's session, one that ended, and one the store does
 // not have are all unknown_session: a page cannot learn which.
 func (c *conn) resume(id string) (*engine.Session, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+	ctx, cancel := opContext(c.ctx)
 	defer cancel()
 	sess, err := c.s.opts.Engine.Load(ctx, id)
 	switch {
