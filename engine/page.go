@@ -93,7 +93,7 @@ type Page struct {
 	err    error
 
 	// Owned by the session goroutine.
-	tools    map[string]struct{}
+	tools    toolSet
 	handoff  bool   // AttachOptions.Handoff
 	active   uint64 // when the page last did something, in session activity ticks
 	attached bool
@@ -184,13 +184,26 @@ func (p *Page) signal() {
 // for the pages that left, in the journal too.
 const anyClientTool = ""
 
-// provides reports whether a page's set of tools has tool.
-func provides(tools map[string]struct{}, tool string) bool {
-	_, ok := tools[tool]
-	if !ok {
-		_, ok = tools[anyClientTool]
-	}
+// toolSet is a page's set of tools: sorted, each name once. A page
+// declares a few; a slice holds them in a sixth of a map's memory, and the
+// journal's state takes it as it is. It is never changed once made.
+type toolSet []string
+
+// newToolSet makes the set of names.
+func newToolSet(names []string) toolSet {
+	set := append(make(toolSet, 0, len(names)), names...) // never nil: the journal writes []
+	slices.Sort(set)
+	return slices.Compact(set)
+}
+
+func (t toolSet) has(name string) bool {
+	_, ok := slices.BinarySearch(t, name)
 	return ok
+}
+
+// provides reports whether a page's set of tools has tool.
+func provides(tools toolSet, tool string) bool {
+	return tools.has(tool) || tools.has(anyClientTool)
 }
 
 // runs reports whether the page can run tool now.
@@ -209,28 +222,26 @@ func (p *Page) runs(tool string) bool {
 // CheckTools checks a page's declaration against the limits Attach holds it
 // to, so a caller can refuse it before opening a session for it.
 func (e *Engine) CheckTools(tools []string) error {
-	_, err := checkTools(tools, e.opts.MaxPageTools)
+	err := checkTools(tools, e.opts.MaxPageTools)
 	return err
 }
 
 // checkTools validates a page's declaration against the limits.
-func checkTools(tools []string, max int) (map[string]struct{}, error) {
+func checkTools(tools []string, max int) error {
 	if len(tools) > max {
-		return nil, fmt.Errorf("%w: %d tools declared, at most %d per page", ErrLimitExceeded, len(tools), max)
+		return fmt.Errorf("%w: %d tools declared, at most %d per page", ErrLimitExceeded, len(tools), max)
 	}
-	set := make(map[string]struct{}, len(tools))
 	for i, t := range tools {
 		switch {
 		case t == "":
-			return nil, fmt.Errorf("%w: tools[%d] is empty", ErrBadRequest, i)
+			return fmt.Errorf("%w: tools[%d] is empty", ErrBadRequest, i)
 		case len(t) > MaxToolNameBytes:
-			return nil, fmt.Errorf("%w: tools[%d] is %d bytes long, at most %d", ErrLimitExceeded, i, len(t), MaxToolNameBytes)
+			return fmt.Errorf("%w: tools[%d] is %d bytes long, at most %d", ErrLimitExceeded, i, len(t), MaxToolNameBytes)
 		case !utf8.ValidString(t):
-			return nil, fmt.Errorf("%w: tools[%d] is not UTF-8", ErrBadRequest, i)
+			return fmt.Errorf("%w: tools[%d] is not UTF-8", ErrBadRequest, i)
 		}
-		set[t] = struct{}{}
 	}
-	return set, nil
+	return nil
 }
 
 // Attach adds a page to the session and returns it, its stream primed with
@@ -238,13 +249,14 @@ func checkTools(tools []string, max int) (map[string]struct{}, error) {
 // declared are delivered to it. It fails with ErrLimitExceeded for a
 // declaration over the limits, and ErrSessionClosed once the session ended.
 func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
-	tools, err := checkTools(o.Tools, s.e.opts.MaxPageTools)
-	if err != nil {
+	if err := checkTools(o.Tools, s.e.opts.MaxPageTools); err != nil {
 		return nil, err
 	}
+	names := o.Tools
 	if o.AnyClientTool {
-		tools[anyClientTool] = struct{}{}
+		names = append(slices.Clip(names), anyClientTool)
 	}
+	tools := newToolSet(names)
 	if o.Buffer <= 0 {
 		o.Buffer = 256
 	}
@@ -253,7 +265,7 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		limits: PageLimits{FrameBytes: o.FrameBytes, MessageBytes: s.e.opts.MaxMessageBytes},
 		ready:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	err = s.do(ctx, func() error {
+	err := s.do(ctx, func() error {
 		if err := s.log.attach(p, o.After); err != nil {
 			return err
 		}
@@ -424,20 +436,15 @@ func (s *Session) armUnload() {
 // declaredSets lists the tools of the attached pages and of the last to
 // leave, for the journal: after a restart they are the pages that left.
 func (s *Session) declaredSets() [][]string {
-	var out [][]string
-	add := func(tools map[string]struct{}) {
-		names := make([]string, 0, len(tools))
-		for t := range tools {
-			names = append(names, t)
-		}
-		slices.Sort(names)
-		out = append(out, names)
+	if len(s.departed)+len(s.pages) == 0 {
+		return nil
 	}
+	out := make([][]string, 0, len(s.departed)+len(s.pages))
 	for _, tools := range s.departed {
-		add(tools)
+		out = append(out, tools)
 	}
 	for _, p := range s.pages {
-		add(p.tools)
+		out = append(out, p.tools)
 	}
 	if len(out) > maxDeparted {
 		out = out[len(out)-maxDeparted:]

@@ -189,11 +189,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	s.promptWanted, s.idle, s.unloadable = st.Prompt, st.Idle, true
 	s.usage = st.Usage
 	for _, tools := range st.Declared {
-		set := make(map[string]struct{}, len(tools))
-		for _, t := range tools {
-			set[t] = struct{}{}
-		}
-		s.departed = append(s.departed, set)
+		s.departed = append(s.departed, newToolSet(tools))
 	}
 	for _, content := range st.Waiting {
 		s.waiting = append(s.waiting, waitingMessage{msg: Message{Role: model.RoleUser, Content: content}})

@@ -57,11 +57,11 @@ type Session struct {
 	ending       bool
 
 	// The pages and the lease (page.go).
-	pages     []*Page               // attached, in attach order
-	departed  []map[string]struct{} // the tools of the last pages to leave
-	turnPage  *Page                 // the page that sent the running turn's message
-	activity  uint64                // ticks: pages' last activity
-	idleTimer clock.Timer           // unloads the session when no page returns
+	pages     []*Page     // attached, in attach order
+	departed  []toolSet   // the tools of the last pages to leave
+	turnPage  *Page       // the page that sent the running turn's message
+	activity  uint64      // ticks: pages' last activity
+	idleTimer clock.Timer // unloads the session when no page returns
 
 	// Kept in the journal's state (state.go), besides the above.
 	created, updated time.Time
@@ -268,8 +268,7 @@ func (s *Session) leave() {
 
 // post hands f to the session goroutine. It fails once the session ended.
 func (s *Session) post(ctx context.Context, f func()) error {
-	// A select with room in the inbox and a cancelled session picks either
-	// at random: check first, so input after the end is refused, not lost.
+	// Input after the end is refused, not left in an inbox nobody empties.
 	if s.ctx.Err() != nil {
 		return ErrSessionClosed
 	}
@@ -282,21 +281,7 @@ func (s *Session) post(ctx context.Context, f func()) error {
 			}
 		}
 	}
-	select {
-	case s.mail.inbox <- f: // room: the usual case, without making s.ctx's Done channel
-		s.mail.wake()
-		return nil
-	default:
-	}
-	select {
-	case s.mail.inbox <- f:
-		s.mail.wake()
-		return nil
-	case <-s.ctx.Done():
-		return ErrSessionClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.mail.put(ctx, s.ctx, f)
 }
 
 // do runs f on the session goroutine and waits for its error, which comes
