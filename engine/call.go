@@ -286,7 +286,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	def := answerDefaults{id: c.id, attempt: c.attempt}
 	s.workersRunning++
 	s.wg.Add(1)
-	s.e.runners.run(func() {
+	s.e.runners.Go(func() {
 		defer s.wg.Done()
 		defer cancel()
 		d, err := s.callWorker(ctx, t, prop)

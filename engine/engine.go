@@ -14,6 +14,7 @@ import (
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/metrics"
+	"github.com/clienttools/gateway/runners"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -107,7 +108,7 @@ type Engine struct {
 	closed   bool
 	wg       sync.WaitGroup
 	schemas  schemaCache
-	runners  runners               // the goroutines that run sessions' messages
+	runners  runners.Pool          // the goroutines that run sessions' messages, model turns and worker attempts
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
 	tracer   trace.Tracer
@@ -338,10 +339,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		e.runners.close(true)
+		e.runners.Close(true)
 		return nil
 	case <-ctx.Done():
-		e.runners.close(false)
+		e.runners.Close(false)
 		return fmt.Errorf("failed to close engine: %w", ctx.Err())
 	}
 }

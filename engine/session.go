@@ -116,7 +116,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		calls:      map[string]*call{},
 		wg:         &sync.WaitGroup{},
 	}
-	s.mail = newMailbox(s.run, e.runners.run)
+	s.mail = newMailbox(s.run, e.runners.Go)
 	return s
 }
 
@@ -669,7 +669,7 @@ func (s *Session) startTurn() {
 	}
 	m := s.model
 	s.wg.Add(1)
-	s.e.runners.run(func() {
+	s.e.runners.Go(func() {
 		defer s.wg.Done()
 		resp, err := generate(ctx, m, req, func(text string) {
 			if s.parent != nil && ctx.Err() != nil {

@@ -498,7 +498,7 @@ func (c *conn) kick() {
 	}
 	c.writing = true
 	c.writers.Add(1)
-	go c.write()
+	c.s.writers.Go(c.write)
 }
 
 // write drains the replies and the page's stream, in order, and returns

@@ -16,6 +16,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/metrics"
+	"github.com/clienttools/gateway/runners"
 )
 
 // Options configure a Server. Zero fields take their defaults.
@@ -115,6 +116,9 @@ type Server struct {
 	conns   map[*conn]struct{}
 	closing bool
 	wg      sync.WaitGroup
+	// writers run the pages' writers (conn.write), keeping the stacks
+	// they grew between one burst of frames and the next.
+	writers runners.Pool
 
 	streams     map[*context.CancelFunc]struct{} // the HTTP front ends' requests; chats.go
 	shares      map[string]*share                // by browser id; admission.go
@@ -395,8 +399,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		s.writers.Close(true)
 		return nil
 	case <-ctx.Done():
+		s.writers.Close(false)
 		return fmt.Errorf("failed to close connections: %w", ctx.Err())
 	}
 }

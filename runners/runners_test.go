@@ -1,23 +1,29 @@
-package engine
+package runners
 
 import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // TestRunnersReuse: functions run, each once, and a free runner takes the
 // next one instead of a new goroutine.
 func TestRunnersReuse(t *testing.T) {
-	p := &runners{idle: time.Hour}
-	defer p.close(true)
+	p := &Pool{idle: time.Hour}
+	defer p.Close(true)
 	const n = 200
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ran := 0
 	wg.Add(n)
 	for range n {
-		p.run(func() {
+		p.Go(func() {
 			mu.Lock()
 			ran++
 			mu.Unlock()
@@ -31,7 +37,7 @@ func TestRunnersReuse(t *testing.T) {
 	made := waitRunners(t, p, func(free, made int) bool { return free == made }, "every runner free again")
 	for i := range 50 {
 		done := make(chan struct{})
-		p.run(func() { close(done) })
+		p.Go(func() { close(done) })
 		<-done
 		waitRunners(t, p, func(free, _ int) bool { return free == made }, "the runner back")
 		if _, now := p.counts(); now != made {
@@ -43,30 +49,30 @@ func TestRunnersReuse(t *testing.T) {
 // TestRunnersEndWhenIdle: a runner free for longer than its idle time
 // ends; close ends those still free.
 func TestRunnersEndWhenIdle(t *testing.T) {
-	p := &runners{idle: 10 * time.Millisecond}
+	p := &Pool{idle: 10 * time.Millisecond}
 	done := make(chan struct{})
-	p.run(func() { close(done) })
+	p.Go(func() { close(done) })
 	<-done
 	waitRunners(t, p, func(free, made int) bool { return made == 1 && free == 0 }, "the free runner ended")
 	p.wg.Wait() // returns: the runner's goroutine ended
 
-	q := &runners{idle: time.Hour}
+	q := &Pool{idle: time.Hour}
 	done = make(chan struct{})
-	q.run(func() { close(done) })
+	q.Go(func() { close(done) })
 	<-done
 	waitRunners(t, q, func(free, _ int) bool { return free == 1 }, "the runner free")
-	q.close(true) // returns once the free runner ended
-	q.run(func() {})
+	q.Close(true) // returns once the free runner ended
+	q.Go(func() {})
 }
 
-func (p *runners) counts() (free, made int) {
+func (p *Pool) counts() (free, made int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.free), p.made
 }
 
 // waitRunners waits until ok(free, made) and returns made.
-func waitRunners(t *testing.T, p *runners, ok func(free, made int) bool, what string) int {
+func waitRunners(t *testing.T, p *Pool, ok func(free, made int) bool, what string) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -1,0 +1,145 @@
+// Package runners runs functions on pooled goroutines that keep the
+// stacks they grew.
+//
+// A new goroutine's stack starts small and is copied, twice as large, each
+// time the work outgrows it; work that runs deep (schema validation, JSON,
+// a WebSocket write) on a fresh goroutine each time pays that copy again
+// and again. A Pool hands each function to a goroutine that is free, or
+// starts one; a goroutine free for longer than its idle time ends, so a
+// quiet process holds none.
+//
+// Concurrency: Go and Close are safe for concurrent use. Close ends the
+// free goroutines and waits for the busy ones to finish what they run;
+// after it, Go runs each function on a goroutine of its own.
+package runners
+
+import (
+	"sync"
+	"time"
+)
+
+// Pool is a set of goroutines, runners, that run functions. The zero
+// Pool is ready to use, with the default idle time.
+//
+// The free runners are taken last in, first out, so the warmest goes
+// first and the others age out: how many there are follows how much ran
+// at once recently. The pool needs no goroutine of its own: a timer,
+// armed while runners are free, ends those free for longer than the idle
+// time.
+type Pool struct {
+	mu     sync.Mutex
+	free   []*runner // free runners, the most recently freed last
+	reaper *time.Timer
+	closed bool
+	wg     sync.WaitGroup // every runner goroutine
+	idle   time.Duration  // 0: DefaultIdle
+	made   int            // runners started, for tests
+}
+
+// runner is one goroutine; work hands it its next function, or nil: end.
+type runner struct {
+	work  chan func()
+	since time.Time // when it was freed
+}
+
+// DefaultIdle is how long a runner waits, free, before it ends. Longer
+// keeps more stacks (and their memory) through a lull; shorter starts
+// more goroutines after one.
+const DefaultIdle = 10 * time.Second
+
+// Go runs f on a free runner, or on a new one.
+func (p *Pool) Go(f func()) {
+	p.mu.Lock()
+	if p.closed {
+		// Whoever gives work after Close owns its goroutine: the pool has
+		// no more runners to give.
+		p.mu.Unlock()
+		go f()
+		return
+	}
+	if n := len(p.free); n > 0 {
+		r := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		r.work <- f // buffered: the runner takes it when it gets there
+		return
+	}
+	p.wg.Add(1)
+	p.made++
+	p.mu.Unlock()
+	go p.loop(&runner{work: make(chan func(), 1)}, f)
+}
+
+func (p *Pool) loop(r *runner, f func()) {
+	defer p.wg.Done()
+	for f != nil {
+		f()
+		f = p.park(r)
+	}
+}
+
+// park frees r and waits for its next function; nil: r ends.
+func (p *Pool) park(r *runner) func() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	r.since = time.Now()
+	p.free = append(p.free, r)
+	if p.reaper == nil {
+		p.reaper = time.AfterFunc(p.idleFor(), p.reap)
+	}
+	p.mu.Unlock()
+	return <-r.work
+}
+
+// reap ends the runners free for longer than runnerIdle, and comes back
+// while any are left.
+func (p *Pool) reap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reaper = nil
+	if p.closed {
+		return
+	}
+	now, idle := time.Now(), p.idleFor()
+	n := 0 // the oldest come first
+	for n < len(p.free) && now.Sub(p.free[n].since) >= idle {
+		close(p.free[n].work)
+		n++
+	}
+	p.free = append(p.free[:0], p.free[n:]...)
+	clear(p.free[len(p.free):cap(p.free)])
+	if len(p.free) > 0 {
+		p.reaper = time.AfterFunc(idle-now.Sub(p.free[0].since), p.reap)
+	}
+}
+
+func (p *Pool) idleFor() time.Duration {
+	if p.idle == 0 {
+		return DefaultIdle
+	}
+	return p.idle
+}
+
+// Close ends the free runners, and the others once they are done with
+// what they run, then waits for them all when wait is set. Functions
+// given to Go after Close run on goroutines of their own.
+func (p *Pool) Close(wait bool) {
+	p.mu.Lock()
+	p.closed = true
+	for _, r := range p.free {
+		close(r.work)
+	}
+	p.free = nil
+	if p.reaper != nil {
+		p.reaper.Stop()
+		p.reaper = nil
+	}
+	p.mu.Unlock()
+	if wait {
+		p.wg.Wait()
+	}
+}
