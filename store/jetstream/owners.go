@@ -26,7 +26,8 @@ type ownership struct {
 	mu         sync.Mutex
 	rev        uint64
 	validUntil time.Time
-	gone       bool // released or lost
+	gone       bool          // released or lost
+	renewing   chan struct{} // closed when the renewal in flight is done; nil: none
 }
 
 // Own implements engine.Owners.
@@ -93,13 +94,25 @@ func (s *Store) holds(session string) error {
 // Release implements engine.Ownership.
 func (o *ownership) Release(ctx context.Context) error {
 	o.mu.Lock()
-	gone, rev := o.gone, o.rev
+	gone, renewing := o.gone, o.renewing
 	o.gone = true
 	o.mu.Unlock()
 	o.s.forgetOwned(o)
 	if gone {
 		return nil
 	}
+	if renewing != nil {
+		// The lease is being rewritten: delete the revision that writes,
+		// not the one before it (which would leave the lease to expire).
+		select {
+		case <-renewing:
+		case <-ctx.Done():
+			return fmt.Errorf("failed to give session %s's lease back: %w", o.session, ctx.Err())
+		}
+	}
+	o.mu.Lock()
+	rev := o.rev
+	o.mu.Unlock()
 	err := o.s.owners.Delete(ctx, o.session, jetstream.LastRevision(rev))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("failed to give session %s's lease back: %w", o.session, err)
@@ -156,7 +169,10 @@ func (o *ownership) renew() {
 		return
 	}
 	rev, validUntil := o.rev, o.validUntil
+	done := make(chan struct{})
+	o.renewing = done
 	o.mu.Unlock()
+	defer close(done)
 	start := time.Now()
 	lost := start.After(validUntil) // paused past the lease: another node may have it
 	var newRev uint64
@@ -168,7 +184,11 @@ func (o *ownership) renew() {
 		lost = err != nil && !errors.Is(err, context.DeadlineExceeded)
 	}
 	o.mu.Lock()
+	o.renewing = nil
 	if o.gone {
+		if err == nil && !lost {
+			o.rev = newRev // for a Release waiting to delete it
+		}
 		o.mu.Unlock()
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,39 @@ func TestLeaseLost(t *testing.T) {
 	time.Sleep(ttl)
 	if len(lost) != 0 {
 		t.Error("lost was called more than once")
+	}
+}
+
+// TestReleaseDuringRenewal: a lease given back while its renewal is in
+// flight is free at once for another node, not left to expire: Release
+// deletes the revision the renewal wrote. Many leases with a short time to
+// live make renewals run while they are released.
+func TestReleaseDuringRenewal(t *testing.T) {
+	ctx := context.Background()
+	url := natsServer(t)
+	const ttl = 600 * time.Millisecond // renewals every 200 ms
+	a, b := node(t, url, "node-a", ttl), node(t, url, "node-b", ttl)
+	const n = 300
+	var owned []engine.Ownership
+	for i := range n {
+		o, err := a.Own(ctx, fmt.Sprintf("s%d", i), func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned = append(owned, o)
+	}
+	for _, o := range owned {
+		time.Sleep(2 * time.Millisecond) // spread over renewal rounds
+		if err := o.Release(ctx); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}
+	for i := range n {
+		// At once: b does not wait for a's leases to expire.
+		o, err := b.Own(ctx, fmt.Sprintf("s%d", i), func() {})
+		if err != nil {
+			t.Fatalf("b.Own(s%d) after a released it: %v", i, err)
+		}
+		_ = o.Release(ctx)
 	}
 }
