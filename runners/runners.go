@@ -42,10 +42,11 @@ type runner struct {
 	since time.Time // when it was freed
 }
 
-// DefaultIdle is how long a runner waits, free, before it ends. Longer
-// keeps more stacks (and their memory) through a lull; shorter starts
-// more goroutines after one.
-const DefaultIdle = 10 * time.Second
+// DefaultIdle is how long a runner waits, free, before it ends. Under
+// load a runner is taken again within microseconds; a second is enough to
+// ride out a pause. Longer keeps more goroutines, and their stacks,
+// through a lull; shorter starts more goroutines after one.
+const DefaultIdle = time.Second
 
 // Go runs f on a free runner, or on a new one.
 func (p *Pool) Go(f func()) {

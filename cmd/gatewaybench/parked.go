@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/clienttools/gateway/runners"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -34,7 +35,9 @@ func parkedPhase(ctx context.Context, cfg config, r report, res *results, stderr
 			if err := waitUnloaded(ctx, t); err != nil {
 				return procStats{}, err
 			}
-			time.Sleep(500 * time.Millisecond) // let the last goroutines exit
+			// Let the last goroutines exit: the gateway's free runners
+			// (package runners) end after their idle time.
+			time.Sleep(runners.DefaultIdle + 500*time.Millisecond)
 			return t.stats(ctx, true)
 		}
 		s0, err := settle(idleWarm)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/clienttools/gateway/runners"
 )
 
 // Targets from the issue (docs/benchmarks.md), on this machine. The round
@@ -520,7 +522,9 @@ func idleRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (se
 			return nil
 		}
 		settle := func() (procStats, procStats, error) {
-			time.Sleep(500 * time.Millisecond) // let attaches and first events land
+			// Let attaches and first events land, and the gateway's free
+			// runners (package runners) end after their idle time.
+			time.Sleep(runners.DefaultIdle + 500*time.Millisecond)
 			s, err := t.stats(ctx, true)
 			if err != nil {
 				return s, procStats{}, err
