@@ -120,7 +120,7 @@ func classifyInput(raw string, schema *jsonschema.Schema) ToolInput {
 	if trimmed == "" {
 		return ToolInput{Status: InputMalformed, Error: "the arguments are empty, not a JSON object"}
 	}
-	v, err := decodeJSON([]byte(trimmed))
+	v, err := decodeJSON(trimmed)
 	if err != nil {
 		return ToolInput{Status: InputMalformed, Error: "the arguments are not valid JSON: " + err.Error()}
 	}
@@ -144,7 +144,7 @@ func checkOutput(result string, schema *jsonschema.Schema) string {
 		return ""
 	}
 	var v any = result
-	if parsed, err := decodeJSON([]byte(result)); err == nil {
+	if parsed, err := decodeJSON(result); err == nil {
 		v = parsed
 	}
 	if err := schema.Validate(v); err != nil {
@@ -167,9 +167,13 @@ func resultText(result json.RawMessage) string {
 }
 
 // decodeJSON decodes one JSON value, keeping numbers exact, and refuses
-// trailing data.
-func decodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
+// trailing data. quickJSON reads the usual values; encoding/json the rest,
+// and says what is wrong with a value that is not JSON.
+func decodeJSON(s string) (any, error) {
+	if v, ok := quickJSON(s); ok {
+		return v, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
