@@ -51,6 +51,12 @@ func (m *memberSet) get(name string) ([]byte, bool) {
 	return nil, false
 }
 
+// value is the member name's value on the fast path; nil if it has none.
+func (m *memberSet) value(name string) []byte {
+	v, _ := m.get(name)
+	return v
+}
+
 // caseCheck refuses a member whose name is one of want in other letter
 // case: encoding/json would take "ID" for "id", so two spellings of one
 // field could disagree.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/clienttools/gateway/engine"
 )
 
 // memberCorpus are frames the one-pass reader must read as encoding/json
@@ -64,6 +66,51 @@ func FuzzMemberSet(f *testing.F) {
 		for name, v := range want {
 			if got, ok := m.get(name); !ok || !bytes.Equal(got, v) {
 				t.Fatalf("read(%q): %q = %s, %v; want %s", frame, name, got, ok, v)
+			}
+		}
+	})
+}
+
+// FuzzDecodePlain: the message and tool.result frames DecodeFrame reads
+// on its plain path are what encoding/json decodes from them, and the
+// plain readers agree with encoding/json on every value they read.
+func FuzzDecodePlain(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"message","content":"hi"}`, `{"type":"message","content":"h\"i"}`, "{\"type\":\"message\",\"content\":\"\xff\"}",
+		`{"type":"tool.result","id":"c","attempt":1,"result":{"a":1}}`, `{"type":"tool.result","id":"c","attempt":-0,"result":null}`,
+		`{"type":"tool.result","id":"c","attempt":1.0,"result":1}`, `{"type":"tool.result","id":"c","attempt":01,"result":1}`,
+		`{"type":"tool.result","id":"c","id":"d","attempt":2,"result":"x","attempt":3}`, `{"type":"tool.result","id":"\u0063","attempt":1,"result":[]}`,
+		`{"type":"tool.result","id":"c","attempt":123456789012345678901,"result":1}`,
+		`"0`, `"a"b"`, `-`, `-01`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		frame, err := DecodeFrame(data)
+		if err == nil {
+			switch got := frame.(type) {
+			case MessageFrame:
+				var want MessageFrame
+				if err := json.Unmarshal(data, &want); err != nil || got != want {
+					t.Fatalf("DecodeFrame(%q) = %#v; encoding/json: %#v, %v", data, got, want, err)
+				}
+			case engine.ToolResult:
+				var want engine.ToolResult
+				if err := json.Unmarshal(data, &want); err != nil || got.ID != want.ID || got.Attempt != want.Attempt || !bytes.Equal(got.Result, want.Result) {
+					t.Fatalf("DecodeFrame(%q) = %#v; encoding/json: %#v, %v", data, got, want, err)
+				}
+			}
+		}
+		if s, ok := plainString(data); ok {
+			var want string
+			if err := json.Unmarshal(data, &want); err != nil || s != want {
+				t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", data, s, want, err)
+			}
+		}
+		if n, ok := plainInt(data); ok {
+			var want int
+			if err := json.Unmarshal(data, &want); err != nil || n != want {
+				t.Fatalf("plainInt(%q) = %d; encoding/json: %d, %v", data, n, want, err)
 			}
 		}
 	})
