@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -23,7 +22,9 @@ import (
 type Store interface {
 	// Append adds a batch to the session's journal, after every batch
 	// before it. It returns once the batch is stored: an error means it may
-	// not be, and the engine will append it again.
+	// not be, and the engine will append it again. The engine never writes
+	// to b's slices (its events, their frames, its state) once it passed
+	// them: a store may keep them as they are.
 	Append(ctx context.Context, session string, b Batch) error
 	// Load returns the session's journal, in order, or ErrNoSession.
 	Load(ctx context.Context, session string) ([]Batch, error)
@@ -130,9 +131,8 @@ func (m *MemoryStore) Append(_ context.Context, session string, b Batch) error {
 	if err != nil {
 		return err
 	}
-	// The events' frames are never written to again; the slices are ours.
-	b.Events = slices.Clone(b.Events)
-	b.State = bytes.Clone(b.State)
+	// The batch's slices are never written to again (Store.Append): keep
+	// them, not copies.
 	m.journals[session] = append(m.journals[session], b)
 	m.lastSeq[session] = last
 	return nil
