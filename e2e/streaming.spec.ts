@@ -69,5 +69,7 @@ test("Stop cancels the streaming turn", async ({ page }) => {
     const streamed = ofType(events, "model.delta").map((e) => e.text).join("");
     const assistant = ofType(events, "message").filter((e) => e.message.role === "assistant").at(-1)!;
     expect(assistant.message.content).toBe(streamed);
-    expect(streamed.length).toBeLessThan(200);
+    // Cut before its end: how far it got depends on the machine's load.
+    expect(streamed).toMatch(/^Here is/);
+    expect(streamed).not.toContain(LONG_ANSWER_END);
 });
