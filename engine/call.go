@@ -11,7 +11,6 @@ import (
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -23,7 +22,7 @@ type call struct {
 	spec           retrySpec
 	input          ToolInput
 	proposed       *ToolError // ready-made error for bad input or an unknown tool
-	output         *jsonschema.Schema
+	output         *schema
 	batch          *batch
 	attempt        int
 	deadline       time.Time

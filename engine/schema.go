@@ -15,14 +15,14 @@ import (
 
 // toolSchemas are a tool's compiled schemas; nil means unchecked.
 type toolSchemas struct {
-	input  *jsonschema.Schema
-	output *jsonschema.Schema
+	input  *schema
+	output *schema
 }
 
 // compileSchema compiles one schema of a tool. Schemas must be
 // self-contained: a $ref to anything outside the document is refused, so a
 // worker's config can never make the gateway read files or the network.
-func compileSchema(tool, which string, raw json.RawMessage) (*jsonschema.Schema, error) {
+func compileSchema(tool, which string, raw json.RawMessage) (*schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
@@ -41,7 +41,7 @@ func compileSchema(tool, which string, raw json.RawMessage) (*jsonschema.Schema,
 	if err != nil {
 		return nil, fmt.Errorf("%w: tool %q: %s schema does not compile: %s", ErrBadConfig, tool, which, schemaErrorText(err))
 	}
-	return s, nil
+	return newSchema(s), nil
 }
 
 // schemaCache keeps compiled schemas by their text, so the sessions of one
@@ -49,7 +49,7 @@ func compileSchema(tool, which string, raw json.RawMessage) (*jsonschema.Schema,
 // schema is read-only, safe to validate against from many goroutines.
 type schemaCache struct {
 	mu sync.Mutex
-	m  map[string]*jsonschema.Schema
+	m  map[string]*schema
 }
 
 // maxCachedSchemas bounds the cache, so workers that send ever-new schemas
@@ -58,7 +58,7 @@ const maxCachedSchemas = 4096
 
 // compile returns the compiled schema for raw, from the cache when it can.
 // Errors are not cached: they name the tool, which the text does not.
-func (c *schemaCache) compile(tool, which string, raw json.RawMessage) (*jsonschema.Schema, error) {
+func (c *schemaCache) compile(tool, which string, raw json.RawMessage) (*schema, error) {
 	if c == nil {
 		return compileSchema(tool, which, raw)
 	}
@@ -76,7 +76,7 @@ func (c *schemaCache) compile(tool, which string, raw json.RawMessage) (*jsonsch
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[string]*jsonschema.Schema{}
+		c.m = map[string]*schema{}
 	}
 	if len(c.m) < maxCachedSchemas {
 		c.m[key] = s
@@ -115,7 +115,7 @@ func compileTools(tools []AgentTool, cache *schemaCache) (map[string]toolSchemas
 
 // classifyInput reads raw arguments and checks them against schema (nil:
 // unchecked). It never mutates: Value is exactly the text that came in.
-func classifyInput(raw string, schema *jsonschema.Schema) ToolInput {
+func classifyInput(raw string, sch *schema) ToolInput {
 	trimmed := strings.TrimSpace(raw)
 	if trimmed == "" {
 		return ToolInput{Status: InputMalformed, Error: "the arguments are empty, not a JSON object"}
@@ -128,26 +128,26 @@ func classifyInput(raw string, schema *jsonschema.Schema) ToolInput {
 		return ToolInput{Status: InputMalformed, Error: fmt.Sprintf("the arguments are a JSON %s, not an object", jsonKind(v))}
 	}
 	value := json.RawMessage(trimmed)
-	if schema == nil {
+	if sch == nil {
 		return ToolInput{Status: InputValid, Value: value}
 	}
-	if err := schema.Validate(v); err != nil {
+	if err := sch.Validate(v); err != nil {
 		return ToolInput{Status: InputInvalid, Value: value, Error: schemaErrorText(err)}
 	}
 	return ToolInput{Status: InputValid, Value: value}
 }
 
 // checkOutput reads a result as JSON when it parses, else as a string, and
-// checks it against schema. It returns "" when the result conforms.
-func checkOutput(result string, schema *jsonschema.Schema) string {
-	if schema == nil {
+// checks it against sch. It returns "" when the result conforms.
+func checkOutput(result string, sch *schema) string {
+	if sch == nil {
 		return ""
 	}
 	var v any = result
 	if parsed, err := decodeJSON(result); err == nil {
 		v = parsed
 	}
-	if err := schema.Validate(v); err != nil {
+	if err := sch.Validate(v); err != nil {
 		return schemaErrorText(err)
 	}
 	return ""
