@@ -31,8 +31,8 @@ var ErrSlowSubscriber = errors.New("page could not keep up")
 type eventLog struct {
 	mu      sync.Mutex
 	session string
-	seq     int64   // the last seq handed out
-	events  []Event // stored events, for replays
+	seq     int64     // the last seq handed out
+	events  eventList // stored events, for replays
 	store   Store
 	logger  *slog.Logger
 	pages   map[*Page]struct{}
@@ -118,7 +118,7 @@ func (l *eventLog) flush() {
 		if b.state != nil {
 			l.lastState = b.state
 		}
-		l.events = append(l.events, batch.Events...)
+		l.events.append(batch.Events...)
 		for _, it := range b.items {
 			if it.page == nil {
 				for p := range l.pages {
@@ -206,23 +206,22 @@ func (l *eventLog) attach(p *Page, after int64) error {
 	if l.closed {
 		return ErrSessionClosed
 	}
-	last := int64(len(l.events))
+	last := int64(l.events.len())
 	if after > last {
 		return fmt.Errorf("%w: after %d is beyond the session's last event %d", ErrBadRequest, after, last)
 	}
 	if after < 0 {
 		after = 0
 	}
-	// Seqs are contiguous from 1: the event after `after` is at index after.
-	replay := l.events[after:]
 	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Limits: &p.limits})
 	if err != nil {
 		return err
 	}
 	// The replay does not count against the page's buffer: the page asked
-	// for it.
-	p.queue = make([]Event, 0, len(replay)+1)
-	p.queue = append(append(p.queue, Event{Type: FrameSessionOpened, Frame: opened}), replay...)
+	// for it. Seqs are contiguous from 1: the event after `after` is at
+	// index after.
+	p.queue = make([]Event, 0, last-after+1)
+	p.queue = l.events.appendAfter(append(p.queue, Event{Type: FrameSessionOpened, Frame: opened}), int(after))
 	l.pages[p] = struct{}{}
 	p.signal()
 	return nil
@@ -253,7 +252,7 @@ func (l *eventLog) take(p *Page, buf []Event) []Event {
 func (l *eventLog) lastSeq() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(len(l.events))
+	return int64(l.events.len())
 }
 
 // close ends every page's stream with err, after what is queued on it;
