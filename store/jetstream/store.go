@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -316,12 +317,57 @@ type storedEvent struct {
 	Frame json.RawMessage `json:"f"`
 }
 
+// encodeBatch writes b as a batch, by hand: the frames and the state are
+// JSON the engine made, copied as they are, where encoding/json would scan
+// and compact every byte of them again at every step.
 func encodeBatch(b engine.Batch) ([]byte, error) {
-	sb := batch{State: b.State}
+	size := len(`{"e":[],"s":}`) + len(b.State)
 	for _, ev := range b.Events {
-		sb.Events = append(sb.Events, storedEvent{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame})
+		size += len(`{"q":,"t":"","f":},`) + 20 + len(ev.Type) + len(ev.Frame)
 	}
-	return json.Marshal(sb)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	if len(b.Events) > 0 {
+		out = append(out, `"e":[`...)
+		for i, ev := range b.Events {
+			if len(ev.Frame) == 0 {
+				return nil, fmt.Errorf("event %d (%s) has no frame", ev.Seq, ev.Type)
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"q":`...)
+			out = strconv.AppendInt(out, ev.Seq, 10)
+			out = append(out, `,"t":`...)
+			out = appendString(out, ev.Type)
+			out = append(out, `,"f":`...)
+			out = append(out, ev.Frame...)
+			out = append(out, '}')
+		}
+		out = append(out, ']')
+	}
+	if len(b.State) > 0 {
+		if len(b.Events) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `"s":`...)
+		out = append(out, b.State...)
+	}
+	return append(out, '}'), nil
+}
+
+// appendString appends s as a JSON string: as it is when it needs no
+// escape (an event type always), else as encoding/json writes it.
+func appendString(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			quoted, _ := json.Marshal(s) // a string always marshals
+			return append(out, quoted...)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
 }
 
 func decodeBatch(data []byte) (engine.Batch, error) {
