@@ -9,13 +9,11 @@ type eventList struct {
 	n      int
 }
 
-// A new block holds as many events as the list, between firstBlock and
-// maxBlock: a short session's few events take little room, as in a slice,
-// and a long one's blocks stop growing.
-const (
-	firstBlock = 8
-	maxBlock   = 256
-)
+// A new block holds as many events as the list (or the batch being
+// appended, if more), up to maxBlock: the list doubles as a slice does, so
+// a short session's few events take no more room than in a slice, and a
+// long one's blocks stop growing.
+const maxBlock = 256
 
 // eventListOf makes a list of events, which it keeps as they are.
 func eventListOf(events []Event) eventList {
@@ -31,7 +29,7 @@ func (l *eventList) append(events ...Event) {
 	for len(events) > 0 {
 		last := len(l.blocks) - 1
 		if last < 0 || len(l.blocks[last]) == cap(l.blocks[last]) {
-			l.blocks = append(l.blocks, make([]Event, 0, min(max(l.n, len(events), firstBlock), maxBlock)))
+			l.blocks = append(l.blocks, make([]Event, 0, min(max(l.n, len(events)), maxBlock)))
 			last++
 		}
 		b := l.blocks[last]
