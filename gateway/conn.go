@@ -552,6 +552,10 @@ func (c *conn) write() {
 			}
 			return true
 		})
+		// The array goes back to the page at the next Take, and stays
+		// with it while the page is idle: it must not keep the frames
+		// just written alive.
+		clear(frames)
 		if closing {
 			c.mu.Lock()
 			code, reason := c.closeCode, c.closeReason
