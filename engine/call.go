@@ -127,8 +127,12 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 		return fmt.Errorf("tool.call %q: handler %q is neither \"worker\" nor \"client\"", id, tc.Handler)
 	}
 	c := &call{id: id, name: tc.Name, handler: handler, batch: b, args: rawArguments(tc.Arguments), run: s}
-	declared := s.tools[tc.Name] != nil
-	schemas := s.schemas[tc.Name]
+	var schemas toolSchemas
+	t := s.tools.find(tc.Name)
+	declared := t != nil
+	if declared {
+		schemas = t.schemas
+	}
 	c.output = schemas.output
 	c.input = classifyInput(c.args, schemas.input)
 	timeout := s.e.opts.WorkerTimeout

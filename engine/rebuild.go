@@ -216,7 +216,9 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		if cs.SpecErr != "" {
 			c.specErr = errors.New(cs.SpecErr)
 		}
-		c.output = s.schemas[c.name].output
+		if t := s.tools.find(c.name); t != nil {
+			c.output = t.schemas.output
+		}
 		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
 		c.attemptStarted, c.notTwice, c.approving = cs.AttemptStarted, cs.NotTwice, cs.Approving
 		if cs.Reached {

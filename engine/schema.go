@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -84,16 +85,40 @@ func (c *schemaCache) compile(tool, which string, raw json.RawMessage) (*schema,
 	return s, nil
 }
 
-// compileTools checks an agent config's tools and compiles their schemas once.
-func compileTools(tools []AgentTool, cache *schemaCache) (map[string]toolSchemas, error) {
-	out := make(map[string]toolSchemas, len(tools))
-	for i, t := range tools {
+// agentTools are an agent's tools, sorted by name, with their compiled
+// schemas: a session looks one up at every call, and a few entries in a
+// slice take a fraction of the room of a map (an idle session held two).
+type agentTools []agentTool
+
+type agentTool struct {
+	name    string
+	decl    *AgentTool // into the agent config's Tools
+	schemas toolSchemas
+}
+
+// find returns the tool named name, or nil.
+func (ts agentTools) find(name string) *agentTool {
+	i, ok := slices.BinarySearchFunc(ts, name, func(t agentTool, name string) int { return strings.Compare(t.name, name) })
+	if !ok {
+		return nil
+	}
+	return &ts[i]
+}
+
+// compileTools checks an agent config's tools and compiles their schemas
+// once; the entries point into tools.
+func compileTools(tools []AgentTool, cache *schemaCache) (agentTools, error) {
+	out := make(agentTools, 0, len(tools))
+	seen := make(map[string]bool, len(tools))
+	for i := range tools {
+		t := &tools[i]
 		if t.Name == "" {
 			return nil, fmt.Errorf("%w: tools[%d] has no name", ErrBadConfig, i)
 		}
-		if _, dup := out[t.Name]; dup {
+		if seen[t.Name] {
 			return nil, fmt.Errorf("%w: tool %q is declared twice", ErrBadConfig, t.Name)
 		}
+		seen[t.Name] = true
 		if h := t.Handler; h != "" && h != HandlerWorker && h != HandlerClient {
 			return nil, fmt.Errorf("%w: tool %q: handler %q is neither \"worker\" nor \"client\"", ErrBadConfig, t.Name, h)
 		}
@@ -108,8 +133,9 @@ func compileTools(tools []AgentTool, cache *schemaCache) (map[string]toolSchemas
 		if err != nil {
 			return nil, err
 		}
-		out[t.Name] = toolSchemas{input: in, output: outS}
+		out = append(out, agentTool{name: t.Name, decl: t, schemas: toolSchemas{input: in, output: outS}})
 	}
+	slices.SortFunc(out, func(a, b agentTool) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
 

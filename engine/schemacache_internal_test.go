@@ -36,3 +36,32 @@ func TestSchemaCache(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentToolsFind: every declared tool is found by its name, with its
+// own schemas, whatever the order of the declarations.
+func TestAgentToolsFind(t *testing.T) {
+	decls := []AgentTool{
+		{Name: "zeta", Input: []byte(`{"type":"object","required":["z"]}`)},
+		{Name: "alpha", Handler: HandlerClient},
+		{Name: "mid", Input: []byte(benchEchoSchema)},
+	}
+	tools, err := compileTools(decls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range decls {
+		got := tools.find(decls[i].Name)
+		if got == nil || got.decl != &decls[i] {
+			t.Fatalf("find(%q) = %+v, want the declaration at %d", decls[i].Name, got, i)
+		}
+		if (got.schemas.input == nil) != (decls[i].Input == nil) {
+			t.Errorf("%s: input schema %v for %s", decls[i].Name, got.schemas.input, decls[i].Input)
+		}
+	}
+	if v, _ := decodeJSON(`{"z":1}`); tools.find("zeta").schemas.input.Validate(v) != nil {
+		t.Error("zeta's schema is not its own")
+	}
+	if tools.find("beta") != nil || tools.find("") != nil {
+		t.Error("found a tool nobody declared")
+	}
+}

@@ -40,8 +40,7 @@ type Session struct {
 
 	// Owned by the run goroutine.
 	agent        AgentConfig
-	tools        map[string]*AgentTool // into agent.Tools: a small map of values would hold 8 of them
-	schemas      map[string]toolSchemas
+	tools        agentTools // agent.Tools by name, with their schemas
 	model        model.Model
 	transcript   []Message
 	calls        map[string]*call
@@ -333,8 +332,8 @@ func (s *Session) start(ctx context.Context) error {
 // tool is the agent's tool named name; the zero AgentTool if it declares
 // none.
 func (s *Session) tool(name string) AgentTool {
-	if t := s.tools[name]; t != nil {
-		return *t
+	if t := s.tools.find(name); t != nil {
+		return *t.decl
 	}
 	return AgentTool{}
 }
@@ -351,7 +350,7 @@ func (s *Session) setAgent(a AgentConfig) error {
 			return fmt.Errorf("%w: tools[%d] %q: approval %q: want \"always\" or none", ErrBadConfig, i, t.Name, t.Approval)
 		}
 	}
-	schemas, err := compileTools(a.Tools, &s.e.schemas)
+	tools, err := compileTools(a.Tools, &s.e.schemas)
 	if err != nil {
 		return err
 	}
@@ -359,11 +358,7 @@ func (s *Session) setAgent(a AgentConfig) error {
 	if err != nil {
 		return fmt.Errorf("%w: model %q: %w", ErrBadConfig, a.Model, err)
 	}
-	tools := make(map[string]*AgentTool, len(a.Tools))
-	for i := range a.Tools {
-		tools[a.Tools[i].Name] = &a.Tools[i]
-	}
-	s.agent, s.tools, s.schemas, s.model = a, tools, schemas, m
+	s.agent, s.tools, s.model = a, tools, m
 	s.agentDirty = true
 	return nil
 }
