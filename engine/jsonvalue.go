@@ -102,18 +102,8 @@ func (p *quickParser) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k.(string)] = v // the last of duplicate keys wins, as in encoding/json
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return m, true
-		default:
-			return nil, false
+		if closed, ok := p.next('}'); !ok || closed {
+			return m, ok
 		}
 	}
 }
@@ -132,19 +122,28 @@ func (p *quickParser) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, false
+		if closed, ok := p.next(']'); !ok || closed {
+			return a, ok
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return a, true
-		default:
-			return nil, false
-		}
+	}
+}
+
+// next reads what follows a member or an element: a comma (closed false),
+// or close, which ends the object or array; ok is false for anything else.
+func (p *quickParser) next(close byte) (closed, ok bool) {
+	p.space()
+	if p.i >= len(p.s) {
+		return false, false
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		return false, true
+	case close:
+		p.i++
+		return true, true
+	default:
+		return false, false
 	}
 }
 

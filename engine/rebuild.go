@@ -259,6 +259,7 @@ func (s *Session) resume(turnCut bool) {
 	}
 	now := s.e.opts.Clock.Now()
 	for _, c := range s.openCalls() {
+		idempotent := s.tool(c.name).Idempotent
 		switch {
 		case c.approving && !c.deadline.After(now):
 			s.approvalTimedOut(c.id)
@@ -279,7 +280,7 @@ func (s *Session) resume(turnCut bool) {
 		case c.handler == HandlerClient:
 			s.armTimeout(c, c.deadline.Sub(now))
 			s.logger.Info("client call waiting for a page after a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)
-		case s.tool(c.name).Idempotent != nil && *s.tool(c.name).Idempotent:
+		case idempotent != nil && *idempotent:
 			s.armTimeout(c, c.deadline.Sub(now))
 			s.logger.Info("worker call run again after a restart: its tool is idempotent", "call", c.id, "tool", c.name, "attempt", c.attempt)
 			s.executeOnWorker(c, c.proposedFor(c.attempt))

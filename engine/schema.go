@@ -199,6 +199,12 @@ func decodeJSON(s string) (any, error) {
 	if v, ok := quickJSON(s); ok {
 		return v, nil
 	}
+	return decodeJSONStd(s)
+}
+
+// decodeJSONStd is decodeJSON by encoding/json alone: numbers kept exact,
+// trailing data refused.
+func decodeJSONStd(s string) (any, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	var v any

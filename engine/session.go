@@ -328,7 +328,6 @@ func (s *Session) start(ctx context.Context) error {
 	})
 }
 
-// setAgent checks and takes an agent config.
 // tool is the agent's tool named name; the zero AgentTool if it declares
 // none.
 func (s *Session) tool(name string) AgentTool {
@@ -338,6 +337,7 @@ func (s *Session) tool(name string) AgentTool {
 	return AgentTool{}
 }
 
+// setAgent checks and takes an agent config.
 func (s *Session) setAgent(a AgentConfig) error {
 	if a.Model == "" {
 		return fmt.Errorf("%w: no model", ErrBadConfig)
