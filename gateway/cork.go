@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -89,20 +91,45 @@ type corkWriter struct {
 	hijacked *corkConn
 }
 
+// The buffers the WebSocket library reads and writes a page's socket
+// through, for as long as the page is connected. net/http's are 4 KiB
+// each, and an idle page would hold both. The write side needs room for a
+// frame's header and a short frame only: the cork collects a batch's
+// frames, and a longer frame goes past the buffer straight into the cork's.
+// A read takes what the socket holds up to socketReadBuf: a page's usual
+// frame (a tool.result, a message) in one read(2), a longer one in two,
+// its rest read straight into the frame's own buffer.
+const (
+	socketReadBuf  = 512
+	socketWriteBuf = 256
+)
+
+// Hijack hands the WebSocket library the corked connection and small
+// buffers of its own (see socketReadBuf); bytes the client sent right
+// after its upgrade request, already read into net/http's buffer, are read
+// first.
 func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
-	w.hijacked = &corkConn{Conn: conn}
-	// The library writes through brw.Writer reset onto the returned conn;
-	// reset it here too, so nothing can bypass the cork.
 	if err := brw.Writer.Flush(); err != nil {
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	brw.Writer.Reset(w.hijacked)
-	return w.hijacked, brw, nil
+	w.hijacked = &corkConn{Conn: conn}
+	br := bufio.NewReaderSize(conn, socketReadBuf)
+	if n := brw.Reader.Buffered(); n > 0 {
+		// Into the new buffer, as buffered bytes: the library looks for
+		// them there.
+		early, _ := brw.Reader.Peek(n)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(early), conn), max(n, socketReadBuf))
+		if _, err := br.Peek(n); err != nil {
+			_ = conn.Close()
+			return nil, nil, err
+		}
+	}
+	return w.hijacked, bufio.NewReadWriter(br, bufio.NewWriterSize(w.hijacked, socketWriteBuf)), nil
 }
 
 func (w *corkWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
