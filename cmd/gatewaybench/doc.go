@@ -29,13 +29,18 @@
 //	            CLOCK_MONOTONIC (system-wide, so valid across the two
 //	            processes) and the browser computes now - stamp on arrival.
 //	idle        -idle sessions connected and left idle: the server's VmRSS,
-//	            HeapInuse and StackInuse after a GC (and FreeOSMemory),
-//	            before and after, divided by -idle; the same for the echo
-//	            server, and the browsers' own cost in this process.
+//	            HeapInuse and StackInuse after two GCs (what pools held goes
+//	            with the second) and FreeOSMemory, before and after, divided
+//	            by -idle; the same for the echo server, and the browsers'
+//	            own cost in this process.
 //	parked      -parked sessions opened, 30 to a browser, each page leaving
 //	            at once; the gateway (started with -unload 1s) takes them out
 //	            of memory. The same readings after they all unloaded give
 //	            what an idle session with no page costs: goroutines and RSS.
+//	            On JetStream the readings wait 12 s more, until the embedded
+//	            server's caches of the last writes expire (10 s after their
+//	            last use): a few MiB per stream whatever the sessions, not
+//	            what a session parked for minutes holds.
 //
 // -store takes a comma-separated list (make bench: memory,jetstream): every
 // phase runs on each store in turn, and the targets are printed for

@@ -14,7 +14,9 @@ import (
 // parkedPhase: the memory and goroutines of an idle session with no page.
 // Sessions are opened, their pages leave, and the gateway (with Unload
 // parkedUnload) takes them out of memory; what stays per session is read
-// as in the idle phase: before and after, after a GC and FreeOSMemory.
+// as in the idle phase: before and after, after a GC and FreeOSMemory, and
+// on JetStream once the store's caches of the last writes have expired
+// (storeCacheExpiry).
 func parkedPhase(ctx context.Context, cfg config, r report, res *results, stderr io.Writer) error {
 	if cfg.url != "" {
 		r.printf("parked: not run against -url (it needs a gateway started with -unload)")
@@ -35,9 +37,14 @@ func parkedPhase(ctx context.Context, cfg config, r report, res *results, stderr
 			if err := waitUnloaded(ctx, t); err != nil {
 				return procStats{}, err
 			}
-			// Let the last goroutines exit: the gateway's free runners
-			// (package runners) end after their idle time.
-			time.Sleep(runners.DefaultIdle + 500*time.Millisecond)
+			// Let the last goroutines exit (the gateway's free runners,
+			// package runners, end after their idle time) and the store's
+			// caches of the last writes expire.
+			wait := runners.DefaultIdle + 500*time.Millisecond
+			if cfg.store == "jetstream" {
+				wait = max(wait, storeCacheExpiry)
+			}
+			time.Sleep(wait)
 			return t.stats(ctx, true)
 		}
 		s0, err := settle(idleWarm)

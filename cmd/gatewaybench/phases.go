@@ -41,6 +41,13 @@ const (
 	parkedUnload = time.Second
 	// parkedPerBrowser sessions share a cookie in the parked phase.
 	parkedPerBrowser = 30
+	// storeCacheExpiry is how long the embedded NATS server keeps a
+	// stream's recently written blocks in memory after their last use
+	// (its file store's cache expiry, 10 s, and a margin). The parked
+	// phase reads memory after it: those caches are the store's last
+	// seconds of writes, a few MiB whatever the sessions, not what a
+	// session parked for minutes holds.
+	storeCacheExpiry = 12 * time.Second
 )
 
 // storeTargets are the targets that differ by store.

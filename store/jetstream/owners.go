@@ -120,10 +120,14 @@ func (o *ownership) Release(ctx context.Context) error {
 	return nil
 }
 
+// forgetOwned forgets o's session, and where its journal ends: the next
+// Own reads that again (another node may append meanwhile), so keeping it
+// would only hold memory for every session this node ever ran.
 func (s *Store) forgetOwned(o *ownership) {
 	s.mu.Lock()
 	if s.owned[o.session] == o {
 		delete(s.owned, o.session)
+		delete(s.heads, o.session)
 	}
 	s.mu.Unlock()
 }
