@@ -28,6 +28,16 @@ var ErrSlowSubscriber = errors.New("page could not keep up")
 // session's state after it, so the journal never holds half of a step. A
 // batch the store refuses waits, in order, and is retried; its frames reach
 // the pages once it is stored.
+//
+// One goroutine at a time appends (the flusher), with the lock released
+// meanwhile, and takes everything waiting when it looks: what is published
+// during an append (a model's next deltas, the step that ends its turn)
+// goes in the next, as one Append (group commit). The session goroutine
+// stores its step itself and waits for it. A delta published outside a
+// step is stored by its publisher while the store is fast (slowAppend);
+// while it is slow, a flusher started for it (spawn) stores it, so the
+// model reads on meanwhile and its next deltas share an Append, until more
+// than maxWaiting batches wait.
 type eventLog struct {
 	mu      sync.Mutex
 	session string
@@ -39,12 +49,34 @@ type eventLog struct {
 	closed  bool
 
 	batch     *pendingBatch  // open while the session goroutine handles a message
-	pending   []pendingBatch // closed, not stored yet (the store failed)
+	pending   []pendingBatch // closed, not stored yet: being stored, waiting, or refused
+	queued    int64          // batches ever put in pending
+	stored    int64          // batches ever stored: pending[0] is batch stored+1
+	flushing  bool           // a flusher is appending, l.mu released
+	kicked    bool           // a flusher was spawned and has not looked yet
+	flushed   *sync.Cond     // on l.mu: a flusher stopped (see cond)
+	spawn     func(func())   // starts a flusher; nil: publishers flush themselves
+	lastTook  time.Duration  // how long the last Append took
 	lastState json.RawMessage
 	storeErr  error // the last Append's error, until one succeeds
 	onStore   func(error)
 	metrics   *metrics.Metrics
 }
+
+// maxWaiting is how many batches may wait for the store before a publisher
+// outside a step waits with them: a model streams faster than a failing or
+// slow store takes its deltas only this far.
+const maxWaiting = 64
+
+// slowAppend: an Append that took longer than this makes the next delta's
+// publisher hand it to a flusher instead of waiting for it (a goroutine's
+// hand-off costs a few microseconds; the memory store's Append, one).
+const slowAppend = 20 * time.Microsecond
+
+// maxCombined bounds the frames one Append carries when it takes several
+// waiting batches (one batch alone may be larger: the store's own limit
+// applies to it).
+const maxCombined = 256 << 10
 
 // pendingBatch is a step of the session on its way to the store: numbered
 // events for every page and deliveries for one, in the order they were made.
@@ -67,36 +99,76 @@ func (l *eventLog) begin() {
 
 // commit closes the batch with the session's state after it and stores it,
 // with any batch still waiting before it; on success its frames go to the
-// pages. It reports the store's error, and false when nothing changed.
-// state is copied when it is kept: the caller may reuse it.
+// pages. It returns once the batch is stored or the store refused it, and
+// reports the store's error, and false when nothing changed. state is
+// copied when it is kept: the caller may reuse it.
 func (l *eventLog) commit(state json.RawMessage) (changed bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.batch
 	l.batch = nil
-	if b != nil && (len(b.items) > 0 || !bytes.Equal(state, l.lastState)) {
-		b.state = bytes.Clone(state)
-		l.pending = append(l.pending, *b)
-		changed = true
+	if b == nil || (len(b.items) == 0 && bytes.Equal(state, l.lastState)) {
+		l.flush(l.queued) // what the store refused before, again
+		return false, l.storeErr
 	}
-	l.flush()
-	return changed, l.storeErr
+	b.state = bytes.Clone(state)
+	l.queue(*b)
+	mine := l.queued
+	for {
+		l.flush(mine)
+		if l.stored >= mine {
+			return true, nil
+		}
+		if !l.flushing && l.storeErr != nil {
+			return true, l.storeErr
+		}
+		l.cond().Wait() // another flusher has it
+	}
+}
+
+// queue puts b after the batches waiting; l.mu is held.
+func (l *eventLog) queue(b pendingBatch) {
+	l.pending = append(l.pending, b)
+	l.queued++
+}
+
+// cond is l.flushed, made on first use; l.mu is held.
+func (l *eventLog) cond() *sync.Cond {
+	if l.flushed == nil {
+		l.flushed = sync.NewCond(&l.mu)
+	}
+	return l.flushed
 }
 
 // flush stores the waiting batches in order and hands their frames to the
-// pages; l.mu is held.
-func (l *eventLog) flush() {
-	for len(l.pending) > 0 {
-		b := l.pending[0]
-		batch := Batch{State: b.state}
-		for _, it := range b.items {
-			if it.page == nil {
-				batch.Events = append(batch.Events, it.ev)
-			}
+// pages, until batch number until is stored (0: until none waits; a
+// flusher goes on with what waits after it) or the store refuses one. l.mu
+// is held, and released during each Append. While another goroutine
+// flushes it returns at once: that one takes what waits.
+func (l *eventLog) flush(until int64) {
+	if l.flushing {
+		return
+	}
+	if l.spawn == nil {
+		until = 0
+	}
+	l.flushing = true
+	defer func() {
+		l.flushing = false
+		if len(l.pending) > 0 && l.storeErr == nil {
+			l.kick() // what came after until
 		}
+		l.cond().Broadcast()
+	}()
+	for len(l.pending) > 0 && (until == 0 || l.stored < until) {
+		n, batch := l.combine()
+		l.mu.Unlock()
 		start := time.Now()
 		err := l.store.Append(context.Background(), l.session, batch)
-		l.metrics.StoreAppend(time.Since(start), err)
+		took := time.Since(start)
+		l.metrics.StoreAppend(took, err)
+		l.mu.Lock()
+		l.lastTook = took
 		if err != nil {
 			if l.storeErr == nil {
 				l.logger.Error("failed to store the session's events: they wait, and the session takes no new turn", "session", l.session, "err", err)
@@ -114,20 +186,85 @@ func (l *eventLog) flush() {
 				l.onStore(nil)
 			}
 		}
-		l.pending = l.pending[1:]
-		if b.state != nil {
-			l.lastState = b.state
-		}
 		l.events.append(batch.Events...)
-		for _, it := range b.items {
-			if it.page == nil {
-				for p := range l.pages {
-					l.push(p, it.ev)
+		for i := range n {
+			b := &l.pending[i]
+			if b.state != nil {
+				l.lastState = b.state
+			}
+			for _, it := range b.items {
+				if it.page == nil {
+					for p := range l.pages {
+						l.push(p, it.ev)
+					}
+				} else if _, ok := l.pages[it.page]; ok {
+					l.push(it.page, it.ev)
 				}
-			} else if _, ok := l.pages[it.page]; ok {
-				l.push(it.page, it.ev)
 			}
 		}
+		clear(l.pending[:n]) // the stored batches' frames are the pages' and the list's now
+		l.pending = l.pending[n:]
+		l.stored += int64(n)
+		l.cond().Broadcast()
+	}
+}
+
+// combine makes one Append of the batches at the head of pending: the
+// first, and those after it while the ones taken carry no state (the
+// model's deltas before the step that follows them) and maxCombined is not
+// passed. A state is the session's whole state after its step, so two
+// steps never share an Append: the second's state would hide what the
+// first's wrote alone (the agent config is written only when it changed).
+// l.mu is held.
+func (l *eventLog) combine() (n int, batch Batch) {
+	size := 0
+	for n < len(l.pending) {
+		b := &l.pending[n]
+		bytes := len(b.state)
+		for _, it := range b.items {
+			bytes += len(it.ev.Frame)
+		}
+		if n > 0 && size+bytes > maxCombined {
+			break
+		}
+		size += bytes
+		for _, it := range b.items {
+			if it.page == nil {
+				batch.Events = append(batch.Events, it.ev)
+			}
+		}
+		n++
+		if b.state != nil {
+			batch.State = b.state
+			break
+		}
+	}
+	return n, batch
+}
+
+// kick starts a flusher for what waits, unless one runs or is about to;
+// l.mu is held.
+func (l *eventLog) kick() {
+	if l.flushing || l.kicked || l.spawn == nil {
+		return
+	}
+	l.kicked = true
+	l.spawn(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.kicked = false
+		l.flush(0)
+		l.cond().Broadcast() // for settle, when another flusher had it
+	})
+}
+
+// settle waits until no flusher runs or is about to: after close, nothing
+// of the session's is appended once it returns.
+func (l *eventLog) settle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.flushing || l.kicked {
+		l.cond().Wait()
 	}
 }
 
@@ -171,15 +308,25 @@ func (l *eventLog) deliver(p *Page, typ string, frame json.RawMessage) bool {
 	return true
 }
 
-// add puts an item in the open batch, or in a batch of its own; l.mu is
-// held.
+// add puts an item in the open batch, or in a batch of its own for a
+// flusher to store (see eventLog); l.mu is held.
 func (l *eventLog) add(it pendingItem) {
 	if l.batch != nil {
 		l.batch.items = append(l.batch.items, it)
 		return
 	}
-	l.pending = append(l.pending, pendingBatch{items: []pendingItem{it}})
-	l.flush()
+	l.queue(pendingBatch{items: []pendingItem{it}})
+	switch {
+	case l.flushing || l.kicked:
+		// The flusher at work takes it.
+	case l.lastTook < slowAppend:
+		l.flush(l.queued)
+	default:
+		l.kick()
+	}
+	for (l.flushing || l.kicked) && len(l.pending) > maxWaiting {
+		l.cond().Wait()
+	}
 }
 
 // push appends ev to p's stream; l.mu is held. A page that has not taken

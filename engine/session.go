@@ -108,7 +108,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		e:          e,
 		logger:     logger,
 		baseLogger: logger,
-		log:        &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics},
+		log:        &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics, spawn: e.runners.Go},
 		stopped:    make(chan struct{}),
 		ctx:        ctx,
 		stop:       stop,
@@ -236,6 +236,9 @@ func (s *Session) leave() {
 		why = ErrSessionClosed
 	}
 	s.log.close(why)
+	// A model's last deltas may be on their way to the store: the lease
+	// goes back after them.
+	s.log.settle()
 	if s.ownership != nil && !s.lost {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.ownership.Release(ctx); err != nil {
