@@ -470,7 +470,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	if err != nil {
 		return fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
 	}
-	ack, err := s.js.Publish(ctx, subject(session), data, jetstream.WithExpectLastSequencePerSubject(h.stream))
+	seq, err := s.publish(ctx, subject(session), data, h.stream)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
@@ -480,7 +480,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		return fmt.Errorf("failed to append to session %s's journal: %w", session, err)
 	}
 	s.mu.Lock()
-	s.heads[session] = head{stream: ack.Sequence, seq: last}
+	s.heads[session] = head{stream: seq, seq: last}
 	s.mu.Unlock()
 	return nil
 }
