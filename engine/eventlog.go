@@ -220,14 +220,14 @@ func (l *eventLog) combine() (n int, batch Batch) {
 	size := 0
 	for n < len(l.pending) {
 		b := &l.pending[n]
-		bytes := len(b.state)
+		weight := len(b.state)
 		for _, it := range b.items {
-			bytes += len(it.ev.Frame)
+			weight += len(it.ev.Frame)
 		}
-		if n > 0 && size+bytes > maxCombined {
+		if n > 0 && size+weight > maxCombined {
 			break
 		}
-		size += bytes
+		size += weight
 		for _, it := range b.items {
 			if it.page == nil {
 				batch.Events = append(batch.Events, it.ev)

@@ -219,3 +219,35 @@ func TestDeltasOnAFastStore(t *testing.T) {
 		t.Errorf("%d batches stored when publish returned, want 2", len(batches))
 	}
 }
+
+// combine takes deltas up to the step after them, never two steps, and no
+// more than maxCombined bytes of frames unless one batch alone is larger.
+func TestCombine(t *testing.T) {
+	delta := func(size int) pendingBatch {
+		return pendingBatch{items: []pendingItem{{ev: Event{Frame: make(json.RawMessage, size)}}}}
+	}
+	step := func(size int) pendingBatch {
+		b := delta(size)
+		b.state = json.RawMessage(`{"v":1}`)
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		pending []pendingBatch
+		want    int
+		state   bool
+	}{
+		{"deltas and the step after them", []pendingBatch{delta(100), delta(100), step(100), delta(100)}, 3, true},
+		{"two steps", []pendingBatch{step(100), step(100)}, 1, true},
+		{"deltas past the bound", []pendingBatch{delta(maxCombined / 2), delta(maxCombined / 2), delta(1)}, 2, false},
+		{"one batch past the bound", []pendingBatch{delta(maxCombined + 1), delta(1)}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &eventLog{pending: tc.pending}
+			n, batch := l.combine()
+			if n != tc.want || len(batch.Events) != tc.want || (batch.State != nil) != tc.state {
+				t.Errorf("combine took %d batches (%d events, state %s), want %d, state %v", n, len(batch.Events), batch.State, tc.want, tc.state)
+			}
+		})
+	}
+}
