@@ -64,8 +64,8 @@ type eventLog struct {
 }
 
 // maxWaiting is how many batches may wait for the store before a publisher
-// outside a step waits with them: a model streams faster than a failing or
-// slow store takes its deltas only this far.
+// outside a step waits with them while a flusher works: a model streams
+// faster than a slow store takes its deltas only this far.
 const maxWaiting = 64
 
 // slowAppend: an Append that took longer than this makes the next delta's
