@@ -48,7 +48,9 @@ type eventLog struct {
 	pages   map[*Page]struct{}
 	closed  bool
 
-	batch     *pendingBatch  // open while the session goroutine handles a message
+	batch     *pendingBatch // open while the session goroutine handles a message: &open
+	open      pendingBatch
+	spare     []pendingItem  // a stored step's items, cleared, for the next step's
 	pending   []pendingBatch // closed, not stored yet: being stored, waiting, or refused
 	queued    int64          // batches ever put in pending
 	stored    int64          // batches ever stored: pending[0] is batch stored+1
@@ -73,6 +75,9 @@ const maxWaiting = 64
 // hand-off costs a few microseconds; the memory store's Append, one).
 const slowAppend = 20 * time.Microsecond
 
+// maxSpareItems bounds the items array a session keeps for its next step.
+const maxSpareItems = 64
+
 // maxCombined bounds the frames one Append carries when it takes several
 // waiting batches (one batch alone may be larger: the store's own limit
 // applies to it).
@@ -94,7 +99,9 @@ type pendingItem struct {
 func (l *eventLog) begin() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.batch = &pendingBatch{}
+	l.open = pendingBatch{items: l.spare}
+	l.spare = nil
+	l.batch = &l.open
 }
 
 // commit closes the batch with the session's state after it and stores it,
@@ -108,6 +115,9 @@ func (l *eventLog) commit(state json.RawMessage) (changed bool, err error) {
 	b := l.batch
 	l.batch = nil
 	if b == nil || (len(b.items) == 0 && bytes.Equal(state, l.lastState)) {
+		if b != nil {
+			l.spare = b.items
+		}
 		l.flush(l.queued) // what the store refused before, again
 		return false, l.storeErr
 	}
@@ -201,9 +211,17 @@ func (l *eventLog) flush(until int64) {
 					l.push(it.page, it.ev)
 				}
 			}
+			// The frames are the pages' and the list's now: a step's
+			// items array serves the next step.
+			if b.state != nil && cap(b.items) > cap(l.spare) && cap(b.items) <= maxSpareItems {
+				clear(b.items)
+				l.spare = b.items[:0]
+			}
 		}
-		clear(l.pending[:n]) // the stored batches' frames are the pages' and the list's now
-		l.pending = l.pending[n:]
+		// Keep pending's array: what waits moves to its front.
+		left := copy(l.pending, l.pending[n:])
+		clear(l.pending[left:])
+		l.pending = l.pending[:left]
 		l.stored += int64(n)
 		l.cond().Broadcast()
 	}
