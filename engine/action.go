@@ -218,7 +218,7 @@ func EncodeFrame(typ string, v any) ([]byte, error) {
 	err := withJSON(v, func(body []byte) {
 		b := make([]byte, 0, len(body)+len(typ)+12)
 		b = append(b, `{"type":`...)
-		frame = appendMembers(appendJSONString(b, typ), body)
+		frame = appendMembers(AppendJSONString(b, typ), body)
 	})
 	return frame, err
 }
@@ -231,22 +231,6 @@ func appendMembers(b, body []byte) []byte {
 		return append(b, body[1:]...)
 	}
 	return append(b, '}')
-}
-
-// appendJSONString appends s as json.Marshal writes it: directly for the
-// protocol's type names (letters, digits, '.', '_', '-'), through Marshal
-// for anything else.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // peekType reads the "type" member of a JSON object.

@@ -198,12 +198,12 @@ func encodeEvent(typ string, seq int64, parent string, payload any) (json.RawMes
 	err := withJSON(payload, func(body []byte) {
 		b := make([]byte, 0, len(body)+len(typ)+len(parent)+40)
 		b = append(b, `{"type":`...)
-		b = appendJSONString(b, typ)
+		b = AppendJSONString(b, typ)
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendInt(b, seq, 10)
 		if parent != "" {
 			b = append(b, `,"parent":`...)
-			b = appendJSONString(b, parent)
+			b = AppendJSONString(b, parent)
 		}
 		frame = appendMembers(b, body)
 	})

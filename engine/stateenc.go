@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // The session's state is encoded on every step (snapshot), so it is
@@ -24,7 +23,7 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(st.V), 10)
 	if st.Owner != "" {
 		b = append(b, `,"owner":`...)
-		b = appendString(b, st.Owner)
+		b = AppendJSONString(b, st.Owner)
 	}
 	b = append(b, `,"created":`...)
 	if b, err = appendTime(b, st.Created); err != nil {
@@ -36,7 +35,7 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 	}
 	if st.Title != "" {
 		b = append(b, `,"title":`...)
-		b = appendString(b, st.Title)
+		b = AppendJSONString(b, st.Title)
 	}
 	if st.Agent != nil {
 		b = append(b, `,"agent":`...)
@@ -106,18 +105,18 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 func appendCallState(b []byte, c *callState) ([]byte, error) {
 	var err error
 	b = append(b, `{"id":`...)
-	b = appendString(b, c.ID)
+	b = AppendJSONString(b, c.ID)
 	if c.Name != "" {
 		b = append(b, `,"name":`...)
-		b = appendString(b, c.Name)
+		b = AppendJSONString(b, c.Name)
 	}
 	b = append(b, `,"handler":`...)
-	b = appendString(b, string(c.Handler))
+	b = AppendJSONString(b, string(c.Handler))
 	b = appendBoolField(b, `,"settled":true`, c.Settled)
 	b = appendIntField(b, `,"answeredBy":`, c.AnsweredBy)
 	if c.Args != "" {
 		b = append(b, `,"args":`...)
-		b = appendString(b, c.Args)
+		b = AppendJSONString(b, c.Args)
 	}
 	if c.Spec != nil {
 		b = append(b, `,"spec":`...)
@@ -127,11 +126,11 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 	}
 	if c.SpecErr != "" {
 		b = append(b, `,"specErr":`...)
-		b = appendString(b, c.SpecErr)
+		b = AppendJSONString(b, c.SpecErr)
 	}
 	if c.Input != nil {
 		b = append(b, `,"input":{"status":`...)
-		b = appendString(b, c.Input.Status)
+		b = AppendJSONString(b, c.Input.Status)
 		if len(c.Input.Value) > 0 {
 			b = append(b, `,"value":`...)
 			if b, err = appendRaw(b, c.Input.Value); err != nil {
@@ -140,7 +139,7 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 		}
 		if c.Input.Error != "" {
 			b = append(b, `,"error":`...)
-			b = appendString(b, c.Input.Error)
+			b = AppendJSONString(b, c.Input.Error)
 		}
 		b = append(b, '}')
 	}
@@ -179,20 +178,20 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 	if c.Finished != nil {
 		// ToolFinished is a trigger: its MarshalJSON puts the type first.
 		b = append(b, `,"finished":{"type":"`+TypeToolFinished+`","id":`...)
-		b = appendString(b, c.Finished.ID)
+		b = AppendJSONString(b, c.Finished.ID)
 		if c.Finished.OK {
 			b = append(b, `,"ok":true,"name":`...)
 		} else {
 			b = append(b, `,"ok":false,"name":`...)
 		}
-		b = appendString(b, c.Finished.Name)
+		b = AppendJSONString(b, c.Finished.Name)
 		if c.Finished.Result != "" {
 			b = append(b, `,"result":`...)
-			b = appendString(b, c.Finished.Result)
+			b = AppendJSONString(b, c.Finished.Result)
 		}
 		if c.Finished.Error != "" {
 			b = append(b, `,"error":`...)
-			b = appendString(b, c.Finished.Error)
+			b = AppendJSONString(b, c.Finished.Error)
 		}
 		b = append(b, '}')
 	}
@@ -227,15 +226,15 @@ func appendToolError(b []byte, e *ToolError) ([]byte, error) {
 	b = append(b, `{"type":"`+TypeToolError+`"`...)
 	if e.ID != "" {
 		b = append(b, `,"id":`...)
-		b = appendString(b, e.ID)
+		b = AppendJSONString(b, e.ID)
 	}
 	b = appendIntField(b, `,"attempt":`, e.Attempt)
 	b = append(b, `,"error":`...)
-	b = appendString(b, e.Error)
+	b = AppendJSONString(b, e.Error)
 	b = appendBoolField(b, `,"retryable":true`, e.Retryable)
 	if e.Code != "" {
 		b = append(b, `,"code":`...)
-		b = appendString(b, string(e.Code))
+		b = AppendJSONString(b, string(e.Code))
 	}
 	if len(e.Detail) > 0 {
 		b = append(b, `,"detail":`...)
@@ -264,7 +263,7 @@ func appendUsage(b []byte, u *usage) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k)
+			b = AppendJSONString(b, k)
 			b = append(b, ':')
 			b = strconv.AppendInt(b, int64(u.Calls[k]), 10)
 		}
@@ -305,7 +304,7 @@ func appendStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = AppendJSONString(b, s)
 	}
 	return append(b, ']')
 }
@@ -376,57 +375,4 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, j...), nil
-}
-
-// appendString appends s quoted as encoding/json writes a string: with
-// HTML's <, > and & escaped, invalid UTF-8 as U+FFFD, and U+2028 and U+2029
-// escaped.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -339,7 +339,7 @@ func encodeBatch(b engine.Batch) ([]byte, error) {
 			out = append(out, `{"q":`...)
 			out = strconv.AppendInt(out, ev.Seq, 10)
 			out = append(out, `,"t":`...)
-			out = appendString(out, ev.Type)
+			out = engine.AppendJSONString(out, ev.Type)
 			out = append(out, `,"f":`...)
 			out = append(out, ev.Frame...)
 			out = append(out, '}')
@@ -354,20 +354,6 @@ func encodeBatch(b engine.Batch) ([]byte, error) {
 		out = append(out, b.State...)
 	}
 	return append(out, '}'), nil
-}
-
-// appendString appends s as a JSON string: as it is when it needs no
-// escape (an event type always), else as encoding/json writes it.
-func appendString(out []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			quoted, _ := json.Marshal(s) // a string always marshals
-			return append(out, quoted...)
-		}
-	}
-	out = append(out, '"')
-	out = append(out, s...)
-	return append(out, '"')
 }
 
 func decodeBatch(data []byte) (engine.Batch, error) {
