@@ -127,12 +127,11 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 		return fmt.Errorf("tool.call %q: handler %q is neither \"worker\" nor \"client\"", id, tc.Handler)
 	}
 	c := &call{id: id, name: tc.Name, handler: handler, batch: b, args: rawArguments(tc.Arguments), run: s}
-	var decl AgentTool
-	var schemas toolSchemas
 	t := s.tools.find(tc.Name)
 	declared := t != nil
+	var schemas toolSchemas
 	if declared {
-		decl, schemas = *t.decl, t.schemas
+		schemas = t.schemas
 	}
 	c.output = schemas.output
 	c.input = classifyInput(c.args, schemas.input)
@@ -156,7 +155,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	c.seq = s.nextCall
 	s.nextCall++
 	c.started, c.undeclared = s.e.opts.Clock.Now(), !declared
-	if i := decl.Idempotent; i != nil && !*i {
+	if declared && t.decl.Idempotent != nil && !*t.decl.Idempotent {
 		c.notTwice = true
 	}
 	s.e.opts.Metrics.CallStarted(c.toolLabel(), string(handler))

@@ -91,14 +91,13 @@ func (c *schemaCache) compile(tool, which string, raw json.RawMessage) (*schema,
 type agentTools []agentTool
 
 type agentTool struct {
-	name    string
 	decl    *AgentTool // into the agent config's Tools
 	schemas toolSchemas
 }
 
 // find returns the tool named name, or nil.
 func (ts agentTools) find(name string) *agentTool {
-	i, ok := slices.BinarySearchFunc(ts, name, func(t agentTool, name string) int { return strings.Compare(t.name, name) })
+	i, ok := slices.BinarySearchFunc(ts, name, func(t agentTool, name string) int { return strings.Compare(t.decl.Name, name) })
 	if !ok {
 		return nil
 	}
@@ -133,9 +132,9 @@ func compileTools(tools []AgentTool, cache *schemaCache) (agentTools, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, agentTool{name: t.Name, decl: t, schemas: toolSchemas{input: in, output: outS}})
+		out = append(out, agentTool{decl: t, schemas: toolSchemas{input: in, output: outS}})
 	}
-	slices.SortFunc(out, func(a, b agentTool) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(out, func(a, b agentTool) int { return strings.Compare(a.decl.Name, b.decl.Name) })
 	return out, nil
 }
 

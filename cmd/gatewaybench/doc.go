@@ -39,8 +39,9 @@
 //	            what an idle session with no page costs: goroutines and RSS.
 //	            On JetStream the readings wait 12 s more, until the embedded
 //	            server's caches of the last writes expire (10 s after their
-//	            last use): a few MiB per stream whatever the sessions, not
-//	            what a session parked for minutes holds.
+//	            last use): block buffers of up to the server's block size
+//	            (8 MiB) per stream, not what a session parked for minutes
+//	            holds.
 //
 // -store takes a comma-separated list (make bench: memory,jetstream): every
 // phase runs on each store in turn, and the targets are printed for

@@ -45,8 +45,8 @@ const (
 	// stream's recently written blocks in memory after their last use
 	// (its file store's cache expiry, 10 s, and a margin). The parked
 	// phase reads memory after it: those caches are the store's last
-	// seconds of writes, a few MiB whatever the sessions, not what a
-	// session parked for minutes holds.
+	// seconds of writes, block buffers of up to the server's block size
+	// (8 MiB) per stream, not what a session parked for minutes holds.
 	storeCacheExpiry = 12 * time.Second
 )
 
