@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -12,30 +14,79 @@ import (
 // holds no goroutine, no stack and no queue of its own, and one message
 // still runs at a time, in the order put.
 //
+// A caller that waits for its message's reply anyway (Session.do) may run
+// the message itself when the session is idle (putHere): the session then
+// takes no hand-off to another goroutine and back, which is most of a
+// page's round trip through an idle session. Whoever runs the messages,
+// one runs at a time: running is the session's state's owner token.
+//
 // The session and its sub-agents share one mailbox, as they share one
 // goroutine's worth of state.
 type mailbox struct {
 	mu      sync.Mutex
-	queue   []func()      // waiting; nil while the session is idle
-	head    int           // queue[head:] wait
-	running bool          // a goroutine empties the queue; true for good once the session left
-	room    chan struct{} // made while puts wait for room; closed when a message is taken
-	run     func()        // empties the inbox with next
-	start   func(func())  // runs run on a goroutine (Engine.runners)
+	queue   []func()          // waiting; nil while the session is idle
+	head    int               // queue[head:] wait
+	running bool              // a goroutine empties the queue; true for good once the session left
+	room    chan struct{}     // made while puts wait for room; closed when a message is taken
+	step    func(func()) bool // runs one message; true: the session left, running stays set
+	start   func(func())      // runs run on a goroutine (Engine.runners)
 }
 
 // inboxSize bounds the messages waiting for a session: past it, put
 // waits (with its context) for the session to catch up.
 const inboxSize = 64
 
-func newMailbox(run func(), start func(func())) *mailbox {
-	return &mailbox{run: run, start: start}
+func newMailbox(step func(func()) bool, start func(func())) *mailbox {
+	return &mailbox{step: step, start: start}
+}
+
+// run empties the inbox, one message at a time, and returns once it is
+// empty or the session left.
+func (m *mailbox) run() {
+	for f := m.next(); f != nil; f = m.next() {
+		if m.step(f) {
+			return
+		}
+	}
 }
 
 // put adds f to the inbox, waiting while it is full, and starts the
 // goroutine if none runs. It fails with ctx's error, or with
 // ErrSessionClosed once ended is done.
 func (m *mailbox) put(ctx context.Context, ended context.Context, f func()) error {
+	_, err := m.add(ctx, ended, f, false)
+	return err
+}
+
+// putHere is put for a caller that waits for f to run: when the session
+// is idle, f runs on the caller's goroutine before putHere returns, and
+// messages put meanwhile go on on another goroutine.
+func (m *mailbox) putHere(ctx context.Context, ended context.Context, f func()) error {
+	here, err := m.add(ctx, ended, f, true)
+	if !here {
+		return err
+	}
+	f = m.next() // f itself: the inbox was empty
+	defer crashOnPanic()
+	if m.step(f) {
+		return nil
+	}
+	m.mu.Lock()
+	more := m.head < len(m.queue)
+	if !more {
+		m.queue, m.head, m.running = nil, 0, false
+	}
+	m.mu.Unlock()
+	if more {
+		m.start(m.run)
+	}
+	return nil
+}
+
+// add queues f, waiting for room. here: the inbox was idle and the caller
+// runs it (it is marked running); otherwise a goroutine was started if
+// none ran.
+func (m *mailbox) add(ctx context.Context, ended context.Context, f func(), here bool) (bool, error) {
 	for {
 		m.mu.Lock()
 		if len(m.queue)-m.head < inboxSize {
@@ -50,10 +101,13 @@ func (m *mailbox) put(ctx context.Context, ended context.Context, f func()) erro
 			start := !m.running
 			m.running = true
 			m.mu.Unlock()
+			if start && here {
+				return true, nil
+			}
 			if start {
 				m.start(m.run)
 			}
-			return nil
+			return false, nil
 		}
 		if m.room == nil {
 			m.room = make(chan struct{})
@@ -63,9 +117,9 @@ func (m *mailbox) put(ctx context.Context, ended context.Context, f func()) erro
 		select {
 		case <-room:
 		case <-ended.Done():
-			return ErrSessionClosed
+			return false, ErrSessionClosed
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
@@ -87,4 +141,16 @@ func (m *mailbox) next() func() {
 		m.room = nil
 	}
 	return f
+}
+
+// crashOnPanic ends the process when a step run by putHere panics, as it
+// would on the session's own goroutine: the caller's recover (an HTTP
+// handler's, the frame handler's) would otherwise leave the session stuck
+// mid-step, its inbox never emptied again.
+func crashOnPanic() {
+	if p := recover(); p != nil {
+		stack := debug.Stack()
+		go panic(fmt.Sprintf("session step panicked: %v\n\n%s", p, stack))
+		select {}
+	}
 }

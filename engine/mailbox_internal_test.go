@@ -3,15 +3,19 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
 
 // TestMailboxRunsEachMessageOnceInOrder puts from many goroutines at once,
-// past the inbox's bound, while the mailbox's goroutine keeps starting and
-// leaving: every message runs, once, never two at a time (the race
-// detector sees the plain counters), and each poster's messages in the
-// order it put them.
+// past the inbox's bound, half of them with putHere, while the mailbox's
+// goroutine keeps starting and leaving: every message runs, once, never
+// two at a time (the race detector sees the plain counters), and each
+// poster's messages in the order it put them.
 func TestMailboxRunsEachMessageOnceInOrder(t *testing.T) {
 	const posters, each = 8, 2000
 	var (
@@ -20,18 +24,17 @@ func TestMailboxRunsEachMessageOnceInOrder(t *testing.T) {
 		bad  int            // messages out of order
 		done sync.WaitGroup // every message ran
 	)
-	var m *mailbox
-	m = newMailbox(func() {
-		for f := m.next(); f != nil; f = m.next() {
-			f()
-		}
-	}, func(run func()) { go run() })
+	m := newMailbox(func(f func()) bool { f(); return false }, func(run func()) { go run() })
 	done.Add(posters * each)
 	var wg sync.WaitGroup
 	for p := range posters {
+		put := m.put
+		if p%2 == 1 {
+			put = m.putHere // runs the message itself when the inbox is idle
+		}
 		wg.Go(func() {
 			for i := 1; i <= each; i++ {
-				err := m.put(context.Background(), context.Background(), func() {
+				err := put(context.Background(), context.Background(), func() {
 					ran++
 					if last[p] != i-1 {
 						bad++
@@ -69,12 +72,7 @@ func TestMailboxRunsEachMessageOnceInOrder(t *testing.T) {
 // the session ended; once the goroutine moves on, the put goes in.
 func TestMailboxFullWaits(t *testing.T) {
 	release := make(chan struct{})
-	var m *mailbox
-	m = newMailbox(func() {
-		for f := m.next(); f != nil; f = m.next() {
-			f()
-		}
-	}, func(run func()) { go run() })
+	m := newMailbox(func(f func()) bool { f(); return false }, func(run func()) { go run() })
 	bg := context.Background()
 	if err := m.put(bg, bg, func() { <-release }); err != nil {
 		t.Fatal(err)
@@ -102,4 +100,77 @@ func TestMailboxFullWaits(t *testing.T) {
 	}()
 	close(release)
 	<-ran
+}
+
+// TestPutHere: on an idle mailbox, putHere runs the message on the
+// caller's goroutine before it returns, and what is put meanwhile runs
+// after it, in order, on the mailbox's goroutine; on a busy mailbox it
+// only queues the message.
+func TestPutHere(t *testing.T) {
+	bg := context.Background()
+	started := 0
+	m := newMailbox(func(f func()) bool { f(); return false }, func(run func()) { started++; go run() })
+
+	caller := goid()
+	var ranOn uint64
+	var order []int
+	done := make(chan struct{})
+	err := m.putHere(bg, bg, func() {
+		ranOn = goid()
+		order = append(order, 1)
+		// Put while the message runs: the caller hands these on.
+		for i := 2; i <= 3; i++ {
+			if err := m.put(bg, bg, func() {
+				order = append(order, i)
+				if i == 3 {
+					close(done)
+				}
+			}); err != nil {
+				t.Errorf("put: %v", err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ranOn != caller {
+		t.Errorf("the message ran on goroutine %d, not the caller's %d", ranOn, caller)
+	}
+	<-done
+	if !slices.Equal(order, []int{1, 2, 3}) {
+		t.Errorf("ran %v, want [1 2 3]", order)
+	}
+	if started != 1 {
+		t.Errorf("started %d goroutines for the messages put meanwhile, want 1", started)
+	}
+
+	// Busy: a message holds the mailbox's goroutine.
+	release, holding := make(chan struct{}), make(chan struct{})
+	if err := m.put(bg, bg, func() { close(holding); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	<-holding
+	queued := make(chan uint64, 1)
+	go func() {
+		if err := m.putHere(bg, bg, func() { queued <- goid() }); err != nil {
+			t.Errorf("putHere: %v", err)
+		}
+		queued <- 0 // returned
+	}()
+	if got := <-queued; got != 0 {
+		t.Fatalf("putHere on a busy mailbox ran the message before returning (goroutine %d)", got)
+	}
+	close(release)
+	if got := <-queued; got == 0 || got == caller {
+		t.Errorf("the queued message ran on goroutine %d", got)
+	}
+}
+
+// goid is the calling goroutine's id, from its stack's first line.
+func goid() uint64 {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	f := strings.Fields(string(buf[:n]))
+	id, _ := strconv.ParseUint(f[1], 10, 64)
+	return id
 }

@@ -131,24 +131,23 @@ func (s *Session) Owner() string { return s.owner }
 // LastSeq is the seq of the session's latest event.
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
 
-// run is the session's goroutine while its mailbox has messages
-// (mailbox.go): it handles one message at a time, each a step the journal
-// stores whole, and returns when the inbox is empty, or for good when the
-// session ended or unloaded. The engine counts the session (Engine.wg)
-// from its open until then.
-func (s *Session) run() {
-	for f := s.mail.next(); f != nil; f = s.mail.next() {
-		s.step(f)
-		if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
-			s.leave()
-			// Model turns and worker attempts see the cancelled context;
-			// wait for them so nothing outlives the session in memory.
-			s.wg.Wait()
-			close(s.stopped)
-			s.e.wg.Done()
-			return // the mailbox stays running: no goroutine starts again
-		}
+// run handles one message of the mailbox (mailbox.go), on whichever
+// goroutine empties it: a step the journal stores whole. It reports true
+// once the session ended or unloaded and left memory: the mailbox stays
+// running, so no goroutine takes a message again. The engine counts the
+// session (Engine.wg) from its open until then.
+func (s *Session) run(f func()) (left bool) {
+	s.step(f)
+	if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
+		s.leave()
+		// Model turns and worker attempts see the cancelled context;
+		// wait for them so nothing outlives the session in memory.
+		s.wg.Wait()
+		close(s.stopped)
+		s.e.wg.Done()
+		return true
 	}
+	return false
 }
 
 // step handles one message: what it publishes goes to the store in one
@@ -270,27 +269,48 @@ func (s *Session) leave() {
 
 // post hands f to the session goroutine. It fails once the session ended.
 func (s *Session) post(ctx context.Context, f func()) error {
-	// Input after the end is refused, not left in an inbox nobody empties.
+	if err := s.accepting(); err != nil {
+		return err
+	}
+	return s.mail.put(ctx, s.ctx, s.guard(f))
+}
+
+// postHere is post for a caller that waits for f's reply: an idle session
+// runs f on the caller's goroutine (mailbox.putHere).
+func (s *Session) postHere(ctx context.Context, f func()) error {
+	if err := s.accepting(); err != nil {
+		return err
+	}
+	return s.mail.putHere(ctx, s.ctx, s.guard(f))
+}
+
+// accepting refuses input after the end, rather than leave it in an inbox
+// nobody empties.
+func (s *Session) accepting() error {
 	if s.ctx.Err() != nil {
 		return ErrSessionClosed
 	}
-	if s.parent != nil {
-		// A sub-agent's message may wait in the inbox past its end.
-		g := f
-		f = func() {
-			if s.ctx.Err() == nil {
-				g()
-			}
+	return nil
+}
+
+// guard drops a sub-agent's message that waited in the inbox past the
+// sub-agent's end.
+func (s *Session) guard(f func()) func() {
+	if s.parent == nil {
+		return f
+	}
+	return func() {
+		if s.ctx.Err() == nil {
+			f()
 		}
 	}
-	return s.mail.put(ctx, s.ctx, f)
 }
 
 // do runs f on the session goroutine and waits for its error, which comes
 // once f's step is stored.
 func (s *Session) do(ctx context.Context, f func() error) error {
 	reply := make(chan error, 1)
-	if err := s.post(ctx, func() {
+	if err := s.postHere(ctx, func() {
 		err := f()
 		s.afterCommit = append(s.afterCommit, func() { reply <- err })
 	}); err != nil {
