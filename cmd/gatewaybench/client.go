@@ -145,6 +145,24 @@ func (b *browser) echo(ctx context.Context, rec *recorder) error {
 	return nil
 }
 
+// stream has the echo server stream n stamped frames, interval apart, and
+// records each one's delay: the floor of the stream phase.
+func (b *browser) stream(ctx context.Context, n int, interval time.Duration, rec *recorder) error {
+	if err := b.ws.Write(ctx, websocket.MessageText, fmt.Appendf(nil, "%s%d %s", streamPrefix, n, interval)); err != nil {
+		return err
+	}
+	for range n {
+		_, data, err := b.ws.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if err := rec.stamp(time.Now(), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // turn sends one user message and reads until the session.idle that ends
 // its turn, answering each tool.call at once with a tool.result that echoes
 // the arguments. The turn's idle is the first after a model.finished: an
@@ -167,18 +185,9 @@ func (b *browser) turn(ctx context.Context, content string, rec *recorder) error
 		switch frameType(data) {
 		case "model.delta":
 			if rec.stamped {
-				arrived := monoNow()
-				var f struct {
-					Text string `json:"text"`
+				if err := rec.stamp(now, data); err != nil {
+					return err
 				}
-				if err := json.Unmarshal(data, &f); err != nil {
-					return fmt.Errorf("bad model.delta %s", data)
-				}
-				stamp, err := strconv.ParseInt(f.Text, 10, 64)
-				if err != nil {
-					return fmt.Errorf("model.delta %q has no stamp", f.Text)
-				}
-				rec.delay(now, time.Duration(arrived-stamp))
 			}
 		case "tool.call":
 			var f struct {
@@ -348,6 +357,24 @@ func (r *recorder) delay(at time.Time, d time.Duration) {
 	if r.in(at) {
 		r.delays = append(r.delays, d)
 	}
+}
+
+// stamp records the delay of a model.delta whose text is the
+// CLOCK_MONOTONIC stamp of its sending, read as soon as it arrived.
+func (r *recorder) stamp(at time.Time, frame []byte) error {
+	arrived := monoNow()
+	var f struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(frame, &f); err != nil {
+		return fmt.Errorf("bad model.delta %s", frame)
+	}
+	stamp, err := strconv.ParseInt(f.Text, 10, 64)
+	if err != nil {
+		return fmt.Errorf("model.delta %q has no stamp", f.Text)
+	}
+	r.delay(at, time.Duration(arrived-stamp))
+	return nil
 }
 
 func (r *recorder) fail(what string) {

@@ -28,6 +28,9 @@
 //	            -stream-interval apart; the model stamps each delta with
 //	            CLOCK_MONOTONIC (system-wide, so valid across the two
 //	            processes) and the browser computes now - stamp on arrival.
+//	            The floor first: the echo server, sent "stream N INTERVAL",
+//	            writes N stamped frames shaped like a model.delta, as far
+//	            apart; its one way is what the target adds 10 µs to.
 //	idle        -idle sessions connected and left idle: the server's VmRSS,
 //	            HeapInuse and StackInuse after two GCs (what pools held goes
 //	            with the second) and FreeOSMemory, before and after, divided

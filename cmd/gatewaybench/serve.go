@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,17 +199,40 @@ func (m *benchModel) Generate(ctx context.Context, req model.Request, onDelta fu
 }
 
 func streamStamps(ctx context.Context, content string, onDelta func(string)) (model.Response, error) {
-	var n int
-	var interval time.Duration
+	n, interval, err := parseStream(content)
+	if err != nil {
+		return model.Response{}, fmt.Errorf("bench model: %w", err)
+	}
+	var text strings.Builder
+	err = stamps(ctx, n, interval, func(stamp string) error {
+		onDelta(stamp)
+		text.WriteString(stamp)
+		text.WriteByte(' ')
+		return nil
+	})
+	if err != nil {
+		return model.Response{Text: text.String(), StopReason: model.StopCancelled}, err
+	}
+	return model.Response{Text: text.String(), StopReason: model.StopEndTurn}, nil
+}
+
+// parseStream reads "stream N INTERVAL".
+func parseStream(content string) (n int, interval time.Duration, err error) {
 	fields := strings.Fields(strings.TrimPrefix(content, streamPrefix))
 	if len(fields) == 2 {
 		n, _ = strconv.Atoi(fields[0])
 		interval, _ = time.ParseDuration(fields[1])
 	}
 	if n <= 0 || interval < 0 {
-		return model.Response{}, fmt.Errorf("bench model: want %q", streamPrefix+"N INTERVAL")
+		return 0, 0, fmt.Errorf("want %q, got %q", streamPrefix+"N INTERVAL", content)
 	}
-	var text strings.Builder
+	return n, interval, nil
+}
+
+// stamps calls emit with n stamps of CLOCK_MONOTONIC, interval apart, each
+// read just before its emit: the gateway's bench model and the echo
+// server's stream pace their frames alike.
+func stamps(ctx context.Context, n int, interval time.Duration, emit func(string) error) error {
 	t := time.NewTimer(interval)
 	t.Stop() // since Go 1.23, a stopped timer holds no stale tick
 	defer t.Stop()
@@ -218,19 +242,21 @@ func streamStamps(ctx context.Context, content string, onDelta func(string)) (mo
 			select {
 			case <-t.C:
 			case <-ctx.Done():
-				return model.Response{Text: text.String(), StopReason: model.StopCancelled}, ctx.Err()
+				return ctx.Err()
 			}
 		}
-		stamp := strconv.FormatInt(monoNow(), 10)
-		onDelta(stamp)
-		text.WriteString(stamp)
-		text.WriteByte(' ')
+		if err := emit(strconv.FormatInt(monoNow(), 10)); err != nil {
+			return err
+		}
 	}
-	return model.Response{Text: text.String(), StopReason: model.StopEndTurn}, nil
+	return nil
 }
 
 // echoHandler is the floor: a bare coder/websocket server that writes back
-// every message it reads, unchanged.
+// every message it reads, unchanged, except "stream N INTERVAL": it then
+// writes N frames shaped as the gateway's model.delta, each carrying the
+// stamp read just before its write, INTERVAL apart (the stream phase's
+// floor).
 func echoHandler(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -238,12 +264,32 @@ func echoHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	defer ws.CloseNow()
 	ctx := context.Background()
+	var frame []byte
 	for {
 		typ, data, err := ws.Read(ctx)
 		if err != nil {
 			return
 		}
-		if err := ws.Write(ctx, typ, data); err != nil {
+		if !bytes.HasPrefix(data, []byte(streamPrefix)) {
+			if err := ws.Write(ctx, typ, data); err != nil {
+				return
+			}
+			continue
+		}
+		n, interval, err := parseStream(string(data))
+		if err != nil {
+			_ = ws.Close(websocket.StatusPolicyViolation, err.Error())
+			return
+		}
+		seq := 0
+		err = stamps(ctx, n, interval, func(stamp string) error {
+			seq++
+			frame = append(frame[:0], `{"type":"model.delta","seq":`...)
+			frame = strconv.AppendInt(frame, int64(seq), 10)
+			frame = append(append(append(frame, `,"text":"`...), stamp...), `"}`...)
+			return ws.Write(ctx, websocket.MessageText, frame)
+		})
+		if err != nil {
 			return
 		}
 	}
