@@ -688,15 +688,24 @@ func (s *Session) startTurn() {
 	m := s.model
 	s.wg.Add(1)
 	s.e.runners.Go(func() {
-		defer s.wg.Done()
 		resp, err := generate(ctx, m, req, func(text string) {
 			if s.parent != nil && ctx.Err() != nil {
 				return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
 			}
 			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
 		})
-		_ = s.post(context.Background(), func() { s.turnDone(ctx, resp, err) })
+		s.finish(func() { s.turnDone(ctx, resp, err) })
 	})
+}
+
+// finish ends a model turn's or a worker attempt's goroutine (counted in
+// s.wg) with its step, which runs right there when the session is idle
+// (postHere): the goroutine is done anyway, and the step is spared a
+// hand-off. The goroutine stops counting first: the step may end the
+// session, which waits for s.wg.
+func (s *Session) finish(step func()) {
+	s.wg.Done()
+	_ = s.postHere(context.Background(), step)
 }
 
 // generate calls the model, turning a panic into an error.
