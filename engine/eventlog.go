@@ -62,6 +62,7 @@ type eventLog struct {
 	storeErr  error // the last Append's error, until one succeeds
 	onStore   func(error)
 	metrics   *metrics.Metrics
+	woken     []*Page // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
 }
 
 // maxWaiting is how many batches may wait for the store before a publisher
@@ -227,6 +228,27 @@ func (l *eventLog) flush(until int64) {
 		clear(l.pending[left:])
 		l.pending = l.pending[:left]
 		l.cond().Broadcast()
+		l.writeNow()
+	}
+}
+
+// writeNow lets the pages that asked write what was just pushed to them,
+// with l.mu released (it is held, and held again on return); flushing
+// keeps other publishers' batches for this loop meanwhile.
+func (l *eventLog) writeNow() {
+	if len(l.woken) == 0 {
+		return
+	}
+	woken := l.woken
+	l.woken = nil
+	l.mu.Unlock()
+	for i, p := range woken {
+		p.now()
+		woken[i] = nil
+	}
+	l.mu.Lock()
+	if l.woken == nil {
+		l.woken = woken[:0] // keep the array
 	}
 }
 
@@ -360,9 +382,18 @@ func (l *eventLog) push(p *Page, ev Event) {
 	}
 	p.pushed++
 	p.queue = append(p.queue, ev)
-	if len(p.queue) == 1 {
-		p.signal()
+	if len(p.queue) > 1 {
+		return
 	}
+	if p.now == nil {
+		p.signal()
+		return
+	}
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+	l.woken = append(l.woken, p)
 }
 
 // attach puts session.opened and the stored events after `after` on p's

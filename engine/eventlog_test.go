@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,53 @@ func TestAttach(t *testing.T) {
 		recv(t, slow.Done(), "slow page dropped")
 		if !errors.Is(slow.Err(), engine.ErrSlowSubscriber) {
 			t.Errorf("Err %v", slow.Err())
+		}
+	})
+	t.Run("WriteNow hands the events to the page outside the lock", func(t *testing.T) {
+		var mu sync.Mutex
+		var got []engine.Event
+		wakes := 0
+		var page atomic.Pointer[engine.Page]
+		p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(),
+			Wake: func() { mu.Lock(); wakes++; mu.Unlock() },
+			WriteNow: func() {
+				if p := page.Load(); p != nil {
+					// Take takes the session's event lock: WriteNow runs
+					// without it.
+					frames := p.Take(nil)
+					mu.Lock()
+					got = append(got, frames...)
+					mu.Unlock()
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Detach()
+		page.Store(p)
+		from := h.s.LastSeq()
+		opened := p.Take(nil) // session.opened, woken by Wake
+		mu.Lock()
+		attachWakes := wakes
+		mu.Unlock()
+		if len(opened) != 1 || attachWakes != 1 {
+			t.Fatalf("attach: %d frames, %d wakes; want session.opened and one Wake", len(opened), attachWakes)
+		}
+		h.send("again")
+		h.waitIdle()
+		mu.Lock()
+		defer mu.Unlock()
+		last := h.s.LastSeq()
+		if int64(len(got)) != last-from {
+			t.Fatalf("WriteNow took %d events, want the turn's %d", len(got), last-from)
+		}
+		for i, ev := range got {
+			if ev.Seq != from+1+int64(i) {
+				t.Fatalf("event %d has seq %d, want %d: in order, none twice", i, ev.Seq, from+1+int64(i))
+			}
+		}
+		if wakes != attachWakes {
+			t.Errorf("Wake called %d times for the session's events: WriteNow replaces it", wakes-attachWakes)
 		}
 	})
 	t.Run("limits on declared tools", func(t *testing.T) {

@@ -65,6 +65,14 @@ type AttachOptions struct {
 	// in between found it still running.
 	// Nil: watch Ready instead.
 	Wake func()
+	// WriteNow, when set, replaces Wake for the session's events: it is
+	// called once they are queued, outside the session's event lock, on
+	// the goroutine that published them (the session's step, a model
+	// turn's, a flusher's), which waits for it. A page may write its
+	// frames there and spare a writer's wake-up, provided it never blocks
+	// (a write the socket does not take at once is left to a writer).
+	// Wake is still called when the stream starts (the replay) and ends.
+	WriteNow func()
 	// FrameBytes is the largest frame the page may send, if its transport
 	// has a limit: session.opened tells the page, so it can refuse a frame
 	// too large before sending it. Zero: not told.
@@ -83,6 +91,7 @@ type Page struct {
 	s      *Session
 	ready  chan struct{} // one token: frames arrived or the stream ended
 	wake   func()
+	now    func() // AttachOptions.WriteNow
 	limit  int
 	limits PageLimits // told in session.opened
 
@@ -261,7 +270,7 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		o.Buffer = 256
 	}
 	p := &Page{
-		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, limit: o.Buffer, tools: tools, handoff: o.Handoff,
+		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, now: o.WriteNow, limit: o.Buffer, tools: tools, handoff: o.Handoff,
 		limits: PageLimits{FrameBytes: o.FrameBytes, MessageBytes: s.e.opts.MaxMessageBytes},
 		ready:  make(chan struct{}, 1), done: make(chan struct{}),
 	}

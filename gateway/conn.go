@@ -356,7 +356,7 @@ func (c *conn) open(f SessionOpen) {
 				return
 			}
 		}
-		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick, FrameBytes: c.s.opts.ReadLimit})
+		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick, WriteNow: c.writeNow, FrameBytes: c.s.opts.ReadLimit})
 		if !errors.Is(err, engine.ErrUnloaded) || f.Session == "" {
 			break
 		}
@@ -591,6 +591,73 @@ func (c *conn) write() {
 	}
 }
 
+// writeNow is the page's WriteNow: while the gateway is quiet (no page's
+// writer at work), the session's events just queued go out on the
+// goroutine that published them, with one write(2) the socket takes at
+// once, sparing the writer's wake-up and the thread the scheduler would
+// wake for it: a lone page's round trip and stream. Under load, the
+// writers batch what several steps queue into one write (see write), and
+// the events wait for one. Anything more is the writer's too: a writer
+// running for this page (it looks at the page again before it stops),
+// replies waiting, a page that ended, a socket that does not take the
+// whole batch (the rest stays corked for the writer, which writes it
+// first).
+func (c *conn) writeNow() {
+	c.mu.Lock()
+	if c.writing || c.stopped || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	page := c.page
+	if c.s.writers.Busy() > 0 || page == nil || len(c.replies) > 0 || c.cork == nil || page.Err() != nil || !c.cork.corkNow() {
+		c.mu.Unlock()
+		c.kick()
+		return
+	}
+	c.writing = true
+	c.writers.Add(1)
+	c.mu.Unlock()
+
+	buf := frameLists.Get().(*[]engine.Event)
+	frames := page.Take(*buf)
+	ok := true
+	for _, ev := range frames {
+		// Not writeFrame: its timeout is the writer's, and these writes
+		// only fill the cork's buffer.
+		if err := c.ws.Write(context.Background(), websocket.MessageText, ev.Frame); err != nil {
+			ok = false
+			break
+		}
+		c.s.opts.Metrics.FrameOut(ev.Type)
+	}
+	clear(frames)
+	*buf = frames[:0]
+	frameLists.Put(buf)
+	done, err := c.cork.uncorkNow()
+	if err != nil || !ok {
+		c.close(engine.CloseGoingAway, "write failed")
+		done = false
+	}
+	c.mu.Lock()
+	more := !done || len(c.replies) > 0 || c.page != page
+	if !more {
+		c.writing = false
+	}
+	c.mu.Unlock()
+	if more {
+		c.s.writers.Go(c.write) // it has writing, and the writers' count
+		return
+	}
+	c.writers.Done()
+	if page.Queued() > 0 {
+		c.kick() // frames queued after the Take found writing set
+	}
+}
+
+// frameLists are the arrays writeNow takes a page's frames into; each
+// goes to the page at the Take, and the page's comes back.
+var frameLists = sync.Pool{New: func() any { return new([]engine.Event) }}
+
 // writeBatch runs f, which writes frames, with the socket corked: the
 // frames go out in one write system call when f returns. WriteTimeout
 // bounds each frame (writeFrame re-arms it) and the final write: a peer
@@ -598,6 +665,10 @@ func (c *conn) write() {
 // It reports false once the connection is closing.
 func (c *conn) writeBatch(f func() bool) bool {
 	if c.ctx.Err() != nil {
+		if c.cork != nil {
+			// What writeNow left corked, and the close frame after it.
+			_ = c.cork.uncork()
+		}
 		return false
 	}
 	if c.stuck == nil {

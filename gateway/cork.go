@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 )
 
 // corkConn is the network connection under a page's WebSocket. The
@@ -23,9 +24,22 @@ import (
 // the first corked write and given back at uncork: an idle page holds none.
 type corkConn struct {
 	net.Conn
+	raw    syscall.RawConn // Conn's, for writes that must not block; nil: none
 	mu     sync.Mutex
 	corked bool
+	held   bool    // corked by a publisher (corkNow), or for the writer after it: writes only collect
 	buf    *[]byte // while corked and written to
+}
+
+// newCorkConn corks conn, a hijacked connection.
+func newCorkConn(conn net.Conn) *corkConn {
+	c := &corkConn{Conn: conn}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
+	return c
 }
 
 // corkBufs are the buffers of connections that are writing.
@@ -45,7 +59,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		c.buf = corkBufs.Get().(*[]byte)
 	}
 	*c.buf = append(*c.buf, p...)
-	if len(*c.buf) < maxPooledCork {
+	if len(*c.buf) < maxPooledCork || c.held {
 		return len(p), nil
 	}
 	// A long batch (a replay) goes out in parts, not all in memory.
@@ -57,10 +71,11 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// cork makes writes collect until uncork.
+// cork makes writes collect until uncork. The writer corks: a long batch
+// goes out in parts as it grows, after what a publisher's uncorkNow left.
 func (c *corkConn) cork() {
 	c.mu.Lock()
-	c.corked = true
+	c.corked, c.held = true, false
 	c.mu.Unlock()
 }
 
@@ -70,18 +85,86 @@ func (c *corkConn) cork() {
 func (c *corkConn) uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.corked = false
+	c.corked, c.held = false, false
 	if c.buf == nil {
 		return nil
 	}
+	_, err := c.Conn.Write(*c.buf)
+	c.releaseBuf()
+	return err
+}
+
+// corkNow corks for a batch written by a goroutine that must not block
+// (conn.writeNow): until uncorkNow, writes only collect, whatever their
+// length. It reports false when the connection cannot write without
+// blocking, or is corked already.
+func (c *corkConn) corkNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.raw == nil || c.corked {
+		return false
+	}
+	c.corked, c.held = true, true
+	return true
+}
+
+// uncorkNow writes what collected since corkNow as far as the socket takes
+// it at once. done: all of it went, and writes go through again.
+// Otherwise the rest stays in the buffer, still held, and the writer's
+// cork and uncork write it first: what others write meanwhile (a pong, a
+// close frame) collects after it, without waiting for the socket.
+func (c *corkConn) uncorkNow() (done bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		c.corked, c.held = false, false
+		return true, nil
+	}
+	b := *c.buf
+	n := 0
+	var werr error
+	err = c.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := syscall.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			switch {
+			case err == syscall.EINTR:
+			case err == syscall.EAGAIN:
+				return true // the rest waits for the writer
+			case err != nil:
+				werr = err
+				return true
+			case m == 0:
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return false, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	if n < len(b) {
+		*c.buf = b[:copy(b, b[n:])]
+		return false, nil
+	}
+	c.corked, c.held = false, false
+	c.releaseBuf()
+	return true, nil
+}
+
+// releaseBuf gives the emptied buffer back; c.mu is held.
+func (c *corkConn) releaseBuf() {
 	b := c.buf
 	c.buf = nil
-	_, err := c.Conn.Write(*b)
 	if cap(*b) <= maxPooledCork {
 		*b = (*b)[:0]
 		corkBufs.Put(b)
 	}
-	return err
 }
 
 // corkWriter lets the WebSocket upgrade hijack a corkConn instead of the
@@ -117,7 +200,7 @@ func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	w.hijacked = &corkConn{Conn: conn}
+	w.hijacked = newCorkConn(conn)
 	br := bufio.NewReaderSize(conn, socketReadBuf)
 	if n := brw.Reader.Buffered(); n > 0 {
 		// Into the new buffer, as buffered bytes: the library looks for

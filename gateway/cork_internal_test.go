@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -91,5 +93,123 @@ func TestUncorkEmpty(t *testing.T) {
 	c.cork()
 	if err := c.uncork(); err != nil || len(under.writes) != 0 {
 		t.Errorf("uncork of an empty batch: %v, %d writes", err, len(under.writes))
+	}
+}
+
+// tcpPair is a loopback TCP connection's two ends.
+func tcpPair(t *testing.T) (server, client *net.TCPConn) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *net.TCPConn, 1)
+	go func() {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	client, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+// A batch the socket takes at once goes out whole at uncorkNow, and writes
+// go straight through after it.
+func TestUncorkNowWhole(t *testing.T) {
+	server, client := tcpPair(t)
+	c := newCorkConn(server)
+	if !c.corkNow() {
+		t.Fatal("corkNow refused a TCP connection")
+	}
+	if c.corkNow() {
+		t.Error("corkNow corked twice")
+	}
+	for _, f := range []string{"a", "bb"} {
+		if _, err := c.Write([]byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if done, err := c.uncorkNow(); !done || err != nil {
+		t.Fatalf("uncorkNow of 3 bytes: done %v, %v", done, err)
+	}
+	if _, err := c.Write([]byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "abbc" {
+		t.Errorf("read %q, %v; want abbc", got, err)
+	}
+	if c.buf != nil || c.corked {
+		t.Error("the batch's buffer or cork outlived a batch written whole")
+	}
+}
+
+// A batch larger than the socket takes at once: uncorkNow writes what it
+// can without waiting and leaves the rest corked, so a write of another
+// goroutine meanwhile (a pong) goes after it, never into its middle, and
+// does not wait for the socket; the writer's batch sends the rest, then
+// its own, every byte once and in order.
+func TestUncorkNowLeavesTheRest(t *testing.T) {
+	server, client := tcpPair(t)
+	if err := server.SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	c := newCorkConn(server)
+	if !c.corkNow() {
+		t.Fatal("corkNow refused a TCP connection")
+	}
+	batch := make([]byte, 8<<20)
+	for i := range batch {
+		batch[i] = byte(i % 251)
+	}
+	// In parts past maxPooledCork: held, they only collect.
+	for part := range slices.Chunk(batch, 100<<10) {
+		if _, err := c.Write(part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := c.uncorkNow()
+	if err != nil || done {
+		t.Fatalf("uncorkNow of %d bytes to a socket nobody reads: done %v, %v; want the rest left", len(batch), done, err)
+	}
+	// Nobody reads yet: this must not wait for the socket.
+	if _, err := c.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(client)
+		read <- b
+	}()
+	c.cork() // the writer's batch
+	if _, err := c.Write([]byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.uncork(); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	want := append(batch, "pongnext"...)
+	if got := <-read; !bytes.Equal(got, want) {
+		t.Errorf("the peer read %d bytes, not the %d written, in order", len(got), len(want))
+	}
+}
+
+// A connection with no file descriptor (a test's, a TLS one) never writes
+// from a publisher: corkNow refuses it.
+func TestCorkNowNeedsASocket(t *testing.T) {
+	if newCorkConn(&writesConn{}).corkNow() {
+		t.Error("corkNow took a connection it cannot write to without blocking")
 	}
 }

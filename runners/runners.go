@@ -15,6 +15,7 @@ package runners
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,7 @@ type Pool struct {
 	wg     sync.WaitGroup // every runner goroutine
 	idle   time.Duration  // 0: DefaultIdle
 	made   int            // runners started, for tests
+	busy   atomic.Int32   // functions given and not returned
 }
 
 // runner is one goroutine; work hands it its next function, or nil: end.
@@ -48,14 +50,22 @@ type runner struct {
 // through a lull; shorter starts more goroutines after one.
 const DefaultIdle = time.Second
 
+// Busy is how many functions given to Go have not returned yet: how
+// much the pool's work is running or waiting to run.
+func (p *Pool) Busy() int { return int(p.busy.Load()) }
+
 // Go runs f on a free runner, or on a new one.
 func (p *Pool) Go(f func()) {
+	p.busy.Add(1)
 	p.mu.Lock()
 	if p.closed {
 		// Whoever gives work after Close owns its goroutine: the pool has
 		// no more runners to give.
 		p.mu.Unlock()
-		go f()
+		go func() {
+			defer p.busy.Add(-1)
+			f()
+		}()
 		return
 	}
 	if n := len(p.free); n > 0 {
@@ -76,6 +86,7 @@ func (p *Pool) loop(r *runner, f func()) {
 	defer p.wg.Done()
 	for f != nil {
 		f()
+		p.busy.Add(-1)
 		f = p.park(r)
 	}
 }

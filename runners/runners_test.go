@@ -86,3 +86,36 @@ func waitRunners(t *testing.T, p *Pool, ok func(free, made int) bool, what strin
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestBusy counts the functions given and not returned, on a free
+// runner, a new one, and after Close on a goroutine of their own.
+func TestBusy(t *testing.T) {
+	p := &Pool{idle: time.Hour}
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	hold := func() { started.Done(); <-release }
+	started.Add(2)
+	p.Go(hold)
+	p.Go(hold)
+	started.Wait()
+	if got := p.Busy(); got != 2 {
+		t.Errorf("two functions running: Busy %d", got)
+	}
+	close(release)
+	waitRunners(t, p, func(free, made int) bool { return free == made }, "both runners free")
+	if got := p.Busy(); got != 0 {
+		t.Errorf("all returned: Busy %d", got)
+	}
+	p.Close(true)
+	release = make(chan struct{})
+	started.Add(1)
+	p.Go(hold)
+	started.Wait()
+	if got := p.Busy(); got != 1 {
+		t.Errorf("after Close, one running: Busy %d", got)
+	}
+	close(release)
+	for p.Busy() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
