@@ -591,17 +591,16 @@ func (c *conn) write() {
 	}
 }
 
-// writeNow is the page's WriteNow: while the gateway is quiet (no page's
-// writer at work), the session's events just queued go out on the
-// goroutine that published them, with one write(2) the socket takes at
-// once, sparing the writer's wake-up and the thread the scheduler would
-// wake for it: a lone page's round trip and stream. Under load, the
-// writers batch what several steps queue into one write (see write), and
-// the events wait for one. Anything more is the writer's too: a writer
-// running for this page (it looks at the page again before it stops),
-// replies waiting, a page that ended, a socket that does not take the
-// whole batch (the rest stays corked for the writer, which writes it
-// first).
+// writeNow is the page's WriteNow: while no page's writer is at work, the
+// session's events just queued go out on the goroutine that published
+// them, with one write(2) the socket takes at once, sparing the writer's
+// wake-up and the thread the scheduler would wake for it: a lone page's
+// round trip and stream. While a writer is at work, the events wait for a
+// writer, which batches what several steps queue into one write (see
+// write). Anything more is the writer's too: a writer running for this
+// page (it looks at the page again before it stops), replies waiting, a
+// page that ended, a socket that does not take the whole batch (the rest
+// stays corked for the writer, which writes it first).
 func (c *conn) writeNow() {
 	c.mu.Lock()
 	if c.writing || c.stopped || c.ctx.Err() != nil {
