@@ -290,9 +290,10 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	s.workersRunning++
 	s.wg.Add(1)
 	s.e.runners.Go(func() {
+		defer s.wg.Done()
+		defer cancel()
 		d, err := s.callWorker(ctx, t, prop)
-		cancel()
-		s.finish(func() {
+		_ = s.post(context.Background(), func() {
 			s.workersRunning--
 			if err != nil {
 				if c := s.calls[def.id]; c == nil || c.settled || c.backingOff || c.attempt != def.attempt {

@@ -698,11 +698,13 @@ func (s *Session) startTurn() {
 	})
 }
 
-// finish ends a model turn's or a worker attempt's goroutine (counted in
-// s.wg) with its step, which runs right there when the session is idle
-// (postHere): the goroutine is done anyway, and the step is spared a
-// hand-off. The goroutine stops counting first: the step may end the
-// session, which waits for s.wg.
+// finish ends a model turn's goroutine (counted in s.wg) with its step,
+// which runs right there when the session is idle (postHere): the
+// goroutine is done anyway, and the step is spared a hand-off. The
+// goroutine stops counting first: the step may end the session, which
+// waits for s.wg. A worker attempt's goroutine posts its step instead:
+// run on it, BenchmarkWorkerToolCall took 33 µs a call instead of 28
+// (two cores), while the model turn's made the gateway's calls cheaper.
 func (s *Session) finish(step func()) {
 	s.wg.Done()
 	_ = s.postHere(context.Background(), step)
