@@ -255,9 +255,21 @@ func TestAttach(t *testing.T) {
 		}
 		h.send("again")
 		h.waitIdle()
+		// The harness's page saw session.idle when it was pushed; this
+		// page's WriteNow comes once the lock is released.
+		last := h.s.LastSeq()
+		deadline := time.Now().Add(hangGuard)
+		for {
+			mu.Lock()
+			n := int64(len(got))
+			mu.Unlock()
+			if n >= last-from || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		last := h.s.LastSeq()
 		if int64(len(got)) != last-from {
 			t.Fatalf("WriteNow took %d events, want the turn's %d", len(got), last-from)
 		}

@@ -24,19 +24,19 @@ import (
 // goroutine's worth of state.
 type mailbox struct {
 	mu      sync.Mutex
-	queue   []func()          // waiting; nil while the session is idle
-	head    int               // queue[head:] wait
-	running bool              // a goroutine empties the queue; true for good once the session left
-	room    chan struct{}     // made while puts wait for room; closed when a message is taken
-	step    func(func()) bool // runs one message; true: the session left, running stays set
-	start   func(func())      // runs run on a goroutine (Engine.runners)
+	queue   []func()            // waiting; nil while the session is idle
+	head    int                 // queue[head:] wait
+	running bool                // a goroutine empties the queue; true for good once the session left
+	room    chan struct{}       // made while puts wait for room; closed when a message is taken
+	step    func(func()) func() // runs one message; non-nil: the session left (running stays set), and the rest of its leaving to run
+	start   func(func())        // runs run on a goroutine (Engine.runners)
 }
 
 // inboxSize bounds the messages waiting for a session: past it, put
 // waits (with its context) for the session to catch up.
 const inboxSize = 64
 
-func newMailbox(step func(func()) bool, start func(func())) *mailbox {
+func newMailbox(step func(func()) func(), start func(func())) *mailbox {
 	return &mailbox{step: step, start: start}
 }
 
@@ -44,7 +44,8 @@ func newMailbox(step func(func()) bool, start func(func())) *mailbox {
 // empty or the session left.
 func (m *mailbox) run() {
 	for f := m.next(); f != nil; f = m.next() {
-		if m.step(f) {
+		if leave := m.step(f); leave != nil {
+			leave()
 			return
 		}
 	}
@@ -60,7 +61,10 @@ func (m *mailbox) put(ctx context.Context, ended context.Context, f func()) erro
 
 // putHere is put for a caller that waits for f to run: when the session
 // is idle, f runs on the caller's goroutine before putHere returns, and
-// messages put meanwhile go on on another goroutine.
+// messages put meanwhile go on on another goroutine. So does the rest of
+// the session's leaving when f ended it: it waits for the session's
+// workers, which the caller must not (it may be one of them, or have a
+// deadline).
 func (m *mailbox) putHere(ctx context.Context, ended context.Context, f func()) error {
 	here, err := m.add(ctx, ended, f, true)
 	if !here {
@@ -68,19 +72,31 @@ func (m *mailbox) putHere(ctx context.Context, ended context.Context, f func()) 
 	}
 	f = m.next() // f itself: the inbox was empty
 	defer crashOnPanic()
-	if m.step(f) {
+	if leave := m.step(f); leave != nil {
+		m.start(leave)
 		return nil
 	}
-	m.mu.Lock()
-	more := m.head < len(m.queue)
-	if !more {
-		m.queue, m.head, m.running = nil, 0, false
-	}
-	m.mu.Unlock()
-	if more {
+	if !m.idle() {
 		m.start(m.run)
 	}
 	return nil
+}
+
+// idle marks the inbox idle when it is empty, and reports whether it was.
+func (m *mailbox) idle() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.idleLocked()
+}
+
+// idleLocked is idle with m.mu held: from then on, the next put starts a
+// goroutine.
+func (m *mailbox) idleLocked() bool {
+	if m.head < len(m.queue) {
+		return false
+	}
+	m.queue, m.head, m.running = nil, 0, false
+	return true
 }
 
 // add queues f, waiting for room. here: the inbox was idle and the caller
@@ -129,8 +145,7 @@ func (m *mailbox) add(ctx context.Context, ended context.Context, f func(), here
 func (m *mailbox) next() func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.head == len(m.queue) {
-		m.queue, m.head, m.running = nil, 0, false
+	if m.idleLocked() {
 		return nil
 	}
 	f := m.queue[m.head]

@@ -24,7 +24,7 @@ func TestMailboxRunsEachMessageOnceInOrder(t *testing.T) {
 		bad  int            // messages out of order
 		done sync.WaitGroup // every message ran
 	)
-	m := newMailbox(func(f func()) bool { f(); return false }, func(run func()) { go run() })
+	m := newMailbox(func(f func()) func() { f(); return nil }, func(run func()) { go run() })
 	done.Add(posters * each)
 	var wg sync.WaitGroup
 	for p := range posters {
@@ -72,7 +72,7 @@ func TestMailboxRunsEachMessageOnceInOrder(t *testing.T) {
 // the session ended; once the goroutine moves on, the put goes in.
 func TestMailboxFullWaits(t *testing.T) {
 	release := make(chan struct{})
-	m := newMailbox(func(f func()) bool { f(); return false }, func(run func()) { go run() })
+	m := newMailbox(func(f func()) func() { f(); return nil }, func(run func()) { go run() })
 	bg := context.Background()
 	if err := m.put(bg, bg, func() { <-release }); err != nil {
 		t.Fatal(err)
@@ -109,10 +109,10 @@ func TestMailboxFullWaits(t *testing.T) {
 func TestPutHere(t *testing.T) {
 	bg := context.Background()
 	started := 0
-	m := newMailbox(func(f func()) bool { f(); return false }, func(run func()) { started++; go run() })
+	m := newMailbox(func(f func()) func() { f(); return nil }, func(run func()) { started++; go run() })
 
 	caller := goid()
-	var ranOn uint64
+	var ranOn, laterOn uint64
 	var order []int
 	done := make(chan struct{})
 	err := m.putHere(bg, bg, func() {
@@ -122,6 +122,7 @@ func TestPutHere(t *testing.T) {
 		for i := 2; i <= 3; i++ {
 			if err := m.put(bg, bg, func() {
 				order = append(order, i)
+				laterOn = goid()
 				if i == 3 {
 					close(done)
 				}
@@ -137,6 +138,9 @@ func TestPutHere(t *testing.T) {
 		t.Errorf("the message ran on goroutine %d, not the caller's %d", ranOn, caller)
 	}
 	<-done
+	if laterOn == caller {
+		t.Error("the messages put meanwhile ran on the caller's goroutine")
+	}
 	if !slices.Equal(order, []int{1, 2, 3}) {
 		t.Errorf("ran %v, want [1 2 3]", order)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,6 +274,53 @@ func TestEndFromInsideDecide(t *testing.T) {
 			if ended := h.waitType(engine.EventSessionEnded); ended.Reason != "the worker said so" {
 				t.Errorf("session.ended %s", ended.Raw)
 			}
+		})
+	}
+}
+
+// TestEndDoesNotWaitForAWorker: End returns by its context's deadline
+// while a worker attempt ignores its cancelled context, whether End is
+// called from outside or from the attempt's own goroutine (not inside
+// Decide's context); the session leaves memory once the attempt returns.
+func TestEndDoesNotWaitForAWorker(t *testing.T) {
+	for _, from := range []string{"outside", "the attempt"} {
+		t.Run(from, func(t *testing.T) {
+			var h *harness
+			release, running := make(chan struct{}), make(chan struct{})
+			ended := make(chan struct{})
+			var once sync.Once
+			defer once.Do(func() { close(release) }) // before the engine's Close, should End hang
+			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "stubborn"}}}}
+			w.execute = func(context.Context, engine.ToolExecute, engine.Decision) (engine.Decision, error) {
+				close(running)
+				if from == "the attempt" {
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+					h.s.End(ctx, "from the attempt")
+					cancel()
+					close(ended)
+				}
+				<-release // ignores its context
+				return engine.Decision{}, nil
+			}
+			h = setup(t, w, callsThenSummary(use("call_1", "stubborn", `{}`)), engine.Options{})
+			h.send("go")
+			recv(t, running, "the attempt running")
+			if from == "outside" {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+					h.s.End(ctx, "from outside")
+					cancel()
+					close(ended)
+				}()
+			}
+			recv(t, ended, "End returning while the attempt runs")
+			select {
+			case <-h.s.Done():
+				t.Fatal("the session left memory before its worker attempt returned")
+			default:
+			}
+			once.Do(func() { close(release) })
+			recv(t, h.s.Done(), "the session's end once the attempt returned")
 		})
 	}
 }

@@ -132,22 +132,27 @@ func (s *Session) Owner() string { return s.owner }
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
 
 // run handles one message of the mailbox (mailbox.go), on whichever
-// goroutine empties it: a step the journal stores whole. It reports true
-// once the session ended or unloaded and left memory: the mailbox stays
-// running, so no goroutine takes a message again. The engine counts the
-// session (Engine.wg) from its open until then.
-func (s *Session) run(f func()) (left bool) {
+// goroutine empties it: a step the journal stores whole. Once the session
+// ended or unloaded it returns depart, the session's leaving, for the
+// mailbox to run; the mailbox stays running, so no goroutine takes a
+// message again.
+func (s *Session) run(f func()) (leave func()) {
 	s.step(f)
 	if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
-		s.leave()
-		// Model turns and worker attempts see the cancelled context;
-		// wait for them so nothing outlives the session in memory.
-		s.wg.Wait()
-		close(s.stopped)
-		s.e.wg.Done()
-		return true
+		return s.depart
 	}
-	return false
+	return nil
+}
+
+// depart takes the session out of memory (the journal keeps it). The
+// engine counts the session (Engine.wg) from its open until depart ends.
+func (s *Session) depart() {
+	s.leave()
+	// Model turns and worker attempts see the cancelled context; wait for
+	// them so nothing outlives the session in memory.
+	s.wg.Wait()
+	close(s.stopped)
+	s.e.wg.Done()
 }
 
 // step handles one message: what it publishes goes to the store in one
@@ -306,8 +311,9 @@ func (s *Session) guard(f func()) func() {
 	}
 }
 
-// do runs f on the session goroutine and waits for its error, which comes
-// once f's step is stored.
+// do runs f as a step of the session (on the caller's goroutine when the
+// session is idle: postHere) and waits for its error, which comes once
+// f's step is stored.
 func (s *Session) do(ctx context.Context, f func() error) error {
 	reply := make(chan error, 1)
 	if err := s.postHere(ctx, func() {

@@ -572,23 +572,28 @@ func (c *conn) write() {
 		if page != nil && c.ended(page) {
 			return
 		}
-		c.mu.Lock()
-		// More replies, or the page attached since this loop read c.page
-		// (its kick saw this writer running): go round again.
-		more := len(c.replies) > 0 || c.page != page
-		if !more {
-			c.writing = false
-		}
-		c.mu.Unlock()
-		if !more {
-			// A frame queued on the page between the Take and now has
-			// called kick while writing was still set: look once more.
-			if page != nil && page.Queued() > 0 {
-				c.kick()
-			}
+		if !c.stopWriting(page, true) {
 			return
 		}
 	}
+}
+
+// stopWriting ends a writer's turn, unless there is more for it: replies,
+// the page attached since it read c.page (its kick saw the writer
+// running), or written (false: a write the socket did not take whole).
+// Once stopped, a frame queued on the page meanwhile (its wake found the
+// writer running) gets a writer of its own.
+func (c *conn) stopWriting(page *engine.Page, written bool) (more bool) {
+	c.mu.Lock()
+	more = !written || len(c.replies) > 0 || c.page != page
+	if !more {
+		c.writing = false
+	}
+	c.mu.Unlock()
+	if !more && page != nil && page.Queued() > 0 {
+		c.kick()
+	}
+	return more
 }
 
 // writeNow is the page's WriteNow: while no page's writer is at work, the
@@ -637,20 +642,11 @@ func (c *conn) writeNow() {
 		c.close(engine.CloseGoingAway, "write failed")
 		done = false
 	}
-	c.mu.Lock()
-	more := !done || len(c.replies) > 0 || c.page != page
-	if !more {
-		c.writing = false
-	}
-	c.mu.Unlock()
-	if more {
+	if c.stopWriting(page, done) {
 		c.s.writers.Go(c.write) // it has writing, and the writers' count
 		return
 	}
 	c.writers.Done()
-	if page.Queued() > 0 {
-		c.kick() // frames queued after the Take found writing set
-	}
 }
 
 // frameLists are the arrays writeNow takes a page's frames into; each
@@ -665,8 +661,11 @@ var frameLists = sync.Pool{New: func() any { return new([]engine.Event) }}
 func (c *conn) writeBatch(f func() bool) bool {
 	if c.ctx.Err() != nil {
 		if c.cork != nil {
-			// What writeNow left corked, and the close frame after it.
+			// What writeNow left corked, and the close frame after it,
+			// under the same bound as any batch.
+			t := time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
 			_ = c.cork.uncork()
+			t.Stop()
 		}
 		return false
 	}

@@ -97,9 +97,12 @@ func (c *corkConn) uncork() error {
 // corkNow corks for a batch written by a goroutine that must not block
 // (conn.writeNow): until uncorkNow, writes only collect, whatever their
 // length. It reports false when the connection cannot write without
-// blocking, or is corked already.
+// blocking, is corked already, or is busy: an uncorked write (a pong, a
+// ping, a close frame) holds the lock while the socket makes it wait.
 func (c *corkConn) corkNow() bool {
-	c.mu.Lock()
+	if !c.mu.TryLock() {
+		return false
+	}
 	defer c.mu.Unlock()
 	if c.raw == nil || c.corked {
 		return false

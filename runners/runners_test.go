@@ -115,7 +115,9 @@ func TestBusy(t *testing.T) {
 		t.Errorf("after Close, one running: Busy %d", got)
 	}
 	close(release)
-	for p.Busy() != 0 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); p.Busy() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Busy %d after the function returned", p.Busy())
+		}
 	}
 }
