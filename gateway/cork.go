@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -23,7 +24,6 @@ import (
 // the first corked write and given back at uncork: an idle page holds none.
 type corkConn struct {
 	net.Conn
-	early  []byte          // read before Conn: what the client sent right after its upgrade request
 	raw    syscall.RawConn // Conn's, for writes that must not block; nil: none
 	mu     sync.Mutex
 	corked bool
@@ -48,20 +48,6 @@ var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b
 // maxPooledCork bounds what collects while corked: past it, the buffer is
 // written at once; and it is the largest buffer given back to the pool.
 const maxPooledCork = 64 << 10
-
-// Read reads what the client sent right after its upgrade request first,
-// then the connection. Only the WebSocket library's reader reads.
-func (c *corkConn) Read(p []byte) (int, error) {
-	if len(c.early) == 0 {
-		return c.Conn.Read(p)
-	}
-	n := copy(p, c.early)
-	c.early = c.early[n:]
-	if len(c.early) == 0 {
-		c.early = nil
-	}
-	return n, nil
-}
 
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
@@ -218,15 +204,12 @@ func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.hijacked = newCorkConn(conn)
-	n := brw.Reader.Buffered()
-	br := bufio.NewReaderSize(w.hijacked, max(n, socketReadBuf))
-	if n > 0 {
+	br := bufio.NewReaderSize(conn, socketReadBuf)
+	if n := brw.Reader.Buffered(); n > 0 {
 		// Into the new buffer, as buffered bytes: the library looks for
-		// them there. (A client that sends its first frame as soon as the
-		// 101 arrives often has a byte of it read by net/http's check for
-		// a closed connection, before the hijack.)
+		// them there.
 		early, _ := brw.Reader.Peek(n)
-		w.hijacked.early = bytes.Clone(early)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(early), conn), max(n, socketReadBuf))
 		if _, err := br.Peek(n); err != nil {
 			_ = conn.Close()
 			return nil, nil, err
