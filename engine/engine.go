@@ -237,7 +237,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s.updated = s.created
 	e.sessions[s.id] = s
 	e.opts.Metrics.SessionLoaded(1)
-	e.wg.Add(1) // done when the session leaves memory (Session.run)
+	e.wg.Add(1) // done when the session leaves memory (Session.depart)
 	e.mu.Unlock()
 	own, err := e.own(ctx, s)
 	if err != nil {

@@ -164,7 +164,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	}
 	e.sessions[id] = s
 	e.opts.Metrics.SessionLoaded(1)
-	e.wg.Add(1) // done when the session leaves memory (Session.run)
+	e.wg.Add(1) // done when the session leaves memory (Session.depart)
 	e.mu.Unlock()
 	if err := s.do(ctx, func() error {
 		s.logger.Info("session loaded", "events", len(events), "open calls", s.open, "turn cut", st.Turn)

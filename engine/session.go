@@ -437,7 +437,9 @@ func (s *Session) Cancel(ctx context.Context) error {
 // session.end, pages are told, and the goroutine stops; End waits for it,
 // or for ctx. Called from inside the worker's Decide with the context Decide
 // got (or one derived from it), End only asks: the session ends as soon as
-// that Decide returns.
+// that Decide returns. The session leaves memory only once its model turns
+// and worker attempts have returned: one that ends its own session with
+// another context must give it a deadline, or End waits for it to return.
 func (s *Session) End(ctx context.Context, reason string) {
 	if ctx.Value(decidingKey{}) == s {
 		s.endReq.CompareAndSwap(nil, &reason)
