@@ -389,11 +389,8 @@ func (l *eventLog) push(p *Page, ev Event) {
 		p.signal()
 		return
 	}
-	select {
-	case p.ready <- struct{}{}:
-	default:
-	}
-	l.woken = append(l.woken, p)
+	p.notify()
+	l.woken = append(l.woken, p) // its WriteNow, once l.mu is released (writeNow)
 }
 
 // attach puts session.opened and the stored events after `after` on p's

@@ -179,12 +179,17 @@ func (p *Page) Detach() {
 
 // signal wakes the page's reader; the eventLog lock is held.
 func (p *Page) signal() {
+	p.notify()
+	if p.wake != nil {
+		p.wake()
+	}
+}
+
+// notify puts Ready's token; the eventLog lock is held.
+func (p *Page) notify() {
 	select {
 	case p.ready <- struct{}{}:
 	default:
-	}
-	if p.wake != nil {
-		p.wake()
 	}
 }
 

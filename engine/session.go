@@ -115,7 +115,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		calls:      map[string]*call{},
 		wg:         &sync.WaitGroup{},
 	}
-	s.mail = newMailbox(s.run, e.runners.Go)
+	s.mail = newMailbox(s.handle, e.runners.Go)
 	return s
 }
 
@@ -131,12 +131,12 @@ func (s *Session) Owner() string { return s.owner }
 // LastSeq is the seq of the session's latest event.
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
 
-// run handles one message of the mailbox (mailbox.go), on whichever
+// handle handles one message of the mailbox (mailbox.go), on whichever
 // goroutine empties it: a step the journal stores whole. Once the session
 // ended or unloaded it returns depart, the session's leaving, for the
 // mailbox to run; the mailbox stays running, so no goroutine takes a
 // message again.
-func (s *Session) run(f func()) (leave func()) {
+func (s *Session) handle(f func()) (leave func()) {
 	s.step(f)
 	if s.ending || s.unloading || (s.draining && s.workersRunning == 0 && len(s.children()) == 0) {
 		return s.depart
@@ -702,20 +702,16 @@ func (s *Session) startTurn() {
 			}
 			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
 		})
-		s.finish(func() { s.turnDone(ctx, resp, err) })
+		// The turn's step runs right here when the session is idle
+		// (postHere): this goroutine is done anyway, and the step is
+		// spared a hand-off. It stops counting first: the step may end
+		// the session, which waits for s.wg. (A worker attempt's
+		// goroutine posts its step instead: run on it,
+		// BenchmarkWorkerToolCall took 33 µs a call instead of 28 on two
+		// cores, while the model turn's made the gateway's calls cheaper.)
+		s.wg.Done()
+		_ = s.postHere(context.Background(), func() { s.turnDone(ctx, resp, err) })
 	})
-}
-
-// finish ends a model turn's goroutine (counted in s.wg) with its step,
-// which runs right there when the session is idle (postHere): the
-// goroutine is done anyway, and the step is spared a hand-off. The
-// goroutine stops counting first: the step may end the session, which
-// waits for s.wg. A worker attempt's goroutine posts its step instead:
-// run on it, BenchmarkWorkerToolCall took 33 µs a call instead of 28
-// (two cores), while the model turn's made the gateway's calls cheaper.
-func (s *Session) finish(step func()) {
-	s.wg.Done()
-	_ = s.postHere(context.Background(), step)
 }
 
 // generate calls the model, turning a panic into an error.

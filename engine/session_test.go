@@ -1072,14 +1072,15 @@ func TestIdleSessionHoldsNoGoroutine(t *testing.T) {
 	}
 }
 
-// waitNoSessionGoroutine waits until no goroutine runs Session.run.
+// waitNoSessionGoroutine waits until no goroutine empties a session's
+// inbox (mailbox.run).
 func waitNoSessionGoroutine(t *testing.T, turn int) {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
-		if !bytes.Contains(buf[:n], []byte("engine.(*Session).run(")) {
+		if !bytes.Contains(buf[:n], []byte("engine.(*mailbox).run(")) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -531,24 +532,16 @@ func (c *conn) write() {
 		closing := false
 		frames = frames[:0]
 		ok := c.writeBatch(func() bool {
-			for _, r := range replies {
-				if r.Frame == nil { // closeAfterReplies
-					closing = true
-					return true
-				}
-				if !c.writeFrame(r.Frame) {
-					return false
-				}
-				c.s.opts.Metrics.FrameOut(r.Type)
+			if end := slices.IndexFunc(replies, func(r engine.Event) bool { return r.Frame == nil }); end >= 0 { // closeAfterReplies
+				closing = c.writeFrames(replies[:end], true)
+				return closing
+			}
+			if !c.writeFrames(replies, true) {
+				return false
 			}
 			if page != nil {
 				frames = page.Take(frames)
-				for _, ev := range frames {
-					if !c.writeFrame(ev.Frame) {
-						return false
-					}
-					c.s.opts.Metrics.FrameOut(ev.Type)
-				}
+				return c.writeFrames(frames, true)
 			}
 			return true
 		})
@@ -624,16 +617,7 @@ func (c *conn) writeNow() {
 
 	buf := frameLists.Get().(*[]engine.Event)
 	frames := page.Take(*buf)
-	ok := true
-	for _, ev := range frames {
-		// Not writeFrame: its timeout is the writer's, and these writes
-		// only fill the cork's buffer.
-		if err := c.ws.Write(context.Background(), websocket.MessageText, ev.Frame); err != nil {
-			ok = false
-			break
-		}
-		c.s.opts.Metrics.FrameOut(ev.Type)
-	}
+	ok := c.writeFrames(frames, false)
 	clear(frames)
 	*buf = frames[:0]
 	frameLists.Put(buf)
@@ -659,22 +643,19 @@ var frameLists = sync.Pool{New: func() any { return new([]engine.Event) }}
 // that stops reading loses its socket.
 // It reports false once the connection is closing.
 func (c *conn) writeBatch(f func() bool) bool {
-	if c.ctx.Err() != nil {
-		if c.cork != nil {
-			// What writeNow left corked, and the close frame after it,
-			// under the same bound as any batch.
-			t := time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
-			_ = c.cork.uncork()
-			t.Stop()
-		}
-		return false
-	}
 	if c.stuck == nil {
 		c.stuck = time.AfterFunc(c.s.opts.WriteTimeout, c.writeTimedOut)
 	} else {
 		c.stuck.Reset(c.s.opts.WriteTimeout)
 	}
 	defer c.stuck.Stop()
+	if c.ctx.Err() != nil {
+		if c.cork != nil {
+			// What writeNow left corked, and the close frame after it.
+			_ = c.cork.uncork()
+		}
+		return false
+	}
 	if c.cork == nil {
 		return f()
 	}
@@ -723,15 +704,28 @@ func (c *conn) ended(page *engine.Page) bool {
 
 const reasonTooSlow = "the connection could not keep up: reconnect and resume"
 
-// writeFrame writes one frame, in a batch of writeBatch. It reports false
-// once the connection is closing.
-func (c *conn) writeFrame(frame json.RawMessage) bool {
+// writeFrames writes frames in order, in a batch, counting each. timed:
+// the batch is the writer's, under its WriteTimeout (writeNow's only
+// fills the cork's buffer). It reports false once the connection is
+// closing.
+func (c *conn) writeFrames(frames []engine.Event, timed bool) bool {
+	for _, ev := range frames {
+		if !c.writeFrame(ev.Frame, timed) {
+			return false
+		}
+		c.s.opts.Metrics.FrameOut(ev.Type)
+	}
+	return true
+}
+
+// writeFrame writes one frame, in a batch; see writeFrames.
+func (c *conn) writeFrame(frame json.RawMessage, timed bool) bool {
 	if c.ctx.Err() != nil {
 		return false
 	}
 	// Each frame gets the whole WriteTimeout: a long replay written in a
 	// batch is not cut off for its length, only a peer that stops reading.
-	if c.stuck != nil {
+	if timed && c.stuck != nil {
 		c.stuck.Reset(c.s.opts.WriteTimeout)
 	}
 	// Not c.ctx: see conn.ctx.
