@@ -89,6 +89,7 @@ const maxCombined = 256 << 10
 type pendingBatch struct {
 	items []pendingItem
 	state json.RawMessage
+	agent bool // state carries the agent (Batch.Agent)
 }
 
 type pendingItem struct {
@@ -109,8 +110,9 @@ func (l *eventLog) begin() {
 // with any batch still waiting before it; on success its frames go to the
 // pages. It returns once the batch is stored or the store refused it, and
 // reports the store's error, and false when nothing changed. state is
-// copied when it is kept: the caller may reuse it.
-func (l *eventLog) commit(state json.RawMessage) (changed bool, err error) {
+// copied when it is kept: the caller may reuse it. agent: state carries the
+// agent's configuration (Batch.Agent).
+func (l *eventLog) commit(state json.RawMessage, agent bool) (changed bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.batch
@@ -122,7 +124,7 @@ func (l *eventLog) commit(state json.RawMessage) (changed bool, err error) {
 		l.flush(l.queued) // what the store refused before, again
 		return false, l.storeErr
 	}
-	b.state = bytes.Clone(state)
+	b.state, b.agent = bytes.Clone(state), agent && state != nil
 	l.queue(*b)
 	mine := l.queued
 	for {
@@ -278,7 +280,7 @@ func (l *eventLog) combine() (n int, batch Batch) {
 		}
 		n++
 		if b.state != nil {
-			batch.State = b.state
+			batch.State, batch.Agent = b.state, b.agent
 			break
 		}
 	}

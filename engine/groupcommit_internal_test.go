@@ -91,7 +91,7 @@ func TestDeltasGoToTheStoreTogether(t *testing.T) {
 	}
 	committed := make(chan error, 1)
 	go func() {
-		_, err := l.commit(json.RawMessage(`{"v":1}`))
+		_, err := l.commit(json.RawMessage(`{"v":1}`), false)
 		committed <- err
 	}()
 	select {
@@ -113,10 +113,26 @@ func TestDeltasGoToTheStoreTogether(t *testing.T) {
 	if got := seqsOf(p.queue); len(got) != 5 || got[0] != 1 || got[4] != 5 {
 		t.Errorf("the page got %v, want 1..5", got)
 	}
-	batches, _ := store.Load(context.Background(), "s")
-	if len(batches) != 2 {
-		t.Errorf("%d batches in the journal, want 2", len(batches))
+	if n := len(store.entered); n != 0 {
+		t.Errorf("%d more Appends, want the two", n)
 	}
+	if got := storedSeqs(t, store, "s"); len(got) != 5 || got[0] != 1 || got[4] != 5 {
+		t.Errorf("the journal has %v, want 1..5", got)
+	}
+}
+
+// storedSeqs is the seqs of the events in session's journal.
+func storedSeqs(t *testing.T, store Store, session string) []int64 {
+	t.Helper()
+	batches, err := store.Load(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, b := range batches {
+		seqs = append(seqs, seqsOf(b.Events)...)
+	}
+	return seqs
 }
 
 // Two steps never share an Append: each one's state is whole only with the
@@ -130,12 +146,12 @@ func TestStepsAreNotCombined(t *testing.T) {
 		defer close(done)
 		l.begin()
 		_, _ = l.publish(EventMessage, "", MessageEvent{Message: Message{Role: "user", Content: "one"}})
-		if _, err := l.commit(json.RawMessage(`{"v":1,"agent":{}}`)); err == nil {
+		if _, err := l.commit(json.RawMessage(`{"v":1,"agent":{}}`), true); err == nil {
 			t.Error("the first step's commit: no error from a refusing store")
 		}
 		l.begin()
 		_, _ = l.publish(EventMessage, "", MessageEvent{Message: Message{Role: "user", Content: "two"}})
-		if _, err := l.commit(json.RawMessage(`{"v":1}`)); err != nil {
+		if _, err := l.commit(json.RawMessage(`{"v":1}`), false); err != nil {
 			t.Errorf("the second step's commit: %v", err)
 		}
 	}()
@@ -215,8 +231,8 @@ func TestDeltasOnAFastStore(t *testing.T) {
 	if spawned != 0 {
 		t.Errorf("%d flushers started on a fast store", spawned)
 	}
-	if batches, _ := store.Load(context.Background(), "s"); len(batches) != 2 {
-		t.Errorf("%d batches stored when publish returned, want 2", len(batches))
+	if got := storedSeqs(t, store, "s"); len(got) != 2 {
+		t.Errorf("events %v stored when publish returned, want 1 and 2", got)
 	}
 }
 

@@ -555,6 +555,58 @@ func TestRestartModelTurnCut(t *testing.T) {
 	})
 }
 
+// TestRestartKeepsTheAgentItChangedTo: the agent a session's worker set on a
+// later turn, and not the first, is the one the session has after a
+// restart, however many steps came after the change (the journal writes the
+// agent only in the step where it changed).
+func TestRestartKeepsTheAgentItChangedTo(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := &testWorker{agent: engine.AgentConfig{System: "first"}}
+		w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+			switch tr := req.Trigger.(type) {
+			case engine.SessionStart:
+				agent := w.agent
+				return engine.Decision{Agent: &agent}, nil
+			case engine.UserMessage:
+				if tr.Message.Content == "switch" {
+					return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model", System: "second"}, Actions: req.Proposed.Actions}, nil
+				}
+			}
+			return req.Proposed, nil
+		}
+		var mu sync.Mutex
+		var systems []string
+		m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+			mu.Lock()
+			systems = append(systems, req.System)
+			mu.Unlock()
+			return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
+		}}
+		e1 := r.start(w, m)
+		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+		p1 := attach(t, s1, 0)
+		for _, text := range []string{"hi", "switch", "one", "two"} {
+			if err := p1.page.Send(context.Background(), text); err != nil {
+				t.Fatal(err)
+			}
+			p1.until("the reply to "+text, finalIdle("done"))
+		}
+		stop(t, e1)
+
+		s2 := r.loaded(w, m, s1.ID())
+		p2 := attach(t, s2, s2.LastSeq())
+		if err := p2.page.Send(context.Background(), "after"); err != nil {
+			t.Fatal(err)
+		}
+		p2.until("the reply after the restart", finalIdle("done"))
+		mu.Lock()
+		defer mu.Unlock()
+		if got := strings.Join(systems, " "); got != "first second second second second" {
+			t.Errorf("the model's system prompts, turn by turn: %s; want the first, then the second, after the restart too", got)
+		}
+	})
+}
+
 // TestRestartEndedStaysEnded: a session that ended is not brought back.
 func TestRestartEndedStaysEnded(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {

@@ -175,7 +175,7 @@ func (s *Session) commit() {
 	if err != nil {
 		s.logger.Error("failed to encode the session's state; the journal keeps the events only", "err", err)
 	}
-	changed, err := s.log.commit(state)
+	changed, err := s.log.commit(state, s.agentDirty)
 	putStateScratch(sc)
 	if changed {
 		s.agentDirty = false

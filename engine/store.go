@@ -26,7 +26,12 @@ type Store interface {
 	// to b's slices (its events, their frames, its state) once it passed
 	// them: a store may keep them as they are.
 	Append(ctx context.Context, session string, b Batch) error
-	// Load returns the session's journal, in order, or ErrNoSession.
+	// Load returns the session's journal, or ErrNoSession: every event, in
+	// order, and the states the engine reads back, in the order they were
+	// appended: at least the last, and the last of a batch with Agent set.
+	// A store may leave out the other states and join batches (MemoryStore
+	// does, so that a long session holds only what a load reads); one that
+	// returns every batch as appended (the JetStream store) keeps it too.
 	Load(ctx context.Context, session string) ([]Batch, error)
 	// Summarize records the session's summary, replacing the last one.
 	Summarize(ctx context.Context, s Summary) error
@@ -43,6 +48,11 @@ type Store interface {
 type Batch struct {
 	Events []Event
 	State  json.RawMessage
+	// Agent: State carries the agent's configuration, which the states
+	// after it leave out until it changes again, so a store that keeps
+	// only the last state keeps this one too (Store.Load). Set by the
+	// engine on Append; a store need not keep it.
+	Agent bool
 }
 
 // Summary is what a list of chats shows of a session, and what retention
@@ -101,21 +111,34 @@ func SortSummaries(s []Summary) {
 
 // MemoryStore is a Store in memory, safe for concurrent use. It forgets
 // everything when the process ends: tests, benchmarks, and --store memory.
+// It keeps of a session's journal what a load reads back (Store.Load): the
+// events, the last state and the last that carried the agent, so a long
+// session's memory grows with its events, not with its steps.
 type MemoryStore struct {
 	mu        sync.RWMutex
-	journals  map[string][]Batch
-	lastSeq   map[string]int64
+	journals  map[string]memJournal // by value: no object of its own per session
 	summaries map[string]Summary
 	// Fail, when set, is asked before every Append: a non-nil error fails
 	// it, as a full disk would (tests).
 	Fail func(session string, b Batch) error
 }
 
+// memJournal is what a MemoryStore keeps of a session's journal.
+type memJournal struct {
+	events     eventList
+	lastSeq    int64
+	state      json.RawMessage // the last state appended
+	stateAgent bool            // state carries the agent
+	stateAt    int             // events appended up to state's batch
+	agent      json.RawMessage // the last state that carried the agent, when state does not
+	agentAt    int             // events appended up to agent's batch
+}
+
 var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{journals: map[string][]Batch{}, lastSeq: map[string]int64{}, summaries: map[string]Summary{}}
+	return &MemoryStore{journals: map[string]memJournal{}, summaries: map[string]Summary{}}
 }
 
 // Append implements Store.
@@ -127,18 +150,31 @@ func (m *MemoryStore) Append(_ context.Context, session string, b Batch) error {
 			return err
 		}
 	}
-	last, err := CheckBatch(m.lastSeq[session], b)
+	j := m.journals[session]
+	last, err := CheckBatch(j.lastSeq, b)
 	if err != nil {
 		return err
 	}
-	// The batch's slices are never written to again (Store.Append): keep
-	// them, not copies.
-	m.journals[session] = append(m.journals[session], b)
-	m.lastSeq[session] = last
+	// The events are never written to again (Store.Append): keep them,
+	// not copies of their frames.
+	j.events.append(b.Events...)
+	j.lastSeq = last
+	if b.State != nil {
+		switch {
+		case b.Agent:
+			j.agent, j.agentAt = nil, 0
+		case j.stateAgent:
+			j.agent, j.agentAt = j.state, j.stateAt
+		}
+		j.state, j.stateAgent, j.stateAt = b.State, b.Agent, j.events.len()
+	}
+	m.journals[session] = j
 	return nil
 }
 
-// Load implements Store.
+// Load implements Store: one batch with the events up to the last state,
+// and one more when the last state that carried the agent came before it
+// (then first), and one with the events after the last state.
 func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -146,7 +182,23 @@ func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoSession, session)
 	}
-	return slices.Clone(j), nil
+	events := j.events.appendAfter(make([]Event, 0, j.events.len()), 0)
+	var out []Batch
+	from := 0
+	add := func(to int, state json.RawMessage, agent bool) {
+		out = append(out, Batch{Events: events[from:to:to], State: state, Agent: agent})
+		from = to
+	}
+	if j.agent != nil {
+		add(j.agentAt, j.agent, true)
+	}
+	if j.state != nil {
+		add(j.stateAt, j.state, j.stateAgent)
+	}
+	if from < len(events) || len(out) == 0 {
+		add(len(events), nil, false)
+	}
+	return out, nil
 }
 
 // Summarize implements Store.
@@ -176,7 +228,6 @@ func (m *MemoryStore) Delete(_ context.Context, session string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.journals, session)
-	delete(m.lastSeq, session)
 	delete(m.summaries, session)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,29 +41,81 @@ func journal(t *testing.T, s engine.Store) {
 	if _, err := s.Load(ctx, "nobody"); !errors.Is(err, engine.ErrNoSession) {
 		t.Errorf("Load of a session never appended: %v, want ErrNoSession", err)
 	}
-	batches := []engine.Batch{
-		{Events: []engine.Event{event(1, "message"), event(2, "model.delta")}, State: json.RawMessage(`{"v":1,"n":1}`)},
-		{Events: []engine.Event{event(3, "model.delta")}}, // a delta: no state
-		{State: json.RawMessage(`{"v":1,"n":2}`)},         // a step with no event
-		{Events: []engine.Event{event(4, "session.idle")}, State: json.RawMessage(`{"v":1,"n":3}`)},
+	state := func(s string) json.RawMessage { return json.RawMessage(s) }
+	for _, tc := range []struct {
+		name    string
+		batches []engine.Batch
+		// The states Load must return, in this order; others appended may
+		// be there too, in the order appended.
+		want []string
+	}{
+		{"steps, a delta, a step with no event", []engine.Batch{
+			{Events: []engine.Event{event(1, "message"), event(2, "model.delta")}, State: state(`{"v":1,"agent":{"model":"a"},"n":1}`), Agent: true},
+			{Events: []engine.Event{event(3, "model.delta")}}, // a delta: no state
+			{State: state(`{"v":1,"n":2}`)},                   // a step with no event
+			{Events: []engine.Event{event(4, "session.idle")}, State: state(`{"v":1,"n":3}`)},
+		}, []string{`{"v":1,"agent":{"model":"a"},"n":1}`, `{"v":1,"n":3}`}},
+		{"the agent changed in the last step", []engine.Batch{
+			{Events: []engine.Event{event(1, "message")}, State: state(`{"v":1,"agent":{"model":"a"}}`), Agent: true},
+			{Events: []engine.Event{event(2, "message")}, State: state(`{"v":1,"n":2}`)},
+			{Events: []engine.Event{event(3, "message")}, State: state(`{"v":1,"agent":{"model":"b"},"n":3}`), Agent: true},
+		}, []string{`{"v":1,"agent":{"model":"b"},"n":3}`}},
+		{"the agent changed twice, steps after", []engine.Batch{
+			{Events: []engine.Event{event(1, "message")}, State: state(`{"v":1,"agent":{"model":"a"}}`), Agent: true},
+			{Events: []engine.Event{event(2, "message")}, State: state(`{"v":1,"agent":{"model":"b"},"n":2}`), Agent: true},
+			{Events: []engine.Event{event(3, "message")}, State: state(`{"v":1,"n":3}`)},
+			{Events: []engine.Event{event(4, "model.delta"), event(5, "model.delta")}},
+		}, []string{`{"v":1,"agent":{"model":"b"},"n":2}`, `{"v":1,"n":3}`}},
+		{"events only", []engine.Batch{
+			{Events: []engine.Event{event(1, "model.delta")}},
+			{Events: []engine.Event{event(2, "model.delta")}},
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tc.name, " ", "-")
+			var appended []string
+			var events []engine.Event
+			for i, b := range tc.batches {
+				if err := s.Append(ctx, id, b); err != nil {
+					t.Fatalf("Append %d: %v", i, err)
+				}
+				if b.State != nil {
+					appended = append(appended, string(b.State))
+				}
+				events = append(events, b.Events...)
+			}
+			got, err := s.Load(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotEvents []engine.Event
+			var gotStates []string
+			for _, b := range got {
+				gotEvents = append(gotEvents, b.Events...)
+				if b.State != nil {
+					gotStates = append(gotStates, string(b.State))
+				}
+			}
+			if show(engine.Batch{Events: gotEvents}) != show(engine.Batch{Events: events}) {
+				t.Errorf("Load's events: %s, want %s", show(engine.Batch{Events: gotEvents}), show(engine.Batch{Events: events}))
+			}
+			if !subsequence(gotStates, appended) || !subsequence(tc.want, gotStates) {
+				t.Errorf("Load's states: %q; want %q among them, each of them appended (%q), in that order", gotStates, tc.want, appended)
+			}
+		})
 	}
-	for i, b := range batches {
-		if err := s.Append(ctx, "s1", b); err != nil {
-			t.Fatalf("Append %d: %v", i, err)
+}
+
+// subsequence: every string of sub is in of, in the same order.
+func subsequence(sub, of []string) bool {
+	for _, s := range sub {
+		i := slices.Index(of, s)
+		if i < 0 {
+			return false
 		}
+		of = of[i+1:]
 	}
-	got, err := s.Load(ctx, "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(batches) {
-		t.Fatalf("Load: %d batches, want %d", len(got), len(batches))
-	}
-	for i := range got {
-		if !sameBatch(got[i], batches[i]) {
-			t.Errorf("batch %d = %s, want %s", i, show(got[i]), show(batches[i]))
-		}
-	}
+	return true
 }
 
 func sameBatch(a, b engine.Batch) bool { return show(a) == show(b) }
@@ -111,15 +164,23 @@ func separate(t *testing.T, s engine.Store) {
 		}()
 	}
 	wg.Wait()
+	var want []int64
+	for seq := int64(1); seq <= 20; seq++ {
+		want = append(want, seq)
+	}
 	for i := range 8 {
 		got, err := s.Load(ctx, fmt.Sprintf("s%d", i))
-		if err != nil || len(got) != 20 {
-			t.Fatalf("s%d: %d batches, %v", i, len(got), err)
+		if err != nil {
+			t.Fatalf("s%d: %v", i, err)
 		}
-		for j, b := range got {
-			if len(b.Events) != 1 || b.Events[0].Seq != int64(j+1) {
-				t.Fatalf("s%d batch %d: %s", i, j, show(b))
+		var seqs []int64
+		for _, b := range got {
+			for _, ev := range b.Events {
+				seqs = append(seqs, ev.Seq)
 			}
+		}
+		if !slices.Equal(seqs, want) {
+			t.Fatalf("s%d: events %v, want %v", i, seqs, want)
 		}
 	}
 }
