@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Limits bound what one session's agent may spend: a model that calls tools
@@ -173,7 +174,12 @@ func (s *Session) trip(g GuardTripped) {
 
 // canonicalArgs is a tool use's arguments with object keys sorted and
 // spaces removed, so the same arguments written twice compare equal.
+// Arguments already written so (a model's usually are) are returned as
+// they are, without the round trip through encoding/json.
 func canonicalArgs(raw string) string {
+	if c := (canonicalScanner{s: raw}); c.value(0) && c.i == len(raw) {
+		return raw
+	}
 	var v any
 	if json.Unmarshal([]byte(raw), &v) != nil {
 		return raw
@@ -192,4 +198,144 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// canonicalScanner checks that a JSON text is what json.Marshal writes for
+// what json.Unmarshal reads from it into an any: no spaces, object keys in
+// increasing order with none twice, strings without escapes or the
+// characters Marshal escapes, integers a float64 holds exactly. It says
+// no to anything else, which may still be canonical: the caller then makes
+// sure the long way. FuzzCanonicalArgs holds it to encoding/json.
+type canonicalScanner struct {
+	s string
+	i int
+}
+
+func (c *canonicalScanner) value(depth int) bool {
+	if c.i >= len(c.s) || depth > quickMaxDepth {
+		return false
+	}
+	switch ch := c.s[c.i]; {
+	case ch == '{':
+		c.i++
+		if c.i < len(c.s) && c.s[c.i] == '}' {
+			c.i++
+			return true
+		}
+		prev, first := "", true
+		for {
+			start := c.i + 1
+			if !c.str() {
+				return false
+			}
+			key := c.s[start : c.i-1]
+			if !first && key <= prev {
+				return false
+			}
+			prev, first = key, false
+			if c.i >= len(c.s) || c.s[c.i] != ':' {
+				return false
+			}
+			c.i++
+			if !c.value(depth + 1) {
+				return false
+			}
+			if c.i >= len(c.s) {
+				return false
+			}
+			c.i++
+			switch c.s[c.i-1] {
+			case ',':
+			case '}':
+				return true
+			default:
+				return false
+			}
+		}
+	case ch == '[':
+		c.i++
+		if c.i < len(c.s) && c.s[c.i] == ']' {
+			c.i++
+			return true
+		}
+		for {
+			if !c.value(depth+1) || c.i >= len(c.s) {
+				return false
+			}
+			c.i++
+			switch c.s[c.i-1] {
+			case ',':
+			case ']':
+				return true
+			default:
+				return false
+			}
+		}
+	case ch == '"':
+		return c.str()
+	case ch == '-' || ('1' <= ch && ch <= '9'):
+		return c.integer()
+	case ch == '0':
+		c.i++
+		return true
+	}
+	for _, lit := range quickLiterals {
+		if len(c.s)-c.i >= len(lit.text) && c.s[c.i:c.i+len(lit.text)] == lit.text {
+			c.i += len(lit.text)
+			return true
+		}
+	}
+	return false
+}
+
+// str reads a string Marshal writes as it is: no escapes, no control
+// characters, none of < > & (escaped for HTML), valid UTF-8 without U+2028
+// and U+2029 (escaped for JavaScript).
+func (c *canonicalScanner) str() bool {
+	if c.i >= len(c.s) || c.s[c.i] != '"' {
+		return false
+	}
+	for c.i++; c.i < len(c.s); {
+		switch ch := c.s[c.i]; {
+		case ch == '"':
+			c.i++
+			return true
+		case ch < 0x20, ch == '\\', ch == '<', ch == '>', ch == '&':
+			return false
+		case ch < utf8.RuneSelf:
+			c.i++
+		default:
+			r, n := utf8.DecodeRuneInString(c.s[c.i:])
+			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+				return false
+			}
+			c.i += n
+		}
+	}
+	return false
+}
+
+// integer reads an integer of at most 15 digits, not -0: a float64 holds
+// it exactly, and Marshal writes it back the same.
+func (c *canonicalScanner) integer() bool {
+	start := c.i
+	if c.s[c.i] == '-' {
+		c.i++
+	}
+	digits := c.i
+	for c.i < len(c.s) && '0' <= c.s[c.i] && c.s[c.i] <= '9' {
+		c.i++
+	}
+	n := c.i - digits
+	if n == 0 || n > 15 || c.s[digits] == '0' {
+		return false // none, too many, a leading zero, or -0
+	}
+	if c.i < len(c.s) {
+		switch c.s[c.i] {
+		case '.', 'e', 'E':
+			c.i = start
+			return false
+		}
+	}
+	return true
 }

@@ -447,13 +447,11 @@ func (s *Session) armUnload() {
 	})
 }
 
-// declaredSets lists the tools of the attached pages and of the last to
-// leave, for the journal: after a restart they are the pages that left.
-func (s *Session) declaredSets() [][]string {
-	if len(s.departed)+len(s.pages) == 0 {
-		return nil
-	}
-	out := make([][]string, 0, len(s.departed)+len(s.pages))
+// declaredSets appends to out[:0] the tools of the attached pages and of
+// the last to leave, for the journal: after a restart they are the pages
+// that left.
+func (s *Session) declaredSets(out [][]string) [][]string {
+	out = out[:0]
 	for _, tools := range s.departed {
 		out = append(out, tools)
 	}
@@ -461,7 +459,9 @@ func (s *Session) declaredSets() [][]string {
 		out = append(out, p.tools)
 	}
 	if len(out) > maxDeparted {
-		out = out[len(out)-maxDeparted:]
+		n := copy(out, out[len(out)-maxDeparted:])
+		clear(out[n:])
+		out = out[:n]
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -771,11 +770,12 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 	guard := s.repeatGuard(msg.ToolUses)
 	var proposed Decision
 	if msg.Content != "" || len(msg.ToolUses) > 0 {
+		proposed.Actions = make([]Action, 0, 1+len(msg.ToolUses))
 		proposed.Actions = append(proposed.Actions, MessageAppend{Message: msg})
 	}
 	for _, u := range msg.ToolUses {
 		decl := s.tool(u.Name)
-		args, _ := json.Marshal(u.Arguments)
+		args := AppendJSONString(nil, u.Arguments) // as json.Marshal writes it
 		proposed.Actions = append(proposed.Actions, ToolCall{
 			ID:        u.ID,
 			Name:      u.Name,

@@ -95,13 +95,14 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 		clear(st.Calls)
 		clear(st.Queue)
 		clear(st.Waiting)
-		*st = sessionState{Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0]}
+		clear(st.Declared)
+		*st = sessionState{Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], Declared: st.Declared[:0]}
 	}()
 	*st = sessionState{
 		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
 		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
 		Idle: s.idle, Ended: s.ending, Usage: s.usage,
-		Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0],
+		Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], Declared: st.Declared[:0],
 	}
 	if s.agentDirty {
 		st.Agent = &s.agent
@@ -121,7 +122,7 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	for _, w := range s.waiting {
 		st.Waiting = append(st.Waiting, w.msg.Content)
 	}
-	st.Declared = s.declaredSets()
+	st.Declared = s.declaredSets(st.Declared)
 	b, err := appendState(sc.buf[:0], st)
 	if err != nil {
 		return nil, err
