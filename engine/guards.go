@@ -240,16 +240,8 @@ func (c *canonicalScanner) value(depth int) bool {
 			if !c.value(depth + 1) {
 				return false
 			}
-			if c.i >= len(c.s) {
-				return false
-			}
-			c.i++
-			switch c.s[c.i-1] {
-			case ',':
-			case '}':
-				return true
-			default:
-				return false
+			if closed, ok := c.next('}'); closed || !ok {
+				return ok
 			}
 		}
 	case ch == '[':
@@ -259,16 +251,11 @@ func (c *canonicalScanner) value(depth int) bool {
 			return true
 		}
 		for {
-			if !c.value(depth+1) || c.i >= len(c.s) {
+			if !c.value(depth + 1) {
 				return false
 			}
-			c.i++
-			switch c.s[c.i-1] {
-			case ',':
-			case ']':
-				return true
-			default:
-				return false
+			if closed, ok := c.next(']'); closed || !ok {
+				return ok
 			}
 		}
 	case ch == '"':
@@ -286,6 +273,21 @@ func (c *canonicalScanner) value(depth int) bool {
 		}
 	}
 	return false
+}
+
+// next reads what follows a member or element: a comma, or close.
+func (c *canonicalScanner) next(close byte) (closed, ok bool) {
+	if c.i >= len(c.s) {
+		return false, false
+	}
+	c.i++
+	switch c.s[c.i-1] {
+	case ',':
+		return false, true
+	case close:
+		return true, true
+	}
+	return false, false
 }
 
 // str reads a string Marshal writes as it is: no escapes, no control
