@@ -103,7 +103,7 @@ func (p *Page) Approve(ctx context.Context, a ToolApprove) error {
 }
 
 func (s *Session) approve(a ToolApprove, from *Page) error {
-	c, ok := s.calls[a.ID]
+	c, ok := s.lookup(a.ID)
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: %q", ErrUnknownCall, a.ID)

@@ -102,12 +102,40 @@ func (s *Session) openCalls() []*call {
 	return out
 }
 
-// dropSettled takes b's calls out of s.live once they have all settled.
+// dropSettled takes b's calls out of s.live and s.calls once they have all
+// settled, keeping of each what a late answer is told (lookup): a long
+// session holds no call's arguments, result or schemas after it is done.
 func (s *Session) dropSettled(b *batch) {
 	if !b.allSettled() {
 		return
 	}
 	s.live = slices.DeleteFunc(s.live, func(c *call) bool { return c.batch == b })
+	for _, c := range b.calls {
+		delete(s.calls, c.id)
+		s.settled[c.id] = settledCall{handler: c.handler, attempt: c.attempt, answeredBy: c.answeredBy}
+	}
+}
+
+// settledCall is what a session keeps of a call that settled with all its
+// siblings: what an answer, a progress report or an approval that comes
+// after is told.
+type settledCall struct {
+	handler             Handler
+	attempt, answeredBy int
+}
+
+// lookup finds a call by id: one whose batch has not all settled, or what
+// is kept of one that has, as a settled call of its own, run by s (the
+// error a late answer gets is the same whichever run it reaches), that
+// nothing may change.
+func (s *Session) lookup(id string) (*call, bool) {
+	if c, ok := s.calls[id]; ok {
+		return c, true
+	}
+	if t, ok := s.settled[id]; ok {
+		return &call{id: id, handler: t.handler, attempt: t.attempt, answeredBy: t.answeredBy, settled: true, run: s}, true
+	}
+	return nil, false
 }
 
 // startCall dispatches a tool.call action.
@@ -119,7 +147,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	if id == "" {
 		id = "call_" + s.e.opts.NewID()
 	}
-	if _, dup := s.calls[id]; dup {
+	if _, dup := s.lookup(id); dup {
 		return fmt.Errorf("tool.call id %q is already in use", id)
 	}
 	handler := tc.Handler.orDefault()
@@ -321,7 +349,7 @@ func (s *Session) target(id string, attempt int, def answerDefaults, what string
 	if attempt == 0 && id == def.id {
 		attempt = def.attempt
 	}
-	c, ok := s.calls[id]
+	c, ok := s.lookup(id)
 	switch {
 	case id == "":
 		return nil, 0, fmt.Errorf("%w: %s names no call id", ErrUnknownCall, what)

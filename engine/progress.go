@@ -98,7 +98,7 @@ func ReportProgress(ctx context.Context, progress, total float64, message string
 
 // progress takes a report for the current attempt of a call of handler.
 func (s *Session) progress(pr ToolProgress, handler Handler) error {
-	c, ok := s.calls[pr.ID]
+	c, ok := s.lookup(pr.ID)
 	switch {
 	case ok && c.run != s:
 		return c.run.progress(pr, handler) // a sub-agent's call

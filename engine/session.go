@@ -42,9 +42,10 @@ type Session struct {
 	tools        agentTools // agent.Tools by name, with their schemas
 	model        model.Model
 	transcript   []Message
-	calls        map[string]*call
-	live         []*call // the calls of batches not all settled, in dispatch order
-	open         int     // calls not yet settled
+	calls        map[string]*call       // the calls of batches not all settled
+	settled      map[string]settledCall // what is kept of the others (call.go: lookup)
+	live         []*call                // the same calls, in dispatch order
+	open         int                    // calls not yet settled
 	queue        []queued
 	turn         context.CancelFunc // the running model turn, if any
 	promptWanted bool
@@ -112,6 +113,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		ctx:        ctx,
 		stop:       stop,
 		calls:      map[string]*call{},
+		settled:    map[string]settledCall{},
 		wg:         &sync.WaitGroup{},
 	}
 	s.mail = newMailbox(s.handle, e.runners.Go)
@@ -740,7 +742,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		// tool call must never execute.
 		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
 		for i := range msg.ToolUses {
-			if _, taken := s.calls[msg.ToolUses[i].ID]; msg.ToolUses[i].ID == "" || (taken && s.parent != nil) {
+			if _, taken := s.lookup(msg.ToolUses[i].ID); msg.ToolUses[i].ID == "" || (taken && s.parent != nil) {
 				// Mint the id here, not in startCall: the transcript's tool
 				// use and its tool message must name the same call. A
 				// sub-agent's model numbers its calls from its own

@@ -194,7 +194,7 @@ func (s *Session) newChild(c *call, agent AgentConfig) (*Session, error) {
 		id: root.id, owner: root.owner, e: root.e, log: root.log,
 		logger: logger, baseLogger: logger,
 		mail: root.mail, stopped: root.stopped, ctx: ctx, stop: stop, wg: root.wg,
-		calls: root.calls, parent: c, parentRun: s, depth: s.depth + 1,
+		calls: root.calls, settled: root.settled, parent: c, parentRun: s, depth: s.depth + 1,
 		userTurnCtx: c.attemptCtx, // the child's spans belong to the attempt it answers
 		created:     s.e.opts.Clock.Now(),
 	}
