@@ -29,7 +29,7 @@ func BenchmarkEncodeEvent(b *testing.B) {
 		{"model.delta", EventModelDelta, ModelDeltaEvent{Text: "Hello, wor"}},
 		{"tool.started", EventToolStarted, ToolStartedEvent{ID: "toolu_1000", Name: "echo", Arguments: `{"text":"echo 1000"}`,
 			Input: input, Handler: HandlerClient, Attempt: 1, Attempts: 1, Deadline: "2026-01-02T03:04:05.000Z"}},
-		{"tool.finished", EventToolFinished, ToolFinished{ID: "toolu_1000", OK: true, Name: "echo", Result: `{"text":"echo 1000"}`}},
+		{"tool.finished", EventToolFinished, ToolFinishedEvent{ID: "toolu_1000", OK: true, Name: "echo", Result: `{"text":"echo 1000"}`}},
 		{"message", EventMessage, MessageEvent{Message: Message{Role: model.RoleAssistant, Content: "done"}}},
 		{"session.idle", EventSessionIdle, struct{}{}},
 	}

@@ -7,10 +7,19 @@ import (
 	"unicode/utf8"
 )
 
-// jsonBuf is a buffer with its encoder, for withJSON.
+// jsonBuf is a buffer with its encoder, for withJSON, and a buffer for
+// the values that write themselves (jsonAppender).
 type jsonBuf struct {
 	b   bytes.Buffer
 	enc *json.Encoder
+	raw []byte
+}
+
+// jsonAppender is a value that writes itself as json.Marshal writes it,
+// without reflection, or says it cannot (false), and encoding/json does:
+// the payloads of the events every turn publishes (eventenc.go).
+type jsonAppender interface {
+	appendJSON(b []byte) ([]byte, bool)
 }
 
 var jsonBufs = sync.Pool{New: func() any {
@@ -28,6 +37,16 @@ const maxPooledJSON = 64 << 10
 // instead of Marshal's result and then the frame.
 func withJSON(v any, f func(body []byte)) error {
 	j := jsonBufs.Get().(*jsonBuf)
+	if a, ok := v.(jsonAppender); ok {
+		if body, ok := a.appendJSON(j.raw[:0]); ok {
+			f(body)
+			if cap(body) <= maxPooledJSON {
+				j.raw = body[:0]
+			}
+			jsonBufs.Put(j)
+			return nil
+		}
+	}
 	j.b.Reset()
 	err := j.enc.Encode(v)
 	if err == nil {
