@@ -176,9 +176,9 @@ func (m *MemoryStore) Append(_ context.Context, session string, b Batch) error {
 	return nil
 }
 
-// Load implements Store: one batch with the events up to the last state,
-// and one more when the last state that carried the agent came before it
-// (then first), and one with the events after the last state.
+// Load implements Store: the events up to the state that carried the
+// agent with that state, when a later one is the last; the events up to
+// the last state with it; the events after it.
 func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
