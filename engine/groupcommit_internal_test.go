@@ -109,6 +109,7 @@ func TestDeltasGoToTheStoreTogether(t *testing.T) {
 	if err := <-committed; err != nil {
 		t.Fatal(err)
 	}
+	close(store.release) // a third Append would pass, and be counted below
 	wg.Wait()
 	if got := seqsOf(p.queue); len(got) != 5 || got[0] != 1 || got[4] != 5 {
 		t.Errorf("the page got %v, want 1..5", got)

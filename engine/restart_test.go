@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -625,85 +624,6 @@ func TestRestartEndedStaysEnded(t *testing.T) {
 		}
 		if _, err := e2.Load(context.Background(), "never"); !errors.Is(err, engine.ErrNoSession) {
 			t.Errorf("Load of an unknown session: %v, want ErrNoSession", err)
-		}
-	})
-}
-
-// summaryCounter counts the summaries a store is given, per session.
-type summaryCounter struct {
-	engine.Store
-	mu   sync.Mutex
-	puts map[string][]engine.Summary
-}
-
-func (c *summaryCounter) Summarize(ctx context.Context, s engine.Summary) error {
-	c.mu.Lock()
-	c.puts[s.ID] = append(c.puts[s.ID], s)
-	c.mu.Unlock()
-	return c.Store.Summarize(ctx, s)
-}
-
-func (c *summaryCounter) of(id string) []engine.Summary {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.puts[id])
-}
-
-// TestSummaryOfATurn: a turn writes the session's summary once, with the
-// user message (busy); its going idle is written when the session leaves
-// memory, so a restart after the unload does not load it.
-func TestSummaryOfATurn(t *testing.T) {
-	forEachStore(t, func(t *testing.T, r *rig) {
-		w := &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
-		counted := &summaryCounter{puts: map[string][]engine.Summary{}}
-		r.store = r.open()
-		counted.Store = r.store
-		e, err := engine.New(engine.Options{
-			Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
-			Store: counted, Clock: r.clock, Logger: quiet(), Retain: -1, Unload: time.Minute,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := attach(t, s, 0)
-		opened := len(counted.of(s.ID()))
-		for _, text := range []string{"one", "two", "three"} {
-			r.clock.Advance(time.Second) // each message updates the summary
-			_ = p.page.Send(context.Background(), text)
-			p.until("the reply to "+text, finalIdle("done"))
-		}
-		if _, err := s.Transcript(context.Background()); err != nil { // a barrier: the last step is done
-			t.Fatal(err)
-		}
-		if n := len(counted.of(s.ID())) - opened; n != 3 {
-			t.Errorf("three turns wrote the summary %d times, want 3 (one a user message)", n)
-		}
-		p.page.Detach()
-		if _, err := s.Transcript(context.Background()); err != nil { // the page has left
-			t.Fatal(err)
-		}
-		r.clock.Advance(time.Minute)
-		select {
-		case <-s.Done():
-		case <-time.After(hangGuard):
-			t.Fatal("the idle session did not unload")
-		}
-		puts := counted.of(s.ID())
-		if last := puts[len(puts)-1]; last.Busy || last.Title != "one" {
-			t.Errorf("the summary after the unload: %+v, want not busy", last)
-		}
-		stop(t, e)
-
-		e2 := r.start(w, textModel())
-		if err := e2.Resume(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if _, loaded := e2.Session(s.ID()); loaded {
-			t.Error("a session that unloaded idle was loaded at the next start")
 		}
 	})
 }

@@ -194,7 +194,7 @@ func (s *Session) commit() {
 		return
 	}
 	if changed {
-		s.summarize(false)
+		s.summarize()
 	}
 	if s.unloadable && !s.ending && !s.unloading && len(s.pages) == 0 && !s.busy() && s.idleTimer == nil && s.e.opts.Unload > 0 {
 		s.armUnload()
@@ -212,22 +212,11 @@ func (s *Session) retryStore() {
 	})
 }
 
-// summarize gives the store the session's summary when it changed. While
-// the session stays in memory, its going idle is not written by itself
-// (leaving: it is leaving memory, and is written): Busy only tells the next
-// process which sessions to load when it starts (Engine.Resume), and every
-// turn would write the summary twice. A process that stops without
-// unloading leaves idle sessions marked busy; the next loads them, and they
-// unload.
-func (s *Session) summarize(leaving bool) {
+// summarize gives the store the session's summary when it changed.
+func (s *Session) summarize() {
 	sum := Summary{ID: s.id, Owner: s.owner, Title: s.title, Created: s.created, Updated: s.updated, Ended: s.ending, Busy: s.busy()}
 	if sum == s.summary {
 		return
-	}
-	if stillBusy := sum; !leaving && s.summary.Busy && !sum.Busy {
-		if stillBusy.Busy = true; stillBusy == s.summary {
-			return
-		}
 	}
 	if err := s.e.opts.Store.Summarize(context.Background(), sum); err != nil {
 		s.logger.Warn("failed to store the session's summary", "err", err)
@@ -255,9 +244,6 @@ func (s *Session) leave() {
 	// A model's last deltas may be on their way to the store: the lease
 	// goes back after them.
 	s.log.settle()
-	if !s.lost {
-		s.summarize(true) // no longer busy, if it went idle in memory
-	}
 	if s.ownership != nil && !s.lost {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.ownership.Release(ctx); err != nil {

@@ -64,12 +64,8 @@ type Summary struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"` // the last user message, or the creation
 	Ended   bool      `json:"ended,omitempty"`
-	// Busy: work may be in flight (a call, a model turn, a queued
-	// message), so the engine loads the session when it starts. It is set
-	// with the step that starts work and cleared when the session leaves
-	// memory idle: a session that goes idle and stays loaded keeps it,
-	// and after a crash the next start loads that session for nothing
-	// (it unloads again).
+	// Busy: work was in flight at the last write (a call, a model turn, a
+	// queued message), so the engine loads the session when it starts.
 	Busy bool `json:"busy,omitempty"`
 }
 

@@ -123,6 +123,9 @@ func TestLeaseLost(t *testing.T) {
 	if err := a.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); !errors.Is(err, jetstream.ErrFenced) {
 		t.Errorf("append after the lease was lost: %v, want ErrFenced", err)
 	}
+	if err := a.Summarize(ctx, engine.Summary{ID: "s1", Owner: "alice"}); !errors.Is(err, jetstream.ErrFenced) {
+		t.Errorf("a summary after the lease was lost: %v, want ErrFenced", err)
+	}
 	time.Sleep(ttl)
 	if len(lost) != 0 {
 		t.Error("lost was called more than once")

@@ -535,6 +535,11 @@ func summaryKey(owner, session string) string {
 
 // Summarize implements engine.Store.
 func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
+	// A node whose lease may have lapsed must not write over the summary
+	// of the node that runs the session now, as it must not append.
+	if err := s.holds(sum.ID); err != nil {
+		return err
+	}
 	data, err := json.Marshal(sum)
 	if err != nil {
 		return err
