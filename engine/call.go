@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -194,7 +195,9 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	s.idle = false
 	b.calls = append(b.calls, c)
 	c.specErr = specErr
-	s.logger.Info("tool call dispatched", "call", id, "tool", c.name, "handler", handler, "input", c.input.Status)
+	if s.logs(slog.LevelInfo) {
+		s.logger.Info("tool call dispatched", "call", id, "tool", c.name, "handler", handler, "input", c.input.Status)
+	}
 	return nil
 }
 
@@ -527,7 +530,9 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	} else {
 		c.finished.Error = o.err
 	}
-	s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
+	if s.logs(slog.LevelInfo) {
+		s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
+	}
 	code := ""
 	if !o.ok {
 		code = string(o.code)

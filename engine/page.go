@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"slices"
 	"unicode/utf8"
 )
@@ -425,7 +426,9 @@ func (s *Session) deliverCall(c *call) {
 	}
 	c.delivered = s.e.opts.Clock.Now()
 	c.attemptDelivered(c.holder.id)
-	s.logger.Debug("client call delivered", "call", c.id, "attempt", c.attempt, "page", c.holder.id)
+	if s.logs(slog.LevelDebug) {
+		s.logger.Debug("client call delivered", "call", c.id, "attempt", c.attempt, "page", c.holder.id)
+	}
 }
 
 // armUnload unloads the session once it has had no page and no work for

@@ -273,6 +273,13 @@ func (s *Session) leave() {
 	s.stop()
 }
 
+// logs reports whether the session's logger writes records of level. The
+// records every call makes check first: their arguments cost allocations
+// even when the handler drops the record.
+func (s *Session) logs(level slog.Level) bool {
+	return s.logger.Enabled(context.Background(), level)
+}
+
 // post hands f to the session goroutine. It fails once the session ended.
 func (s *Session) post(ctx context.Context, f func()) error {
 	if err := s.accepting(); err != nil {
