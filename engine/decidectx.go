@@ -12,10 +12,12 @@ import (
 // session's) is made only when Decide first asks for Done, Err or a Value:
 // a worker that answers without looking (an in-process WorkerFunc) costs
 // no timer. Once made it answers everything; made after Decide returned, it
-// is cancelled at once, so the context never outlives its Decide.
+// is cancelled at once, so the context never outlives its Decide. It says
+// itself which session decides (decidingKey), which Session.End asks.
 type decideCtx struct {
 	parent   context.Context
 	deadline time.Time
+	deciding *Session
 
 	mu     sync.Mutex
 	inner  context.Context // nil until first asked for
@@ -26,7 +28,12 @@ type decideCtx struct {
 func (c *decideCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *decideCtx) Done() <-chan struct{}       { return c.ctx().Done() }
 func (c *decideCtx) Err() error                  { return c.ctx().Err() }
-func (c *decideCtx) Value(key any) any           { return c.ctx().Value(key) }
+func (c *decideCtx) Value(key any) any {
+	if _, ok := key.(decidingKey); ok {
+		return c.deciding
+	}
+	return c.ctx().Value(key)
+}
 
 // ctx is the context.WithDeadline this one stands for, made on first use.
 func (c *decideCtx) ctx() context.Context {

@@ -79,3 +79,21 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// TestDecideCtxSaysWhoDecides: the session deciding is the context's own
+// answer (End from inside Decide asks it), and asking makes no timer.
+func TestDecideCtxSaysWhoDecides(t *testing.T) {
+	s := &Session{}
+	c := &decideCtx{parent: context.Background(), deadline: time.Now().Add(time.Hour), deciding: s}
+	defer c.end()
+	wrapped := context.WithValue(c, struct{}{}, "a worker's own value")
+	if got := wrapped.Value(decidingKey{}); got != s {
+		t.Errorf("Value(decidingKey) = %v, want the deciding session", got)
+	}
+	c.mu.Lock()
+	made := c.inner != nil
+	c.mu.Unlock()
+	if made {
+		t.Error("asking who decides made the context's timer")
+	}
+}

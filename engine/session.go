@@ -569,7 +569,7 @@ func (s *Session) decideQueued() {
 
 // decide asks the worker, bounded by DecideTimeout; a panic is an error.
 func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
-	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout)}
+	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout), deciding: s.top()}
 	defer dc.end()
 	// The worker's request belongs to the user message being answered.
 	var ctx context.Context = dc
@@ -590,7 +590,9 @@ func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) 
 			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
 		}
 	}()
-	ctx = context.WithValue(ctx, decidingKey{}, s.top()) // a sub-agent's Decide is its session's
+	if ctx.Value(decidingKey{}) != s.top() { // a decide context says so itself
+		ctx = context.WithValue(ctx, decidingKey{}, s.top()) // a sub-agent's Decide is its session's
+	}
 	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
