@@ -86,7 +86,8 @@ func TestDecideCtxSaysWhoDecides(t *testing.T) {
 	s := &Session{}
 	c := &decideCtx{parent: context.Background(), deadline: time.Now().Add(time.Hour), deciding: s}
 	defer c.end()
-	wrapped := context.WithValue(c, struct{}{}, "a worker's own value")
+	type workerKey struct{}
+	wrapped := context.WithValue(c, workerKey{}, "a worker's own value")
 	if got := wrapped.Value(decidingKey{}); got != s {
 		t.Errorf("Value(decidingKey) = %v, want the deciding session", got)
 	}
