@@ -29,6 +29,14 @@ type corkConn struct {
 	corked bool
 	held   bool    // corked by a publisher (corkNow), or for the writer after it: writes only collect
 	buf    *[]byte // while corked and written to
+
+	// uncorkNow's write (c.mu held): the bytes, how many went, the error,
+	// and the callback that writes them, made once per connection rather
+	// than a closure at every write.
+	nowB   []byte
+	nowN   int
+	nowErr error
+	nowFn  func(fd uintptr) bool
 }
 
 // newCorkConn corks conn, a hijacked connection.
@@ -123,31 +131,16 @@ func (c *corkConn) uncorkNow() (done bool, err error) {
 		c.corked, c.held = false, false
 		return true, nil
 	}
-	b := *c.buf
-	n := 0
-	var werr error
-	err = c.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := syscall.Write(int(fd), b[n:])
-			if m > 0 {
-				n += m
-			}
-			switch {
-			case err == syscall.EINTR:
-			case err == syscall.EAGAIN:
-				return true // the rest waits for the writer
-			case err != nil:
-				werr = err
-				return true
-			case m == 0:
-				return true
-			}
-		}
-		return true
-	})
-	if err == nil {
-		err = werr
+	if c.nowFn == nil {
+		c.nowFn = c.writeSome
 	}
+	c.nowB, c.nowN, c.nowErr = *c.buf, 0, nil
+	err = c.raw.Write(c.nowFn)
+	b, n := c.nowB, c.nowN
+	if err == nil {
+		err = c.nowErr
+	}
+	c.nowB, c.nowErr = nil, nil
 	if err != nil {
 		return false, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 	}
@@ -158,6 +151,28 @@ func (c *corkConn) uncorkNow() (done bool, err error) {
 	c.corked, c.held = false, false
 	c.releaseBuf()
 	return true, nil
+}
+
+// writeSome writes what it can of c.nowB to fd without waiting, counting
+// it in c.nowN: the rest waits for the writer. c.mu is held.
+func (c *corkConn) writeSome(fd uintptr) bool {
+	for c.nowN < len(c.nowB) {
+		m, err := syscall.Write(int(fd), c.nowB[c.nowN:])
+		if m > 0 {
+			c.nowN += m
+		}
+		switch {
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			return true // the rest waits for the writer
+		case err != nil:
+			c.nowErr = err
+			return true
+		case m == 0:
+			return true
+		}
+	}
+	return true
 }
 
 // releaseBuf gives the emptied buffer back; c.mu is held.
