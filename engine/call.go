@@ -139,6 +139,14 @@ func (s *Session) lookup(id string) (*call, bool) {
 	return nil, false
 }
 
+// known reports whether the session has made a call with id, settled or
+// not.
+func (s *Session) known(id string) bool {
+	_, live := s.calls[id]
+	_, done := s.settled[id]
+	return live || done
+}
+
 // startCall dispatches a tool.call action.
 func (s *Session) startCall(tc ToolCall, b *batch) error {
 	if tc.Name == "" {
@@ -148,7 +156,7 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	if id == "" {
 		id = "call_" + s.e.opts.NewID()
 	}
-	if _, dup := s.lookup(id); dup {
+	if s.known(id) {
 		return fmt.Errorf("tool.call id %q is already in use", id)
 	}
 	handler := tc.Handler.orDefault()
@@ -310,7 +318,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	if c.attemptSpan != nil {
 		ctx = trace.ContextWithSpan(ctx, c.attemptSpan) // the worker's request is this attempt's
 	}
-	ctx = context.WithValue(ctx, progressKey{}, progressTarget{s: s, id: c.id, attempt: c.attempt})
+	ctx = &attemptCtx{Context: ctx, target: progressTarget{s: s, id: c.id, attempt: c.attempt}}
 	c.cancel = cancel
 	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: FormatDeadline(c.deadline)}
 	var prop Decision

@@ -30,7 +30,7 @@ func (c *decideCtx) Done() <-chan struct{}       { return c.ctx().Done() }
 func (c *decideCtx) Err() error                  { return c.ctx().Err() }
 func (c *decideCtx) Value(key any) any {
 	if _, ok := key.(decidingKey); ok {
-		return c.deciding
+		return c.deciding // a sub-agent's Decide is its session's
 	}
 	return c.ctx().Value(key)
 }

@@ -19,7 +19,7 @@ func (e MessageEvent) appendJSON(b []byte) ([]byte, bool) {
 func appendMessageJSON(b []byte, m *Message) []byte {
 	b = append(b, `{"role":`...)
 	b = AppendJSONString(b, m.Role)
-	b = appendStringMember(b, `,"content":`, m.Content)
+	b = appendStringField(b, `,"content":`, m.Content)
 	if len(m.ToolUses) > 0 {
 		b = append(b, `,"toolUses":[`...)
 		for i := range m.ToolUses {
@@ -37,11 +37,9 @@ func appendMessageJSON(b []byte, m *Message) []byte {
 		}
 		b = append(b, ']')
 	}
-	b = appendStringMember(b, `,"toolUseId":`, m.ToolUseID)
-	b = appendStringMember(b, `,"name":`, m.Name)
-	if m.IsError {
-		b = append(b, `,"isError":true`...)
-	}
+	b = appendStringField(b, `,"toolUseId":`, m.ToolUseID)
+	b = appendStringField(b, `,"name":`, m.Name)
+	b = appendBoolField(b, `,"isError":true`, m.IsError)
 	return append(b, '}')
 }
 
@@ -63,7 +61,7 @@ func (e ModelFinishedEvent) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"outputTokens":`...)
 	b = strconv.AppendInt(b, int64(e.Usage.OutputTokens), 10)
 	b = append(b, '}')
-	b = appendStringMember(b, `,"error":`, e.Error)
+	b = appendStringField(b, `,"error":`, e.Error)
 	return append(b, '}'), true
 }
 
@@ -77,17 +75,8 @@ func (e ToolFinishedEvent) appendJSON(b []byte) ([]byte, bool) {
 	b = strconv.AppendBool(b, e.OK)
 	b = append(b, `,"name":`...)
 	b = AppendJSONString(b, e.Name)
-	b = appendStringMember(b, `,"result":`, e.Result)
-	b = appendStringMember(b, `,"error":`, e.Error)
-	b = appendStringMember(b, `,"code":`, string(e.Code))
+	b = appendStringField(b, `,"result":`, e.Result)
+	b = appendStringField(b, `,"error":`, e.Error)
+	b = appendStringField(b, `,"code":`, string(e.Code))
 	return append(b, '}'), true
-}
-
-// appendStringMember writes a string member that omitempty leaves out
-// when it is empty; name is its `,"name":`.
-func appendStringMember(b []byte, name, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return AppendJSONString(append(b, name...), v)
 }

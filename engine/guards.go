@@ -177,7 +177,7 @@ func (s *Session) trip(g GuardTripped) {
 // Arguments already written so (a model's usually are) are returned as
 // they are, without the round trip through encoding/json.
 func canonicalArgs(raw string) string {
-	if c := (canonicalScanner{s: raw}); c.value(0) && c.i == len(raw) {
+	if c := (canonicalScanner{quickParser{s: raw}}); c.value(0) && c.i == len(raw) {
 		return raw
 	}
 	var v any
@@ -205,10 +205,10 @@ func thousands(n int) string {
 // increasing order with none twice, strings without escapes or the
 // characters Marshal escapes, integers a float64 holds exactly. It says
 // no to anything else, which may still be canonical: the caller then makes
-// sure the long way. FuzzCanonicalArgs holds it to encoding/json.
+// sure the long way. It walks as quickParser does, building nothing.
+// FuzzCanonicalArgs holds it to encoding/json.
 type canonicalScanner struct {
-	s string
-	i int
+	quickParser
 }
 
 func (c *canonicalScanner) value(depth int) bool {
@@ -266,28 +266,16 @@ func (c *canonicalScanner) value(depth int) bool {
 		c.i++
 		return true
 	}
-	for _, lit := range quickLiterals {
-		if len(c.s)-c.i >= len(lit.text) && c.s[c.i:c.i+len(lit.text)] == lit.text {
-			c.i += len(lit.text)
-			return true
-		}
-	}
-	return false
+	_, ok := c.literal()
+	return ok
 }
 
-// next reads what follows a member or element: a comma, or close.
+// next is quickParser's, with no space before the comma or the close.
 func (c *canonicalScanner) next(close byte) (closed, ok bool) {
-	if c.i >= len(c.s) {
+	if c.i < len(c.s) && c.s[c.i] <= ' ' {
 		return false, false
 	}
-	c.i++
-	switch c.s[c.i-1] {
-	case ',':
-		return false, true
-	case close:
-		return true, true
-	}
-	return false, false
+	return c.quickParser.next(close)
 }
 
 // str reads a string Marshal writes as it is: no escapes, no control
@@ -318,26 +306,12 @@ func (c *canonicalScanner) str() bool {
 }
 
 // integer reads an integer of at most 15 digits, not -0: a float64 holds
-// it exactly, and Marshal writes it back the same.
+// it exactly, and Marshal writes it back the same. A fraction or an
+// exponent after it is no separator, so the caller declines the text.
 func (c *canonicalScanner) integer() bool {
-	start := c.i
 	if c.s[c.i] == '-' {
 		c.i++
 	}
-	digits := c.i
-	for c.i < len(c.s) && '0' <= c.s[c.i] && c.s[c.i] <= '9' {
-		c.i++
-	}
-	n := c.i - digits
-	if n == 0 || n > 15 || c.s[digits] == '0' {
-		return false // none, too many, a leading zero, or -0
-	}
-	if c.i < len(c.s) {
-		switch c.s[c.i] {
-		case '.', 'e', 'E':
-			c.i = start
-			return false
-		}
-	}
-	return true
+	start := c.i
+	return c.digits() && c.i-start <= 15 && c.s[start] != '0' // a leading zero, or -0
 }

@@ -19,7 +19,7 @@ func marshalRoundTrip(s string) (string, bool) {
 
 // isCanonical is canonicalScanner's verdict on s.
 func isCanonical(s string) bool {
-	c := canonicalScanner{s: s}
+	c := canonicalScanner{quickParser{s: s}}
 	return c.value(0) && c.i == len(s)
 }
 

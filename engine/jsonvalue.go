@@ -65,14 +65,19 @@ func (p *quickParser) value(depth int) (any, bool) {
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	default:
-		for _, lit := range quickLiterals {
-			if len(p.s)-p.i >= len(lit.text) && p.s[p.i:p.i+len(lit.text)] == lit.text {
-				p.i += len(lit.text)
-				return lit.v, true
-			}
-		}
-		return nil, false
+		return p.literal()
 	}
+}
+
+// literal reads true, false or null.
+func (p *quickParser) literal() (any, bool) {
+	for _, lit := range quickLiterals {
+		if len(p.s)-p.i >= len(lit.text) && p.s[p.i:p.i+len(lit.text)] == lit.text {
+			p.i += len(lit.text)
+			return lit.v, true
+		}
+	}
+	return nil, false
 }
 
 func (p *quickParser) object(depth int) (any, bool) {

@@ -245,14 +245,17 @@ func TestNothingAfterCancel(t *testing.T) {
 
 // TestEndFromInsideDecide: a worker may end its session from inside Decide,
 // on the session goroutine and on a tool.execute goroutine, without a
-// deadlock.
+// deadlock; End only asks, so Decide's context is still live when End
+// returns, and the session ends once Decide returned.
 func TestEndFromInsideDecide(t *testing.T) {
 	for _, trigger := range []string{engine.TypeMessage, engine.TypeToolExecute} {
 		t.Run(trigger, func(t *testing.T) {
 			var h *harness
 			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}}}
+			afterEnd := make(chan error, 1)
 			end := func(ctx context.Context) (engine.Decision, error) {
 				h.s.End(ctx, "the worker said so")
+				afterEnd <- ctx.Err()
 				return engine.Decision{}, nil
 			}
 			w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
@@ -270,6 +273,9 @@ func TestEndFromInsideDecide(t *testing.T) {
 			}
 			h = setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{})
 			h.send("go")
+			if err := recv(t, afterEnd, "End returning inside Decide"); err != nil {
+				t.Errorf("Decide's context after End: %v, want still live (End only asks)", err)
+			}
 			recv(t, h.s.Done(), "the session's end")
 			if ended := h.waitType(engine.EventSessionEnded); ended.Reason != "the worker said so" {
 				t.Errorf("session.ended %s", ended.Raw)

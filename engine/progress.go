@@ -78,6 +78,24 @@ type progressTarget struct {
 	attempt int
 }
 
+// attemptCtx is the context a worker's Decide gets with a tool.execute:
+// it says which attempt it runs (ReportProgress) and, as the decide
+// context does, which session decides (Session.End).
+type attemptCtx struct {
+	context.Context
+	target progressTarget
+}
+
+func (c *attemptCtx) Value(key any) any {
+	switch key.(type) {
+	case progressKey:
+		return c.target
+	case decidingKey:
+		return c.target.s.top() // a sub-agent's Decide is its session's
+	}
+	return c.Context.Value(key)
+}
+
 // ReportProgress reports progress of the worker attempt whose context ctx
 // is (the one Decide got with a tool.execute trigger): a Go worker's long
 // tool keeps its attempt alive with it. It fails outside such a context.

@@ -579,10 +579,13 @@ func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
 	return s.callWorker(ctx, t, proposed)
 }
 
-// decidingKey marks the context the worker's Decide gets, so End called
-// from inside it does not wait for the goroutine that waits for Decide.
+// decidingKey marks the context the worker's Decide gets (decideCtx,
+// attemptCtx answer it), so End called from inside it does not wait for the
+// goroutine that waits for Decide.
 type decidingKey struct{}
 
+// callWorker runs the worker's Decide with ctx, a decideCtx or an
+// attemptCtx (both say which session decides); a panic is an error.
 func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (d Decision, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -590,9 +593,6 @@ func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) 
 			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
 		}
 	}()
-	if ctx.Value(decidingKey{}) != s.top() { // a decide context says so itself
-		ctx = context.WithValue(ctx, decidingKey{}, s.top()) // a sub-agent's Decide is its session's
-	}
 	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
@@ -751,7 +751,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		// tool call must never execute.
 		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
 		for i := range msg.ToolUses {
-			if _, taken := s.lookup(msg.ToolUses[i].ID); msg.ToolUses[i].ID == "" || (taken && s.parent != nil) {
+			if id := msg.ToolUses[i].ID; id == "" || (s.parent != nil && s.known(id)) {
 				// Mint the id here, not in startCall: the transcript's tool
 				// use and its tool message must name the same call. A
 				// sub-agent's model numbers its calls from its own

@@ -21,10 +21,7 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 	var err error
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(st.V), 10)
-	if st.Owner != "" {
-		b = append(b, `,"owner":`...)
-		b = AppendJSONString(b, st.Owner)
-	}
+	b = appendStringField(b, `,"owner":`, st.Owner)
 	b = append(b, `,"created":`...)
 	if b, err = appendTime(b, st.Created); err != nil {
 		return nil, err
@@ -33,10 +30,7 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 	if b, err = appendTime(b, st.Updated); err != nil {
 		return nil, err
 	}
-	if st.Title != "" {
-		b = append(b, `,"title":`...)
-		b = AppendJSONString(b, st.Title)
-	}
+	b = appendStringField(b, `,"title":`, st.Title)
 	if st.Agent != nil {
 		b = append(b, `,"agent":`...)
 		if b, err = appendMarshal(b, st.Agent); err != nil {
@@ -106,28 +100,19 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 	var err error
 	b = append(b, `{"id":`...)
 	b = AppendJSONString(b, c.ID)
-	if c.Name != "" {
-		b = append(b, `,"name":`...)
-		b = AppendJSONString(b, c.Name)
-	}
+	b = appendStringField(b, `,"name":`, c.Name)
 	b = append(b, `,"handler":`...)
 	b = AppendJSONString(b, string(c.Handler))
 	b = appendBoolField(b, `,"settled":true`, c.Settled)
 	b = appendIntField(b, `,"answeredBy":`, c.AnsweredBy)
-	if c.Args != "" {
-		b = append(b, `,"args":`...)
-		b = AppendJSONString(b, c.Args)
-	}
+	b = appendStringField(b, `,"args":`, c.Args)
 	if c.Spec != nil {
 		b = append(b, `,"spec":`...)
 		if b, err = appendSpec(b, c.Spec); err != nil {
 			return nil, err
 		}
 	}
-	if c.SpecErr != "" {
-		b = append(b, `,"specErr":`...)
-		b = AppendJSONString(b, c.SpecErr)
-	}
+	b = appendStringField(b, `,"specErr":`, c.SpecErr)
 	if c.Input != nil {
 		b = append(b, `,"input":{"status":`...)
 		b = AppendJSONString(b, c.Input.Status)
@@ -137,10 +122,7 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 				return nil, err
 			}
 		}
-		if c.Input.Error != "" {
-			b = append(b, `,"error":`...)
-			b = AppendJSONString(b, c.Input.Error)
-		}
+		b = appendStringField(b, `,"error":`, c.Input.Error)
 		b = append(b, '}')
 	}
 	if c.Proposed != nil {
@@ -185,14 +167,8 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 			b = append(b, `,"ok":false,"name":`...)
 		}
 		b = AppendJSONString(b, c.Finished.Name)
-		if c.Finished.Result != "" {
-			b = append(b, `,"result":`...)
-			b = AppendJSONString(b, c.Finished.Result)
-		}
-		if c.Finished.Error != "" {
-			b = append(b, `,"error":`...)
-			b = AppendJSONString(b, c.Finished.Error)
-		}
+		b = appendStringField(b, `,"result":`, c.Finished.Result)
+		b = appendStringField(b, `,"error":`, c.Finished.Error)
 		b = append(b, '}')
 	}
 	return append(b, '}'), nil
@@ -224,18 +200,12 @@ func appendSpec(b []byte, s *specState) ([]byte, error) {
 func appendToolError(b []byte, e *ToolError) ([]byte, error) {
 	var err error
 	b = append(b, `{"type":"`+TypeToolError+`"`...)
-	if e.ID != "" {
-		b = append(b, `,"id":`...)
-		b = AppendJSONString(b, e.ID)
-	}
+	b = appendStringField(b, `,"id":`, e.ID)
 	b = appendIntField(b, `,"attempt":`, e.Attempt)
 	b = append(b, `,"error":`...)
 	b = AppendJSONString(b, e.Error)
 	b = appendBoolField(b, `,"retryable":true`, e.Retryable)
-	if e.Code != "" {
-		b = append(b, `,"code":`...)
-		b = AppendJSONString(b, string(e.Code))
-	}
+	b = appendStringField(b, `,"code":`, string(e.Code))
 	if len(e.Detail) > 0 {
 		b = append(b, `,"detail":`...)
 		if b, err = appendRaw(b, e.Detail); err != nil {
@@ -284,6 +254,15 @@ func appendIntField(b []byte, name string, v int) []byte {
 	}
 	b = append(b, name...)
 	return strconv.AppendInt(b, int64(v), 10)
+}
+
+// appendStringField appends the field (name has its comma and colon)
+// unless v is "" (omitempty).
+func appendStringField(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return AppendJSONString(append(b, name...), v)
 }
 
 // appendBoolField appends field (`,"name":true`) when v (omitempty).

@@ -128,9 +128,9 @@ type memJournal struct {
 	events     eventList
 	lastSeq    int64
 	state      json.RawMessage // the last state appended
-	stateAgent bool            // state carries the agent
+	stateAgent bool            // state carries the agent: it is agent
 	stateAt    int             // events appended up to state's batch
-	agent      json.RawMessage // the last state that carried the agent, when state does not
+	agent      json.RawMessage // the last state that carried the agent
 	agentAt    int             // events appended up to agent's batch
 }
 
@@ -160,13 +160,11 @@ func (m *MemoryStore) Append(_ context.Context, session string, b Batch) error {
 	j.events.append(b.Events...)
 	j.lastSeq = last
 	if b.State != nil {
-		switch {
-		case b.Agent:
-			j.agent, j.agentAt = nil, 0
-		case j.stateAgent:
-			j.agent, j.agentAt = j.state, j.stateAt
+		n := j.events.len()
+		if b.Agent {
+			j.agent, j.agentAt = b.State, n
 		}
-		j.state, j.stateAgent, j.stateAt = b.State, b.Agent, j.events.len()
+		j.state, j.stateAgent, j.stateAt = b.State, b.Agent, n
 	}
 	m.journals[session] = j
 	return nil
@@ -189,7 +187,7 @@ func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 		out = append(out, Batch{Events: events[from:to:to], State: state, Agent: agent})
 		from = to
 	}
-	if j.agent != nil {
+	if j.agent != nil && !j.stateAgent {
 		add(j.agentAt, j.agent, true)
 	}
 	if j.state != nil {
