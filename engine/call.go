@@ -328,7 +328,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	def := answerDefaults{id: c.id, attempt: c.attempt}
 	s.workersRunning++
 	s.wg.Add(1)
-	s.e.runners.Go(func() {
+	s.goAfterCommit(func() {
 		defer s.wg.Done()
 		defer cancel()
 		d, err := s.callWorker(ctx, t, prop)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -374,5 +375,80 @@ func TestEventFrames(t *testing.T) {
 				t.Errorf("frame\n %s\nwant %s", got, fmt.Sprintf(w, f.Seq))
 			}
 		}
+	}
+}
+
+// TestWorkStartsOnceItsStepIsStored: write-ahead for what a step starts. A
+// model turn and a worker attempt start only once the store holds the step
+// that started them (and its frames are on their way to the pages), so a
+// crash before the append leaves nothing running that the journal does
+// not know of. The store holds the step's append until the work starts or
+// a while passes: work that starts during the append fails the test.
+func TestWorkStartsOnceItsStepIsStored(t *testing.T) {
+	const holdAtMost = 100 * time.Millisecond
+	cases := []struct {
+		name   string
+		holdOn string // the held batch: the one with this event
+		tools  []engine.AgentTool
+		model  *fakeModel
+	}{
+		{"model turn", engine.EventMessage, nil, textModel()},
+		{"worker attempt", engine.EventToolStarted,
+			[]engine.AgentTool{{Name: "lookup", Handler: engine.HandlerWorker}},
+			callsThenSummary(use("call_1", "lookup", `{}`))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				holding  atomic.Bool // the next batch with holdOn waits in Append
+				inAppend atomic.Bool // a held batch is being appended
+				early    atomic.Int32
+				started  = make(chan struct{}, 16)
+			)
+			work := func() {
+				if inAppend.Load() {
+					early.Add(1)
+				}
+				started <- struct{}{}
+			}
+			store := engine.NewMemoryStore()
+			store.Fail = func(_ string, b engine.Batch) error {
+				if !holding.Load() || !slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == tc.holdOn }) {
+					return nil
+				}
+				holding.Store(false)
+				inAppend.Store(true)
+				defer inAppend.Store(false)
+				select {
+				case <-started:
+					started <- struct{}{} // for the test's wait below
+				case <-time.After(holdAtMost):
+				}
+				return nil
+			}
+			reply := tc.model.reply
+			tc.model.reply = func(ctx context.Context, req model.Request) (model.Response, error) {
+				if tc.holdOn == engine.EventMessage {
+					work()
+				}
+				return reply(ctx, req)
+			}
+			w := &testWorker{agent: engine.AgentConfig{Tools: tc.tools},
+				execute: func(_ context.Context, t engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					work()
+					return engine.Decision{Actions: []engine.Action{engine.ToolResult{ID: t.ID, Result: json.RawMessage(`"found"`)}}}, nil
+				}}
+			h := setup(t, w, tc.model, engine.Options{Store: store})
+			holding.Store(true)
+			h.send("hi")
+			recv(t, started, "the work's start")
+			h.waitIdle()
+			if n := early.Load(); n != 0 {
+				t.Fatalf("the %s started while the step that started it was being stored", tc.name)
+			}
+			if holding.Load() {
+				t.Fatalf("no batch with %s was stored", tc.holdOn)
+			}
+		})
 	}
 }

@@ -71,6 +71,8 @@ type Session struct {
 	unloadable       bool // a page attached once, or the session was rebuilt: unload it when idle
 
 	afterCommit    []func()    // replies to do, sent once the step is stored
+	stepping       bool        // a step runs: goAfterCommit holds what it starts
+	starts         []func()    // model turns and worker attempts the step started (goAfterCommit)
 	summary        Summary     // the last summary the store took
 	storeRetry     clock.Timer // retries a batch the store refused
 	unloading      bool        // leave memory after this step; the journal keeps the session
@@ -161,6 +163,7 @@ func (s *Session) depart() {
 // their replies.
 func (s *Session) step(f func()) {
 	s.log.begin()
+	s.stepping = true
 	f()
 	if reason := s.endReq.Load(); reason != nil {
 		s.end(*reason)
@@ -178,6 +181,12 @@ func (s *Session) commit() {
 	}
 	changed, err := s.log.commit(state, s.agentDirty)
 	putStateScratch(sc)
+	s.stepping = false
+	for i, f := range s.starts {
+		s.e.runners.Go(f)
+		s.starts[i] = nil
+	}
+	s.starts = s.starts[:0]
 	if changed {
 		s.agentDirty = false
 	}
@@ -199,6 +208,21 @@ func (s *Session) commit() {
 	if s.unloadable && !s.ending && !s.unloading && len(s.pages) == 0 && !s.busy() && s.idleTimer == nil && s.e.opts.Unload > 0 {
 		s.armUnload()
 	}
+}
+
+// goAfterCommit runs f, a model turn or a worker attempt, on a runner once
+// the step that started it is committed: its frames are on their way to
+// the pages first (a client call's round trip does not wait for a
+// goroutine's start, nor share the CPU with it), and what it starts runs
+// after the journal says it started, as a restart would run it again.
+// Outside a step f starts at once. s.wg counts f from now.
+func (s *Session) goAfterCommit(f func()) {
+	root := s.top() // a sub-agent's steps are its session's
+	if !root.stepping {
+		s.e.runners.Go(f)
+		return
+	}
+	root.starts = append(root.starts, f)
 }
 
 // retryStore tries the waiting batches again in a second, until the store
@@ -705,7 +729,7 @@ func (s *Session) startTurn() {
 	}
 	m := s.model
 	s.wg.Add(1)
-	s.e.runners.Go(func() {
+	s.goAfterCommit(func() {
 		resp, err := generate(ctx, m, req, func(text string) {
 			if s.parent != nil && ctx.Err() != nil {
 				return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call

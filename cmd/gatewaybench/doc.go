@@ -39,7 +39,9 @@
 //	parked      -parked sessions opened, 30 to a browser, each page leaving
 //	            at once; the gateway (started with -unload 1s) takes them out
 //	            of memory. The same readings after they all unloaded give
-//	            what an idle session with no page costs: goroutines and RSS.
+//	            what an idle session with no page costs: goroutines, RSS,
+//	            HeapInuse and HeapAlloc (its live objects; the difference is
+//	            heap the sessions' peak left partly filled).
 //	            On JetStream the readings wait 12 s more, until the embedded
 //	            server's caches of the last writes expire (10 s after their
 //	            last use): block buffers of up to the server's block size

@@ -68,8 +68,8 @@ func parkedPhase(ctx context.Context, cfg config, r report, res *results, stderr
 		return err
 	}
 	res.parked, res.parkedSessions = per, cfg.parked
-	r.printf("  %-36s %10s %10s %10s %10s", "", "RSS", "HeapInuse", "StackInuse", "goroutines")
-	r.printf("  %-36s %10s %10s %10s %10.3f", "gateway, per session unloaded", fmtBytes(per.rss), fmtBytes(per.heap), fmtBytes(per.stack), per.goroutines)
+	r.printf("  %-36s %10s %10s %10s %10s %10s", "", "RSS", "HeapInuse", "HeapAlloc", "StackInuse", "goroutines")
+	r.printf("  %-36s %10s %10s %10s %10s %10.3f", "gateway, per session unloaded", fmtBytes(per.rss), fmtBytes(per.heap), fmtBytes(per.live), fmtBytes(per.stack), per.goroutines)
 	r.printf("  goroutines in the gateway: %d after the warm sessions unloaded, %d after all of them", g0, g1)
 	if res.store == "memory" {
 		r.printf("  (the memory store keeps every session's journal in the gateway's heap: that is most of what stays)")

@@ -494,7 +494,7 @@ func idlePhase(ctx context.Context, cfg config, r report, res *results, stderr i
 	}
 	res.echoIdleRSS = echo.rss
 	row("echo server (floor)", echo)
-	row("gateway minus floor", perConn{gw.rss - echo.rss, gw.heap - echo.heap, gw.stack - echo.stack, gw.goroutines - echo.goroutines})
+	row("gateway minus floor", perConn{rss: gw.rss - echo.rss, heap: gw.heap - echo.heap, live: gw.live - echo.live, stack: gw.stack - echo.stack, goroutines: gw.goroutines - echo.goroutines})
 	row("browsers, gateway run (this process)", self)
 	row("clients, echo run (this process)", echoSelf)
 	if cfg.memProfile != "" && cfg.url == "" {
@@ -504,16 +504,17 @@ func idlePhase(ctx context.Context, cfg config, r report, res *results, stderr i
 }
 
 // perConn is a memory delta divided by the connections added.
-type perConn struct{ rss, heap, stack, goroutines float64 }
+type perConn struct{ rss, heap, live, stack, goroutines float64 }
 
 func perConnection(before, after procStats, n int) perConn {
 	f := float64(n)
 	if !after.Runtime {
-		return perConn{rss: float64(after.RSS-before.RSS) / f, heap: math.NaN(), stack: math.NaN(), goroutines: math.NaN()}
+		return perConn{rss: float64(after.RSS-before.RSS) / f, heap: math.NaN(), live: math.NaN(), stack: math.NaN(), goroutines: math.NaN()}
 	}
 	return perConn{
 		rss:        float64(after.RSS-before.RSS) / f,
 		heap:       float64(after.HeapInuse-before.HeapInuse) / f,
+		live:       float64(after.HeapAlloc-before.HeapAlloc) / f,
 		stack:      float64(after.StackInuse-before.StackInuse) / f,
 		goroutines: float64(after.Goroutines-before.Goroutines) / f,
 	}

@@ -301,6 +301,7 @@ type procStats struct {
 	RSS        int64   `json:"rss"` // VmRSS, bytes
 	HWM        int64   `json:"hwm"` // VmHWM, bytes
 	HeapInuse  int64   `json:"heapInuse"`
+	HeapAlloc  int64   `json:"heapAlloc"` // live objects: HeapInuse less its free slots
 	StackInuse int64   `json:"stackInuse"`
 	Goroutines int     `json:"goroutines"`
 	CPU        float64 `json:"cpu"` // user + system seconds since start
@@ -326,6 +327,7 @@ func readStats(settle bool) (procStats, error) {
 	st := procStats{
 		PID:        os.Getpid(),
 		HeapInuse:  int64(ms.HeapInuse),
+		HeapAlloc:  int64(ms.HeapAlloc),
 		StackInuse: int64(ms.StackInuse),
 		Goroutines: runtime.NumGoroutine(),
 		Sessions:   -1,
