@@ -204,6 +204,7 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
                 rejects: async () => { throw new ToolError("try later", { retryable: true, code: "tool_failed", detail: { n: 1 } }); },
                 nothing: () => undefined,
                 cyclic: () => { const o: any = {}; o.o = o; return o; },
+                madeUpCode: () => { throw new ToolError("busy", { code: "busy" }); },
             },
         });
         await w.until(() => w.FakeSocket.sockets.length === 1);
@@ -220,7 +221,8 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
         ws.push({ ...base, id: "6", attempt: 1, name: "nothing", arguments: "{}", input: { status: "valid", value: {} } });
         ws.push({ ...base, id: "7", attempt: 1, name: "missing", arguments: "{}", input: { status: "valid", value: {} } });
         ws.push({ ...base, id: "8", attempt: 1, name: "cyclic", arguments: "{}", input: { status: "valid", value: {} } });
-        await w.until(() => ws.sent.length === 9);
+        ws.push({ ...base, id: "9", attempt: 1, name: "madeUpCode", arguments: "{}", input: { status: "valid", value: {} } });
+        await w.until(() => ws.sent.length === 10);
         const byId = Object.fromEntries(ws.sent.slice(1).map((f: any) => [f.id, f]));
         return { ran, byId };
     });
@@ -233,6 +235,8 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
     expect(out.byId["6"]).toEqual({ type: "tool.result", id: "6", attempt: 1, result: null });
     expect(out.byId["7"]).toMatchObject({ type: "tool.error", code: "unknown_tool" });
     expect(out.byId["8"]).toMatchObject({ type: "tool.error", code: "tool_failed" });
+    // A code the gateway would refuse never leaves the page: the call fails now, saying why.
+    expect(out.byId["9"]).toEqual({ type: "tool.error", id: "9", attempt: 1, error: `ToolError code "busy" is not one of TOOL_ERROR's (codes.js); leave it out for tool_failed` });
 });
 
 test("messages, cancel and answers wait for the session while offline", async ({ page }) => {

@@ -381,6 +381,9 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		id, attempt = a.ID, a.Attempt
 	case ToolError:
 		id, attempt = a.ID, a.Attempt
+		if a.Code != "" && !a.Code.Known() && fromClient {
+			return fmt.Errorf("%w: tool.error code %q is not a tool error code", ErrBadRequest, a.Code)
+		}
 	default:
 		return fmt.Errorf("%v is not a tool answer", a.ActionType())
 	}

@@ -103,6 +103,18 @@ var ToolErrors = []Code[ErrorCode]{
 	{CodeSubagentFailed, "SUBAGENT_FAILED", "the sub-agent the call was delegated to failed (its model failed, a guard stopped it, it gave no answer) or could not start (its agent config, the depth or fan-out limit)"},
 }
 
+// Known reports whether c is one of the tool error codes (ToolErrors). A
+// page's tool.error with another code is refused: a page is not trusted to
+// name the codes pages and metrics carry. A worker's may be its own.
+func (c ErrorCode) Known() bool {
+	for _, k := range ToolErrors {
+		if k.Value == c {
+			return true
+		}
+	}
+	return false
+}
+
 // Closes are the WebSocket close codes the gateway sends.
 var Closes = []Code[CloseCode]{
 	{CloseNormal, "NORMAL", "the session ended"},

@@ -290,7 +290,7 @@ func TestDefaultRetryCopied(t *testing.T) {
 // TestRetryableErrors: a retryable tool.error starts the next attempt after
 // the backoff while attempts remain; a terminal one settles at once.
 func TestRetryableErrors(t *testing.T) {
-	busy := engine.ToolError{Error: "The service is busy.", Retryable: true, Code: "busy"}
+	busy := engine.ToolError{Error: "The service is busy.", Retryable: true, Code: engine.CodeToolFailed}
 	gone := engine.ToolError{Error: "No such city.", Code: engine.CodeToolFailed}
 	ok := engine.ToolResult{Result: json.RawMessage(`"clear"`)}
 	tests := []struct {

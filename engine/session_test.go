@@ -595,6 +595,7 @@ func TestBadAnswers(t *testing.T) {
 		{"no call id", engine.ToolResult{Attempt: 1, Result: json.RawMessage(`1`)}, engine.ErrUnknownCall, "names no call id"},
 		{"a worker call answered by the browser", engine.ToolResult{ID: "look", Attempt: 1, Result: json.RawMessage(`1`)}, engine.ErrUnknownCall, "runs on the worker"},
 		{"a future attempt", engine.ToolError{ID: "loc", Attempt: 2, Error: "x"}, engine.ErrStaleAttempt, "attempt 2 (current: 1)"},
+		{"a code that is not a tool error code", engine.ToolError{ID: "loc", Attempt: 1, Error: "x", Code: "busy"}, engine.ErrBadRequest, `code "busy"`},
 	}
 	for _, tt := range bad {
 		err := h.s.Answer(ctx, tt.answer)

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/clienttools/gateway/engine"
@@ -162,6 +165,9 @@ func DecodeFrame(data []byte) (Frame, error) {
 		if f.Error == "" {
 			return nil, fmt.Errorf("%w: tool.error \"error\" is empty", ErrBadFrame)
 		}
+		if f.Code != "" && !f.Code.Known() {
+			return nil, fmt.Errorf("%w: tool.error \"code\" %s is not a tool error code: leave it out, or use one docs/protocol.md lists (tool_failed when the tool failed)", ErrBadFrame, quoteAtMost(string(f.Code), 64))
+		}
 		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
 			return nil, err
 		}
@@ -195,6 +201,18 @@ func DecodeFrame(data []byte) (Frame, error) {
 	default:
 		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error, tool.progress, tool.approve or cancel", ErrUnknownFrame, typ)
 	}
+}
+
+// quoteAtMost quotes s, cut to its first n bytes: an error that names what
+// a page sent need not repeat all of it.
+func quoteAtMost(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "..."
 }
 
 func checkAnswer(typ, id string, attempt int) error {
@@ -235,7 +253,7 @@ func decodeStrict(typ string, fields *memberSet, data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%w: %s %q should be %s, not %s", ErrBadFrame, typ, te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
+			return fmt.Errorf("%w: %s %s", ErrBadFrame, typ, mistyped(te, fields.value(te.Field)))
 		}
 		return fmt.Errorf("%w: %s: %v", ErrBadFrame, typ, err)
 	}
@@ -319,18 +337,61 @@ func kindOf(v json.RawMessage) string {
 	}
 }
 
-func jsonTypeName(kind string) string {
+// mistyped says which member, or which element of an array member (raw),
+// has a value of the wrong type, what it should be and what it is.
+func mistyped(te *json.UnmarshalTypeError, raw []byte) string {
+	field := strconv.Quote(te.Field)
+	if te.Type.Kind() != reflect.Slice {
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) == nil {
+			// te.Field names the array; say which element is wrong.
+			for i, e := range elems {
+				if json.Unmarshal(e, reflect.New(te.Type).Interface()) != nil {
+					field = fmt.Sprintf("%s[%d]", te.Field, i)
+					break
+				}
+			}
+		}
+	}
+	number, isNumber := strings.CutPrefix(te.Value, "number ")
+	switch kind := te.Type.Kind(); {
+	case isNumber && kind >= reflect.Int && kind <= reflect.Int64 && strings.ContainsAny(number, ".eE"):
+		return fmt.Sprintf("%s should be a whole number (digits only), not %s", field, number)
+	case isNumber && kind >= reflect.Int && kind <= reflect.Int64:
+		return fmt.Sprintf("%s should be a whole number that fits in 64 bits, not %s", field, number)
+	case isNumber && kind == reflect.Float64:
+		return fmt.Sprintf("%s should be a finite number a float64 holds, not %s", field, number)
+	}
+	return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), aJSONType(te.Value))
+}
+
+func jsonTypeName(kind reflect.Kind) string {
 	switch kind {
-	case "string":
+	case reflect.String:
 		return "a string"
-	case "int", "int64", "int32", "float64":
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
 		return "a number"
-	case "slice":
+	case reflect.Slice:
 		return "an array"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	default:
+		return "a " + kind.String()
+	}
+}
+
+// aJSONType names a JSON value's type as UnmarshalTypeError.Value does,
+// with its article: "an object", "a number".
+func aJSONType(value string) string {
+	switch value {
+	case "object", "array":
+		return "an " + value
 	case "bool":
 		return "a boolean"
 	default:
-		return "a " + kind
+		return "a " + value
 	}
 }
 

@@ -151,6 +151,13 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":1,"ID":"d"}`, wantErr: gateway.ErrBadFrame, mention: `"ID"`},
 		{data: `{"type":"tool.error","id":"c","attempt":0,"error":"x"}`, wantErr: gateway.ErrBadFrame, mention: `"attempt" is 0`},
 		{data: `{"type":"session.open","tools":"a"}`, wantErr: gateway.ErrBadFrame, mention: `"tools" should be an array`},
+		{data: `{"type":"session.open","tools":["a",5]}`, wantErr: gateway.ErrBadFrame, mention: `tools[1] should be a string, not a number`},
+		{data: `{"type":"session.open","after":{}}`, wantErr: gateway.ErrBadFrame, mention: `"after" should be a number, not an object`},
+		{data: `{"type":"tool.progress","id":"c","attempt":1,"progress":1e400}`, wantErr: gateway.ErrBadFrame, mention: `"progress" should be a finite number a float64 holds, not 1e400`},
+		{data: `{"type":"tool.progress","id":"c","attempt":99999999999999999999}`, wantErr: gateway.ErrBadFrame, mention: `"attempt" should be a whole number that fits in 64 bits`},
+		{data: `{"type":"tool.error","id":"c","attempt":1,"error":"x","code":"tool_failed"}`, want: engine.ToolError{ID: "c", Attempt: 1, Error: "x", Code: engine.CodeToolFailed}},
+		{data: `{"type":"tool.error","id":"c","attempt":1,"error":"x","code":"subagent_failed"}`, want: engine.ToolError{ID: "c", Attempt: 1, Error: "x", Code: engine.CodeSubagentFailed}},
+		{data: `{"type":"tool.error","id":"c","attempt":1,"error":"x","code":"Tool_Failed"}`, wantErr: gateway.ErrBadFrame, mention: `"code" "Tool_Failed" is not a tool error code`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.data, func(t *testing.T) {

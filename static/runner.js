@@ -106,9 +106,14 @@ import { bytesText, frameLength } from "./connection.js";
 /** How far past its deadline a cancel without a reason counts as a timeout (clock skew). */
 const SKEW_MS = 250;
 
+/** @typedef {(typeof TOOL_ERROR)[keyof typeof TOOL_ERROR]} ToolErrorCode */
+/** @type {Set<string>} */
+const TOOL_CODES = new Set(Object.values(TOOL_ERROR));
+
 /**
  * An error a tool may throw to say more than its message: whether another
- * attempt may succeed, a code, and structured detail for the worker.
+ * attempt may succeed, a code (one of TOOL_ERROR: another throws a
+ * TypeError), and structured detail for the worker.
  */
 export class ToolError extends Error {
     /**
@@ -116,12 +121,17 @@ export class ToolError extends Error {
      * @param {{ retryable?: boolean, code?: string, detail?: any }} [options]
      */
     constructor(message, { retryable, code, detail } = {}) {
+        if (code !== undefined && !TOOL_CODES.has(code)) {
+            // The gateway refuses a tool.error with any other code (bad_frame),
+            // which would leave the call to time out.
+            throw new TypeError(`ToolError code ${JSON.stringify(code)} is not one of TOOL_ERROR's (codes.js); leave it out for tool_failed`);
+        }
         super(message);
         this.name = "ToolError";
         /** @type {boolean | undefined} */
         this.retryable = retryable;
-        /** @type {string | undefined} */
-        this.code = code;
+        /** @type {ToolErrorCode | undefined} */
+        this.code = /** @type {ToolErrorCode | undefined} */ (code);
         this.detail = detail;
     }
 }

@@ -34,6 +34,7 @@ export interface ToolErrorFrame {
     error: string;
     /** Ask for another attempt, under the call's retry policy. */
     retryable?: boolean;
+    /** One of TOOL_ERROR when a page sends it: the gateway refuses another (bad_frame). */
     code?: ToolErrorCode | (string & {});
     detail?: any;
 }
@@ -240,11 +241,11 @@ export declare class GatewayClient extends EventTarget {
     open(session: string | null): void;
 }
 
-/** An error a tool may throw to say more than its message. */
+/** An error a tool may throw to say more than its message. A code that is not TOOL_ERROR's throws a TypeError. */
 export declare class ToolError extends Error {
-    constructor(message: string, options?: { retryable?: boolean; code?: ToolErrorCode | (string & {}); detail?: any });
+    constructor(message: string, options?: { retryable?: boolean; code?: ToolErrorCode; detail?: any });
     retryable: boolean | undefined;
-    code: string | undefined;
+    code: ToolErrorCode | undefined;
     detail: any;
 }
 
