@@ -88,7 +88,7 @@ func (s *Server) originAllowed(r *http.Request) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("pages of %s may not open this gateway's /ws (--origins)", u.Host)
+	return fmt.Errorf("pages of %s may not use this gateway's %s (--origins)", u.Host, r.URL.Path)
 }
 
 // refuseOrigin tells a page whose origin is refused why, in a way it can

@@ -51,7 +51,8 @@ func frameType(f Frame) string {
 }
 
 // Frame is one decoded browser frame: one of SessionOpen, MessageFrame,
-// engine.ToolResult, engine.ToolError, CancelFrame.
+// engine.ToolResult, engine.ToolError, engine.ToolProgress,
+// engine.ToolApprove, CancelFrame.
 type Frame interface{}
 
 // SessionOpen is the first frame of a connection.

@@ -73,6 +73,11 @@ func TestParseConfig(t *testing.T) {
 			}),
 		},
 		{
+			name: "switches in the environment, as Go reads booleans",
+			env:  map[string]string{"GATEWAY_COOKIE_SECURE": "TRUE", "GATEWAY_OFFLINE": "0"},
+			want: with(func(c *config) { c.cookieSecure = true }),
+		},
+		{
 			name: "flags win over the environment",
 			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "10"},
 			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "100"},
@@ -177,6 +182,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
 		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
+		{"bad origin pattern", []string{"--origins", "app.example.com,a["}, nil, `origins: "a[" is not a host pattern`},
+		{"a switch that is not a boolean", nil, map[string]string{"GATEWAY_COOKIE_SECURE": "yes"}, `GATEWAY_COOKIE_SECURE "yes": want 1 or true`},
+		{"offline that is not a boolean", nil, map[string]string{"GATEWAY_OFFLINE": "on"}, `GATEWAY_OFFLINE "on"`},
 		{"zero sockets", []string{"--max-sockets", "0"}, nil, "max-sockets"},
 		{"bad samesite", []string{"--cookie-samesite", "loose"}, nil, "cookie-samesite"},
 		{"bad page tools", []string{"--page-tools", "all"}, nil, "page-tools"},

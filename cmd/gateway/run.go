@@ -104,6 +104,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		return def
 	}
+	var envErr error // a switch's variable that is not a boolean: said after parsing
+	envBool := func(name string) bool {
+		v := getenv(name)
+		if v == "" {
+			return false
+		}
+		on, err := strconv.ParseBool(v)
+		if err != nil && envErr == nil {
+			envErr = fmt.Errorf("%s %q: want 1 or true to turn it on, 0 or false to leave it off", name, v)
+		}
+		return on
+	}
 	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on: host:port, :port for every interface, or a bare port for 127.0.0.1 (env GATEWAY_LISTEN)")
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
 	fs.StringVar(&c.metricsListen, "metrics-listen", env("GATEWAY_METRICS_LISTEN", ""), "address to serve /metrics on, apart from the chat's listener (env GATEWAY_METRICS_LISTEN); default: /metrics on --listen")
@@ -118,9 +130,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
 	sameSite := fs.String("cookie-samesite", env("GATEWAY_COOKIE_SAMESITE", "lax"), "the identity cookie's SameSite: lax, strict, or none for a chat page on another site than the gateway (none makes the cookie Secure, as browsers require) (env GATEWAY_COOKIE_SAMESITE)")
-	fs.BoolVar(&c.cookieSecure, "cookie-secure", env("GATEWAY_COOKIE_SECURE", "") == "1" || env("GATEWAY_COOKIE_SECURE", "") == "true", "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
+	fs.BoolVar(&c.cookieSecure, "cookie-secure", envBool("GATEWAY_COOKIE_SECURE"), "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
 	pageTools := fs.String("page-tools", env("GATEWAY_PAGE_TOOLS", "demo"), "with --worker-url: demo adds the demo page's browser tools (get_local_time, set_theme, confirm, ...) to the worker's agent where it lacks them; none leaves the agent as the worker wrote it (env GATEWAY_PAGE_TOOLS)")
-	fs.BoolVar(&c.offline, "offline", env("GATEWAY_OFFLINE", "") == "1" || env("GATEWAY_OFFLINE", "") == "true", "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
+	fs.BoolVar(&c.offline, "offline", envBool("GATEWAY_OFFLINE"), "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
@@ -151,6 +163,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			return c, err
 		}
 		return c, fmt.Errorf("%w (gateway -h lists the flags)", err)
+	}
+	if envErr != nil {
+		return c, envErr
 	}
 	if _, err := strconv.Atoi(c.listen); err == nil {
 		c.listen = "127.0.0.1:" + c.listen // a bare port: this machine only, like the default
@@ -252,6 +267,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	for _, o := range strings.Split(*origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
+			if _, err := path.Match(o, ""); err != nil {
+				return c, fmt.Errorf("origins: %q is not a host pattern: %w", o, err)
+			}
 			c.origins = append(c.origins, o)
 		}
 	}
