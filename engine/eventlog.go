@@ -262,7 +262,7 @@ func (l *eventLog) writeNow() {
 // first's wrote alone (the agent config is written only when it changed).
 // l.mu is held.
 func (l *eventLog) combine() (n int, batch Batch) {
-	size := 0
+	size, events := 0, 0
 	for n < len(l.pending) {
 		b := &l.pending[n]
 		weight := len(b.state)
@@ -275,13 +275,24 @@ func (l *eventLog) combine() (n int, batch Batch) {
 		size += weight
 		for _, it := range b.items {
 			if it.page == nil {
-				batch.Events = append(batch.Events, it.ev)
+				events++
 			}
 		}
 		n++
 		if b.state != nil {
 			batch.State, batch.Agent = b.state, b.agent
 			break
+		}
+	}
+	if events > 0 {
+		// Sized once: the store may keep the slice (Store.Append).
+		batch.Events = make([]Event, 0, events)
+		for _, b := range l.pending[:n] {
+			for _, it := range b.items {
+				if it.page == nil {
+					batch.Events = append(batch.Events, it.ev)
+				}
+			}
 		}
 	}
 	return n, batch
