@@ -41,7 +41,6 @@ type Session struct {
 	agent        AgentConfig
 	tools        agentTools // agent.Tools by name, with their schemas
 	model        model.Model
-	modelTools   []model.Tool // agent.Tools as every model request lists them
 	transcript   []Message
 	calls        map[string]*call       // the calls of batches not all settled
 	settled      map[string]settledCall // what is kept of the others (call.go: lookup)
@@ -420,11 +419,7 @@ func (s *Session) setAgent(a AgentConfig) error {
 	if err != nil {
 		return fmt.Errorf("%w: model %q: %w", ErrBadConfig, a.Model, err)
 	}
-	var modelTools []model.Tool
-	for _, t := range a.Tools {
-		modelTools = append(modelTools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})
-	}
-	s.agent, s.tools, s.model, s.modelTools = a, tools, m, modelTools
+	s.agent, s.tools, s.model = a, tools, m
 	s.agentDirty = true
 	return nil
 }
@@ -728,9 +723,9 @@ func (s *Session) startTurn() {
 		// The transcript only grows, and a full slice expression makes an
 		// append by anyone else copy: no need to copy it every turn.
 		Messages: s.transcript[:len(s.transcript):len(s.transcript)],
-		// The same for every turn until the agent changes: models only
-		// read a request.
-		Tools: s.modelTools[:len(s.modelTools):len(s.modelTools)],
+	}
+	for _, t := range s.agent.Tools {
+		req.Tools = append(req.Tools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})
 	}
 	m := s.model
 	s.wg.Add(1)
