@@ -205,6 +205,7 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
                 nothing: () => undefined,
                 cyclic: () => { const o: any = {}; o.o = o; return o; },
                 madeUpCode: () => { throw new ToolError("busy", { code: "busy" }); },
+                codeSetLater: () => { const e: any = new ToolError("busy"); e.code = "busy"; throw e; },
             },
         });
         await w.until(() => w.FakeSocket.sockets.length === 1);
@@ -222,7 +223,8 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
         ws.push({ ...base, id: "7", attempt: 1, name: "missing", arguments: "{}", input: { status: "valid", value: {} } });
         ws.push({ ...base, id: "8", attempt: 1, name: "cyclic", arguments: "{}", input: { status: "valid", value: {} } });
         ws.push({ ...base, id: "9", attempt: 1, name: "madeUpCode", arguments: "{}", input: { status: "valid", value: {} } });
-        await w.until(() => ws.sent.length === 10);
+        ws.push({ ...base, id: "10", attempt: 1, name: "codeSetLater", arguments: "{}", input: { status: "valid", value: {} } });
+        await w.until(() => ws.sent.length === 11);
         const byId = Object.fromEntries(ws.sent.slice(1).map((f: any) => [f.id, f]));
         return { ran, byId };
     });
@@ -235,8 +237,10 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
     expect(out.byId["6"]).toEqual({ type: "tool.result", id: "6", attempt: 1, result: null });
     expect(out.byId["7"]).toMatchObject({ type: "tool.error", code: "unknown_tool" });
     expect(out.byId["8"]).toMatchObject({ type: "tool.error", code: "tool_failed" });
-    // A code the gateway would refuse never leaves the page: the call fails now, saying why.
+    // A code the gateway would refuse never leaves the page: the call fails now, saying why,
+    // or, set after the constructor, the code is left out (tool_failed).
     expect(out.byId["9"]).toEqual({ type: "tool.error", id: "9", attempt: 1, error: `ToolError code "busy" is not one of TOOL_ERROR's (codes.js); leave it out for tool_failed` });
+    expect(out.byId["10"]).toEqual({ type: "tool.error", id: "10", attempt: 1, error: "busy" });
 });
 
 test("messages, cancel and answers wait for the session while offline", async ({ page }) => {

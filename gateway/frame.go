@@ -254,7 +254,7 @@ func decodeStrict(typ string, fields *memberSet, data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%w: %s %s", ErrBadFrame, typ, mistyped(te, fields.value(te.Field)))
+			return fmt.Errorf("%w: %s %s", ErrBadFrame, typ, mistyped(te, fields.value(te.Field), isSliceField(v, te.Field)))
 		}
 		return fmt.Errorf("%w: %s: %v", ErrBadFrame, typ, err)
 	}
@@ -338,11 +338,12 @@ func kindOf(v json.RawMessage) string {
 	}
 }
 
-// mistyped says which member, or which element of an array member (raw),
-// has a value of the wrong type, what it should be and what it is.
-func mistyped(te *json.UnmarshalTypeError, raw []byte) string {
+// mistyped says which member, or which element of an array member (raw,
+// when inArray: the member is a list), has a value of the wrong type, what
+// it should be and what it is.
+func mistyped(te *json.UnmarshalTypeError, raw []byte, inArray bool) string {
 	field := strconv.Quote(te.Field)
-	if te.Type.Kind() != reflect.Slice {
+	if inArray && te.Type.Kind() != reflect.Slice {
 		var elems []json.RawMessage
 		if json.Unmarshal(raw, &elems) == nil {
 			// te.Field names the array; say which element is wrong.
@@ -364,6 +365,26 @@ func mistyped(te *json.UnmarshalTypeError, raw []byte) string {
 		return fmt.Sprintf("%s should be a finite number a float64 holds, not %s", field, number)
 	}
 	return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), aJSONType(te.Value))
+}
+
+// isSliceField reports whether v, a pointer to a frame's struct, decodes
+// the member name into a list.
+func isSliceField(v any, name string) bool {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name || (tag == "" && f.Name == name) {
+			return f.Type.Kind() == reflect.Slice
+		}
+	}
+	return false
 }
 
 func jsonTypeName(kind reflect.Kind) string {

@@ -109,6 +109,44 @@ func TestCodesAreDocumented(t *testing.T) {
 	check("### Close codes", closes)
 }
 
+// TestSDKDocListsTheCodes: docs/sdk.md's table of the SDK's code tables
+// names every code of each, in the tables' order (CLOSE by its names).
+func TestSDKDocListsTheCodes(t *testing.T) {
+	doc, err := os.ReadFile("../docs/sdk.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := map[string][][2]string{
+		"CLOSE":         goTable(engine.Closes),
+		"FRAME_ERROR":   goTable(engine.FrameErrors),
+		"SESSION_ERROR": goTable(engine.SessionErrors),
+		"TOOL_ERROR":    goTable(engine.ToolErrors),
+		"GUARD":         goTable(engine.Guards),
+	}
+	token := regexp.MustCompile("`([A-Za-z_0-9]+)`")
+	for name, table := range tables {
+		row := regexp.MustCompile("(?m)^\\| `" + name + "` \\|.*\\| (.*) \\|$").FindStringSubmatch(string(doc))
+		if row == nil {
+			t.Errorf("docs/sdk.md has no row for %s", name)
+			continue
+		}
+		var got, want []string
+		for _, m := range token.FindAllStringSubmatch(row[1], -1) {
+			got = append(got, m[1])
+		}
+		for _, e := range table {
+			if name == "CLOSE" {
+				want = append(want, e[0])
+			} else {
+				want = append(want, e[1])
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("docs/sdk.md's %s row lists\n%v\nwant\n%v", name, got, want)
+		}
+	}
+}
+
 func keys(m map[string][][2]string) []string {
 	var out []string
 	for k := range m {

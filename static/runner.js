@@ -121,7 +121,7 @@ export class ToolError extends Error {
      * @param {{ retryable?: boolean, code?: string, detail?: any }} [options]
      */
     constructor(message, { retryable, code, detail } = {}) {
-        if (code !== undefined && !TOOL_CODES.has(code)) {
+        if (code != null && !TOOL_CODES.has(code)) {
             // The gateway refuses a tool.error with any other code (bad_frame),
             // which would leave the call to time out.
             throw new TypeError(`ToolError code ${JSON.stringify(code)} is not one of TOOL_ERROR's (codes.js); leave it out for tool_failed`);
@@ -361,7 +361,9 @@ function errorFields(err) {
     const fields = { error: messageOf(err) || "The tool failed." };
     if (err && typeof err === "object") {
         if (typeof err.retryable === "boolean") fields.retryable = err.retryable;
-        if (err instanceof ToolError && typeof err.code === "string") fields.code = err.code;
+        // A code set after the constructor checked it: one the gateway
+        // would refuse is left out (tool_failed), so the answer still counts.
+        if (err instanceof ToolError && typeof err.code === "string" && TOOL_CODES.has(err.code)) fields.code = err.code;
         if (err instanceof ToolError && err.detail !== undefined) fields.detail = err.detail;
     }
     return fields;

@@ -73,9 +73,14 @@ func TestParseConfig(t *testing.T) {
 			}),
 		},
 		{
-			name: "switches in the environment, as Go reads booleans",
-			env:  map[string]string{"GATEWAY_COOKIE_SECURE": "TRUE", "GATEWAY_OFFLINE": "0"},
+			name: "switches in the environment, as Go reads booleans, in any case",
+			env:  map[string]string{"GATEWAY_COOKIE_SECURE": "tRUE", "GATEWAY_OFFLINE": "0"},
 			want: with(func(c *config) { c.cookieSecure = true }),
+		},
+		{
+			name: "offline keeps the demo's model scripted whatever key is set",
+			env:  map[string]string{"GATEWAY_OFFLINE": "T", "ANTHROPIC_API_KEY": "sk-test"},
+			want: with(func(c *config) { c.offline = true }),
 		},
 		{
 			name: "flags win over the environment",

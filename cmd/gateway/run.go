@@ -79,9 +79,9 @@ const (
 
 // defaultModel is the demo's model: a key alone switches it to that
 // provider's model, so a user with a key gets a real model at once.
-func defaultModel(getenv func(string) string) string {
+func defaultModel(offline bool, getenv func(string) string) string {
 	switch {
-	case getenv("GATEWAY_OFFLINE") == "1" || getenv("GATEWAY_OFFLINE") == "true":
+	case offline:
 		return "scripted"
 	case getenv("ANTHROPIC_API_KEY") != "":
 		return DefaultClaudeModel
@@ -89,6 +89,21 @@ func defaultModel(getenv func(string) string) string {
 		return DefaultOpenAIModel
 	}
 	return "scripted"
+}
+
+// hostPatterns reads a flag's comma-separated host patterns, refusing one
+// path.Match cannot read.
+func hostPatterns(flag, list string) ([]string, error) {
+	var patterns []string
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if _, err := path.Match(p, ""); err != nil {
+				return nil, fmt.Errorf("%s: %q is not a host pattern: %w", flag, p, err)
+			}
+			patterns = append(patterns, p)
+		}
+	}
+	return patterns, nil
 }
 
 // parseConfig reads flags, each falling back to an environment variable.
@@ -110,12 +125,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		if v == "" {
 			return false
 		}
-		on, err := strconv.ParseBool(v)
+		on, err := strconv.ParseBool(strings.ToLower(v))
 		if err != nil && envErr == nil {
 			envErr = fmt.Errorf("%s %q: want 1 or true to turn it on, 0 or false to leave it off", name, v)
 		}
 		return on
 	}
+	offline := envBool("GATEWAY_OFFLINE")
 	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on: host:port, :port for every interface, or a bare port for 127.0.0.1 (env GATEWAY_LISTEN)")
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
 	fs.StringVar(&c.metricsListen, "metrics-listen", env("GATEWAY_METRICS_LISTEN", ""), "address to serve /metrics on, apart from the chat's listener (env GATEWAY_METRICS_LISTEN); default: /metrics on --listen")
@@ -123,7 +139,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxSockets := fs.String("max-sockets", env("GATEWAY_MAX_SOCKETS", strconv.Itoa(gateway.DefaultMaxSockets)), "WebSockets one browser may hold open on this node; one more is closed with 4002; -1: no limit (env GATEWAY_MAX_SOCKETS)")
 	maxNew := fs.String("max-new-sessions", env("GATEWAY_MAX_NEW_SESSIONS", strconv.Itoa(gateway.DefaultNewSessionsPerMinute)), "new sessions one browser may open a minute on this node; one more is refused with rate_limited; -1: no limit (env GATEWAY_MAX_NEW_SESSIONS)")
 	maxLive := fs.String("max-live-sessions", env("GATEWAY_MAX_LIVE_SESSIONS", strconv.Itoa(engine.DefaultMaxLiveSessions)), "sessions one browser may have in memory on this node when it opens another; past it new ones are refused with limit_exceeded; -1: no limit (env GATEWAY_MAX_LIVE_SESSIONS)")
-	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", defaultModel(getenv)), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL); default "+DefaultClaudeModel+" when ANTHROPIC_API_KEY is set, else "+DefaultOpenAIModel+" when OPENAI_API_KEY is, else scripted")
+	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", defaultModel(offline, getenv)), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL); default "+DefaultClaudeModel+" when ANTHROPIC_API_KEY is set, else "+DefaultOpenAIModel+" when OPENAI_API_KEY is, else scripted")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
 	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
@@ -132,7 +148,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	sameSite := fs.String("cookie-samesite", env("GATEWAY_COOKIE_SAMESITE", "lax"), "the identity cookie's SameSite: lax, strict, or none for a chat page on another site than the gateway (none makes the cookie Secure, as browsers require) (env GATEWAY_COOKIE_SAMESITE)")
 	fs.BoolVar(&c.cookieSecure, "cookie-secure", envBool("GATEWAY_COOKIE_SECURE"), "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
 	pageTools := fs.String("page-tools", env("GATEWAY_PAGE_TOOLS", "demo"), "with --worker-url: demo adds the demo page's browser tools (get_local_time, set_theme, confirm, ...) to the worker's agent where it lacks them; none leaves the agent as the worker wrote it (env GATEWAY_PAGE_TOOLS)")
-	fs.BoolVar(&c.offline, "offline", envBool("GATEWAY_OFFLINE"), "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
+	fs.BoolVar(&c.offline, "offline", offline, "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
@@ -253,25 +269,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			c.openaiModels = append(c.openaiModels, p)
 		}
 	}
-	for _, h := range strings.Split(*hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			if _, err := path.Match(h, ""); err != nil {
-				return c, fmt.Errorf("hosts: %q is not a host pattern: %w", h, err)
-			}
-			c.hosts = append(c.hosts, h)
-		}
+	if c.hosts, err = hostPatterns("hosts", *hosts); err != nil {
+		return c, err
 	}
 	// The name the gateway listens on is one it answers to.
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" && net.ParseIP(h) == nil {
 		c.hosts = append(c.hosts, h)
 	}
-	for _, o := range strings.Split(*origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			if _, err := path.Match(o, ""); err != nil {
-				return c, fmt.Errorf("origins: %q is not a host pattern: %w", o, err)
-			}
-			c.origins = append(c.origins, o)
-		}
+	if c.origins, err = hostPatterns("origins", *origins); err != nil {
+		return c, err
 	}
 	if c.workerSecret == "" {
 		c.workerSecret = getenv("GATEWAY_WORKER_SECRET")
