@@ -89,6 +89,7 @@ type outcome struct {
 	code      ErrorCode
 	detail    json.RawMessage
 	retryable bool
+	timedOut  bool // the attempt's deadline passed: no answer came
 }
 
 // openCalls returns the unsettled calls in the order they were dispatched,
@@ -331,7 +332,13 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	s.goAfterCommit(func() {
 		defer s.wg.Done()
 		defer cancel()
-		d, err := s.callWorker(ctx, t, prop)
+		// A fenced step's attempt does not ask the worker (commit).
+		d, err := Decision{}, error(nil)
+		if s.top().fenced.Load() {
+			err = ErrFenced
+		} else {
+			d, err = s.callWorker(ctx, t, prop)
+		}
 		_ = s.post(context.Background(), func() {
 			s.workersRunning--
 			if err != nil {
@@ -382,7 +389,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 	case ToolError:
 		id, attempt = a.ID, a.Attempt
 		if a.Code != "" && !a.Code.Known() && fromClient {
-			return fmt.Errorf("%w: tool.error code %q is not a tool error code", ErrBadRequest, a.Code)
+			return fmt.Errorf("%w: tool.error code %.64q is not a tool error code", ErrBadRequest, a.Code)
 		}
 	default:
 		return fmt.Errorf("%v is not a tool answer", a.ActionType())
@@ -456,7 +463,7 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 		return
 	}
 	c.avoid = c.holder
-	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true,
+	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true, timedOut: true,
 		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, CancelTimeout)
 }
 
@@ -464,7 +471,7 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 // backoff while attempts remain and the failure allows it, else settle.
 func (s *Session) attemptFailed(c *call, o outcome, abort CancelReason) {
 	if !o.retryable || c.attempt >= c.spec.attempts {
-		if o.code == CodeTimeout {
+		if o.timedOut {
 			o.err = fmt.Sprintf("%s timed out: %s of %s, no answer from the %s.", c.name,
 				plural(c.spec.attempts, "attempt"), c.spec.timeout, c.handler.peer())
 		} else if c.attempt > 1 {

@@ -27,6 +27,8 @@
 // as a second agent state; its model turns and attempts too are waited for
 // by the session. Model turns run in their own goroutine too
 // and publish their deltas under the event log's lock, the one lock that
-// orders every page's stream. A session with no page attached ends after
+// orders every page's stream. A model turn's and an attempt's goroutine
+// starts once the step that started it is stored (goAfterCommit): a step
+// the store fences starts nothing. A session with no page attached ends after
 // Options.SessionIdle, on the engine's clock.
 package engine

@@ -380,15 +380,13 @@ func TestEventFrames(t *testing.T) {
 
 // TestWorkStartsOnceItsStepIsStored: write-ahead for what a step starts. A
 // model turn and a worker attempt start only once the store holds the step
-// that started them (and its frames are on their way to the pages), so a
-// crash before the append leaves nothing running that the journal does
-// not know of. The store holds the step's append until the work starts or
-// a while passes: work that starts during the append fails the test.
+// that started them, so a crash before the append leaves nothing running
+// that the journal does not know of; and a step the store fences (another
+// node runs the session now) starts nothing.
 func TestWorkStartsOnceItsStepIsStored(t *testing.T) {
-	const holdAtMost = 100 * time.Millisecond
 	cases := []struct {
 		name   string
-		holdOn string // the held batch: the one with this event
+		holdOn string // the step that starts the work: the batch with this event
 		tools  []engine.AgentTool
 		model  *fakeModel
 	}{
@@ -398,57 +396,90 @@ func TestWorkStartsOnceItsStepIsStored(t *testing.T) {
 			callsThenSummary(use("call_1", "lookup", `{}`))},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var (
-				holding  atomic.Bool // the next batch with holdOn waits in Append
-				inAppend atomic.Bool // a held batch is being appended
-				early    atomic.Int32
-				started  = make(chan struct{}, 16)
-			)
-			work := func() {
-				if inAppend.Load() {
-					early.Add(1)
+		for _, fenced := range []bool{false, true} {
+			name := tc.name
+			if fenced {
+				name += ", fenced"
+			}
+			t.Run(name, func(t *testing.T) {
+				store := &stepRecorder{MemoryStore: engine.NewMemoryStore(), step: tc.holdOn, ran: make(chan struct{}, 1)}
+				if fenced {
+					store.Fail = func(_ string, b engine.Batch) error {
+						if store.starts(b) {
+							return engine.ErrFenced
+						}
+						return nil
+					}
 				}
-				started <- struct{}{}
-			}
-			store := engine.NewMemoryStore()
-			store.Fail = func(_ string, b engine.Batch) error {
-				if !holding.Load() || !slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == tc.holdOn }) {
-					return nil
+				var early, ran atomic.Int32
+				work := func() {
+					ran.Add(1)
+					if !store.stored.Load() {
+						early.Add(1)
+					}
+					select {
+					case store.ran <- struct{}{}:
+					default:
+					}
 				}
-				holding.Store(false)
-				inAppend.Store(true)
-				defer inAppend.Store(false)
-				select {
-				case <-started:
-					started <- struct{}{} // for the test's wait below
-				case <-time.After(holdAtMost):
+				reply := tc.model.reply
+				tc.model.reply = func(ctx context.Context, req model.Request) (model.Response, error) {
+					if tc.holdOn == engine.EventMessage {
+						work()
+					}
+					return reply(ctx, req)
 				}
-				return nil
-			}
-			reply := tc.model.reply
-			tc.model.reply = func(ctx context.Context, req model.Request) (model.Response, error) {
-				if tc.holdOn == engine.EventMessage {
-					work()
+				w := &testWorker{agent: engine.AgentConfig{Tools: tc.tools},
+					execute: func(_ context.Context, t engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+						work()
+						return engine.Decision{Actions: []engine.Action{engine.ToolResult{ID: t.ID, Result: json.RawMessage(`"found"`)}}}, nil
+					}}
+				h := setup(t, w, tc.model, engine.Options{Store: store})
+				h.send("hi")
+				if fenced {
+					recv(t, h.s.Done(), "the fenced session's leaving")
+					if n := ran.Load(); n != 0 {
+						t.Fatalf("the %s ran %d times for a step another node's journal refused", tc.name, n)
+					}
+					return
 				}
-				return reply(ctx, req)
-			}
-			w := &testWorker{agent: engine.AgentConfig{Tools: tc.tools},
-				execute: func(_ context.Context, t engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
-					work()
-					return engine.Decision{Actions: []engine.Action{engine.ToolResult{ID: t.ID, Result: json.RawMessage(`"found"`)}}}, nil
-				}}
-			h := setup(t, w, tc.model, engine.Options{Store: store})
-			holding.Store(true)
-			h.send("hi")
-			recv(t, started, "the work's start")
-			h.waitIdle()
-			if n := early.Load(); n != 0 {
-				t.Fatalf("the %s started while the step that started it was being stored", tc.name)
-			}
-			if holding.Load() {
-				t.Fatalf("no batch with %s was stored", tc.holdOn)
-			}
-		})
+				h.waitIdle()
+				switch {
+				case ran.Load() == 0:
+					t.Fatalf("the %s never ran", tc.name)
+				case early.Load() != 0:
+					t.Fatalf("the %s started before the step that started it was stored", tc.name)
+				}
+			})
+		}
 	}
+}
+
+// stepRecorder is a memory store that says when it has stored a batch
+// with the event step. It holds that batch until the work runs (ran) or
+// a while passes, so work that starts early starts before it is stored
+// (unless Fail is set: the batch is refused).
+type stepRecorder struct {
+	*engine.MemoryStore
+	step   string
+	ran    chan struct{}
+	stored atomic.Bool
+}
+
+func (s *stepRecorder) starts(b engine.Batch) bool {
+	return slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == s.step })
+}
+
+func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batch) error {
+	if s.starts(b) && !s.stored.Load() && s.Fail == nil {
+		select {
+		case <-s.ran:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	err := s.MemoryStore.Append(ctx, session, b)
+	if err == nil && s.starts(b) {
+		s.stored.Store(true)
+	}
+	return err
 }

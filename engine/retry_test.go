@@ -304,6 +304,8 @@ func TestRetryableErrors(t *testing.T) {
 		{"terminal with attempts left", []engine.Action{gone}, false, "No such city."},
 		{"retryable then terminal", []engine.Action{busy, gone}, false, "No such city. (after 2 attempts)"},
 		{"retryable on every attempt", []engine.Action{busy, busy, busy}, false, "The service is busy. (after 3 attempts)"},
+		{"an answer whose code is timeout keeps its text", []engine.Action{engine.ToolError{Error: "The weather service timed out.", Code: engine.CodeTimeout}},
+			false, "The weather service timed out."},
 		{"a retryable error without text", []engine.Action{engine.ToolError{Retryable: true}, engine.ToolError{Retryable: true}, engine.ToolError{Retryable: true}},
 			false, "lookup failed without saying why. (after 3 attempts)"},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/lazylog"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -70,9 +71,8 @@ type Session struct {
 	agentDirty       bool // the agent changed since the last commit
 	unloadable       bool // a page attached once, or the session was rebuilt: unload it when idle
 
-	afterCommit    []func()    // replies to do, sent once the step is stored
+	afterCommit    []afterStep // what the step started and the replies it owes, once it is stored
 	stepping       bool        // a step runs: goAfterCommit holds what it starts
-	starts         []func()    // model turns and worker attempts the step started (goAfterCommit)
 	summary        Summary     // the last summary the store took
 	storeRetry     clock.Timer // retries a batch the store refused
 	unloading      bool        // leave memory after this step; the journal keeps the session
@@ -80,6 +80,7 @@ type Session struct {
 	workersRunning int         // worker attempts whose Decide has not returned
 	ownership      Ownership   // the session's lease on a shared store; nil otherwise
 	lost           bool        // the lease is lost: leave, store nothing more
+	fenced         atomic.Bool // a step was fenced: what it started asks no one (goAfterCommit)
 
 	// A sub-agent (subagent.go); all zero for the session's own agent.
 	parent    *call    // the call it answers
@@ -103,7 +104,7 @@ type queued struct {
 
 func newSession(e *Engine, id, owner string) *Session {
 	ctx, stop := context.WithCancel(context.Background())
-	logger := e.opts.Logger.With("session", id)
+	logger := lazylog.With(e.opts.Logger, "session", id)
 	s := &Session{
 		id:         id,
 		owner:      owner,
@@ -182,20 +183,30 @@ func (s *Session) commit() {
 	changed, err := s.log.commit(state, s.agentDirty)
 	putStateScratch(sc)
 	s.stepping = false
-	for i, f := range s.starts {
-		s.e.runners.Go(f)
-		s.starts[i] = nil
+	fenced := errors.Is(err, ErrFenced)
+	if fenced {
+		// Another node runs the session now, and its journal does not
+		// hold this step: what the step started returns without asking
+		// the model or the worker.
+		s.leaseLost()
+		s.fenced.Store(true)
 	}
-	s.starts = s.starts[:0]
+	for _, a := range s.afterCommit {
+		if a.start {
+			s.e.runners.Go(a.f)
+		}
+	}
 	if changed {
 		s.agentDirty = false
 	}
-	for _, reply := range s.afterCommit {
-		reply()
+	for i, a := range s.afterCommit {
+		if !a.start {
+			a.f()
+		}
+		s.afterCommit[i] = afterStep{}
 	}
-	s.afterCommit = nil
-	if errors.Is(err, ErrFenced) {
-		s.leaseLost()
+	s.afterCommit = s.afterCommit[:0]
+	if fenced {
 		return
 	}
 	if err != nil {
@@ -222,7 +233,16 @@ func (s *Session) goAfterCommit(f func()) {
 		s.e.runners.Go(f)
 		return
 	}
-	root.starts = append(root.starts, f)
+	root.afterCommit = append(root.afterCommit, afterStep{f: f, start: true})
+}
+
+// afterStep is what a step leaves for after its commit: work it started
+// (start: on a runner, goAfterCommit), or a reply to a caller, given after
+// every start so a caller that learns its step is stored finds that work
+// under way.
+type afterStep struct {
+	f     func()
+	start bool
 }
 
 // retryStore tries the waiting batches again in a second, until the store
@@ -350,7 +370,7 @@ func (s *Session) do(ctx context.Context, f func() error) error {
 	reply := make(chan error, 1)
 	if err := s.postHere(ctx, func() {
 		err := f()
-		s.afterCommit = append(s.afterCommit, func() { reply <- err })
+		s.afterCommit = append(s.afterCommit, afterStep{f: func() { reply <- err }})
 	}); err != nil {
 		return err
 	}
@@ -449,8 +469,9 @@ func (s *Session) send(ctx context.Context, from *Page, content string) error {
 
 // Answer settles a client attempt with a ToolResult or ToolError, whose ID
 // and Attempt must be set. It returns an error wrapping ErrUnknownCall,
-// ErrSettled or ErrStaleAttempt when the answer cannot count; the call is
-// unaffected then.
+// ErrSettled or ErrStaleAttempt when the answer cannot count, and
+// ErrBadRequest for a ToolError whose Code is not one of ToolErrors; the
+// call is unaffected then.
 func (s *Session) Answer(ctx context.Context, a Action) error {
 	return s.do(ctx, func() error { return s.answer(a, answerDefaults{}, true) })
 }
@@ -730,12 +751,18 @@ func (s *Session) startTurn() {
 	m := s.model
 	s.wg.Add(1)
 	s.goAfterCommit(func() {
-		resp, err := generate(ctx, m, req, func(text string) {
-			if s.parent != nil && ctx.Err() != nil {
-				return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
-			}
-			s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
-		})
+		// A fenced step's turn does not ask the model (commit).
+		resp, err := model.Response{}, error(nil)
+		if s.top().fenced.Load() {
+			err = ErrFenced
+		} else {
+			resp, err = generate(ctx, m, req, func(text string) {
+				if s.parent != nil && ctx.Err() != nil {
+					return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
+				}
+				s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
+			})
+		}
 		// The turn's step runs right here when the session is idle
 		// (postHere): this goroutine is done anyway, and the step is
 		// spared a hand-off. It stops counting first: the step may end

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/lazylog"
 )
 
 // Sub-agents: a worker answers a tool.execute with tool.delegate, and the
@@ -189,7 +190,7 @@ func (s *Session) delegate(a ToolDelegate, def answerDefaults) error {
 func (s *Session) newChild(c *call, agent AgentConfig) (*Session, error) {
 	root := s.top()
 	ctx, stop := context.WithCancel(s.ctx)
-	logger := root.baseLogger.With("parent", c.id, "depth", s.depth+1)
+	logger := lazylog.With(root.baseLogger, "parent", c.id, "depth", s.depth+1)
 	ch := &Session{
 		id: root.id, owner: root.owner, e: root.e, log: root.log,
 		logger: logger, baseLogger: logger,

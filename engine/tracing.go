@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/clienttools/gateway/lazylog"
 )
 
 // The engine's spans, named and attributed as OpenTelemetry's GenAI
@@ -63,7 +65,7 @@ func (s *Session) startUserTurn() {
 			attribute.String("gen_ai.request.model", s.agent.Model)))
 	s.userTurn, s.userTurnCtx = span, ctx
 	if sc := span.SpanContext(); sc.IsValid() {
-		s.logger = s.baseLogger.With(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+		s.logger = lazylog.With(s.baseLogger, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 }
 

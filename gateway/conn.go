@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/lazylog"
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 )
@@ -105,7 +106,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusCode(engine.CloseTooMany), fmt.Sprintf("this browser already has %d sockets open here, the most it may: close another page", s.opts.MaxSockets))
 		return
 	}
-	c, ok := s.openConn(ws, cw.hijacked, browser, s.logger.With("remote", r.RemoteAddr))
+	c, ok := s.openConn(ws, cw.hijacked, browser, lazylog.With(s.logger, "remote", r.RemoteAddr))
 	if !ok {
 		s.socketClosed(browser)
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/lazylog"
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -88,7 +89,7 @@ func (r *Relay) stop() {
 // serveRemote serves a page relayed from another node, as serveWS serves a
 // socket of this one.
 func (s *Server) serveRemote(sock *remoteSocket, browser, remote string) {
-	s.serveSocket(sock, nil, browser, s.logger.With("remote", remote, "relayed", true))
+	s.serveSocket(sock, nil, browser, lazylog.With(s.logger, "remote", remote, "relayed", true))
 }
 
 // remoteSocket is the serving node's end of a pipe: a socket whose frames
