@@ -43,10 +43,10 @@ const (
 	parkedPerBrowser = 30
 	// storeCacheExpiry is how long the embedded NATS server keeps a
 	// stream's recently written blocks in memory after their last use
-	// (its file store's cache expiry, 10 s, and a margin). The parked
-	// phase reads memory after it: those caches are the store's last
-	// seconds of writes, block buffers of up to the server's block size
-	// (8 MiB) per stream, not what a session parked for minutes holds.
+	// (its file store's cache expiry, 10 s, and a margin). The idle and
+	// parked phases read memory after it: those caches are the store's
+	// last seconds of writes, block buffers of up to the server's block
+	// size (8 MiB) per stream, not what a page or a session holds.
 	storeCacheExpiry = 12 * time.Second
 )
 
@@ -552,9 +552,17 @@ func idleRun(ctx context.Context, cfg config, kind string, stderr io.Writer) (se
 			return nil
 		}
 		settle := func() (procStats, procStats, error) {
-			// Let attaches and first events land, and the gateway's free
-			// runners (package runners) end after their idle time.
-			time.Sleep(runners.DefaultIdle + 500*time.Millisecond)
+			// Let attaches and first events land, the gateway's free
+			// runners (package runners) end after their idle time, and
+			// the store's caches of the last writes expire: a stream's
+			// block buffers are the store's, whatever the number of
+			// pages, and would be counted against the second reading's
+			// pages only (as in the parked phase).
+			wait := runners.DefaultIdle + 500*time.Millisecond
+			if cfg.store == "jetstream" && kind == serveGateway {
+				wait = max(wait, storeCacheExpiry)
+			}
+			time.Sleep(wait)
 			s, err := t.stats(ctx, true)
 			if err != nil {
 				return s, procStats{}, err
