@@ -35,7 +35,8 @@
 //	            HeapInuse and StackInuse after two GCs (what pools held goes
 //	            with the second) and FreeOSMemory, before and after, divided
 //	            by -idle; the same for the echo server, and the browsers'
-//	            own cost in this process.
+//	            own cost in this process. On JetStream both readings wait
+//	            for the store's caches to expire, as the parked phase's do.
 //	parked      -parked sessions opened, 30 to a browser, each page leaving
 //	            at once; the gateway (started with -unload 1s) takes them out
 //	            of memory. The same readings after they all unloaded give
