@@ -67,7 +67,7 @@ func New() *Metrics {
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_http_streams_open",
 		Help: "Responses of the HTTP front ends (the AI SDK's /api/chat, AG-UI's /ag-ui) streaming on this node."})
 	m.framesIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_received_total",
-		Help: "Frames read from pages, by type (other: a type the protocol does not have)."}, []string{"type"})
+		Help: "Frames read from pages, by type (invalid: a frame that did not decode, an unknown type or a bad field included)."}, []string{"type"})
 	m.framesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_sent_total",
 		Help: "Frames written to pages, by type."}, []string{"type"})
 	m.callsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_tool_calls_started_total",

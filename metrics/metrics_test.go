@@ -36,7 +36,7 @@ func TestFramesCountedByType(t *testing.T) {
 gateway_frames_sent_total{type="error"} 1
 gateway_frames_sent_total{type="session.idle"} 800
 gateway_frames_sent_total{type="tool.call"} 800
-# HELP gateway_frames_received_total Frames read from pages, by type (other: a type the protocol does not have).
+# HELP gateway_frames_received_total Frames read from pages, by type (invalid: a frame that did not decode, an unknown type or a bad field included).
 # TYPE gateway_frames_received_total counter
 gateway_frames_received_total{type="tool.result"} 800
 `

@@ -188,7 +188,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
 		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
 		{"bad origin pattern", []string{"--origins", "app.example.com,a["}, nil, `origins: "a[" is not a host pattern`},
-		{"a switch that is not a boolean", nil, map[string]string{"GATEWAY_COOKIE_SECURE": "yes"}, `GATEWAY_COOKIE_SECURE "yes": want 1 or true`},
+		{"a switch that is not a boolean", nil, map[string]string{"GATEWAY_COOKIE_SECURE": "yes"}, `GATEWAY_COOKIE_SECURE "yes": want 1, t or true`},
 		{"offline that is not a boolean", nil, map[string]string{"GATEWAY_OFFLINE": "on"}, `GATEWAY_OFFLINE "on"`},
 		{"zero sockets", []string{"--max-sockets", "0"}, nil, "max-sockets"},
 		{"bad samesite", []string{"--cookie-samesite", "loose"}, nil, "cookie-samesite"},

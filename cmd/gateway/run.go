@@ -127,7 +127,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		on, err := strconv.ParseBool(strings.ToLower(v))
 		if err != nil && envErr == nil {
-			envErr = fmt.Errorf("%s %q: want 1 or true to turn it on, 0 or false to leave it off", name, v)
+			envErr = fmt.Errorf("%s %q: want 1, t or true to turn it on, 0, f or false to leave it off (any case)", name, v)
 		}
 		return on
 	}
