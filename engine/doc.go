@@ -28,7 +28,9 @@
 // by the session. Model turns run in their own goroutine too
 // and publish their deltas under the event log's lock, the one lock that
 // orders every page's stream. A model turn's and an attempt's goroutine
-// starts once the step that started it is stored (goAfterCommit): a step
-// the store fences starts nothing. A session with no page attached ends after
+// starts once the step that started it is committed (goAfterCommit):
+// stored, or refused by a failing store (the batch waits and is retried,
+// and the session's memory says the work runs); a step the store fences
+// starts nothing. A session with no page attached ends after
 // Options.SessionIdle, on the engine's clock.
 package engine

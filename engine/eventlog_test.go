@@ -483,3 +483,27 @@ func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batc
 	}
 	return err
 }
+
+// TestFencedAnswerIsNotTaken: a page's answer whose step the store fences
+// (another node runs the session now) is not reported as taken: Answer
+// returns ErrUnloaded, and the page resends it to the node that runs the
+// session.
+func TestFencedAnswerIsNotTaken(t *testing.T) {
+	store := engine.NewMemoryStore()
+	store.Fail = func(_ string, b engine.Batch) error {
+		if slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == engine.EventToolFinished }) {
+			return engine.ErrFenced
+		}
+		return nil
+	}
+	b := newBrowser()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)), engine.Options{Store: store}, b)
+	h.send("where am I")
+	c := recv(t, b.calls, "the client call")
+	err := h.s.Answer(context.Background(), engine.ToolResult{ID: c.ID, Attempt: c.Attempt, Result: json.RawMessage(`"Tokyo"`)})
+	if !errors.Is(err, engine.ErrUnloaded) {
+		t.Fatalf("Answer of a fenced step: %v, want ErrUnloaded", err)
+	}
+	recv(t, h.s.Done(), "the fenced session's leaving")
+}

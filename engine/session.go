@@ -192,16 +192,19 @@ func (s *Session) commit() {
 		s.fenced.Store(true)
 	}
 	for _, a := range s.afterCommit {
-		if a.start {
-			s.e.runners.Go(a.f)
+		if a.start != nil {
+			s.e.runners.Go(a.start)
 		}
 	}
 	if changed {
 		s.agentDirty = false
 	}
 	for i, a := range s.afterCommit {
-		if !a.start {
-			a.f()
+		if a.reply != nil {
+			if fenced {
+				a.err = fmt.Errorf("%w: another gateway node runs the session now, and what this asked was not stored", ErrUnloaded)
+			}
+			a.reply <- a.err
 		}
 		s.afterCommit[i] = afterStep{}
 	}
@@ -233,16 +236,17 @@ func (s *Session) goAfterCommit(f func()) {
 		s.e.runners.Go(f)
 		return
 	}
-	root.afterCommit = append(root.afterCommit, afterStep{f: f, start: true})
+	root.afterCommit = append(root.afterCommit, afterStep{start: f})
 }
 
 // afterStep is what a step leaves for after its commit: work it started
-// (start: on a runner, goAfterCommit), or a reply to a caller, given after
-// every start so a caller that learns its step is stored finds that work
-// under way.
+// (start, on a runner: goAfterCommit), or a caller's reply (Session.do),
+// given after every start so a caller that learns its step is stored finds
+// that work under way. A fenced step's callers get ErrUnloaded instead.
 type afterStep struct {
-	f     func()
-	start bool
+	start func()
+	reply chan<- error
+	err   error
 }
 
 // retryStore tries the waiting batches again in a second, until the store
@@ -365,12 +369,16 @@ func (s *Session) guard(f func()) func() {
 
 // do runs f as a step of the session (on the caller's goroutine when the
 // session is idle: postHere) and waits for its error, which comes once
-// f's step is stored.
+// f's step is committed: stored, or refused by the store (its batch waits
+// and is retried); a fenced step's caller gets ErrUnloaded.
 func (s *Session) do(ctx context.Context, f func() error) error {
 	reply := make(chan error, 1)
 	if err := s.postHere(ctx, func() {
-		err := f()
-		s.afterCommit = append(s.afterCommit, afterStep{f: func() { reply <- err }})
+		err := f() // first: f may start work, which goes on the same list
+		// The root's commit sends the reply: a sub-agent's steps are its
+		// session's (ReportProgress from a sub-agent's attempt asks here).
+		root := s.top()
+		root.afterCommit = append(root.afterCommit, afterStep{reply: reply, err: err})
 	}); err != nil {
 		return err
 	}

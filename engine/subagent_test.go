@@ -517,3 +517,36 @@ func TestSubagentDecideEndsSession(t *testing.T) {
 	}
 	recv(t, h.s.Done(), "the session's end")
 }
+
+// TestSubagentWorkerProgress: a worker attempt of a sub-agent reports
+// progress as any attempt does, and ReportProgress returns once the report
+// is stored (the reply comes from the session's own commit).
+func TestSubagentWorkerProgress(t *testing.T) {
+	root := callsThenSummary(use("call_1", "research", `{"cities":["A"]}`))
+	helper := callsThenSummary(use("call_1", "get_weather", `{"city":"A"}`))
+	reported := make(chan error, 1)
+	w := delegating(engine.AgentTool{Name: "research"})
+	delegate := w.execute
+	w.execute = func(ctx context.Context, t engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
+		if t.Name == "get_weather" {
+			rctx, cancel := context.WithTimeout(ctx, hangGuard)
+			reported <- engine.ReportProgress(rctx, 1, 2, "asking the weather service")
+			cancel()
+		}
+		return delegate(ctx, t, proposed)
+	}
+	h := setup(t, w, root, engine.Options{Models: models(root, helper)})
+	h.send("research the weather in A")
+	if err := recv(t, reported, "the sub-agent's progress report"); err != nil {
+		t.Fatalf("ReportProgress from a sub-agent's attempt: %v", err)
+	}
+	progress := h.waitType(engine.EventToolProgress)
+	if parentOf(progress) != "call_1" || !strings.Contains(string(progress.Raw), `"message":"asking the weather service"`) {
+		t.Errorf("tool.progress %s, want the helper's, under call_1", progress.Raw)
+	}
+	if fin := h.waitFor("research's tool.finished", func(f frame) bool {
+		return f.Type == engine.EventToolFinished && f.ID == "call_1" && parentOf(f) == ""
+	}); !fin.OK {
+		t.Errorf("research finished %s", fin.Raw)
+	}
+}

@@ -280,6 +280,12 @@ func (c *conn) handle(data []byte) {
 	case CancelFrame:
 		err = c.page.Cancel(ctx)
 	}
+	if errors.Is(err, engine.ErrUnloaded) {
+		// Another node runs the session now: the close that follows (4001)
+		// has the page reconnect there and send again what was not stored.
+		c.logger.Info("frame not taken: the session moved to another node", "session", c.session.ID(), "err", err)
+		return
+	}
 	if err != nil {
 		code := errorCode(err)
 		if code == engine.WireStaleAttempt || code == engine.WireSettled {

@@ -121,7 +121,7 @@ export class ToolError extends Error {
      * @param {{ retryable?: boolean, code?: string, detail?: any }} [options]
      */
     constructor(message, { retryable, code, detail } = {}) {
-        if (code != null && !TOOL_CODES.has(code)) {
+        if (code != null && code !== "" && !TOOL_CODES.has(code)) {
             // The gateway refuses a tool.error with any other code (bad_frame),
             // which would leave the call to time out.
             throw new TypeError(`ToolError code ${JSON.stringify(code)} is not one of TOOL_ERROR's (codes.js); leave it out for tool_failed`);
