@@ -26,14 +26,25 @@ const apiTimeout = 5 * time.Second
 // JetStream, for two numbers. Any other answer is read as the client
 // reads it; a refusal is a *jetstream.APIError.
 func (s *Store) publish(ctx context.Context, subj string, data []byte, expectLast uint64) (uint64, error) {
+	return s.request(ctx, &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expectLast, 10)},
+	}})
+}
+
+// put stores data on subj whatever came before it: a key-value bucket's
+// Put, which is a publish on the key's subject, read as publish reads it.
+func (s *Store) put(ctx context.Context, subj string, data []byte) error {
+	_, err := s.request(ctx, &nats.Msg{Subject: subj, Data: data})
+	return err
+}
+
+// request publishes msg to its stream and reads the server's answer.
+func (s *Store) request(ctx context.Context, msg *nats.Msg) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 	}
-	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
-		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expectLast, 10)},
-	}}
 	resp, err := s.nc.RequestMsgWithContext(ctx, msg)
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
 		// A stream's leader may be changing: as the client does, wait and

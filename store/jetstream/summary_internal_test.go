@@ -1,0 +1,46 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// TestAppendSummary: a summary is written as json.Marshal writes it, so
+// any reader (an older gateway's, encoding/json's) reads it the same.
+func TestAppendSummary(t *testing.T) {
+	at := time.Date(2026, 12, 4, 13, 5, 7, 123456789, time.UTC)
+	tokyo := time.FixedZone("JST", 9*3600)
+	for _, sum := range []engine.Summary{
+		{},
+		{ID: "s1", Created: at, Updated: at},
+		{ID: "s2", Owner: "b1", Title: "What's the weather in Tokyo?", Created: at, Updated: at.Add(time.Minute), Busy: true},
+		{ID: "s3", Owner: "b1", Title: `<b>"quotes" & \back\slashes</b>`, Created: at.In(tokyo), Updated: at.Truncate(time.Second), Ended: true},
+		{ID: "s4", Title: "tab\there, line\nbreak, \u2028 \u2029 \x01 and bad \xff UTF-8 ✓", Created: at, Updated: at, Ended: true, Busy: true},
+	} {
+		want, err := json.Marshal(sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendSummary(nil, sum); string(got) != string(want) {
+			t.Errorf("appendSummary(%+v) =\n %s\nwant\n %s", sum, got, want)
+		}
+	}
+}
+
+func FuzzAppendSummary(f *testing.F) {
+	f.Add("s1", "b1", "hello <world> & \"you\"", int64(1764850000123456789), false, true)
+	f.Fuzz(func(t *testing.T, id, owner, title string, nanos int64, ended, busy bool) {
+		at := time.Unix(0, nanos).UTC()
+		sum := engine.Summary{ID: id, Owner: owner, Title: title, Created: at, Updated: at, Ended: ended, Busy: busy}
+		want, err := json.Marshal(sum)
+		if err != nil {
+			t.Skip() // a time encoding/json refuses; the engine's clock makes none
+		}
+		if got := appendSummary(nil, sum); string(got) != string(want) {
+			t.Errorf("appendSummary =\n %s\nwant\n %s", got, want)
+		}
+	})
+}
