@@ -132,6 +132,10 @@ func (s *Store) forgetOwned(o *ownership) {
 	s.mu.Unlock()
 }
 
+// ownersSubject is the subjects' prefix of the leases' bucket (no mirror,
+// no domain): a key's Update publishes on it.
+const ownersSubject = "$KV." + OwnersBucket + "."
+
 // renew rewrites every held lease each third of the time to live, until
 // Close. A lease it cannot rewrite in time is lost.
 func (s *Store) renew() {
@@ -183,7 +187,9 @@ func (o *ownership) renew() {
 	var err error
 	if !lost {
 		ctx, cancel := context.WithTimeout(context.Background(), o.s.opts.LeaseTTL/3)
-		newRev, err = o.s.owners.Update(ctx, o.session, []byte(o.s.opts.Node), rev)
+		// The bucket's Update, as Summarize writes a summary: a
+		// publish on the key's subject, fenced by its revision.
+		newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), rev)
 		cancel()
 		lost = err != nil && !errors.Is(err, context.DeadlineExceeded)
 	}
