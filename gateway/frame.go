@@ -341,30 +341,33 @@ func kindOf(v json.RawMessage) string {
 // mistyped says which member, or which element of an array member (raw,
 // when inArray: the member is a list), has a value of the wrong type, what
 // it should be and what it is.
-func mistyped(te *json.UnmarshalTypeError, raw []byte, inArray bool) string {
-	field := strconv.Quote(te.Field)
+func mistyped(te *json.UnmarshalTypeError, raw json.RawMessage, inArray bool) string {
+	field, bad := strconv.Quote(te.Field), raw
 	if inArray && te.Type.Kind() != reflect.Slice {
 		var elems []json.RawMessage
 		if json.Unmarshal(raw, &elems) == nil {
 			// te.Field names the array; say which element is wrong.
 			for i, e := range elems {
 				if json.Unmarshal(e, reflect.New(te.Type).Interface()) != nil {
-					field = fmt.Sprintf("%s[%d]", te.Field, i)
+					field, bad = fmt.Sprintf("%s[%d]", te.Field, i), e
 					break
 				}
 			}
 		}
 	}
-	number, isNumber := strings.CutPrefix(te.Value, "number ")
-	switch kind := te.Type.Kind(); {
-	case isNumber && kind >= reflect.Int && kind <= reflect.Int64 && strings.ContainsAny(number, ".eE"):
-		return fmt.Sprintf("%s should be a whole number (digits only), not %s", field, number)
-	case isNumber && kind >= reflect.Int && kind <= reflect.Int64:
-		return fmt.Sprintf("%s should be a whole number that fits in 64 bits, not %s", field, number)
-	case isNumber && kind == reflect.Float64:
-		return fmt.Sprintf("%s should be a finite number a float64 holds, not %s", field, number)
+	if len(bad) == 0 {
+		return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), te.Value)
 	}
-	return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), aJSONType(te.Value))
+	isNumber := kindOf(bad) == "a number"
+	switch kind := te.Type.Kind(); {
+	case isNumber && kind >= reflect.Int && kind <= reflect.Int64 && bytes.ContainsAny(bad, ".eE"):
+		return fmt.Sprintf("%s should be a whole number (digits only), not %s", field, bad)
+	case isNumber && kind >= reflect.Int && kind <= reflect.Int64:
+		return fmt.Sprintf("%s should be a whole number that fits in 64 bits, not %s", field, bad)
+	case isNumber && kind == reflect.Float64:
+		return fmt.Sprintf("%s should be a finite number a float64 holds, not %s", field, bad)
+	}
+	return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), kindOf(bad))
 }
 
 // isSliceField reports whether v, a pointer to a frame's struct, decodes
@@ -401,19 +404,6 @@ func jsonTypeName(kind reflect.Kind) string {
 		return "an object"
 	default:
 		return "a " + kind.String()
-	}
-}
-
-// aJSONType names a JSON value's type as UnmarshalTypeError.Value does,
-// with its article: "an object", "a number".
-func aJSONType(value string) string {
-	switch value {
-	case "object", "array":
-		return "an " + value
-	case "bool":
-		return "a boolean"
-	default:
-		return "a " + value
 	}
 }
 
