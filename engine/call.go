@@ -332,11 +332,8 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	s.goAfterCommit(func() {
 		defer s.wg.Done()
 		defer cancel()
-		// A fenced step's attempt does not ask the worker (commit).
-		d, err := Decision{}, error(nil)
-		if s.top().fenced.Load() {
-			err = ErrFenced
-		} else {
+		d, err := Decision{}, s.leaseGone()
+		if err == nil {
 			d, err = s.callWorker(ctx, t, prop)
 		}
 		_ = s.post(context.Background(), func() {

@@ -57,9 +57,20 @@ func (e *Engine) own(ctx context.Context, s *Session) (Ownership, error) {
 }
 
 // leaseLost leaves memory at once: another node may run the session now,
-// from the journal; what this node has not stored is not its to store.
+// from the journal; what this node has not stored is not its to store, and
+// work its steps started and that has not begun asks no one (leaseGone).
 func (s *Session) leaseLost() {
 	s.logger.Warn("lost the session's lease: another node may run it; unloading", "pending", s.log.failing() != nil)
-	s.lost = true
+	s.lost.Store(true)
 	s.unloading = true
+}
+
+// leaseGone is ErrFenced once the session's lease is lost: a model turn or
+// worker attempt that a step started (goAfterCommit) checks it before it
+// asks the model or the worker, on its own goroutine.
+func (s *Session) leaseGone() error {
+	if s.top().lost.Load() {
+		return ErrFenced
+	}
+	return nil
 }

@@ -79,8 +79,7 @@ type Session struct {
 	draining       bool        // unload once no worker attempt and no sub-agent runs (Engine.Close)
 	workersRunning int         // worker attempts whose Decide has not returned
 	ownership      Ownership   // the session's lease on a shared store; nil otherwise
-	lost           bool        // the lease is lost: leave, store nothing more
-	fenced         atomic.Bool // a step was fenced: what it started asks no one (goAfterCommit)
+	lost           atomic.Bool // the lease is lost: leave, store nothing more, start nothing (leaseGone)
 
 	// A sub-agent (subagent.go); all zero for the session's own agent.
 	parent    *call    // the call it answers
@@ -187,9 +186,8 @@ func (s *Session) commit() {
 	if fenced {
 		// Another node runs the session now, and its journal does not
 		// hold this step: what the step started returns without asking
-		// the model or the worker.
+		// the model or the worker (leaseGone).
 		s.leaseLost()
-		s.fenced.Store(true)
 	}
 	for _, a := range s.afterCommit {
 		if a.start != nil {
@@ -292,7 +290,7 @@ func (s *Session) leave() {
 	// A model's last deltas may be on their way to the store: the lease
 	// goes back after them.
 	s.log.settle()
-	if s.ownership != nil && !s.lost {
+	if s.ownership != nil && !s.lost.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.ownership.Release(ctx); err != nil {
 			s.logger.Warn("failed to give the session's lease back; it expires by itself", "err", err)
@@ -759,11 +757,8 @@ func (s *Session) startTurn() {
 	m := s.model
 	s.wg.Add(1)
 	s.goAfterCommit(func() {
-		// A fenced step's turn does not ask the model (commit).
-		resp, err := model.Response{}, error(nil)
-		if s.top().fenced.Load() {
-			err = ErrFenced
-		} else {
+		resp, err := model.Response{}, s.leaseGone()
+		if err == nil {
 			resp, err = generate(ctx, m, req, func(text string) {
 				if s.parent != nil && ctx.Err() != nil {
 					return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
