@@ -542,7 +542,11 @@ func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
 	}
 	// As the bucket's Put, without the client's decoding of the answer and
 	// of encoding/json's reflection: two writes a turn.
-	if err := s.put(ctx, summarySubject+summaryKey(sum.Owner, sum.ID), appendSummary(nil, sum)); err != nil {
+	data, err := engine.AppendSummary(nil, sum)
+	if err != nil {
+		return err
+	}
+	if err := s.put(ctx, summarySubject+summaryKey(sum.Owner, sum.ID), data); err != nil {
 		return fmt.Errorf("failed to store session %s's summary: %w", sum.ID, err)
 	}
 	return nil
@@ -552,33 +556,6 @@ func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
 // key's Put publishes on it (the bucket has no mirror and the client no
 // domain).
 const summarySubject = "$KV." + SummaryBucket + "."
-
-// appendSummary appends sum as json.Marshal writes it
-// (TestAppendSummary holds the two to the same bytes).
-func appendSummary(b []byte, sum engine.Summary) []byte {
-	b = append(b, `{"id":`...)
-	b = engine.AppendJSONString(b, sum.ID)
-	if sum.Owner != "" {
-		b = append(b, `,"owner":`...)
-		b = engine.AppendJSONString(b, sum.Owner)
-	}
-	if sum.Title != "" {
-		b = append(b, `,"title":`...)
-		b = engine.AppendJSONString(b, sum.Title)
-	}
-	b = append(b, `,"created":"`...)
-	b = sum.Created.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","updated":"`...)
-	b = sum.Updated.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	if sum.Ended {
-		b = append(b, `,"ended":true`...)
-	}
-	if sum.Busy {
-		b = append(b, `,"busy":true`...)
-	}
-	return append(b, '}')
-}
 
 // Summaries implements engine.Store.
 func (s *Store) Summaries(ctx context.Context, owner string) ([]engine.Summary, error) {

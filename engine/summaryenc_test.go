@@ -1,4 +1,4 @@
-package jetstream
+package engine_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 )
 
 // TestAppendSummary: a summary is written as json.Marshal writes it, so
-// any reader (an older gateway's, encoding/json's) reads it the same.
+// any reader (an older gateway's, encoding/json's) reads it the same, and
+// a time Marshal refuses is refused.
 func TestAppendSummary(t *testing.T) {
 	at := time.Date(2026, 12, 4, 13, 5, 7, 123456789, time.UTC)
 	tokyo := time.FixedZone("JST", 9*3600)
@@ -24,9 +25,16 @@ func TestAppendSummary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendSummary(nil, sum); string(got) != string(want) {
-			t.Errorf("appendSummary(%+v) =\n %s\nwant\n %s", sum, got, want)
+		if got, err := engine.AppendSummary(nil, sum); err != nil || string(got) != string(want) {
+			t.Errorf("AppendSummary(%+v) =\n %s, %v\nwant\n %s", sum, got, err, want)
 		}
+	}
+	far := engine.Summary{ID: "s5", Created: at, Updated: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := json.Marshal(far); err == nil {
+		t.Fatal("encoding/json writes a year past 9999 now: pick another refused time")
+	}
+	if got, err := engine.AppendSummary(nil, far); err == nil {
+		t.Errorf("AppendSummary of a year past 9999 = %s, want Marshal's error", got)
 	}
 }
 
@@ -35,12 +43,10 @@ func FuzzAppendSummary(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, owner, title string, nanos int64, ended, busy bool) {
 		at := time.Unix(0, nanos).UTC()
 		sum := engine.Summary{ID: id, Owner: owner, Title: title, Created: at, Updated: at, Ended: ended, Busy: busy}
-		want, err := json.Marshal(sum)
-		if err != nil {
-			t.Skip() // a time encoding/json refuses; the engine's clock makes none
-		}
-		if got := appendSummary(nil, sum); string(got) != string(want) {
-			t.Errorf("appendSummary =\n %s\nwant\n %s", got, want)
+		want, wantErr := json.Marshal(sum)
+		got, err := engine.AppendSummary(nil, sum)
+		if (err != nil) != (wantErr != nil) || string(got) != string(want) {
+			t.Errorf("AppendSummary =\n %s, %v\nwant\n %s, %v", got, err, want, wantErr)
 		}
 	})
 }
