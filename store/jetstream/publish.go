@@ -40,12 +40,20 @@ func (s *Store) put(ctx context.Context, subj string, data []byte) error {
 
 // request publishes msg to its stream and reads the server's answer.
 func (s *Store) request(ctx context.Context, msg *nats.Msg) (uint64, error) {
-	if _, ok := ctx.Deadline(); !ok {
+	ask := func() (*nats.Msg, error) { return s.nc.RequestMsgWithContext(ctx, msg) }
+	switch _, bounded := ctx.Deadline(); {
+	case ctx.Done() == nil:
+		// The engine's appends and summaries: a context that never ends
+		// needs no context of its own to bound the wait. The client's
+		// timed request takes a pooled timer, where a context with a
+		// timeout makes and stops one per request (2 to 3 µs of each).
+		ask = func() (*nats.Msg, error) { return s.nc.RequestMsg(msg, apiTimeout) }
+	case !bounded:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 	}
-	resp, err := s.nc.RequestMsgWithContext(ctx, msg)
+	resp, err := ask()
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
 		// A stream's leader may be changing: as the client does, wait and
 		// ask again.
@@ -53,7 +61,7 @@ func (s *Store) request(ctx context.Context, msg *nats.Msg) (uint64, error) {
 		case <-ctx.Done():
 		case <-time.After(jetstream.DefaultPubRetryWait):
 		}
-		resp, err = s.nc.RequestMsgWithContext(ctx, msg)
+		resp, err = ask()
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return 0, jetstream.ErrNoStreamResponse

@@ -1,10 +1,13 @@
 package jetstream
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,4 +67,39 @@ func FuzzQuickAck(f *testing.F) {
 			t.Fatalf("quickAck(%q) = %d; encoding/json: %+v, %v", data, seq, ack, err)
 		}
 	})
+}
+
+// A publish no stream takes is asked again as the client asks, then
+// reported as the client reports it, whatever the caller's context: one
+// that never ends (the engine's), one with a deadline, one that may be
+// cancelled. A cancelled one returns its own error at once.
+func TestRequestNoStream(t *testing.T) {
+	s, err := Open(context.Background(), Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	open, stop := context.WithCancel(context.Background())
+	defer stop()
+	bounded, stopBounded := context.WithTimeout(context.Background(), time.Minute)
+	defer stopBounded()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"never ends", context.Background(), jetstream.ErrNoStreamResponse},
+		{"deadline", bounded, jetstream.ErrNoStreamResponse},
+		{"cancellable", open, jetstream.ErrNoStreamResponse},
+		{"cancelled", cancelled, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq, err := s.request(tc.ctx, &nats.Msg{Subject: "nowhere.at.all", Data: []byte("{}")})
+			if !errors.Is(err, tc.want) {
+				t.Errorf("request = %d, %v; want %v", seq, err, tc.want)
+			}
+		})
+	}
 }
