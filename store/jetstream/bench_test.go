@@ -71,3 +71,22 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSummarize writes one session's summary, as the engine does twice
+// a turn (busy as the turn starts, idle as it ends).
+func BenchmarkSummarize(b *testing.B) {
+	s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	sum := engine.Summary{ID: "oj4vbio435iplzwvi6ua", Owner: "c9RjA0tGq2m1Xo7oZpU4wLkQeHnB8sVyT5dF3aG6", Title: "What is the weather in Paris, and should I take an umbrella?", Created: now, Updated: now}
+	b.ReportAllocs()
+	for b.Loop() {
+		sum.Busy = !sum.Busy
+		if err := s.Summarize(context.Background(), sum); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
