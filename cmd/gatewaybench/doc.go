@@ -42,7 +42,10 @@
 //	            of memory. The same readings after they all unloaded give
 //	            what an idle session with no page costs: goroutines, RSS,
 //	            HeapInuse and HeapAlloc (its live objects; the difference is
-//	            heap the sessions' peak left partly filled).
+//	            heap the sessions' peak left partly filled). Then as many
+//	            again, read the same way: what one more parked session
+//	            costs a gateway whose heap a first batch already grew (the
+//	            verdict is the first batch's).
 //	            On JetStream the readings wait 12 s more, until the embedded
 //	            server's caches of the last writes expire (10 s after their
 //	            last use): block buffers of up to the server's block size
