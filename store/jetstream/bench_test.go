@@ -90,3 +90,36 @@ func BenchmarkSummarize(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoad reads a session's journal back, as a page that comes back
+// to a session out of memory makes the node do: 10 batches (a short chat)
+// and 1,000 (a long one's streamed deltas).
+func BenchmarkLoad(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("batches=%d", n), func(b *testing.B) {
+			s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			for i := int64(1); i <= int64(n); i++ {
+				batch := engine.Batch{Events: []engine.Event{{Seq: i, Type: "model.delta",
+					Frame: json.RawMessage(fmt.Sprintf(`{"type":"model.delta","seq":%d,"text":"a few words"}`, i))}}}
+				if i%20 == 0 || i == int64(n) {
+					batch.State = json.RawMessage(`{"v":1,"pad":"` + strings.Repeat("s", 1000) + `"}`)
+				}
+				if err := s.Append(ctx, "chat", batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.Load(ctx, "chat")
+				if err != nil || len(got) != n {
+					b.Fatalf("loaded %d batches, %v; want %d", len(got), err, n)
+				}
+			}
+		})
+	}
+}

@@ -477,53 +477,6 @@ func (s *Store) forgetHead(session string) {
 	s.mu.Unlock()
 }
 
-// Load implements engine.Store.
-func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error) {
-	if !validID(session) {
-		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
-	}
-	last, err := s.lastMsg(ctx, session)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
-	}
-	cons, err := s.journal.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject(session)}})
-	if err != nil {
-		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
-	}
-	var out []engine.Batch
-	for {
-		msgs, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
-		}
-		n := 0
-		for m := range msgs.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
-			}
-			b, err := decodeBatch(m.Data())
-			if err != nil {
-				return nil, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, meta.Sequence.Stream, err)
-			}
-			out = append(out, b)
-			if meta.Sequence.Stream >= last.Sequence {
-				return out, nil
-			}
-		}
-		if err := msgs.Error(); err != nil {
-			return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("failed to read session %s's journal: it ends at message %d, and reading stopped before it", session, last.Sequence)
-		}
-	}
-}
-
 // summaryKey is a summary's key: the owner first, so a browser's sessions
 // are one filter.
 func summaryKey(owner, session string) string {
