@@ -19,14 +19,28 @@ import (
 // cost each load a consumer that stayed for its inactive threshold (five
 // minutes) with four goroutines and about 46 KiB of the server's heap,
 // and 0.7 to 1.1 ms for a short journal (BenchmarkLoad). A server that
-// knows no batch is still read with one, deleted once read.
+// knows no batch, or replicas that do not answer it, are still read with
+// one, deleted once read.
 const directGetPrefix = "$JS.API.DIRECT.GET."
 
 // loadBatch is the messages one request asks for, and loadBatchBytes
 // bounds what a batch carries (it may end one message past it).
+// loadRetryWait is the first wait before a request that got nothing is
+// made again (it doubles, eight tries in all).
 var (
 	loadBatch      = 256
 	loadBatchBytes = 16 << 20
+	loadRetryWait  = 20 * time.Millisecond
+)
+
+// Sentinel errors of readJournal that Load reads with a consumer instead.
+var (
+	// errNoBatchGet: the server answered a batched direct get with one
+	// message and its headers, as servers before 2.11 do.
+	errNoBatchGet = errors.New("the NATS server does not answer batched direct gets")
+	// errNoDirectAnswer: the stream's replicas stopped short of the
+	// journal's end, or did not answer in time.
+	errNoDirectAnswer = errors.New("the stream's replicas did not answer the whole journal")
 )
 
 // Load implements engine.Store.
@@ -41,8 +55,16 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
 	}
-	out, err := s.readJournal(ctx, session, last.Sequence)
+	var out []engine.Batch
+	err = errNoBatchGet
+	if !s.noBatchGet.Load() {
+		out, err = s.readJournal(ctx, session, last.Sequence)
+	}
 	if errors.Is(err, errNoBatchGet) {
+		s.noBatchGet.Store(true)
+	}
+	if errors.Is(err, errNoBatchGet) || errors.Is(err, errNoDirectAnswer) {
+		// The stream's leader serves a consumer: the journal whole.
 		out, err = s.readJournalByConsumer(ctx, session, last.Sequence)
 	}
 	if err != nil {
@@ -51,70 +73,20 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	return out, nil
 }
 
-// errNoBatchGet: the server answered a batched direct get with one message
-// and its headers, as servers before 2.11 do, which know no batch.
-var errNoBatchGet = errors.New("the NATS server does not answer batched direct gets")
-
-// readJournalByConsumer reads the journal as readJournal does, with an
-// ordered consumer, for a server that knows no batched direct get; the
-// consumer is deleted once read, rather than left to its inactive
-// threshold.
-func (s *Store) readJournalByConsumer(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
-	cons, err := s.journal.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject(session)}})
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-		defer cancel()
-		_ = s.js.DeleteConsumer(dctx, JournalStream, cons.CachedInfo().Name) // else it expires by itself
-	}()
-	var out []engine.Batch
-	for {
-		msgs, err := cons.Fetch(1000, jetstream.FetchMaxWait(apiTimeout))
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for m := range msgs.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			b, err := decodeBatch(m.Data())
-			if err != nil {
-				return nil, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, meta.Sequence.Stream, err)
-			}
-			out = append(out, b)
-			if meta.Sequence.Stream >= through {
-				return out, nil
-			}
-		}
-		if err := msgs.Error(); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("it ends at message %d, and reading stopped before it", through)
-		}
-	}
-}
-
 // readJournal reads session's journal from its start to its end, which is
 // at least the message at stream sequence through (its last, as lastMsg
 // read it; none is appended after it while this node holds the lease).
-// The answers carry the messages' payloads only: the client would parse
-// every message's headers into a map (30 allocations a message), and the
-// batch's end says the last sequence it sent and how many follow it. On
-// a cluster a replica that is behind answers with less: each replica
-// holds a prefix of the stream, so what comes is still in order and
-// whole, and the read asks again for the rest, for a while, as lastMsg
-// does.
+// It asks for the messages' payloads only (no_hdr, from 2.12): the client
+// would parse every message's headers into a map, 30 allocations a
+// message. The batch's end says the last sequence it sent, where the next
+// batch starts. On a cluster a replica that is behind answers with less:
+// each replica holds a prefix of the stream, so what comes is still in
+// order and whole, and the read asks again for the rest, for a while.
 func (s *Store) readJournal(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
 	// The answers' channel holds a whole batch and the status after it:
-	// one request is answered at a time, so none is ever dropped. (A
-	// synchronous subscription's is the client's 65,536 messages, 512 KiB
-	// made for every load.)
+	// one request is answered at a time, so none is dropped (Dropped says
+	// so if one ever is). A synchronous subscription's is the client's
+	// 65,536 messages, 512 KiB made for every load.
 	inbox := s.nc.NewInbox()
 	answers := make(chan *nats.Msg, loadBatch+2)
 	sub, err := s.nc.ChanSubscribe(inbox, answers)
@@ -123,23 +95,27 @@ func (s *Store) readJournal(ctx context.Context, session string, through uint64)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	r := journalReader{session: session, next: 1, answers: answers}
-	wait := 20 * time.Millisecond
+	wait := loadRetryWait
 	for tries := 1; ; {
 		req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d,"max_bytes":%d,"no_hdr":true}`, r.next, subject(session), loadBatch, loadBatchBytes)
 		if err := s.nc.PublishRequest(directGetPrefix+JournalStream, inbox, req); err != nil {
 			return nil, err
 		}
 		end, err := r.readBatch(ctx)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case end.pending > 0 || end.sent && r.next <= through:
-			tries, wait = 1, 20*time.Millisecond // more to read: at once
-			continue
+		}
+		if n, _ := sub.Dropped(); n > 0 {
+			return nil, fmt.Errorf("%d of the stream's answers were dropped", n)
+		}
+		switch {
 		case r.next > through:
 			return r.out, nil
+		case end.sent:
+			tries, wait = 1, loadRetryWait // more to read: at once
+			continue
 		case tries == 8:
-			return nil, fmt.Errorf("it ends at message %d, and the stream's replicas answered only up to message %d", through, r.next-1)
+			return nil, fmt.Errorf("%w: it ends at message %d, and the answers stopped at %d (the last: %s)", errNoDirectAnswer, through, r.next-1, end.status)
 		}
 		select {
 		case <-time.After(wait):
@@ -158,17 +134,17 @@ type journalReader struct {
 	answers <-chan *nats.Msg
 }
 
-// batchEnd is what a batch's end said: whether it sent any message, and
-// how many of the session's follow its last.
+// batchEnd is how one request's answer ended: whether it sent any
+// message, and the status that ended it.
 type batchEnd struct {
-	sent    bool
-	pending uint64
+	sent   bool
+	status string
 }
 
-// readBatch takes one request's answer: the messages' payloads, then the
-// end of the batch, whose last sequence is where the next batch starts.
-// A 404 (nothing from next on) or a 503 (no responders, while a stream's
-// leader changes) sends nothing, and readJournal asks again.
+// readBatch takes one request's answer: the messages, then the end of the
+// batch, whose last sequence is where the next batch starts. A 404
+// (nothing from next on) or a 503 (no responders, while a stream's
+// replicas restart) sends nothing, and readJournal asks again.
 func (r *journalReader) readBatch(ctx context.Context) (batchEnd, error) {
 	timeout := time.NewTimer(apiTimeout)
 	defer timeout.Stop()
@@ -178,35 +154,32 @@ func (r *journalReader) readBatch(ctx context.Context) (batchEnd, error) {
 		select {
 		case msg = <-r.answers:
 		case <-timeout.C:
-			return end, fmt.Errorf("no answer from the stream in %s", apiTimeout)
+			return end, fmt.Errorf("%w: no answer in %s", errNoDirectAnswer, apiTimeout)
 		case <-ctx.Done():
 			return end, ctx.Err()
 		}
-		if msg.Header == nil { // a message of the journal
-			b, err := decodeBatch(msg.Data)
-			if err != nil {
-				return end, fmt.Errorf("%w: session %s, its journal's message %d: %w", engine.ErrCorrupt, r.session, len(r.out)+1, err)
-			}
-			r.out = append(r.out, b)
-			end.sent = true
-			continue
+		status := ""
+		if msg.Header != nil {
+			status = msg.Header.Get("Status")
 		}
-		switch status := msg.Header.Get("Status"); status {
-		case "": // a message with its headers: a server that ignored the batch
-			return end, errNoBatchGet
+		switch status {
+		case "":
+			if err := r.take(msg); err != nil {
+				return end, err
+			}
+			end.sent = true
 		case "204": // the end of the batch
 			last, err := strconv.ParseUint(msg.Header.Get(jetstream.LastSequenceHeader), 10, 64)
 			if err != nil {
 				return end, fmt.Errorf("the end of a batch without its last sequence (%q)", msg.Header.Get(jetstream.LastSequenceHeader))
 			}
-			if end.pending, err = strconv.ParseUint(msg.Header.Get(numPendingHeader), 10, 64); err != nil {
-				return end, fmt.Errorf("the end of a batch without its pending count (%q)", msg.Header.Get(numPendingHeader))
-			}
 			if end.sent {
 				r.next = last + 1
 			}
+			end.status = status + " " + msg.Header.Get("Description")
 			return end, nil
 		case "404", "503":
+			end.status = status + " " + msg.Header.Get("Description")
 			return end, nil
 		default:
 			return end, fmt.Errorf("the stream answered %s %s", status, msg.Header.Get("Description"))
@@ -214,6 +187,88 @@ func (r *journalReader) readBatch(ctx context.Context) (batchEnd, error) {
 	}
 }
 
-// numPendingHeader is the direct get's count of the messages after a
-// batch's last that match its subject.
+// take keeps one message of the journal. Its payload comes alone (no_hdr),
+// or with the batch's headers from a server that has no no_hdr (2.11),
+// whose sequence it then checks; a message with headers but no count of
+// the messages pending after it is a server's answer to a get of one
+// message, as servers before 2.11 answer a batch.
+func (r *journalReader) take(msg *nats.Msg) error {
+	if msg.Header != nil {
+		if msg.Header.Get(numPendingHeader) == "" {
+			return errNoBatchGet
+		}
+		seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return fmt.Errorf("a message without its sequence (%q)", msg.Header.Get(jetstream.SequenceHeader))
+		}
+		if seq < r.next {
+			return fmt.Errorf("message %d came after %d was asked for", seq, r.next)
+		}
+	}
+	b, err := decodeBatch(msg.Data)
+	if err != nil {
+		return fmt.Errorf("%w: session %s, a message from stream sequence %d on: %w", engine.ErrCorrupt, r.session, r.next, err)
+	}
+	r.out = append(r.out, b)
+	return nil
+}
+
+// numPendingHeader is a batched direct get's count of the messages after
+// one that match its subject.
 const numPendingHeader = "Nats-Num-Pending"
+
+// readJournalByConsumer reads the journal as readJournal does, with an
+// ordered consumer, which the stream's leader serves: for a server that
+// knows no batched direct get, or replicas that did not answer one. The
+// consumer is deleted once read, rather than left to its inactive
+// threshold.
+func (s *Store) readJournalByConsumer(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
+	cons, err := s.journal.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject(session)}, MaxResetAttempts: 3})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+			defer cancel()
+			_ = s.js.DeleteConsumer(dctx, JournalStream, info.Name) // else it expires by itself
+		}
+	}()
+	var out []engine.Batch
+	for {
+		fctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		msgs, err := cons.Fetch(1000, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			b, err := decodeBatch(m.Data())
+			if err != nil {
+				cancel()
+				return nil, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, meta.Sequence.Stream, err)
+			}
+			out = append(out, b)
+			if meta.Sequence.Stream >= through {
+				cancel()
+				return out, nil
+			}
+		}
+		err = msgs.Error()
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("it ends at message %d, and reading stopped before it", through)
+		}
+	}
+}

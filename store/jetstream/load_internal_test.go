@@ -6,22 +6,32 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/nats-io/nats.go"
 )
 
-// A load reads the whole journal, in order, however many requests it
-// takes: batches cut by their count, by their bytes, or by neither; and
-// it leaves nothing on the server (an ordered consumer stayed five
-// minutes after each load, with its goroutines).
-func TestLoadReadsTheJournalInBatches(t *testing.T) {
-	ctx := context.Background()
+// openForLoad opens a store on an embedded server, and a context that
+// bounds the test.
+func openForLoad(t *testing.T) (*Store, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	s, err := Open(ctx, Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	return s, ctx
+}
+
+// A load reads the whole journal, in order, in as many requests as its
+// batches need: cut by their count, by their bytes, or by neither; and
+// it leaves nothing on the server (an ordered consumer stayed five
+// minutes after each load, with its goroutines).
+func TestLoadReadsTheJournalInBatches(t *testing.T) {
+	s, ctx := openForLoad(t)
 	const steps = 25
 	var want []engine.Batch
 	for i := int64(1); i <= steps; i++ {
@@ -34,20 +44,35 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, b)
+		// Another session's journal between each of its messages: stream
+		// sequences are not the journal's positions.
+		other := engine.Event{Seq: i, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, i))}
+		if err := s.Append(ctx, "other", engine.Batch{Events: []engine.Event{other}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Another session's journal interleaved with it: not part of the load.
-	other := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
-	if err := s.Append(ctx, "other", engine.Batch{Events: []engine.Event{other}}); err != nil {
+	// The requests, seen from a second connection.
+	watch, err := nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	requests, err := watch.SubscribeSync(directGetPrefix + JournalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name         string
 		batch, bytes int
+		requests     int
 	}{
-		{"one request", 1000, 16 << 20},
-		{"by count", 4, 16 << 20},
-		{"a message a request, by bytes", 1000, 1},
-		{"count equal to the journal", steps, 16 << 20},
+		{"one request", 1000, 16 << 20, 1},
+		{"by count", 4, 16 << 20, 7},
+		{"a message a request, by bytes", 1000, 1, steps},
+		{"count equal to the journal", steps, 16 << 20, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func(b, n int) { loadBatch, loadBatchBytes = b, n }(loadBatch, loadBatchBytes)
@@ -65,10 +90,23 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 					t.Fatalf("batch %d: got %+v, want %+v", i, g, w)
 				}
 			}
+			if err := watch.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for {
+				if _, err := requests.NextMsg(50 * time.Millisecond); err != nil {
+					break
+				}
+				n++
+			}
+			if n != tc.requests {
+				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
 		})
 	}
-	if _, err := s.Load(ctx, "nobody"); err == nil {
-		t.Error("loading a session with no journal: no error")
+	if s.noBatchGet.Load() {
+		t.Error("the embedded server was taken for one that knows no batched direct get")
 	}
 	// A server that knows no batched direct get is read with a consumer:
 	// the same journal, and the consumer deleted once read.
@@ -81,7 +119,7 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(byConsumer) != len(want) || string(byConsumer[steps-1].State) != string(want[steps-1].State) {
-		t.Errorf("read with a consumer: %d batches, the last %+v; want %d, %+v", len(byConsumer), byConsumer[len(byConsumer)-1], len(want), want[steps-1])
+		t.Errorf("read with a consumer: %d batches; want %d", len(byConsumer), len(want))
 	}
 	info, err := s.journal.Info(ctx)
 	if err != nil {
@@ -92,13 +130,75 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 	}
 }
 
-// A server before 2.11 answers a batched direct get with one message and
-// its headers: the reader says so, and Load reads with a consumer instead.
-func TestReadBatchTellsAnOldServer(t *testing.T) {
+// A replica behind the journal's end answers with less; the read asks
+// again, then says so, and Load reads with a consumer instead.
+func TestReadJournalShortOfItsEnd(t *testing.T) {
+	s, ctx := openForLoad(t)
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(w time.Duration) { loadRetryWait = w }(loadRetryWait)
+	loadRetryWait = time.Millisecond
+	last, err := s.lastMsg(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if lastMsg had read a journal five messages longer than the
+	// replica that answers.
+	if _, err := s.readJournal(ctx, "s1", last.Sequence+5); !errors.Is(err, errNoDirectAnswer) {
+		t.Errorf("readJournal past the end = %v, want errNoDirectAnswer", err)
+	}
+}
+
+// Each answer a direct get may bring, as the reader takes it.
+func TestReadBatchAnswers(t *testing.T) {
+	payload := func(seq int) *nats.Msg {
+		return &nats.Msg{Data: fmt.Appendf(nil, `{"e":[{"q":%d,"t":"message","f":{"seq":%d}}]}`, seq, seq)}
+	}
+	headed := func(seq, pending int) *nats.Msg { // a batch's message with its headers (2.11)
+		m := payload(seq)
+		m.Header = nats.Header{"Nats-Stream": {JournalStream}, "Nats-Sequence": {fmt.Sprint(seq * 10)}, numPendingHeader: {fmt.Sprint(pending)}}
+		return m
+	}
+	status := func(code, desc string, last int) *nats.Msg {
+		return &nats.Msg{Header: nats.Header{"Status": {code}, "Description": {desc}, numPendingHeader: {"0"}, "Nats-Last-Sequence": {fmt.Sprint(last)}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		answers []*nats.Msg
+		sent    bool
+		read    int
+		next    uint64
+		err     error
+	}{
+		{"payloads and the end", []*nats.Msg{payload(1), payload(2), status("204", "EOB", 70)}, true, 2, 71, nil},
+		{"with headers (2.11)", []*nats.Msg{headed(1, 1), headed(2, 0), status("204", "EOB", 20)}, true, 2, 21, nil},
+		{"nothing from there on", []*nats.Msg{status("404", "Message Not Found", 0)}, false, 0, 1, nil},
+		{"no responders", []*nats.Msg{status("503", "", 0)}, false, 0, 1, nil},
+		{"a server before 2.11", []*nats.Msg{{Header: nats.Header{"Nats-Stream": {JournalStream}, "Nats-Sequence": {"3"}}, Data: []byte(`{}`)}}, false, 0, 1, errNoBatchGet},
+		{"not JSON", []*nats.Msg{{Data: []byte(`{"e":`)}}, false, 0, 1, engine.ErrCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answers := make(chan *nats.Msg, len(tc.answers))
+			for _, a := range tc.answers {
+				answers <- a
+			}
+			r := journalReader{session: "s", next: 1, answers: answers}
+			end, err := r.readBatch(context.Background())
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("readBatch = %v, want %v", err, tc.err)
+			}
+			if end.sent != tc.sent || len(r.out) != tc.read || r.next != tc.next {
+				t.Errorf("sent %v, read %d, next %d; want %v, %d, %d", end.sent, len(r.out), r.next, tc.sent, tc.read, tc.next)
+			}
+		})
+	}
+	// An answer the stream does not give.
 	answers := make(chan *nats.Msg, 1)
-	answers <- &nats.Msg{Header: nats.Header{"Nats-Stream": {JournalStream}, "Nats-Sequence": {"5"}}, Data: []byte(`{"e":[]}`)}
+	answers <- &nats.Msg{Header: nats.Header{"Status": {"408"}, "Description": {"Request Timeout"}}}
 	r := journalReader{session: "s", next: 1, answers: answers}
-	if _, err := r.readBatch(context.Background()); !errors.Is(err, errNoBatchGet) {
-		t.Errorf("readBatch = %v, want errNoBatchGet", err)
+	if _, err := r.readBatch(context.Background()); err == nil {
+		t.Error("a 408: no error")
 	}
 }

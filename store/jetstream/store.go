@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
@@ -102,6 +103,10 @@ type Store struct {
 
 	stopRenew chan struct{}
 	renewing  sync.WaitGroup
+
+	// noBatchGet: the server answered a batched direct get as servers
+	// before 2.11 do; journals are read with a consumer from then on.
+	noBatchGet atomic.Bool
 }
 
 var _ engine.Store = (*Store)(nil)
