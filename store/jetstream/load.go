@@ -25,12 +25,9 @@ const directGetPrefix = "$JS.API.DIRECT.GET."
 
 // loadBatch is the messages one request asks for, and loadBatchBytes
 // bounds what a batch carries (it may end one message past it).
-// loadRetryWait is the first wait before a request that got nothing is
-// made again (it doubles, eight tries in all).
 var (
 	loadBatch      = 256
 	loadBatchBytes = 16 << 20
-	loadRetryWait  = 20 * time.Millisecond
 )
 
 // Sentinel errors of readJournal that Load reads with a consumer instead.
@@ -94,9 +91,9 @@ func (s *Store) readJournal(ctx context.Context, session string, through uint64)
 		return nil, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	r := journalReader{session: session, next: 1, answers: answers}
-	wait := loadRetryWait
-	for tries := 1; ; {
+	r := journalReader{session: session, through: through, next: 1, answers: answers}
+	var retry replicaRetry
+	for {
 		req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d,"max_bytes":%d,"no_hdr":true}`, r.next, subject(session), loadBatch, loadBatchBytes)
 		if err := s.nc.PublishRequest(directGetPrefix+JournalStream, inbox, req); err != nil {
 			return nil, err
@@ -112,23 +109,20 @@ func (s *Store) readJournal(ctx context.Context, session string, through uint64)
 		case r.next > through:
 			return r.out, nil
 		case end.sent:
-			tries, wait = 1, loadRetryWait // more to read: at once
-			continue
-		case tries == 8:
+			retry = replicaRetry{} // more to read: at once
+		case !retry.again(ctx):
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: it ends at message %d, and the answers stopped at %d (the last: %s)", errNoDirectAnswer, through, r.next-1, end.status)
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		tries, wait = tries+1, wait*2
 	}
 }
 
 // journalReader is a readJournal in progress.
 type journalReader struct {
 	session string
+	through uint64 // the journal's last message, as lastMsg read it
 	next    uint64 // the stream sequence to read from
 	out     []engine.Batch
 	answers <-chan *nats.Msg
@@ -235,35 +229,9 @@ func (s *Store) readJournalByConsumer(ctx context.Context, session string, throu
 			_ = s.js.DeleteConsumer(dctx, JournalStream, info.Name) // else it expires by itself
 		}
 	}()
-	var out []engine.Batch
-	for {
-		fctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		msgs, err := cons.Fetch(1000, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		n := 0
-		for m := range msgs.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			b, err := decodeBatch(m.Data())
-			if err != nil {
-				cancel()
-				return nil, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, meta.Sequence.Stream, err)
-			}
-			out = append(out, b)
-			if meta.Sequence.Stream >= through {
-				cancel()
-				return out, nil
-			}
-		}
-		err = msgs.Error()
-		cancel()
+	r := journalReader{session: session, through: through}
+	for r.next <= through {
+		n, err := r.fetch(ctx, cons)
 		if err != nil {
 			return nil, err
 		}
@@ -271,4 +239,34 @@ func (s *Store) readJournalByConsumer(ctx context.Context, session string, throu
 			return nil, fmt.Errorf("it ends at message %d, and reading stopped before it", through)
 		}
 	}
+	return r.out, nil
+}
+
+// fetch takes up to a thousand of the consumer's messages, within
+// apiTimeout, until the one at r.next-1 is past the journal's end as
+// lastMsg read it; it returns how many came.
+func (r *journalReader) fetch(ctx context.Context, cons jetstream.Consumer) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	msgs, err := cons.Fetch(1000, jetstream.FetchContext(ctx))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for m := range msgs.Messages() {
+		n++
+		meta, err := m.Metadata()
+		if err != nil {
+			return n, err
+		}
+		b, err := decodeBatch(m.Data())
+		if err != nil {
+			return n, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, r.session, meta.Sequence.Stream, err)
+		}
+		r.out = append(r.out, b)
+		if r.next = meta.Sequence.Stream + 1; r.next > r.through {
+			return n, nil
+		}
+	}
+	return n, msgs.Error()
 }

@@ -121,6 +121,20 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 	if len(byConsumer) != len(want) || string(byConsumer[steps-1].State) != string(want[steps-1].State) {
 		t.Errorf("read with a consumer: %d batches; want %d", len(byConsumer), len(want))
 	}
+	// Once the server is taken for one before 2.11, Load reads that way,
+	// and makes no direct get.
+	s.noBatchGet.Store(true)
+	loaded, err := s.Load(ctx, "long")
+	s.noBatchGet.Store(false)
+	if err != nil || len(loaded) != len(want) || string(loaded[steps-1].State) != string(want[steps-1].State) {
+		t.Errorf("Load with a server before 2.11: %d batches, %v; want %d", len(loaded), err, len(want))
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := requests.NextMsg(50 * time.Millisecond); err == nil {
+		t.Error("Load made a batched direct get of a server taken for one before 2.11")
+	}
 	info, err := s.journal.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -138,8 +152,8 @@ func TestReadJournalShortOfItsEnd(t *testing.T) {
 	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
 		t.Fatal(err)
 	}
-	defer func(w time.Duration) { loadRetryWait = w }(loadRetryWait)
-	loadRetryWait = time.Millisecond
+	defer func(w time.Duration) { replicaRetryWait = w }(replicaRetryWait)
+	replicaRetryWait = time.Millisecond
 	last, err := s.lastMsg(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)

@@ -378,19 +378,45 @@ func decodeBatch(data []byte) (engine.Batch, error) {
 // after a node dies or under load, none may be for a moment, and the server
 // says "no responders". That passes; the read is tried again for a while.
 func (s *Store) lastMsg(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
-	wait := 20 * time.Millisecond
-	for tries := 1; ; tries++ {
+	var retry replicaRetry
+	for {
 		msg, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
-		if !errors.Is(err, nats.ErrNoResponders) || tries == 8 {
+		if !errors.Is(err, nats.ErrNoResponders) || !retry.again(ctx) {
 			return msg, err
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, err
-		}
-		wait *= 2
 	}
+}
+
+// replicaTries is how many times a read that the stream's replicas did not
+// answer is made; replicaRetryWait, the first wait between two, doubles
+// each time (20 ms: about 2.5 s in all).
+const replicaTries = 8
+
+var replicaRetryWait = 20 * time.Millisecond
+
+// replicaRetry paces the tries of a read that the stream's replicas did
+// not answer (lastMsg, readJournal); its zero value is a first try.
+type replicaRetry struct {
+	tries int
+	wait  time.Duration
+}
+
+// again waits before the next try and reports true, or reports false once
+// replicaTries were made or ctx ended.
+func (r *replicaRetry) again(ctx context.Context) bool {
+	if r.tries++; r.tries >= replicaTries {
+		return false
+	}
+	if r.wait == 0 {
+		r.wait = replicaRetryWait
+	}
+	select {
+	case <-time.After(r.wait):
+	case <-ctx.Done():
+		return false
+	}
+	r.wait *= 2
+	return true
 }
 
 // headOf returns where session's journal ends, asking the server the first
@@ -498,10 +524,9 @@ func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
 	if err := s.holds(sum.ID); err != nil {
 		return err
 	}
-	// As the bucket's Put, without the client's decoding of the answer and
-	// of encoding/json's reflection: two writes a turn.
-	// Room for the usual summary: its names, two times and the keys, so
-	// it is written in one allocation instead of growing from nothing.
+	// As the bucket's Put, without the client's decoding of the answer or
+	// encoding/json's reflection (two writes a turn), into a buffer with
+	// room for the usual summary: its names, two times and the keys.
 	data, err := engine.AppendSummary(make([]byte, 0, 192+len(sum.ID)+len(sum.Owner)+len(sum.Title)), sum)
 	if err != nil {
 		return err
