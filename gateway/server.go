@@ -280,9 +280,10 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (string, err
 	return id, nil
 }
 
-// health says whether the gateway works: 200 {"status":"ok"}, or 503
-// {"status":"degraded","store":"..."} while the session store refuses
-// events (new turns are refused meanwhile).
+// health answers GET /healthz, the liveness probe: 200 {"status":"ok"}, or
+// 200 {"status":"degraded","store":"..."} while the session store refuses
+// events (new turns are refused meanwhile, and /readyz says 503): a restart
+// would not help.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	n, streams := len(s.conns), len(s.streams)
