@@ -123,3 +123,45 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSummaries lists summaries: a browser's 20 chats among 1,000
+// sessions (GET /sessions), and all of 10,000 (what the engine reads as it
+// starts and at each retention sweep).
+func BenchmarkSummaries(b *testing.B) {
+	for _, c := range []struct {
+		name            string
+		sessions, owned int
+		owner           string
+	}{{"browser=20of1000", 1000, 20, "browser0"}, {"all=10000", 10000, 0, ""}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			now := time.Now()
+			for i := range c.sessions {
+				owner := fmt.Sprintf("browser%d", 1+i%50)
+				if i < c.owned {
+					owner = "browser0"
+				}
+				sum := engine.Summary{ID: fmt.Sprintf("session%05d", i), Owner: owner, Title: "What is the weather in Paris?", Created: now, Updated: now}
+				if err := s.Summarize(ctx, sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+			want := c.owned
+			if c.owner == "" {
+				want = c.sessions
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.Summaries(ctx, c.owner)
+				if err != nil || len(got) != want {
+					b.Fatalf("listed %d summaries, %v; want %d", len(got), err, want)
+				}
+			}
+		})
+	}
+}

@@ -80,30 +80,17 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 // each replica holds a prefix of the stream, so what comes is still in
 // order and whole, and the read asks again for the rest, for a while.
 func (s *Store) readJournal(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
-	// The answers' channel holds a whole batch and the status after it:
-	// one request is answered at a time, so none is dropped (Dropped says
-	// so if one ever is). A synchronous subscription's is the client's
-	// 65,536 messages, 512 KiB made for every load.
-	inbox := s.nc.NewInbox()
-	answers := make(chan *nats.Msg, loadBatch+2)
-	sub, err := s.nc.ChanSubscribe(inbox, answers)
+	answers, stop, err := s.subscribeAnswers()
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	r := journalReader{session: session, through: through, next: 1, answers: answers}
+	defer stop()
+	r := newJournalReader(session, through, answers.ch)
 	var retry replicaRetry
 	for {
-		req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d,"max_bytes":%d,"no_hdr":true}`, r.next, subject(session), loadBatch, loadBatchBytes)
-		if err := s.nc.PublishRequest(directGetPrefix+JournalStream, inbox, req); err != nil {
-			return nil, err
-		}
-		end, err := r.readBatch(ctx)
+		end, err := answers.batch(ctx, JournalStream, subject(session), &r.directReader)
 		if err != nil {
 			return nil, err
-		}
-		if n, _ := sub.Dropped(); n > 0 {
-			return nil, fmt.Errorf("%d of the stream's answers were dropped", n)
 		}
 		switch {
 		case r.next > through:
@@ -119,13 +106,80 @@ func (s *Store) readJournal(ctx context.Context, session string, through uint64)
 	}
 }
 
-// journalReader is a readJournal in progress.
+// batchAnswers is the subscription a read's batches are answered on. Its
+// channel holds a whole batch and the status after it: one request is
+// answered at a time, so none is dropped (Dropped says so if one ever
+// is). A synchronous subscription's is the client's 65,536 messages, 512
+// KiB made for every read.
+type batchAnswers struct {
+	nc    *nats.Conn
+	inbox string
+	sub   *nats.Subscription
+	ch    chan *nats.Msg
+}
+
+// subscribeAnswers makes the subscription a read's batches come on; stop
+// ends it.
+func (s *Store) subscribeAnswers() (a *batchAnswers, stop func(), err error) {
+	a = &batchAnswers{nc: s.nc, inbox: s.nc.NewInbox(), ch: make(chan *nats.Msg, loadBatch+2)}
+	if a.sub, err = s.nc.ChanSubscribe(a.inbox, a.ch); err != nil {
+		return nil, nil, err
+	}
+	return a, func() { _ = a.sub.Unsubscribe() }, nil
+}
+
+// batch asks stream for the next batch of the messages on filter (""
+// every message) from r.next on, payloads only, and reads its answer into
+// r.
+func (a *batchAnswers) batch(ctx context.Context, stream, filter string, r *directReader) (batchEnd, error) {
+	req := fmt.Appendf(nil, `{"seq":%d,"batch":%d,"max_bytes":%d,"no_hdr":true`, r.next, loadBatch, loadBatchBytes)
+	if filter != "" {
+		req = fmt.Appendf(req, `,"next_by_subj":%q`, filter)
+	}
+	req = append(req, '}')
+	if err := a.nc.PublishRequest(directGetPrefix+stream, a.inbox, req); err != nil {
+		return batchEnd{}, err
+	}
+	end, err := r.readBatch(ctx)
+	if err != nil {
+		return end, err
+	}
+	if n, _ := a.sub.Dropped(); n > 0 {
+		return end, fmt.Errorf("%d of the stream's answers were dropped", n)
+	}
+	return end, nil
+}
+
+// directReader takes the answers to batched direct gets: each message's
+// payload goes to take, and next is where the next batch starts.
+type directReader struct {
+	next    uint64 // the stream sequence to read from
+	answers <-chan *nats.Msg
+	take    func(data []byte) error
+}
+
+// journalReader is a readJournal in progress (or its consumer's fallback).
 type journalReader struct {
+	directReader
 	session string
 	through uint64 // the journal's last message, as lastMsg read it
-	next    uint64 // the stream sequence to read from
 	out     []engine.Batch
-	answers <-chan *nats.Msg
+}
+
+func newJournalReader(session string, through uint64, answers <-chan *nats.Msg) *journalReader {
+	r := &journalReader{session: session, through: through}
+	r.directReader = directReader{next: 1, answers: answers, take: r.keep}
+	return r
+}
+
+// keep decodes one message of the journal.
+func (r *journalReader) keep(data []byte) error {
+	b, err := decodeBatch(data)
+	if err != nil {
+		return fmt.Errorf("%w: session %s, a message from stream sequence %d on: %w", engine.ErrCorrupt, r.session, r.next, err)
+	}
+	r.out = append(r.out, b)
+	return nil
 }
 
 // batchEnd is how one request's answer ended: whether it sent any
@@ -138,8 +192,8 @@ type batchEnd struct {
 // readBatch takes one request's answer: the messages, then the end of the
 // batch, whose last sequence is where the next batch starts. A 404
 // (nothing from next on) or a 503 (no responders, while a stream's
-// replicas restart) sends nothing, and readJournal asks again.
-func (r *journalReader) readBatch(ctx context.Context) (batchEnd, error) {
+// replicas restart) sends nothing, and the reader asks again or stops.
+func (r *directReader) readBatch(ctx context.Context) (batchEnd, error) {
 	timeout := time.NewTimer(apiTimeout)
 	defer timeout.Stop()
 	var end batchEnd
@@ -158,7 +212,7 @@ func (r *journalReader) readBatch(ctx context.Context) (batchEnd, error) {
 		}
 		switch status {
 		case "":
-			if err := r.take(msg); err != nil {
+			if err := r.message(msg); err != nil {
 				return end, err
 			}
 			end.sent = true
@@ -181,12 +235,12 @@ func (r *journalReader) readBatch(ctx context.Context) (batchEnd, error) {
 	}
 }
 
-// take keeps one message of the journal. Its payload comes alone (no_hdr),
+// message takes one message of a batch. Its payload comes alone (no_hdr),
 // or with the batch's headers from a server that has no no_hdr (2.11),
 // whose sequence it then checks; a message with headers but no count of
 // the messages pending after it is a server's answer to a get of one
 // message, as servers before 2.11 answer a batch.
-func (r *journalReader) take(msg *nats.Msg) error {
+func (r *directReader) message(msg *nats.Msg) error {
 	if msg.Header != nil {
 		if msg.Header.Get(numPendingHeader) == "" {
 			return errNoBatchGet
@@ -199,12 +253,7 @@ func (r *journalReader) take(msg *nats.Msg) error {
 			return fmt.Errorf("message %d came after %d was asked for", seq, r.next)
 		}
 	}
-	b, err := decodeBatch(msg.Data)
-	if err != nil {
-		return fmt.Errorf("%w: session %s, a message from stream sequence %d on: %w", engine.ErrCorrupt, r.session, r.next, err)
-	}
-	r.out = append(r.out, b)
-	return nil
+	return r.take(msg.Data)
 }
 
 // numPendingHeader is a batched direct get's count of the messages after
@@ -229,7 +278,7 @@ func (s *Store) readJournalByConsumer(ctx context.Context, session string, throu
 			_ = s.js.DeleteConsumer(dctx, JournalStream, info.Name) // else it expires by itself
 		}
 	}()
-	r := journalReader{session: session, through: through}
+	r := newJournalReader(session, through, nil)
 	for r.next <= through {
 		n, err := r.fetch(ctx, cons)
 		if err != nil {

@@ -51,19 +51,7 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The requests, seen from a second connection.
-	watch, err := nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close()
-	requests, err := watch.SubscribeSync(directGetPrefix + JournalStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	requests := watchDirectGets(t, s, JournalStream)
 	for _, tc := range []struct {
 		name         string
 		batch, bytes int
@@ -90,17 +78,7 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 					t.Fatalf("batch %d: got %+v, want %+v", i, g, w)
 				}
 			}
-			if err := watch.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			for {
-				if _, err := requests.NextMsg(50 * time.Millisecond); err != nil {
-					break
-				}
-				n++
-			}
-			if n != tc.requests {
+			if n := requests(); n != tc.requests {
 				t.Errorf("%d requests, want %d", n, tc.requests)
 			}
 		})
@@ -129,11 +107,8 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 	if err != nil || len(loaded) != len(want) || string(loaded[steps-1].State) != string(want[steps-1].State) {
 		t.Errorf("Load with a server before 2.11: %d batches, %v; want %d", len(loaded), err, len(want))
 	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := requests.NextMsg(50 * time.Millisecond); err == nil {
-		t.Error("Load made a batched direct get of a server taken for one before 2.11")
+	if n := requests(); n != 0 {
+		t.Errorf("Load made %d batched direct gets of a server taken for one before 2.11", n)
 	}
 	info, err := s.journal.Info(ctx)
 	if err != nil {
@@ -198,7 +173,7 @@ func TestReadBatchAnswers(t *testing.T) {
 			for _, a := range tc.answers {
 				answers <- a
 			}
-			r := journalReader{session: "s", next: 1, answers: answers}
+			r := newJournalReader("s", 0, answers)
 			end, err := r.readBatch(context.Background())
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("readBatch = %v, want %v", err, tc.err)
@@ -211,8 +186,40 @@ func TestReadBatchAnswers(t *testing.T) {
 	// An answer the stream does not give.
 	answers := make(chan *nats.Msg, 1)
 	answers <- &nats.Msg{Header: nats.Header{"Status": {"408"}, "Description": {"Request Timeout"}}}
-	r := journalReader{session: "s", next: 1, answers: answers}
+	r := newJournalReader("s", 0, answers)
 	if _, err := r.readBatch(context.Background()); err == nil {
 		t.Error("a 408: no error")
+	}
+}
+
+// watchDirectGets counts the direct gets of stream that s makes, seen from
+// a second connection: each call of the function returned says how many
+// came since the last.
+func watchDirectGets(t *testing.T, s *Store, stream string) func() int {
+	t.Helper()
+	watch, err := nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watch.Close)
+	requests, err := watch.SubscribeSync(directGetPrefix + stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		t.Helper()
+		if err := watch.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			if _, err := requests.NextMsg(50 * time.Millisecond); err != nil {
+				return n
+			}
+			n++
+		}
 	}
 }

@@ -94,8 +94,11 @@ type Store struct {
 	js        jetstream.JetStream
 	journal   jetstream.Stream
 	summaries jetstream.KeyValue
-	cookies   jetstream.KeyValue
-	owners    jetstream.KeyValue
+	// summaryStream is the summaries' bucket's stream, which Delete
+	// purges and Summaries reads directly.
+	summaryStream jetstream.Stream
+	cookies       jetstream.KeyValue
+	owners        jetstream.KeyValue
 
 	mu    sync.Mutex
 	heads map[string]head       // per session: where its journal ends
@@ -197,9 +200,16 @@ func (s *Store) setUp(ctx context.Context) error {
 	s.summaries, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: SummaryBucket, Description: "a summary per session, keyed <owner>.<session>",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1,
+		Metadata: map[string]string{markersPurged: "true"}, // a new bucket has none
 	})
 	if err != nil {
 		return hint("the session summaries", err)
+	}
+	if s.summaryStream, err = s.js.Stream(ctx, summaryStreamName); err != nil {
+		return hint("the session summaries", err)
+	}
+	if err := s.purgeOldMarkers(ctx); err != nil {
+		s.opts.Logger.Warn("the markers of sessions deleted by an earlier version stay until the next start", "err", err)
 	}
 	s.cookies, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: CookieBucket, Description: "the browsers' cookie identities",
@@ -541,72 +551,6 @@ func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
 // key's Put publishes on it (the bucket has no mirror and the client no
 // domain).
 const summarySubject = "$KV." + SummaryBucket + "."
-
-// Summaries implements engine.Store.
-func (s *Store) Summaries(ctx context.Context, owner string) ([]engine.Summary, error) {
-	filter := ">"
-	if owner != "" {
-		filter = summaryKey(owner, ">")
-	}
-	keys, err := s.keys(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]engine.Summary, 0, len(keys))
-	for _, k := range keys {
-		e, err := s.summaries.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("failed to read a session summary: %w", err)
-		}
-		var sum engine.Summary
-		if err := json.Unmarshal(e.Value(), &sum); err != nil {
-			return nil, fmt.Errorf("%w: the summary %s: %w", engine.ErrCorrupt, k, err)
-		}
-		out = append(out, sum)
-	}
-	engine.SortSummaries(out)
-	return out, nil
-}
-
-// keys lists the summary keys that match filter.
-func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
-	l, err := s.summaries.ListKeysFiltered(ctx, filter)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to list session summaries: %w", err)
-	}
-	var keys []string
-	for k := range l.Keys() {
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
-// Delete implements engine.Store.
-func (s *Store) Delete(ctx context.Context, session string) error {
-	if !validID(session) {
-		return nil
-	}
-	if err := s.journal.Purge(ctx, jetstream.WithPurgeSubject(subject(session))); err != nil {
-		return fmt.Errorf("failed to delete session %s's journal: %w", session, err)
-	}
-	s.forgetHead(session)
-	keys, err := s.keys(ctx, "*."+session)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := s.summaries.Purge(ctx, k); err != nil {
-			return fmt.Errorf("failed to delete session %s's summary: %w", session, err)
-		}
-	}
-	return nil
-}
 
 // validID reports whether an id can be a subject token.
 func validID(id string) bool {
