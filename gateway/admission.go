@@ -53,7 +53,10 @@ var probe = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 // request whose Host is not one the gateway answers, but on the probe
 // routes.
 func (s *Server) checkHost(next http.Handler) http.Handler {
-	patterns := append(append([]string(nil), s.opts.Hosts...), s.opts.OriginPatterns...)
+	patterns := append([]string(nil), s.opts.Hosts...)
+	for _, p := range s.opts.OriginPatterns {
+		patterns = append(patterns, originHost(p))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if probe[r.URL.Path] || hostAllowed(r.Host, patterns) {
 			next.ServeHTTP(w, r)
@@ -62,6 +65,19 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		s.logger.Warn("request refused for its Host", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
 		http.Error(w, fmt.Sprintf("Host %q is not a name this gateway answers to; its operator can allow it with --hosts", r.Host), http.StatusForbidden)
 	})
+}
+
+// originHost is the host part of an Origin pattern, the name a Host header
+// carries: without the scheme ("https://app.example.com") or the port
+// ("app.example.com:8443") the pattern may name.
+func originHost(pattern string) string {
+	if _, rest, ok := strings.Cut(pattern, "://"); ok {
+		pattern = rest
+	}
+	if i := strings.LastIndexByte(pattern, ':'); i >= 0 && !strings.Contains(pattern[i:], "]") {
+		pattern = pattern[:i]
+	}
+	return pattern
 }
 
 // originAllowed is the WebSocket library's own Origin check, made before

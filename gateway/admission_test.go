@@ -19,7 +19,8 @@ import (
 // at the /ws upgrade (a page on a name that rebinds to 127.0.0.1 cannot
 // drive it), with no cookie given. /healthz answers any Host.
 func TestHostAllowList(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{Hosts: []string{"chat.example.com"}, OriginPatterns: []string{"*.trusted.example"}}})
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Hosts: []string{"chat.example.com"},
+		OriginPatterns: []string{"*.trusted.example", "app.test:8443", "https://x.test"}}})
 	port := h.srv.URL[strings.LastIndex(h.srv.URL, ":"):]
 	tests := []struct {
 		host string
@@ -32,6 +33,12 @@ func TestHostAllowList(t *testing.T) {
 		{"chat.example.com", true},
 		{"CHAT.EXAMPLE.COM" + port, true},
 		{"app.trusted.example", true},
+		// Origin patterns with a port or a scheme name their host.
+		{"app.test", true},
+		{"app.test:8443", true},
+		{"x.test", true},
+		{"x.test" + port, true},
+		{"https", false},
 		{"evil.example", false},
 		{"evil.example" + port, false},
 		{"chat.example.com.evil.example", false},

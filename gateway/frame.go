@@ -115,6 +115,10 @@ func DecodeFrame(data []byte) (Frame, error) {
 		if f.After < 0 {
 			return nil, fmt.Errorf("%w: session.open \"after\" is %d, want 0 or more", ErrBadFrame, f.After)
 		}
+		if f.After > 0 && f.Session == "" {
+			// Checked before a session is made for it.
+			return nil, fmt.Errorf("%w: session.open \"after\" is %d without a \"session\": after resumes a session; a new one starts at 0", ErrBadFrame, f.After)
+		}
 		for i, t := range f.Tools {
 			if t == "" {
 				return nil, fmt.Errorf("%w: session.open tools[%d] is empty", ErrBadFrame, i)
@@ -236,12 +240,34 @@ func members(data []byte) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// frameFields are the member names of each frame type, besides "type".
+// frameFields are the member names of each frame type that decodes into a
+// struct, besides "type": its fields' JSON names, so a field added to one
+// is checked too.
 var frameFields = map[string][]string{
-	FrameSessionOpen: {"session", "after", "tools"},
-	FrameMessage:     {"content"},
-	FrameToolResult:  {"id", "attempt", "result"},
-	FrameToolError:   {"id", "attempt", "error", "retryable", "code", "detail"},
+	FrameSessionOpen:  jsonNames(SessionOpen{}),
+	FrameMessage:      jsonNames(MessageFrame{}),
+	FrameToolResult:   jsonNames(engine.ToolResult{}),
+	FrameToolError:    jsonNames(engine.ToolError{}),
+	FrameToolProgress: jsonNames(engine.ToolProgress{}),
+	FrameToolApprove:  jsonNames(engine.ToolApprove{}),
+}
+
+// jsonNames lists the member names encoding/json gives v's fields.
+func jsonNames(v any) []string {
+	t := reflect.TypeOf(v)
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 // decodeStrict decodes into v and names the field whose type is wrong.

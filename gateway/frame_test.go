@@ -157,6 +157,8 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.progress","id":"c","attempt":["x"]}`, wantErr: gateway.ErrBadFrame, mention: `tool.progress "attempt" should be a number, not an array`},
 		{data: `{"type":"tool.error","id":"c","attempt":1,"error":"x","code":[1,"x"]}`, wantErr: gateway.ErrBadFrame, mention: `tool.error "code" should be a string, not an array`},
 		{data: `{"type":"session.open","after":{}}`, wantErr: gateway.ErrBadFrame, mention: `"after" should be a number, not an object`},
+		{data: `{"type":"session.open","after":3}`, wantErr: gateway.ErrBadFrame, mention: `"after" is 3 without a "session"`},
+		{data: `{"type":"session.open","after":0,"tools":["a"]}`, want: gateway.SessionOpen{Tools: []string{"a"}}},
 		{data: `{"type":"tool.progress","id":"c","attempt":1,"progress":1e400}`, wantErr: gateway.ErrBadFrame, mention: `"progress" should be a finite number a float64 holds, not 1e400`},
 		{data: `{"type":"tool.progress","id":"c","attempt":99999999999999999999}`, wantErr: gateway.ErrBadFrame, mention: `"attempt" should be a whole number that fits in 64 bits`},
 		{data: `{"type":"tool.error","id":"c","attempt":1,"error":"x","code":"tool_failed"}`, want: engine.ToolError{ID: "c", Attempt: 1, Error: "x", Code: engine.CodeToolFailed}},
@@ -195,3 +197,39 @@ func ExampleDecodeFrame() {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Member names are case-sensitive in every frame (docs/protocol.md):
+// encoding/json would take "Approved" for "approved", so a frame could
+// carry two answers and the gateway act on the one a page did not mean.
+func TestDecodeFrameMemberCase(t *testing.T) {
+	valid := map[string]string{
+		"session.open":  `{"type":"session.open","session":"s1","after":1,"tools":["a"]}`,
+		"message":       `{"type":"message","content":"hi"}`,
+		"tool.result":   `{"type":"tool.result","id":"c","attempt":1,"result":1}`,
+		"tool.error":    `{"type":"tool.error","id":"c","attempt":1,"error":"x","retryable":false,"code":"tool_failed","detail":{}}`,
+		"tool.progress": `{"type":"tool.progress","id":"c","attempt":1,"progress":1,"total":2,"message":"m"}`,
+		"tool.approve":  `{"type":"tool.approve","id":"c","digest":"d","approved":true}`,
+	}
+	for typ, frame := range valid {
+		if _, err := gateway.DecodeFrame([]byte(frame)); err != nil {
+			t.Fatalf("%s: %v", frame, err)
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(frame), &members); err != nil {
+			t.Fatal(err)
+		}
+		for name, value := range members {
+			if name == "type" {
+				continue
+			}
+			other := strings.ToUpper(name[:1]) + name[1:]
+			t.Run(typ+"/"+other, func(t *testing.T) {
+				data := strings.TrimSuffix(frame, "}") + fmt.Sprintf(`,%q:%s}`, other, value)
+				got, err := gateway.DecodeFrame([]byte(data))
+				if !errors.Is(err, gateway.ErrBadFrame) || !strings.Contains(err.Error(), "case-sensitive") || got != nil {
+					t.Errorf("DecodeFrame(%s) = %#v, %v; want a bad frame naming %q", data, got, err, other)
+				}
+			})
+		}
+	}
+}

@@ -476,6 +476,7 @@ func TestOpenErrors(t *testing.T) {
 		{"after beyond the last event", map[string]any{"type": "session.open", "session": id, "after": 1 << 40}, "bad_frame"},
 		{"negative after", map[string]any{"type": "session.open", "session": id, "after": -1}, "bad_frame"},
 		{"an empty tool name", map[string]any{"type": "session.open", "tools": []string{""}}, "bad_frame"},
+		{"after without a session", map[string]any{"type": "session.open", "after": 3}, "bad_frame"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -490,6 +491,14 @@ func TestOpenErrors(t *testing.T) {
 				t.Errorf("session.opened = %s", f)
 			}
 		})
+	}
+	// A refused session.open made no session: the browser's list holds
+	// its one chat.
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	list, err := h.eng.List(ctx, h.session(id).Owner())
+	if err != nil || len(list) != 1 || list[0].ID != id {
+		t.Errorf("the browser's sessions after the refused opens: %+v, %v; want only %s", list, err, id)
 	}
 }
 
