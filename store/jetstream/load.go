@@ -80,11 +80,11 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 // each replica holds a prefix of the stream, so what comes is still in
 // order and whole, and the read asks again for the rest, for a while.
 func (s *Store) readJournal(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
-	answers, stop, err := s.subscribeAnswers()
+	answers, err := s.subscribeAnswers()
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer answers.stop()
 	r := newJournalReader(session, through, answers.ch)
 	var retry replicaRetry
 	for {
@@ -118,15 +118,18 @@ type batchAnswers struct {
 	ch    chan *nats.Msg
 }
 
-// subscribeAnswers makes the subscription a read's batches come on; stop
-// ends it.
-func (s *Store) subscribeAnswers() (a *batchAnswers, stop func(), err error) {
-	a = &batchAnswers{nc: s.nc, inbox: s.nc.NewInbox(), ch: make(chan *nats.Msg, loadBatch+2)}
+// subscribeAnswers makes the subscription a read's batches come on.
+func (s *Store) subscribeAnswers() (*batchAnswers, error) {
+	a := &batchAnswers{nc: s.nc, inbox: s.nc.NewInbox(), ch: make(chan *nats.Msg, loadBatch+2)}
+	var err error
 	if a.sub, err = s.nc.ChanSubscribe(a.inbox, a.ch); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return a, func() { _ = a.sub.Unsubscribe() }, nil
+	return a, nil
 }
+
+// stop ends the subscription.
+func (a *batchAnswers) stop() { _ = a.sub.Unsubscribe() }
 
 // batch asks stream for the next batch of the messages on filter (""
 // every message) from r.next on, payloads only, and reads its answer into

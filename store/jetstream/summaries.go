@@ -59,11 +59,11 @@ func (s *Store) Summaries(ctx context.Context, owner string) ([]engine.Summary, 
 // the stream's start until a batch finds nothing more (404). A key's delete
 // marker, which gateways before this one left, has no payload.
 func (s *Store) readSummaries(ctx context.Context, filter string) ([]engine.Summary, error) {
-	answers, stop, err := s.subscribeAnswers()
+	answers, err := s.subscribeAnswers()
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer answers.stop()
 	var out []engine.Summary
 	r := directReader{next: 1, answers: answers.ch, take: func(data []byte) error {
 		if len(data) == 0 {
