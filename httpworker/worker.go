@@ -308,7 +308,13 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	}
 	d, err := decodeDecision(data)
 	if err != nil {
-		why := "the worker's answer is not a decision: " + err.Error()
+		// What the error quotes of the answer (a member's name, an
+		// action's type, clipped) is read from the answer without the
+		// secret, so no part of it is quoted either.
+		if _, again := decodeDecision([]byte(w.redact(string(data)))); again != nil {
+			err = again
+		}
+		why := w.redact("the worker's answer is not a decision: " + err.Error())
 		if ex := w.excerpt(data); ex != "" {
 			why += ": " + ex
 		}
@@ -375,6 +381,13 @@ func (w *Worker) acquire(ctx context.Context) *failure {
 // transportFailure explains an error from sending the request or reading the
 // answer.
 func transportFailure(ctx context.Context, err error) *failure {
+	// The client's error names the request's whole URL: its user and
+	// query (a token) must reach no page, nor the log. The failure's
+	// message names the worker by scheme, host and path.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &failure{why: "no answer before the deadline", cause: context.DeadlineExceeded}
@@ -445,6 +458,15 @@ func fieldList() string {
 	return strings.Join(quoted, " and ")
 }
 
+// redact replaces the secret in s with [redacted]; a secret shorter than
+// four bytes is left as it is, as it would redact common words.
+func (w *Worker) redact(s string) string {
+	if len(w.secret) < 4 {
+		return s
+	}
+	return strings.ReplaceAll(s, string(w.secret), "[redacted]")
+}
+
 // excerpt quotes a failed answer briefly: the "error" (or "message") string
 // of a JSON object, else the start of the body, on one line, without the
 // secret.
@@ -462,9 +484,7 @@ func (w *Worker) excerpt(data []byte) string {
 			s = *obj.Message
 		}
 	}
-	if len(w.secret) >= 4 {
-		s = strings.ReplaceAll(s, string(w.secret), "[redacted]")
-	}
+	s = w.redact(s)
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 	if len(s) > excerptBytes {

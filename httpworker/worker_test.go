@@ -301,6 +301,20 @@ func TestDecideFailures(t *testing.T) {
 			want: "the worker answered 500 Internal Server Error: secret is [redacted]",
 		},
 		{
+			name: "an action's type quoting the secret",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, `{"actions":[{"type":"%s-xyz"}]}`, testSecret)
+			},
+			want: `unknown type "[redacted]-xyz"`,
+		},
+		{
+			name: "a member's name quoting the secret past the clip",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, `{"%s%s":1}`, strings.Repeat("x", 20), testSecret)
+			},
+			want: `unknown member "xxxxxxxxxxxxxxxxxxxx[redacted]"`,
+		},
+		{
 			name: "wrong secret",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
@@ -373,7 +387,7 @@ func TestDecideFailures(t *testing.T) {
 				if !strings.HasPrefix(te.Error, prefix) || !strings.Contains(te.Error, tt.want) {
 					t.Errorf("tool.error says %q, want %q then %q", te.Error, prefix, tt.want)
 				}
-				if strings.Contains(te.Error, "127.0.0.1") || strings.Contains(te.Error, string(testSecret)) {
+				if strings.Contains(te.Error, "127.0.0.1") || strings.Contains(te.Error, string(testSecret[:12])) {
 					t.Errorf("tool.error %q names the worker's address or the secret; the model reads it", te.Error)
 				}
 			})
@@ -391,11 +405,32 @@ func TestDecideFailures(t *testing.T) {
 				if !strings.Contains(msg, tt.want) || !strings.Contains(msg, "session.start at "+url) {
 					t.Errorf("error %q, want it to name session.start at %s and say %q", msg, url, tt.want)
 				}
-				if strings.Contains(msg, string(testSecret)) {
+				if strings.Contains(msg, string(testSecret[:12])) {
 					t.Errorf("error %q contains the secret", msg)
 				}
 			})
 		})
+	}
+}
+
+// The worker's URL may carry a user and a token in its query: an error
+// names it by scheme, host and path only, on every way a request fails.
+func TestDecideNamesNoURLSecrets(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	w := newWorker(t, "http://user:pw-in-url@"+addr+"/hook?token=token-in-query", Options{})
+	_, err = w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
+	if err == nil || !strings.Contains(err.Error(), "session.start at http://"+addr+"/hook: could not reach the worker") {
+		t.Fatalf("Decide = %v; want it to name the worker by scheme, host and path and say it could not be reached", err)
+	}
+	for _, secret := range []string{"pw-in-url", "token-in-query"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q contains %q from the worker's URL", err, secret)
+		}
 	}
 }
 
