@@ -729,3 +729,57 @@ test("a second session.opened on an open socket (the session moved to another no
     expect(out.events).toEqual([1, 2, 3]);
     expect(out.opened.map((o: any) => [o.page, o.resumed])).toEqual([["p1", false], ["p2", true]]);
 });
+
+test("a card's progress goes when its call settles", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null });
+        const progress: any[] = [];
+        client.on("tool", (c: any) => progress.push(c.progress));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        let seq = 0;
+        const ev = (f: any) => ws.push({ ...f, seq: ++seq });
+        ev({ type: "tool.started", id: "t1", name: "w", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", attempt: 1, attempts: 1, deadline: "x" });
+        ev({ type: "tool.progress", id: "t1", name: "w", attempt: 1, progress: 1, total: 2, message: "half", deadline: "y" });
+        ev({ type: "tool.finished", id: "t1", ok: true, name: "w", result: "done" });
+        return { progress, card: client.cards[0] };
+    });
+    expect(out.progress).toEqual([null, { progress: 1, total: 2, message: "half" }, null]);
+    expect(out.card).toMatchObject({ status: "done", progress: null });
+});
+
+test("progress() cuts a message to the gateway's 500 bytes of UTF-8, between characters", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        let release: () => void = () => {};
+        const client = connect({
+            WebSocket: w.FakeSocket,
+            storage: null,
+            tools: {
+                upload: (_: any, ctx: any) => {
+                    ctx.progress({ progress: 1, message: "é".repeat(300) }); // 600 bytes
+                    ctx.progress({ message: "x".repeat(499) + "é" }); // 501 bytes
+                    return new Promise<void>((r) => { release = r; });
+                },
+            },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push({ type: "tool.call", id: "c1", name: "upload", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => ws.sent.length === 3);
+        release();
+        const bytes = (s: string) => new TextEncoder().encode(s).length;
+        return ws.sent.slice(1).map((f: any) => ({ type: f.type, message: f.message, bytes: bytes(f.message) }));
+    });
+    expect(out).toEqual([
+        { type: "tool.progress", message: "é".repeat(250), bytes: 500 },
+        { type: "tool.progress", message: "x".repeat(499), bytes: 499 },
+    ]);
+});

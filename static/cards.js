@@ -261,6 +261,7 @@ export class ToolCards {
                 card.value = f.ok ? jsonValue(f.result) : undefined;
                 card.error = f.error;
                 card.backoff = null;
+                card.progress = null; // the attempt ended
                 this.#changed(card, replayed);
                 break;
             }

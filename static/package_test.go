@@ -68,6 +68,23 @@ func TestPackageIsTheServedFiles(t *testing.T) {
 			checkJS("files", f)
 		}
 	}
+	// What the listed modules import is listed too: a file left out
+	// breaks the package's import.
+	imports := regexp.MustCompile(`(?m)^\s*(?:import|export)\b[^;]*?["'](\./[^"']+)["']`)
+	for _, f := range pkg.Files {
+		if !strings.HasSuffix(f, ".js") {
+			continue
+		}
+		src, err := fs.ReadFile(FS, f)
+		if err != nil {
+			continue // reported above
+		}
+		for _, m := range imports.FindAllStringSubmatch(string(src), -1) {
+			if dep := strings.TrimPrefix(m[1], "./"); !slices.Contains(pkg.Files, dep) {
+				t.Errorf("files: %s imports %s, which package.json does not list", f, dep)
+			}
+		}
+	}
 	for _, name := range []string{"package.json", "types"} {
 		if _, err := fs.Stat(FS, name); err == nil {
 			t.Errorf("FS embeds %s; the gateway serves only the browser's files", name)

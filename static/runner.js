@@ -106,6 +106,21 @@ import { bytesText, frameLength } from "./connection.js";
 /** How far past its deadline a cancel without a reason counts as a timeout (clock skew). */
 const SKEW_MS = 250;
 
+/** The longest tool.progress message the gateway takes, in bytes of UTF-8. */
+const PROGRESS_MESSAGE_BYTES = 500;
+
+const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder();
+
+/** text cut to at most n bytes of UTF-8, between characters. @param {string} text @param {number} n */
+function clipUTF8(text, n) {
+    const bytes = utf8.encode(text);
+    if (bytes.length <= n) return text;
+    let cut = n;
+    while (cut > 0 && (bytes[cut] & 0xc0) === 0x80) cut--; // not inside a character
+    return utf8Decoder.decode(bytes.subarray(0, cut));
+}
+
 /** @typedef {(typeof TOOL_ERROR)[keyof typeof TOOL_ERROR]} ToolErrorCode */
 /** @type {Set<string>} */
 const TOOL_CODES = new Set(Object.values(TOOL_ERROR));
@@ -214,7 +229,7 @@ export class Runner {
                 this.#link.write({
                     type: "tool.progress", ...base,
                     ...(Number.isFinite(progress) && { progress }), ...(Number.isFinite(total) && { total }),
-                    ...(typeof message === "string" && message && { message: message.slice(0, 500) }),
+                    ...(typeof message === "string" && message && { message: clipUTF8(message, PROGRESS_MESSAGE_BYTES) }),
                 });
             },
         };
