@@ -250,6 +250,29 @@ func TestAISDKClientCallTimesOut(t *testing.T) {
 	}
 }
 
+// A client call whose arguments the engine refused is settled by the
+// gateway with its proposed error: the app is told so, consistently, and
+// runs nothing (providerExecuted on the input's error and on the output's).
+func TestAISDKBadInputOfAClientCall(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	events, done := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-bad", "bad time"), nil))
+	if !done || events[len(events)-1]["finishReason"] != "stop" {
+		t.Fatalf("the stream: %v, want it to end with the model's reply", events)
+	}
+	in := find(events, "tool-input-error", "toolCallId", "call_bad_time")
+	out := find(events, "tool-output-error", "toolCallId", "call_bad_time")
+	if len(in) != 1 || len(out) != 1 {
+		t.Fatalf("want one tool-input-error and one tool-output-error for the call, got %v", events)
+	}
+	if in[0]["providerExecuted"] != true || out[0]["providerExecuted"] != true {
+		t.Errorf("providerExecuted: the input's error %v, the output's %v; want both true (the gateway settled it)", in[0]["providerExecuted"], out[0]["providerExecuted"])
+	}
+	if avail := find(events, "tool-input-available", "toolCallId", "call_bad_time"); len(avail) != 0 {
+		t.Errorf("the app was asked to run it: %v", avail)
+	}
+}
+
 func TestAISDKResume(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	b := h.newBrowser(nil)

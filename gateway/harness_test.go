@@ -78,6 +78,8 @@ func newTestModel(gate <-chan struct{}) model.Model {
 		switch last.Content {
 		case "time":
 			return call(timeUse)
+		case "bad time": // arguments that are not JSON: the engine answers with proposed
+			return call(model.ToolUse{ID: "call_bad_time", Name: "get_local_time", Arguments: `{"tz":`})
 		case "both":
 			return call(weatherUse, timeUse)
 		case "both reversed":

@@ -272,10 +272,18 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 			st.inputAvailable(c, e.ID, c.in, true, nil)
 		}
 		st.start("")
+		// As this stream's input said, when it said: the app ran it, or
+		// the server settled it (a client call whose input the engine
+		// refused, or that another page ran). A call of an earlier stream
+		// is the app's when it is a client call.
+		providerExecuted := !c.client
+		if c.input {
+			providerExecuted = !c.appRuns
+		}
 		if e.OK {
-			st.chunk(map[string]any{"type": "tool-output-available", "toolCallId": e.ID, "output": resultValue(e.Result), "providerExecuted": !c.client})
+			st.chunk(map[string]any{"type": "tool-output-available", "toolCallId": e.ID, "output": resultValue(e.Result), "providerExecuted": providerExecuted})
 		} else {
-			st.chunk(map[string]any{"type": "tool-output-error", "toolCallId": e.ID, "errorText": e.Error, "providerExecuted": !c.client})
+			st.chunk(map[string]any{"type": "tool-output-error", "toolCallId": e.ID, "errorText": e.Error, "providerExecuted": providerExecuted})
 		}
 	case engine.EventClientEvent:
 		var e engine.ClientEventEvent
