@@ -165,3 +165,33 @@ func TestReleaseDuringRenewal(t *testing.T) {
 		_ = o.Release(ctx)
 	}
 }
+
+// A node that starts with another --lease-ttl than the nodes running
+// takes the bucket's: it does not shorten the running nodes' leases under
+// them, which would let it load a session another node still runs.
+func TestLeaseTTLIsTheBuckets(t *testing.T) {
+	ctx := context.Background()
+	url := natsServer(t)
+	a := node(t, url, "node-a", 900*time.Millisecond)
+	if _, err := a.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	b := node(t, url, "node-b", 100*time.Millisecond)
+	// a renews every 300 ms: a bucket of 100 ms would let its lease lapse
+	// between two renewals.
+	for range 6 {
+		time.Sleep(150 * time.Millisecond)
+		if _, err := b.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) {
+			t.Fatalf("b.Own while a runs s1 and renews it: %v, want ErrOwnedElsewhere", err)
+		}
+	}
+	// b's own leases last the bucket's time too: held through a wait
+	// longer than its flag's.
+	if _, err := b.Own(ctx, "s2", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, err := a.Own(ctx, "s2", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) {
+		t.Errorf("a.Own of b's session: %v, want ErrOwnedElsewhere (b renews by the bucket's time)", err)
+	}
+}

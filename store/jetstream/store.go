@@ -225,6 +225,15 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err != nil {
 		return hint("the session leases", err)
 	}
+	if st, err := s.owners.Status(ctx); err == nil && st.TTL() != s.opts.LeaseTTL {
+		// Nodes that disagreed on a lease's life would each trust their
+		// own: this one renews and trusts its leases by the bucket's.
+		s.opts.LeaseTTL = st.TTL()
+	}
+	if s.journal.CachedInfo().Config.Replicas != s.opts.Replicas {
+		s.opts.Logger.Warn("the session journal's stream has another number of replicas than --nats-replicas, which only a new stream takes: change it with the nats CLI (nats stream edit "+JournalStream+" --replicas N) and each bucket's with nats kv",
+			"replicas", s.journal.CachedInfo().Config.Replicas, "nats_replicas", s.opts.Replicas)
+	}
 	return nil
 }
 
@@ -236,8 +245,13 @@ func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (j
 		func(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) })
 }
 
-// ensureKV opens the bucket, or makes it when it is missing; a bucket whose
-// entries' time to live is not cfg's (--lease-ttl changed) gets cfg's.
+// ensureKV opens the bucket, or makes it when it is missing. On the
+// embedded server, whose one node is this one, a bucket whose entries'
+// time to live is not cfg's (--lease-ttl changed) gets cfg's. On a NATS
+// that several nodes share the bucket's stays, with a warning: a node
+// starting with another --lease-ttl would change every running node's
+// leases under it (a shorter one lets a second node load a session the
+// first still runs); the caller takes the bucket's.
 func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.CreateKeyValue(ctx, cfg) },
@@ -245,9 +259,15 @@ func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jet
 	if err != nil {
 		return nil, err
 	}
-	if st, err := kv.Status(ctx); err == nil && st.TTL() != cfg.TTL {
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() == cfg.TTL {
+		return kv, nil
+	}
+	if s.embedded != nil {
 		return s.js.UpdateKeyValue(ctx, cfg)
 	}
+	s.opts.Logger.Warn("a bucket's entries live another time than this node's flags say; the nodes share it, so this node takes the bucket's: to change it, edit the bucket (nats kv edit) and restart every node",
+		"bucket", cfg.Bucket, "ttl", st.TTL(), "flag", cfg.TTL)
 	return kv, nil
 }
 
