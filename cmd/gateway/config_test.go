@@ -83,6 +83,12 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.offline = true }),
 		},
 		{
+			name: "the offline flag keeps the demo's model scripted whatever key is set",
+			args: []string{"--offline"},
+			env:  map[string]string{"ANTHROPIC_API_KEY": "sk-test"},
+			want: with(func(c *config) { c.offline = true }),
+		},
+		{
 			name: "flags win over the environment",
 			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "10"},
 			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "100"},
@@ -250,7 +256,8 @@ func TestDescribeModel(t *testing.T) {
 		{nil, nil, "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"},
 		{map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "claude-haiku-4-5 (Claude; --model chooses another)"},
 		{map[string]string{"OPENAI_API_KEY": "k"}, nil, "gpt-4.1-mini (--model chooses another)"},
-		{map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"--offline"}, "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"},
+		{map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"--offline"}, "scripted (--offline: every model id is served by the scripted model)"},
+		{map[string]string{"ANTHROPIC_API_KEY": "k", "GATEWAY_OFFLINE": "1"}, []string{"--offline=false"}, "claude-haiku-4-5 (Claude; --model chooses another)"},
 		{map[string]string{"GATEWAY_WORKER_SECRET": "s"}, []string{"--worker-url", "http://127.0.0.1:9/"}, "chosen by the worker (--worker-url)"},
 	} {
 		cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)

@@ -183,6 +183,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envErr != nil {
 		return c, envErr
 	}
+	modelSet := getenv("GATEWAY_MODEL") != ""
+	fs.Visit(func(f *flag.Flag) { modelSet = modelSet || f.Name == "model" })
+	if !modelSet {
+		// The default follows --offline as parsed: the flag wins over
+		// GATEWAY_OFFLINE, which the default was drawn from.
+		c.model = defaultModel(c.offline, getenv)
+	}
 	if _, err := strconv.Atoi(c.listen); err == nil {
 		c.listen = "127.0.0.1:" + c.listen // a bare port: this machine only, like the default
 	}
@@ -487,7 +494,9 @@ func describeModel(cfg config) string {
 		return "chosen by the worker (--worker-url); every id is served by the scripted model (--offline)"
 	case cfg.workerURL != "":
 		return "chosen by the worker (--worker-url)"
-	case cfg.model == "scripted" || cfg.offline:
+	case cfg.offline:
+		return "scripted (--offline: every model id is served by the scripted model)"
+	case cfg.model == "scripted":
 		return "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"
 	case strings.HasPrefix(cfg.model, "claude-"):
 		return cfg.model + " (Claude; --model chooses another)"
