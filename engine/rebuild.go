@@ -67,19 +67,24 @@ func (e *Engine) Resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("failed to list sessions: %w", err)
 	}
-	n := 0
+	n, elsewhere := 0, 0
 	for _, sum := range sums {
 		if !sum.Busy || sum.Ended {
 			continue
 		}
 		if _, err := e.Load(ctx, sum.ID); err != nil {
+			if errors.Is(err, ErrOwnedElsewhere) {
+				// Another node of the cluster runs it: its work goes on there.
+				elsewhere++
+				continue
+			}
 			e.opts.Logger.Warn("failed to resume a session", "session", sum.ID, "err", err)
 			continue
 		}
 		n++
 	}
-	if n > 0 {
-		e.opts.Logger.Info("resumed sessions with work in flight", "sessions", n)
+	if n > 0 || elsewhere > 0 {
+		e.opts.Logger.Info("resumed sessions with work in flight", "sessions", n, "run_by_other_nodes", elsewhere)
 	}
 	return nil
 }

@@ -84,6 +84,11 @@ func TestDemoPhrases(t *testing.T) {
 		{"hello", "Hello!", nil, model.StopEndTurn},
 		{"tell me a joke", "what's the weather in Tokyo", nil, model.StopEndTurn},
 		{"can you test slow tool", "only know a few phrases", nil, model.StopEndTurn},
+		// A test phrase is the whole message: one that starts a sentence
+		// is ordinary chat.
+		{"  Test Malformed ", "malformed", []model.ToolUse{{ID: "call_1", Name: "get_weather", Arguments: `{"city": `}}, model.StopToolUse},
+		{"test loop is what I want to avoid", "only know a few phrases", nil, model.StopEndTurn},
+		{"stream a long answer about cats", "only know a few phrases", nil, model.StopEndTurn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.say, func(t *testing.T) {

@@ -23,7 +23,13 @@ func TestLoadErrors(t *testing.T) {
 		{"trailing data", `{} {}`, "line 1, column 4: unexpected data after the script object"},
 		{"wrong type", "{\"rules\": [{\"match\": 5}]}", "line 1, column 22: rules.match must be a string, not number"},
 		{"unknown field", "{\n  \"afterTools\": []}", `line 2, column 3: unknown field "afterTools" (did you mean "afterTool"?)`},
-		{"misspelt rule field", `{"rules": [{"match": "a", "sya": "x"}]}`, `line 1, column 27: unknown field "sya" (did you mean "say"?)`},
+		{"misspelt rule field", `{"rules": [{"match": "a", "sya": "x"}]}`, `line 1, column 27: unknown field "sya" in rules[0] (did you mean "say"?)`},
+		// A field of another object, found where it is written, not where
+		// another object rightly has it.
+		{"a field in the wrong object", "{\"afterTool\": [{\"tool\": \"t\", \"ok\": \"x\"}],\n \"rules\": [{\"match\": \"a\", \"say\": \"x\",\n  \"tool\": \"t\"}]}",
+			`line 3, column 3: unknown field "tool" in rules[0] (did you mean "tools"?)`},
+		{"ok in a rule", `{"rules":[{"match":"a","say":"x","ok":"z"}]}`, `unknown field "ok" in rules[0] (it takes "comment", "match", "say", "tools", "chunkWords", "delay")`},
+		{"a comment in a tool call", `{"rules":[{"match":"a","tools":[{"name":"t","comment":"c"}]}]}`, `line 1, column 45: unknown field "comment" in rules[0].tools[0] (it takes "name", "arguments")`},
 		{"unknown field no guess", `{"rules": [{"match": "a", "say": "x", "priority": 1}]}`, `unknown field "priority"`},
 		{"no match", `{"rules": [{"say": "hi"}]}`, "rules[0].match: required"},
 		{"nothing to do", `{"rules": [{"match": "a"}, {"match": "b"}]}`, `rules[0]: needs "say", "tools" or both`},

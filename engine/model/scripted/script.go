@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -209,32 +210,130 @@ func jsonError(data []byte, err error) error {
 		}
 		return fmt.Errorf("%s: %s must be %s, not %s", position(data, typ.Offset-1), field, jsonKind(typ.Type.Kind().String()), typ.Value)
 	}
-	// encoding/json reports an unknown field without an offset; find the key
-	// so the author need not hunt for a typo.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name, _ = strconv.Unquote(name)
-		where := ""
-		if loc := regexp.MustCompile(regexp.QuoteMeta(strconv.Quote(name)) + `\s*:`).FindIndex(data); loc != nil {
-			where = position(data, int64(loc[0])) + ": "
+	// encoding/json reports an unknown field without an offset or the
+	// object it is in; walk the script to find both, so the author need
+	// not hunt for a typo, or for a field written in the wrong object.
+	if _, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if u, found := findUnknownField(data); found {
+			msg := fmt.Sprintf("%s: unknown field %q", position(data, u.offset), u.name)
+			if u.path != "" {
+				msg += " in " + u.path
+			}
+			if guess := closestField(u.name, u.allowed); guess != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", guess)
+			} else {
+				msg += fmt.Sprintf(" (it takes %s)", quoteAll(u.allowed))
+			}
+			return errors.New(msg)
 		}
-		msg := fmt.Sprintf("%sunknown field %q", where, name)
-		if guess := closestField(name); guess != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", guess)
-		}
-		return errors.New(msg)
 	}
 	return err
 }
 
-// fieldNames are every key a script may use, for "did you mean".
-var fieldNames = []string{"comment", "rules", "afterTool", "fallback", "chunkWords", "delay",
-	"match", "say", "tools", "name", "arguments", "tool", "ok", "error"}
+// unknownField is where a script has a key its object does not take.
+type unknownField struct {
+	offset  int64
+	name    string
+	path    string   // the object: "" for the script, rules[0], afterTool[1].tools[0]
+	allowed []string // the keys that object takes
+}
 
-// closestField suggests the field a typo most likely meant: same letters
-// ignoring case, or at most two edits away.
-func closestField(name string) string {
+// findUnknownField walks data, a script that decodes but for an unknown
+// field, along Script's types, to the first key its object does not take.
+func findUnknownField(data []byte) (unknownField, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var found unknownField
+	var walk func(t reflect.Type, path string) bool // true: found, stop
+	walk = func(t reflect.Type, path string) bool {
+		switch {
+		case t.Kind() == reflect.Struct:
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+				return false
+			}
+			fields := jsonFields(t)
+			for dec.More() {
+				at := dec.InputOffset()
+				tok, err := dec.Token()
+				if err != nil {
+					return false
+				}
+				name, _ := tok.(string)
+				f, ok := fields[name]
+				if !ok {
+					found = unknownField{offset: keyStart(data, at), name: name, path: path, allowed: jsonNames(t)}
+					return true
+				}
+				if walk(f.Type, strings.TrimPrefix(path+"."+name, ".")) {
+					return true
+				}
+			}
+			_, _ = dec.Token() // }
+			return false
+		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+				return false
+			}
+			for i := 0; dec.More(); i++ {
+				if walk(t.Elem(), fmt.Sprintf("%s[%d]", path, i)) {
+					return true
+				}
+			}
+			_, _ = dec.Token() // ]
+			return false
+		}
+		var skip json.RawMessage
+		_ = dec.Decode(&skip)
+		return false
+	}
+	walk(reflect.TypeFor[Script](), "")
+	return found, found.name != ""
+}
+
+// keyStart is where the key after offset begins: past the white space
+// and the comma before it.
+func keyStart(data []byte, offset int64) int64 {
+	for offset < int64(len(data)) && strings.IndexByte(" \t\r\n,", data[offset]) >= 0 {
+		offset++
+	}
+	return offset
+}
+
+// jsonFields are t's fields by their JSON names; jsonNames those names, in
+// order.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	fields := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			fields[name] = f
+		}
+	}
+	return fields
+}
+
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func quoteAll(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// closestField suggests the field of allowed a typo most likely meant:
+// the same letters in another case, or at most two edits away.
+func closestField(name string, allowed []string) string {
 	best, bestDist := "", 3
-	for _, f := range fieldNames {
+	for _, f := range allowed {
 		if strings.EqualFold(f, name) {
 			return f
 		}
