@@ -13,8 +13,8 @@
 // session. Session.Attach adds a Page: its stream
 // (Take, Ready, Done) and its side of the conversation (Send, Answer,
 // Cancel, Detach). Session.Send, Answer, Cancel and End drive a session
-// from Go; Session.Agent reads its agent config, and OpenOptions.ID opens a
-// session under an id the caller derives (an adapter's own chat key). ToolWorker and Tool write an in-process worker as Go functions.
+// from Go, and OpenOptions.ID opens a session under an id the caller
+// derives (an adapter's own chat key). ToolWorker and Tool write an in-process worker as Go functions.
 //
 // Concurrency: every method of Engine, Session and Page is safe for
 // concurrent use. One goroutine owns each session's state (its calls, its
@@ -31,6 +31,7 @@
 // starts once the step that started it is committed (goAfterCommit):
 // stored, or refused by a failing store (the batch waits and is retried,
 // and the session's memory says the work runs); a step the store fences
-// starts nothing. A session with no page attached ends after
-// Options.SessionIdle, on the engine's clock.
+// starts nothing. A session with no page attached and no work leaves memory
+// after Options.Unload, on the engine's clock (the journal keeps it; a page
+// loads it again).
 package engine

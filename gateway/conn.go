@@ -19,12 +19,14 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// conn is one browser connection: a page of one session. The /ws handler's
-// goroutine owns it and reads. Everything the page receives comes from two
-// queues, both drained in order by one writer goroutine that runs only while
-// there is something to write: the page's stream (session.opened, the
-// replay, the session's events and the deliveries addressed to this page,
-// ordered by the session) and replies to frames the page sent.
+// conn is one browser connection: a page of one session. The goroutine
+// the /ws handler starts (serve) owns it and reads. Everything the page
+// receives comes from two queues, drained in order by one writer goroutine
+// that runs only while there is something to write, or written at once by
+// the goroutine that queued it while no writer is at work (writeNow): the
+// page's stream (session.opened, the replay, the session's events and the
+// deliveries addressed to this page, ordered by the session) and replies
+// to frames the page sent.
 type conn struct {
 	s       *Server
 	ws      socket

@@ -9,10 +9,12 @@
 //
 // Entry points: New builds a Server from Options; Server.Handler is its
 // http.Handler and Server.Shutdown closes every socket with 1001. Each
-// connection is owned by the goroutine of its /ws request, which keeps
-// reading; one writer goroutine per connection, running only while there
-// are frames, drains a bounded queue, so a slow browser is closed (1008)
-// rather than allowed to block its session. The writer writes what is ready
+// connection is owned by a goroutine the /ws request starts (conn.serve),
+// which keeps reading. What the page receives is written by the goroutine
+// that stored it when no writer is at work (conn.writeNow, a write that
+// does not block), else by one writer goroutine per connection, running
+// only while there are frames, which drains a bounded queue, so a slow
+// browser is closed (1008) rather than allowed to block its session. The writer writes what is ready
 // as one batch: the socket is corked (corkConn) while it writes, so the
 // batch leaves in one system call. Buffers for reading a frame and for a
 // batch come from pools and go back once used: an idle connection holds

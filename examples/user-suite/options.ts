@@ -1,5 +1,5 @@
 // How this suite starts the gateway (the kit's gatewayOptions): the binary
-// `make build` writes (or $GATEWAY_BIN), and this suite's own script.
+// `make build` writes, and this suite's own script.
 import type { GatewayOptions } from "@clienttools/gateway-testkit";
 
 export const gatewayOptions: GatewayOptions = {
