@@ -194,7 +194,13 @@ type pipe struct {
 	waiting [][]byte // the page's frames while moving
 	after   int64    // the last event the page was sent
 	ended   bool
+	// unconfirmed are the page's messages and cancels sent since the
+	// serving node last answered a ping: each asks for one at once
+	// (check), and if that node is gone (no responders: its subscriptions
+	// went with it) they did not reach it, and go again after the move.
+	unconfirmed [][]byte
 
+	check   chan struct{}
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
@@ -205,7 +211,7 @@ const maxWaiting = 256
 
 // pipeTo pipes c's page, which sent open, to node.
 func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
-	p := &pipe{r: r, c: c, open: open, after: open.After, stop: make(chan struct{})}
+	p := &pipe{r: r, c: c, open: open, after: open.After, check: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := p.dial(node); err != nil {
 		return nil, err
 	}
@@ -273,7 +279,7 @@ func (p *pipe) received(id string, m *nats.Msg) {
 			p.stopped.Add(1)
 			go func() {
 				defer p.stopped.Done()
-				p.move("node closed the page: " + reason)
+				p.move("node closed the page: "+reason, false)
 			}()
 		default:
 			p.end()
@@ -307,18 +313,44 @@ func (p *pipe) send(frame []byte) error {
 		p.waiting = append(p.waiting, frame)
 		return nil
 	}
-	return p.r.nc.Publish(p.id+".in", frame)
+	if err := p.r.nc.Publish(p.id+".in", frame); err != nil {
+		return err
+	}
+	if mustArrive(frame) && len(p.unconfirmed) < maxWaiting {
+		// An answer the SDK sends again after a move; a message or a
+		// cancel it does not: see that the serving node is there.
+		p.unconfirmed = append(p.unconfirmed, frame)
+		select {
+		case p.check <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// mustArrive: frame is a message or a cancel.
+func mustArrive(frame []byte) bool {
+	var f struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(frame, &f) == nil && (f.Type == FrameMessage || f.Type == FrameCancel)
 }
 
 // move finds where the session runs next and carries the page there, or
-// closes it when it cannot (4001: the page reconnects and resumes).
-func (p *pipe) move(why string) {
+// closes it when it cannot (4001: the page reconnects and resumes). With
+// resend, the unconfirmed frames did not reach the node that is gone, and
+// go first to the next.
+func (p *pipe) move(why string, resend bool) {
 	p.mu.Lock()
 	if p.moving || p.ended {
 		p.mu.Unlock()
 		return
 	}
 	p.moving = true
+	if resend {
+		p.waiting = append(p.unconfirmed, p.waiting...)
+	}
+	p.unconfirmed = nil
 	old := p.subs
 	p.subs = nil
 	p.mu.Unlock()
@@ -385,9 +417,10 @@ func (p *pipe) watch(every time.Duration) {
 		case <-p.stop:
 			return
 		case <-t.C:
+		case <-p.check:
 		}
 		p.mu.Lock()
-		id, moving := p.id, p.moving
+		id, moving, sent := p.id, p.moving, len(p.unconfirmed)
 		p.mu.Unlock()
 		if moving {
 			continue
@@ -395,9 +428,18 @@ func (p *pipe) watch(every time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		_, err := p.r.nc.RequestWithContext(ctx, id+".oping", nil)
 		cancel()
-		if err != nil {
-			p.move("its node stopped answering: " + err.Error())
+		if err == nil {
+			p.mu.Lock()
+			if p.id == id && !p.moving && sent <= len(p.unconfirmed) {
+				p.unconfirmed = append([][]byte(nil), p.unconfirmed[sent:]...)
+			}
+			p.mu.Unlock()
+			continue
 		}
+		// No responders: the node's subscriptions are gone, and with them
+		// what was sent since it last answered. A node that is slow to
+		// answer may still take them: they do not go again.
+		p.move("its node stopped answering: "+err.Error(), errors.Is(err, nats.ErrNoResponders))
 	}
 }
 

@@ -291,14 +291,16 @@ func TestAnyNodeServesAnyBrowser(t *testing.T) {
 
 	// Node A dies. The page connected to B stays: B moves it, once A's
 	// lease has expired, to where the session runs next (B itself), and the
-	// page gets a new session.opened and what it missed.
+	// page gets a new session.opened and what it missed. The message the
+	// page sends before B noticed went to A's subscription, gone with it:
+	// B sends it again once the page moved.
 	_ = a.cmd.Process.Kill()
 	_ = a.wait()
+	_ = second.send(ctx, map[string]any{"type": "message", "content": "hello again"})
 	moved := must(second.until("session.opened after A died", func(f wireFrame) bool { return f.Type == "session.opened" }))
 	if moved.f.Session != session {
 		t.Errorf("the moved page opened %s, want %s", moved.raw, session)
 	}
-	_ = second.send(ctx, map[string]any{"type": "message", "content": "hello again"})
 	must(second.until("a reply on node B", func(f wireFrame) bool {
 		role, content := f.chat()
 		return f.Type == "message" && role == "assistant" && content != "" && *f.Seq > moved.f.seq()
