@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine/model"
 )
@@ -227,6 +228,30 @@ func BenchmarkWorkerToolCall(b *testing.B) {
 				}
 				idle = idle || ev.Type == EventSessionIdle
 			}
+		}
+	}
+}
+
+// BenchmarkMemoryStoreSummaries lists a browser's 20 chats among 100,000
+// sessions (GET /sessions on --store memory), while the store's lock is
+// held against every Summarize.
+func BenchmarkMemoryStoreSummaries(b *testing.B) {
+	s := NewMemoryStore()
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 100_000 {
+		owner := fmt.Sprintf("browser%d", 1+i%5000)
+		if i < 20 {
+			owner = "browser0"
+		}
+		if err := s.Summarize(ctx, Summary{ID: fmt.Sprintf("s%06d", i), Owner: owner, Created: now, Updated: now}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, err := s.Summaries(ctx, "browser0"); err != nil || len(got) != 20 {
+			b.Fatalf("listed %d, %v; want 20", len(got), err)
 		}
 	}
 }

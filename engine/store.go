@@ -118,6 +118,9 @@ type MemoryStore struct {
 	mu        sync.RWMutex
 	journals  map[string]memJournal // by value: no object of its own per session
 	summaries map[string]Summary
+	// owned indexes summaries by owner: a browser's list is its own
+	// sessions, not a pass over every session under the lock.
+	owned map[string]map[string]struct{}
 	// Fail, when set, is asked before every Append: a non-nil error fails
 	// it, as a full disk would (tests).
 	Fail func(session string, b Batch) error
@@ -138,7 +141,7 @@ var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{journals: map[string]memJournal{}, summaries: map[string]Summary{}}
+	return &MemoryStore{journals: map[string]memJournal{}, summaries: map[string]Summary{}, owned: map[string]map[string]struct{}{}}
 }
 
 // Append implements Store.
@@ -203,8 +206,26 @@ func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 func (m *MemoryStore) Summarize(_ context.Context, s Summary) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if old, ok := m.summaries[s.ID]; ok && old.Owner != s.Owner {
+		m.disown(old)
+	}
 	m.summaries[s.ID] = s
+	ids := m.owned[s.Owner]
+	if ids == nil {
+		ids = map[string]struct{}{}
+		m.owned[s.Owner] = ids
+	}
+	ids[s.ID] = struct{}{}
 	return nil
+}
+
+// disown takes s out of its owner's index; m.mu is held.
+func (m *MemoryStore) disown(s Summary) {
+	ids := m.owned[s.Owner]
+	delete(ids, s.ID)
+	if len(ids) == 0 {
+		delete(m.owned, s.Owner)
+	}
 }
 
 // Summaries implements Store.
@@ -212,9 +233,16 @@ func (m *MemoryStore) Summaries(_ context.Context, owner string) ([]Summary, err
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var out []Summary
-	for _, s := range m.summaries {
-		if owner == "" || s.Owner == owner {
+	if owner == "" {
+		out = make([]Summary, 0, len(m.summaries))
+		for _, s := range m.summaries {
 			out = append(out, s)
+		}
+	} else {
+		ids := m.owned[owner]
+		out = make([]Summary, 0, len(ids))
+		for id := range ids {
+			out = append(out, m.summaries[id])
 		}
 	}
 	SortSummaries(out)
@@ -226,7 +254,10 @@ func (m *MemoryStore) Delete(_ context.Context, session string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.journals, session)
-	delete(m.summaries, session)
+	if s, ok := m.summaries[session]; ok {
+		m.disown(s)
+		delete(m.summaries, session)
+	}
 	return nil
 }
 
