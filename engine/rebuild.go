@@ -111,9 +111,16 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	var events []Event
 	var lastState json.RawMessage
 	var transcript []Message
+	calls := journalCalls{}
 	for i, b := range batches {
 		events = append(events, b.Events...)
 		for _, ev := range b.Events {
+			if ev.Type == EventToolStarted || ev.Type == EventToolFinished {
+				if err := calls.add(ev); err != nil {
+					return nil, fmt.Errorf("%w: session %s, event %d: %w", ErrCorrupt, id, ev.Seq, err)
+				}
+				continue
+			}
 			if ev.Type != EventMessage {
 				continue
 			}
@@ -173,6 +180,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	e.mu.Unlock()
 	if err := s.do(ctx, func() error {
 		s.logger.Info("session loaded", "events", len(events), "open calls", s.open, "turn cut", st.Turn)
+		calls.restore(s)
 		s.resume(st.Turn)
 		return nil
 	}); err != nil {
@@ -379,5 +387,77 @@ func (e *Engine) sweepExpired() {
 	}
 	if n > 0 {
 		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
+	}
+}
+
+// journalCalls are the calls a journal's events started, in order, and
+// whether each finished: the state keeps only the calls still open.
+type journalCalls struct {
+	order []string
+	byID  map[string]*journalCall
+}
+
+type journalCall struct {
+	name, parent string
+	handler      Handler
+	attempt      int
+	finished     bool
+}
+
+// add takes a tool.started or tool.finished event.
+func (j *journalCalls) add(ev Event) error {
+	var f struct {
+		ID      string  `json:"id"`
+		Name    string  `json:"name"`
+		Parent  string  `json:"parent"`
+		Handler Handler `json:"handler"`
+		Attempt int     `json:"attempt"`
+	}
+	if err := json.Unmarshal(ev.Frame, &f); err != nil {
+		return err
+	}
+	if j.byID == nil {
+		j.byID = map[string]*journalCall{}
+	}
+	c := j.byID[f.ID]
+	if c == nil {
+		c = &journalCall{name: f.Name, parent: f.Parent}
+		j.byID[f.ID] = c
+		j.order = append(j.order, f.ID)
+	}
+	if ev.Type == EventToolFinished {
+		c.finished = true
+	} else {
+		c.handler, c.attempt = f.Handler, f.Attempt
+	}
+	return nil
+}
+
+// restore gives the session back what it knew of the calls its state does
+// not keep, on its goroutine: each finished call, so an id stays used (a
+// sub-agent's model numbers its calls from call_1 again) and a late answer
+// is told it settled, not taken by another call of that id; and each call
+// of a sub-agent that did not finish, which the restart ended with its
+// sub-agent (a sub-agent is not in the state): it settles now, once, as
+// its parent did.
+func (j *journalCalls) restore(s *Session) {
+	for _, id := range j.order {
+		c := j.byID[id]
+		if _, open := s.calls[id]; open {
+			continue
+		}
+		if c.finished {
+			s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt, answeredBy: c.attempt}
+			continue
+		}
+		if c.parent == "" {
+			continue // the state keeps every open call of the session's own
+		}
+		s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt, answeredBy: c.attempt}
+		s.logger.Warn("a sub-agent's call ended by a restart", "call", id, "tool", c.name, "parent", c.parent)
+		if _, err := s.log.publish(EventToolFinished, c.parent, ToolFinishedEvent{ID: id, Name: c.name, Code: CodeCancelled,
+			Error: fmt.Sprintf("%s was cancelled: the gateway restarted, and the sub-agent that called it ended.", c.name)}); err != nil {
+			s.logger.Error("failed to publish event", "type", EventToolFinished, "err", err)
+		}
 	}
 }

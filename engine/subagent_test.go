@@ -550,3 +550,103 @@ func TestSubagentWorkerProgress(t *testing.T) {
 		t.Errorf("research finished %s", fin.Raw)
 	}
 }
+
+// TestSubagentClientCallAcrossRestart: a sub-agent's client call that a
+// restart cut (the sub-agent is not in the state) settles once, cancelled,
+// and an answer to it is told it settled; a sub-agent after the restart
+// that names its call as a call the session settled before it (the
+// scripted model numbers from call_1) gets a new id, so an answer naming
+// the settled call is refused, not taken as the new call's.
+func TestSubagentClientCallAcrossRestart(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		root := callsThenSummary(use("call_1", "research", `{}`))
+		helper := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+			if last := req.Messages[len(req.Messages)-1]; last.Role == model.RoleTool {
+				return model.Response{Text: "it is " + last.Content, StopReason: model.StopEndTurn}, nil
+			}
+			return model.Response{ToolUses: []model.ToolUse{use("call_1", "get_local_time", `{}`)}, StopReason: model.StopToolUse}, nil
+		}}
+		both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+			if req.Model == "helper-model" {
+				return helper.Generate(ctx, req, func(string) {})
+			}
+			return root.Generate(ctx, req, func(string) {})
+		}}
+		w := delegating(engine.AgentTool{Name: "research"})
+		ctx := context.Background()
+		helperCall := func(p *reader, what string) string {
+			t.Helper()
+			calls := p.until(what, isType(engine.FrameToolCall))
+			var f struct{ ID string }
+			_ = json.Unmarshal(calls[len(calls)-1].Frame, &f)
+			if f.ID == "" || f.ID == "call_1" {
+				t.Fatalf("%s is %q, an id the session used", what, f.ID)
+			}
+			return f.ID
+		}
+		e1 := r.start(w, both)
+		s1, err := e1.Open(ctx, engine.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1 := attach(t, s1, 0, "get_local_time")
+		// A whole research first: call_1 settles before the restart.
+		_ = p1.page.Send(ctx, "go")
+		first := helperCall(p1, "the first helper's tool.call")
+		if err := p1.page.Answer(ctx, engine.ToolResult{ID: first, Attempt: 1, Result: json.RawMessage(`{"time":"08:00"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		p1.until("the first reply", finalIdle("saw: "))
+		// A second, cut by the restart while its helper's call waits.
+		_ = p1.page.Send(ctx, "again")
+		cut := helperCall(p1, "the second helper's tool.call")
+		stop(t, e1)
+
+		s2 := r.resumed(w, both, s1.ID())
+		p2 := attach(t, s2, 0, "get_local_time")
+		// Replayed from the start, then what the load did: the cut call
+		// settles, then its research (not idempotent: interrupted).
+		got := p2.until("the interrupted research", func(ev engine.Event) bool {
+			return ev.Type == engine.EventToolFinished && strings.Contains(string(ev.Frame), `"code":"interrupted"`)
+		})
+		finished := 0
+		for _, ev := range got {
+			var f struct {
+				ID, Code, Parent string
+			}
+			_ = json.Unmarshal(ev.Frame, &f)
+			if ev.Type == engine.EventToolFinished && f.ID == cut {
+				finished++
+				if f.Code != string(engine.CodeCancelled) || f.Parent == "" {
+					t.Errorf("the cut call finished %s, want cancelled under its research call", ev.Frame)
+				}
+			}
+		}
+		if finished != 1 {
+			t.Errorf("the cut call finished %d times, want once", finished)
+		}
+		if err := p2.page.Answer(ctx, engine.ToolResult{ID: cut, Attempt: 1, Result: json.RawMessage(`{"time":"09:00"}`)}); !errors.Is(err, engine.ErrSettled) {
+			t.Errorf("an answer to the cut call: %v, want ErrSettled", err)
+		}
+
+		// A third research: its helper names its call call_1 again, the id
+		// of the first research, settled before the restart.
+		_ = p2.page.Send(ctx, "third")
+		fresh := helperCall(p2, "the third helper's tool.call")
+		if err := p2.page.Answer(ctx, engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"time":"late"}`)}); err == nil {
+			t.Errorf("an answer naming the settled call_1 was taken")
+		}
+		if err := p2.page.Answer(ctx, engine.ToolResult{ID: fresh, Attempt: 1, Result: json.RawMessage(`{"time":"10:00"}`)}); err != nil {
+			t.Fatalf("the page's answer to the new call: %v", err)
+		}
+		reply := p2.until("the third reply", finalIdle("saw: "))
+		var frames []string
+		for _, ev := range reply {
+			frames = append(frames, string(ev.Frame))
+		}
+		if all := strings.Join(frames, "\n"); !strings.Contains(all, "10:00") || strings.Contains(all, "late") {
+			t.Errorf("the third turn's events:\n%s\nwant the page's answer to the new call, and not the refused one", all)
+		}
+		checkJournal(t, r.store, s1.ID())
+	})
+}
