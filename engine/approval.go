@@ -109,6 +109,8 @@ func (s *Session) approve(a ToolApprove, from *Page) error {
 		return fmt.Errorf("%w: %q", ErrUnknownCall, a.ID)
 	case c.run != s:
 		return c.run.approve(a, from) // a sub-agent's call
+	case !c.approving && !c.settled && !s.needsApproval(c):
+		return fmt.Errorf("%w: %q does not ask for approval", ErrBadRequest, a.ID)
 	case c.settled || (!c.approving && c.attempt > 0):
 		return fmt.Errorf("%w: %q was approved or denied already", ErrSettled, a.ID)
 	case !c.approving:

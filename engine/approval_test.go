@@ -86,6 +86,23 @@ func TestApprovalGate(t *testing.T) {
 			t.Errorf("a denied tool ran %d times", runs.Load())
 		}
 	})
+	t.Run("a call that asks none", func(t *testing.T) {
+		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_local_time", Handler: engine.HandlerClient}}}}
+		b := newBrowser()
+		b.tools = []string{"get_local_time"}
+		h := setup(t, w, callsThenSummary(use("call_1", "get_local_time", `{}`)), engine.Options{}, b)
+		h.send("what time is it")
+		recv(t, b.calls, "the tool.call")
+		if err := h.page.Approve(context.Background(), engine.ToolApprove{ID: "call_1", Digest: "x", Approved: true}); !errors.Is(err, engine.ErrBadRequest) {
+			t.Errorf("an approval of a call that asks none: %v, want ErrBadRequest (not settled: it waits for its answer)", err)
+		}
+		if err := h.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"time":"09:00"}`)}); err != nil {
+			t.Fatalf("its answer after the refused approval: %v", err)
+		}
+		if fin := h.waitFinished("call_1"); !fin.OK {
+			t.Errorf("tool.finished %s", fin.Raw)
+		}
+	})
 	t.Run("unanswered", func(t *testing.T) {
 		h, runs := approvalRig(t)
 		h.send("pay")
