@@ -118,6 +118,16 @@ func (s *Session) dropSettled(b *batch) {
 	}
 }
 
+// staleAttempt is the error of an answer or a report for attempt, which
+// is not c's current one: c runs another, or backs off before its next,
+// when none is current.
+func staleAttempt(id string, attempt int, c *call) error {
+	if c.backingOff {
+		return fmt.Errorf("%w: %q attempt %d (attempt %d ended; attempt %d starts after its backoff)", ErrStaleAttempt, id, attempt, c.attempt, c.attempt+1)
+	}
+	return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, id, attempt, c.attempt)
+}
+
 // settledCall is what a session keeps of a call that settled with all its
 // siblings: what an answer, a progress report or an approval that comes
 // after is told.
@@ -410,7 +420,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		return fmt.Errorf("%w: %q attempt %d (the call has settled)", ErrStaleAttempt, id, attempt)
 	}
 	if attempt != c.attempt || c.backingOff {
-		return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, id, attempt, c.attempt)
+		return staleAttempt(id, attempt, c)
 	}
 	c.answeredBy = attempt
 	if fromClient && !c.delivered.IsZero() {

@@ -125,7 +125,7 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 	case c.settled:
 		return fmt.Errorf("%w: %q attempt %d (the call has settled)", ErrStaleAttempt, pr.ID, pr.Attempt)
 	case pr.Attempt != c.attempt || c.backingOff:
-		return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, pr.ID, pr.Attempt, c.attempt)
+		return staleAttempt(pr.ID, pr.Attempt, c)
 	}
 	now := s.e.opts.Clock.Now()
 	deadline := now.Add(c.spec.timeout)

@@ -418,8 +418,9 @@ func TestSettleOnce(t *testing.T) {
 		h.waitType(engine.EventToolRetrying)
 		ctx := context.Background()
 		// During the backoff, attempt 1 answers late.
-		if err := h.s.Answer(ctx, engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"late-1"`)}); !errors.Is(err, engine.ErrStaleAttempt) {
-			t.Errorf("late answer in backoff: %v", err)
+		if err := h.s.Answer(ctx, engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"late-1"`)}); !errors.Is(err, engine.ErrStaleAttempt) ||
+			!strings.Contains(err.Error(), "attempt 1 ended; attempt 2 starts after its backoff") {
+			t.Errorf("late answer in backoff: %v, want stale, naming no attempt current", err)
 		}
 		// Even naming no attempt, nothing is current during the backoff.
 		if err := h.s.Answer(ctx, engine.ToolResult{ID: "call_1", Result: json.RawMessage(`"late-0"`)}); !errors.Is(err, engine.ErrStaleAttempt) {
