@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/jsonfields"
 )
 
 // Frame types the browser sends.
@@ -244,30 +245,12 @@ func members(data []byte) (map[string]json.RawMessage, error) {
 // struct, besides "type": its fields' JSON names, so a field added to one
 // is checked too.
 var frameFields = map[string][]string{
-	FrameSessionOpen:  jsonNames(SessionOpen{}),
-	FrameMessage:      jsonNames(MessageFrame{}),
-	FrameToolResult:   jsonNames(engine.ToolResult{}),
-	FrameToolError:    jsonNames(engine.ToolError{}),
-	FrameToolProgress: jsonNames(engine.ToolProgress{}),
-	FrameToolApprove:  jsonNames(engine.ToolApprove{}),
-}
-
-// jsonNames lists the member names encoding/json gives v's fields.
-func jsonNames(v any) []string {
-	t := reflect.TypeOf(v)
-	names := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case !f.IsExported() || name == "-":
-			continue
-		case name == "":
-			name = f.Name
-		}
-		names = append(names, name)
-	}
-	return names
+	FrameSessionOpen:  jsonfields.Names(reflect.TypeFor[SessionOpen]()),
+	FrameMessage:      jsonfields.Names(reflect.TypeFor[MessageFrame]()),
+	FrameToolResult:   jsonfields.Names(reflect.TypeFor[engine.ToolResult]()),
+	FrameToolError:    jsonfields.Names(reflect.TypeFor[engine.ToolError]()),
+	FrameToolProgress: jsonfields.Names(reflect.TypeFor[engine.ToolProgress]()),
+	FrameToolApprove:  jsonfields.Names(reflect.TypeFor[engine.ToolApprove]()),
 }
 
 // decodeStrict decodes into v and names the field whose type is wrong.

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/jsonfields"
 	"go.opentelemetry.io/otel/propagation"
 )
 
@@ -415,17 +416,7 @@ func transportFailure(ctx context.Context, err error) *failure {
 
 // decisionFields are the members a decision may have, in order, read from
 // engine.Decision's JSON tags so a member the engine adds is accepted here.
-var decisionFields = func() []string {
-	var names []string
-	t := reflect.TypeFor[engine.Decision]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	return names
-}()
+var decisionFields = jsonfields.Names(reflect.TypeFor[engine.Decision]())
 
 // decodeDecision reads a decision, refusing what is not a JSON object and
 // members a decision does not have (a misspelt "action" would otherwise

@@ -52,22 +52,30 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
 	}
-	var out []engine.Batch
-	err = errNoBatchGet
-	if !s.noBatchGet.Load() {
-		out, err = s.readJournal(ctx, session, last.Sequence)
-	}
-	if errors.Is(err, errNoBatchGet) {
-		s.noBatchGet.Store(true)
-	}
-	if errors.Is(err, errNoBatchGet) || errors.Is(err, errNoDirectAnswer) {
+	out, err := readDirect(s,
+		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, last.Sequence) },
 		// The stream's leader serves a consumer: the journal whole.
-		out, err = s.readJournalByConsumer(ctx, session, last.Sequence)
-	}
+		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, last.Sequence) })
 	if err != nil {
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
 	}
 	return out, nil
+}
+
+// readDirect reads with batched direct gets (direct), or with fallback when
+// the server knows none (remembered from then on: errNoBatchGet) or the
+// stream's replicas did not answer the whole read (errNoDirectAnswer).
+func readDirect[T any](s *Store, direct, fallback func() (T, error)) (T, error) {
+	if !s.noBatchGet.Load() {
+		v, err := direct()
+		if errors.Is(err, errNoBatchGet) {
+			s.noBatchGet.Store(true)
+		}
+		if !errors.Is(err, errNoBatchGet) && !errors.Is(err, errNoDirectAnswer) {
+			return v, err
+		}
+	}
+	return fallback()
 }
 
 // readJournal reads session's journal from its start to its end, which is
@@ -85,7 +93,7 @@ func (s *Store) readJournal(ctx context.Context, session string, through uint64)
 		return nil, err
 	}
 	defer answers.stop()
-	r := newJournalReader(session, through, answers.ch)
+	r := newJournalReader(session, through)
 	var retry replicaRetry
 	for {
 		end, err := answers.batch(ctx, JournalStream, subject(session), &r.directReader)
@@ -143,7 +151,7 @@ func (a *batchAnswers) batch(ctx context.Context, stream, filter string, r *dire
 	if err := a.nc.PublishRequest(directGetPrefix+stream, a.inbox, req); err != nil {
 		return batchEnd{}, err
 	}
-	end, err := r.readBatch(ctx)
+	end, err := r.readBatch(ctx, a.ch)
 	if err != nil {
 		return end, err
 	}
@@ -156,9 +164,8 @@ func (a *batchAnswers) batch(ctx context.Context, stream, filter string, r *dire
 // directReader takes the answers to batched direct gets: each message's
 // payload goes to take, and next is where the next batch starts.
 type directReader struct {
-	next    uint64 // the stream sequence to read from
-	answers <-chan *nats.Msg
-	take    func(data []byte) error
+	next uint64 // the stream sequence to read from
+	take func(data []byte) error
 }
 
 // journalReader is a readJournal in progress (or its consumer's fallback).
@@ -169,9 +176,9 @@ type journalReader struct {
 	out     []engine.Batch
 }
 
-func newJournalReader(session string, through uint64, answers <-chan *nats.Msg) *journalReader {
+func newJournalReader(session string, through uint64) *journalReader {
 	r := &journalReader{session: session, through: through}
-	r.directReader = directReader{next: 1, answers: answers, take: r.keep}
+	r.directReader = directReader{next: 1, take: r.keep}
 	return r
 }
 
@@ -196,14 +203,14 @@ type batchEnd struct {
 // batch, whose last sequence is where the next batch starts. A 404
 // (nothing from next on) or a 503 (no responders, while a stream's
 // replicas restart) sends nothing, and the reader asks again or stops.
-func (r *directReader) readBatch(ctx context.Context) (batchEnd, error) {
+func (r *directReader) readBatch(ctx context.Context, answers <-chan *nats.Msg) (batchEnd, error) {
 	timeout := time.NewTimer(apiTimeout)
 	defer timeout.Stop()
 	var end batchEnd
 	for {
 		var msg *nats.Msg
 		select {
-		case msg = <-r.answers:
+		case msg = <-answers:
 		case <-timeout.C:
 			return end, fmt.Errorf("%w: no answer in %s", errNoDirectAnswer, apiTimeout)
 		case <-ctx.Done():
@@ -281,7 +288,7 @@ func (s *Store) readJournalByConsumer(ctx context.Context, session string, throu
 			_ = s.js.DeleteConsumer(dctx, JournalStream, info.Name) // else it expires by itself
 		}
 	}()
-	r := newJournalReader(session, through, nil)
+	r := newJournalReader(session, through)
 	for r.next <= through {
 		n, err := r.fetch(ctx, cons)
 		if err != nil {

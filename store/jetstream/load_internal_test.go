@@ -173,8 +173,8 @@ func TestReadBatchAnswers(t *testing.T) {
 			for _, a := range tc.answers {
 				answers <- a
 			}
-			r := newJournalReader("s", 0, answers)
-			end, err := r.readBatch(context.Background())
+			r := newJournalReader("s", 0)
+			end, err := r.readBatch(context.Background(), answers)
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("readBatch = %v, want %v", err, tc.err)
 			}
@@ -186,8 +186,8 @@ func TestReadBatchAnswers(t *testing.T) {
 	// An answer the stream does not give.
 	answers := make(chan *nats.Msg, 1)
 	answers <- &nats.Msg{Header: nats.Header{"Status": {"408"}, "Description": {"Request Timeout"}}}
-	r := newJournalReader("s", 0, answers)
-	if _, err := r.readBatch(context.Background()); err == nil {
+	r := newJournalReader("s", 0)
+	if _, err := r.readBatch(context.Background(), answers); err == nil {
 		t.Error("a 408: no error")
 	}
 }

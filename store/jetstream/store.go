@@ -197,7 +197,7 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err != nil {
 		return hint("the session journal", err)
 	}
-	s.summaries, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+	s.summaries, _, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: SummaryBucket, Description: "a summary per session, keyed <owner>.<session>",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1,
 		Metadata: map[string]string{markersPurged: "true"}, // a new bucket has none
@@ -211,25 +211,24 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err := s.purgeOldMarkers(ctx); err != nil {
 		s.opts.Logger.Warn("the markers of sessions deleted by an earlier version stay until the next start", "err", err)
 	}
-	s.cookies, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+	s.cookies, _, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: CookieBucket, Description: "the browsers' cookie identities",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.CookieLifetime,
 	})
 	if err != nil {
 		return hint("the cookie identities", err)
 	}
-	s.owners, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+	var leaseTTL time.Duration
+	s.owners, leaseTTL, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: OwnersBucket, Description: "which node runs each session: a lease per session, renewed by its holder",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.LeaseTTL,
 	})
 	if err != nil {
 		return hint("the session leases", err)
 	}
-	if st, err := s.owners.Status(ctx); err == nil && st.TTL() != s.opts.LeaseTTL {
-		// Nodes that disagreed on a lease's life would each trust their
-		// own: this one renews and trusts its leases by the bucket's.
-		s.opts.LeaseTTL = st.TTL()
-	}
+	// Nodes that disagreed on a lease's life would each trust their own:
+	// this one renews and trusts its leases by the bucket's.
+	s.opts.LeaseTTL = leaseTTL
 	if s.journal.CachedInfo().Config.Replicas != s.opts.Replicas {
 		s.opts.Logger.Warn("the session journal's stream has another number of replicas than --nats-replicas, which only a new stream takes: change it with the nats CLI (nats stream edit "+JournalStream+" --replicas N) and each bucket's with nats kv",
 			"replicas", s.journal.CachedInfo().Config.Replicas, "nats_replicas", s.opts.Replicas)
@@ -251,24 +250,26 @@ func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (j
 // that several nodes share the bucket's stays, with a warning: a node
 // starting with another --lease-ttl would change every running node's
 // leases under it (a shorter one lets a second node load a session the
-// first still runs); the caller takes the bucket's.
-func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+// first still runs). It returns the time to live the bucket has, which the
+// caller takes.
+func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, time.Duration, error) {
 	kv, err := ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.CreateKeyValue(ctx, cfg) },
 		func(err error) bool { return errors.Is(err, jetstream.ErrBucketNotFound) })
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	st, err := kv.Status(ctx)
 	if err != nil || st.TTL() == cfg.TTL {
-		return kv, nil
+		return kv, cfg.TTL, nil
 	}
 	if s.embedded != nil {
-		return s.js.UpdateKeyValue(ctx, cfg)
+		kv, err := s.js.UpdateKeyValue(ctx, cfg)
+		return kv, cfg.TTL, err
 	}
 	s.opts.Logger.Warn("a bucket's entries live another time than this node's flags say; the nodes share it, so this node takes the bucket's: to change it, edit the bucket (nats kv edit) and restart every node",
 		"bucket", cfg.Bucket, "ttl", st.TTL(), "flag", cfg.TTL)
-	return kv, nil
+	return kv, st.TTL(), nil
 }
 
 // ensure looks a thing up, makes it when it is missing, and looks again

@@ -29,25 +29,17 @@ func (s *Store) Summaries(ctx context.Context, owner string) ([]engine.Summary, 
 	if owner != "" {
 		filter = summaryKey(owner, ">")
 	}
-	var out []engine.Summary
-	err := errNoBatchGet
-	if !s.noBatchGet.Load() {
-		// Every message of the bucket's stream is a summary: with no
-		// subject, the server counts what a batch leaves from the stream's
-		// state, where a filter of every subject walks them all, each
-		// batch (10,000 summaries: 240 ms in 256s, against 20).
-		subjects := ""
-		if owner != "" {
-			subjects = summarySubject + filter
-		}
-		out, err = s.readSummaries(ctx, subjects)
+	// Every message of the bucket's stream is a summary: with no subject,
+	// the server counts what a batch leaves from the stream's state, where
+	// a filter of every subject walks them all, each batch (10,000
+	// summaries: 240 ms in 256s, against 20).
+	subjects := ""
+	if owner != "" {
+		subjects = summarySubject + filter
 	}
-	if errors.Is(err, errNoBatchGet) {
-		s.noBatchGet.Store(true)
-	}
-	if errors.Is(err, errNoBatchGet) || errors.Is(err, errNoDirectAnswer) {
-		out, err = s.summariesByKey(ctx, filter)
-	}
+	out, err := readDirect(s,
+		func() ([]engine.Summary, error) { return s.readSummaries(ctx, subjects) },
+		func() ([]engine.Summary, error) { return s.summariesByKey(ctx, filter) })
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +57,7 @@ func (s *Store) readSummaries(ctx context.Context, filter string) ([]engine.Summ
 	}
 	defer answers.stop()
 	var out []engine.Summary
-	r := directReader{next: 1, answers: answers.ch, take: func(data []byte) error {
+	r := directReader{next: 1, take: func(data []byte) error {
 		if len(data) == 0 {
 			return nil
 		}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clienttools/gateway/jsonfields"
 )
 
 // Script is a scripted model's whole behaviour. It is the Go form of the JSON
@@ -250,7 +252,7 @@ func findUnknownField(data []byte) (unknownField, bool) {
 			if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 				return false
 			}
-			fields := jsonFields(t)
+			fields := jsonfields.Of(t)
 			for dec.More() {
 				at := dec.InputOffset()
 				tok, err := dec.Token()
@@ -258,12 +260,12 @@ func findUnknownField(data []byte) (unknownField, bool) {
 					return false
 				}
 				name, _ := tok.(string)
-				f, ok := fields[name]
-				if !ok {
-					found = unknownField{offset: keyStart(data, at), name: name, path: path, allowed: jsonNames(t)}
+				i := slices.IndexFunc(fields, func(f jsonfields.Field) bool { return f.Name == name })
+				if i < 0 {
+					found = unknownField{offset: keyStart(data, at), name: name, path: path, allowed: jsonfields.Names(t)}
 					return true
 				}
-				if walk(f.Type, strings.TrimPrefix(path+"."+name, ".")) {
+				if walk(fields[i].Type, strings.TrimPrefix(path+"."+name, ".")) {
 					return true
 				}
 			}
@@ -296,29 +298,6 @@ func keyStart(data []byte, offset int64) int64 {
 		offset++
 	}
 	return offset
-}
-
-// jsonFields are t's fields by their JSON names; jsonNames those names, in
-// order.
-func jsonFields(t reflect.Type) map[string]reflect.StructField {
-	fields := map[string]reflect.StructField{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-			fields[name] = f
-		}
-	}
-	return fields
-}
-
-func jsonNames(t reflect.Type) []string {
-	var names []string
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	return names
 }
 
 func quoteAll(names []string) string {

@@ -1,0 +1,48 @@
+package jsonfields_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/clienttools/gateway/jsonfields"
+)
+
+// The names are the members encoding/json writes for the type, in order.
+func TestNamesAreEncodingJSONs(t *testing.T) {
+	type sample struct {
+		ID       string `json:"id"`
+		Attempt  int    `json:"attempt,omitempty"`
+		Untagged bool
+		Skipped  string `json:"-"`
+		hidden   string // unexported: no member
+		Args     []int  `json:",omitempty"`
+	}
+	got := jsonfields.Names(reflect.TypeFor[sample]())
+	want := []string{"id", "attempt", "Untagged", "Args"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Names = %v, want %v", got, want)
+	}
+	// encoding/json agrees: every member it writes, in that order.
+	b, err := json.Marshal(sample{ID: "x", Attempt: 1, Untagged: true, Args: []int{1}, hidden: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var written []string
+	_, _ = dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		written = append(written, k.(string))
+		var skip json.RawMessage
+		_ = dec.Decode(&skip)
+	}
+	if !slices.Equal(written, want) {
+		t.Errorf("encoding/json writes %v, want %v", written, want)
+	}
+	if f := jsonfields.Of(reflect.TypeFor[sample]()); f[3].Type != reflect.TypeFor[[]int]() {
+		t.Errorf("Of's Args type = %v", f[3].Type)
+	}
+}
