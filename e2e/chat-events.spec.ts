@@ -40,7 +40,7 @@ test("a message the store refused says so, and its text is given back", async ({
     await prompt.press("Enter");
     await expect(prompt).toHaveValue("");
     await expect.poll(() => page.evaluate(() => (window as any).FakeSocket.last().sent.slice(1)))
-        .toEqual([{ type: "message", content: "remember this" }]);
+        .toEqual([{ type: "message", content: "remember this", id: expect.any(String) }]);
     await push(page, { type: "error", code: "store_unavailable", message: "the session store is unavailable: no space left on device" });
     await expect(page.getByTestId("notice-text").last()).toHaveText("Your message was not sent: the session store is unavailable: no space left on device");
     await expect(prompt).toHaveValue("remember this");

@@ -44,7 +44,7 @@ test("a model that cannot be reached is said once, without the network's details
 
     const retry = notices.getByRole("button", { name: "Retry" });
     await retry.click();
-    await expect.poll(() => sent(page)).toEqual([{ type: "message", content: "hi" }]);
+    await expect.poll(() => sent(page)).toEqual([{ type: "message", content: "hi", id: expect.any(String) }]);
     await expect(page.getByRole("button", { name: "Stop" })).toBeVisible();
     // The gateway takes it: the old error's Retry is over.
     await push(page, { type: "message", seq: 5, message: { role: "user", content: "hi" } });

@@ -38,7 +38,7 @@ test.describe("on the gateway", () => {
         await chat.send("hello");
         await expect(chat.reply("Hello! I'm the demo's scripted model.")).toBeVisible();
         await chat.idle();
-        expect(ofType(await chat.sent(), "message")).toEqual([{ type: "message", content: "hello" }]);
+        expect(ofType(await chat.sent(), "message")).toEqual([{ type: "message", content: "hello", id: expect.any(String) }]);
         expect(await chat.pageId()).toBe(pageId);
         expect(await page.evaluate(() => (window as any).__states)).toEqual([]);
     });
@@ -165,7 +165,7 @@ test.describe("on a fake gateway", () => {
             ["limit_exceeded", out.accents!.message, 51, undefined],
             ["limit_exceeded", out.escapes!.message, 99, undefined],
         ]);
-        expect(out.sent).toEqual([{ type: "message", content: "é".repeat(50) }]);
+        expect(out.sent).toEqual([{ type: "message", content: "é".repeat(50), id: expect.any(String) }]);
         expect(out.state).toBe("open");
     });
 
@@ -196,7 +196,7 @@ test.describe("on a fake gateway", () => {
             { code: "limit_exceeded", message: out.thrown, refused: 300_000 },
             { code: "limit_exceeded", message: "The message is 200 bytes; the gateway takes at most 100.", refused: 200 },
         ]);
-        expect(out.sent).toEqual([{ type: "message", content: "short" }, { type: "cancel" }]);
+        expect(out.sent).toEqual([{ type: "message", content: "short", id: expect.any(String) }, { type: "cancel" }]);
     });
 
     test("without limits in session.opened the last ones hold; without frameBytes, frames are not bounded", async ({ page }) => {

@@ -260,6 +260,7 @@ test("messages, cancel and answers wait for the session while offline", async ({
         ws.accept();
         ws.push({ type: "session.opened", session: "s1", seq: 0 });
         const first = ws.sent.slice(1);
+        ws.push({ type: "message.taken", id: first[0].id });
         ws.push({ type: "tool.call", id: "c1", name: "ask", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "" });
         await w.sleep(0); // the tool runs
         ws.drop();
@@ -273,12 +274,57 @@ test("messages, cancel and answers wait for the session while offline", async ({
         ws.push({ type: "session.opened", session: "s1", seq: 0 });
         return { first, second: ws.sent.slice(1) };
     });
-    expect(out.first).toEqual([{ type: "message", content: "queued before open" }]);
+    expect(out.first).toEqual([{ type: "message", content: "queued before open", id: expect.stringMatching(/^[\w-]{22}$/) }]);
     expect(out.second).toEqual([
         { type: "tool.result", id: "c1", attempt: 1, result: "yes" },
-        { type: "message", content: "typed offline" },
+        { type: "message", content: "typed offline", id: expect.stringMatching(/^[\w-]{22}$/) },
         { type: "cancel" },
     ]);
+});
+
+test("a message the gateway has not confirmed goes again with its id, after a reconnect and after a reload", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage();
+        const errors: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        client.on("error", (e: any) => errors.push(e));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        client.send("one");
+        client.send("two");
+        client.send("three");
+        const [one, two, three] = ws.sent.slice(1);
+        ws.push({ type: "message.taken", id: one.id });
+        ws.drop(); // before two and three were confirmed: did they arrive?
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        const again = ws.sent.slice(1);
+        ws.push({ type: "message.taken", id: two.id }); // it had: the gateway says so again
+        ws.push({ type: "error", code: "limit_exceeded", message: "too long", id: three.id });
+        client.send("four"); // written, then the page reloads before it is confirmed
+        const four = ws.sent[ws.sent.length - 1];
+        client.close();
+        const stored = JSON.parse(storage.getItem("gateway.session"));
+        const reloaded = connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 3);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        const afterReload = ws.sent;
+        reloaded.close();
+        return { one, two, three, four, again, errors, stored, afterReload };
+    });
+    expect(new Set([out.one.id, out.two.id, out.three.id, out.four.id]).size).toBe(4);
+    expect(out.again).toEqual([out.two, out.three]);
+    expect(out.errors).toEqual([{ code: "limit_exceeded", message: "too long", refused: out.three }]);
+    expect(out.stored.unsent).toEqual([out.four]);
+    expect(out.afterReload).toEqual([{ type: "session.open", tools: [], session: "s1", after: 0 }, out.four]);
 });
 
 test("an unknown session is forgotten and a new one opens on the same connection", async ({ page }) => {
@@ -626,7 +672,7 @@ test("refused frames, rate_limited and limit_exceeded included, are error events
     expect(out.errors).toEqual([{ code: "rate_limited", message: "slow down" }, { code: "limit_exceeded", message: "too many tools" }]);
     expect(out.state).toBe("open");
     expect(out.sockets).toBe(1);
-    expect(out.sent).toEqual([{ type: "message", content: "still here" }]);
+    expect(out.sent).toEqual([{ type: "message", content: "still here", id: expect.any(String) }]);
     expect(out.same).toBe(true);
     expect(out.frozen).toBe(true);
 });

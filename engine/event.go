@@ -30,6 +30,9 @@ const (
 	// Deliveries to the one page that runs an attempt, without seq.
 	FrameToolCall   = "tool.call"
 	FrameToolCancel = "tool.cancel"
+	// The delivery to the page that sent a message with an id: the
+	// session has it (MessageTakenFrame).
+	FrameMessageTaken = "message.taken"
 )
 
 // Event is one frame of a page's stream, encoded once as the exact JSON the

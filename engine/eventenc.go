@@ -40,6 +40,7 @@ func appendMessageJSON(b []byte, m *Message) []byte {
 	b = appendStringField(b, `,"toolUseId":`, m.ToolUseID)
 	b = appendStringField(b, `,"name":`, m.Name)
 	b = appendBoolField(b, `,"isError":true`, m.IsError)
+	b = appendStringField(b, `,"id":`, m.ID)
 	return append(b, '}')
 }
 

@@ -29,6 +29,7 @@ var tricky = []string{"", "plain", `quote " and \ backslash`, "<b>&amp;</b>", "l
 func TestEventPayloadsAreMarshal(t *testing.T) {
 	for _, s := range tricky {
 		checkAppender(t, MessageEvent{Message: Message{Role: "user", Content: s}})
+		checkAppender(t, MessageEvent{Message: Message{Role: "user", Content: s, ID: s}})
 		checkAppender(t, MessageEvent{Message: Message{Role: "assistant", Content: s, ToolUses: []ToolUse{{ID: "toolu_1", Name: "echo", Arguments: s}, {ID: s, Name: s}}}})
 		checkAppender(t, MessageEvent{Message: Message{Role: "tool", Content: s, ToolUseID: "toolu_1", Name: s, IsError: true}})
 		checkAppender(t, ModelDeltaEvent{Text: s})
@@ -53,7 +54,7 @@ func TestEventPayloadFields(t *testing.T) {
 		v      any
 		fields int
 	}{
-		{MessageEvent{}, 1}, {Message{}, 6}, {ToolUse{}, 3}, {ModelDeltaEvent{}, 1},
+		{MessageEvent{}, 1}, {Message{}, 7}, {ToolUse{}, 3}, {ModelDeltaEvent{}, 1},
 		{ModelFinishedEvent{}, 3}, {Usage{}, 2}, {ToolFinishedEvent{}, 7},
 	} {
 		if n := reflect.TypeOf(tc.v).NumField(); n != tc.fields {
@@ -67,7 +68,7 @@ func FuzzEventPayloads(f *testing.F) {
 		f.Add(s, s, "echo", true, 7)
 	}
 	f.Fuzz(func(t *testing.T, a, b, c string, flag bool, n int) {
-		checkAppender(t, MessageEvent{Message: Message{Role: a, Content: b, ToolUses: []ToolUse{{ID: c, Name: a, Arguments: b}}, ToolUseID: c, Name: a, IsError: flag}})
+		checkAppender(t, MessageEvent{Message: Message{Role: a, Content: b, ToolUses: []ToolUse{{ID: c, Name: a, Arguments: b}}, ToolUseID: c, Name: a, IsError: flag, ID: b}})
 		checkAppender(t, ModelDeltaEvent{Text: a})
 		checkAppender(t, ModelFinishedEvent{StopReason: a, Usage: Usage{InputTokens: n, OutputTokens: -n}, Error: b})
 		checkAppender(t, ToolFinishedEvent{ID: a, OK: flag, Name: b, Result: c, Error: a, Code: ErrorCode(b)})

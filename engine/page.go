@@ -147,7 +147,23 @@ func (p *Page) Err() error {
 
 // Send hands the session a user message from this page: the page holds the
 // lease of that turn's client calls for the tools it declared.
-func (p *Page) Send(ctx context.Context, content string) error { return p.s.send(ctx, p, content) }
+func (p *Page) Send(ctx context.Context, content string) error {
+	return p.s.send(ctx, p, Message{Content: content})
+}
+
+// SendOnce is Send for a message the page names with id (at most
+// MaxMessageIDBytes): the session takes a message of that id once, however
+// often the page sends it, as a page does with what it sent just before
+// losing its connection, not knowing whether it arrived. Each copy gets a
+// message.taken delivery once the session has stored the message, now or
+// before; the message's events carry the id (Message.ID). The session
+// remembers the ids of its last MessageIDMemory messages.
+func (p *Page) SendOnce(ctx context.Context, id, content string) error {
+	if err := CheckMessageID(id); err != nil {
+		return err
+	}
+	return p.s.send(ctx, p, Message{Content: content, ID: id})
+}
 
 // Answer settles a client attempt, as Session.Answer does; the answer may
 // come from any page of the session.

@@ -204,8 +204,12 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	for _, tools := range st.Declared {
 		s.departed = append(s.departed, newToolSet(tools))
 	}
-	for _, content := range st.Waiting {
-		s.waiting = append(s.waiting, waitingMessage{msg: Message{Role: model.RoleUser, Content: content}})
+	for i, content := range st.Waiting {
+		msg := Message{Role: model.RoleUser, Content: content}
+		if i < len(st.WaitingIDs) {
+			msg.ID = st.WaitingIDs[i]
+		}
+		s.waiting = append(s.waiting, waitingMessage{msg: msg})
 	}
 	for i, q := range st.Queue {
 		t, err := DecodeTrigger(q.Trigger)
@@ -253,6 +257,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 			s.open++
 		}
 	}
+	s.restoreMessageIDs()
 	return nil
 }
 

@@ -53,6 +53,7 @@ type Session struct {
 	usage        usage            // what the guards count (guards.go)
 	turnStarted  time.Time        // when the running model turn started
 	waiting      []waitingMessage // user messages that arrived mid-turn
+	messageIDs   []string         // the ids of the last user messages taken (messageid.go)
 	idle         bool
 	ending       bool
 
@@ -453,23 +454,33 @@ func (s *Session) setAgent(a AgentConfig) error {
 // Send hands the session a user message that no page sent: the turn's
 // client calls go to the most recently active page (Page.Send says which
 // page sent it).
-func (s *Session) Send(ctx context.Context, content string) error { return s.send(ctx, nil, content) }
+func (s *Session) Send(ctx context.Context, content string) error {
+	return s.send(ctx, nil, Message{Content: content})
+}
 
-func (s *Session) send(ctx context.Context, from *Page, content string) error {
-	if max := s.e.opts.MaxMessageBytes; len(content) > max {
-		return fmt.Errorf("%w: the message is %d bytes, at most %d", ErrLimitExceeded, len(content), max)
+func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
+	if max := s.e.opts.MaxMessageBytes; len(msg.Content) > max {
+		return fmt.Errorf("%w: the message is %d bytes, at most %d", ErrLimitExceeded, len(msg.Content), max)
 	}
 	if err := s.log.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
+	msg.Role = model.RoleUser
 	return s.post(ctx, func() {
+		if msg.ID != "" {
+			defer s.confirmMessage(from, msg.ID) // after the step is stored, with it
+			if s.tookMessage(msg.ID) {
+				return // the page sent it again, not knowing it arrived
+			}
+			s.rememberMessage(msg.ID)
+		}
 		if from != nil {
 			s.touch(from)
 		}
 		// The page waits for session.idle after each message, even one the
 		// worker answers with nothing to do.
 		s.idle = false
-		s.waiting = append(s.waiting, waitingMessage{msg: Message{Role: model.RoleUser, Content: content}, page: from})
+		s.waiting = append(s.waiting, waitingMessage{msg: msg, page: from})
 	})
 }
 

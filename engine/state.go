@@ -30,12 +30,15 @@ type sessionState struct {
 	Batches  int          `json:"batches,omitempty"`
 	Queue    []queueState `json:"queue,omitempty"`
 	Waiting  []string     `json:"waiting,omitempty"`
-	Prompt   bool         `json:"prompt,omitempty"` // a model.prompt waits for the turn or calls
-	Turn     bool         `json:"turn,omitempty"`   // a model turn is running
-	Idle     bool         `json:"idle,omitempty"`
-	Ended    bool         `json:"ended,omitempty"`
-	Declared [][]string   `json:"declared,omitempty"` // the tools of the pages, attached or recently left
-	Usage    usage        `json:"usage,omitzero"`     // what the guards count
+	// WaitingIDs are the waiting messages' ids (Message.ID), in the same
+	// order, when one has an id: states before it have none.
+	WaitingIDs []string   `json:"waitingIds,omitempty"`
+	Prompt     bool       `json:"prompt,omitempty"` // a model.prompt waits for the turn or calls
+	Turn       bool       `json:"turn,omitempty"`   // a model turn is running
+	Idle       bool       `json:"idle,omitempty"`
+	Ended      bool       `json:"ended,omitempty"`
+	Declared   [][]string `json:"declared,omitempty"` // the tools of the pages, attached or recently left
+	Usage      usage      `json:"usage,omitzero"`     // what the guards count
 }
 
 // callState is a call of a batch that has not all settled: the calls that
@@ -95,14 +98,15 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 		clear(st.Calls)
 		clear(st.Queue)
 		clear(st.Waiting)
+		clear(st.WaitingIDs)
 		clear(st.Declared)
-		*st = sessionState{Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], Declared: st.Declared[:0]}
+		*st = sessionState{Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], WaitingIDs: st.WaitingIDs[:0], Declared: st.Declared[:0]}
 	}()
 	*st = sessionState{
 		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
 		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
 		Idle: s.idle, Ended: s.ending, Usage: s.usage,
-		Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], Declared: st.Declared[:0],
+		Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], WaitingIDs: st.WaitingIDs[:0], Declared: st.Declared[:0],
 	}
 	if s.agentDirty {
 		st.Agent = &s.agent
@@ -119,8 +123,15 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 		}
 		st.Queue = append(st.Queue, queueState{Trigger: t, Proposed: q.proposed})
 	}
+	ids := false
 	for _, w := range s.waiting {
 		st.Waiting = append(st.Waiting, w.msg.Content)
+		ids = ids || w.msg.ID != ""
+	}
+	if ids {
+		for _, w := range s.waiting {
+			st.WaitingIDs = append(st.WaitingIDs, w.msg.ID)
+		}
 	}
 	st.Declared = s.declaredSets(st.Declared)
 	b, err := appendState(sc.buf[:0], st)

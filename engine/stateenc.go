@@ -73,6 +73,10 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 		b = append(b, `,"waiting":`...)
 		b = appendStrings(b, st.Waiting)
 	}
+	if len(st.WaitingIDs) > 0 {
+		b = append(b, `,"waitingIds":`...)
+		b = appendStrings(b, st.WaitingIDs)
+	}
 	b = appendBoolField(b, `,"prompt":true`, st.Prompt)
 	b = appendBoolField(b, `,"turn":true`, st.Turn)
 	b = appendBoolField(b, `,"idle":true`, st.Idle)

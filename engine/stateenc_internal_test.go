@@ -38,9 +38,10 @@ func TestAppendStateIsMarshal(t *testing.T) {
 		"queue and the rest": {V: stateVersion, Created: at, Updated: at, Prompt: true, Idle: true, Ended: true,
 			Queue: []queueState{{Trigger: json.RawMessage(`{"type":"message","content":"hi"}`),
 				Proposed: Decision{Actions: []Action{ModelPrompt{}}}}},
-			Waiting:  []string{"one", "", "three\t"},
-			Declared: [][]string{{"a", "b"}, nil, {}},
-			Usage:    usage{ModelTurns: 2, MessageTokens: 10, SessionTokens: 100, Calls: map[string]int{"b\x00": 1, "a": 2}, Granted: true}},
+			Waiting:    []string{"one", "", "three\t"},
+			WaitingIDs: []string{"m1", "", "m\u00e93"},
+			Declared:   [][]string{{"a", "b"}, nil, {}},
+			Usage:      usage{ModelTurns: 2, MessageTokens: 10, SessionTokens: 100, Calls: map[string]int{"b\x00": 1, "a": 2}, Granted: true}},
 		"empty usage map":    {V: stateVersion, Usage: usage{Calls: map[string]int{}}},
 		"usage granted only": {V: stateVersion, Usage: usage{Granted: true}},
 	}
@@ -84,10 +85,11 @@ func FuzzAppendState(f *testing.F) {
 				Spec:  &specState{Attempts: n, Timeout: time.Duration(nanos), Multiplier: mult, MaxTimeout: time.Duration(n)},
 				Input: &ToolInput{Status: s, Value: raw, Error: args}, Proposed: &ToolError{ID: s, Attempt: n, Error: args, Code: ErrorCode(s), Detail: raw},
 				Deadline: when, Finished: &ToolFinished{ID: s, OK: n > 0, Name: args, Result: args, Error: s}}},
-			Queue:    []queueState{{Trigger: raw}},
-			Waiting:  []string{s, args},
-			Declared: [][]string{{s, args}},
-			Usage:    usage{ModelTurns: n, Calls: map[string]int{s: n, args: 1}},
+			Queue:      []queueState{{Trigger: raw}},
+			Waiting:    []string{s, args},
+			WaitingIDs: []string{args, s},
+			Declared:   [][]string{{s, args}},
+			Usage:      usage{ModelTurns: n, Calls: map[string]int{s: n, args: 1}},
 		}
 		assertStateIsMarshal(t, &st)
 	})

@@ -254,7 +254,7 @@ func (c *conn) handle(data []byte) {
 		if errors.Is(err, ErrUnknownFrame) {
 			code = engine.WireUnknownFrame
 		}
-		c.refuse(code, err.Error())
+		c.refuseMessage(refusedMessageID(data), code, err.Error())
 		return
 	}
 	if open, ok := f.(SessionOpen); ok {
@@ -270,7 +270,14 @@ func (c *conn) handle(data []byte) {
 	ctx := c.ctx
 	switch f := f.(type) {
 	case MessageFrame:
-		err = c.page.Send(ctx, f.Content)
+		if f.ID == "" {
+			err = c.page.Send(ctx, f.Content)
+			break
+		}
+		if err = c.page.SendOnce(ctx, f.ID, f.Content); err != nil && !errors.Is(err, engine.ErrUnloaded) {
+			c.refuseMessage(f.ID, errorCode(err), err.Error())
+			return
+		}
 	case engine.ToolResult:
 		err = c.page.Answer(ctx, f)
 	case engine.ToolError:
@@ -444,7 +451,12 @@ var errUnknownSession = errors.New("unknown session")
 // keeps sending refused frames past the burst is read more slowly, at
 // RefusedRate frames a second, and told so once (rate_limited).
 func (c *conn) refuse(code engine.WireCode, message string) {
-	c.reply(FrameError, encodeFrame(FrameError, ErrorFrame{Code: code, Message: message}))
+	c.refuseMessage("", code, message)
+}
+
+// refuseMessage is refuse for the message of id (none: "").
+func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
+	c.reply(FrameError, encodeFrame(FrameError, ErrorFrame{Code: code, Message: message, ID: id}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))
 	}

@@ -63,9 +63,12 @@ type SessionOpen struct {
 	Tools   []string `json:"tools,omitempty"`
 }
 
-// MessageFrame is a user message.
+// MessageFrame is a user message. With an ID, the session takes it once
+// however often it comes (engine.Page.SendOnce), and the page is told when
+// it has it (message.taken).
 type MessageFrame struct {
 	Content string `json:"content"`
+	ID      string `json:"id,omitempty"`
 }
 
 // CancelFrame stops the current turn.
@@ -75,6 +78,23 @@ type CancelFrame struct{}
 type ErrorFrame struct {
 	Code    engine.WireCode `json:"code"`
 	Message string          `json:"message"`
+	// ID is the refused message's id, when it had one: the page sends it
+	// no more.
+	ID string `json:"id,omitempty"`
+}
+
+// refusedMessageID is the id of a message frame that did not decode, when
+// it has one that could be: its page is told that this message will not
+// be taken, rather than send it again and again.
+func refusedMessageID(data []byte) string {
+	var f struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	}
+	if json.Unmarshal(data, &f) != nil || f.Type != FrameMessage || engine.CheckMessageID(f.ID) != nil {
+		return ""
+	}
+	return f.ID
 }
 
 // ErrBadFrame: a frame does not decode. Its text names what was wrong.
@@ -131,15 +151,24 @@ func DecodeFrame(data []byte) (Frame, error) {
 			return nil, err
 		}
 		var f MessageFrame
+		rawID, hasID := fields.get("id")
 		if err := decodePlain(typ, &fields, data, &f, func() bool {
 			var ok bool
 			f.Content, ok = plainString(fields.value("content"))
+			if ok && hasID {
+				f.ID, ok = plainString(rawID)
+			}
 			return ok
 		}); err != nil {
 			return nil, err
 		}
 		if len(bytes.TrimSpace([]byte(f.Content))) == 0 {
 			return nil, fmt.Errorf("%w: message \"content\" is empty", ErrBadFrame)
+		}
+		if hasID {
+			if err := engine.CheckMessageID(f.ID); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
+			}
 		}
 		return f, nil
 	case FrameToolResult:

@@ -5,9 +5,11 @@
  * model calls, answers them, and turns the session's events into a few easy
  * ones for a chat UI. Protocol: docs/protocol.md; API: docs/sdk.md.
  *
- * This module is the session: session.open and resume, the outbox of frames
- * that wait for the session, deduplicating the session's events by seq and
- * turning them into the client's events. The other jobs have a module each:
+ * This module is the session: session.open and resume, deduplicating the
+ * session's events by seq and turning them into the client's events. The
+ * other jobs have a module each:
+ * - outbox.js: the frames that wait for the session, and the messages sent
+ *   again until the gateway confirms them.
  * - connection.js: the WebSocket, reopened with backoff after a close; the
  *   gateway's limits on what a page sends.
  * - store.js: the session's copy in sessionStorage, for reloads.
@@ -34,6 +36,8 @@
  *   session event once, in seq order, however often it is replayed.
  * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
  *   again after a reconnect until the call settles (runner.js).
+ * - A user message is taken once, and sent again until the gateway has it
+ *   (outbox.js).
  * - Listeners added in the same task as connect() see every event.
  * - Nothing over the gateway's limits (session.opened's) is sent: send()
  *   throws a LimitError; a tool's answer too large becomes a tool.error.
@@ -47,6 +51,7 @@ import { DEFAULT_STORAGE_KEY, SessionStore, defaultStorage } from "./store.js";
 import { ToolCards } from "./cards.js";
 import { clientEvent, parentOf } from "./events.js";
 import { Runner } from "./runner.js";
+import { Outbox, newMessageId } from "./outbox.js";
 
 export { ToolError } from "./runner.js";
 export { LimitError } from "./connection.js";
@@ -104,7 +109,7 @@ export class GatewayClient extends EventTarget {
     #replayUntil = 0; // seq of the last event the current resume replays
     #flushAfterReplay = false; // answers wait for the replay: it says which calls settled
     /** @type {any[]} */ #events = [];
-    /** @type {any[]} */ #outbox = [];
+    /** @type {Outbox} */ #outbox = new Outbox(() => this.#store.schedule());
     #limits = DEFAULT_LIMITS; // the gateway's, from session.opened
 
     /** @type {SessionStore} */ #store;
@@ -117,7 +122,7 @@ export class GatewayClient extends EventTarget {
         const { url, tools = {}, storageKey = DEFAULT_STORAGE_KEY, reconnect = {} } = options;
         const storage = options.storage === undefined ? defaultStorage() : options.storage;
         this.#store = new SessionStore(storage, storageKey,
-            () => this.#session ? { session: this.#session, seq: this.#seq, events: this.#events } : null);
+            () => this.#session ? { session: this.#session, seq: this.#seq, events: this.#events, unsent: this.#outbox.unsent } : null);
         this.#conn = new Connection(socketURL(url ?? "/ws"), options.WebSocket ?? globalThis.WebSocket, reconnect, {
             open: () => this.#sendOpen(),
             frame: (data) => this.#onFrame(data),
@@ -180,7 +185,7 @@ export class GatewayClient extends EventTarget {
      * @throws {LimitError} it is over the gateway's limits: not sent (also an `error` event)
      */
     send(content) {
-        const frame = { type: "message", content: String(content) };
+        const frame = { type: "message", content: String(content), id: newMessageId() };
         const err = this.#overLimits(frame);
         if (err) throw err;
         this.#post(frame);
@@ -188,7 +193,7 @@ export class GatewayClient extends EventTarget {
 
     /** Stops the current model turn and its open calls. */
     cancel() {
-        if (!this.#opened && this.#outbox.some((f) => f.type === "cancel")) return;
+        if (!this.#opened && this.#outbox.waits("cancel")) return;
         this.#post({ type: "cancel" });
     }
 
@@ -250,13 +255,16 @@ export class GatewayClient extends EventTarget {
     /** Sends now when the session is open, else queues until it is. */
     #post(frame) {
         if (this.#opened) this.#write(frame);
-        else this.#outbox.push(frame);
+        else this.#outbox.wait(frame);
     }
 
     #write(frame) {
-        if (!this.#conn.write(frame)) return false;
-        this.#emit("send", frame);
-        return true;
+        const written = this.#conn.write(frame);
+        // A message is kept until the gateway confirms it, written or not
+        // (the socket closing under it): the next connection sends it.
+        this.#outbox.written(frame);
+        if (written) this.#emit("send", frame);
+        return written;
     }
 
     // --- frames from the gateway ---
@@ -284,6 +292,7 @@ export class GatewayClient extends EventTarget {
             case "session.opened": this.#onOpened(f); break;
             case "tool.call": this.#runner.call(f); break;
             case "tool.cancel": this.#runner.cancel(f); break;
+            case "message.taken": this.#outbox.confirm(String(f.id)); break;
             case "error": this.#onRefused(f); break;
         }
     }
@@ -305,10 +314,10 @@ export class GatewayClient extends EventTarget {
         // which calls are still open; then what the user did meanwhile.
         this.#flushAfterReplay = this.#replayUntil > this.#seq;
         if (!this.#flushAfterReplay) this.#runner.flush();
-        const outbox = this.#outbox;
-        this.#outbox = [];
-        // A message queued before this gateway told its limits may be over them.
-        for (const frame of outbox) if (frame.type !== "message" || !this.#overLimits(frame)) this.#write(frame);
+        // The messages not confirmed first (a copy the gateway has is only
+        // confirmed), then what waited; a message queued before this
+        // gateway told its limits may be over them.
+        for (const frame of this.#outbox.take()) if (frame.type !== "message" || !this.#overLimits(frame)) this.#write(frame);
     }
 
     /** The LimitError of a message over the gateway's limits, also emitted; null if it fits. */
@@ -323,7 +332,10 @@ export class GatewayClient extends EventTarget {
      * (FRAME_ERROR: stale_attempt, rate_limited, limit_exceeded, ...).
      */
     #onRefused(f) {
+        /** @type {{code: string, message: string, refused?: any}} */
         const detail = { code: String(f.code ?? "error"), message: String(f.message ?? "") };
+        const refused = typeof f.id === "string" ? this.#outbox.confirm(f.id) : null;
+        if (refused) detail.refused = refused;
         this.#emit("error", detail);
         if (detail.code === FRAME_ERROR.UNKNOWN_SESSION && !this.#opened && this.#session) {
             // Not this browser's, or gone (a restart): start a new
@@ -361,6 +373,7 @@ export class GatewayClient extends EventTarget {
         const data = this.#store.load();
         if (!data) return;
         this.#session = data.session;
+        this.#outbox.restore(data.unsent);
         for (const e of data.events) this.#onEvent(e, true);
     }
 
@@ -373,7 +386,7 @@ export class GatewayClient extends EventTarget {
         this.#events = [];
         this.#cards.clear();
         this.#runner.clear();
-        this.#outbox = this.#outbox.filter((f) => f.type === "message");
+        this.#outbox.forget();
         this.#store.clear();
         this.#emit("reset", { reason });
     }
@@ -383,3 +396,4 @@ export class GatewayClient extends EventTarget {
         this.dispatchEvent(new CustomEvent(type, { detail }));
     }
 }
+

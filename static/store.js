@@ -2,8 +2,10 @@
  * store.js: where a session survives a page reload (sessionStorage by
  * default).
  *
- * It keeps `{v: 1, session, seq, events}` under one key: the session id, the
- * last seq the page has, and the session's events up to it. `seq` and
+ * It keeps `{v: 1, session, seq, events, unsent}` under one key: the session
+ * id, the last seq the page has, the session's events up to it, and the
+ * messages sent that the gateway has not confirmed (sent again after the
+ * reload). `seq` and
  * `events` are written together, so a reload finds them consistent. Writes
  * are batched (at most one every SAVE_DELAY_MS, and at once on `flush()`);
  * when the storage is full only the session id is kept, with seq 0, so the
@@ -25,6 +27,7 @@ export const SAVE_DELAY_MS = 50;
  * @property {string} session
  * @property {number} seq       The last session event's seq.
  * @property {any[]} events     The session's events, in seq order, up to seq.
+ * @property {any[]} unsent     Message frames sent and not confirmed, in order.
  */
 
 /**
@@ -64,13 +67,15 @@ export class SessionStore {
             return null;
         }
         if (!data || typeof data.session !== "string" || !data.session) return null;
+        const unsent = (Array.isArray(data.unsent) ? data.unsent : []).filter((f) =>
+            f && f.type === "message" && typeof f.id === "string" && f.id && typeof f.content === "string");
         const events = Array.isArray(data.events) ? data.events : [];
         const ordered = events.every((e, i) => e && typeof e.seq === "number" && typeof e.type === "string" &&
             (i === 0 || e.seq > events[i - 1].seq));
         if (!ordered || events.length === 0 || events[events.length - 1].seq !== data.seq) {
-            return { session: data.session, seq: 0, events: [] };
+            return { session: data.session, seq: 0, events: [], unsent };
         }
-        return { session: data.session, seq: data.seq, events };
+        return { session: data.session, seq: data.seq, events, unsent };
     }
 
     /** Writes soon: at most one write per SAVE_DELAY_MS. */
@@ -85,11 +90,12 @@ export class SessionStore {
         const state = this.#read();
         if (!this.#storage || !state) return;
         try {
-            this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events }));
+            this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
         } catch {
-            // Over quota: keep only the session; a reload replays it from the gateway.
+            // Over quota: keep only the session and what was not confirmed;
+            // a reload replays the session from the gateway.
             try {
-                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [] }));
+                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
             } catch { /* storage unusable */ }
         }
     }

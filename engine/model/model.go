@@ -31,6 +31,10 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"isError,omitempty"`
+	// ID is a user message's id from the page that sent it (the message
+	// frame's id): the session takes a message of that id once, however
+	// often the page sends it. Providers are not sent it.
+	ID string `json:"id,omitempty"`
 }
 
 // ToolUse is one tool call as the model produced it. Arguments is the raw

@@ -1,0 +1,80 @@
+/**
+ * outbox.js: what the page sends that must reach the session: the frames
+ * that wait for the session to open, and the user messages written but not
+ * yet confirmed by the gateway.
+ *
+ * Every message gets an id (`newMessageId`). The gateway answers a message
+ * with an id by `message.taken {id}` once the session has stored it, and
+ * takes a message of an id it has seen once: so a message is kept here from
+ * its write until that answer (or an `error` naming its id), and the next
+ * connection, or the page after a reload, sends it again, first and in
+ * order. docs/sdk.md#messages-are-taken-once.
+ *
+ * Exports: Outbox, newMessageId.
+ *
+ * @module outbox
+ */
+
+/** The frames waiting for a session, and the messages not confirmed. */
+export class Outbox {
+    /** @type {any[]} */ #waiting = []; // not written: no session open
+    /** @type {any[]} */ #unsent = []; // messages written, not confirmed, in order
+    /** @type {() => void} */ #changed;
+
+    /** @param {() => void} changed  The unconfirmed messages changed (store them). */
+    constructor(changed) {
+        this.#changed = changed;
+    }
+
+    /** Messages written and not confirmed, in order (the stored copy's `unsent`). */
+    get unsent() { return this.#unsent; }
+
+    /** Keeps frame until a session opens. */
+    wait(frame) { this.#waiting.push(frame); }
+
+    /** A frame of type is waiting. @param {string} type */
+    waits(type) { return this.#waiting.some((f) => f.type === type); }
+
+    /** A frame was written, or its write failed: a message is kept until confirmed. */
+    written(frame) {
+        if (frame.type !== "message" || !frame.id || this.#unsent.includes(frame)) return;
+        this.#unsent.push(frame);
+        this.#changed();
+    }
+
+    /**
+     * The gateway took the message of id, or refused it: it is not sent
+     * again. Returns its frame, or null when it is not one of ours.
+     * @param {string} id
+     */
+    confirm(id) {
+        const i = this.#unsent.findIndex((f) => f.id === id);
+        if (i < 0) return null;
+        const [frame] = this.#unsent.splice(i, 1);
+        this.#changed();
+        return frame;
+    }
+
+    /** Everything to send on a new session's connection, in order: the unconfirmed messages, then what waited. Empties both. */
+    take() {
+        const out = [...this.#unsent, ...this.#waiting];
+        this.#unsent = [];
+        this.#waiting = [];
+        return out;
+    }
+
+    /** Restores the unconfirmed messages of a stored session. @param {any[]} unsent */
+    restore(unsent) { this.#unsent = unsent.slice(); }
+
+    /** The session is forgotten: its unconfirmed messages go (it may have taken them); waiting messages stay, for the next. */
+    forget() {
+        this.#unsent = [];
+        this.#waiting = this.#waiting.filter((f) => f.type === "message");
+    }
+}
+
+/** A new message id: 16 random bytes, base64url (22 characters). */
+export function newMessageId() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
