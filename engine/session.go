@@ -816,11 +816,13 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		// tool call must never execute.
 		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
 		for i := range msg.ToolUses {
-			if id := msg.ToolUses[i].ID; id == "" || (s.parent != nil && s.known(id)) {
+			if id := msg.ToolUses[i].ID; id == "" || s.known(id) {
 				// Mint the id here, not in startCall: the transcript's tool
-				// use and its tool message must name the same call. A
-				// sub-agent's model numbers its calls from its own
-				// transcript: an id the session has used gets a new one.
+				// use and its tool message must name the same call. Each
+				// agent's model numbers its calls from its own transcript,
+				// the session's and every sub-agent's, and they share the
+				// session's ids: one taken already (a sub-agent's call_2,
+				// then the session's own) gets a new one.
 				msg.ToolUses[i].ID = "call_" + s.e.opts.NewID()
 			}
 		}

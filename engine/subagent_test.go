@@ -650,3 +650,63 @@ func TestSubagentClientCallAcrossRestart(t *testing.T) {
 		checkJournal(t, r.store, s1.ID())
 	})
 }
+
+// TestSubagentIDsDoNotTakeTheSessions: the session's model numbers its
+// calls from its own transcript, as a sub-agent's does, and both share the
+// session's ids: the session's call_2, after a sub-agent used call_2, runs
+// under a fresh id instead of being refused as a duplicate (which left its
+// tool use unanswered).
+func TestSubagentIDsDoNotTakeTheSessions(t *testing.T) {
+	var turns atomic.Int32
+	root := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if req.Messages[len(req.Messages)-1].Role == model.RoleTool {
+			return model.Response{Text: "ok", StopReason: model.StopEndTurn}, nil
+		}
+		n := turns.Add(1)
+		return model.Response{ToolUses: []model.ToolUse{use("call_"+string(rune('0'+n)), "research", `{"cities":["A"]}`)}, StopReason: model.StopToolUse}, nil
+	}}
+	helper := callsThenSummary(use("call_1", "get_weather", `{"city":"A"}`), use("call_2", "get_weather", `{"city":"B"}`))
+	w := delegating(engine.AgentTool{Name: "research"})
+	h := setup(t, w, root, engine.Options{Models: models(root, helper)})
+	for range 2 {
+		h.send("research")
+		h.waitFor("research's tool.finished", func(f frame) bool {
+			return f.Type == engine.EventToolFinished && f.Name == "research" && parentOf(f) == ""
+		})
+		h.waitIdle()
+	}
+	ids := map[string]int{}
+	for _, f := range h.seen {
+		switch {
+		case f.Type == engine.EventError:
+			t.Errorf("error event %s", f.Raw)
+		case f.Type == engine.EventToolFinished:
+			ids[f.ID]++
+			if !f.OK {
+				t.Errorf("a call failed: %s", f.Raw)
+			}
+		}
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("call %s settled %d times", id, n)
+		}
+	}
+	if len(ids) != 6 {
+		t.Errorf("%d calls settled, want 6 (research and two get_weather, twice): %v", len(ids), ids)
+	}
+	tr := h.transcript()
+	answered := map[string]bool{}
+	for _, m := range tr {
+		if m.Role == model.RoleTool {
+			answered[m.ToolUseID] = true
+		}
+	}
+	for _, m := range tr {
+		for _, u := range m.ToolUses {
+			if !answered[u.ID] {
+				t.Errorf("tool use %s (%s) is not answered", u.ID, u.Name)
+			}
+		}
+	}
+}
