@@ -19,18 +19,23 @@ test("the first frame is session.open with the tool names; the session is stored
         const states: string[] = [];
         const client = connect({ url: "/ws", WebSocket: w.FakeSocket, storage, tools: { a: { run: () => 1 }, b: () => 2 } });
         client.on("state", ({ state }: any) => states.push(state));
+        const idles: any[] = [];
+        client.on("idle", (d: any) => idles.push(d));
         await w.until(() => w.FakeSocket.sockets.length === 1);
         const ws = w.FakeSocket.last();
         ws.accept();
         const first = ws.sent[0];
-        ws.push({ type: "session.opened", session: "s1", seq: 0 });
-        return { url: ws.url, first, states, session: client.session, stored: JSON.parse(storage.getItem("gateway.session")) };
+        // A new session's start: its first events were never shown, so not replayed.
+        ws.push({ type: "session.opened", session: "s1", seq: 1 });
+        ws.push({ type: "session.idle", seq: 1 });
+        return { url: ws.url, first, states, idles, session: client.session, stored: JSON.parse(storage.getItem("gateway.session")) };
     });
     expect(out.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/ws$/);
     expect(out.first).toEqual({ type: "session.open", tools: ["a", "b"] });
     expect(out.states).toEqual(["connecting", "open"]);
+    expect(out.idles).toEqual([{ seq: 1, replayed: false }]);
     expect(out.session).toBe("s1");
-    expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
+    expect(out.stored).toMatchObject({ session: "s1", seq: 0 });
 });
 
 test("a reload restores the stored events and resumes after the last seq", async ({ page }) => {

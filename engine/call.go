@@ -470,8 +470,20 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 		return
 	}
 	c.avoid = c.holder
-	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true, timedOut: true,
-		err: fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)}, CancelTimeout)
+	text := fmt.Sprintf("%s timed out after %s (attempt %d of %d)", c.name, c.spec.timeout, attempt, c.spec.attempts)
+	if ran := c.ranFor(); ran > c.spec.timeout {
+		text = fmt.Sprintf("%s timed out after %s, its deadline moved by progress reports (attempt %d of %d)", c.name, ran, attempt, c.spec.attempts)
+	}
+	s.attemptFailed(c, outcome{code: CodeTimeout, retryable: true, timedOut: true, err: text}, CancelTimeout)
+}
+
+// ranFor is how long the current attempt ran to its deadline: its
+// timeout, or more when progress reports moved the deadline.
+func (c *call) ranFor() time.Duration {
+	if c.attemptStarted.IsZero() {
+		return c.spec.timeout
+	}
+	return c.deadline.Sub(c.attemptStarted).Round(time.Millisecond)
 }
 
 // attemptFailed ends the current attempt with a failure: retry after the
@@ -479,8 +491,12 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 func (s *Session) attemptFailed(c *call, o outcome, abort CancelReason) {
 	if !o.retryable || c.attempt >= c.spec.attempts {
 		if o.timedOut {
-			o.err = fmt.Sprintf("%s timed out: %s of %s, no answer from the %s.", c.name,
-				plural(c.spec.attempts, "attempt"), c.spec.timeout, c.handler.peer())
+			moved := ""
+			if ran := c.ranFor(); ran > c.spec.timeout {
+				moved = fmt.Sprintf(" (the last ran %s: progress reports moved its deadline)", ran)
+			}
+			o.err = fmt.Sprintf("%s timed out: %s of %s%s, no answer from the %s.", c.name,
+				plural(c.spec.attempts, "attempt"), c.spec.timeout, moved, c.handler.peer())
 		} else if c.attempt > 1 {
 			o.err = fmt.Sprintf("%s (after %s)", o.err, plural(c.attempt, "attempt"))
 		}

@@ -106,6 +106,7 @@ type Engine struct {
 	sessions map[string]*Session
 	loading  map[string]*loadCall // loads in progress, one per session
 	closed   bool
+	closing  atomic.Bool // Closing or Close was called: pages leave with the process
 	wg       sync.WaitGroup
 	schemas  schemaCache
 	runners  runners.Pool          // the goroutines that run sessions' messages, model turns and worker attempts
@@ -319,6 +320,7 @@ func (e *Engine) forget(s *Session) {
 // their goroutines, or for ctx. A session with worker attempts running
 // first lets them finish, for up to Drain, so a deploy does not cut them.
 func (e *Engine) Close(ctx context.Context) error {
+	e.closing.Store(true)
 	e.mu.Lock()
 	e.closed = true
 	open := make([]*Session, 0, len(e.sessions))
@@ -346,6 +348,15 @@ func (e *Engine) Close(ctx context.Context) error {
 		return fmt.Errorf("failed to close engine: %w", ctx.Err())
 	}
 }
+
+// Closing tells the engine that the process is about to close it, before
+// the pages' sockets close: from then on a page that leaves does not leave
+// on its own. A client attempt it ran is neither moved to another page (all
+// are closing) nor judged by its leaving (an idempotent: false tool's
+// outcome_unknown): it waits, stored, for the process that loads the
+// session next, where it is delivered again, or settles interrupted as
+// after a crash. Close implies it; gateway.Server.Shutdown calls it.
+func (e *Engine) Closing() { e.closing.Store(true) }
 
 // drain asks each session to unload once no worker attempt and no
 // sub-agent of it runs, and

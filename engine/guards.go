@@ -118,7 +118,7 @@ func (s *Session) turnGuard() *GuardTripped {
 	switch {
 	case l.MaxModelTurns > 0 && s.usage.ModelTurns >= l.MaxModelTurns:
 		return &GuardTripped{Guard: GuardModelTurns, Limit: l.MaxModelTurns, Value: s.usage.ModelTurns,
-			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, the limit.", s.usage.ModelTurns)}
+			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, %s.", s.usage.ModelTurns, theLimit(s.usage.ModelTurns, l.MaxModelTurns))}
 	case l.MaxSessionTokens > 0 && s.usage.SessionTokens >= l.MaxSessionTokens:
 		return &GuardTripped{Guard: GuardSessionTokens, Limit: l.MaxSessionTokens, Value: s.usage.SessionTokens,
 			Message: fmt.Sprintf("Stopped: this chat has used %s tokens, over its budget of %s.", thousands(s.usage.SessionTokens), thousands(l.MaxSessionTokens))}
@@ -142,6 +142,15 @@ func (s *Session) countTokens(u Usage) {
 	s.usage.SessionTokens += n
 }
 
+// theLimit words value against limit: "the limit" when it reached it,
+// "over the limit of N" past it (the worker granted more).
+func theLimit(value, limit int) string {
+	if value > limit {
+		return fmt.Sprintf("over the limit of %d", limit)
+	}
+	return "the limit"
+}
+
 // repeatGuard counts the tool uses of a model turn and returns the guard
 // they trip, if any: a call asked for MaxRepeats times.
 func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
@@ -155,7 +164,7 @@ func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
 		s.usage.Calls[key]++
 		if n := s.usage.Calls[key]; tripped == nil && l.MaxRepeats > 0 && n >= l.MaxRepeats {
 			tripped = &GuardTripped{Guard: GuardRepeats, Limit: l.MaxRepeats, Value: n, Tool: u.Name,
-				Message: fmt.Sprintf("Stopped: the model asked for %s with the same arguments %d times for one message, the limit.", u.Name, n)}
+				Message: fmt.Sprintf("Stopped: the model asked for %s with the same arguments %d times for one message, %s.", u.Name, n, theLimit(n, l.MaxRepeats))}
 		}
 	}
 	return tripped

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,10 +167,19 @@ func TestWorkerOverridesAGuard(t *testing.T) {
 	m := loopingModel(true, 1)
 	h := setup(t, w, m, engine.Options{})
 	h.send("find it")
+	var said []string
 	for range 3 {
-		h.waitType(engine.EventGuardTripped)
+		said = append(said, guardFrame(t, h.waitType(engine.EventGuardTripped)).Message)
 	}
 	h.waitIdle()
+	want := []string{
+		"Stopped: the model took 2 turns to answer one message, the limit.",
+		"Stopped: the model took 3 turns to answer one message, over the limit of 2.", // the granted turn
+		"Stopped: the model took 5 turns to answer one message, the limit.",
+	}
+	if !slices.Equal(said, want) {
+		t.Errorf("the guards said %q, want %q", said, want)
+	}
 	// 2 turns, one granted (3), then up to the raised 5.
 	if got := len(m.requests()); got != 5 {
 		t.Errorf("%d model turns, want 5", got)

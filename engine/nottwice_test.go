@@ -88,6 +88,18 @@ func TestNotTwice(t *testing.T) {
 // the gateway restarted settles interrupted when its tool declares
 // idempotent: false, instead of going to a page again.
 func TestNotTwiceAfterRestart(t *testing.T) {
+	for _, closesPages := range []bool{false, true} {
+		name := "stopped"
+		if closesPages {
+			// The gateway's shutdown closes the page's socket (1001) before
+			// the engine closes: the page did not leave on its own.
+			name = "its shutdown closes the page first"
+		}
+		t.Run(name, func(t *testing.T) { testNotTwiceAfterRestart(t, closesPages) })
+	}
+}
+
+func testNotTwiceAfterRestart(t *testing.T, closesPages bool) {
 	no := false
 	forEachStore(t, func(t *testing.T, r *rig) {
 		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: engine.HandlerClient, Idempotent: &no}}}}
@@ -95,9 +107,29 @@ func TestNotTwiceAfterRestart(t *testing.T) {
 		e1 := r.start(w, m)
 		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
 		p1 := attach(t, s1, 0, "pay")
+		other := attach(t, s1, 0, "pay") // would be given the call, were the first page leaving on its own
 		_ = p1.page.Send(context.Background(), "pay the bill")
 		p1.until("the call", isType(engine.FrameToolCall))
+		if closesPages {
+			e1.Closing()
+			p1.page.Detach()
+			if _, err := s1.Transcript(context.Background()); err != nil { // the detach is handled
+				t.Fatal(err)
+			}
+			other.page.Detach()
+		}
 		stop(t, e1)
+		for {
+			select {
+			case ev := <-other.frames:
+				if ev.Type == engine.FrameToolCall {
+					t.Errorf("the call went to the other page as the gateway stopped: %s", ev.Frame)
+				}
+				continue
+			default:
+			}
+			break
+		}
 
 		s2 := r.resumed(w, m, s1.ID())
 		got := attach(t, s2, 0, "pay").until("the reply", finalIdle("saw: "))

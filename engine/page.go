@@ -349,14 +349,15 @@ func (s *Session) pageLeft(p *Page) {
 		s.departed = s.departed[1:]
 	}
 	s.logger.Info("page detached", "page", p.id, "pages", len(s.pages))
+	closing := s.e.closing.Load() // the page did not leave: the process stops (Engine.Closing)
 	for _, c := range s.allOpenCalls() {
 		if c.holder == p {
-			if c.running() && c.notTwice && c.reached() && !p.handoff {
+			if c.running() && c.notTwice && c.reached() && !p.handoff && !closing {
 				c.run.settleUnknown(c, fmt.Sprintf("the page running %s closed before answering", c.name), "")
 				continue
 			}
 			c.holder = nil
-			if c.running() {
+			if c.running() && !closing {
 				s.e.opts.Metrics.LeaseMoved()
 				c.run.lease(c, s.holderFor(c.name, nil))
 			}

@@ -44,6 +44,10 @@ func TestProgressExtendsTheDeadline(t *testing.T) {
 	if fin.OK || fin.Code != string(engine.CodeTimeout) {
 		t.Errorf("tool.finished %s, want a timeout at the cap", fin.Raw)
 	}
+	// The text says how long the attempt ran, not only its timeout.
+	if want := "upload timed out: 1 attempt of 1s (the last ran 3s: progress reports moved its deadline), no answer from the browser."; fin.Error != want {
+		t.Errorf("tool.finished error %q, want %q", fin.Error, want)
+	}
 }
 
 // TestProgressRefused: a report for another attempt, a settled call, a

@@ -272,7 +272,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 //     otherwise settles as interrupted: whether it took effect is unknown.
 func (s *Session) resume(turnCut bool) {
 	if turnCut {
-		s.publish(EventModelDiscarded, ModelDiscardedEvent{Reason: "the gateway restarted while the model was answering; it answers again"})
+		s.publish(EventModelDiscarded, ModelDiscardedEvent{Reason: "the session was reloaded (the gateway restarted, or another node took the session over) while the model was answering; it answers again"})
 		s.promptWanted = true
 	}
 	now := s.e.opts.Clock.Now()
@@ -407,16 +407,19 @@ type journalCall struct {
 	handler      Handler
 	attempt      int
 	finished     bool
+	answered     bool // an answer settled it, not the gateway (a timeout, a cancel, ...)
 }
 
 // add takes a tool.started or tool.finished event.
 func (j *journalCalls) add(ev Event) error {
 	var f struct {
-		ID      string  `json:"id"`
-		Name    string  `json:"name"`
-		Parent  string  `json:"parent"`
-		Handler Handler `json:"handler"`
-		Attempt int     `json:"attempt"`
+		ID      string    `json:"id"`
+		Name    string    `json:"name"`
+		Parent  string    `json:"parent"`
+		Handler Handler   `json:"handler"`
+		Attempt int       `json:"attempt"`
+		OK      bool      `json:"ok"`
+		Code    ErrorCode `json:"code"`
 	}
 	if err := json.Unmarshal(ev.Frame, &f); err != nil {
 		return err
@@ -431,7 +434,7 @@ func (j *journalCalls) add(ev Event) error {
 		j.order = append(j.order, f.ID)
 	}
 	if ev.Type == EventToolFinished {
-		c.finished = true
+		c.finished, c.answered = true, f.OK || !settledByTheGateway(f.Code)
 	} else {
 		c.handler, c.attempt = f.Handler, f.Attempt
 	}
@@ -452,17 +455,34 @@ func (j *journalCalls) restore(s *Session) {
 			continue
 		}
 		if c.finished {
-			s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt, answeredBy: c.attempt}
+			// A late answer is told the call settled when it repeats the
+			// answer that settled it, else that its attempt is over.
+			answeredBy := 0
+			if c.answered {
+				answeredBy = c.attempt
+			}
+			s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt, answeredBy: answeredBy}
 			continue
 		}
 		if c.parent == "" {
 			continue // the state keeps every open call of the session's own
 		}
-		s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt, answeredBy: c.attempt}
+		s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt}
 		s.logger.Warn("a sub-agent's call ended by a restart", "call", id, "tool", c.name, "parent", c.parent)
 		if _, err := s.log.publish(EventToolFinished, c.parent, ToolFinishedEvent{ID: id, Name: c.name, Code: CodeCancelled,
 			Error: fmt.Sprintf("%s was cancelled: the gateway restarted, and the sub-agent that called it ended.", c.name)}); err != nil {
 			s.logger.Error("failed to publish event", "type", EventToolFinished, "err", err)
 		}
 	}
+}
+
+// settledByTheGateway: a call that failed with code was settled by the
+// gateway (its time ran out, it was cancelled, nobody could run it, ...),
+// not by an answer.
+func settledByTheGateway(code ErrorCode) bool {
+	switch code {
+	case CodeTimeout, CodeCancelled, CodeClientUnavailable, CodeInterrupted, CodeOutcomeUnknown, CodeDenied:
+		return true
+	}
+	return false
 }

@@ -684,3 +684,39 @@ func TestRetention(t *testing.T) {
 		t.Errorf("Load of the expired session: %v", err)
 	}
 }
+
+// TestRestartLateAnswers: after a restart a late answer is told what it
+// would have been told before: a repeat of the answer that settled its call
+// gets ErrSettled, an answer to a call the gateway settled (its time ran
+// out) ErrStaleAttempt, as the journal says which it was.
+func TestRestartLateAnswers(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 1, Timeout: "30s"})
+		m := callsThenSummary(use("call_1", "confirm", `{}`))
+		ctx := context.Background()
+		e1 := r.start(w, m)
+		s1, _ := e1.Open(ctx, engine.OpenOptions{})
+		p1 := attach(t, s1, 0, "confirm")
+		_ = p1.page.Send(ctx, "go")
+		p1.until("tool.call", isType(engine.FrameToolCall))
+		if err := p1.page.Answer(ctx, engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"ok"`)}); err != nil {
+			t.Fatal(err)
+		}
+		p1.until("the first reply", finalIdle("saw: "))
+		_ = p1.page.Send(ctx, "again") // call_1-2, which times out
+		p1.until("tool.call", isType(engine.FrameToolCall))
+		r.clock.Advance(time.Minute)
+		p1.until("the second reply", finalIdle("saw: "))
+		stop(t, e1)
+
+		s2 := r.loaded(w, m, s1.ID())
+		for _, tc := range []struct {
+			id   string
+			want error
+		}{{"call_1", engine.ErrSettled}, {"call_1-2", engine.ErrStaleAttempt}} {
+			if err := s2.Answer(ctx, engine.ToolResult{ID: tc.id, Attempt: 1, Result: json.RawMessage(`"late"`)}); !errors.Is(err, tc.want) {
+				t.Errorf("a late answer to %s after the restart: %v, want %v", tc.id, err, tc.want)
+			}
+		}
+	})
+}

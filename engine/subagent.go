@@ -160,7 +160,7 @@ func (s *Session) delegate(a ToolDelegate, def answerDefaults) error {
 		return nil
 	}
 	if max := s.e.opts.MaxFanOut; max > 0 && len(run.children()) >= max {
-		fail(fmt.Sprintf("its agent has %d sub-agents running, the most it may", max))
+		fail(fmt.Sprintf("its agent has %s running, the most it may", plural(max, "sub-agent")))
 		return nil
 	}
 	ch, err := run.newChild(c, a.Agent)

@@ -357,7 +357,7 @@ func TestSubagentFanOut(t *testing.T) {
 	fin := h.waitFor("a research's tool.finished", func(f frame) bool {
 		return f.Type == engine.EventToolFinished && parentOf(f) == ""
 	})
-	if fin.OK || fin.Code != string(engine.CodeSubagentFailed) || !strings.Contains(fin.Error, "1 sub-agents running") {
+	if fin.OK || fin.Code != string(engine.CodeSubagentFailed) || !strings.Contains(fin.Error, "has 1 sub-agent running, the most it may") {
 		t.Errorf("the second research finished %s, want subagent_failed by the fan-out limit", fin.Raw)
 	}
 }
@@ -553,7 +553,8 @@ func TestSubagentWorkerProgress(t *testing.T) {
 
 // TestSubagentClientCallAcrossRestart: a sub-agent's client call that a
 // restart cut (the sub-agent is not in the state) settles once, cancelled,
-// and an answer to it is told it settled; a sub-agent after the restart
+// and an answer to it is told its attempt is over (stale_attempt: no answer
+// settled it); a sub-agent after the restart
 // that names its call as a call the session settled before it (the
 // scripted model numbers from call_1) gets a new id, so an answer naming
 // the settled call is refused, not taken as the new call's.
@@ -625,8 +626,13 @@ func TestSubagentClientCallAcrossRestart(t *testing.T) {
 		if finished != 1 {
 			t.Errorf("the cut call finished %d times, want once", finished)
 		}
-		if err := p2.page.Answer(ctx, engine.ToolResult{ID: cut, Attempt: 1, Result: json.RawMessage(`{"time":"09:00"}`)}); !errors.Is(err, engine.ErrSettled) {
-			t.Errorf("an answer to the cut call: %v, want ErrSettled", err)
+		// No answer settled the cut call: its attempt is over. The first
+		// helper's call was settled by the page's answer: a repeat is told so.
+		if err := p2.page.Answer(ctx, engine.ToolResult{ID: cut, Attempt: 1, Result: json.RawMessage(`{"time":"09:00"}`)}); !errors.Is(err, engine.ErrStaleAttempt) {
+			t.Errorf("an answer to the cut call: %v, want ErrStaleAttempt", err)
+		}
+		if err := p2.page.Answer(ctx, engine.ToolResult{ID: first, Attempt: 1, Result: json.RawMessage(`{"time":"08:00"}`)}); !errors.Is(err, engine.ErrSettled) {
+			t.Errorf("the first call's answer again: %v, want ErrSettled", err)
 		}
 
 		// A third research: its helper names its call call_1 again, the id

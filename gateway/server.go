@@ -385,6 +385,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.opts.Relay != nil {
 		s.opts.Relay.stop()
 	}
+	// The pages leave because the gateway stops, not on their own: the
+	// calls they run wait for the next process (engine.Engine.Closing).
+	s.opts.Engine.Closing()
 	s.mu.Lock()
 	s.closing = true
 	open := make([]*conn, 0, len(s.conns))

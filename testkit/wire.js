@@ -121,7 +121,7 @@ export class Wire {
      */
     async toolCall(name, options = {}) {
         const call = await this.#until(() => this.#calls.find((c) => c.name === name && !this.#taken.has(c)),
-            `a tool.call of ${name}`, options.timeout);
+            `tool.call of ${name}`, options.timeout);
         this.#taken.add(call);
         return call;
     }
@@ -133,7 +133,7 @@ export class Wire {
      */
     async waitForFrame(match, options = {}) {
         const wf = await this.#until(() => this.#frames.find((f) => (!options.direction || f.direction === options.direction) && match(f.frame, f)),
-            "a matching frame", options.timeout);
+            "matching frame", options.timeout);
         return wf.frame;
     }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"github.com/clienttools/gateway/engine/model"
 	"io"
 	"log/slog"
 	"net/http"
@@ -187,7 +188,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"not a duration", []string{"--worker-timeout", "soon"}, nil, "worker-timeout"},
 		{"zero duration", []string{"--client-timeout", "0s"}, nil, "positive"},
 		{"negative duration", []string{"--worker-timeout", "-1s"}, nil, "positive"},
-		{"bad duration from the environment", nil, map[string]string{"GATEWAY_CLIENT_TIMEOUT": "forever"}, "client-timeout"},
+		{"bad duration from the environment", nil, map[string]string{"GATEWAY_CLIENT_TIMEOUT": "forever"}, `client-timeout "forever"`},
+		{"the environment is named", nil, map[string]string{"GATEWAY_DRAIN": "bogus"}, `drain "bogus" is not a Go duration of zero or more such as "5s" (from the environment: GATEWAY_DRAIN)`},
+		{"replicas on the embedded server", []string{"--nats-replicas", "3"}, nil, "nats-replicas 3 needs a NATS cluster (--nats-url)"},
+		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
 		{"read limit with a unit", []string{"--read-limit", "1MB"}, nil, "read-limit"},
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
@@ -255,16 +259,25 @@ func TestDescribeModel(t *testing.T) {
 	}{
 		{nil, nil, "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"},
 		{map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "claude-haiku-4-5 (Claude; --model chooses another)"},
-		{map[string]string{"OPENAI_API_KEY": "k"}, nil, "gpt-4.1-mini (--model chooses another)"},
+		{map[string]string{"OPENAI_API_KEY": "k"}, nil, "gpt-4.1-mini (OpenAI-compatible; --model chooses another)"},
+		// --openai-models routes Claude's ids through an OpenAI-compatible proxy.
+		{map[string]string{"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k", "OPENAI_MODELS": "claude-"}, []string{"--model", "claude-x"}, "claude-x (OpenAI-compatible; --model chooses another)"},
 		{map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"--offline"}, "scripted (--offline: every model id is served by the scripted model)"},
 		{map[string]string{"ANTHROPIC_API_KEY": "k", "GATEWAY_OFFLINE": "1"}, []string{"--offline=false"}, "claude-haiku-4-5 (Claude; --model chooses another)"},
 		{map[string]string{"GATEWAY_WORKER_SECRET": "s"}, []string{"--worker-url", "http://127.0.0.1:9/"}, "chosen by the worker (--worker-url)"},
 	} {
-		cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		getenv := func(k string) string { return tc.env[k] }
+		cfg, err := parseConfig(tc.args, getenv, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := describeModel(cfg); got != tc.want {
+		var models model.Resolver
+		if cfg.workerURL == "" {
+			if models, err = buildModels(cfg, getenv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := describeModel(cfg, models); got != tc.want {
 			t.Errorf("env %v, args %v: %q, want %q", tc.env, tc.args, got, tc.want)
 		}
 	}

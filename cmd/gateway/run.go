@@ -107,9 +107,13 @@ func hostPatterns(flag, list string) ([]string, error) {
 }
 
 // parseConfig reads flags, each falling back to an environment variable.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	var c config
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c config, err error) {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	defer func() {
+		if err != nil {
+			err = fromEnv(fs, getenv, err)
+		}
+	}()
 	// The flag package prints a bad flag's error and the whole usage; the
 	// caller prints the error once, and -h prints the usage.
 	fs.SetOutput(io.Discard)
@@ -143,7 +147,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
 	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
-	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server (env OPENAI_MODELS)")
+	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server; empty: "+strings.Join(providers.DefaultOpenAIModels, ",")+" (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
 	sameSite := fs.String("cookie-samesite", env("GATEWAY_COOKIE_SAMESITE", "lax"), "the identity cookie's SameSite: lax, strict, or none for a chat page on another site than the gateway (none makes the cookie Secure, as browsers require) (env GATEWAY_COOKIE_SAMESITE)")
 	fs.BoolVar(&c.cookieSecure, "cookie-secure", envBool("GATEWAY_COOKIE_SECURE"), "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
@@ -196,7 +200,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	var err error
 	if c.clientTimeout, err = positiveDuration("client-timeout", *clientTimeout); err != nil {
 		return c, err
 	}
@@ -220,6 +223,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.natsReplicas, err = strconv.Atoi(*natsReplicas); err != nil || c.natsReplicas < 1 || c.natsReplicas > 5 {
 		return c, fmt.Errorf("nats-replicas %q is not a number from 1 to 5", *natsReplicas)
+	}
+	if c.natsReplicas > 1 && c.natsURL == "" && c.store == "jetstream" {
+		// The embedded server is one node: it would refuse the streams,
+		// after a wait.
+		return c, fmt.Errorf("nats-replicas %d needs a NATS cluster (--nats-url): the embedded NATS server is one node and keeps one copy", c.natsReplicas)
 	}
 	switch c.store {
 	case "jetstream", "memory":
@@ -295,6 +303,24 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	// The drain, then the sockets, the sessions and the store.
 	c.shutdownGrace = c.drain + 10*time.Second
 	return c, nil
+}
+
+// fromEnv says which environment variable a bad value came from: err
+// names a flag first ("drain \"x\" is not ..."), and when that flag was not
+// given, its value is its variable's (the variable its usage names).
+func fromEnv(fs *flag.FlagSet, getenv func(string) string, err error) error {
+	name, _, _ := strings.Cut(err.Error(), " ")
+	f := fs.Lookup(name)
+	if f == nil {
+		return err
+	}
+	given := false
+	fs.Visit(func(v *flag.Flag) { given = given || v == f })
+	_, variable, ok := strings.Cut(f.Usage, "(env ")
+	if variable, _, _ = strings.Cut(variable, ")"); given || !ok || getenv(variable) == "" {
+		return err
+	}
+	return fmt.Errorf("%w (from the environment: %s)", err, variable)
 }
 
 func positiveDuration(name, text string) (time.Duration, error) {
@@ -419,7 +445,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", browsable(ln.Addr()))
 	fmt.Fprintf(stdout, "gateway sessions kept in: %s\n", store.where)
-	fmt.Fprintf(stdout, "gateway model: %s\n", describeModel(cfg))
+	fmt.Fprintf(stdout, "gateway model: %s\n", describeModel(cfg, models))
 	logger.Info("gateway started", "addr", ln.Addr().String(), "model", cfg.model)
 
 	select {
@@ -488,7 +514,11 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 }
 
 // describeModel says which model the demo agent runs.
-func describeModel(cfg config) string {
+func describeModel(cfg config, models model.Resolver) string {
+	var provider string
+	if p, ok := models.(interface{ Provider(string) string }); ok {
+		provider = p.Provider(cfg.model) // the route Resolve takes: --openai-models may send claude- ids elsewhere
+	}
 	switch {
 	case cfg.workerURL != "" && cfg.offline:
 		return "chosen by the worker (--worker-url); every id is served by the scripted model (--offline)"
@@ -498,8 +528,8 @@ func describeModel(cfg config) string {
 		return "scripted (--offline: every model id is served by the scripted model)"
 	case cfg.model == "scripted":
 		return "scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real model)"
-	case strings.HasPrefix(cfg.model, "claude-"):
-		return cfg.model + " (Claude; --model chooses another)"
+	case provider != "":
+		return cfg.model + " (" + provider + "; --model chooses another)"
 	}
 	return cfg.model + " (--model chooses another)"
 }

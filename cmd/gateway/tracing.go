@@ -14,6 +14,10 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 )
 
+// defaultOTLPEndpoint is where spans go with OTEL_TRACES_EXPORTER=otlp and
+// no endpoint: the OTLP specification's default for OTLP over HTTP.
+const defaultOTLPEndpoint = "localhost:4318"
+
 // startTracing turns tracing on when the standard OpenTelemetry environment
 // asks for it: an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), or OTEL_TRACES_EXPORTER=otlp; never
@@ -36,7 +40,16 @@ func startTracing(ctx context.Context, getenv func(string) string, logger *slog.
 	case exporter == "" && endpoint == "":
 		return nil, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	var opts []otlptracehttp.Option
+	if endpoint == "" && getenv("OTEL_EXPORTER_OTLP_INSECURE") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE") == "" {
+		// OTLP's default endpoint is plain HTTP on localhost (the
+		// specification's, and what operations.md says); the exporter's
+		// own default would be HTTPS, which a local collector does not
+		// speak.
+		endpoint = "http://" + defaultOTLPEndpoint
+		opts = append(opts, otlptracehttp.WithEndpoint(defaultOTLPEndpoint), otlptracehttp.WithInsecure())
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the OTLP trace exporter: %w", err)
 	}

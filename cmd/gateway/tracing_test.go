@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -95,5 +97,58 @@ func TestTracingToACollector(t *testing.T) {
 	}
 	if !regexp.MustCompile(`msg="tool call settled".* trace_id=[0-9a-f]{32} span_id=[0-9a-f]{16}|trace_id=[0-9a-f]{32} span_id=[0-9a-f]{16}.*msg="tool call settled"`).MatchString(logs.String()) {
 		t.Errorf("no log line of the turn carries its trace:\n%s", logs.String())
+	}
+}
+
+// TestTracingDefaultEndpoint: OTEL_TRACES_EXPORTER=otlp with no endpoint
+// sends the spans to the specification's default, plain HTTP on
+// localhost:4318, where a local collector listens (the exporter's own
+// default would be HTTPS).
+func TestTracingDefaultEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:4318")
+	if err != nil {
+		t.Skipf("the default OTLP port is taken here: %v", err)
+	}
+	got := make(chan string, 100)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	addr, stop, _ := startGatewayLogs(t, nil, map[string]string{"OTEL_TRACES_EXPORTER": "otlp"})
+	jar, _ := cookiejar.New(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Jar: jar}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	for _, f := range []string{`{"type":"session.open"}`, `{"type":"message","content":"hello"}`} {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), `"type":"session.idle"`) && strings.Contains(string(b), `"seq":`) {
+			break
+		}
+	}
+	if err := stop(); err != nil { // flushes the spans
+		t.Fatal(err)
+	}
+	select {
+	case path := <-got:
+		if path != "/v1/traces" {
+			t.Errorf("the collector got %s, want /v1/traces", path)
+		}
+	default:
+		t.Fatal("no spans reached http://localhost:4318")
 	}
 }

@@ -215,7 +215,7 @@ func checkURL(raw string) error {
 		return errors.New("it does not parse as a URL")
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", u.Redacted())
+		return fmt.Errorf("%q is not an http(s) URL", shownURL(raw, u))
 	}
 	return nil
 }
@@ -231,4 +231,13 @@ func defaultHTTPClient() *http.Client {
 	t = t.Clone()
 	t.ResponseHeaderTimeout = 10 * time.Minute
 	return &http.Client{Transport: t}
+}
+
+// shownURL is raw as an error may quote it: as written, or without its
+// password when it has one.
+func shownURL(raw string, u *url.URL) string {
+	if u.User != nil {
+		return u.Redacted()
+	}
+	return raw
 }

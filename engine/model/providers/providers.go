@@ -84,12 +84,14 @@ func New(cfg Config, getenv func(string) string) (*Resolver, error) {
 	a := cfg.Anthropic
 	a.APIKey = or(a.APIKey, getenv(EnvAnthropicAPIKey))
 	a.BaseURL = or(a.BaseURL, getenv(EnvAnthropicBaseURL))
-	if a.APIKey != "" {
-		m, err := anthropic.New(a)
+	if a.APIKey != "" || a.BaseURL != "" {
+		m, err := anthropic.New(a) // a bad base URL is refused with or without a key
 		if err != nil {
 			return nil, fmt.Errorf("failed to configure Anthropic: %w", err)
 		}
-		r.claude = m
+		if a.APIKey != "" {
+			r.claude = m
+		}
 	}
 
 	o := cfg.OpenAI
@@ -141,6 +143,22 @@ func (r *Resolver) Resolve(modelID string) (model.Model, error) {
 	default:
 		return nil, r.unknown(modelID)
 	}
+}
+
+// Provider names what serves modelID, as Resolve routes it: "Claude",
+// "OpenAI-compatible" or "scripted"; "" when nothing configured does.
+func (r *Resolver) Provider(modelID string) string {
+	switch {
+	case modelID == ScriptedID && r.scripted != nil:
+		return "scripted"
+	case strings.HasPrefix(modelID, OpenAIPrefix) || hasPrefix(modelID, r.prefixes):
+		if r.openai != nil {
+			return "OpenAI-compatible"
+		}
+	case strings.HasPrefix(modelID, ClaudePrefix) && r.claude != nil:
+		return "Claude"
+	}
+	return ""
 }
 
 func (r *Resolver) viaOpenAI(modelID, name string) (model.Model, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -225,10 +226,19 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 	tests := []map[string]string{
 		{EnvOpenAIBaseURL: "localhost:8080/v1"},
 		{EnvAnthropicAPIKey: claudeKey, EnvAnthropicBaseURL: "api.anthropic.com"},
+		{EnvAnthropicBaseURL: "not a url"}, // no key yet: still a mistake to say now
 	}
 	for _, vars := range tests {
-		if _, err := New(Config{}, env(vars)); err == nil {
+		_, err := New(Config{}, env(vars))
+		if err == nil {
 			t.Errorf("New with %v succeeded, want an error", vars)
+			continue
+		}
+		// Quoted as written (a password would be masked), not escaped.
+		for _, v := range vars {
+			if v != claudeKey && !strings.Contains(err.Error(), fmt.Sprintf("%q", v)) {
+				t.Errorf("New with %v: %v, want the URL quoted as written", vars, err)
+			}
 		}
 	}
 }
