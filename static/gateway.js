@@ -303,8 +303,7 @@ export class GatewayClient extends EventTarget {
         const page = typeof f.page === "string" && f.page ? f.page : null;
         this.#session = f.session;
         this.#limits = readLimits(f.limits, this.#limits);
-        // A new session's first events were never shown: not `replayed`.
-        this.#replayUntil = resumed && typeof f.seq === "number" ? f.seq : 0;
+        this.#replayUntil = resumed && typeof f.seq === "number" ? f.seq : 0; // a new session's events are new
         this.#opened = true;
         this.#conn.connected();
         this.#store.flush();
