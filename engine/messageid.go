@@ -54,11 +54,9 @@ func (s *Session) confirmMessage(page *Page, id string) {
 	if page == nil {
 		return
 	}
-	frame, err := EncodeFrame(FrameMessageTaken, MessageTakenFrame{ID: id})
-	if err != nil {
-		s.logger.Error("failed to encode message.taken", "err", err)
-		return
-	}
+	// MessageTakenFrame, written by hand: one every message.
+	frame := make([]byte, 0, len(`{"type":"message.taken","id":""}`)+len(id)+8)
+	frame = append(AppendJSONString(append(frame, `{"type":"message.taken","id":`...), id), '}')
 	s.log.deliver(page, FrameMessageTaken, frame)
 }
 

@@ -6,12 +6,14 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,11 +179,16 @@ func benchDial(b *testing.B, base string) *websocket.Conn {
 	}
 }
 
+// benchMessages numbers the benchmarks' messages.
+var benchMessages atomic.Int64
+
 // benchTurn sends content and reads until the turn's session.idle (the
 // first after a model.finished), answering the tool.call with its
 // arguments.
 func benchTurn(b *testing.B, ctx context.Context, ws *websocket.Conn, content string) {
-	msg, _ := json.Marshal(map[string]string{"type": "message", "content": content})
+	// With an id, as the SDK sends a message: the turn also brings its
+	// message.taken.
+	msg, _ := json.Marshal(map[string]string{"type": "message", "content": content, "id": fmt.Sprintf("m%d", benchMessages.Add(1))})
 	if err := ws.Write(ctx, websocket.MessageText, msg); err != nil {
 		b.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type browser struct {
 	session string
 	out     []byte               // the frame being written, reused
 	calls   map[string]time.Time // this turn's tool.call arrivals by id
+	sent    int                  // messages sent: their ids, as the SDK gives each one
 }
 
 // openSession does what a page does: GET / for the cookie, the WebSocket,
@@ -169,7 +170,8 @@ func (b *browser) stream(ctx context.Context, n int, interval time.Duration, rec
 // idle left over from before the message precedes every model.finished of
 // this turn.
 func (b *browser) turn(ctx context.Context, content string, rec *recorder) error {
-	b.out = appendMessage(b.out[:0], content)
+	b.sent++
+	b.out = appendMessage(b.out[:0], content, b.sent)
 	sent := time.Now()
 	if err := b.ws.Write(ctx, websocket.MessageText, b.out); err != nil {
 		return fmt.Errorf("failed to send the message: %w", err)
@@ -300,10 +302,14 @@ func frameType(data []byte) string {
 	return head.Type
 }
 
-func appendMessage(b []byte, content string) []byte {
+// appendMessage is a user message with an id, as the SDK sends it: the
+// gateway answers it with message.taken, which the turn ignores.
+func appendMessage(b []byte, content string, n int) []byte {
 	b = append(b, `{"type":"message","content":`...)
 	b = strconv.AppendQuote(b, content)
-	return append(b, '}')
+	b = append(b, `,"id":"m`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, `"}`...)
 }
 
 // appendToolResult answers a call with its arguments (a JSON object) as
