@@ -50,3 +50,42 @@ test("a browser call survives a dropped connection and settles once", async ({ p
     expect((await chat.sent()).filter((f) => f.id === id)).toHaveLength(1);
     expect(ofType(await replayFromGateway(page, await chat.session()), "tool.finished", id!)).toHaveLength(1);
 });
+
+test("a message lost with its socket goes again, and the chat shows it and its reply once", async ({ page }) => {
+    const wire = await attachWire(page);
+    const chat = await Chat.open(page);
+    wire.delayMessages(60_000); // the message is on its way when the socket drops: lost
+    await chat.send("what's the weather in Tokyo");
+    const first = await wire.waitForFrame((f) => f.type === "message", { direction: "sent" });
+    wire.delayMessages(0);
+    const dropped = await wire.drop();
+    await wire.reconnected({ after: dropped });
+
+    await expect(chat.reply("get_weather returned: It's clear in Tokyo.")).toBeVisible();
+    await chat.idle();
+    await expect(chat.messages("user").getByTestId("message-text")).toHaveText(["what's the weather in Tokyo"]);
+    const sent = wire.frames("sent").filter((f) => f.frame.type === "message");
+    expect(sent.map((f) => [f.socket, f.frame.id])).toEqual([[dropped, first.id], [dropped + 1, first.id]]);
+    const taken = wire.frames("received").filter((f) => f.frame.type === "message.taken");
+    expect(taken.map((f) => [f.socket, f.frame.id])).toEqual([[dropped + 1, first.id]]);
+    const users = (await replayFromGateway(page, await chat.session())).filter((e) => e.type === "message" && e.message.role === "user");
+    expect(users.map((e) => [e.message.content, e.message.id])).toEqual([["what's the weather in Tokyo", first.id]]);
+});
+
+test("a message that reaches the gateway twice is taken once", async ({ page }) => {
+    const wire = await attachWire(page);
+    const chat = await Chat.open(page);
+    wire.duplicateMessages(2);
+    await chat.send("what's the weather in Tokyo");
+    await expect(chat.reply("get_weather returned: It's clear in Tokyo.")).toBeVisible();
+    await chat.idle();
+    await expect(chat.messages("user")).toHaveCount(1);
+    await expect(chat.reply("get_weather returned: It's clear in Tokyo.")).toHaveCount(1);
+    const [sent] = wire.frames("sent").filter((f) => f.frame.type === "message");
+    // Each copy is confirmed.
+    await expect.poll(() => wire.frames("received").filter((f) => f.frame.type === "message.taken").map((f) => f.frame.id))
+        .toEqual([sent.frame.id, sent.frame.id]);
+    const users = (await replayFromGateway(page, await chat.session())).filter((e) => e.type === "message" && e.message.role === "user");
+    expect(users.map((e) => e.message.id)).toEqual([sent.frame.id]);
+    expect(wire.refusals()).toEqual([]);
+});

@@ -116,6 +116,10 @@ export declare class Wire {
     delayAnswers(name: string, ms: number): void;
     /** Each of the page's answers to the tool's calls reaches the gateway `copies` times (default 2). */
     duplicateAnswers(name: string, copies?: number): void;
+    /** The page's user messages reach the gateway ms later from now on (0: at once; lost if the socket closes first). */
+    delayMessages(ms: number): void;
+    /** Each of the page's user messages reaches the gateway `copies` times (default 2). */
+    duplicateMessages(copies?: number): void;
     /** The next tool.call of the tool that no earlier toolCall() returned, past or future. */
     toolCall(name: string, options?: { timeout?: number }): Promise<ToolCall>;
     /** The first frame, past or future, that matches. */

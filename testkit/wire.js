@@ -50,6 +50,8 @@ export class Wire {
     /** @type {Set<string>} */ #held;
     /** @type {Map<string, number>} */ #delays = new Map();
     /** @type {Map<string, number>} */ #copies = new Map();
+    #messageDelay = 0; // ms: the page's user messages reach the gateway this late
+    #messageCopies = 1; // times each of the page's user messages reaches the gateway
     /** @type {Map<string, string>} */ #names = new Map(); // call id -> tool name
     #timeout;
 
@@ -111,6 +113,20 @@ export class Wire {
     /** Each answer of the page's to the tool's calls goes to the gateway `copies` times. @param {string} name */
     duplicateAnswers(name, copies = 2) {
         this.#copies.set(name, copies);
+    }
+
+    /**
+     * The page's user messages (`message` frames) go to the gateway ms later
+     * from now on (0: at once); one whose socket closes meanwhile is lost, as
+     * on a network. @param {number} ms
+     */
+    delayMessages(ms) {
+        this.#messageDelay = ms;
+    }
+
+    /** Each of the page's user messages goes to the gateway `copies` times. */
+    duplicateMessages(copies = 2) {
+        this.#messageCopies = copies;
     }
 
     /**
@@ -202,8 +218,9 @@ export class Wire {
         const frame = parse(data);
         this.#record(sock, "sent", frame ?? data, false);
         const name = (frame?.type === "tool.result" || frame?.type === "tool.error") ? this.#names.get(frame.id) : undefined;
-        const copies = (name && this.#copies.get(name)) || 1;
-        const delay = (name && this.#delays.get(name)) || 0;
+        const message = frame?.type === "message";
+        const copies = message ? this.#messageCopies : (name && this.#copies.get(name)) || 1;
+        const delay = message ? this.#messageDelay : (name && this.#delays.get(name)) || 0;
         const pass = () => {
             for (let i = 0; i < copies; i++) {
                 // As on a real network: what a closed socket carried is lost.
