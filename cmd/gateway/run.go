@@ -350,6 +350,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
+		if n := len(cfg.workerSecret); n < minWorkerSecret {
+			// A development secret ("dev-secret") is taken; say so once.
+			logger.Warn("the worker secret is short: use at least 32 random bytes (openssl rand -hex 32)", "bytes", n)
+		}
 		defer hw.Close()
 		worker = hw
 		if cfg.pageTools {
@@ -512,6 +516,9 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	mux.Handle("GET /metrics", m.Handler())
 	return mux
 }
+
+// minWorkerSecret is the secret's length below which the start warns.
+const minWorkerSecret = 32
 
 // describeModel says which model the demo agent runs.
 func describeModel(cfg config, models model.Resolver) string {

@@ -157,6 +157,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, tc := range m.ToolCalls {
 			run.known[tc.ID] = true
 		}
+		if m.Role == "tool" && m.ToolCallID != "" {
+			run.sent[m.ToolCallID] = m
+		}
 	}
 	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Handoff: true, Buffer: h.opts.Buffer})
 	if err != nil {

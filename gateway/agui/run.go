@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -31,15 +32,16 @@ type run struct {
 	skipText bool   // the replay starts inside a text message the front end has
 	lastText string // the model turn's message id, the parent of its calls
 
-	shown    map[string]bool // calls whose TOOL_CALL_START is written
-	track    frontend.Calls  // open calls, delivered ones: when the run waits
-	known    map[string]bool // calls the input's messages already show
-	answered map[string]bool // calls this run's input answered
+	shown    map[string]bool    // calls whose TOOL_CALL_START is written
+	track    frontend.Calls     // open calls, delivered ones: when the run waits
+	known    map[string]bool    // calls the input's messages already show
+	answered map[string]bool    // calls this run's input answered
+	sent     map[string]message // the input's tool messages, by call: the front end's own answers
 }
 
 func newRun(w http.ResponseWriter, o Options, in runInput) *run {
 	return &run{w: w, opts: o, thread: in.ThreadID, runID: in.RunID,
-		shown: map[string]bool{}, known: map[string]bool{}, answered: map[string]bool{}}
+		shown: map[string]bool{}, known: map[string]bool{}, answered: map[string]bool{}, sent: map[string]message{}}
 }
 
 func (r *run) emit(v map[string]any) { _ = r.sse.JSON(v) }
@@ -164,8 +166,11 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			return
 		}
 		r.track.Finished(e.ID)
-		if e.OK && r.answered[e.ID] {
-			return // the front end's own tool message holds the result
+		if r.answered[e.ID] || r.sent[e.ID].says(e) {
+			// The front end's own tool message holds the outcome: this
+			// run's answer settled the call, or an earlier run's (this
+			// run is its duplicate).
+			return
 		}
 		content := e.Result
 		if !e.OK {
@@ -197,4 +202,28 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	case engine.EventSessionEnded:
 		r.finish(nil)
 	}
+}
+
+// says reports whether the tool message m (zero: none) is the outcome e:
+// the same error, or the same result as the session reads it.
+func (m message) says(e engine.ToolFinishedEvent) bool {
+	switch {
+	case m.ToolCallID == "":
+		return false
+	case !e.OK:
+		return m.Error != "" && m.Error == e.Error
+	}
+	if m.Error != "" {
+		return false
+	}
+	content := m.text()
+	var text string
+	if json.Unmarshal([]byte(content), &text) == nil {
+		return e.Result == text // a JSON string: the model reads the string
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, []byte(content)) != nil {
+		return e.Result == content // not JSON: a text result, as is
+	}
+	return e.Result == compact.String()
 }

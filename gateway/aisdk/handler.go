@@ -146,7 +146,8 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := newStream(w, h.opts, sess)
 	if last.Role == "user" {
-		page, err := sess.Attach(ctx, engine.AttachOptions{After: sess.LastSeq(), AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
+		st.seq = sess.LastSeq() // the metadata's seq: where the response starts, until it has events
+		page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -180,6 +181,9 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		}
 		st.input = st.input || took
 	}
+	// A response with nothing new says where it stands, not seq 0: posted
+	// back, that would replay the whole chat.
+	st.seq = after
 	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)

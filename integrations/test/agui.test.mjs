@@ -19,7 +19,8 @@ const frontEndTools = [{
 }];
 
 test("a run with a worker tool and a front-end tool, answered in the next run", async () => {
-    const agent = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch: browser(), threadId: "thread-tools" });
+    const fetch = browser();
+    const agent = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-tools" });
     agent.addMessage({ id: "user-1", role: "user", content: "weather and time" });
 
     const types = [];
@@ -44,6 +45,7 @@ test("a run with a worker tool and a front-end tool, answered in the next run", 
 
     // The front end runs its tool and answers in the next run.
     agent.addMessage({ id: "tool-1", role: "tool", toolCallId: time.id, content: JSON.stringify({ time: "12:00", timeZone: "Asia/Tokyo" }) });
+    const answered = structuredClone(agent.messages); // what the answer's run posts
     const second = [];
     await agent.runAgent({ tools: frontEndTools }, { onEvent: ({ event }) => { second.push(event.type); } });
     assert.equal(second[0], "RUN_STARTED");
@@ -59,6 +61,29 @@ test("a run with a worker tool and a front-end tool, answered in the next run", 
     const third = [];
     await agent.runAgent({ tools: frontEndTools }, { onEvent: ({ event }) => { third.push(event.type); } });
     assert.deepEqual(third, ["RUN_STARTED", "RUN_FINISHED"]);
+
+    // The answer's run posted again, as a retry would: it gets what
+    // followed the answer again, and no second result for the call (the
+    // front end's own tool message is its result).
+    const retry = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-tools", initialMessages: answered });
+    const again = [];
+    await retry.runAgent({ tools: frontEndTools }, { onEvent: ({ event }) => { again.push(event); } });
+    assert.ok(!again.some((e) => e.type === "TOOL_CALL_RESULT" && e.toolCallId === time.id), "no second result for the answered call");
+    assert.equal(retry.messages.filter((m) => m.role === "tool" && m.toolCallId === time.id).length, 1);
+    assert.match(retry.messages.at(-1).content, /get_local_time returned/);
+});
+
+test("a front end's error answer is its call's result: no second one comes back", async () => {
+    const agent = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch: browser(), threadId: "thread-refused" });
+    agent.addMessage({ id: "user-1", role: "user", content: "what time is it" });
+    let pending;
+    await agent.runAgent({ tools: frontEndTools }, { onRunFinishedEvent: ({ pendingToolCallIds }) => { pending = pendingToolCallIds; } });
+    assert.equal(pending?.length, 1);
+    agent.addMessage({ id: "tool-1", role: "tool", toolCallId: pending[0], content: "the user said no", error: "the user said no" });
+    const events = [];
+    await agent.runAgent({ tools: frontEndTools }, { onEvent: ({ event }) => { events.push(event); } });
+    assert.ok(!events.some((e) => e.type === "TOOL_CALL_RESULT"), "the front end's tool message holds the error");
+    assert.equal(agent.messages.filter((m) => m.role === "tool").length, 1);
 });
 
 test("a thread of another browser is not this browser's", async () => {

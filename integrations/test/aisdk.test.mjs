@@ -77,6 +77,21 @@ test("a turn with a worker tool and a client tool answered by onToolCall and add
     assert.match(text, /get_weather returned: It's clear in Tokyo\./);
     assert.match(text, /get_local_time returned: \{"time":"12:00","timeZone":"Asia\/Tokyo"\}/);
     assert.equal(chat.messages.filter((m) => m.role === "assistant").length, 1, "the follow-up continues the same assistant message");
+
+    // The same request again (a retried POST): nothing is new, and its
+    // metadata says where the chat stands, so posting it back replays nothing.
+    const seq = reply.metadata.gateway.seq;
+    assert.ok(seq > 0);
+    for (let i = 0; i < 2; i++) {
+        const res = await fetch(`${gw.url}/api/chat`, {
+            method: "POST", headers: { "content-type": "application/json" },
+            body: JSON.stringify({ id: "chat-tools", trigger: "submit-message", messages: chat.messages }),
+        });
+        assert.equal(res.status, 200);
+        const chunks = (await res.text()).split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)));
+        assert.deepEqual(chunks.map((c) => c.type), ["start", "finish"], "nothing new to stream");
+        assert.deepEqual(chunks.map((c) => c.messageMetadata.gateway.seq), [seq, seq]);
+    }
 });
 
 test("a client tool that times out surfaces as tool-output-error; the late answer is refused", async () => {

@@ -94,7 +94,7 @@ export function verify({ secret, timestamp, signature, body, now = Date.now(), w
     const skew = now / 1000 - Number(timestamp);
     if (Math.abs(skew) > windowSeconds) {
         throw new SignatureError("stale",
-            `signature timestamp outside the replay window: signed ${Math.round(skew)}s from now; the window is ${windowSeconds}s`);
+            `signature timestamp outside the replay window: signed ${Math.round(Math.abs(skew))}s ${skew > 0 ? "ago" : "in the future"}; the window is ${windowSeconds}s`);
     }
     const want = mac(secret, timestamp, body);
     for (let entry of signature.split(",")) {

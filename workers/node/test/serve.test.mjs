@@ -99,7 +99,8 @@ test("refused requests", async (t) => {
     const payload = execute("echo", {});
     const cases = [
         { name: "wrong secret", over: { secret: "guess" }, status: 401, error: /^signature does not match/ },
-        { name: "stale", over: { timestamp: Math.floor(Date.now() / 1000) - 301 }, status: 401, error: /outside the replay window/ },
+        { name: "stale", over: { timestamp: Math.floor(Date.now() / 1000) - 301 }, status: 401, error: /outside the replay window: signed 30\ds ago/ },
+        { name: "from the future", over: { timestamp: Math.floor(Date.now() / 1000) + 301 }, status: 401, error: /outside the replay window: signed 30\ds in the future/ },
         { name: "unsigned", over: { headers: { "x-gateway-signature": "" } }, status: 401, error: /not signed/ },
         { name: "not JSON", over: { body: "{nope" }, status: 400, error: /not JSON/ },
         { name: "no trigger", over: { body: '{"session":"s1"}' }, status: 400, error: /not \{session, trigger, proposed\}/ },
