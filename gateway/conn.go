@@ -262,7 +262,11 @@ func (c *conn) handle(data []byte) {
 		return
 	}
 	if c.page == nil {
-		c.refuse(engine.WireNotOpen, "send session.open first")
+		id := ""
+		if m, ok := f.(MessageFrame); ok {
+			id = m.ID
+		}
+		c.refuseMessage(id, engine.WireNotOpen, "send session.open first")
 		return
 	}
 	// c.ctx bounds the wait for the session's inbox: it ends with the

@@ -83,15 +83,16 @@ type ErrorFrame struct {
 	ID string `json:"id,omitempty"`
 }
 
-// refusedMessageID is the id of a message frame that did not decode, when
-// it has one that could be: its page is told that this message will not
-// be taken, rather than send it again and again.
+// refusedMessageID is the id of a refused message frame (one that did not
+// decode, or came before session.open), when it has one: its page is told
+// that this message will not be taken, rather than send it again and
+// again.
 func refusedMessageID(data []byte) string {
 	var f struct {
 		Type string `json:"type"`
 		ID   string `json:"id"`
 	}
-	if json.Unmarshal(data, &f) != nil || f.Type != FrameMessage || engine.CheckMessageID(f.ID) != nil {
+	if json.Unmarshal(data, &f) != nil || f.Type != FrameMessage {
 		return ""
 	}
 	return f.ID

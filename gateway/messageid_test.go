@@ -14,6 +14,11 @@ import (
 func TestMessageSentAgainIsTakenOnce(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	b := h.newBrowser(nil)
+	early := b.dial(nil)
+	early.send(map[string]any{"type": "message", "content": "hello", "id": "m-early"})
+	if f := early.untilError(); f.Code != "not_open" || f.ID != "m-early" {
+		t.Errorf("a message before session.open: %s; want not_open naming m-early", f)
+	}
 	c, session := b.open(pageTools)
 	taken := func(c *wsClient, id string) {
 		t.Helper()
@@ -61,6 +66,11 @@ func TestMessageSentAgainIsTakenOnce(t *testing.T) {
 	c2.send(map[string]any{"type": "message", "content": " ", "id": "m-blank"})
 	if f := c2.untilError(); f.Code != "bad_frame" || f.ID != "m-blank" {
 		t.Errorf("got %s; want bad_frame for m-blank", f)
+	}
+	long := strings.Repeat("i", 129)
+	c2.send(map[string]any{"type": "message", "content": "hi", "id": long})
+	if f := c2.untilError(); f.Code != "bad_frame" || f.ID != long {
+		t.Errorf("got %s; want bad_frame naming the long id", f)
 	}
 	if n := c2.count(func(f frame) bool { return f.Type == "message.taken" }); n != 1 {
 		t.Errorf("%d message.taken on the second page; want 1", n)
