@@ -54,10 +54,14 @@ func (s *Session) confirmMessage(page *Page, id string) {
 	if page == nil {
 		return
 	}
-	// MessageTakenFrame, written by hand: one every message.
+	s.log.deliver(page, FrameMessageTaken, messageTaken(id))
+}
+
+// messageTaken is the message.taken frame for id: MessageTakenFrame,
+// written by hand (one every message), as EncodeFrame writes it.
+func messageTaken(id string) []byte {
 	frame := make([]byte, 0, len(`{"type":"message.taken","id":""}`)+len(id)+8)
-	frame = append(AppendJSONString(append(frame, `{"type":"message.taken","id":`...), id), '}')
-	s.log.deliver(page, FrameMessageTaken, frame)
+	return append(AppendJSONString(append(frame, `{"type":"message.taken","id":`...), id), '}')
 }
 
 // restoreMessageIDs remembers the ids of the user messages a rebuilt

@@ -272,15 +272,13 @@ func (c *conn) handle(data []byte) {
 	// c.ctx bounds the wait for the session's inbox: it ends with the
 	// connection.
 	ctx := c.ctx
+	var messageID string // a message's id, which its refusal names
 	switch f := f.(type) {
 	case MessageFrame:
-		if f.ID == "" {
+		if messageID = f.ID; messageID == "" {
 			err = c.page.Send(ctx, f.Content)
-			break
-		}
-		if err = c.page.SendOnce(ctx, f.ID, f.Content); err != nil && !errors.Is(err, engine.ErrUnloaded) {
-			c.refuseMessage(f.ID, errorCode(err), err.Error())
-			return
+		} else {
+			err = c.page.SendOnce(ctx, f.ID, f.Content)
 		}
 	case engine.ToolResult:
 		err = c.page.Answer(ctx, f)
@@ -304,7 +302,7 @@ func (c *conn) handle(data []byte) {
 		if code == engine.WireStaleAttempt || code == engine.WireSettled {
 			c.logger.Debug("ignored late tool answer", "session", c.session.ID(), "err", err)
 		}
-		c.refuse(code, err.Error())
+		c.refuseMessage(messageID, code, err.Error())
 	}
 }
 
