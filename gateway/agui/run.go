@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway/frontend"
@@ -216,14 +217,14 @@ func (m message) says(e engine.ToolFinishedEvent) bool {
 	if m.Error != "" {
 		return false
 	}
-	content := m.text()
+	content := strings.TrimSpace(m.text())
+	if e.Result == content {
+		return true // a text result, or JSON as the front end wrote it
+	}
 	var text string
 	if json.Unmarshal([]byte(content), &text) == nil {
 		return e.Result == text // a JSON string: the model reads the string
 	}
 	var compact bytes.Buffer
-	if json.Compact(&compact, []byte(content)) != nil {
-		return e.Result == content // not JSON: a text result, as is
-	}
-	return e.Result == compact.String()
+	return json.Compact(&compact, []byte(content)) == nil && e.Result == compact.String()
 }
