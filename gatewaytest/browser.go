@@ -280,6 +280,18 @@ func (p *Page) Send(ctx context.Context, text string) error {
 	return p.Write(ctx, map[string]any{"type": "message", "content": text})
 }
 
+// SendOnce sends a user message with id, as the SDK sends every message:
+// the gateway takes a message of an id once, however often it comes, and
+// answers each copy with message.taken. Faults apply as to an answer:
+// Duplicate(2) sends it twice, Delay(d) d later (a page that lost its
+// connection meanwhile sends it again on its next one).
+func (p *Page) SendOnce(ctx context.Context, id, text string, faults ...Fault) error {
+	p.mu.Lock()
+	p.sentAt, p.sentText, p.sent = len(p.frames), text, true
+	p.mu.Unlock()
+	return p.answer(ctx, map[string]any{"type": "message", "content": text, "id": id}, faults)
+}
+
 // Cancel stops the session's current turn (the Stop button).
 func (p *Page) Cancel(ctx context.Context) error {
 	return p.Write(ctx, map[string]any{"type": "cancel"})
@@ -402,7 +414,7 @@ func (p *Page) WaitIdle(ctx context.Context) (Frame, error) {
 	})
 }
 
-// A Fault changes how an answer is sent.
+// A Fault changes how an answer (or a SendOnce message) is sent.
 type Fault func(*answer)
 
 type answer struct {

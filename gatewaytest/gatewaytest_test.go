@@ -162,6 +162,65 @@ func TestDuplicateAnswerIsRefusedAndTheCallSettlesOnce(t *testing.T) {
 	}
 }
 
+// A message with an id that reaches the gateway twice is taken once, and
+// each copy confirmed; the page's reconnect sending it again is confirmed
+// without a second turn.
+func TestMessageSentTwiceIsTakenOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	g := gatewaytest.Start(t, gatewaytest.Options{Script: &clockScript})
+	b, err := g.NewBrowser(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendOnce(ctx, "m1", "hello", gatewaytest.Duplicate(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.Reconnect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.SendOnce(ctx, "m1", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Wait(ctx, func(f gatewaytest.Frame) bool { return f.Type == "message.taken" }); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0 // the first page's message.taken frames: one a copy
+	if _, err := p.Wait(ctx, func(f gatewaytest.Frame) bool {
+		if f.Type == "message.taken" {
+			seen++
+		}
+		return seen == 2
+	}); err != nil {
+		t.Fatalf("each copy is confirmed: %v", err)
+	}
+	record, err := b.Record(ctx, p.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := 0
+	for _, f := range record {
+		var m struct{ Message struct{ Role, ID string } }
+		if f.Type == "message" && f.Decode(&m) == nil && m.Message.Role == "user" {
+			users++
+			if m.Message.ID != "m1" {
+				t.Errorf("the user message's id is %q, want m1", m.Message.ID)
+			}
+		}
+	}
+	if users != 1 {
+		t.Errorf("%d user messages recorded, want 1: three copies, one message", users)
+	}
+}
+
 // A page that drops mid-call and resumes with `after` gets the same
 // attempt delivered again; its answer settles the call once.
 func TestDroppedPageGetsTheCallAgain(t *testing.T) {
