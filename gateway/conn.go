@@ -261,21 +261,20 @@ func (c *conn) handle(data []byte) {
 		c.open(open)
 		return
 	}
+	var messageID string // a message's id, which its refusal names
+	if m, ok := f.(MessageFrame); ok {
+		messageID = m.ID
+	}
 	if c.page == nil {
-		id := ""
-		if m, ok := f.(MessageFrame); ok {
-			id = m.ID
-		}
-		c.refuseMessage(id, engine.WireNotOpen, "send session.open first")
+		c.refuseMessage(messageID, engine.WireNotOpen, "send session.open first")
 		return
 	}
 	// c.ctx bounds the wait for the session's inbox: it ends with the
 	// connection.
 	ctx := c.ctx
-	var messageID string // a message's id, which its refusal names
 	switch f := f.(type) {
 	case MessageFrame:
-		if messageID = f.ID; messageID == "" {
+		if f.ID == "" {
 			err = c.page.Send(ctx, f.Content)
 		} else {
 			err = c.page.SendOnce(ctx, f.ID, f.Content)

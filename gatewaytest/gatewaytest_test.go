@@ -32,6 +32,21 @@ var noon = map[string]string{"time": "2030-01-02T12:00:00Z", "timeZone": "UTC"}
 // for the time; it returns the page and the call delivered to it.
 func open(t *testing.T, ctx context.Context, o gatewaytest.Options) (*gatewaytest.Gateway, *gatewaytest.Page, gatewaytest.ToolCall) {
 	t.Helper()
+	g, p := openPage(t, ctx, o)
+	if err := p.Send(ctx, "what time is it"); err != nil {
+		t.Fatal(err)
+	}
+	call, err := p.ToolCall(ctx, "get_local_time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, p, call
+}
+
+// openPage starts a gateway (clockScript unless o has a script) and opens
+// a page of a new browser that runs get_local_time.
+func openPage(t *testing.T, ctx context.Context, o gatewaytest.Options) (*gatewaytest.Gateway, *gatewaytest.Page) {
+	t.Helper()
 	if o.Script == nil {
 		o.Script = &clockScript
 	}
@@ -44,14 +59,7 @@ func open(t *testing.T, ctx context.Context, o gatewaytest.Options) (*gatewaytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Send(ctx, "what time is it"); err != nil {
-		t.Fatal(err)
-	}
-	call, err := p.ToolCall(ctx, "get_local_time")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, p, call
+	return g, p
 }
 
 // finished is the call's tool.finished, decoded.
@@ -168,15 +176,7 @@ func TestDuplicateAnswerIsRefusedAndTheCallSettlesOnce(t *testing.T) {
 func TestMessageSentTwiceIsTakenOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Script: &clockScript})
-	b, err := g.NewBrowser(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := openPage(t, ctx, gatewaytest.Options{})
 	if err := p.SendOnce(ctx, "m1", "hello", gatewaytest.Duplicate(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestMessageSentTwiceIsTakenOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("each copy is confirmed: %v", err)
 	}
-	record, err := b.Record(ctx, p.Session)
+	record, err := p.Browser().Record(ctx, p.Session)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 
@@ -56,32 +55,7 @@ func TestTracingToACollector(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "chat-gateway")
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}
 	addr, stop, logs := startGatewayLogs(t, []string{"--log-level", "debug"}, env)
-
-	jar, _ := cookiejar.New(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Jar: jar}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	for _, f := range []string{`{"type":"session.open"}`, `{"type":"message","content":"what's the weather in Tokyo"}`} {
-		if err := ws.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for user := false; ; {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f struct{ Type string }
-		_ = json.Unmarshal(b, &f)
-		user = user || f.Type == "message"
-		if user && f.Type == "session.idle" {
-			break
-		}
-	}
+	chatTurn(t, addr, "what's the weather in Tokyo")
 	if err := stop(); err != nil { // flushes the spans
 		t.Fatal(err)
 	}
@@ -118,28 +92,7 @@ func TestTracingDefaultEndpoint(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 	addr, stop, _ := startGatewayLogs(t, nil, map[string]string{"OTEL_TRACES_EXPORTER": "otlp"})
-	jar, _ := cookiejar.New(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Jar: jar}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	for _, f := range []string{`{"type":"session.open"}`, `{"type":"message","content":"hello"}`} {
-		if err := ws.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(b), `"type":"session.idle"`) && strings.Contains(string(b), `"seq":`) {
-			break
-		}
-	}
+	chatTurn(t, addr, "hello")
 	if err := stop(); err != nil { // flushes the spans
 		t.Fatal(err)
 	}
@@ -150,5 +103,37 @@ func TestTracingDefaultEndpoint(t *testing.T) {
 		}
 	default:
 		t.Fatal("no spans reached http://localhost:4318")
+	}
+}
+
+// chatTurn opens a new session on the gateway at addr, as a page, sends
+// content and reads up to the session.idle that ends its turn.
+func chatTurn(t *testing.T, addr, content string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Jar: jar}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	message, _ := json.Marshal(map[string]string{"type": "message", "content": content})
+	for _, f := range [][]byte{[]byte(`{"type":"session.open"}`), message} {
+		if err := ws.Write(ctx, websocket.MessageText, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for user := false; ; {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct{ Type string }
+		_ = json.Unmarshal(b, &f)
+		user = user || f.Type == "message"
+		if user && f.Type == "session.idle" {
+			return
+		}
 	}
 }
