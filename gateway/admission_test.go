@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/coder/websocket"
@@ -228,5 +229,100 @@ func TestCrossSitePage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("GET /static/gateway.js from another origin: %s, Access-Control-Allow-Origin %q", resp.Status, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+// TestIdentityLivesAfterTheLastVisit: a browser's identity lives 24 h after
+// its last visit, not its first: a visit an hour or more after the last
+// renewal gets the same token with a new expiry (GET /, GET /sessions and
+// the /ws upgrade alike), and the browser keeps its chats; a visit sooner
+// writes nothing.
+func TestIdentityLivesAfterTheLastVisit(t *testing.T) {
+	start := time.Now()
+	fake := clock.NewFake(start)
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Clock: fake}})
+	visit := func(path string, cookie *http.Cookie) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", h.srv.URL+path, nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		return resp
+	}
+	identity := func(resp *http.Response) *http.Cookie {
+		for _, c := range resp.Cookies() {
+			if c.Name == "gateway_session" {
+				return c
+			}
+		}
+		return nil
+	}
+	first := identity(visit("/", nil))
+	if first == nil {
+		t.Fatal("GET / gave no identity cookie")
+	}
+	c, _, err := websocket.Dial(context.Background(), h.wsURL(), &websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {first.String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := &wsClient{t: t, ws: c}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	page.send(map[string]any{"type": "session.open"})
+	session := page.untilType("session.opened").Session
+
+	fake.Advance(30 * time.Minute)
+	if got := identity(visit("/", first)); got != nil {
+		t.Errorf("a visit 30 min after the identity was made rewrote it: %v", got)
+	}
+	steps := []struct {
+		path string
+		at   time.Duration // since start
+	}{{"/", 2 * time.Hour}, {"/sessions", 5 * time.Hour}, {"/ws", 30 * time.Hour}, {"/", 52 * time.Hour}}
+	for _, step := range steps {
+		fake.Advance(start.Add(step.at).Sub(fake.Now()))
+		var resp *http.Response
+		if step.path == "/ws" {
+			ws, r, err := websocket.Dial(context.Background(), h.wsURL(), &websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {first.String()}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = ws.CloseNow()
+			resp = r
+		} else {
+			resp = visit(step.path, first)
+		}
+		got := identity(resp)
+		if got == nil {
+			t.Fatalf("GET %s %v after the first visit gave no renewed cookie", step.path, step.at)
+		}
+		if got.Value != first.Value {
+			t.Errorf("GET %s renewed the identity with another token: the browser would lose its chats", step.path)
+		}
+		want := fake.Now().Add(gateway.CookieLifetime)
+		if d := got.Expires.Sub(want); d < -time.Second || d > time.Second {
+			t.Errorf("GET %s %v after the first visit: cookie expires %v, want %v (24 h after this visit)", step.path, step.at, got.Expires, want)
+		}
+	}
+	list, err := http.NewRequest("GET", h.srv.URL+"/sessions", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list.AddCookie(first)
+	resp, err := http.DefaultClient.Do(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), session) {
+		t.Errorf("GET /sessions 52 h after the first visit: %s, want the chat %s", body, session)
 	}
 }

@@ -61,7 +61,7 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 			s.preflight(w, r)
 			return
 		}
-		browser, err := s.browserFor(w, r)
+		_, browser, err := s.browserFor(w, r)
 		if err != nil {
 			s.logger.Error("failed to identify browser", "err", err)
 			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)

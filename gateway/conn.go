@@ -88,7 +88,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseOrigin(w, r, err)
 		return
 	}
-	browser, err := s.browserFor(w, r)
+	_, browser, err := s.browserFor(w, r)
 	if err != nil {
 		s.logger.Error("failed to identify browser", "err", err)
 		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)

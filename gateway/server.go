@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/runners"
@@ -25,13 +26,17 @@ type Options struct {
 	// Required.
 	Engine *engine.Engine
 	// Sessions is the cookie session manager. Default: scs.New() with a
-	// 24h lifetime, HttpOnly, SameSite Lax, on CookieStore. (scs.New
+	// 24h lifetime, which visits renew (browserFor), HttpOnly, SameSite
+	// Lax, on CookieStore. (scs.New
 	// starts a cleanup goroutine that lives as long as the process.)
 	Sessions *scs.SessionManager
 	// CookieStore keeps the browsers' identities for the default Sessions.
 	// Default: scs's in memory, so browsers get new identities when the
 	// process restarts; the JetStream store's Cookies keeps them.
 	CookieStore scs.Store
+	// Clock tells when an identity is due for renewal (browserFor).
+	// Default: clock.Real.
+	Clock clock.Clock
 	// CookieSameSite and CookieSecure set the default Sessions' cookie:
 	// default SameSite Lax, not Secure. A chat page on another site than
 	// the gateway needs SameSite None, which browsers take only with
@@ -160,6 +165,9 @@ func New(opts Options) (*Server, error) {
 		sm.Cookie.Secure = opts.CookieSecure || sm.Cookie.SameSite == http.SameSiteNoneMode
 		opts.Sessions = sm
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
 	if opts.ReadLimit <= 0 {
 		opts.ReadLimit = 1 << 20
 	}
@@ -206,7 +214,7 @@ func (s *Server) routes() {
 	if page == nil {
 		page = http.HandlerFunc(minimalPage)
 	}
-	s.mux.Handle("GET /{$}", s.opts.Sessions.LoadAndSave(s.identify(page)))
+	s.mux.Handle("GET /{$}", s.identify(page))
 	if s.opts.Static != nil {
 		// Any site may import the SDK: it is public code, fetched without
 		// credentials, and an ES module from another origin needs CORS.
@@ -221,10 +229,8 @@ func (s *Server) routes() {
 	if s.opts.MetricsHandler != nil {
 		s.mux.Handle("GET /metrics", s.opts.MetricsHandler)
 	}
-	s.mux.Handle("GET /sessions", s.opts.Sessions.LoadAndSave(s.identify(http.HandlerFunc(s.listSessions))))
-	// /ws loads the cookie session itself: LoadAndSave wraps the
-	// ResponseWriter, which the WebSocket upgrade needs to hijack.
-	s.mux.HandleFunc("GET /ws", s.serveWS)
+	s.mux.Handle("GET /sessions", s.identify(http.HandlerFunc(s.listSessions)))
+	s.mux.HandleFunc("GET /ws", s.serveWS) // identifies the browser itself, before its upgrade
 	s.chatRoutes()
 	s.hosts = s.checkHost(s.mux)
 }
@@ -245,19 +251,32 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// identify gives the browser an id in its cookie session.
+// identify gives the request the browser's identity (browserFor): its
+// handler reads it from the request's context (browserKey).
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Sessions.GetString(r.Context(), browserKey) == "" {
-			s.opts.Sessions.Put(r.Context(), browserKey, newBrowserID())
+		w.Header().Add("Vary", "Cookie")
+		ctx, _, err := s.browserFor(w, r)
+		if err != nil {
+			s.logger.Error("failed to identify browser", "err", err)
+			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// browserFor loads the cookie session of a /ws request, creating one (and
-// its cookie on the upgrade response) when the browser has none yet.
-func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (string, error) {
+// browserFor loads the request's cookie session and returns the browser's
+// id, with a context that carries the session. A browser with none gets a
+// new identity, its cookie on the response (the WebSocket's upgrade
+// response too: scs's LoadAndSave wraps the ResponseWriter, which the
+// upgrade must hijack). An identity lives its Lifetime after the last
+// visit: one last renewed more than a 24th of it ago is renewed, cookie and
+// stored entry, so a browser that comes every day keeps its chats, and the
+// store is written at most once an hour a browser (by default). A renewal
+// the store refuses is logged and the visit goes on: the identity lives to
+// its deadline.
+func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Context, string, error) {
 	sm := s.opts.Sessions
 	var token string
 	if c, err := r.Cookie(sm.Cookie.Name); err == nil {
@@ -265,19 +284,31 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (string, err
 	}
 	ctx, err := sm.Load(r.Context(), token)
 	if err != nil {
-		return "", fmt.Errorf("failed to load cookie session: %w", err)
+		return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
 	}
-	if id := sm.GetString(ctx, browserKey); id != "" {
-		return id, nil
+	id := sm.GetString(ctx, browserKey)
+	if id != "" {
+		now := s.opts.Clock.Now()
+		if sm.Lifetime <= 0 || sm.Deadline(ctx).Sub(now) >= sm.Lifetime-sm.Lifetime/24 {
+			return ctx, id, nil
+		}
+		sm.SetDeadline(ctx, now.Add(sm.Lifetime).UTC())
+		token, expiry, err := sm.Commit(ctx)
+		if err != nil {
+			s.logger.Warn("failed to renew a browser's identity; it lives to its deadline", "browser", id, "err", err)
+			return ctx, id, nil
+		}
+		sm.WriteSessionCookie(ctx, w, token, expiry)
+		return ctx, id, nil
 	}
-	id := newBrowserID()
+	id = newBrowserID()
 	sm.Put(ctx, browserKey, id)
 	token, expiry, err := sm.Commit(ctx)
 	if err != nil {
-		return "", fmt.Errorf("failed to save cookie session: %w", err)
+		return nil, "", fmt.Errorf("failed to save cookie session: %w", err)
 	}
 	sm.WriteSessionCookie(ctx, w, token, expiry)
-	return id, nil
+	return ctx, id, nil
 }
 
 // health answers GET /healthz, the liveness probe: 200 {"status":"ok"}, or
