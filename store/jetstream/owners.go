@@ -190,6 +190,15 @@ func (o *ownership) renew() {
 		// The bucket's Update, as Summarize writes a summary: a
 		// publish on the key's subject, fenced by its revision.
 		newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), rev)
+		if wrongLast(err) {
+			// A renewal given up on (a timeout while NATS was away) may
+			// have landed once NATS was back: the lease is still this
+			// node's, at a later revision. From that one, renew again.
+			if e, gerr := o.s.owners.Get(ctx, o.session); gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev {
+				start = time.Now()
+				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), e.Revision())
+			}
+		}
 		cancel()
 		lost = err != nil && !errors.Is(err, context.DeadlineExceeded)
 	}

@@ -15,6 +15,7 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -510,6 +511,18 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	if err != nil {
 		return err
 	}
+	if len(b.Events) > 0 && h.seq >= b.Events[0].Seq {
+		// The journal has this batch's first event already: maybe an
+		// earlier try, given up on (a timeout while NATS was away), that
+		// landed later.
+		rest, lh, ours, err := s.landed(ctx, session, b)
+		if err != nil || ours && rest.Events == nil && rest.State == nil {
+			return err
+		}
+		if ours {
+			b, h = rest, lh
+		}
+	}
 	last, err := engine.CheckBatch(h.seq, b)
 	if err != nil {
 		return err
@@ -519,9 +532,25 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		return fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
 	}
 	seq, err := s.publish(ctx, subject(session), data, h.stream)
+	if wrongLast(err) {
+		// Someone wrote after the end this node knew: the session's
+		// owner now, or this node's own earlier try landing late.
+		s.forgetHead(session)
+		rest, lh, ours, lerr := s.landed(ctx, session, b)
+		switch {
+		case lerr != nil:
+			return lerr
+		case ours && rest.Events == nil && rest.State == nil:
+			return nil
+		case ours:
+			if data, err = encodeBatch(rest); err != nil {
+				return fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
+			}
+			seq, err = s.publish(ctx, subject(session), data, lh.stream)
+		}
+	}
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if wrongLast(err) {
 			s.forgetHead(session)
 			return fmt.Errorf("%w: session %s: %w", ErrFenced, session, err)
 		}
@@ -531,6 +560,60 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	s.heads[session] = head{stream: seq, seq: last}
 	s.mu.Unlock()
 	return nil
+}
+
+// wrongLast reports the server's refusal of a fenced publish: the subject's
+// last message was not the one expected.
+func wrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// landed reads the journal's last message, and reports whether it is this
+// node's own try of b that landed after the node gave it up (ours): a
+// publish times out while NATS is away, and the client sends it once NATS
+// is back. Such a try holds the same events from b's first, maybe fewer
+// (the engine joins what waited meanwhile into its next try) and then no
+// state (only the last batch joined carries one); a step with no event,
+// the same state. It returns what of b is left to append (nothing: all of
+// it landed) and where the journal ends. A message that is not such a try
+// is someone else's, which the caller refuses as it would have.
+func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (rest engine.Batch, h head, ours bool, err error) {
+	msg, err := s.lastMsg(ctx, session)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return b, head{}, false, nil
+	}
+	if err != nil {
+		return b, head{}, false, fmt.Errorf("failed to read the end of session %s's journal: %w", session, err)
+	}
+	got, err := decodeBatch(msg.Data)
+	if err != nil {
+		return b, head{}, false, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, msg.Sequence, err)
+	}
+	n := len(got.Events)
+	h = head{stream: msg.Sequence}
+	switch {
+	case n == 0 && len(b.Events) == 0 && got.State != nil && bytes.Equal(got.State, b.State):
+		if h.seq, err = s.lastEventSeq(ctx, session); err != nil {
+			return b, head{}, false, err
+		}
+	case n == 0 || n > len(b.Events) || n < len(b.Events) && got.State != nil || n == len(b.Events) && !bytes.Equal(got.State, b.State):
+		return b, head{}, false, nil
+	default:
+		for i, ev := range got.Events {
+			if ev.Seq != b.Events[i].Seq || !bytes.Equal(ev.Frame, b.Events[i].Frame) {
+				return b, head{}, false, nil
+			}
+		}
+		h.seq = got.Events[n-1].Seq
+	}
+	s.mu.Lock()
+	s.heads[session] = h
+	s.mu.Unlock()
+	if n == len(b.Events) {
+		return engine.Batch{}, h, true, nil
+	}
+	return engine.Batch{Events: b.Events[n:], State: b.State, Agent: b.Agent}, h, true, nil
 }
 
 func (s *Store) forgetHead(session string) {

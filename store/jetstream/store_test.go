@@ -90,14 +90,16 @@ func TestFenced(t *testing.T) {
 	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
 		t.Fatal(err)
 	}
-	// Another writer (an owner that took the session over) appends.
+	// Another writer (an owner that took the session over) appends its
+	// own event 2. (An event 2 the same as this store's, byte for byte,
+	// would be taken for this store's own try that landed late: Append.)
 	nc, err := nats.Connect("", nats.InProcessServer(s.Server()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, _ := njs.New(nc)
-	if _, err := js.Publish(ctx, "gateway.journal.s1", []byte(`{"e":[{"q":2,"t":"message","f":{"type":"message","seq":2}}]}`)); err != nil {
+	if _, err := js.Publish(ctx, "gateway.journal.s1", []byte(`{"e":[{"q":2,"t":"message","f":{"type":"message","seq":2,"message":{"role":"user","content":"theirs"}}}]}`)); err != nil {
 		t.Fatal(err)
 	}
 	ev.Seq, ev.Frame = 2, json.RawMessage(`{"type":"message","seq":2}`)
