@@ -121,10 +121,10 @@ func (s *Session) turnGuard() *GuardTripped {
 			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, %s.", s.usage.ModelTurns, theLimit(s.usage.ModelTurns, l.MaxModelTurns))}
 	case l.MaxSessionTokens > 0 && s.usage.SessionTokens >= l.MaxSessionTokens:
 		return &GuardTripped{Guard: GuardSessionTokens, Limit: l.MaxSessionTokens, Value: s.usage.SessionTokens,
-			Message: fmt.Sprintf("Stopped: this chat has used %s tokens, over its budget of %s.", thousands(s.usage.SessionTokens), thousands(l.MaxSessionTokens))}
+			Message: fmt.Sprintf("Stopped: this chat has used %s tokens, %s.", thousands(s.usage.SessionTokens), theBudget(s.usage.SessionTokens, l.MaxSessionTokens))}
 	case l.MaxMessageTokens > 0 && s.usage.MessageTokens >= l.MaxMessageTokens:
 		return &GuardTripped{Guard: GuardMessageTokens, Limit: l.MaxMessageTokens, Value: s.usage.MessageTokens,
-			Message: fmt.Sprintf("Stopped: answering this message used %s tokens, over its budget of %s.", thousands(s.usage.MessageTokens), thousands(l.MaxMessageTokens))}
+			Message: fmt.Sprintf("Stopped: answering this message used %s tokens, %s.", thousands(s.usage.MessageTokens), theBudget(s.usage.MessageTokens, l.MaxMessageTokens))}
 	}
 	return nil
 }
@@ -140,6 +140,14 @@ func (s *Session) countTokens(u Usage) {
 	n := u.InputTokens + u.OutputTokens
 	s.usage.MessageTokens += n
 	s.usage.SessionTokens += n
+}
+
+// theBudget words tokens used against a budget, as theLimit does.
+func theBudget(used, budget int) string {
+	if used > budget {
+		return "over its budget of " + thousands(budget)
+	}
+	return "its budget"
 }
 
 // theLimit words value against limit: "the limit" when it reached it,
@@ -171,12 +179,14 @@ func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
 }
 
 // trip stops the agent at g: pages see it, and the worker decides what
-// follows (by default, nothing: the session goes idle).
+// follows (by default, nothing: the session goes idle). The event goes out
+// as the worker is asked (decideQueued), after what was queued before it:
+// the turn that tripped a guard ends with its message, then the
+// guard.tripped, as a page draws them.
 func (s *Session) trip(g GuardTripped) {
 	s.logger.Warn("guard tripped: the model is not prompted again", "guard", g.Guard, "limit", g.Limit, "value", g.Value, "tool", g.Tool)
 	s.e.opts.Metrics.GuardTripped(g.Guard)
 	s.guardSpanEvent(g)
-	s.publish(EventGuardTripped, GuardTrippedEvent(g))
 	s.failed = g.Message
 	s.enqueue(g, Decision{})
 }

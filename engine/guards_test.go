@@ -26,6 +26,7 @@ func loopingModel(distinct bool, tokens int) *fakeModel {
 			args = fmt.Sprintf(`{"page": %d}`, i)
 		}
 		return model.Response{
+			Text:       "Searching.",
 			ToolUses:   []model.ToolUse{{ID: fmt.Sprintf("call_%d", i), Name: "search", Arguments: args}},
 			StopReason: model.StopToolUse,
 			Usage:      model.Usage{InputTokens: tokens - 10, OutputTokens: 10},
@@ -69,6 +70,8 @@ func TestGuards(t *testing.T) {
 		{"the same call, the default", false, 1, engine.Limits{}, engine.GuardRepeats, 3, 3, 2, "search with the same arguments 3 times"},
 		{"message tokens", true, 1000, engine.Limits{MaxMessageTokens: 2500}, engine.GuardMessageTokens, 2500, 3, 3, "3,000 tokens, over its budget of 2,500"},
 		{"session tokens", true, 1000, engine.Limits{MaxSessionTokens: 1500}, engine.GuardSessionTokens, 1500, 2, 2, "2,000 tokens, over its budget of 1,500"},
+		{"message tokens, the budget reached", true, 1000, engine.Limits{MaxMessageTokens: 3000}, engine.GuardMessageTokens, 3000, 3, 3, "used 3,000 tokens, its budget."},
+		{"session tokens, the budget reached", true, 1000, engine.Limits{MaxSessionTokens: 2000}, engine.GuardSessionTokens, 2000, 2, 2, "used 2,000 tokens, its budget."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +102,15 @@ func TestGuards(t *testing.T) {
 				t.Errorf("the worker got %d guard.tripped triggers, want 1 for %s", len(got), tt.guard)
 			}
 			checkTranscript(t, h.transcript())
+			// The turn's messages, then the guard: a page draws the
+			// guard's line after the text it stopped.
+			tripped := false
+			for _, f := range h.seen {
+				tripped = tripped || f.Type == engine.EventGuardTripped
+				if tripped && f.Type == engine.EventMessage {
+					t.Fatalf("a message after guard.tripped: %s", h.types())
+				}
+			}
 		})
 	}
 }

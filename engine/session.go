@@ -607,6 +607,9 @@ func (s *Session) decideQueued() {
 		}
 		q := s.queue[0]
 		s.queue = s.queue[1:]
+		if g, ok := q.trigger.(GuardTripped); ok {
+			s.publish(EventGuardTripped, GuardTrippedEvent(g))
+		}
 		d, err := s.decide(q.trigger, q.proposed)
 		if err != nil {
 			s.report(WireWorkerFailed, err)
