@@ -25,7 +25,8 @@ import (
 // connected to does not read the protocol; it moves frames, in order, and
 // closes the socket with the code the serving node closes with.
 //
-// Subjects: gateway.relay.<node>.open (a node's requests to serve a page),
+// Subjects: gateway.relay.<node>.open (a node's requests to serve a page;
+// an empty one asks whether the node is there, nodeWatch),
 // and per page, <pipe>.in (the page's frames), <pipe>.out (the frames for
 // the page), <pipe>.ping and <pipe>.oping (each side's liveness). A frame
 // with the header Gateway-Close ends the pipe: "<code> <reason>".
@@ -33,8 +34,86 @@ type Relay struct {
 	nc   *nats.Conn
 	node string
 
-	mu  sync.Mutex
-	sub *nats.Subscription
+	mu    sync.Mutex
+	sub   *nats.Subscription
+	nodes map[string]*nodeWatch // the nodes serving this node's pages
+}
+
+// nodeWatch asks a node that serves pages of this node's whether it is
+// there, every nodeCheck, while it serves any: a node that died has no
+// subscriptions left ("no responders"), and the pipes to it check at once
+// and move, where each alone checks its node every --ping-interval (20 s
+// by default, longer than a lease). One a node, whatever its pages.
+type nodeWatch struct {
+	pipes map[*pipe]struct{}
+	stop  chan struct{}
+}
+
+// nodeCheck is how often a nodeWatch asks: a second, against the lease's
+// seconds, so a relayed page moves soon after its dead node's lease
+// expired.
+const nodeCheck = time.Second
+
+// watchNode counts p among node's pipes, and starts watching node with
+// the first.
+func (r *Relay) watchNode(node string, p *pipe) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.nodes[node]
+	if w == nil {
+		if r.nodes == nil {
+			r.nodes = map[string]*nodeWatch{}
+		}
+		w = &nodeWatch{pipes: map[*pipe]struct{}{}, stop: make(chan struct{})}
+		r.nodes[node] = w
+		go r.runWatch(node, w)
+	}
+	w.pipes[p] = struct{}{}
+}
+
+// unwatchNode takes p from node's pipes, and stops watching node after the
+// last.
+func (r *Relay) unwatchNode(node string, p *pipe) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.nodes[node]
+	if w == nil {
+		return
+	}
+	delete(w.pipes, p)
+	if len(w.pipes) == 0 {
+		close(w.stop)
+		delete(r.nodes, node)
+	}
+}
+
+// runWatch asks node every nodeCheck until w stops. The question is an
+// empty request to serve a page, which every version of the gateway
+// refuses at once: any answer is a node that is there.
+func (r *Relay) runWatch(node string, w *nodeWatch) {
+	t := time.NewTicker(nodeCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), nodeCheck)
+		_, err := r.nc.RequestWithContext(ctx, openSubject(node), nil)
+		cancel()
+		if !errors.Is(err, nats.ErrNoResponders) {
+			continue // there, or slow: the pipes' own checks judge a slow one
+		}
+		r.mu.Lock()
+		for p := range w.pipes {
+			select {
+			case p.check <- struct{}{}:
+			default:
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // NewRelay returns a relay for this node on nc; the Server that gets it in
@@ -189,6 +268,7 @@ type pipe struct {
 
 	mu      sync.Mutex
 	id      string
+	node    string // the node serving the page
 	subs    []*nats.Subscription
 	moving  bool     // between two nodes: the page's frames wait
 	waiting [][]byte // the page's frames while moving
@@ -255,10 +335,28 @@ func (p *pipe) dial(node string) error {
 		return fmt.Errorf("failed to reach node %s: %w", node, err)
 	}
 	p.mu.Lock()
+	if p.ended {
+		// The page left while this node was asked: nothing is watched
+		// or subscribed for it after its end.
+		p.mu.Unlock()
+		_ = out.Unsubscribe()
+		_ = ping.Unsubscribe()
+		return errPipeClosed
+	}
 	p.id, p.subs = id, []*nats.Subscription{out, ping}
 	open := p.open
 	open.After = p.after
+	old := p.node
+	p.node = node
 	p.mu.Unlock()
+	if old != node && p.c.s.opts.PingInterval > 0 {
+		if old != "" {
+			p.r.unwatchNode(old, p)
+		}
+		if node != p.r.node {
+			p.r.watchNode(node, p)
+		}
+	}
 	return nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open))
 }
 
@@ -449,9 +547,14 @@ func (p *pipe) end() {
 	p.ended = true
 	subs := p.subs
 	p.subs = nil
+	node := p.node
+	p.node = ""
 	p.mu.Unlock()
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
+	}
+	if node != "" && node != p.r.node {
+		p.r.unwatchNode(node, p)
 	}
 }
 

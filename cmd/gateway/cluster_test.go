@@ -390,3 +390,56 @@ func twoNodes(t *testing.T, flags ...string) (url string, a, b *gatewayProc, bas
 	b.waitHealthy(baseB)
 	return url, a, b, baseA, baseB
 }
+
+// TestRelayedPageMovesAfterTheLease: a relayed page that only waits (a
+// confirm open, nothing sent) is moved soon after its dead node's lease
+// expired, not at its own next ping, which here is minutes away: its node
+// watches the serving node for all its pages.
+func TestRelayedPageMovesAfterTheLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	_, a, b, baseA, baseB := twoNodes(t, "--lease-ttl", "2s", "--ping-interval", "5m")
+	jar, _ := cookiejar.New(nil)
+	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
+	defer cancel()
+	must := func(r recFrame, err error) recFrame {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\nframes:\n%s\nA's log:\n%s\nB's log:\n%s", err, br.dump(), a.stderr.String(), b.stderr.String())
+		}
+		return r
+	}
+	first, err := br.dial(ctx, baseA, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
+	session := must(first.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
+	_ = first.ws.Close(websocket.StatusNormalClosure, "")
+
+	second, err := br.dial(ctx, baseB, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = second.send(ctx, map[string]any{"type": "session.open", "session": session, "tools": durableTools})
+	must(second.until("session.opened through node B", func(f wireFrame) bool { return f.Type == "session.opened" }))
+	_ = second.send(ctx, map[string]any{"type": "message", "content": "delete my draft"})
+	call := must(second.until("tool.call through node B", func(f wireFrame) bool { return f.Type == "tool.call" }))
+
+	_ = a.cmd.Process.Kill()
+	_ = a.wait()
+	moved := must(second.until("session.opened on node B after A died", func(f wireFrame) bool { return f.Type == "session.opened" }))
+	if moved.f.Session != session {
+		t.Errorf("the moved page opened %s, want %s", moved.raw, session)
+	}
+	again := must(second.until("the call delivered again", func(f wireFrame) bool { return f.Type == "tool.call" && f.ID == call.f.ID }))
+	if again.f.Attempt != call.f.Attempt {
+		t.Errorf("the call came back as attempt %d, want the same attempt %d", again.f.Attempt, call.f.Attempt)
+	}
+	_ = second.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt, "result": map[string]bool{"approved": true}})
+	if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
+		t.Fatalf("%v\nframes:\n%s", err, br.dump())
+	}
+}
