@@ -120,6 +120,23 @@ func (r *Relay) runWatch(node string, w *nodeWatch) {
 // Options.Relay serves other nodes' pages through it.
 func NewRelay(nc *nats.Conn, node string) *Relay { return &Relay{nc: nc, node: node} }
 
+// ErrNodeNameTaken: another gateway node of this name is running.
+var ErrNodeNameTaken = errors.New("another gateway node of this name is running")
+
+// CheckName asks whether a gateway node of this relay's name is running on
+// its NATS already: two nodes of one name would each take the other's
+// sessions for their own (a lease names its node). It returns
+// ErrNodeNameTaken when one answers; a node that does not answer in 2 s,
+// or no NATS, is not one.
+func (r *Relay) CheckName(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := r.nc.RequestWithContext(ctx, openSubject(r.node), nil); err == nil {
+		return fmt.Errorf("%w: %q answers on this NATS; give each node its own --node-id (GATEWAY_NODE_ID)", ErrNodeNameTaken, r.node)
+	}
+	return nil
+}
+
 const closeHeader = "Gateway-Close"
 
 func openSubject(node string) string { return "gateway.relay." + node + ".open" }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/cookiejar"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -441,5 +442,23 @@ func TestRelayedPageMovesAfterTheLease(t *testing.T) {
 	_ = second.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt, "result": map[string]bool{"approved": true}})
 	if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
 		t.Fatalf("%v\nframes:\n%s", err, br.dump())
+	}
+}
+
+// TestNodeNameTaken: a node started with the --node-id of a node running on
+// the same NATS stops at start, naming the flag, before it resumes a
+// session: it would take the running node's sessions for its own.
+func TestNodeNameTaken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	url, _, _, _, _ := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildGatewayBinary(t), "--listen", durableFreeAddr(t), "--data-dir", t.TempDir(), "--nats-url", url, "--node-id", "node-a")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(out), `"node-a" answers on this NATS; give each node its own --node-id`) {
+		t.Fatalf("a second node-a: %v\n%s\nwant it to stop, naming --node-id", err, out)
 	}
 }

@@ -59,6 +59,12 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	opened := openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { _ = s.Close() }}
 	if cfg.natsURL != "" {
 		opened.relay = gateway.NewRelay(s.Conn(), s.Node())
+		// Before any session is resumed: a second node of this name would
+		// take the first's sessions for its own.
+		if err := opened.relay.CheckName(openCtx); err != nil {
+			opened.close()
+			return openedStore{}, err
+		}
 		opened.where += ", node " + s.Node()
 	}
 	return opened, nil
