@@ -28,8 +28,9 @@ type marker struct {
 // embedded is a NATS server with JetStream and no listening port, in this
 // process.
 type embedded struct {
-	ns     *server.Server
-	unlock func()
+	ns       *server.Server
+	storeDir string // the server's Options.StoreDir
+	unlock   func()
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
@@ -87,11 +88,12 @@ func startEmbedded(dataDir string) (*embedded, error) {
 			unlock()
 		}
 	}()
+	storeDir := filepath.Join(dataDir, "jetstream")
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "gateway",
 		DontListen: true,
 		JetStream:  true,
-		StoreDir:   filepath.Join(dataDir, "jetstream"),
+		StoreDir:   storeDir,
 		MaxPayload: MaxBatch,
 		NoSigs:     true,
 		NoLog:      true,
@@ -109,11 +111,75 @@ func startEmbedded(dataDir string) (*embedded, error) {
 		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", dataDir)
 	}
 	started = true
-	return &embedded{ns: ns, unlock: unlock}, nil
+	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock}, nil
+}
+
+// off says why the server's JetStream is off, or nil when it is on.
+func (e *embedded) off() error {
+	if e.ns.JetStreamEnabled() {
+		return nil
+	}
+	return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
+}
+
+// reviveFree is the room the disk needs before JetStream goes back on: a
+// disk with less would fill at once, and the server turn it off again.
+const reviveFree = 8 << 20
+
+// reviveEvery is how often a store asks whether its server's JetStream
+// should go back on (a variable for tests).
+var reviveEvery = 2 * time.Second
+
+// revive turns the server's JetStream back on when it is off and the disk
+// has room, and reports whether it did. The server turns JetStream off for
+// good when a write finds the disk full (nats-server's handleOutOfSpace),
+// where storage.md promises that a refused step is stored once the disk
+// has room: on again, it reads its streams back from the same files.
+func (e *embedded) revive() (bool, error) {
+	if e.ns.JetStreamEnabled() {
+		return false, nil
+	}
+	if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
+		return false, nil
+	}
+	// The server's own configuration, as at its start: the store's
+	// directory (the server adds its "jetstream" folder again), and
+	// limits it works out from the disk and memory it finds now.
+	if err := e.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: e.storeDir}); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func (e *embedded) stop() {
 	e.ns.Shutdown()
 	e.ns.WaitForShutdown()
 	e.unlock()
+}
+
+// reviveJetStream asks every reviveEvery, until Close, whether the
+// embedded server's JetStream should go back on (embedded.revive).
+func (s *Store) reviveJetStream() {
+	defer s.background.Done()
+	t := time.NewTicker(reviveEvery)
+	defer t.Stop()
+	warned := false
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if err := s.embedded.off(); err != nil && !warned {
+			s.opts.Logger.Error("the session store is off", "err", err)
+			warned = true
+		}
+		switch on, err := s.embedded.revive(); {
+		case err != nil:
+			s.opts.Logger.Warn("failed to turn the embedded NATS server's JetStream back on; trying again", "err", err)
+		case on:
+			s.opts.Logger.Info("the embedded NATS server's JetStream is back on")
+			warned = false
+		}
+	}
 }

@@ -139,12 +139,12 @@ const ownersSubject = "$KV." + OwnersBucket + "."
 // renew rewrites every held lease each third of the time to live, until
 // Close. A lease it cannot rewrite in time is lost.
 func (s *Store) renew() {
-	defer s.renewing.Done()
+	defer s.background.Done()
 	t := time.NewTicker(s.opts.LeaseTTL / 3)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stopRenew:
+		case <-s.stop:
 			return
 		case <-t.C:
 		}

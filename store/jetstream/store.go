@@ -105,8 +105,8 @@ type Store struct {
 	heads map[string]head       // per session: where its journal ends
 	owned map[string]*ownership // the sessions whose lease this node holds
 
-	stopRenew chan struct{}
-	renewing  sync.WaitGroup
+	stop       chan struct{}  // closed by Close: the goroutines below end
+	background sync.WaitGroup // renew, and reviveJetStream for the embedded server
 
 	// noBatchGet: the server answered a batched direct get as servers
 	// before 2.11 do; journals are read with a consumer from then on.
@@ -145,7 +145,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	default:
 		o.Node = nuid.Next()
 	}
-	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, stopRenew: make(chan struct{})}
+	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, stop: make(chan struct{})}
 	var err error
 	if o.URL == "" {
 		if s.embedded, err = startEmbedded(o.DataDir); err != nil {
@@ -169,8 +169,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	s.renewing.Add(1)
+	s.background.Add(1)
 	go s.renew()
+	if s.embedded != nil {
+		s.background.Add(1)
+		go s.reviveJetStream()
+	}
 	return s, nil
 }
 
@@ -309,11 +313,11 @@ func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T,
 // embedded server.
 func (s *Store) Close() error {
 	select {
-	case <-s.stopRenew:
+	case <-s.stop:
 	default:
-		close(s.stopRenew)
+		close(s.stop)
 	}
-	s.renewing.Wait()
+	s.background.Wait()
 	if s.nc != nil {
 		if err := s.nc.Drain(); err != nil {
 			s.nc.Close()
@@ -332,10 +336,14 @@ func (s *Store) closeServer() {
 	}
 }
 
-// Healthy reports whether the connection to NATS is up.
+// Healthy reports whether the connection to NATS is up, and the embedded
+// server's JetStream on.
 func (s *Store) Healthy() error {
 	if st := s.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("the connection to NATS is %s", st)
+	}
+	if s.embedded != nil {
+		return s.embedded.off()
 	}
 	return nil
 }
