@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,7 +182,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	if err := s.do(ctx, func() error {
 		s.logger.Info("session loaded", "events", len(events), "open calls", s.open, "turn cut", st.Turn)
 		calls.restore(s)
-		s.resume(st.Turn)
+		s.resume(st.Turn, st.Turn && streamedSinceFinished(events))
 		return nil
 	}); err != nil {
 		return nil, err
@@ -261,6 +262,27 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	return nil
 }
 
+// streamedSinceFinished reports whether the session's model streamed text
+// after its last model.finished (or model.discarded): a turn cut then
+// leaves a partial reply on the pages. A sub-agent's events (parent set:
+// encodeEvent writes it after seq, and no escaped text can hold it) are
+// not the session's model's.
+func streamedSinceFinished(events []Event) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
+		if bytes.Contains(ev.Frame, []byte(`,"parent":`)) {
+			continue
+		}
+		switch ev.Type {
+		case EventModelDelta:
+			return true
+		case EventModelFinished, EventModelDiscarded:
+			return false
+		}
+	}
+	return false
+}
+
 // resume carries on the work the journal says was in flight, on the session
 // goroutine, as the first step after a load:
 //   - a model turn cut off is discarded (pages drop its partial reply) and
@@ -270,9 +292,14 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 //   - a backoff resumes at its time;
 //   - a worker attempt runs again when its tool is declared idempotent, and
 //     otherwise settles as interrupted: whether it took effect is unknown.
-func (s *Session) resume(turnCut bool) {
-	if turnCut {
+//
+// Pages are told to drop a cut turn's text (model.discarded) when it had
+// streamed any.
+func (s *Session) resume(turnCut, textCut bool) {
+	if textCut {
 		s.publish(EventModelDiscarded, ModelDiscardedEvent{Reason: "the session was reloaded (the gateway restarted, or another node took the session over) while the model was answering; it answers again"})
+	}
+	if turnCut {
 		s.promptWanted = true
 	}
 	now := s.e.opts.Clock.Now()

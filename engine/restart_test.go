@@ -506,53 +506,74 @@ func TestCloseDrainsWorkerAttempts(t *testing.T) {
 
 // TestRestartModelTurnCut: a model turn cut off mid-stream is discarded,
 // with an event that tells pages to drop its partial reply, and run again.
+// One cut before it streamed anything is run again with no such event:
+// there is nothing to drop.
 func TestRestartModelTurnCut(t *testing.T) {
-	forEachStore(t, func(t *testing.T, r *rig) {
-		cut := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
-			onDelta("Hel")
-			onDelta("lo, wo")
-			<-ctx.Done()
-			return model.Response{}, ctx.Err()
-		})
-		whole := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
-			onDelta("Hello, world.")
-			return model.Response{Text: "Hello, world.", StopReason: model.StopEndTurn}, nil
-		})
-		w := &testWorker{}
-		e1 := r.start(w, cut)
-		s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
-		p1 := attach(t, s1, 0)
-		_ = p1.page.Send(context.Background(), "hi")
-		p1.until("the second delta", func(ev engine.Event) bool { return strings.Contains(string(ev.Frame), "lo, wo") })
-		stop(t, e1)
+	tests := []struct {
+		name   string
+		deltas []string
+		want   string
+	}{
+		{"mid-stream", []string{"Hel", "lo, wo"},
+			"session.opened session.idle message model.delta model.delta model.discarded model.delta model.finished message session.idle"},
+		{"before any text", nil,
+			"session.opened session.idle message model.delta model.finished message session.idle"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, r *rig) {
+				asked := make(chan struct{}, 1)
+				cut := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+					for _, d := range tc.deltas {
+						onDelta(d)
+					}
+					asked <- struct{}{}
+					<-ctx.Done()
+					return model.Response{}, ctx.Err()
+				})
+				whole := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+					onDelta("Hello, world.")
+					return model.Response{Text: "Hello, world.", StopReason: model.StopEndTurn}, nil
+				})
+				w := &testWorker{}
+				e1 := r.start(w, cut)
+				s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
+				p1 := attach(t, s1, 0)
+				_ = p1.page.Send(context.Background(), "hi")
+				<-asked
+				if n := len(tc.deltas); n > 0 {
+					p1.until("the last delta", func(ev engine.Event) bool { return strings.Contains(string(ev.Frame), tc.deltas[n-1]) })
+				}
+				stop(t, e1)
 
-		e2 := r.start(w, whole)
-		if err := e2.Resume(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s2, ok := e2.Session(s1.ID())
-		if !ok {
-			t.Fatal("Resume did not load the session whose turn was cut")
-		}
-		p2 := attach(t, s2, 0)
-		got := p2.until("the reply", finalIdle("Hello, world."))
-		var types []string
-		for _, ev := range got {
-			types = append(types, ev.Type)
-		}
-		want := "session.opened session.idle message model.delta model.delta model.discarded model.delta model.finished message session.idle"
-		if strings.Join(types, " ") != want {
-			t.Errorf("the page saw\n %s\nwant\n %s", strings.Join(types, " "), want)
-		}
-		all := checkJournal(t, r.store, s1.ID())
-		if count(all, engine.EventModelDiscarded) != 1 {
-			t.Errorf("%d model.discarded events", count(all, engine.EventModelDiscarded))
-		}
-		tr, _ := s2.Transcript(context.Background())
-		if len(tr) != 2 || tr[1].Content != "Hello, world." {
-			t.Errorf("transcript %+v", tr)
-		}
-	})
+				e2 := r.start(w, whole)
+				if err := e2.Resume(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				s2, ok := e2.Session(s1.ID())
+				if !ok {
+					t.Fatal("Resume did not load the session whose turn was cut")
+				}
+				p2 := attach(t, s2, 0)
+				got := p2.until("the reply", finalIdle("Hello, world."))
+				var types []string
+				for _, ev := range got {
+					types = append(types, ev.Type)
+				}
+				if strings.Join(types, " ") != tc.want {
+					t.Errorf("the page saw\n %s\nwant\n %s", strings.Join(types, " "), tc.want)
+				}
+				all := checkJournal(t, r.store, s1.ID())
+				if want := strings.Count(tc.want, "model.discarded"); count(all, engine.EventModelDiscarded) != want {
+					t.Errorf("%d model.discarded events, want %d", count(all, engine.EventModelDiscarded), want)
+				}
+				tr, _ := s2.Transcript(context.Background())
+				if len(tr) != 2 || tr[1].Content != "Hello, world." {
+					t.Errorf("transcript %+v", tr)
+				}
+			})
+		})
+	}
 }
 
 // TestRestartKeepsTheAgentItChangedTo: the agent a session's worker set on a
