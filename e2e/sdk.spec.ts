@@ -356,6 +356,30 @@ test("an unknown session is forgotten and a new one opens on the same connection
     expect(out.sockets).toBe(1);
 });
 
+test("a session.open the store refused (store_unavailable) opens again after the backoff, the session kept", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "s1", seq: 2, events: [] }) });
+        const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 }, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
+        const errors: any[] = [];
+        client.on("error", (e: any) => errors.push(e.code));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const first = w.FakeSocket.last();
+        first.accept();
+        first.push({ type: "error", code: "store_unavailable", message: "session.open: the session store is unavailable" });
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const second = w.FakeSocket.last();
+        second.accept();
+        second.push({ type: "session.opened", session: "s1", seq: 2 });
+        return { first: first.sent, second: second.sent, errors, session: client.session };
+    });
+    expect(out.first).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
+    expect(out.second).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
+    expect(out.errors).toEqual(["store_unavailable"]);
+    expect(out.session).toBe("s1");
+});
+
 test("open(id) forgets the session and opens that one from its start; reset() opens a new one", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

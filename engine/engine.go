@@ -289,6 +289,17 @@ func (e *Engine) Health() error {
 	if err := e.storeErr.Load(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, *err)
 	}
+	return e.StoreHealth()
+}
+
+// StoreHealth is what the store says of itself now (its Healthy method,
+// when it has one: the connection to NATS, the embedded server's
+// JetStream), wrapped in ErrStoreUnavailable; nil when it takes writes or
+// cannot say. Unlike Health it leaves out a session's last refused append,
+// which only the next append clears: a page asking for a session the
+// store must make or read is told at once that it is down, not made to
+// wait on it, nor refused once it is back.
+func (e *Engine) StoreHealth() error {
 	if h, ok := e.opts.Store.(interface{ Healthy() error }); ok {
 		if err := h.Healthy(); err != nil {
 			return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)

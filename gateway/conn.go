@@ -345,6 +345,15 @@ func (c *conn) open(f SessionOpen) {
 		c.refuse(errorCode(err), fmt.Sprintf("session.open: %v", err))
 		return
 	}
+	if _, loaded := eng.Session(f.Session); !loaded {
+		// A new session is stored, one out of memory read: with the store
+		// down either would hold this socket's reader (its pings
+		// unanswered) until the store's timeouts. The page tries again.
+		if err := eng.StoreHealth(); err != nil {
+			c.refuse(engine.WireStoreFailed, fmt.Sprintf("session.open: %v: try again once it is back", err))
+			return
+		}
+	}
 	var sess *engine.Session
 	if f.Session == "" {
 		if ok, wait := c.s.allowNewSession(c.browser); !ok {

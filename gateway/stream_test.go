@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +292,51 @@ func TestHealthWhenTheStoreFails(t *testing.T) {
 	}
 	if code := b.getJSON("/readyz", &ready); code != http.StatusOK || ready.Status != "ready" {
 		t.Errorf("/readyz after the recovery: %d %+v", code, ready)
+	}
+}
+
+// downStore is a memory store that says it is down while down is set, as
+// the JetStream store does while NATS is away.
+type downStore struct {
+	*engine.MemoryStore
+	down atomic.Bool
+}
+
+func (d *downStore) Healthy() error {
+	if d.down.Load() {
+		return errors.New("the connection to NATS is RECONNECTING")
+	}
+	return nil
+}
+
+// TestOpenWhileTheStoreIsDown: while the store says it is down, a page
+// asking for a new session is refused at once with store_unavailable,
+// naming the cause, and its socket carries on (its reader was held until
+// the store's timeouts, the pings unanswered, and the socket closed with
+// 4000): a session in memory opens on it as usual, and once the store is
+// back a new one opens again.
+func TestOpenWhileTheStoreIsDown(t *testing.T) {
+	store := &downStore{MemoryStore: engine.NewMemoryStore()}
+	h := newHarness(t, harnessOptions{engine: engine.Options{Store: store}})
+	b := h.newBrowser(nil)
+	first, id := b.open(nil)
+	first.say("one")
+	first.idleAfter(0)
+	store.down.Store(true)
+
+	c := b.dial(nil)
+	c.send(map[string]any{"type": "session.open"})
+	if f := c.untilError(); f.Code != string(engine.WireStoreFailed) || !strings.Contains(f.errorText(), "RECONNECTING") {
+		t.Errorf("a new session while the store is down: %s, want store_unavailable naming the cause", f)
+	}
+	// The same socket goes on: its reader was not held.
+	c.send(map[string]any{"type": "session.open", "session": id})
+	if f := c.untilType("session.opened"); f.Session != id {
+		t.Errorf("the session in memory opened %s, want %s", f.Session, id)
+	}
+
+	store.down.Store(false)
+	if _, again := b.open(nil); again == "" || again == id {
+		t.Errorf("a new session once the store is back: %q", again)
 	}
 }

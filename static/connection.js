@@ -18,7 +18,8 @@
  * the gateway would refuse, so nothing is lost on the way.
  *
  * Exports:
- * - Connection: open(), write(frame), drop(), stop(), retryNow(), connected(), id.
+ * - Connection: open(), write(frame), drop(), retryLater(), stop(), retryNow(),
+ *   connected(), id.
  * - socketURL(url): a ws(s) URL from a relative or http(s) one.
  * - DEFAULT_LIMITS, readLimits(limits, previous): the gateway's limits.
  * - LimitError, messageOverLimits(frame, limits), frameLength(frame),
@@ -115,6 +116,11 @@ export class Connection {
         const ws = this.#ws;
         this.#ws = null;
         ws?.close(CLOSE.NORMAL);
+    }
+
+    /** Closes the current socket (1000) and opens another after the backoff, as after a drop. */
+    retryLater() {
+        this.#ws?.close(CLOSE.NORMAL);
     }
 
     /** Closes for good: no more sockets, no retries. */

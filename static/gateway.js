@@ -32,7 +32,8 @@
  *   the last seq seen and the session's events are kept in sessionStorage, so
  *   a page reload shows the conversation again at once and resumes with
  *   `after` = the last seq (the gateway replays only what the page missed).
- * - Reconnects with capped exponential backoff and jitter; emits every
+ * - Reconnects with capped exponential backoff and jitter (and so opens
+ *   again a session.open the store refused, store_unavailable); emits every
  *   session event once, in seq order, however often it is replayed.
  * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
  *   again after a reconnect until the call settles (runner.js).
@@ -327,10 +328,7 @@ export class GatewayClient extends EventTarget {
         return err;
     }
 
-    /**
-     * An error frame without seq: the gateway refused one of our frames
-     * (FRAME_ERROR: stale_attempt, rate_limited, limit_exceeded, ...).
-     */
+    /** An error frame without seq: the gateway refused one of our frames (FRAME_ERROR). */
     #onRefused(f) {
         /** @type {{code: string, message: string, refused?: any}} */
         const detail = { code: String(f.code ?? "error"), message: String(f.message ?? "") };
@@ -342,6 +340,8 @@ export class GatewayClient extends EventTarget {
             // conversation on the same connection.
             this.#forget("the gateway does not know the session");
             this.#write({ type: "session.open", tools: this.tools });
+        } else if (detail.code === FRAME_ERROR.STORE_UNAVAILABLE && !this.#opened) {
+            this.#conn.retryLater(); // the store is down: open again after the backoff
         }
     }
 
