@@ -239,19 +239,10 @@ func TestAnyNodeServesAnyBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	_, a, b, baseA, baseB := twoNodes(t, "--lease-ttl", "2s", "--ping-interval", "1s")
-
-	jar, _ := cookiejar.New(nil)
-	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	p := newPair(t, "--lease-ttl", "2s", "--ping-interval", "1s")
+	a, baseA, baseB, br, must := p.a, p.baseA, p.baseB, p.br, p.must
 	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
 	defer cancel()
-	must := func(r recFrame, err error) recFrame {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%v\nframes:\n%s\nA's log:\n%s\nB's log:\n%s", err, br.dump(), a.stderr.String(), b.stderr.String())
-		}
-		return r
-	}
 	lastSeq := func() int64 {
 		var last int64
 		for _, r := range br.recorded() {
@@ -261,15 +252,7 @@ func TestAnyNodeServesAnyBrowser(t *testing.T) {
 		}
 		return last
 	}
-	first, err := br.dial(ctx, baseA, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = first.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
-	session := must(first.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
-	_ = first.send(ctx, map[string]any{"type": "message", "content": "hello"})
-	must(first.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }))
-	_ = first.ws.Close(websocket.StatusNormalClosure, "")
+	session := p.openOnA(ctx)
 
 	// The browser comes back through node B: A still runs the session, so
 	// B relays the page to A.
@@ -376,6 +359,47 @@ func natsURL(t *testing.T) string {
 // twoNodes starts a NATS server and two gateway processes on it, node-a and
 // node-b, each with flags besides --nats-url and --node-id, and waits until
 // both answer.
+// pair is two gateway nodes on one NATS and a browser (a cookie jar) that
+// uses both, for the relay's tests.
+type pair struct {
+	t            *testing.T
+	a, b         *gatewayProc
+	baseA, baseB string
+	br           *durableBrowser
+}
+
+func newPair(t *testing.T, flags ...string) *pair {
+	_, a, b, baseA, baseB := twoNodes(t, flags...)
+	jar, _ := cookiejar.New(nil)
+	return &pair{t: t, a: a, b: b, baseA: baseA, baseB: baseB, br: &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}}
+}
+
+// must fails the test on err, with the frames the browser saw and both
+// nodes' logs.
+func (p *pair) must(r recFrame, err error) recFrame {
+	p.t.Helper()
+	if err != nil {
+		p.t.Fatalf("%v\nframes:\n%s\nA's log:\n%s\nB's log:\n%s", err, p.br.dump(), p.a.stderr.String(), p.b.stderr.String())
+	}
+	return r
+}
+
+// openOnA opens a session on node A, its first page closed after it has
+// opened; it returns the session's id.
+func (p *pair) openOnA(ctx context.Context) string {
+	p.t.Helper()
+	first, err := p.br.dial(ctx, p.baseA, 1)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	_ = first.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
+	session := p.must(first.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
+	_ = first.send(ctx, map[string]any{"type": "message", "content": "hello"})
+	p.must(first.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }))
+	_ = first.ws.Close(websocket.StatusNormalClosure, "")
+	return session
+}
+
 func twoNodes(t *testing.T, flags ...string) (url string, a, b *gatewayProc, baseA, baseB string) {
 	t.Helper()
 	url = natsURL(t)
@@ -400,27 +424,13 @@ func TestRelayedPageMovesAfterTheLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	_, a, b, baseA, baseB := twoNodes(t, "--lease-ttl", "2s", "--ping-interval", "5m")
-	jar, _ := cookiejar.New(nil)
-	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	p := newPair(t, "--lease-ttl", "2s", "--ping-interval", "5m")
+	a, br, must := p.a, p.br, p.must
 	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
 	defer cancel()
-	must := func(r recFrame, err error) recFrame {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%v\nframes:\n%s\nA's log:\n%s\nB's log:\n%s", err, br.dump(), a.stderr.String(), b.stderr.String())
-		}
-		return r
-	}
-	first, err := br.dial(ctx, baseA, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = first.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
-	session := must(first.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
-	_ = first.ws.Close(websocket.StatusNormalClosure, "")
+	session := p.openOnA(ctx)
 
-	second, err := br.dial(ctx, baseB, 2)
+	second, err := br.dial(ctx, p.baseB, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

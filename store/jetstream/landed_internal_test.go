@@ -80,17 +80,11 @@ func TestAppendAfterATryThatLandedLate(t *testing.T) {
 				case tc.theirs && forget && !errors.Is(err, engine.ErrSeqGap):
 					t.Fatalf("the retry: %v, want ErrSeqGap", err)
 				}
-				batches, err := s.Load(ctx, "s1")
-				if err != nil {
-					t.Fatal(err)
-				}
 				var got []string
-				for _, b := range batches {
-					for _, e := range b.Events {
-						var f struct{ Text string }
-						_ = json.Unmarshal(e.Frame, &f)
-						got = append(got, f.Text)
-					}
+				for _, e := range journal(t, s, "s1") {
+					var f struct{ Text string }
+					_ = json.Unmarshal(e.Frame, &f)
+					got = append(got, f.Text)
 				}
 				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 					t.Fatalf("journal's events %v, want %v", got, tc.want)
@@ -106,4 +100,18 @@ func TestAppendAfterATryThatLandedLate(t *testing.T) {
 			})
 		}
 	}
+}
+
+// journal is every event of session's journal, in order.
+func journal(t *testing.T, s *Store, session string) []engine.Event {
+	t.Helper()
+	batches, err := s.Load(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []engine.Event
+	for _, b := range batches {
+		events = append(events, b.Events...)
+	}
+	return events
 }

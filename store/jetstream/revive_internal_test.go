@@ -54,15 +54,9 @@ func TestJetStreamComesBackOn(t *testing.T) {
 	if err := s.Healthy(); err != nil {
 		t.Errorf("Healthy after JetStream came back on: %v", err)
 	}
-	batches, err := s.Load(ctx, "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seqs []int64
-	for _, b := range batches {
-		for _, e := range b.Events {
-			seqs = append(seqs, e.Seq)
-		}
+	for _, e := range journal(t, s, "s1") {
+		seqs = append(seqs, e.Seq)
 	}
 	if fmt.Sprint(seqs) != "[1 2]" {
 		t.Errorf("the journal holds events %v, want [1 2]", seqs)
