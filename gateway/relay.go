@@ -285,7 +285,7 @@ type pipe struct {
 
 	mu      sync.Mutex
 	id      string
-	node    string // the node serving the page
+	node    string // the serving node the relay watches for the page (watchNode)
 	subs    []*nats.Subscription
 	moving  bool     // between two nodes: the page's frames wait
 	waiting [][]byte // the page's frames while moving
@@ -363,17 +363,8 @@ func (p *pipe) dial(node string) error {
 	p.id, p.subs = id, []*nats.Subscription{out, ping}
 	open := p.open
 	open.After = p.after
-	old := p.node
-	p.node = node
+	p.watchNode(node) // under p.mu, as end's: never watched after the end
 	p.mu.Unlock()
-	if old != node && p.c.s.opts.PingInterval > 0 {
-		if old != "" {
-			p.r.unwatchNode(old, p)
-		}
-		if node != p.r.node {
-			p.r.watchNode(node, p)
-		}
-	}
 	return nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open))
 }
 
@@ -564,15 +555,30 @@ func (p *pipe) end() {
 	p.ended = true
 	subs := p.subs
 	p.subs = nil
-	node := p.node
-	p.node = ""
+	p.watchNode("")
 	p.mu.Unlock()
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
-	if node != "" && node != p.r.node {
-		p.r.unwatchNode(node, p)
+}
+
+// watchNode has the relay watch node, the page's serving node now, and not
+// the one before it ("": none, or this node itself). p.mu is held: the
+// relay's lock is taken inside it, never the other way round.
+func (p *pipe) watchNode(node string) {
+	if node == p.r.node || p.c.s.opts.PingInterval <= 0 {
+		node = ""
 	}
+	if node == p.node {
+		return
+	}
+	if p.node != "" {
+		p.r.unwatchNode(p.node, p)
+	}
+	if node != "" {
+		p.r.watchNode(node, p)
+	}
+	p.node = node
 }
 
 // close tells the serving node the page left, and stops.
