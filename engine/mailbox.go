@@ -52,8 +52,8 @@ func (m *mailbox) run() {
 }
 
 // put adds f to the inbox, waiting while it is full, and starts the
-// goroutine if none runs. It fails with ctx's error, or with
-// ErrSessionClosed once ended is done.
+// goroutine if none runs. It fails with ctx's error, or once ended is
+// done with why it is (leftErr).
 func (m *mailbox) put(ctx context.Context, ended context.Context, f func()) error {
 	_, err := m.add(ctx, ended, f, false)
 	return err
@@ -133,7 +133,7 @@ func (m *mailbox) add(ctx context.Context, ended context.Context, f func(), here
 		select {
 		case <-room:
 		case <-ended.Done():
-			return false, ErrSessionClosed
+			return false, leftErr(ended)
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -353,6 +354,12 @@ func TestIdleSessionUnloads(t *testing.T) {
 	recv(t, h.s.Done(), "the idle session's unload")
 	if _, ok := h.e.Session(h.s.ID()); ok || h.e.Loaded() != 0 {
 		t.Fatal("the engine still holds the unloaded session")
+	}
+	// A page that held on to the unloaded session is told it unloaded,
+	// not that it ended: it asks again, of the session loaded anew (a
+	// page told it ended starts another).
+	if _, err := h.s.Attach(context.Background(), engine.AttachOptions{}); !errors.Is(err, engine.ErrUnloaded) {
+		t.Errorf("Attach to the unloaded session: %v, want ErrUnloaded", err)
 	}
 	last := h.s.LastSeq()
 	s, err := h.e.Load(context.Background(), h.s.ID())

@@ -33,8 +33,8 @@ type Session struct {
 
 	mail    *mailbox      // the inbox, and the goroutine that empties it while it has work
 	stopped chan struct{} // closed when the session left memory
-	ctx     context.Context
-	stop    context.CancelFunc
+	ctx     context.Context         // ends when the session leaves memory, its cause why (leftErr)
+	stop    context.CancelCauseFunc
 	wg      *sync.WaitGroup        // model turns and worker attempts, the sub-agents' too
 	endReq  atomic.Pointer[string] // End called from inside Decide: end once it returns
 
@@ -103,7 +103,7 @@ type queued struct {
 }
 
 func newSession(e *Engine, id, owner string) *Session {
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancelCause(context.Background())
 	logger := lazylog.With(e.opts.Logger, "session", id)
 	s := &Session{
 		id:         id,
@@ -317,7 +317,7 @@ func (s *Session) leave() {
 	}
 	s.endUserTurn()
 	s.e.forget(s)
-	s.stop()
+	s.stop(why)
 }
 
 // logs reports whether the session's logger writes records of level. The
@@ -348,9 +348,21 @@ func (s *Session) postHere(ctx context.Context, f func()) error {
 // nobody empties.
 func (s *Session) accepting() error {
 	if s.ctx.Err() != nil {
-		return ErrSessionClosed
+		return leftErr(s.ctx)
 	}
 	return nil
+}
+
+// leftErr is why a session's context ended: ErrUnloaded when the session
+// left memory (it runs again from its journal, on this node or another),
+// else ErrSessionClosed (it ended). A page that asks an unloaded session
+// for anything asks again, of the session loaded anew; one told it ended
+// does not.
+func leftErr(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), ErrUnloaded) {
+		return ErrUnloaded
+	}
+	return ErrSessionClosed
 }
 
 // guard drops a sub-agent's message that waited in the inbox past the

@@ -189,7 +189,7 @@ func (s *Session) delegate(a ToolDelegate, def answerDefaults) error {
 // newChild makes the sub-agent run that answers c's current attempt.
 func (s *Session) newChild(c *call, agent AgentConfig) (*Session, error) {
 	root := s.top()
-	ctx, stop := context.WithCancel(s.ctx)
+	ctx, stop := context.WithCancelCause(s.ctx)
 	logger := lazylog.With(root.baseLogger, "parent", c.id, "depth", s.depth+1)
 	ch := &Session{
 		id: root.id, owner: root.owner, e: root.e, log: root.log,
@@ -200,7 +200,7 @@ func (s *Session) newChild(c *call, agent AgentConfig) (*Session, error) {
 		created:     s.e.opts.Clock.Now(),
 	}
 	if err := ch.setAgent(agent); err != nil {
-		stop()
+		stop(ErrSessionClosed)
 		return nil, err
 	}
 	return ch, nil
@@ -247,7 +247,7 @@ func (s *Session) stopChild(why string) {
 		s.chatSpan = nil
 	}
 	s.queue, s.waiting = nil, nil
-	s.stop()
+	s.stop(ErrSessionClosed)
 }
 
 // parentID is the id of the call s answers; empty for the session's own

@@ -65,6 +65,8 @@ func Status(err error, bad ...error) (int, error) {
 	switch {
 	case errors.Is(err, engine.ErrSessionClosed):
 		return http.StatusGone, err
+	case errors.Is(err, engine.ErrUnloaded):
+		return http.StatusServiceUnavailable, fmt.Errorf("the chat is leaving this gateway's memory (its lease was lost, or the gateway stops): retry: %w", err)
 	case errors.Is(err, engine.ErrStoreUnavailable):
 		return http.StatusServiceUnavailable, err
 	}
