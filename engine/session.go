@@ -31,9 +31,9 @@ type Session struct {
 	userTurnCtx context.Context // userTurn's context
 	chatSpan    trace.Span      // the running model turn's
 
-	mail    *mailbox      // the inbox, and the goroutine that empties it while it has work
-	stopped chan struct{} // closed when the session left memory
-	ctx     context.Context         // ends when the session leaves memory, its cause why (leftErr)
+	mail    *mailbox        // the inbox, and the goroutine that empties it while it has work
+	stopped chan struct{}   // closed when the session left memory
+	ctx     context.Context // ends when the session leaves memory, its cause why (leftErr)
 	stop    context.CancelCauseFunc
 	wg      *sync.WaitGroup        // model turns and worker attempts, the sub-agents' too
 	endReq  atomic.Pointer[string] // End called from inside Decide: end once it returns
