@@ -25,11 +25,15 @@ type Options struct {
 	// Engine runs the sessions, and knows which browser owns each.
 	// Required.
 	Engine *engine.Engine
-	// Sessions is the cookie session manager. Default: scs.New() with a
-	// 24h lifetime, which visits renew (browserFor), HttpOnly, SameSite
+	// Sessions is the cookie session manager. Default: scs.New() with
+	// CookieLifetime, which visits renew (browserFor), HttpOnly, SameSite
 	// Lax, on CookieStore. (scs.New
 	// starts a cleanup goroutine that lives as long as the process.)
 	Sessions *scs.SessionManager
+	// CookieLifetime is how long a browser's identity lives after its last
+	// visit, in the default Sessions. Default: CookieLifetime (30 days, as
+	// long as a session is kept); the command gives it --retain.
+	CookieLifetime time.Duration
 	// CookieStore keeps the browsers' identities for the default Sessions.
 	// Default: scs's in memory, so browsers get new identities when the
 	// process restarts; the JetStream store's Cookies keeps them.
@@ -141,8 +145,10 @@ const (
 	DefaultMaxSockets   = 32
 	// DefaultNewSessionsPerMinute is Options.NewSessionsPerMinute's default.
 	DefaultNewSessionsPerMinute = 30
-	// CookieLifetime is how long a browser's identity lives without a visit.
-	CookieLifetime = 24 * time.Hour
+	// CookieLifetime is Options.CookieLifetime's default: as long as a
+	// session is kept (engine.DefaultRetain), so a browser that comes back
+	// finds the chats the store still has.
+	CookieLifetime = engine.DefaultRetain
 )
 
 // New returns a Server.
@@ -155,7 +161,10 @@ func New(opts Options) (*Server, error) {
 		if opts.CookieStore != nil {
 			sm.Store = opts.CookieStore
 		}
-		sm.Lifetime = CookieLifetime
+		sm.Lifetime = opts.CookieLifetime
+		if sm.Lifetime <= 0 {
+			sm.Lifetime = CookieLifetime
+		}
 		sm.Cookie.Name = "gateway_session"
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode
@@ -271,11 +280,11 @@ func (s *Server) identify(next http.Handler) http.Handler {
 // new identity, its cookie on the response (the WebSocket's upgrade
 // response too: scs's LoadAndSave wraps the ResponseWriter, which the
 // upgrade must hijack). An identity lives its Lifetime after the last
-// visit: one last renewed more than a 24th of it ago is renewed, cookie and
-// stored entry, so a browser that comes every day keeps its chats, and the
-// store is written at most once an hour a browser (by default). A renewal
-// the store refuses is logged and the visit goes on: the identity lives to
-// its deadline.
+// visit: one last renewed an hour ago or more (a 24th of a Lifetime under a
+// day) is renewed, cookie and stored entry, so a browser that keeps coming
+// keeps its chats, and the store is written at most once an hour a
+// browser. A renewal the store refuses is logged and the visit goes on: the
+// identity lives to its deadline.
 func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Context, string, error) {
 	sm := s.opts.Sessions
 	var token string
@@ -289,7 +298,7 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	id := sm.GetString(ctx, browserKey)
 	if id != "" {
 		now := s.opts.Clock.Now()
-		if sm.Lifetime <= 0 || sm.Deadline(ctx).Sub(now) >= sm.Lifetime-sm.Lifetime/24 {
+		if sm.Lifetime <= 0 || sm.Deadline(ctx).Sub(now) >= sm.Lifetime-min(time.Hour, sm.Lifetime/24) {
 			return ctx, id, nil
 		}
 		sm.SetDeadline(ctx, now.Add(sm.Lifetime).UTC())

@@ -161,7 +161,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.dataDir, "data-dir", env("GATEWAY_DATA_DIR", defaultDataDir(getenv)), "directory of the embedded NATS server's files: every session and browser identity (env GATEWAY_DATA_DIR)")
 	fs.StringVar(&c.natsURL, "nats-url", env("GATEWAY_NATS_URL", ""), "an existing NATS server or cluster to keep sessions on, instead of the embedded one (env GATEWAY_NATS_URL)")
 	natsReplicas := fs.String("nats-replicas", env("GATEWAY_NATS_REPLICAS", "1"), "replicas of the session stream and buckets on a NATS cluster: 3 on a cluster of three or more (env GATEWAY_NATS_REPLICAS)")
-	retain := fs.String("retain", env("GATEWAY_RETAIN", engine.DefaultRetain.String()), "how long a session is kept after its last message before it is deleted (env GATEWAY_RETAIN)")
+	retain := fs.String("retain", env("GATEWAY_RETAIN", engine.DefaultRetain.String()), "how long a session is kept after its last message before it is deleted, and a browser's identity (its cookie) after its last visit (env GATEWAY_RETAIN)")
 	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
 	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url, unique and stable across restarts, such as a pod's name (env GATEWAY_NODE_ID); default a random id, so a restarted node waits --lease-ttl for its sessions")
 	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
@@ -418,6 +418,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ReadLimit:            cfg.readLimit,
 		PingInterval:         cfg.pingInterval,
 		CookieStore:          store.cookies,
+		CookieLifetime:       cfg.retain, // a browser's identity lives as long as its chats
 		CookieSameSite:       cfg.sameSite,
 		CookieSecure:         cfg.cookieSecure,
 		Relay:                store.relay,

@@ -254,3 +254,32 @@ func TestRunRefusesAForeignDataDir(t *testing.T) {
 		t.Errorf("the foreign directory has %d entries now", len(entries))
 	}
 }
+
+// TestIdentityLivesAsLongAsTheChats: a browser's identity cookie lives
+// --retain after its last visit, as its chats are kept --retain after
+// their last message: one that comes back finds what the store still has.
+func TestIdentityLivesAsLongAsTheChats(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		maxAge int
+	}{{nil, 30 * 24 * 3600}, {[]string{"--retain", "48h"}, 48 * 3600}} {
+		addr, stop := startGateway(t, append([]string{"--store", "memory"}, tc.args...), nil)
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var got *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "gateway_session" {
+				got = c
+			}
+		}
+		if got == nil || got.MaxAge != tc.maxAge {
+			t.Errorf("%v: the identity cookie %v, want Max-Age %d", tc.args, got, tc.maxAge)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

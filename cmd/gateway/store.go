@@ -40,7 +40,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	if cfg.store == "memory" {
 		return openedStore{Store: engine.NewMemoryStore(), where: "memory (sessions are lost when the gateway stops)", close: func() {}}, nil
 	}
-	o := jetstream.Options{URL: cfg.natsURL, Replicas: cfg.natsReplicas, CookieLifetime: gateway.CookieLifetime, Logger: logger,
+	o := jetstream.Options{URL: cfg.natsURL, Replicas: cfg.natsReplicas, CookieLifetime: cfg.retain, Logger: logger,
 		Node: cfg.nodeID, LeaseTTL: cfg.leaseTTL}
 	where := "NATS at " + cfg.natsURL
 	if cfg.natsURL == "" {

@@ -68,7 +68,8 @@ type Options struct {
 	// a cluster of three or more servers, so losing one loses nothing.
 	Replicas int
 	// CookieLifetime is how long an idle browser identity is kept; default
-	// 24h. It should match the cookie's own lifetime.
+	// engine.DefaultRetain (30 days), as the gateway's cookie. It should
+	// match the cookie's own lifetime.
 	CookieLifetime time.Duration
 	// Node names this gateway among the nodes that share the store; leases
 	// name their holder with it. Default: "embedded" for the embedded
@@ -128,7 +129,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Replicas = 1
 	}
 	if o.CookieLifetime <= 0 {
-		o.CookieLifetime = 24 * time.Hour
+		o.CookieLifetime = engine.DefaultRetain
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
