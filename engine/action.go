@@ -157,7 +157,15 @@ func DecodeAction(data []byte) (Action, error) {
 		var e ToolError
 		e, err = decodeAs[ToolError](data)
 		if err == nil && e.Error == "" {
-			err = errors.New(`missing "error"`)
+			// An empty error is the tool's failure all the same
+			// (JavaScript's new Error().message): answer says it failed
+			// without saying why. No error member at all is a mistake.
+			var present struct {
+				Error *string `json:"error"`
+			}
+			if json.Unmarshal(data, &present) == nil && present.Error == nil {
+				err = errors.New(`missing "error"`)
+			}
 		}
 		a = e
 	case TypeMessageAppend:

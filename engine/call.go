@@ -122,11 +122,18 @@ func (s *Session) dropSettled(b *batch) {
 // is not c's current one: c runs another, or backs off before its next,
 // when none is current.
 func staleAttempt(id string, attempt int, c *call) error {
+	if attempt > c.attempt {
+		return fmt.Errorf("%w: %w: %q attempt %d (current: %d)", ErrStaleAttempt, errAttemptNotStarted, id, attempt, c.attempt)
+	}
 	if c.backingOff {
 		return fmt.Errorf("%w: %q attempt %d (attempt %d ended; attempt %d starts after its backoff)", ErrStaleAttempt, id, attempt, c.attempt, c.attempt+1)
 	}
 	return fmt.Errorf("%w: %q attempt %d (current: %d)", ErrStaleAttempt, id, attempt, c.attempt)
 }
+
+// errAttemptNotStarted: an answer for an attempt past the call's current,
+// which no late answer can be (a page's is stale_attempt all the same).
+var errAttemptNotStarted = errors.New("that attempt never started")
 
 // settledCall is what a session keeps of a call that settled with all its
 // siblings: what an answer, a progress report or an approval that comes

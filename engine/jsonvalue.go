@@ -215,3 +215,35 @@ func (p *quickParser) digits() bool {
 	}
 	return p.i > start
 }
+
+// MaxJSONDepth is how deep encoding/json nests arrays and objects: a value
+// nested deeper is refused (tool arguments, results, frames), whatever else
+// is right with it.
+const MaxJSONDepth = 10000
+
+// JSONTooDeep reports whether data nests arrays and objects deeper than
+// MaxJSONDepth, counting outside strings: what to say of JSON that
+// encoding/json refuses for its depth alone.
+func JSONTooDeep(data []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > MaxJSONDepth {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}

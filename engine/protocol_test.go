@@ -354,3 +354,16 @@ func decodeRequest(b []byte) error {
 	var r engine.DecideRequest
 	return json.Unmarshal(b, &r)
 }
+
+// TestDecodeEmptyToolError: a worker's tool.error whose error is empty (a
+// JavaScript worker's new Error().message) is the tool's failure, not an
+// answer the gateway cannot read: read as one, it ran the tool again.
+func TestDecodeEmptyToolError(t *testing.T) {
+	a, err := engine.DecodeAction([]byte(`{"type":"tool.error","id":"call_1","error":""}`))
+	if err != nil {
+		t.Fatalf("a tool.error with an empty error: %v", err)
+	}
+	if e, ok := a.(engine.ToolError); !ok || e.ID != "call_1" || e.Error != "" {
+		t.Errorf("decoded %#v", a)
+	}
+}

@@ -613,3 +613,33 @@ func TestRealClockWorkerTimeout(t *testing.T) {
 		t.Errorf("%d error events: %s", n, h.types())
 	}
 }
+
+// TestWorkerAnswerForAnAttemptNotStarted: a worker's answer naming an
+// attempt past the call's current cannot be a late one: the worker is told
+// (bad_decision, as for an unknown call), where it was dropped without a
+// word and the call waited for its timeout with nobody knowing why. A
+// worker's empty tool.error settles the call as a failure, said in words.
+func TestWorkerAnswerForAnAttemptNotStarted(t *testing.T) {
+	first := true
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}}}
+	w.execute = func(ctx context.Context, ex engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+		if first {
+			first = false
+			return engine.Decision{Actions: []engine.Action{
+				engine.ToolResult{Attempt: 7, Result: json.RawMessage(`"too soon"`)},
+				engine.ToolError{Error: ""},
+			}}, nil
+		}
+		return engine.Decision{}, nil
+	}
+	h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{})
+	h.send("go")
+	e := h.waitType(engine.EventError)
+	if e.Code != string(engine.WireBadDecision) || !strings.Contains(e.errorText(), "attempt 7") || !strings.Contains(e.errorText(), "never started") {
+		t.Errorf("the error for an answer to attempt 7: %s", e.Raw)
+	}
+	fin := h.waitFinished("call_1")
+	if fin.OK || fin.Error != "lookup failed without saying why." {
+		t.Errorf("the call after an empty tool.error: %s", fin.Raw)
+	}
+}

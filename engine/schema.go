@@ -146,6 +146,9 @@ func classifyInput(raw string, sch *schema) ToolInput {
 		return ToolInput{Status: InputMalformed, Error: "the arguments are empty, not a JSON object"}
 	}
 	v, err := decodeJSON(trimmed)
+	if err != nil && JSONTooDeep([]byte(trimmed)) {
+		return ToolInput{Status: InputMalformed, Error: fmt.Sprintf("the arguments nest arrays and objects more than %d deep, the most they may", MaxJSONDepth)}
+	}
 	if err != nil {
 		return ToolInput{Status: InputMalformed, Error: "the arguments are not valid JSON: " + err.Error()}
 	}

@@ -50,6 +50,8 @@ func TestInputClassification(t *testing.T) {
 			status: "malformed", errorHas: "empty", code: engine.CodeMalformedInput, proposal: "not a JSON object"},
 		{name: "malformed: trailing text", tool: "get_weather", input: weatherInput, arguments: `{"city":"Tokyo"} and Paris`,
 			status: "malformed", errorHas: "after the JSON value", code: engine.CodeMalformedInput, proposal: "not a JSON object"},
+		{name: "malformed: nested deeper than JSON may", tool: "free", arguments: `{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
+			status: "malformed", errorHas: "more than 10000 deep", code: engine.CodeMalformedInput, proposal: "not a JSON object"},
 		{name: "no schema: unchecked", tool: "free", arguments: `{"anything":[1,"two",null]}`,
 			status: "valid", value: `{"anything":[1,"two",null]}`},
 		{name: "no schema: still must be an object", tool: "free", arguments: `42`,

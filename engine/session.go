@@ -699,8 +699,15 @@ func (s *Session) apply(d Decision, def answerDefaults) {
 			err = s.startCall(a, calls)
 		case ToolResult, ToolError:
 			err = s.answer(a, def, false)
-			if errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrSettled) {
-				// A late answer is expected after a timeout; it never counts.
+			switch {
+			case errors.Is(err, errAttemptNotStarted):
+				// Not late: the worker's mistake, which it is told of as
+				// of an unknown call (the call waits for its attempt's
+				// answer, or its timeout).
+			case errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrSettled):
+				// A late answer is expected after a timeout, a repeat
+				// (in this decision or another) after one that settled
+				// the call; it never counts.
 				s.logger.Debug("ignored tool answer", "err", err)
 				err = nil
 			}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/clienttools/gateway/engine"
 )
 
 // memberSet is a frame's top-level members. A frame of up to maxMembers
@@ -26,6 +28,9 @@ type member struct{ name, value []byte }
 // read reads data's members; the errors are members'.
 func (m *memberSet) read(data []byte) error {
 	if !json.Valid(data) {
+		if engine.JSONTooDeep(data) {
+			return fmt.Errorf("%w: the frame nests arrays and objects more than %d deep, the most a frame may", ErrBadFrame, engine.MaxJSONDepth)
+		}
 		return fmt.Errorf("%w: not JSON: send one JSON object per text frame", ErrBadFrame)
 	}
 	if m.scan(data) {
