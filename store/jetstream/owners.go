@@ -26,6 +26,7 @@ type ownership struct {
 	mu         sync.Mutex
 	rev        uint64
 	validUntil time.Time
+	expiredBy  time.Time     // past it the lease has expired on the server for sure, unrenewed
 	gone       bool          // released or lost
 	renewing   chan struct{} // closed when the renewal in flight is done; nil: none
 }
@@ -60,7 +61,7 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 	// Another node may have appended since this one last did: read the
 	// journal's end again.
 	s.forgetHead(session)
-	o := &ownership{s: s, session: session, lost: lost, rev: rev, validUntil: s.validFrom(start)}
+	o := &ownership{s: s, session: session, lost: lost, rev: rev, validUntil: s.validFrom(start), expiredBy: s.expiredBy(time.Now())}
 	s.mu.Lock()
 	s.owned[session] = o
 	s.mu.Unlock()
@@ -69,13 +70,28 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 
 // validFrom is when a lease written at start stops being safe to use.
 func (s *Store) validFrom(start time.Time) time.Time {
-	margin := max(s.opts.LeaseTTL/5, 100*time.Millisecond)
-	return start.Add(s.opts.LeaseTTL - margin)
+	return start.Add(s.opts.LeaseTTL - s.leaseMargin())
+}
+
+// expiredBy is when a lease whose write was acknowledged at acked has
+// expired on the server for sure, unrenewed: another node may take it from
+// then on.
+func (s *Store) expiredBy(acked time.Time) time.Time {
+	return acked.Add(s.opts.LeaseTTL + s.leaseMargin())
+}
+
+// leaseMargin is what validFrom and expiredBy allow for clocks and delays.
+func (s *Store) leaseMargin() time.Duration {
+	return max(s.opts.LeaseTTL/5, 100*time.Millisecond)
 }
 
 // holds is nil when this node may append to session: it holds its lease, in
 // time, or it never took one for it here (a store used without leases). A
-// lease lost stays refused until Own takes it again.
+// lease lost, or expired unrenewed, stays refused until Own takes it again
+// (ErrFenced). A lease past its time whose renewal has not answered yet
+// (NATS away, the process paused), and that may not have expired, is
+// refused too, but not lost: the step waits, as for a store that fails,
+// until the renewal says whether the lease is still this node's.
 func (s *Store) holds(session string) error {
 	s.mu.Lock()
 	o := s.owned[session]
@@ -85,8 +101,13 @@ func (s *Store) holds(session string) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.gone || time.Now().After(o.validUntil) {
-		return fmt.Errorf("%w: this node's lease on session %s may have expired", ErrFenced, session)
+	switch now := time.Now(); {
+	case o.gone:
+		return fmt.Errorf("%w: this node's lease on session %s was lost", ErrFenced, session)
+	case now.After(o.expiredBy):
+		return fmt.Errorf("%w: this node's lease on session %s expired unrenewed", ErrFenced, session)
+	case now.After(o.validUntil):
+		return fmt.Errorf("this node's lease on session %s is past its time and its renewal has not answered yet: the step waits for it", session)
 	}
 	return nil
 }
@@ -176,16 +197,24 @@ func (o *ownership) renew() {
 		o.mu.Unlock()
 		return
 	}
-	rev, validUntil := o.rev, o.validUntil
+	rev, expiredBy := o.rev, o.expiredBy
 	done := make(chan struct{})
 	o.renewing = done
 	o.mu.Unlock()
 	defer close(done)
+	// A renewal past validUntil (NATS away, the process paused) is tried
+	// all the same, until the lease has expired for sure: it is fenced by
+	// the lease's revision, which any other node's lease on the session
+	// would have changed (a lease is taken only once the key is gone), so
+	// one that succeeds shows the lease stayed this node's throughout;
+	// holds refused every append meanwhile.
 	start := time.Now()
-	lost := start.After(validUntil) // paused past the lease: another node may have it
+	lost := start.After(expiredBy)
 	var newRev uint64
 	var err error
-	if !lost {
+	if lost {
+		err = errors.New("no renewal was acknowledged within the lease's time to live")
+	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), o.s.opts.LeaseTTL/3)
 		// The bucket's Update, as Summarize writes a summary: a
 		// publish on the key's subject, fenced by its revision.
@@ -200,7 +229,9 @@ func (o *ownership) renew() {
 			}
 		}
 		cancel()
-		lost = err != nil && !errors.Is(err, context.DeadlineExceeded)
+		// Refused: the lease is another node's, or gone. Unanswered (NATS
+		// away): try again at the next tick, until expiredBy.
+		lost = wrongLast(err) || errors.Is(err, jetstream.ErrKeyNotFound)
 	}
 	o.mu.Lock()
 	o.renewing = nil
@@ -215,7 +246,7 @@ func (o *ownership) renew() {
 	case lost:
 		o.gone = true
 	case err == nil:
-		o.rev, o.validUntil = newRev, o.s.validFrom(start)
+		o.rev, o.validUntil, o.expiredBy = newRev, o.s.validFrom(start), o.s.expiredBy(time.Now())
 	}
 	o.mu.Unlock()
 	if lost {

@@ -2,7 +2,9 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 )
 
 // BenchmarkRenew rewrites one held lease, as the renewer does every third
@@ -65,5 +67,48 @@ func TestRenewAfterARenewalThatLandedLate(t *testing.T) {
 				t.Errorf("the lease's revision %d, want past the one that landed (%d)", o.rev, landed)
 			}
 		})
+	}
+}
+
+// TestLateRenewalKeepsTheLease: a lease whose renewals went unanswered past
+// its time (NATS away for a few seconds, shorter than the lease) refuses
+// appends meanwhile, as a failing store does, and is not lost: the next
+// renewal, fenced by the lease's revision, shows nobody took it. It was
+// given up at once, and the node's sessions with it. One past the time the
+// lease has certainly expired is lost without asking.
+func TestLateRenewalKeepsTheLease(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir(), Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	lost := 0
+	if _, err := s.Own(ctx, "s1", func() { lost++ }); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	o := s.owned["s1"]
+	s.mu.Unlock()
+	o.mu.Lock()
+	o.validUntil = time.Now().Add(-time.Second) // its renewals did not answer in time
+	o.mu.Unlock()
+	if err := s.holds("s1"); err == nil || errors.Is(err, ErrFenced) {
+		t.Fatalf("an append past the lease's time, its renewal unanswered: %v, want refused, not fenced", err)
+	}
+	o.renew()
+	if lost != 0 || s.holds("s1") != nil {
+		t.Fatalf("after a late renewal that went through: lost %d times, holds %v; want the lease kept", lost, s.holds("s1"))
+	}
+
+	o.mu.Lock()
+	o.expiredBy = time.Now().Add(-time.Second) // nothing acknowledged for longer than the lease lives
+	o.mu.Unlock()
+	if err := s.holds("s1"); !errors.Is(err, ErrFenced) {
+		t.Errorf("an append past the lease's certain expiry: %v, want ErrFenced", err)
+	}
+	o.renew()
+	if lost != 1 {
+		t.Errorf("a renewal past the lease's certain expiry: lost %d times, want once", lost)
 	}
 }
