@@ -87,8 +87,15 @@ func TestOwnership(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ev.Seq, ev.Frame = 2, json.RawMessage(`{"type":"message","seq":2}`)
+	// b's lease is past its time: refused. Until b is sure it expired
+	// (its time to live and a fifth after its last renewal), b would wait
+	// for a renewal to say; after, it is fenced.
+	if err := b.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err == nil {
+		t.Error("the old holder's append was taken")
+	}
+	time.Sleep(ttl)
 	if err := b.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); !errors.Is(err, jetstream.ErrFenced) {
-		t.Errorf("the old holder's append: %v, want ErrFenced", err)
+		t.Errorf("the old holder's append once its lease expired for sure: %v, want ErrFenced", err)
 	}
 	if err := a.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
 		t.Errorf("the new holder's append: %v", err)
