@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -264,21 +263,22 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 
 // streamedSinceFinished reports whether the session's model streamed text
 // after its last model.finished (or model.discarded): a turn cut then
-// leaves a partial reply on the pages. A sub-agent's events (parent set:
-// encodeEvent writes it after seq, and no escaped text can hold it) are
-// not the session's model's.
+// leaves a partial reply on the pages. A sub-agent's events (parent set)
+// are not the session's model's. It reads back from the journal's end, so
+// it decodes only the events of the turn that was cut.
 func streamedSinceFinished(events []Event) bool {
 	for i := len(events) - 1; i >= 0; i-- {
 		ev := events[i]
-		if bytes.Contains(ev.Frame, []byte(`,"parent":`)) {
+		if ev.Type != EventModelDelta && ev.Type != EventModelFinished && ev.Type != EventModelDiscarded {
 			continue
 		}
-		switch ev.Type {
-		case EventModelDelta:
-			return true
-		case EventModelFinished, EventModelDiscarded:
-			return false
+		var f struct {
+			Parent string `json:"parent"`
 		}
+		if json.Unmarshal(ev.Frame, &f) != nil || f.Parent != "" {
+			continue
+		}
+		return ev.Type == EventModelDelta
 	}
 	return false
 }

@@ -70,6 +70,7 @@ func TestStatus(t *testing.T) {
 		{fmt.Errorf("attach: %w", engine.ErrBadRequest), nil, http.StatusInternalServerError},
 		{fmt.Errorf("attach: %w", engine.ErrBadRequest), []error{engine.ErrBadRequest}, http.StatusBadRequest},
 		{engine.ErrSessionClosed, nil, http.StatusGone},
+		{fmt.Errorf("attach: %w", engine.ErrUnloaded), nil, http.StatusServiceUnavailable},
 		{engine.ErrStoreUnavailable, nil, http.StatusServiceUnavailable},
 		{errors.New("boom"), nil, http.StatusInternalServerError},
 	}

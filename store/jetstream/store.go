@@ -525,7 +525,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		// earlier try, given up on (a timeout while NATS was away), that
 		// landed later.
 		rest, lh, ours, err := s.landed(ctx, session, b)
-		if err != nil || ours && rest.Events == nil && rest.State == nil {
+		if err != nil || ours && empty(rest) {
 			return err
 		}
 		if ours {
@@ -536,11 +536,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	if err != nil {
 		return err
 	}
-	data, err := encodeBatch(b)
-	if err != nil {
-		return fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
-	}
-	seq, err := s.publish(ctx, subject(session), data, h.stream)
+	seq, err := s.publishBatch(ctx, session, b, h.stream)
 	if wrongLast(err) {
 		// Someone wrote after the end this node knew: the session's
 		// owner now, or this node's own earlier try landing late.
@@ -549,13 +545,10 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		switch {
 		case lerr != nil:
 			return lerr
-		case ours && rest.Events == nil && rest.State == nil:
+		case ours && empty(rest):
 			return nil
 		case ours:
-			if data, err = encodeBatch(rest); err != nil {
-				return fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
-			}
-			seq, err = s.publish(ctx, subject(session), data, lh.stream)
+			seq, err = s.publishBatch(ctx, session, rest, lh.stream)
 		}
 	}
 	if err != nil {
@@ -563,13 +556,30 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 			s.forgetHead(session)
 			return fmt.Errorf("%w: session %s: %w", ErrFenced, session, err)
 		}
-		return fmt.Errorf("failed to append to session %s's journal: %w", session, err)
+		return err
 	}
 	s.mu.Lock()
 	s.heads[session] = head{stream: seq, seq: last}
 	s.mu.Unlock()
 	return nil
 }
+
+// publishBatch appends b to session's journal after its message expectLast
+// (publish), and returns the new message's stream sequence.
+func (s *Store) publishBatch(ctx context.Context, session string, b engine.Batch, expectLast uint64) (uint64, error) {
+	data, err := encodeBatch(b)
+	if err != nil {
+		return 0, fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
+	}
+	seq, err := s.publish(ctx, subject(session), data, expectLast)
+	if err != nil && !wrongLast(err) {
+		return 0, fmt.Errorf("failed to append to session %s's journal: %w", session, err)
+	}
+	return seq, err
+}
+
+// empty: b holds nothing to append (landed took all of it).
+func empty(b engine.Batch) bool { return b.Events == nil && b.State == nil }
 
 // wrongLast reports the server's refusal of a fenced publish: the subject's
 // last message was not the one expected.
