@@ -418,9 +418,20 @@ func (s *Server) untrack(c *conn) {
 	s.wg.Done()
 }
 
-// Shutdown closes every WebSocket with 1001 going away, refuses new ones,
-// and waits for their handlers, or for ctx. http.Server.Shutdown does not
-// wait for hijacked connections: call this after it.
+// ShutdownServer shuts down srv, the http.Server that serves Handler, and
+// the gateway (Shutdown) at the same time, and returns both's errors.
+// Neither is enough alone, nor one after the other: srv's Shutdown waits
+// for the front ends' open streams, which only the gateway ends, and does
+// not wait for the WebSockets, which the gateway closes and waits for.
+func (s *Server) ShutdownServer(ctx context.Context, srv *http.Server) error {
+	gateway := make(chan error, 1)
+	go func() { gateway <- s.Shutdown(ctx) }()
+	return errors.Join(srv.Shutdown(ctx), <-gateway)
+}
+
+// Shutdown closes every WebSocket with 1001 going away, ends the front
+// ends' streams, refuses new ones, and waits for their handlers, or for
+// ctx. Run it alongside http.Server.Shutdown, as ShutdownServer does.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if s.opts.Relay != nil {
 		s.opts.Relay.stop()

@@ -218,7 +218,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 	for _, b := range browsers {
 		b.closeAll()
 	}
-	errs := []error{g.srv.Shutdown(ctx), g.gw.Shutdown(ctx), g.Engine.Close(ctx)}
+	errs := []error{g.gw.ShutdownServer(ctx, g.srv), g.Engine.Close(ctx)}
 	if err := <-g.served; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

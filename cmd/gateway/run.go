@@ -461,8 +461,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
-	// Stop accepting, close the sockets with 1001, then end the sessions.
-	errs := []error{srv.Shutdown(shutdownCtx), gw.Shutdown(shutdownCtx), eng.Close(shutdownCtx)}
+	// Stop accepting, close the sockets with 1001 and end the streams, then
+	// end the sessions.
+	errs := []error{gw.ShutdownServer(shutdownCtx, srv), eng.Close(shutdownCtx)}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

@@ -283,3 +283,63 @@ func TestIdentityLivesAsLongAsTheChats(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownEndsAChatStream: an AI SDK response still streaming when the
+// gateway stops ends with the shutdown, and run returns nil at once: the
+// HTTP server's own shutdown waits for open requests, and must not spend
+// the engine's grace (its drain, the sessions' unload, their leases given
+// back) on a stream only the gateway can end.
+func TestShutdownEndsAChatStream(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "slow.json")
+	slow := `{"rules": [{"match": "(?i)tell me a long story", "say": "` + strings.Repeat("once upon a time ", 100) + `", "chunkWords": 1, "delay": "200ms"}]}`
+	if err := os.WriteFile(script, []byte(slow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, stop := startGateway(t, []string{"--script", script, "--drain", "0s"}, nil)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	client := &http.Client{Jar: jar, Transport: transport}
+	page, err := client.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+
+	body := `{"id": "story", "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "tell me a long story"}]}]}`
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/chat", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST /api/chat = %s: %s", resp.Status, b)
+	}
+	// Read until the reply streams, then stop the gateway mid-story.
+	chunks := bufio.NewScanner(resp.Body)
+	for chunks.Scan() && !strings.Contains(chunks.Text(), `"text-delta"`) {
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for chunks.Scan() {
+		}
+		ended <- chunks.Err()
+	}()
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(hang):
+		t.Error("the response was still open after run returned")
+	}
+}
