@@ -194,17 +194,46 @@ type remoteSocket struct {
 	nc     *nats.Conn
 	pipe   string
 	in     chan *nats.Msg
+	inSub  *nats.Subscription
 	subs   []*nats.Subscription
 	once   sync.Once
 	closed chan struct{}
 }
 
+// relayInQueue is how many of a relayed page's frames may wait for the
+// serving node's reader. One more is dropped by the NATS client, and the
+// page is closed with 1008 (framesLost) to send it again.
+var relayInQueue = 1024
+
+// relayOutQueue is how many frames for a relayed page may wait at the
+// page's node while its socket is slow (a replay of a long chat comes all
+// at once), and relayOutBytes their bytes. Past either the NATS client
+// drops a frame, and the page is closed with 1008 to resume from what it
+// has, as a direct page that cannot keep up is.
+var (
+	relayOutQueue = 65536
+	relayOutBytes = 16 << 20
+)
+
+// reasonFramesLost closes a relayed page whose frames overflowed a queue
+// between the two nodes: it resumes with after, and sends again what was
+// not confirmed, as after any reconnect.
+const reasonFramesLost = "frames between gateway nodes were lost: reconnect and resume"
+
+// framesLost reports whether the NATS client dropped a message of sub
+// (its queue overflowed): what follows has a gap, and must not pass.
+func framesLost(sub *nats.Subscription) bool {
+	n, err := sub.Dropped()
+	return err == nil && n > 0
+}
+
 func newRemoteSocket(nc *nats.Conn, pipe string) (*remoteSocket, error) {
-	s := &remoteSocket{nc: nc, pipe: pipe, in: make(chan *nats.Msg, 1024), closed: make(chan struct{})}
+	s := &remoteSocket{nc: nc, pipe: pipe, in: make(chan *nats.Msg, relayInQueue), closed: make(chan struct{})}
 	in, err := nc.ChanSubscribe(pipe+".in", s.in)
 	if err != nil {
 		return nil, err
 	}
+	s.inSub = in
 	// The page's node asks whether this end is alive.
 	ping, err := nc.Subscribe(pipe+".oping", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
@@ -215,7 +244,10 @@ func newRemoteSocket(nc *nats.Conn, pipe string) (*remoteSocket, error) {
 	return s, nil
 }
 
-var errPipeClosed = errors.New("the relayed page's connection closed")
+var (
+	errPipeClosed = errors.New("the relayed page's connection closed")
+	errFramesLost = errors.New("the relayed page's frames overflowed the serving node's queue")
+)
 
 func (s *remoteSocket) Read(ctx context.Context) (websocket.MessageType, []byte, error) {
 	select {
@@ -223,6 +255,10 @@ func (s *remoteSocket) Read(ctx context.Context) (websocket.MessageType, []byte,
 		if m.Header.Get(closeHeader) != "" {
 			s.end()
 			return 0, nil, io.EOF
+		}
+		if framesLost(s.inSub) {
+			_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
+			return 0, nil, errFramesLost
 		}
 		return websocket.MessageText, m.Data, nil
 	case <-s.closed:
@@ -327,6 +363,10 @@ func (p *pipe) dial(node string) error {
 	if err != nil {
 		return err
 	}
+	if err := out.SetPendingLimits(relayOutQueue, relayOutBytes); err != nil {
+		_ = out.Unsubscribe()
+		return err
+	}
 	ping, err := nc.Subscribe(id+".ping", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
 		_ = out.Unsubscribe()
@@ -376,13 +416,27 @@ func (p *pipe) received(id string, m *nats.Msg) {
 	if !current {
 		return // from a node the pipe has left
 	}
+	if framesLost(m.Sub) {
+		p.c.logger.Warn("relayed page too slow, closing", "queue", relayOutQueue)
+		p.end()
+		p.c.closeAfterReplies(engine.CloseTooSlow, reasonFramesLost)
+		return
+	}
 	if h := m.Header.Get(closeHeader); h != "" {
 		code, reason, _ := strings.Cut(h, " ")
 		n, _ := strconv.Atoi(code)
 		switch engine.CloseCode(n) {
 		case engine.CloseGoingAway, engine.CloseElsewhere:
 			// That node stops, or let the session go: it runs elsewhere next.
+			// The move is counted under p.mu unless the pipe ended: close
+			// ends it under p.mu before it waits for what was counted.
+			p.mu.Lock()
+			if p.ended {
+				p.mu.Unlock()
+				return
+			}
 			p.stopped.Add(1)
+			p.mu.Unlock()
 			go func() {
 				defer p.stopped.Done()
 				p.move("node closed the page: "+reason, false)

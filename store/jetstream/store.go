@@ -148,13 +148,22 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, stop: make(chan struct{})}
 	var err error
+	// The client's own errors (a relayed page's queue that overflowed, say)
+	// go to the gateway's log, not to stderr in the client's format.
+	logErrors := nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		subject := ""
+		if sub != nil {
+			subject = sub.Subject
+		}
+		o.Logger.Warn("NATS client error", "subject", subject, "err", err)
+	})
 	if o.URL == "" {
 		if s.embedded, err = startEmbedded(o.DataDir); err != nil {
 			return nil, err
 		}
-		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"))
+		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"), logErrors)
 	} else {
-		s.nc, err = nats.Connect(o.URL, nats.Name("gateway"), nats.MaxReconnects(-1),
+		s.nc, err = nats.Connect(o.URL, nats.Name("gateway"), nats.MaxReconnects(-1), logErrors,
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 				if err != nil {
 					o.Logger.Warn("disconnected from NATS", "err", err)

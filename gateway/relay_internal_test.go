@@ -1,0 +1,218 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// hang bounds every wait: a guard against hangs, not a timing assertion.
+const hang = 10 * time.Second
+
+// natsConn starts a NATS server on loopback and connects to it; both stop
+// with the test.
+func natsConn(t *testing.T) *nats.Conn {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(hang) {
+		t.Fatal("NATS server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL(), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// dropOne returns a subscription on subject whose NATS client dropped a
+// message: its queue holds one, and two more came.
+func dropOne(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(1, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := nc.Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDropped(t, sub)
+	return sub
+}
+
+func waitDropped(t *testing.T, sub *nats.Subscription) {
+	t.Helper()
+	for deadline := time.Now().Add(hang); !framesLost(sub); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the NATS client dropped nothing")
+		}
+	}
+}
+
+// A relayed page's frames that overflow the serving node's queue are not
+// lost in silence: the serving node reads no frame after the gap, and
+// closes the page with 1008, so it reconnects and sends again what the
+// session did not confirm.
+func TestRelayedFramesLostOnTheWayIn(t *testing.T) {
+	was := relayInQueue
+	relayInQueue = 4
+	t.Cleanup(func() { relayInQueue = was })
+	nc := natsConn(t)
+	const pipe = "gateway.relay.pipe.test"
+	out, err := nc.SubscribeSync(pipe + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, err := newRemoteSocket(nc, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sock.end)
+	for range relayInQueue + 2 {
+		if err := nc.Publish(pipe+".in", []byte(`{"type":"tool.result","id":"t1","attempt":1,"result":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDropped(t, sock.inSub)
+
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	if _, frame, err := sock.Read(ctx); err == nil {
+		t.Fatalf("Read after frames were dropped = %s, want an error", frame)
+	}
+	m, err := out.NextMsg(hang)
+	if err != nil {
+		t.Fatalf("nothing sent to the page's node: %v", err)
+	}
+	if got := m.Header.Get(closeHeader); !strings.HasPrefix(got, "1008 ") {
+		t.Errorf("the page's node got %q %s, want a close with 1008", got, m.Data)
+	}
+}
+
+// A relayed page too slow for the frames its serving node sends, so that
+// its node's NATS client drops one, is closed with 1008 to resume from
+// what it has, as a direct page that cannot keep up is; no frame after the
+// gap reaches it.
+func TestRelayedPageTooSlow(t *testing.T) {
+	nc := natsConn(t)
+	s := testServer(t)
+	page := &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
+	c, ok := s.openConn(page, nil, "browser", s.logger)
+	if !ok {
+		t.Fatal("the gateway took no connection")
+	}
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.test", check: make(chan struct{}, 1), stop: make(chan struct{})}
+	sub := dropOne(t, nc, p.id+".out")
+
+	p.received(p.id, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(`{"type":"model.delta","seq":7,"text":"after the gap"}`)})
+	select {
+	case code := <-page.closed:
+		if code != websocket.StatusCode(engine.CloseTooSlow) {
+			t.Errorf("the page was closed with %d, want %d", code, engine.CloseTooSlow)
+		}
+	case <-time.After(hang):
+		t.Fatal("the page was not closed")
+	}
+	if w := page.written(); len(w) != 0 {
+		t.Errorf("the page got %q after frames were dropped", w)
+	}
+	close(page.gone)
+	c.cancel()
+	c.writers.Wait()
+	s.untrack(c)
+}
+
+// testServer is a gateway on a memory store whose model says nothing.
+func testServer(t *testing.T) *Server {
+	t.Helper()
+	quiet := model.Func(func(context.Context, model.Request, func(string)) (model.Response, error) {
+		return model.Response{StopReason: model.StopEndTurn}, nil
+	})
+	eng, err := engine.New(engine.Options{
+		Worker: &engine.ToolWorker{Agent: engine.AgentConfig{Model: "quiet"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return quiet, nil }),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Engine: eng, Logger: slog.New(slog.DiscardHandler), PingInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hang)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := eng.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// recordingSocket is a page that records what it is sent and how it is
+// closed.
+type recordingSocket struct {
+	mu     sync.Mutex
+	writes []string
+	closed chan websocket.StatusCode
+	gone   chan struct{}
+}
+
+func (r *recordingSocket) Read(ctx context.Context) (websocket.MessageType, []byte, error) {
+	select {
+	case <-r.gone:
+		return 0, nil, errPipeClosed
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+}
+
+func (r *recordingSocket) Write(_ context.Context, _ websocket.MessageType, p []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, string(p))
+	return nil
+}
+
+func (r *recordingSocket) written() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.writes...)
+}
+
+func (r *recordingSocket) Ping(context.Context) error { return nil }
+
+func (r *recordingSocket) Close(code websocket.StatusCode, _ string) error {
+	select {
+	case r.closed <- code:
+	default:
+	}
+	return nil
+}
+
+func (r *recordingSocket) CloseNow() error {
+	return r.Close(websocket.StatusCode(engine.CloseGoingAway), "")
+}
