@@ -111,6 +111,26 @@ func TestRefusedOrigin(t *testing.T) {
 	}
 }
 
+// TestBadPatterns: a Host or Origin pattern that is not one stops
+// gateway.New with an error that names it, instead of refusing every page
+// that should match it.
+func TestBadPatterns(t *testing.T) {
+	eng := newHarness(t, harnessOptions{}).eng
+	for _, tc := range []struct {
+		opts gateway.Options
+		want string
+	}{
+		{gateway.Options{Hosts: []string{"chat.example.com", "[app"}}, `Options.Hosts: "[app"`},
+		{gateway.Options{OriginPatterns: []string{"https://[app.example.com"}}, `Options.OriginPatterns: "https://[app.example.com"`},
+	} {
+		tc.opts.Engine = eng
+		_, err := gateway.New(tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q, %q) = %v, want an error naming %s", tc.opts.Hosts, tc.opts.OriginPatterns, err, tc.want)
+		}
+	}
+}
+
 // TestSocketsPerBrowser: past MaxSockets, one browser's next socket is
 // closed at once with 4002 and a reason; closing one makes room. Another
 // browser is not affected.

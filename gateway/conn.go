@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -243,7 +244,7 @@ func releaseReadBuf(buf *bytes.Buffer) {
 func (c *conn) handle(data []byte) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.logger.Error("frame handler panicked", "panic", p)
+			c.logger.Error("frame handler panicked", "panic", p, "stack", string(debug.Stack()))
 			c.refuse(engine.WireInternal, "the gateway failed on this frame")
 		}
 	}()
@@ -392,7 +393,9 @@ func (c *conn) open(f SessionOpen) {
 		code := errorCode(err)
 		if f.Session == "" {
 			// The session was only for this page: it goes before the reply.
-			sess.End(context.WithoutCancel(c.ctx), "its page could not attach")
+			ctx, cancel := opContext(c.ctx)
+			sess.End(ctx, "its page could not attach")
+			cancel()
 		}
 		c.refuse(code, fmt.Sprintf("session.open: %v", err))
 		return

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"sync"
 	"time"
 
@@ -155,6 +156,18 @@ const (
 func New(opts Options) (*Server, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("gateway: Options.Engine is required")
+	}
+	// A bad pattern matches nothing: say so now, not with a 403 at the
+	// first page.
+	for _, list := range []struct {
+		name     string
+		patterns []string
+	}{{"OriginPatterns", opts.OriginPatterns}, {"Hosts", opts.Hosts}} {
+		for _, p := range list.patterns {
+			if _, err := path.Match(p, ""); err != nil {
+				return nil, fmt.Errorf("gateway: Options.%s: %q is not a pattern: %w", list.name, p, err)
+			}
+		}
 	}
 	if opts.Sessions == nil {
 		sm := scs.New()
