@@ -35,6 +35,27 @@ const (
 	WireBadConfig    WireCode = "bad_config"    // the agent config cannot be used
 )
 
+// ErrorCode classifies a tool error.
+type ErrorCode string
+
+// Error codes carried by tool.error and the browser's error frames.
+const (
+	CodeInvalidInput      ErrorCode = "invalid_input"
+	CodeMalformedInput    ErrorCode = "malformed_input"
+	CodeUnknownTool       ErrorCode = "unknown_tool"
+	CodeInvalidOutput     ErrorCode = "invalid_output"
+	CodeTimeout           ErrorCode = "timeout"
+	CodeCancelled         ErrorCode = "cancelled"
+	CodeClientUnavailable ErrorCode = "client_unavailable"
+	CodeToolFailed        ErrorCode = "tool_failed"
+	CodeInternal          ErrorCode = "internal"
+	CodeInterrupted       ErrorCode = "interrupted"
+	CodeOutcomeUnknown    ErrorCode = "outcome_unknown"
+	CodeDenied            ErrorCode = "denied"
+	// The sub-agent a call was delegated to failed, or could not start.
+	CodeSubagentFailed ErrorCode = "subagent_failed"
+)
+
 // CloseCode is a WebSocket close status the gateway sends. Ours are in
 // 4000-4999; the others are the protocol's own (RFC 6455).
 type CloseCode int
@@ -119,7 +140,7 @@ func (c ErrorCode) Known() bool {
 var Closes = []Code[CloseCode]{
 	{CloseNormal, "NORMAL", "the session ended"},
 	{CloseGoingAway, "GOING_AWAY", "the gateway is shutting down"},
-	{CloseTooSlow, "TOO_SLOW", "the page could not keep up with its session's events: reconnect and resume with after"},
+	{CloseTooSlow, "TOO_SLOW", "the page could not keep up with its session's events, or frames between two gateway nodes of a cluster were lost: reconnect and resume with after"},
 	{CloseTooBig, "TOO_BIG", "a frame was larger than the read limit"},
 	{CloseUnresponsive, "UNRESPONSIVE", "the page did not answer pings in time; a client call it ran moves to another page"},
 	{CloseElsewhere, "ELSEWHERE", "the session runs on another gateway node of a cluster: reconnect (a load balancer may reach it) and resume"},

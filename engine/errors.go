@@ -2,25 +2,6 @@ package engine
 
 import "errors"
 
-// ErrorCode classifies a tool error.
-type ErrorCode string
-
-// Error codes carried by tool.error and the browser's error frames.
-const (
-	CodeInvalidInput      ErrorCode = "invalid_input"
-	CodeMalformedInput    ErrorCode = "malformed_input"
-	CodeUnknownTool       ErrorCode = "unknown_tool"
-	CodeInvalidOutput     ErrorCode = "invalid_output"
-	CodeTimeout           ErrorCode = "timeout"
-	CodeCancelled         ErrorCode = "cancelled"
-	CodeClientUnavailable ErrorCode = "client_unavailable"
-	CodeToolFailed        ErrorCode = "tool_failed"
-	CodeInternal          ErrorCode = "internal"
-	CodeInterrupted       ErrorCode = "interrupted"
-	CodeOutcomeUnknown    ErrorCode = "outcome_unknown"
-	CodeDenied            ErrorCode = "denied"
-)
-
 // Sentinel errors callers branch on with errors.Is.
 var (
 	// ErrSessionClosed: the session has ended and takes no more input.

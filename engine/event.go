@@ -28,7 +28,7 @@ const (
 	// The first frame of a page's stream, without seq.
 	FrameSessionOpened = "session.opened"
 	// Deliveries to the one page that runs an attempt, without seq.
-	FrameToolCall   = "tool.call"
+	FrameToolCall   = TypeToolCall // the action, as the browser runs it
 	FrameToolCancel = "tool.cancel"
 	// The delivery to the page that sent a message with an id: the
 	// session has it (MessageTakenFrame).
@@ -122,10 +122,14 @@ type ToolFinishedEvent struct {
 }
 
 // ErrorEvent: something went wrong in the session (the worker, the model);
-// the session stays up.
+// the session stays up. The gateway sends the same frame, without seq, for
+// a frame it could not take.
 type ErrorEvent struct {
 	Code    WireCode `json:"code"`
 	Message string   `json:"message"`
+	// ID is the refused message's id, in the gateway's reply to a message
+	// frame that had one: the page sends it no more.
+	ID string `json:"id,omitempty"`
 }
 
 // SessionEndedEvent: the session closed and takes no more input.

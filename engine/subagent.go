@@ -32,10 +32,6 @@ const TypeToolDelegate = "tool.delegate"
 // EventToolDelegated: a call's attempt was delegated to a sub-agent.
 const EventToolDelegated = "tool.delegated"
 
-// CodeSubagentFailed: the sub-agent a call was delegated to failed, or could
-// not start.
-const CodeSubagentFailed ErrorCode = "subagent_failed"
-
 // Defaults of the delegation limits.
 const (
 	// DefaultMaxDepth is Options.MaxDepth's default: a sub-agent's

@@ -469,7 +469,7 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 
 // refuseMessage is refuse for the message of id (none: "").
 func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
-	c.reply(FrameError, encodeFrame(FrameError, ErrorFrame{Code: code, Message: message, ID: id}))
+	c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: code, Message: message, ID: id}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))
 	}
@@ -484,7 +484,7 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 		c.throttled = true
 		c.s.opts.Metrics.LimitHit("refused_frames")
 		c.logger.Warn("browser sends too many refused frames, slowing down", "rate", c.s.opts.RefusedRate, "burst", c.s.opts.RefusedBurst)
-		c.reply(FrameError, encodeFrame(FrameError, ErrorFrame{Code: engine.WireRateLimited, Message: fmt.Sprintf(
+		c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: engine.WireRateLimited, Message: fmt.Sprintf(
 			"too many refused frames: the gateway reads this connection's frames at %g a second until they stop", c.s.opts.RefusedRate)}))
 	}
 	// Reading pauses until the next token: the page is slowed, not cut off.

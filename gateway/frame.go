@@ -26,8 +26,8 @@ const (
 )
 
 // FrameError is the frame the gateway sends for a frame it could not take,
-// outside the session's event log.
-const FrameError = "error"
+// outside the session's event log: an engine.ErrorEvent without seq.
+const FrameError = engine.EventError
 
 // frameType is f's type, as a metric label: "invalid" for a frame that
 // did not decode.
@@ -73,15 +73,6 @@ type MessageFrame struct {
 
 // CancelFrame stops the current turn.
 type CancelFrame struct{}
-
-// ErrorFrame reports a frame the gateway could not take.
-type ErrorFrame struct {
-	Code    engine.WireCode `json:"code"`
-	Message string          `json:"message"`
-	// ID is the refused message's id, when it had one: the page sends it
-	// no more.
-	ID string `json:"id,omitempty"`
-}
 
 // refusedMessageID is the id of a refused message frame (one that did not
 // decode, or came before session.open), when it has one: its page is told
