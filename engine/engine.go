@@ -104,6 +104,7 @@ type Engine struct {
 	opts     Options
 	mu       sync.Mutex
 	sessions map[string]*Session
+	perOwner map[string]int       // sessions in memory per owner, for MaxLiveSessions
 	loading  map[string]*loadCall // loads in progress, one per session
 	closed   bool
 	closing  atomic.Bool // Closing or Close was called: pages leave with the process
@@ -173,7 +174,7 @@ func New(opts Options) (*Engine, error) {
 	if global {
 		opts.TracerProvider = otel.GetTracerProvider()
 	}
-	e := &Engine{opts: opts, sessions: map[string]*Session{}, loading: map[string]*loadCall{},
+	e := &Engine{opts: opts, sessions: map[string]*Session{}, perOwner: map[string]int{}, loading: map[string]*loadCall{},
 		tracer: opts.TracerProvider.Tracer(tracerName), untilGlobalSet: global && isUnsetGlobal(opts.TracerProvider)}
 	if opts.Retain > 0 {
 		e.armSweep(time.Minute) // soon after start, then hourly
@@ -215,13 +216,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		return nil, ErrSessionClosed
 	}
 	if max := e.opts.MaxLiveSessions; o.Owner != "" && max > 0 {
-		n := 0
-		for _, s := range e.sessions {
-			if s.owner == o.Owner {
-				n++
-			}
-		}
-		if n >= max {
+		if n := e.perOwner[o.Owner]; n >= max {
 			e.mu.Unlock()
 			return nil, fmt.Errorf("%w: this browser has %d sessions open, the most it may; a session with no page closes after %v", ErrLimitExceeded, n, e.opts.Unload)
 		}
@@ -236,8 +231,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s := newSession(e, id, o.Owner)
 	s.created = e.opts.Clock.Now()
 	s.updated = s.created
-	e.sessions[s.id] = s
-	e.opts.Metrics.SessionLoaded(1)
+	e.remember(s)
 	e.wg.Add(1) // done when the session leaves memory (Session.depart)
 	e.mu.Unlock()
 	own, err := e.own(ctx, s)
@@ -322,8 +316,19 @@ func (e *Engine) forget(s *Session) {
 	defer e.mu.Unlock()
 	if e.sessions[s.id] == s {
 		delete(e.sessions, s.id)
+		if e.perOwner[s.owner]--; e.perOwner[s.owner] <= 0 {
+			delete(e.perOwner, s.owner)
+		}
 		e.opts.Metrics.SessionLoaded(-1)
 	}
+}
+
+// remember counts s, opened or loaded, among the sessions in memory. e.mu
+// is held.
+func (e *Engine) remember(s *Session) {
+	e.sessions[s.id] = s
+	e.perOwner[s.owner]++
+	e.opts.Metrics.SessionLoaded(1)
 }
 
 // Close unloads every session (their journals keep them for the next

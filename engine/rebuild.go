@@ -174,8 +174,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		e.mu.Unlock()
 		return nil, err
 	}
-	e.sessions[id] = s
-	e.opts.Metrics.SessionLoaded(1)
+	e.remember(s)
 	e.wg.Add(1) // done when the session leaves memory (Session.depart)
 	e.mu.Unlock()
 	if err := s.do(ctx, func() error {
