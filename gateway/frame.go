@@ -97,6 +97,11 @@ var ErrUnknownFrame = errors.New("unknown frame type")
 
 // DecodeFrame reads one browser frame, checking each required field.
 func DecodeFrame(data []byte) (Frame, error) {
+	if !utf8.Valid(data) {
+		// JSON is UTF-8: a decoder would take the frame with U+FFFD in
+		// place of what the page meant.
+		return nil, fmt.Errorf("%w: the frame is not valid UTF-8", ErrBadFrame)
+	}
 	var fields memberSet
 	if err := fields.read(data); err != nil {
 		return nil, err

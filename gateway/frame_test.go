@@ -146,6 +146,7 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.approve","id":"c","digest":"ab12","approved":false}`, want: engine.ToolApprove{ID: "c", Digest: "ab12", Approved: false}},
 		{data: `{"type":"tool.approve","id":"c","digest":"ab12"}`, wantErr: gateway.ErrBadFrame, mention: `missing "approved"`},
 		{data: `{"type":7}`, wantErr: gateway.ErrBadFrame, mention: `"type" should be a string, not a number`},
+		{data: "{\"type\":\"message\",\"content\":\"\xff\xfe bad\"}", wantErr: gateway.ErrBadFrame, mention: `not valid UTF-8`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, wantErr: gateway.ErrBadFrame, mention: `more than 10000 deep`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))}},
 		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},

@@ -91,23 +91,35 @@ func TestDecodeJSON(t *testing.T) {
 	tests := []struct {
 		ct, body string
 		want     int
+		says     string // the error's text ends so
 	}{
-		{"application/json", `{"id":"x"}`, 0},
-		{"", `{"id":"x"}`, 0},
-		{"text/plain", `{"id":"x"}`, http.StatusUnsupportedMediaType},
-		{"application/json", `{"id":`, http.StatusBadRequest},
+		{"application/json", `{"id":"x"}`, 0, ""},
+		{"", `{"id":"x"}`, 0, ""},
+		{"text/plain", `{"id":"x"}`, http.StatusUnsupportedMediaType, `not "text/plain"`},
+		{"application/json", `{"id":`, http.StatusBadRequest, "unexpected EOF"},
+		// A mistyped field is named as the body names it, in JSON's words,
+		// not the gateway's Go types.
+		{"application/json", `{"id":5}`, http.StatusBadRequest, `"id" is a number, want a string`},
+		{"application/json", `{"parts":[{"text":true}]}`, http.StatusBadRequest, `"parts.text" is a boolean, want a string`},
+		{"application/json", `{"parts":{}}`, http.StatusBadRequest, `"parts" is an object, want an array`},
+		{"application/json", `[]`, http.StatusBadRequest, `the body is an array, want an object`},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
 		r.Header.Set("Content-Type", tt.ct)
-		var v struct{ ID string }
+		var v struct {
+			ID    string `json:"id"`
+			Parts []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		}
 		err := frontend.DecodeJSON(r, &v, "a request")
 		got := 0
 		if err != nil {
 			got, _ = frontend.Status(err)
 		}
-		if got != tt.want {
-			t.Errorf("DecodeJSON(%q, %q): status %d (%v), want %d", tt.ct, tt.body, got, err, tt.want)
+		if got != tt.want || (tt.says != "" && !strings.HasSuffix(err.Error(), tt.says)) {
+			t.Errorf("DecodeJSON(%q, %q): status %d (%v), want %d, ending %q", tt.ct, tt.body, got, err, tt.want, tt.says)
 		}
 	}
 }
