@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
@@ -33,6 +36,10 @@ const (
 // the whole conversation on every request, so its bound is larger than a
 // frame's.
 const DefaultChatBodyLimit = 8 << 20
+
+// DefaultChatBodyTimeout is Options.ChatBodyTimeout's default: 8 MiB in a
+// minute is 140 KB a second, which a slow mobile network sends.
+const DefaultChatBodyTimeout = time.Minute
 
 // browserCtxKey carries the browser's id from chatRoute to chatSession.
 type browserCtxKey struct{}
@@ -80,8 +87,41 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 		}
 		defer stop()
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.ChatBodyLimit)
+		if err := s.readBody(w, r); err != nil {
+			status, err := frontend.Status(err)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				status, err = http.StatusRequestTimeout, fmt.Errorf("the request body did not arrive within %v", s.opts.ChatBodyTimeout)
+			}
+			s.logger.Info("chat request refused", "path", r.URL.Path, "status", status, "err", err)
+			http.Error(w, err.Error(), status)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, browserCtxKey{}, browser)))
 	})
+}
+
+// readBody reads a front end's request body whole, within
+// ChatBodyTimeout: a client that sends it slowly, or never ends it, holds
+// the connection (and its file descriptor) no longer. The deadline is
+// lifted once the body is in, so the response streams as long as it must.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(s.opts.ChatBodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		// The deadline stays: the server drains what is left of a body
+		// before it answers, and this one may never come. The answer
+		// closes the connection.
+		w.Header().Set("Connection", "close")
+		return err
+	}
+	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
 }
 
 // preflight answers a CORS preflight of an allowed origin: the methods and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -648,4 +649,30 @@ func TestHandoffKeepsANotTwiceCall(t *testing.T) {
 			t.Errorf("reply %q, want \"got: paid\" (events %v)", text.String(), events)
 		}
 	})
+}
+
+// TestChatBodyTimeout: a front end's request whose body stops coming is
+// answered 408 once ChatBodyTimeout passed, and its connection is not held
+// open for ever (a client without a cookie could hold every descriptor the
+// gateway has so).
+func TestChatBodyTimeout(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{ChatBodyTimeout: 200 * time.Millisecond}})
+	for _, route := range []string{gateway.RouteAISDK, gateway.RouteAGUI} {
+		c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(hang))
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", route, h.srv.Listener.Addr())
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("POST %s with a body that stops: no answer: %v", route, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 200ms") {
+			t.Errorf("POST %s with a body that stops: %s %q, want 408 naming the time", route, resp.Status, body)
+		}
+	}
 }

@@ -96,6 +96,11 @@ type Options struct {
 	// default DefaultChatBodyLimit (8 MiB). A larger body is refused with
 	// 413. Larger lets longer chats post, at the cost of memory per request.
 	ChatBodyLimit int64
+	// ChatBodyTimeout bounds the reading of that body; default
+	// DefaultChatBodyTimeout (1 min). A body not in by then is refused
+	// with 408, and its connection is not held open by a client that
+	// sends slowly or never ends.
+	ChatBodyTimeout time.Duration
 	// WriteTimeout bounds one frame's write; default 10s.
 	WriteTimeout time.Duration
 	// Relay serves pages connected to other nodes whose sessions run here,
@@ -207,6 +212,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ChatBodyLimit <= 0 {
 		opts.ChatBodyLimit = DefaultChatBodyLimit
+	}
+	if opts.ChatBodyTimeout <= 0 {
+		opts.ChatBodyTimeout = DefaultChatBodyTimeout
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second

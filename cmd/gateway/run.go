@@ -440,12 +440,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			ln.Close()
 			return fmt.Errorf("failed to listen for metrics: %w", err)
 		}
-		msrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second}
+		msrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		logger.Info("metrics served", "addr", mln.Addr().String(), "path", "/metrics")
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", browsable(ln.Addr()))
@@ -469,6 +469,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return errors.Join(errs...)
 }
+
+// idleTimeout closes a keep-alive connection that carries no request: a
+// client that opens many and sends nothing holds none for long. (A
+// request's body has its own bound: gateway.Options.ChatBodyTimeout.)
+const idleTimeout = 2 * time.Minute
 
 // buildModels resolves the agent's model id: "scripted" (or any id, with
 // --offline) to the scripted model, others to the configured providers.
