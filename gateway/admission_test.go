@@ -252,6 +252,41 @@ func TestCrossSitePage(t *testing.T) {
 	}
 }
 
+// TestPageAndFileHeaders: the chat page may be framed by itself only (a
+// click on Approve cannot be steered from another site), files are not
+// sniffed as another type, and /static/ lists no folder.
+func TestPageAndFileHeaders(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Static: fstest.MapFS{
+		"gateway.js":       {Data: []byte("export const x = 1;")},
+		"vendor/marked.js": {Data: []byte("export const y = 2;")},
+	}}})
+	for _, tc := range []struct {
+		path   string
+		status int
+		header map[string]string
+	}{
+		{"/", http.StatusOK, map[string]string{"Content-Security-Policy": "frame-ancestors 'self'", "X-Content-Type-Options": "nosniff"}},
+		{"/static/gateway.js", http.StatusOK, map[string]string{"X-Content-Type-Options": "nosniff"}},
+		{"/static/", http.StatusNotFound, nil},
+		{"/static/vendor/", http.StatusNotFound, nil},
+		{"/static/vendor", http.StatusNotFound, nil},
+	} {
+		resp, err := http.Get(h.srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("GET %s: %s, want %d", tc.path, resp.Status, tc.status)
+		}
+		for k, v := range tc.header {
+			if got := resp.Header.Get(k); got != v {
+				t.Errorf("GET %s: %s %q, want %q", tc.path, k, got, v)
+			}
+		}
+	}
+}
+
 // TestIdentityLivesAfterTheLastVisit: a browser's identity lives 24 h after
 // its last visit, not its first: a visit an hour or more after the last
 // renewal gets the same token with a new expiry (GET /, GET /sessions and

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,13 +245,27 @@ func (s *Server) routes() {
 	if page == nil {
 		page = http.HandlerFunc(minimalPage)
 	}
-	s.mux.Handle("GET /{$}", s.identify(page))
+	s.mux.Handle("GET /{$}", s.identify(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The chat page runs tools on the user's behalf, an Approve
+		// button among them: no other site may frame it to steer a click
+		// (a Page that wants to be framed sets its own policy).
+		h := w.Header()
+		h.Set("Content-Security-Policy", "frame-ancestors 'self'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		page.ServeHTTP(w, r)
+	})))
 	if s.opts.Static != nil {
 		// Any site may import the SDK: it is public code, fetched without
 		// credentials, and an ES module from another origin needs CORS.
 		files := http.StripPrefix("/static/", http.FileServerFS(s.opts.Static))
 		s.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/") {
+				http.NotFound(w, r) // files, not listings of folders
+				return
+			}
 			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
 			files.ServeHTTP(w, r)
 		}))
 	}
