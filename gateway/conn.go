@@ -389,6 +389,13 @@ func (c *conn) open(f SessionOpen) {
 			break
 		}
 	}
+	if errors.Is(err, engine.ErrUnloaded) && f.Session != "" {
+		// It left memory at each try: another node took it (its lease
+		// was lost here), or it unloads as fast as it loads. Either way
+		// the page resumes by reconnecting, as after any move.
+		c.close(engine.CloseElsewhere, "the session moved to another gateway node: reconnect")
+		return
+	}
 	if err != nil {
 		code := errorCode(err)
 		if f.Session == "" {
