@@ -150,6 +150,55 @@ func TestGuardCountsPerMessage(t *testing.T) {
 	}
 }
 
+// TestNoMessageAfterTheSessionBudget: a session whose token budget is used
+// up refuses the next user message with ErrLimitExceeded, saying so, and
+// stores nothing of it: the model would answer none, and a client could
+// grow the journal without end. A worker that raises the budget when the
+// guard trips keeps the session taking messages.
+func TestNoMessageAfterTheSessionBudget(t *testing.T) {
+	for _, raises := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the worker raises the budget: %v", raises), func(t *testing.T) {
+			agent := engine.AgentConfig{Model: "fake-model", Tools: []engine.AgentTool{{Name: "search"}}, Limits: &engine.Limits{MaxModelTurns: 10, MaxSessionTokens: 300}}
+			w := &testWorker{agent: agent, execute: answersAtOnce}
+			w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+				switch req.Trigger.(type) {
+				case engine.SessionStart:
+					return engine.Decision{Agent: &agent}, nil
+				case engine.GuardTripped:
+					if raises {
+						raised := agent
+						raised.Limits = &engine.Limits{MaxModelTurns: 2, MaxSessionTokens: 1000}
+						return engine.Decision{Agent: &raised}, nil
+					}
+				}
+				return req.Proposed, nil
+			}
+			h := setup(t, w, loopingModel(true, 100), engine.Options{})
+			h.send("find it")
+			if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardSessionTokens {
+				t.Fatalf("guard.tripped %+v, want session_tokens", g)
+			}
+			h.waitIdle()
+			before := len(h.transcript())
+			err := h.s.Send(context.Background(), "and again")
+			switch {
+			case raises && err != nil:
+				t.Fatalf("Send after the worker raised the budget: %v", err)
+			case raises:
+				if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardModelTurns {
+					t.Errorf("after the raise, guard.tripped %+v, want model_turns", g)
+				}
+			case !errors.Is(err, engine.ErrLimitExceeded) || !strings.Contains(err.Error(), "used 300 tokens, its budget"):
+				t.Fatalf("Send after the budget: %v, want ErrLimitExceeded naming the budget", err)
+			default:
+				if got := len(h.transcript()); got != before {
+					t.Errorf("the transcript grew from %d to %d messages with a refused one", before, got)
+				}
+			}
+		})
+	}
+}
+
 // TestWorkerOverridesAGuard: the worker decides otherwise. Answering
 // guard.tripped with model.prompt runs one turn past the guard, after which
 // it trips again; raising the limits with a new agent config lets the loop

@@ -37,6 +37,9 @@ type Session struct {
 	stop    context.CancelCauseFunc
 	wg      *sync.WaitGroup        // model turns and worker attempts, the sub-agents' too
 	endReq  atomic.Pointer[string] // End called from inside Decide: end once it returns
+	// budgetUsed says why the session takes no more messages, its token
+	// budget used up (noteBudget); nil while it takes them.
+	budgetUsed atomic.Pointer[string]
 
 	// Owned by the run goroutine.
 	agent        AgentConfig
@@ -170,7 +173,24 @@ func (s *Session) step(f func()) {
 		s.end(*reason)
 	}
 	s.drainAll()
+	s.noteBudget()
 	s.commit()
+}
+
+// noteBudget tells send, on a page's goroutine, whether the session's
+// token budget is used up: a chat the model may answer no more takes no
+// more messages, which would only grow its journal. The worker, which gets
+// guard.tripped, may raise the budget; the next step notes that.
+func (s *Session) noteBudget() {
+	l := s.limits()
+	if l.MaxSessionTokens <= 0 || s.usage.SessionTokens < l.MaxSessionTokens {
+		if s.budgetUsed.Load() != nil {
+			s.budgetUsed.Store(nil)
+		}
+		return
+	}
+	why := fmt.Sprintf("this chat has used %s tokens, %s, and the model answers no more of its messages: start a new chat", thousands(s.usage.SessionTokens), theBudget(s.usage.SessionTokens, l.MaxSessionTokens))
+	s.budgetUsed.Store(&why)
 }
 
 // commit stores the step; see step.
@@ -476,6 +496,9 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 	}
 	if err := s.log.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	if why := s.budgetUsed.Load(); why != nil {
+		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
 	}
 	msg.Role = model.RoleUser
 	return s.post(ctx, func() {
