@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -62,7 +64,8 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.logger.Warn("request refused for its Host", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
+		s.opts.Metrics.LimitHit("host")
+		s.logRefusal(slog.LevelWarn, "request refused for its Host", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
 		http.Error(w, fmt.Sprintf("Host %q is not a name this gateway answers to; its operator can allow it with --hosts", r.Host), http.StatusForbidden)
 	})
 }
@@ -113,7 +116,7 @@ func (s *Server) originAllowed(r *http.Request) error {
 // is read from the socket, and no cookie is given. A request that is not
 // an upgrade gets 403.
 func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, why error) {
-	s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", why)
+	s.logRefusal(slog.LevelInfo, "websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", why)
 	s.opts.Metrics.LimitHit("origin")
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		http.Error(w, why.Error(), http.StatusForbidden)
@@ -198,4 +201,26 @@ func (s *Server) shareOf(browser string) *share {
 		s.shares[browser] = sh
 	}
 	return sh
+}
+
+// refusalLogs bounds the log lines of refused requests: anyone may send
+// them, without a cookie, as fast as the network goes, and the log would
+// grow as fast. Past a burst of 20, a line a second, which says how many
+// were left out before it.
+const (
+	refusalLogBurst = 20
+	refusalLogRate  = 1 // a second
+)
+
+// logRefusal logs a refused request, unless refused requests are logged
+// faster than refusalLogs allows; it counts those it leaves out.
+func (s *Server) logRefusal(level slog.Level, msg string, args ...any) {
+	if !s.refusalLog.AllowN(s.opts.Clock.Now(), 1) {
+		s.refusalsUnlogged.Add(1)
+		return
+	}
+	if n := s.refusalsUnlogged.Swap(0); n > 0 {
+		args = append(args, "refusals not logged before this", n)
+	}
+	s.logger.Log(context.Background(), level, msg, args...)
 }

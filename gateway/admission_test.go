@@ -94,6 +94,38 @@ func TestHostAllowList(t *testing.T) {
 	}
 }
 
+// TestRefusalsLogBounded: requests refused for their Host, which anyone may
+// send as fast as the network goes, log a burst of lines, not one each.
+func TestRefusalsLogBounded(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Clock: clk}})
+	refuse := func() {
+		t.Helper()
+		req, _ := http.NewRequest("GET", h.srv.URL+"/", nil)
+		req.Host = "evil.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("GET / with Host evil.example: %s, want 403", resp.Status)
+		}
+	}
+	for range 100 {
+		refuse()
+	}
+	if n := strings.Count(h.logs.String(), "request refused for its Host"); n != 20 {
+		t.Errorf("100 refused requests at once logged %d lines, want a burst of 20", n)
+	}
+	// A second later, one more line, which counts those left out.
+	clk.Advance(time.Second)
+	refuse()
+	if !strings.Contains(h.logs.String(), "refusals not logged before this=80") {
+		t.Errorf("the line after the burst does not count the 80 left out:\n%s", h.logs.String())
+	}
+}
+
 // TestRefusedOrigin: a /ws request refused for its Origin gives the
 // browser no identity; a plain GET (not an upgrade) gets 403.
 func TestRefusedOrigin(t *testing.T) {

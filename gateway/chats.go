@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"time"
@@ -52,7 +53,7 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.originAllowed(r); err != nil {
 			s.opts.Metrics.LimitHit("origin")
-			s.logger.Info("chat request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
+			s.logRefusal(slog.LevelInfo, "chat request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
@@ -92,7 +93,7 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				status, err = http.StatusRequestTimeout, fmt.Errorf("the request body did not arrive within %v", s.opts.ChatBodyTimeout)
 			}
-			s.logger.Info("chat request refused", "path", r.URL.Path, "status", status, "err", err)
+			s.logRefusal(slog.LevelInfo, "chat request refused", "path", r.URL.Path, "status", status, "err", err)
 			http.Error(w, err.Error(), status)
 			return
 		}

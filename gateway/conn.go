@@ -99,7 +99,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
 	if err != nil {
 		// Accept has answered: 403 for a wrong Origin, 400/426 otherwise.
-		s.logger.Info("websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
+		s.logRefusal(slog.LevelInfo, "websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)
 		return
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)

@@ -13,6 +13,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -20,6 +21,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/runners"
+	"golang.org/x/time/rate"
 )
 
 // Options configure a Server. Zero fields take their defaults.
@@ -124,14 +126,18 @@ type Options struct {
 
 // Server is the HTTP side of the gateway.
 type Server struct {
-	opts    Options
-	mux     *http.ServeMux
-	hosts   http.Handler // mux behind the Host check
-	logger  *slog.Logger
-	mu      sync.Mutex
-	conns   map[*conn]struct{}
-	closing bool
-	wg      sync.WaitGroup
+	opts   Options
+	mux    *http.ServeMux
+	hosts  http.Handler // mux behind the Host check
+	logger *slog.Logger
+	// refusalLog and refusalsUnlogged bound the lines refused requests
+	// log (logRefusal).
+	refusalLog       *rate.Limiter
+	refusalsUnlogged atomic.Int64
+	mu               sync.Mutex
+	conns            map[*conn]struct{}
+	closing          bool
+	wg               sync.WaitGroup
 	// writers run the pages' writers (conn.write), keeping the stacks
 	// they grew between one burst of frames and the next.
 	writers runners.Pool
@@ -229,7 +235,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, shares: map[string]*share{}}
+	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, shares: map[string]*share{},
+		refusalLog: rate.NewLimiter(refusalLogRate, refusalLogBurst)}
 	s.routes()
 	if opts.Relay != nil {
 		if err := opts.Relay.serve(s); err != nil {
