@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/alexedwards/scs/v2/memstore"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
@@ -281,6 +283,55 @@ func TestCrossSitePage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("GET /static/gateway.js from another origin: %s, Access-Control-Allow-Origin %q", resp.Status, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+// TestIdentityAfterAShorterLifetime: a gateway whose identities live less
+// long than the one before it (--retain made shorter) writes an identity
+// made under the longer lifetime again at its next visit: the store forgets
+// an entry its lifetime after it was written, and a browser that came every
+// day would lose its chats.
+func TestIdentityAfterAShorterLifetime(t *testing.T) {
+	eng := newHarness(t, harnessOptions{}).eng
+	cookies := memstore.New() // its cleanup goroutine outlives the test (TestMain)
+	serve := func(lifetime time.Duration) string {
+		gw, err := gateway.New(gateway.Options{Engine: eng, CookieStore: cookies, CookieLifetime: lifetime, PingInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw.Handler())
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	visit := func(base string, sent *http.Cookie) *http.Cookie {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/sessions", nil)
+		if sent != nil {
+			req.AddCookie(&http.Cookie{Name: sent.Name, Value: sent.Value})
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "gateway_session" {
+				return c
+			}
+		}
+		return nil
+	}
+	long, short := serve(30*24*time.Hour), serve(7*24*time.Hour)
+	first := visit(long, nil)
+	if renewed := visit(long, first); renewed == nil || renewed.MaxAge != 30*24*3600 {
+		t.Fatalf("the second visit gave %v, want the identity for 30 days", renewed)
+	}
+	if got := visit(long, first); got != nil {
+		t.Errorf("a visit under the same lifetime rewrote the identity at once: %v", got)
+	}
+	got := visit(short, first)
+	if got == nil || got.Value != first.Value || got.MaxAge != 7*24*3600 {
+		t.Errorf("the first visit under a 7-day lifetime gave %v, want the same token for 7 days", got)
 	}
 }
 

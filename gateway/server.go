@@ -346,8 +346,13 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	}
 	id := sm.GetString(ctx, browserKey)
 	if id != "" {
+		// Renewed when the last renewal is an hour old or more, and when
+		// it was made for a longer lifetime (--retain made shorter): the
+		// store forgets an entry its lifetime after the entry was written,
+		// so one not written again would go with the browser still here.
 		now := s.opts.Clock.Now()
-		if sm.Lifetime <= 0 || sm.Deadline(ctx).Sub(now) >= sm.Lifetime-min(time.Hour, sm.Lifetime/24) {
+		slack := min(time.Hour, sm.Lifetime/24)
+		if left := sm.Deadline(ctx).Sub(now); sm.Lifetime <= 0 || left >= sm.Lifetime-slack && left <= sm.Lifetime+slack {
 			return ctx, id, nil
 		}
 		sm.SetDeadline(ctx, now.Add(sm.Lifetime).UTC())
