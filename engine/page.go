@@ -467,6 +467,19 @@ func (s *Session) armUnload() {
 	})
 }
 
+// unloadIfIdle takes the session out of memory now if it has no page and
+// no work: LoadFor loaded it for a caller it refused.
+func (s *Session) unloadIfIdle() {
+	if len(s.pages) > 0 || s.busy() || s.ending {
+		return
+	}
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.unloading = true
+}
+
 // declaredSets appends to out[:0] the tools of the attached pages and of
 // the last to leave, for the journal: after a restart they are the pages
 // that left.

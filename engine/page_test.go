@@ -332,6 +332,34 @@ func TestEndDoesNotWaitForAWorker(t *testing.T) {
 	}
 }
 
+// TestLoadForAnotherOwner: LoadFor refuses another owner's session as if
+// the store did not have it, and a session it loaded only to refuse leaves
+// memory at once, not after Unload: a client naming other browsers'
+// sessions holds no memory with them. Its owner loads it as before.
+func TestLoadForAnotherOwner(t *testing.T) {
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute})
+	h.send("hi")
+	h.waitIdle()
+	h.page.Detach()
+	h.transcript()
+	h.clock.Advance(time.Minute)
+	recv(t, h.s.Done(), "the idle session's unload")
+
+	ctx := context.Background()
+	if s, err := h.e.LoadFor(ctx, h.s.ID(), "another browser"); !errors.Is(err, engine.ErrNoSession) {
+		t.Fatalf("LoadFor another owner: %v, %v; want ErrNoSession", s, err)
+	}
+	for deadline := time.Now().Add(hangGuard); h.e.Loaded() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine holds %d sessions after a refused load, with Unload a minute away", h.e.Loaded())
+		}
+	}
+	s, err := h.e.LoadFor(ctx, h.s.ID(), h.s.Owner())
+	if err != nil || s.LastSeq() != h.s.LastSeq() {
+		t.Fatalf("LoadFor its owner: %v, %v", s, err)
+	}
+}
+
 // TestIdleSessionUnloads: a session whose last page left and that has no
 // work in flight leaves memory after Unload, on the engine's clock, unless a
 // page comes back first; Load brings it back as it was.

@@ -59,6 +59,21 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 	}
 }
 
+// LoadFor is Load for a session of owner's. Another owner's is refused
+// with ErrNoSession, the same answer as for a session the store does not
+// have, so a caller cannot learn which; and when the load brought it into
+// memory for nothing (no page attached, no work in flight), it leaves at
+// once, not after Options.Unload: a client that names other browsers'
+// sessions holds no memory with them.
+func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error) {
+	s, err := e.Load(ctx, id)
+	if err != nil || s.owner == owner {
+		return s, err
+	}
+	_ = s.post(ctx, s.unloadIfIdle)
+	return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
+}
+
 // Resume loads every session that had work in flight when the last process
 // stopped, so its timers, backoffs and interrupted work carry on without
 // waiting for a page. Call it once, after New.

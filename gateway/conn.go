@@ -430,13 +430,13 @@ func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (c *conn) resume(id string) (*engine.Session, error) {
 	ctx, cancel := opContext(c.ctx)
 	defer cancel()
-	sess, err := c.s.opts.Engine.Load(ctx, id)
+	sess, err := c.s.opts.Engine.LoadFor(ctx, id, c.browser)
 	switch {
-	case err == nil && sess.Owner() == c.browser:
+	case err == nil:
 		return sess, nil
 	case errors.Is(err, engine.ErrOwnedElsewhere):
 		return nil, err
-	case err == nil, errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
+	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
 		return nil, fmt.Errorf("%w: there is no session %q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one", errUnknownSession, id)
 	default:
 		c.logger.Error("failed to load a session", "session", id, "err", err)
