@@ -36,7 +36,7 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 	if !validID(session) {
 		return nil, fmt.Errorf("session id %q cannot name a lease", session)
 	}
-	start := time.Now()
+	start := s.opts.Clock.Now()
 	node := []byte(s.opts.Node)
 	rev, err := s.owners.Create(ctx, session, node)
 	if errors.Is(err, jetstream.ErrKeyExists) {
@@ -61,7 +61,7 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 	// Another node may have appended since this one last did: read the
 	// journal's end again.
 	s.forgetHead(session)
-	o := &ownership{s: s, session: session, lost: lost, rev: rev, validUntil: s.validFrom(start), expiredBy: s.expiredBy(time.Now())}
+	o := &ownership{s: s, session: session, lost: lost, rev: rev, validUntil: s.validFrom(start), expiredBy: s.expiredBy(s.opts.Clock.Now())}
 	s.mu.Lock()
 	s.owned[session] = o
 	s.mu.Unlock()
@@ -101,7 +101,7 @@ func (s *Store) holds(session string) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	switch now := time.Now(); {
+	switch now := s.opts.Clock.Now(); {
 	case o.gone:
 		return fmt.Errorf("%w: this node's lease on session %s was lost", ErrFenced, session)
 	case now.After(o.expiredBy):
@@ -208,7 +208,7 @@ func (o *ownership) renew() {
 	// would have changed (a lease is taken only once the key is gone), so
 	// one that succeeds shows the lease stayed this node's throughout;
 	// holds refused every append meanwhile.
-	start := time.Now()
+	start := o.s.opts.Clock.Now()
 	lost := start.After(expiredBy)
 	var newRev uint64
 	var err error
@@ -224,7 +224,7 @@ func (o *ownership) renew() {
 			// have landed once NATS was back: the lease is still this
 			// node's, at a later revision. From that one, renew again.
 			if e, gerr := o.s.owners.Get(ctx, o.session); gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev {
-				start = time.Now()
+				start = o.s.opts.Clock.Now()
 				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), e.Revision())
 			}
 		}
@@ -246,7 +246,7 @@ func (o *ownership) renew() {
 	case lost:
 		o.gone = true
 	case err == nil:
-		o.rev, o.validUntil, o.expiredBy = newRev, o.s.validFrom(start), o.s.expiredBy(time.Now())
+		o.rev, o.validUntil, o.expiredBy = newRev, o.s.validFrom(start), o.s.expiredBy(o.s.opts.Clock.Now())
 	}
 	o.mu.Unlock()
 	if lost {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/clienttools/gateway/clock"
 )
 
 // BenchmarkRenew rewrites one held lease, as the renewer does every third
@@ -78,7 +80,8 @@ func TestRenewAfterARenewalThatLandedLate(t *testing.T) {
 // lease has certainly expired is lost without asking.
 func TestLateRenewalKeepsTheLease(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir(), Node: "n1"})
+	clk := clock.NewFake(time.Now())
+	s, err := Open(ctx, Options{DataDir: t.TempDir(), Node: "n1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +93,9 @@ func TestLateRenewalKeepsTheLease(t *testing.T) {
 	s.mu.Lock()
 	o := s.owned["s1"]
 	s.mu.Unlock()
-	o.mu.Lock()
-	o.validUntil = time.Now().Add(-time.Second) // its renewals did not answer in time
-	o.mu.Unlock()
+	// Its renewals did not answer in time: past the lease's safe time
+	// (10 s less a fifth), not past its certain expiry (10 s and a fifth).
+	clk.Advance(9 * time.Second)
 	if err := s.holds("s1"); err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("an append past the lease's time, its renewal unanswered: %v, want refused, not fenced", err)
 	}
@@ -101,9 +104,8 @@ func TestLateRenewalKeepsTheLease(t *testing.T) {
 		t.Fatalf("after a late renewal that went through: lost %d times, holds %v; want the lease kept", lost, s.holds("s1"))
 	}
 
-	o.mu.Lock()
-	o.expiredBy = time.Now().Add(-time.Second) // nothing acknowledged for longer than the lease lives
-	o.mu.Unlock()
+	// Nothing acknowledged for longer than the lease lives.
+	clk.Advance(13 * time.Second)
 	if err := s.holds("s1"); !errors.Is(err, ErrFenced) {
 		t.Errorf("an append past the lease's certain expiry: %v, want ErrFenced", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -90,6 +91,11 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Logger gets a line per event worth knowing. Default: slog.Default().
 	Logger *slog.Logger
+	// Clock tells whether a lease is still this node's to use: how long
+	// since its last acknowledged renewal. Default: clock.Real. The
+	// renewals themselves come every third of LeaseTTL of real time, as
+	// the NATS server expires a lease on its own clock.
+	Clock clock.Clock
 }
 
 // Store is an engine.Store on JetStream.
@@ -138,6 +144,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
