@@ -101,15 +101,3 @@ test("an empty chat that is being switched to does not flash the suggestions", a
     expect(await page.evaluate(() => (window as any).__shown)).toBe(0);
     await expect(page.getByTestId("empty-chat")).toBeHidden();
 });
-
-test("a page's first visit keeps its identity for the chats' lifetime, not the first hour's", async ({ page, context }) => {
-    // GET / makes an identity that lives an hour until the browser comes
-    // back with it; the page's own requests (its /ws, GET /sessions) renew
-    // it for 30 days, the same token, so the chat is there tomorrow.
-    const chat = await Chat.open(page);
-    await chat.connected();
-    const first = (await context.cookies()).find((c) => c.name === "gateway_session");
-    expect(first).toBeDefined();
-    const days = (first!.expires * 1000 - Date.now()) / 86_400_000;
-    expect(days).toBeGreaterThan(29);
-});

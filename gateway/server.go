@@ -162,12 +162,6 @@ const (
 	// session is kept (engine.DefaultRetain), so a browser that comes back
 	// finds the chats the store still has.
 	CookieLifetime = engine.DefaultRetain
-	// FirstVisitLifetime is how long a new identity lives until the
-	// browser comes back with it (its page's /ws, right after GET /), which
-	// renews it for the whole CookieLifetime. A client that never sends
-	// its cookie back (a script, a scanner) leaves an identity that is
-	// gone in an hour, not one kept for a month for each of its requests.
-	FirstVisitLifetime = time.Hour
 )
 
 // New returns a Server.
@@ -366,9 +360,6 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	}
 	id = newBrowserID()
 	sm.Put(ctx, browserKey, id)
-	if sm.Lifetime > 2*FirstVisitLifetime {
-		sm.SetDeadline(ctx, s.opts.Clock.Now().Add(FirstVisitLifetime).UTC())
-	}
 	token, expiry, err := sm.Commit(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to save cookie session: %w", err)

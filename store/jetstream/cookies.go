@@ -12,20 +12,12 @@ import (
 )
 
 // Cookies returns an scs.Store that keeps the browsers' cookie sessions in
-// the JetStream buckets beside the journals, so a browser is recognised
-// after a restart and on every node of a cluster. Entries expire when scs
-// says. An entry that expires within freshCookieAge (a first visit's, until
-// the browser comes back) is kept in a bucket that forgets it after that
-// time, so a client that never sends its cookie back costs the disk
-// nothing after two hours; the others in a bucket that forgets an entry
-// untouched for CookieLifetime.
-func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies, fresh: s.freshCookies} }
+// the JetStream bucket beside the journals, so a browser is recognised after
+// a restart and on every node of a cluster. Entries expire when scs says,
+// and the bucket forgets an entry untouched for CookieLifetime.
+func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies} }
 
-// freshCookieAge is FreshCookieBucket's time to live: the longest an entry
-// put there may be read.
-const freshCookieAge = 2 * time.Hour
-
-type cookieStore struct{ kv, fresh jetstream.KeyValue }
+type cookieStore struct{ kv jetstream.KeyValue }
 
 var _ scs.CtxStore = cookieStore{}
 
@@ -35,23 +27,18 @@ func (c cookieStore) FindCtx(ctx context.Context, token string) ([]byte, bool, e
 	if !validToken(token) {
 		return nil, false, nil
 	}
-	// A renewed identity is in kv, with its fresh entry left to expire:
-	// kv first.
-	for _, kv := range []jetstream.KeyValue{c.kv, c.fresh} {
-		e, err := kv.Get(ctx, token)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("failed to read a cookie session: %w", err)
-		}
-		v := e.Value()
-		if len(v) < 8 || time.Now().UnixNano() > int64(binary.BigEndian.Uint64(v)) {
-			return nil, false, nil
-		}
-		return v[8:], true, nil
+	e, err := c.kv.Get(ctx, token)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, false, nil
 	}
-	return nil, false, nil
+	if err != nil {
+		return nil, false, fmt.Errorf("failed to read a cookie session: %w", err)
+	}
+	v := e.Value()
+	if len(v) < 8 || time.Now().UnixNano() > int64(binary.BigEndian.Uint64(v)) {
+		return nil, false, nil
+	}
+	return v[8:], true, nil
 }
 
 func (c cookieStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
@@ -61,11 +48,7 @@ func (c cookieStore) CommitCtx(ctx context.Context, token string, b []byte, expi
 	v := make([]byte, 8+len(b))
 	binary.BigEndian.PutUint64(v, uint64(expiry.UnixNano()))
 	copy(v[8:], b)
-	kv := c.kv
-	if time.Until(expiry) <= freshCookieAge {
-		kv = c.fresh
-	}
-	if _, err := kv.Put(ctx, token, v); err != nil {
+	if _, err := c.kv.Put(ctx, token, v); err != nil {
 		return fmt.Errorf("failed to store a cookie session: %w", err)
 	}
 	return nil
@@ -75,10 +58,8 @@ func (c cookieStore) DeleteCtx(ctx context.Context, token string) error {
 	if !validToken(token) {
 		return nil
 	}
-	for _, kv := range []jetstream.KeyValue{c.kv, c.fresh} {
-		if err := kv.Delete(ctx, token); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("failed to delete a cookie session: %w", err)
-		}
+	if err := c.kv.Delete(ctx, token); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("failed to delete a cookie session: %w", err)
 	}
 	return nil
 }

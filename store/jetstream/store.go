@@ -44,10 +44,6 @@ const (
 	journalPrefix   = "gateway.journal."
 	SummaryBucket   = "GATEWAY_SESSIONS"
 	CookieBucket    = "GATEWAY_COOKIES"
-	// FreshCookieBucket keeps the identities that expire within
-	// freshCookieAge (a first visit's: gateway.FirstVisitLifetime): its
-	// entries go after that, whether or not scs would still read them.
-	FreshCookieBucket = "GATEWAY_COOKIES_NEW"
 	// MaxBatch is the largest batch the journal takes: a step with a tool
 	// result at the browser's read limit (1 MiB) in its tool.finished and
 	// tool message, with room to spare. The embedded server allows it; a
@@ -110,7 +106,6 @@ type Store struct {
 	// purges and Summaries reads directly.
 	summaryStream jetstream.Stream
 	cookies       jetstream.KeyValue
-	freshCookies  jetstream.KeyValue
 	owners        jetstream.KeyValue
 
 	mu    sync.Mutex
@@ -246,13 +241,6 @@ func (s *Store) setUp(ctx context.Context) error {
 	})
 	if err != nil {
 		return hint("the cookie identities", err)
-	}
-	s.freshCookies, _, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
-		Bucket: FreshCookieBucket, Description: "the browsers' cookie identities that expire within hours (a first visit's)",
-		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: freshCookieAge,
-	})
-	if err != nil {
-		return hint("the new cookie identities", err)
 	}
 	var leaseTTL time.Duration
 	s.owners, leaseTTL, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
