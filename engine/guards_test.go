@@ -174,7 +174,9 @@ func TestNoMessageAfterTheSessionBudget(t *testing.T) {
 				return req.Proposed, nil
 			}
 			h := setup(t, w, loopingModel(true, 100), engine.Options{})
-			h.send("find it")
+			if err := h.page.SendOnce(context.Background(), "m1", "find it"); err != nil {
+				t.Fatal(err)
+			}
 			if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardSessionTokens {
 				t.Fatalf("guard.tripped %+v, want session_tokens", g)
 			}
@@ -193,6 +195,12 @@ func TestNoMessageAfterTheSessionBudget(t *testing.T) {
 			default:
 				if got := len(h.transcript()); got != before {
 					t.Errorf("the transcript grew from %d to %d messages with a refused one", before, got)
+				}
+				// A copy of the message that used the budget up, sent
+				// again after a lost socket, is the session's: taken, not
+				// refused.
+				if err := h.page.SendOnce(context.Background(), "m1", "find it"); err != nil {
+					t.Errorf("a copy of the message taken before the budget ran out: %v, want it confirmed", err)
 				}
 			}
 		})

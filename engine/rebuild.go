@@ -63,8 +63,9 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 // with ErrNoSession, the same answer as for a session the store does not
 // have, so a caller cannot learn which; and when the load brought it into
 // memory for nothing (no page attached, no work in flight), it leaves at
-// once, not after Options.Unload: a client that names other browsers'
-// sessions holds no memory with them.
+// once, not after Options.Unload (whatever Unload is: it keeps sessions
+// their owners use): a client that names other browsers' sessions holds no
+// memory with them.
 func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error) {
 	s, err := e.Load(ctx, id)
 	if err != nil || s.owner == owner {

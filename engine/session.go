@@ -498,7 +498,23 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 	if why := s.budgetUsed.Load(); why != nil {
-		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
+		// A copy of a message taken before the budget ran out (its page
+		// lost the socket before message.taken) is confirmed, not refused.
+		took := false
+		if msg.ID != "" {
+			if err := s.do(ctx, func() error {
+				if took = s.tookMessage(msg.ID); took {
+					s.confirmMessage(from, msg.ID)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		if !took {
+			return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
+		}
+		return nil
 	}
 	msg.Role = model.RoleUser
 	return s.post(ctx, func() {

@@ -38,8 +38,8 @@ const (
 // frame's.
 const DefaultChatBodyLimit = 8 << 20
 
-// DefaultChatBodyTimeout is Options.ChatBodyTimeout's default: 8 MiB in a
-// minute is 140 KB a second, which a slow mobile network sends.
+// DefaultChatBodyTimeout is Options.ChatBodyTimeout's default: with the
+// second per 16 KiB that readBody adds, time for a slow mobile link.
 const DefaultChatBodyTimeout = time.Minute
 
 // browserCtxKey carries the browser's id from chatRoute to chatSession.
@@ -88,10 +88,18 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 		}
 		defer stop()
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.ChatBodyLimit)
-		if err := s.readBody(w, r); err != nil {
+		if limit, err := s.readBody(ctx, w, r); err != nil {
 			status, err := frontend.Status(err)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				status, err = http.StatusRequestTimeout, fmt.Errorf("the request body did not arrive within %v", s.opts.ChatBodyTimeout)
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			switch {
+			case closing:
+				status, err = http.StatusServiceUnavailable, errors.New("the gateway is shutting down")
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				status, err = http.StatusRequestTimeout, fmt.Errorf("the request body did not arrive within %v", limit.Round(time.Millisecond))
+			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.Canceled):
+				status, err = http.StatusBadRequest, errors.New("the request body ended before its length")
 			}
 			s.logRefusal(slog.LevelInfo, "chat request refused", "path", r.URL.Path, "status", status, "err", err)
 			http.Error(w, err.Error(), status)
@@ -102,28 +110,49 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 }
 
 // readBody reads a front end's request body whole, within
-// ChatBodyTimeout: a client that sends it slowly, or never ends it, holds
-// the connection (and its file descriptor) no longer. The deadline is
-// lifted once the body is in, so the response streams as long as it must.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
-	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(s.opts.ChatBodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+// ChatBodyTimeout and a second more for each minBodyRate bytes it may
+// hold (its Content-Length, else ChatBodyLimit): a client that sends it
+// slowly, or never ends it, holds the connection (and its file descriptor)
+// no longer, and a long chat posted over a slow link still gets through.
+// The deadline is lifted once the body is in, so the response streams as
+// long as it must; it is brought forward when ctx ends (the gateway shuts
+// down), so a body on its way does not hold the shutdown. It returns the
+// time the body had.
+func (s *Server) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request) (time.Duration, error) {
+	size := s.opts.ChatBodyLimit
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
 	}
+	limit := s.opts.ChatBodyTimeout + time.Duration(size)*time.Second/minBodyRate
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(limit)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return limit, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
 	body, err := io.ReadAll(r.Body)
-	if err != nil {
+	if !stop() || err != nil {
 		// The deadline stays: the server drains what is left of a body
 		// before it answers, and this one may never come. The answer
 		// closes the connection.
-		w.Header().Set("Connection", "close")
-		return err
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		return limit, err
 	}
 	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+		return limit, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return nil
+	return limit, nil
 }
+
+// minBodyRate is the slowest a front end's body may come, in bytes a
+// second, past ChatBodyTimeout: 8 MiB, the most a body may be, in about 9
+// minutes.
+const minBodyRate = 16 << 10
 
 // preflight answers a CORS preflight of an allowed origin: the methods and
 // the headers the front ends' clients send (JSON bodies, and whatever

@@ -652,9 +652,10 @@ func TestHandoffKeepsANotTwiceCall(t *testing.T) {
 }
 
 // TestChatBodyTimeout: a front end's request whose body stops coming is
-// answered 408 once ChatBodyTimeout passed, and its connection is not held
-// open for ever (a client without a cookie could hold every descriptor the
-// gateway has so).
+// answered 408 once ChatBodyTimeout passed, and a second for each 16 KiB
+// its Content-Length says (100 bytes: 6 ms), and its connection is not
+// held open for ever (a client without a cookie could hold every
+// descriptor the gateway has so).
 func TestChatBodyTimeout(t *testing.T) {
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{ChatBodyTimeout: 200 * time.Millisecond}})
 	for _, route := range []string{gateway.RouteAISDK, gateway.RouteAGUI} {
@@ -671,8 +672,45 @@ func TestChatBodyTimeout(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 200ms") {
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 206ms") {
 			t.Errorf("POST %s with a body that stops: %s %q, want 408 naming the time", route, resp.Status, body)
 		}
+	}
+}
+
+// TestShutdownWhileABodyComes: a front end's request whose body is still
+// on its way when the gateway shuts down is answered 503 at once: the
+// shutdown does not wait the body's minute, which would leave the engine
+// no time to unload its sessions.
+func TestShutdownWhileABodyComes(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(hang))
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", gateway.RouteAISDK, h.srv.Listener.Addr())
+	waitFor(t, "the request is taken", func() bool {
+		resp, err := http.Get(h.srv.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var health struct{ Streams int }
+		return json.NewDecoder(resp.Body).Decode(&health) == nil && health.Streams == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.gw.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown while a body comes: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("the request whose body was coming: %s, want 503", resp.Status)
 	}
 }

@@ -29,6 +29,11 @@ const (
 // outside the session's event log: an engine.ErrorEvent without seq.
 const FrameError = engine.EventError
 
+// ErrorFrame is the error frame's fields.
+//
+// Deprecated: use engine.ErrorEvent, which it is.
+type ErrorFrame = engine.ErrorEvent
+
 // frameType is f's type, as a metric label: "invalid" for a frame that
 // did not decode.
 func frameType(f Frame) string {

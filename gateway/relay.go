@@ -205,16 +205,6 @@ type remoteSocket struct {
 // page is closed with 1008 (framesLost) to send it again.
 var relayInQueue = 1024
 
-// relayOutQueue is how many frames for a relayed page may wait at the
-// page's node while its socket is slow (a replay of a long chat comes all
-// at once), and relayOutBytes their bytes. Past either the NATS client
-// drops a frame, and the page is closed with 1008 to resume from what it
-// has, as a direct page that cannot keep up is.
-var (
-	relayOutQueue = 65536
-	relayOutBytes = 16 << 20
-)
-
 // reasonFramesLost closes a relayed page whose frames overflowed a queue
 // between the two nodes: it resumes with after, and sends again what was
 // not confirmed, as after any reconnect.
@@ -363,10 +353,6 @@ func (p *pipe) dial(node string) error {
 	if err != nil {
 		return err
 	}
-	if err := out.SetPendingLimits(relayOutQueue, relayOutBytes); err != nil {
-		_ = out.Unsubscribe()
-		return err
-	}
 	ping, err := nc.Subscribe(id+".ping", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
 		_ = out.Unsubscribe()
@@ -416,8 +402,15 @@ func (p *pipe) received(id string, m *nats.Msg) {
 	if !current {
 		return // from a node the pipe has left
 	}
+	// The frames for the page wait at this node while its socket is slow
+	// (a long chat's replay comes all at once), in the NATS client's queue
+	// of the subscription: past its bounds (nats.DefaultSubPendingMsgsLimit
+	// and ...BytesLimit) the client drops a frame, and the page resumes from
+	// what it has, as a direct page that cannot keep up does. There is no
+	// flow control between the nodes: a replay larger than the queue, to
+	// a page slower than the nodes' link, would be cut at each try.
 	if framesLost(m.Sub) {
-		p.c.logger.Warn("relayed page too slow, closing", "queue", relayOutQueue)
+		p.c.logger.Warn("relayed page too slow, closing", "queue", nats.DefaultSubPendingMsgsLimit)
 		p.end()
 		p.c.closeAfterReplies(engine.CloseTooSlow, reasonFramesLost)
 		return
@@ -551,7 +544,7 @@ func (p *pipe) move(why string, resend bool) {
 func (p *pipe) moveOnce() error {
 	ctx, cancel := context.WithTimeout(p.c.ctx, 10*time.Second)
 	defer cancel()
-	sess, err := p.c.s.opts.Engine.Load(ctx, p.open.Session)
+	_, err := p.c.s.opts.Engine.LoadFor(ctx, p.open.Session, p.c.browser)
 	var owned *engine.OwnedElsewhereError
 	switch {
 	case errors.As(err, &owned):
@@ -560,8 +553,6 @@ func (p *pipe) moveOnce() error {
 		return errUnknownSession
 	case err != nil:
 		return err
-	case sess.Owner() != p.c.browser:
-		return errUnknownSession
 	default:
 		return p.dial(p.r.node) // it runs here now: this node serves it
 	}

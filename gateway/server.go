@@ -99,10 +99,11 @@ type Options struct {
 	// default DefaultChatBodyLimit (8 MiB). A larger body is refused with
 	// 413. Larger lets longer chats post, at the cost of memory per request.
 	ChatBodyLimit int64
-	// ChatBodyTimeout bounds the reading of that body; default
-	// DefaultChatBodyTimeout (1 min). A body not in by then is refused
-	// with 408, and its connection is not held open by a client that
-	// sends slowly or never ends.
+	// ChatBodyTimeout bounds the reading of that body, with a second more
+	// for each 16 KiB its Content-Length says (ChatBodyLimit's when it
+	// says none); default DefaultChatBodyTimeout (1 min). A body not in by
+	// then is refused with 408, and its connection is not held open by a
+	// client that sends slowly or never ends.
 	ChatBodyTimeout time.Duration
 	// WriteTimeout bounds one frame's write; default 10s.
 	WriteTimeout time.Duration
