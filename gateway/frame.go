@@ -396,7 +396,7 @@ func mistyped(te *json.UnmarshalTypeError, raw json.RawMessage, inArray bool) st
 		}
 	}
 	if len(bad) == 0 {
-		return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), te.Value)
+		return fmt.Sprintf("%s should be %s, not %s", field, jsonfields.Kind(te.Type), te.Value)
 	}
 	isNumber := kindOf(bad) == "a number"
 	switch kind := te.Type.Kind(); {
@@ -407,7 +407,7 @@ func mistyped(te *json.UnmarshalTypeError, raw json.RawMessage, inArray bool) st
 	case isNumber && kind == reflect.Float64:
 		return fmt.Sprintf("%s should be a finite number a float64 holds, not %s", field, bad)
 	}
-	return fmt.Sprintf("%s should be %s, not %s", field, jsonTypeName(te.Type.Kind()), kindOf(bad))
+	return fmt.Sprintf("%s should be %s, not %s", field, jsonfields.Kind(te.Type), kindOf(bad))
 }
 
 // isSliceField reports whether v, a pointer to a frame's struct, decodes
@@ -428,23 +428,6 @@ func isSliceField(v any, name string) bool {
 		}
 	}
 	return false
-}
-
-func jsonTypeName(kind reflect.Kind) string {
-	switch kind {
-	case reflect.String:
-		return "a string"
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
-		return "a number"
-	case reflect.Slice:
-		return "an array"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	default:
-		return "a " + kind.String()
-	}
 }
 
 // encodeFrame writes a gateway frame with "type" first. Its values are the

@@ -46,3 +46,26 @@ func TestNamesAreEncodingJSONs(t *testing.T) {
 		t.Errorf("Of's Args type = %v", f[3].Type)
 	}
 }
+
+// Kind names the JSON value each Go type decodes from, as error texts say it.
+func TestKind(t *testing.T) {
+	for _, tc := range []struct {
+		t    reflect.Type
+		want string
+	}{
+		{reflect.TypeFor[string](), "a string"},
+		{reflect.TypeFor[bool](), "a boolean"},
+		{reflect.TypeFor[int](), "a number"},
+		{reflect.TypeFor[uint8](), "a number"},
+		{reflect.TypeFor[float64](), "a number"},
+		{reflect.TypeFor[*float64](), "a number"},
+		{reflect.TypeFor[[]string](), "an array"},
+		{reflect.TypeFor[[2]int](), "an array"},
+		{reflect.TypeFor[map[string]int](), "an object"},
+		{reflect.TypeFor[struct{ A int }](), "an object"},
+	} {
+		if got := jsonfields.Kind(tc.t); got != tc.want {
+			t.Errorf("Kind(%v) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/jsonfields"
 )
 
 // StatusError is an error a request is refused with, and its HTTP status.
@@ -48,31 +48,11 @@ func DecodeJSON(r *http.Request, v any, what string) error {
 			if mistyped.Field != "" {
 				where = strconv.Quote(mistyped.Field)
 			}
-			return BadRequest("the body is not %s: %s is %s, want %s", what, where, article(mistyped.Value), jsonKind(mistyped.Type))
+			return BadRequest("the body is not %s: %s is %s, want %s", what, where, article(mistyped.Value), jsonfields.Kind(mistyped.Type))
 		}
 		return BadRequest("the body is not %s: %v", what, err)
 	}
 	return nil
-}
-
-// jsonKind names what JSON value decodes into t.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	default:
-		return "an object"
-	}
 }
 
 // article puts "a" or "an" before a JSON value's kind as encoding/json
