@@ -119,14 +119,27 @@ func (s *Session) turnGuard() *GuardTripped {
 	case l.MaxModelTurns > 0 && s.usage.ModelTurns >= l.MaxModelTurns:
 		return &GuardTripped{Guard: GuardModelTurns, Limit: l.MaxModelTurns, Value: s.usage.ModelTurns,
 			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, %s.", s.usage.ModelTurns, theLimit(s.usage.ModelTurns, l.MaxModelTurns))}
-	case l.MaxSessionTokens > 0 && s.usage.SessionTokens >= l.MaxSessionTokens:
+	case s.budgetSpent(l):
 		return &GuardTripped{Guard: GuardSessionTokens, Limit: l.MaxSessionTokens, Value: s.usage.SessionTokens,
-			Message: fmt.Sprintf("Stopped: this chat has used %s tokens, %s.", thousands(s.usage.SessionTokens), theBudget(s.usage.SessionTokens, l.MaxSessionTokens))}
+			Message: fmt.Sprintf("Stopped: %s.", s.budgetSaid(l))}
 	case l.MaxMessageTokens > 0 && s.usage.MessageTokens >= l.MaxMessageTokens:
 		return &GuardTripped{Guard: GuardMessageTokens, Limit: l.MaxMessageTokens, Value: s.usage.MessageTokens,
 			Message: fmt.Sprintf("Stopped: answering this message used %s tokens, %s.", thousands(s.usage.MessageTokens), theBudget(s.usage.MessageTokens, l.MaxMessageTokens))}
 	}
 	return nil
+}
+
+// budgetSpent reports whether the session's model turns used its token
+// budget: the session_tokens guard stops every later turn, and the
+// session takes no more messages (noteBudget).
+func (s *Session) budgetSpent(l Limits) bool {
+	return l.MaxSessionTokens > 0 && s.usage.SessionTokens >= l.MaxSessionTokens
+}
+
+// budgetSaid says how much of the budget the session used, for the guard
+// and for a message refused after it.
+func (s *Session) budgetSaid(l Limits) string {
+	return fmt.Sprintf("this chat has used %s tokens, %s", thousands(s.usage.SessionTokens), theBudget(s.usage.SessionTokens, l.MaxSessionTokens))
 }
 
 // countTurn counts a model turn that starts; a grant is used up by it.

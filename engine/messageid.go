@@ -38,6 +38,17 @@ type MessageTakenFrame struct {
 // tookMessage reports whether the session took a message of id already.
 func (s *Session) tookMessage(id string) bool { return slices.Contains(s.messageIDs, id) }
 
+// takenAgain confirms to page a copy of a message the session took
+// already (its page sent it again, not knowing it arrived), and reports
+// whether the message of id is one. An empty id is no message's.
+func (s *Session) takenAgain(page *Page, id string) bool {
+	if id == "" || !s.tookMessage(id) {
+		return false
+	}
+	s.confirmMessage(page, id)
+	return true
+}
+
 // rememberMessage adds id to the ids taken, forgetting the oldest past
 // MessageIDMemory.
 func (s *Session) rememberMessage(id string) {

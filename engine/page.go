@@ -459,25 +459,27 @@ func (s *Session) armUnload() {
 				return // a page came since: this timer was stopped
 			}
 			s.idleTimer = nil
-			if len(s.pages) == 0 && !s.busy() && !s.ending {
+			if s.unloadIfIdle() {
 				s.logger.Info("session unloaded: no page and no work", "after", s.e.opts.Unload)
-				s.unloading = true
 			}
 		})
 	})
 }
 
-// unloadIfIdle takes the session out of memory now if it has no page and
-// no work: LoadFor loaded it for a caller it refused.
-func (s *Session) unloadIfIdle() {
+// unloadIfIdle takes the session out of memory at the end of this step if
+// it has no page and no work, and reports whether it does: when Unload
+// has passed (armUnload), or at once when LoadFor loaded it for a caller
+// it refused.
+func (s *Session) unloadIfIdle() bool {
 	if len(s.pages) > 0 || s.busy() || s.ending {
-		return
+		return false
 	}
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
 		s.idleTimer = nil
 	}
 	s.unloading = true
+	return true
 }
 
 // declaredSets appends to out[:0] the tools of the attached pages and of

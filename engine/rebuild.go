@@ -71,7 +71,11 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 	if err != nil || s.owner == owner {
 		return s, err
 	}
-	_ = s.post(ctx, s.unloadIfIdle)
+	_ = s.post(ctx, func() {
+		if s.unloadIfIdle() {
+			s.logger.Debug("session unloaded: loaded for another owner, who may not have it")
+		}
+	})
 	return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
 }
 

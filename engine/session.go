@@ -182,15 +182,12 @@ func (s *Session) step(f func()) {
 // more messages, which would only grow its journal. The worker, which gets
 // guard.tripped, may raise the budget; the next step notes that.
 func (s *Session) noteBudget() {
-	l := s.limits()
-	if l.MaxSessionTokens <= 0 || s.usage.SessionTokens < l.MaxSessionTokens {
-		if s.budgetUsed.Load() != nil {
-			s.budgetUsed.Store(nil)
-		}
-		return
+	if l := s.limits(); s.budgetSpent(l) {
+		why := s.budgetSaid(l) + ", and the model answers no more of its messages: start a new chat"
+		s.budgetUsed.Store(&why)
+	} else if s.budgetUsed.Load() != nil {
+		s.budgetUsed.Store(nil)
 	}
-	why := fmt.Sprintf("this chat has used %s tokens, %s, and the model answers no more of its messages: start a new chat", thousands(s.usage.SessionTokens), theBudget(s.usage.SessionTokens, l.MaxSessionTokens))
-	s.budgetUsed.Store(&why)
 }
 
 // commit stores the step; see step.
@@ -502,12 +499,7 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		// lost the socket before message.taken) is confirmed, not refused.
 		took := false
 		if msg.ID != "" {
-			if err := s.do(ctx, func() error {
-				if took = s.tookMessage(msg.ID); took {
-					s.confirmMessage(from, msg.ID)
-				}
-				return nil
-			}); err != nil {
+			if err := s.do(ctx, func() error { took = s.takenAgain(from, msg.ID); return nil }); err != nil {
 				return err
 			}
 		}
@@ -518,12 +510,12 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 	}
 	msg.Role = model.RoleUser
 	return s.post(ctx, func() {
+		if s.takenAgain(from, msg.ID) {
+			return
+		}
 		if msg.ID != "" {
-			defer s.confirmMessage(from, msg.ID) // after the step is stored, with it
-			if s.tookMessage(msg.ID) {
-				return // the page sent it again, not knowing it arrived
-			}
 			s.rememberMessage(msg.ID)
+			defer s.confirmMessage(from, msg.ID) // after the step is stored, with it
 		}
 		if from != nil {
 			s.touch(from)
