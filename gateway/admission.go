@@ -203,17 +203,18 @@ func (s *Server) shareOf(browser string) *share {
 	return sh
 }
 
-// refusalLogs bounds the log lines of refused requests: anyone may send
-// them, without a cookie, as fast as the network goes, and the log would
-// grow as fast. Past a burst of 20, a line a second, which says how many
-// were left out before it.
+// refusalLogBurst and refusalLogRate bound the log lines of refused
+// requests: anyone may send them, without a cookie, as fast as the network
+// goes, and the log would grow as fast. Past a burst of 20, a line a
+// second, which says how many were left out before it.
 const (
 	refusalLogBurst = 20
 	refusalLogRate  = 1 // a second
 )
 
 // logRefusal logs a refused request, unless refused requests are logged
-// faster than refusalLogs allows; it counts those it leaves out.
+// faster than refusalLogBurst and refusalLogRate allow; it counts those it
+// leaves out.
 func (s *Server) logRefusal(level slog.Level, msg string, args ...any) {
 	if !s.refusalLog.AllowN(s.opts.Clock.Now(), 1) {
 		s.refusalsUnlogged.Add(1)

@@ -473,9 +473,9 @@ func (s *Server) untrack(c *conn) {
 // for the front ends' open streams, which only the gateway ends, and does
 // not wait for the WebSockets, which the gateway closes and waits for.
 func (s *Server) ShutdownServer(ctx context.Context, srv *http.Server) error {
-	gateway := make(chan error, 1)
-	go func() { gateway <- s.Shutdown(ctx) }()
-	return errors.Join(srv.Shutdown(ctx), <-gateway)
+	own := make(chan error, 1)
+	go func() { own <- s.Shutdown(ctx) }()
+	return errors.Join(srv.Shutdown(ctx), <-own)
 }
 
 // Shutdown closes every WebSocket with 1001 going away, ends the front
