@@ -121,6 +121,21 @@ func (d *dialer) openEcho(ctx context.Context) (*browser, error) {
 	return &browser{ws: ws}, nil
 }
 
+// watch closes the connection when ctx ends, for one exchange: its reads
+// and writes take the context it returns, which never ends, and which
+// coder/websocket serves without arming and disarming a watch of its own
+// around every frame (a quarter of the browsers' CPU under load). A page's
+// socket has no such cost. stop ends the watch, and makes *err ctx's error
+// when ctx ending is what broke the exchange.
+func (b *browser) watch(ctx context.Context) (context.Context, func(*error)) {
+	unwatch := context.AfterFunc(ctx, func() { b.ws.CloseNow() })
+	return context.WithoutCancel(ctx), func(err *error) {
+		if !unwatch() && *err != nil {
+			*err = fmt.Errorf("%w (%w)", ctx.Err(), *err)
+		}
+	}
+}
+
 // close ends the connection with a normal close.
 func (b *browser) close() { _ = b.ws.Close(websocket.StatusNormalClosure, "") }
 
@@ -129,7 +144,9 @@ func (b *browser) close() { _ = b.ws.Close(websocket.StatusNormalClosure, "") }
 var echoFrame = []byte(`{"type":"tool.result","id":"toolu_1000","attempt":1,"result":{"text":"echo 1000"}}`)
 
 // echo does one round trip on the floor and records it.
-func (b *browser) echo(ctx context.Context, rec *recorder) error {
+func (b *browser) echo(ctx context.Context, rec *recorder) (err error) {
+	ctx, stop := b.watch(ctx)
+	defer stop(&err)
 	sent := time.Now()
 	if err := b.ws.Write(ctx, websocket.MessageText, echoFrame); err != nil {
 		return err
@@ -148,7 +165,9 @@ func (b *browser) echo(ctx context.Context, rec *recorder) error {
 
 // stream has the echo server stream n stamped frames, interval apart, and
 // records each one's delay: the floor of the stream phase.
-func (b *browser) stream(ctx context.Context, n int, interval time.Duration, rec *recorder) error {
+func (b *browser) stream(ctx context.Context, n int, interval time.Duration, rec *recorder) (err error) {
+	ctx, stop := b.watch(ctx)
+	defer stop(&err)
 	if err := b.ws.Write(ctx, websocket.MessageText, fmt.Appendf(nil, "%s%d %s", streamPrefix, n, interval)); err != nil {
 		return err
 	}
@@ -169,7 +188,9 @@ func (b *browser) stream(ctx context.Context, n int, interval time.Duration, rec
 // the arguments. The turn's idle is the first after a model.finished: an
 // idle left over from before the message precedes every model.finished of
 // this turn.
-func (b *browser) turn(ctx context.Context, content string, rec *recorder) error {
+func (b *browser) turn(ctx context.Context, content string, rec *recorder) (err error) {
+	ctx, stop := b.watch(ctx)
+	defer stop(&err)
 	b.sent++
 	b.out = appendMessage(b.out[:0], content, b.sent)
 	sent := time.Now()
