@@ -586,7 +586,11 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 		code = string(o.code)
 	}
 	c.endCallSpan(o)
-	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), s.e.opts.Clock.Now().Sub(c.started))
+	took := time.Duration(-1) // unknown: a call loaded from a journal that did not keep its start
+	if !c.started.IsZero() {
+		took = s.e.opts.Clock.Now().Sub(c.started)
+	}
+	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), took)
 	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
 	if !o.ok {
 		ev.Code = o.code

@@ -257,6 +257,15 @@ func (e *Engine) CheckTools(tools []string) error {
 	return err
 }
 
+// CheckMessage checks a user message against the limit Send holds it to,
+// so a caller can refuse it before opening a session for it.
+func (e *Engine) CheckMessage(content string) error {
+	if max := e.opts.MaxMessageBytes; len(content) > max {
+		return fmt.Errorf("%w: the message is %d bytes, at most %d", ErrLimitExceeded, len(content), max)
+	}
+	return nil
+}
+
 // checkTools validates a page's declaration against the limits.
 func checkTools(tools []string, max int) error {
 	if len(tools) > max {
@@ -301,7 +310,6 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 			return err
 		}
 		p.attached = true
-		s.unloadable = true
 		s.pages = append(s.pages, p)
 		s.touch(p)
 		if s.idleTimer != nil {
@@ -358,8 +366,13 @@ func (s *Session) pageLeft(p *Page) {
 			}
 			c.holder = nil
 			if c.running() && !closing {
-				s.e.opts.Metrics.LeaseMoved()
-				c.run.lease(c, s.holderFor(c.name, nil))
+				next := s.holderFor(c.name, nil)
+				if next != nil {
+					// Moved; with no page to take it, it waits, and the
+					// page that takes it later counts no move.
+					s.e.opts.Metrics.LeaseMoved()
+				}
+				c.run.lease(c, next)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // tab is a page attached to the harness's session, read by hand: after a
@@ -153,6 +154,52 @@ func TestLeaseMovesWhenThePageLeaves(t *testing.T) {
 	if n := h.count(engine.EventToolFinished, "call_1"); n != 1 {
 		t.Errorf("%d tool.finished", n)
 	}
+}
+
+// TestLeaseMovesCounted: gateway_tool_lease_moves_total counts an attempt
+// moved to another page, not a page leaving with nowhere for it to go (a
+// one-tab reload mid-call read as failover).
+func TestLeaseMovesCounted(t *testing.T) {
+	m := metrics.New()
+	h := setup(t, confirmWorker(nil), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{Metrics: m})
+	first := h.tab(t, "confirm")
+	second := h.tab(t, "confirm")
+	if err := first.page.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(engine.EventToolStarted)
+	first.page.Detach()
+	h.waitType(engine.EventToolLeased)
+	h.transcript()
+	if n := counter(t, m, "gateway_tool_lease_moves_total"); n != 1 {
+		t.Errorf("moved to the other page: %g moves counted, want 1", n)
+	}
+	second.page.Detach() // no page left: the attempt waits
+	h.transcript()
+	back := h.tab(t, "confirm")
+	h.transcript()
+	if c := calls(t, back.frames()); len(c) != 1 {
+		t.Fatalf("the page that came back got %+v", c)
+	}
+	if n := counter(t, m, "gateway_tool_lease_moves_total"); n != 1 {
+		t.Errorf("after the last page left and one came back: %g moves counted, want still 1", n)
+	}
+}
+
+// counter reads the unlabelled counter name.
+func counter(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }
 
 // TestLeaseWaitsForAPage: a call made while the page that declared its tool
@@ -357,6 +404,28 @@ func TestLoadForAnotherOwner(t *testing.T) {
 	s, err := h.e.LoadFor(ctx, h.s.ID(), h.s.Owner())
 	if err != nil || s.LastSeq() != h.s.LastSeq() {
 		t.Fatalf("LoadFor its owner: %v, %v", s, err)
+	}
+}
+
+// TestOpenedSessionWithNoPageUnloads: a session opened and never attached
+// to (its opener refused the request after opening it) leaves memory after
+// Unload like any other with no page; it stayed for good.
+func TestOpenedSessionWithNoPageUnloads(t *testing.T) {
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute})
+	s, err := h.e.Open(context.Background(), engine.OpenOptions{Owner: "a browser"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.e.Session(s.ID()); !ok {
+		t.Fatal("the opened session is not in memory")
+	}
+	h.clock.Advance(time.Minute)
+	recv(t, s.Done(), "the unattached session's unload")
+	if _, ok := h.e.Session(s.ID()); ok {
+		t.Fatal("the engine still holds the session")
+	}
+	if _, err := h.e.LoadFor(context.Background(), s.ID(), "a browser"); err != nil {
+		t.Fatalf("the session after its unload: %v", err)
 	}
 }
 

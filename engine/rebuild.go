@@ -256,7 +256,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 			c.output = t.schemas.output
 		}
 		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
-		c.attemptStarted, c.notTwice, c.approving = cs.AttemptStarted, cs.NotTwice, cs.Approving
+		c.started, c.attemptStarted, c.notTwice, c.approving = cs.Started, cs.AttemptStarted, cs.NotTwice, cs.Approving
 		if cs.Reached {
 			c.delivered = cs.AttemptStarted // before the restart; its exact time died with the process
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/store/jetstream"
 )
 
@@ -24,7 +25,8 @@ type rig struct {
 	store      engine.Store
 	open       func() engine.Store
 	closeStore func()
-	drain      time.Duration // the next engine's Options.Drain
+	drain      time.Duration    // the next engine's Options.Drain
+	metrics    *metrics.Metrics // the next engine's Options.Metrics
 }
 
 // forEachStore runs f on the memory store and on JetStream in a temporary
@@ -65,7 +67,7 @@ func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 	r.store = r.open()
 	e, err := engine.New(engine.Options{
 		Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
-		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half, Drain: r.drain,
+		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half, Drain: r.drain, Metrics: r.metrics,
 	})
 	if err != nil {
 		r.t.Fatal(err)
@@ -274,6 +276,58 @@ func TestRestartClientAttemptDeliveredAgain(t *testing.T) {
 		p2.until("the reply", finalIdle("saw: "))
 		checkJournal(t, r.store, s1.ID())
 	})
+}
+
+// TestRestartCallDurationFromItsStart: a call that settles after a restart
+// counts its duration from its start before the restart, not from the
+// zero time (292 years in the histogram after every deploy).
+func TestRestartCallDurationFromItsStart(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
+		e1 := r.start(w, m)
+		s1, err := e1.Open(context.Background(), engine.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1 := attach(t, s1, 0, "confirm")
+		if err := p1.page.Send(context.Background(), "delete my draft"); err != nil {
+			t.Fatal(err)
+		}
+		before := p1.until("tool.call", isType(engine.FrameToolCall))
+		stop(t, e1)
+		r.clock.Advance(10 * time.Second)
+
+		r.metrics = metrics.New()
+		p2 := attach(t, r.loaded(w, m, s1.ID()), before[len(before)-2].Seq, "confirm")
+		p2.until("tool.call again", isType(engine.FrameToolCall))
+		r.clock.Advance(2 * time.Second)
+		if err := p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`{"approved":true}`)}); err != nil {
+			t.Fatal(err)
+		}
+		p2.until("the reply", finalIdle("saw: "))
+		// From the call's start: 10 s down, 2 s more to the answer.
+		if n, sum := histogram(t, r.metrics, "gateway_tool_call_duration_seconds"); n != 1 || sum != 12 {
+			t.Errorf("the call's duration: %d observed, %gs in all; want 1, 12s", n, sum)
+		}
+	})
+}
+
+// histogram reads the one series of the histogram name: its count and sum.
+func histogram(t *testing.T, m *metrics.Metrics, name string) (uint64, float64) {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			h := f.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatalf("no single series of %s", name)
+	return 0, 0
 }
 
 // TestRestartExpiredClientAttemptTimesOut: an attempt whose deadline passed

@@ -73,7 +73,7 @@ type Session struct {
 	nextCall         int  // dispatch order of the next call
 	batches          int  // ids of sibling batches
 	agentDirty       bool // the agent changed since the last commit
-	unloadable       bool // a page attached once, or the session was rebuilt: unload it when idle
+	unloadable       bool // started or rebuilt: unload it when idle (a sub-agent never is)
 
 	afterCommit    []afterStep // what the step started and the replies it owes, once it is stored
 	stepping       bool        // a step runs: goAfterCommit holds what it starts
@@ -441,6 +441,10 @@ func (s *Session) start(ctx context.Context) error {
 		}
 		s.logger.Info("session opened", "model", s.agent.Model)
 		s.apply(d, answerDefaults{})
+		// Like a page's session, it leaves memory once idle with no page
+		// for Unload: a caller that opened it and failed before attaching
+		// (a refused front-end request) leaves nothing behind.
+		s.unloadable = true
 		return nil
 	})
 }
@@ -488,8 +492,8 @@ func (s *Session) Send(ctx context.Context, content string) error {
 }
 
 func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
-	if max := s.e.opts.MaxMessageBytes; len(msg.Content) > max {
-		return fmt.Errorf("%w: the message is %d bytes, at most %d", ErrLimitExceeded, len(msg.Content), max)
+	if err := s.e.CheckMessage(msg.Content); err != nil {
+		return err
 	}
 	if err := s.log.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)

@@ -60,8 +60,12 @@ type callState struct {
 	Seq        int        `json:"seq,omitempty"`
 	Attempt    int        `json:"attempt,omitempty"`
 	Deadline   time.Time  `json:"deadline,omitzero"`
-	BackingOff bool       `json:"backingOff,omitempty"`
-	RetryAt    time.Time  `json:"retryAt,omitzero"`
+	// Started is when the call started (tool.started): its duration, once
+	// it settles, counts from it, across restarts. A journal written
+	// before it was kept has none.
+	Started    time.Time `json:"started,omitzero"`
+	BackingOff bool      `json:"backingOff,omitempty"`
+	RetryAt    time.Time `json:"retryAt,omitzero"`
 	// AttemptStarted is when the current attempt started: its progress
 	// cap counts from it.
 	AttemptStarted time.Time `json:"attemptStarted,omitzero"`
@@ -174,7 +178,7 @@ func (c *call) state(spec *specState) callState {
 	}
 	cs.Input, cs.Proposed = &c.input, c.proposed
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
-	cs.AttemptStarted = c.attemptStarted
+	cs.Started, cs.AttemptStarted = c.started, c.attemptStarted
 	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
 	if c.settled {
 		cs.Finished = &c.finished

@@ -145,6 +145,12 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if !c.Started.IsZero() {
+		b = append(b, `,"started":`...)
+		if b, err = appendTime(b, c.Started); err != nil {
+			return nil, err
+		}
+	}
 	b = appendBoolField(b, `,"backingOff":true`, c.BackingOff)
 	if !c.RetryAt.IsZero() {
 		b = append(b, `,"retryAt":`...)

@@ -280,7 +280,21 @@ func (s *Server) chatRoutes() {
 			return s.chatSession(r, frontEnd, key, create)
 		}
 	}
-	streams := frontend.Options{Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout}
+	streams := frontend.Options{Logger: s.logger, Buffer: s.opts.SendQueue, WriteTimeout: s.opts.WriteTimeout,
+		Check: func(message string, tools []string) error {
+			if err := s.opts.Engine.CheckTools(tools); err != nil {
+				return err
+			}
+			return s.opts.Engine.CheckMessage(message)
+		},
+		Refused: func(err error) {
+			// /ws counts these as it refuses them (conn.refuse); the
+			// front ends' other refusals at a limit (origin, sockets,
+			// rate) are counted where they are made.
+			if errors.Is(err, engine.ErrLimitExceeded) {
+				s.opts.Metrics.LimitHit(string(engine.WireLimitExceeded))
+			}
+		}}
 	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Options: streams})
 	s.mux.Handle("POST "+RouteAISDK, s.chatRoute(http.HandlerFunc(chat.Post)))
 	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))

@@ -17,6 +17,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // The HTTP front ends (chats.go, aisdk/, agui/) over real HTTP: the AI
@@ -398,6 +399,68 @@ func TestAGUIRunWithFrontEndTool(t *testing.T) {
 // TestChatAdmission: an open stream counts as one of the browser's sockets,
 // a new chat as one of its new sessions, /healthz and the metrics count it,
 // and Shutdown ends open streams.
+// TestChatRefusedAtALimitOpensNothing: a front end's request refused for
+// its message's size, its tools, or the browser's sessions in memory
+// counts as a limit hit, as /ws's refusals do, and a new chat refused for
+// its size opens no session (a refused AG-UI run left one in memory for
+// good).
+func TestChatRefusedAtALimitOpensNothing(t *testing.T) {
+	m := metrics.New()
+	h := newHarness(t, harnessOptions{
+		engine:  engine.Options{MaxMessageBytes: 100, MaxLiveSessions: 1, Metrics: m},
+		gateway: gateway.Options{Metrics: m},
+	})
+	b := h.newBrowser(nil)
+	tooMany := make([]map[string]any, 129)
+	for i := range tooMany {
+		tooMany[i] = map[string]any{"name": fmt.Sprintf("t%d", i)}
+	}
+	long := strings.Repeat("x", 101)
+	for _, tc := range []struct {
+		name   string
+		path   string
+		body   any
+		status int
+		want   string
+	}{
+		{"AI SDK: a message too long", gateway.RouteAISDK, userMessage("c1", long), 413, "the message is 101 bytes, at most 100"},
+		{"AG-UI: a message too long", gateway.RouteAGUI, map[string]any{"threadId": "t1", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": long}}}, 413, "the message is 101 bytes, at most 100"},
+		{"AG-UI: too many tools", gateway.RouteAGUI, map[string]any{"threadId": "t2", "runId": "r", "tools": tooMany, "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}}, 413, "129 tools declared, at most 128"},
+	} {
+		resp := b.post(tc.path, tc.body, nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s: got %s %q, want %d and %q", tc.name, resp.Status, body, tc.status, tc.want)
+		}
+	}
+	if n := h.eng.Loaded(); n != 0 {
+		t.Errorf("%d sessions in memory after three refused new chats, want 0", n)
+	}
+	// One chat in memory, the most this browser may have: a second is
+	// refused at the engine's limit.
+	ok := b.post(gateway.RouteAISDK, userMessage("c2", "hi"), nil)
+	_, _ = io.ReadAll(ok.Body)
+	ok.Body.Close()
+	refused := b.post(gateway.RouteAISDK, userMessage("c3", "hi"), nil)
+	body, _ := io.ReadAll(refused.Body)
+	refused.Body.Close()
+	if refused.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a second chat in memory: %s %q, want 429", refused.Status, body)
+	}
+	want := `
+# HELP gateway_limits_hit_total Requests refused at one of a browser's limits, by limit.
+# TYPE gateway_limits_hit_total counter
+gateway_limits_hit_total{limit="limit_exceeded"} 4
+# HELP gateway_sessions_opened_total New sessions opened on this node.
+# TYPE gateway_sessions_opened_total counter
+gateway_sessions_opened_total 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_limits_hit_total", "gateway_sessions_opened_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestChatAdmission(t *testing.T) {
 	m := metrics.New()
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{MaxSockets: 1, NewSessionsPerMinute: 2, Metrics: m}})

@@ -180,7 +180,12 @@ func (c *conn) serve() {
 	for {
 		typ, data, buf, err := c.read()
 		if err != nil {
-			if code := websocket.CloseStatus(err); code == -1 {
+			switch {
+			case errors.Is(err, websocket.ErrMessageTooBig):
+				// The library closed the socket with 1009.
+				c.s.opts.Metrics.LimitHit("read_limit")
+				c.logger.Info("frame over the read limit, connection closed", "limit", c.s.opts.ReadLimit)
+			case websocket.CloseStatus(err) == -1:
 				c.logger.Debug("read ended", "err", err)
 			}
 			return

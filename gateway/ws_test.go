@@ -13,7 +13,9 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/metrics"
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // toolMessages returns the tool messages of a transcript, in order.
@@ -324,7 +326,8 @@ func TestReadLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{gateway: gateway.Options{ReadLimit: limit}})
+			m := metrics.New()
+			h := newHarness(t, harnessOptions{gateway: gateway.Options{ReadLimit: limit, Metrics: m}})
 			c, _ := h.newBrowser(nil).open(pageTools)
 			data := message(tc.size)
 			if len(data) != tc.size {
@@ -339,6 +342,21 @@ func TestReadLimit(t *testing.T) {
 			}
 			if code := c.untilClosed(); code != websocket.StatusMessageTooBig {
 				t.Errorf("close status = %v, want %v", code, websocket.StatusMessageTooBig)
+			}
+			// Counted once the gateway's reader has seen it (after the
+			// close the browser got).
+			for deadline := time.Now().Add(hang); testutil.CollectAndCount(m.Registry(), "gateway_limits_hit_total") == 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no limit hit counted for the frame over the read limit")
+				}
+			}
+			want := `
+# HELP gateway_limits_hit_total Requests refused at one of a browser's limits, by limit.
+# TYPE gateway_limits_hit_total counter
+gateway_limits_hit_total{limit="read_limit"} 1
+`
+			if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_limits_hit_total"); err != nil {
+				t.Error(err)
 			}
 		})
 	}

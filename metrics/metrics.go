@@ -159,7 +159,10 @@ func (m *Metrics) CallStarted(tool, handler string) {
 	}
 }
 
-// CallSettled counts a settled call: code is "" when it succeeded.
+// CallSettled counts a settled call: code is "" when it succeeded. took
+// is its start to its settling; negative when unknown (a call loaded from
+// a journal written before calls kept their start), which the duration
+// histogram leaves out.
 func (m *Metrics) CallSettled(tool, handler, code string, attempts int, took time.Duration) {
 	if m == nil {
 		return
@@ -170,7 +173,9 @@ func (m *Metrics) CallSettled(tool, handler, code string, attempts int, took tim
 	}
 	m.callsSettled.WithLabelValues(tool, handler, outcome, code).Inc()
 	m.attempts.WithLabelValues(handler).Observe(float64(attempts))
-	m.callDuration.WithLabelValues(handler).Observe(took.Seconds())
+	if took >= 0 {
+		m.callDuration.WithLabelValues(handler).Observe(took.Seconds())
+	}
 }
 
 // RoundTrip records a client attempt's delivery-to-answer time.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -60,5 +61,33 @@ func BenchmarkFrameOut(b *testing.B) {
 	for b.Loop() {
 		m.FrameOut(types[i%len(types)])
 		i++
+	}
+}
+
+// A call whose start is unknown (loaded from a journal that did not keep
+// it) is counted settled, and its duration is left out rather than taken
+// from the zero time.
+func TestCallOfUnknownDurationCounted(t *testing.T) {
+	m := metrics.New()
+	m.CallSettled("confirm", "client", "", 1, -1)
+	m.CallSettled("confirm", "client", "", 1, 3*time.Second)
+	if n := testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total"); n != 1 {
+		t.Errorf("settled series: %d", n)
+	}
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "gateway_tool_calls_settled_total":
+			if v := f.GetMetric()[0].GetCounter().GetValue(); v != 2 {
+				t.Errorf("settled: %g, want 2", v)
+			}
+		case "gateway_tool_call_duration_seconds":
+			if h := f.GetMetric()[0].GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 3 {
+				t.Errorf("durations: %d observed, %gs; want 1, 3s", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
 	}
 }

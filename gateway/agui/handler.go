@@ -83,6 +83,9 @@ func (m message) text() string {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, err := frontend.Status(err, engine.ErrBadRequest)
 	h.opts.Logger.Info("AG-UI run refused", "status", status, "err", err)
+	if h.opts.Refused != nil {
+		h.opts.Refused(err)
+	}
 	http.Error(w, err.Error(), status)
 }
 
@@ -120,16 +123,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		last = &in.Messages[n-1]
 	}
 	userMessage := last != nil && last.Role == "user"
+	tools := make([]string, 0, len(in.Tools))
+	for _, t := range in.Tools {
+		tools = append(tools, t.Name)
+	}
+	if h.opts.Check != nil {
+		message := ""
+		if userMessage {
+			message = last.text()
+		}
+		if err := h.opts.Check(message, tools); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
 	sess, err := h.opts.Find(r, in.ThreadID, userMessage)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	tools := make([]string, 0, len(in.Tools))
-	for _, t := range in.Tools {
-		tools = append(tools, t.Name)
-	}
 	run := newRun(w, h.opts, in)
 	base := sess.LastSeq()
 	run.base = base

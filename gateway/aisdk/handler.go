@@ -83,6 +83,9 @@ type metadata struct {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, err := frontend.Status(err)
 	h.opts.Logger.Info("AI SDK request refused", "path", r.URL.Path, "status", status, "err", err)
+	if h.opts.Refused != nil {
+		h.opts.Refused(err)
+	}
 	http.Error(w, err.Error(), status)
 }
 
@@ -138,6 +141,12 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "user" && h.opts.Check != nil {
+		if err := h.opts.Check(text(last), nil); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
 	sess, err := h.opts.Find(r, req.ID, last.Role == "user")
 	if err != nil {
 		h.fail(w, r, err)

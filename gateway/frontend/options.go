@@ -23,6 +23,15 @@ type Options struct {
 	// proxies which close idle connections (often at 60s) keep it while a
 	// tool runs; default DefaultKeepAlive.
 	KeepAlive time.Duration
+	// Check, when set, checks a request's user message ("" when it has
+	// none) and the tools it declares (nil when it declares none) against
+	// the limits the session would hold them to, before the handler finds
+	// or opens the chat: a request refused for its size opens no session.
+	Check func(message string, tools []string) error
+	// Refused, when set, is told of each request the handler refuses
+	// before its stream starts, with the error it answers (the gateway
+	// counts those at a browser's limit).
+	Refused func(error)
 }
 
 // Defaults of Options.
