@@ -239,6 +239,12 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	}
 	batches := map[int]*batch{}
 	for _, cs := range st.Calls {
+		if cs.Spec == nil && cs.Settled {
+			// The first durable version kept a call settled with all its
+			// siblings as an id alone; its tool.started and tool.finished
+			// in the journal say what is kept of it now (journalCalls).
+			continue
+		}
 		if cs.Spec == nil {
 			return fmt.Errorf("%w: session %s, call %s has no retry spec", ErrCorrupt, s.id, cs.ID)
 		}

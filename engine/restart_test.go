@@ -795,3 +795,64 @@ func TestRestartLateAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadsTheFirstJournalsSettledCalls: the first durable version's
+// journal kept a call that settled with all its siblings as its id alone
+// (no retry spec) in the state; a session it wrote loads, its settled call
+// stays settled, and the chat goes on. Later versions took such a state
+// for a corrupt journal, and the chat could not be opened again.
+func TestLoadsTheFirstJournalsSettledCalls(t *testing.T) {
+	r := &rig{t: t, clock: clock.NewFake(epoch)}
+	mem := engine.NewMemoryStore()
+	r.open = func() engine.Store { return mem }
+	w := confirmWorker(nil)
+	m := callsThenSummary(use("call_1", "confirm", `{}`))
+	e1 := r.start(w, m)
+	s1, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := attach(t, s1, 0, "confirm")
+	if err := p1.page.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	p1.until("tool.call", isType(engine.FrameToolCall))
+	if err := p1.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"yes"`)}); err != nil {
+		t.Fatal(err)
+	}
+	p1.until("the reply", finalIdle("saw: yes"))
+	stop(t, e1)
+
+	// The journal as the first version wrote it: the last state names
+	// the settled call by its id alone.
+	batches, err := mem.Load(context.Background(), s1.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := engine.NewMemoryStore()
+	for i, b := range batches {
+		if i == len(batches)-1 {
+			var st map[string]json.RawMessage
+			if err := json.Unmarshal(b.State, &st); err != nil {
+				t.Fatal(err)
+			}
+			st["calls"] = json.RawMessage(`[{"id":"call_1","handler":"client","settled":true}]`)
+			if b.State, err = json.Marshal(st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := old.Append(context.Background(), s1.ID(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.open = func() engine.Store { return old }
+	s2 := r.loaded(w, m, s1.ID())
+	p2 := attach(t, s2, s2.LastSeq(), "confirm")
+	if err := p2.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"again"`)}); !errors.Is(err, engine.ErrSettled) {
+		t.Errorf("an answer to the settled call after the load: %v, want ErrSettled", err)
+	}
+	if err := p2.page.Send(context.Background(), "more"); err != nil {
+		t.Fatal(err)
+	}
+	p2.until("the next call", isType(engine.FrameToolCall))
+}

@@ -74,6 +74,64 @@ func (c cookieStore) Commit(token string, b []byte, expiry time.Time) error {
 
 func (c cookieStore) Delete(token string) error { return c.DeleteCtx(context.Background(), token) }
 
+// legacyFreshCookieBucket is where versions of 2026-12-05 (db671af to
+// 81f1ca7) kept a browser's identity from its first visit until its next,
+// for at most two hours. This version reads only CookieBucket.
+const legacyFreshCookieBucket = "GATEWAY_COOKIES_NEW"
+
+// takeFreshCookies copies the identities still alive in
+// legacyFreshCookieBucket into the cookies' bucket, where it has none of
+// the same token, so a browser whose only visit was under such a version
+// keeps its chats. On the embedded server, whose one node is this one, the
+// bucket is deleted once copied; on a NATS the nodes share, a node of that
+// version may still write to it, so it stays, and the log says when it may
+// go (what such a node writes after this start is read after the next).
+func (s *Store) takeFreshCookies(ctx context.Context) error {
+	fresh, err := s.js.KeyValue(ctx, legacyFreshCookieBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lister, err := fresh.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	var tokens []string // read whole first: the lister's goroutine ends once its channel is
+	for token := range lister.Keys() {
+		tokens = append(tokens, token)
+	}
+	taken := 0
+	for _, token := range tokens {
+		e, err := fresh.Get(ctx, token)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		v := e.Value()
+		if !validToken(token) || len(v) < 8 || time.Now().UnixNano() > int64(binary.BigEndian.Uint64(v)) {
+			continue
+		}
+		if _, err := s.cookies.Create(ctx, token, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		taken++
+	}
+	if s.embedded != nil {
+		if err := s.js.DeleteKeyValue(ctx, legacyFreshCookieBucket); err != nil {
+			return err
+		}
+		s.opts.Logger.Info("took the identities an earlier version kept apart", "identities", taken)
+		return nil
+	}
+	s.opts.Logger.Info("took the identities an earlier version kept apart; once no gateway of 2026-12-05 (db671af to 81f1ca7) runs, delete their bucket: nats kv del "+legacyFreshCookieBucket,
+		"identities", taken)
+	return nil
+}
+
 // validToken: scs tokens are base64url, which is a valid key; anything else
 // (a forged cookie) is not looked up.
 func validToken(t string) bool {

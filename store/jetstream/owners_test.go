@@ -12,6 +12,8 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // natsServer runs a NATS server with JetStream on loopback, as a cluster's
@@ -200,5 +202,56 @@ func TestLeaseTTLIsTheBuckets(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	if _, err := a.Own(ctx, "s2", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) {
 		t.Errorf("a.Own of b's session: %v, want ErrOwnedElsewhere (b renews by the bucket's time)", err)
+	}
+}
+
+// TestCookieBucketLivesAtLeastTheCookie: on a NATS the nodes share, the
+// identities' bucket made by a node with a shorter lifetime (an older
+// version made it with 24 hours) is raised to this node's, and a node
+// with a shorter one leaves a longer bucket as it is: a returning browser
+// is never forgotten before its cookie expires.
+func TestCookieBucketLivesAtLeastTheCookie(t *testing.T) {
+	ctx := context.Background()
+	url := natsServer(t)
+	ttl := func() time.Duration {
+		t.Helper()
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := natsjs.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := js.KeyValue(ctx, jetstream.CookieBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.TTL()
+	}
+	open := func(lifetime time.Duration) {
+		t.Helper()
+		s, err := jetstream.Open(ctx, jetstream.Options{URL: url, CookieLifetime: lifetime})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	open(24 * time.Hour)
+	if got := ttl(); got != 24*time.Hour {
+		t.Fatalf("the bucket made with 24h: %v", got)
+	}
+	open(30 * 24 * time.Hour)
+	if got := ttl(); got != 30*24*time.Hour {
+		t.Errorf("after a node with 720h started: %v, want 720h", got)
+	}
+	open(time.Hour)
+	if got := ttl(); got != 30*24*time.Hour {
+		t.Errorf("after a node with 1h started: %v, want 720h still", got)
 	}
 }

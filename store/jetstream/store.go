@@ -221,7 +221,7 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err != nil {
 		return hint("the session journal", err)
 	}
-	s.summaries, _, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+	s.summaries, _, err = s.ensureKV(ctx, takeBucketTTL, jetstream.KeyValueConfig{
 		Bucket: SummaryBucket, Description: "a summary per session, keyed <owner>.<session>",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1,
 		Metadata: map[string]string{markersPurged: "true"}, // a new bucket has none
@@ -235,15 +235,18 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err := s.purgeOldMarkers(ctx); err != nil {
 		s.opts.Logger.Warn("the markers of sessions deleted by an earlier version stay until the next start", "err", err)
 	}
-	s.cookies, _, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+	s.cookies, _, err = s.ensureKV(ctx, raiseBucketTTL, jetstream.KeyValueConfig{
 		Bucket: CookieBucket, Description: "the browsers' cookie identities",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.CookieLifetime,
 	})
 	if err != nil {
 		return hint("the cookie identities", err)
 	}
+	if err := s.takeFreshCookies(ctx); err != nil {
+		s.opts.Logger.Warn("the identities an earlier version kept apart, until a browser's second visit, were not all taken: those browsers start anew", "bucket", legacyFreshCookieBucket, "err", err)
+	}
 	var leaseTTL time.Duration
-	s.owners, leaseTTL, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+	s.owners, leaseTTL, err = s.ensureKV(ctx, takeBucketTTL, jetstream.KeyValueConfig{
 		Bucket: OwnersBucket, Description: "which node runs each session: a lease per session, renewed by its holder",
 		Storage: jetstream.FileStorage, Replicas: s.opts.Replicas, History: 1, TTL: s.opts.LeaseTTL,
 	})
@@ -268,15 +271,30 @@ func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (j
 		func(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) })
 }
 
+// ttlPolicy is what ensureKV does on a NATS that several nodes share with
+// a bucket whose entries' time to live is not this node's.
+type ttlPolicy int
+
+const (
+	// takeBucketTTL: the bucket's stays, with a warning, and this node
+	// takes it. For the leases: a node starting with another --lease-ttl
+	// would change every running node's leases under it (a shorter one
+	// lets a second node load a session the first still runs).
+	takeBucketTTL ttlPolicy = iota
+	// raiseBucketTTL: a bucket whose entries live less than this node's
+	// flag says gets the flag's; a longer one stays. For the browsers'
+	// identities: one kept longer than a node's cookie lasts costs a
+	// little room, and one forgotten sooner loses a returning browser every
+	// chat (a bucket made by an older version lived 24 hours).
+	raiseBucketTTL
+)
+
 // ensureKV opens the bucket, or makes it when it is missing. On the
 // embedded server, whose one node is this one, a bucket whose entries'
-// time to live is not cfg's (--lease-ttl changed) gets cfg's. On a NATS
-// that several nodes share the bucket's stays, with a warning: a node
-// starting with another --lease-ttl would change every running node's
-// leases under it (a shorter one lets a second node load a session the
-// first still runs). It returns the time to live the bucket has, which the
-// caller takes.
-func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, time.Duration, error) {
+// time to live is not cfg's (--lease-ttl or --retain changed) gets cfg's.
+// On a NATS that several nodes share, policy says. It returns the time to
+// live the bucket has, which the caller takes.
+func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, time.Duration, error) {
 	kv, err := ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.CreateKeyValue(ctx, cfg) },
 		func(err error) bool { return errors.Is(err, jetstream.ErrBucketNotFound) })
@@ -291,9 +309,34 @@ func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jet
 		kv, err := s.js.UpdateKeyValue(ctx, cfg)
 		return kv, cfg.TTL, err
 	}
+	if policy == raiseBucketTTL {
+		if st.TTL() == 0 || (cfg.TTL != 0 && st.TTL() > cfg.TTL) {
+			return kv, st.TTL(), nil // longer already
+		}
+		if err := s.raiseTTL(ctx, st, cfg.TTL); err != nil {
+			return nil, 0, fmt.Errorf("failed to make the entries of bucket %s live %v, as this node's flags say, where they lived %v: %w", cfg.Bucket, cfg.TTL, st.TTL(), err)
+		}
+		s.opts.Logger.Info("a bucket's entries lived less than this node's flags say: they live as long now",
+			"bucket", cfg.Bucket, "was", st.TTL(), "ttl", cfg.TTL)
+		return kv, cfg.TTL, nil
+	}
 	s.opts.Logger.Warn("a bucket's entries live another time than this node's flags say; the nodes share it, so this node takes the bucket's: to change it, edit the bucket (nats kv edit) and restart every node",
 		"bucket", cfg.Bucket, "ttl", st.TTL(), "flag", cfg.TTL)
 	return kv, st.TTL(), nil
+}
+
+// raiseTTL sets the bucket's stream's MaxAge (its entries' time to live)
+// and nothing else of its configuration, which other nodes made and share:
+// its replicas stay, whatever this node's --nats-replicas.
+func (s *Store) raiseTTL(ctx context.Context, st jetstream.KeyValueStatus, ttl time.Duration) error {
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return fmt.Errorf("the bucket's status is a %T, not a stream's", st)
+	}
+	cfg := bs.StreamInfo().Config
+	cfg.MaxAge = ttl
+	_, err := s.js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // ensure looks a thing up, makes it when it is missing, and looks again

@@ -1,0 +1,68 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFreshCookiesTaken: the identities a version of 2026-12-05 kept apart
+// until a browser's second visit (GATEWAY_COOKIES_NEW) are found after the
+// upgrade, so a browser whose only visit was then keeps its chats; one
+// that expired is not; the embedded server's bucket is gone once taken.
+func TestFreshCookiesTaken(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: legacyFreshCookieBucket, History: 1, TTL: 2 * time.Hour, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(expiry time.Time, data string) []byte {
+		v := make([]byte, 8+len(data))
+		binary.BigEndian.PutUint64(v, uint64(expiry.UnixNano()))
+		copy(v[8:], data)
+		return v
+	}
+	for token, v := range map[string][]byte{
+		"firstVisit": entry(time.Now().Add(50*time.Minute), "browser A"),
+		"expired":    entry(time.Now().Add(-time.Minute), "browser B"),
+	} {
+		if _, err := fresh.Put(ctx, token, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Renewed already: the cookies' bucket has the newer entry.
+	if _, err := fresh.Put(ctx, "renewed", entry(time.Now().Add(time.Hour), "old")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.cookies.Put(ctx, "renewed", entry(time.Now().Add(720*time.Hour), "new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(ctx, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	cookies := s.Cookies()
+	for token, want := range map[string]string{"firstVisit": "browser A", "expired": "", "renewed": "new"} {
+		got, ok, err := cookies.Find(token)
+		if err != nil || string(got) != want || ok != (want != "") {
+			t.Errorf("Find(%s) = %q, %v, %v; want %q", token, got, ok, err, want)
+		}
+	}
+	if _, err := s.js.KeyValue(ctx, legacyFreshCookieBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("the bucket after it was taken: %v, want it deleted", err)
+	}
+}
