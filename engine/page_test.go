@@ -11,6 +11,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/metrics"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // tab is a page attached to the harness's session, read by hand: after a
@@ -189,17 +190,23 @@ func TestLeaseMovesCounted(t *testing.T) {
 // counter reads the unlabelled counter name.
 func counter(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
+	return metricOf(t, m, name).GetCounter().GetValue()
+}
+
+// metricOf is the one series of the family name.
+func metricOf(t *testing.T, m *metrics.Metrics, name string) *dto.Metric {
+	t.Helper()
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
 		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetCounter().GetValue()
+			return f.GetMetric()[0]
 		}
 	}
-	t.Fatalf("no counter %s", name)
-	return 0
+	t.Fatalf("no single series of %s", name)
+	return nil
 }
 
 // TestLeaseWaitsForAPage: a call made while the page that declared its tool

@@ -240,6 +240,25 @@ func count(events []engine.Event, typ string) int {
 	return n
 }
 
+// callThenStop runs an engine on the rig until alice's page has the
+// tool.call of the message "delete my draft", and stops it there: the call
+// is open in the journal. It returns the session and the page's frames.
+func (r *rig) callThenStop(w *testWorker, m model.Model) (*engine.Session, []engine.Event) {
+	r.t.Helper()
+	e := r.start(w, m)
+	s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := attach(r.t, s, 0, "confirm")
+	if err := p.page.Send(context.Background(), "delete my draft"); err != nil {
+		r.t.Fatal(err)
+	}
+	frames := p.until("tool.call", isType(engine.FrameToolCall))
+	stop(r.t, e)
+	return s, frames
+}
+
 // TestRestartClientAttemptDeliveredAgain: a client attempt whose deadline
 // has not passed is delivered again, same attempt and deadline, to the page
 // that comes back after the restart; it settles once.
@@ -247,18 +266,8 @@ func TestRestartClientAttemptDeliveredAgain(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
 		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
-		e1 := r.start(w, m)
-		s1, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p1 := attach(t, s1, 0, "confirm")
-		if err := p1.page.Send(context.Background(), "delete my draft"); err != nil {
-			t.Fatal(err)
-		}
-		before := p1.until("tool.call", isType(engine.FrameToolCall))
+		s1, before := r.callThenStop(w, m)
 		last := before[len(before)-2].Seq // the tool.started before it
-		stop(t, e1)
 		r.clock.Advance(10 * time.Second) // down for 10s of the 30s
 
 		s2 := r.loaded(w, m, s1.ID())
@@ -285,17 +294,7 @@ func TestRestartCallDurationFromItsStart(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
 		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
-		e1 := r.start(w, m)
-		s1, err := e1.Open(context.Background(), engine.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p1 := attach(t, s1, 0, "confirm")
-		if err := p1.page.Send(context.Background(), "delete my draft"); err != nil {
-			t.Fatal(err)
-		}
-		before := p1.until("tool.call", isType(engine.FrameToolCall))
-		stop(t, e1)
+		s1, before := r.callThenStop(w, m)
 		r.clock.Advance(10 * time.Second)
 
 		r.metrics = metrics.New()
@@ -316,18 +315,8 @@ func TestRestartCallDurationFromItsStart(t *testing.T) {
 // histogram reads the one series of the histogram name: its count and sum.
 func histogram(t *testing.T, m *metrics.Metrics, name string) (uint64, float64) {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			h := f.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	t.Fatalf("no single series of %s", name)
-	return 0, 0
+	h := metricOf(t, m, name).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 // TestRestartExpiredClientAttemptTimesOut: an attempt whose deadline passed

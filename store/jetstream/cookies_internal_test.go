@@ -46,15 +46,7 @@ func TestFreshCookiesTaken(t *testing.T) {
 	if _, err := s.cookies.Put(ctx, "renewed", entry(time.Now().Add(720*time.Hour), "new")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err = Open(ctx, Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s = reopen(t, s, dir)
 	cookies := s.Cookies()
 	for token, want := range map[string]string{"firstVisit": "browser A", "expired": "", "renewed": "new"} {
 		got, ok, err := cookies.Find(token)
@@ -65,4 +57,19 @@ func TestFreshCookiesTaken(t *testing.T) {
 	if _, err := s.js.KeyValue(ctx, legacyFreshCookieBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("the bucket after it was taken: %v, want it deleted", err)
 	}
+}
+
+// reopen closes s and opens the store again on its data directory, as a
+// restart does; the test's cleanup closes the new one.
+func reopen(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -194,14 +194,7 @@ func TestOpenRemovesOldMarkers(t *testing.T) {
 	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(ctx, Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopen(t, s, dir)
 	info, err := s.summaryStream.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
