@@ -230,6 +230,23 @@ func (m *Metrics) LimitHit(limit string) {
 	}
 }
 
+// WatchStore makes gateway_store_failing read health at each scrape: 1
+// while it returns an error (the session store refuses events: what
+// /healthz calls degraded, when /readyz answers 503), else 0. Call it
+// once per Metrics.
+func (m *Metrics) WatchStore(health func() error) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_store_failing",
+		Help: "1 while the session store refuses events (a full disk, NATS unreachable), else 0."}, func() float64 {
+		if health() != nil {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // counterCache holds the counters of a CounterVec with one label by the
 // label's value: a frame's count is an atomic add, where WithLabelValues
 // hashes the value and takes the vector's lock each time. Its map is

@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -89,5 +91,36 @@ func TestCallOfUnknownDurationCounted(t *testing.T) {
 				t.Errorf("durations: %d observed, %gs; want 1, 3s", h.GetSampleCount(), h.GetSampleSum())
 			}
 		}
+	}
+}
+
+// gateway_store_failing follows the store's health at each scrape.
+func TestStoreFailingFollowsHealth(t *testing.T) {
+	m := metrics.New()
+	var failing error
+	m.WatchStore(func() error { return failing })
+	read := func() string {
+		t.Helper()
+		families, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "gateway_store_failing" {
+				return fmt.Sprint(f.GetMetric()[0].GetGauge().GetValue())
+			}
+		}
+		return "absent"
+	}
+	if got := read(); got != "0" {
+		t.Errorf("while the store takes events: %s, want 0", got)
+	}
+	failing = errors.New("no space left on device")
+	if got := read(); got != "1" {
+		t.Errorf("while it refuses them: %s, want 1", got)
+	}
+	failing = nil
+	if got := read(); got != "0" {
+		t.Errorf("once it takes them again: %s, want 0", got)
 	}
 }

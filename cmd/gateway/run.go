@@ -399,6 +399,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	m.WatchStore(eng.Health)
 	if err := eng.Resume(ctx); err != nil {
 		return err
 	}
