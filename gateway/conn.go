@@ -390,9 +390,13 @@ func (c *conn) open(f SessionOpen) {
 			}
 		}
 		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick, WriteNow: c.writeNow, FrameBytes: c.s.opts.ReadLimit})
-		if !errors.Is(err, engine.ErrUnloaded) || f.Session == "" {
+		if !errors.Is(err, engine.ErrUnloaded) {
 			break
 		}
+		// A new session unloads too, idle with no page for --unload: one
+		// opened just now did before this page attached (a stalled
+		// process, a tiny --unload). It is loaded again as any other.
+		f.Session = sess.ID()
 	}
 	if errors.Is(err, engine.ErrUnloaded) && f.Session != "" {
 		// It left memory at each try: another node took it (its lease
