@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,7 +219,9 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	if max := e.opts.MaxLiveSessions; o.Owner != "" && max > 0 {
 		if n := e.perOwner[o.Owner]; n >= max {
 			e.mu.Unlock()
-			return nil, fmt.Errorf("%w: this browser has %d sessions open, the most it may; a session with no page closes after %v", ErrLimitExceeded, n, e.opts.Unload)
+			// Chats it went back to count, though none was refused: n may
+			// be past max.
+			return nil, fmt.Errorf("%w: this browser has %d sessions in memory here, and opens a new one only with fewer than %d; a session leaves memory %v after its last page left", ErrLimitExceeded, n, max, e.opts.Unload)
 		}
 	}
 	id := o.ID
@@ -272,7 +275,21 @@ func (e *Engine) List(ctx context.Context, owner string) ([]Summary, error) {
 	if owner == "" {
 		return nil, errors.New("engine: List needs an owner")
 	}
-	return e.opts.Store.Summaries(ctx, owner)
+	sums, err := e.opts.Store.Summaries(ctx, owner)
+	// A session past Retain is gone, though the hourly sweep has not
+	// deleted it yet; one in memory is in use, and stays until it leaves.
+	return slices.DeleteFunc(sums, func(sum Summary) bool {
+		if !e.expired(sum.Updated) {
+			return false
+		}
+		_, loaded := e.Session(sum.ID)
+		return !loaded
+	}), err
+}
+
+// expired reports whether a session last updated then is past Retain.
+func (e *Engine) expired(updated time.Time) bool {
+	return e.opts.Retain > 0 && updated.Before(e.opts.Clock.Now().Add(-e.opts.Retain))
 }
 
 // Health is nil while the store takes the sessions' events, and the

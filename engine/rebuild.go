@@ -182,6 +182,10 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	if st.Ended {
 		return nil, fmt.Errorf("%w: session %s ended", ErrSessionClosed, id)
 	}
+	if e.expired(st.Updated) {
+		// Retention's sweep deletes it within the hour; it is gone now.
+		return nil, fmt.Errorf("%w: session %s expired, its last user message over %v ago", ErrNoSession, id, e.opts.Retain)
+	}
 
 	e.mu.Lock()
 	if e.closed {
@@ -427,10 +431,9 @@ func (e *Engine) sweepExpired() {
 		e.opts.Logger.Warn("retention: failed to list sessions", "err", err)
 		return
 	}
-	cutoff := e.opts.Clock.Now().Add(-e.opts.Retain)
 	n := 0
 	for _, sum := range sums {
-		if !sum.Updated.Before(cutoff) {
+		if !e.expired(sum.Updated) {
 			continue
 		}
 		if _, loaded := e.Session(sum.ID); loaded {

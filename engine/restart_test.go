@@ -739,10 +739,27 @@ func TestRetention(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].ID != recent || list[1].ID != old || list[1].Title != "an old chat about nothing" {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
-	r.clock.Advance(24 * time.Hour) // the old one is 49h old, the recent one 25h
+	// 48h and 30s after the old chat's message: past its retention, and
+	// the hourly sweep (at a minute past each hour) has not deleted it
+	// yet. It is gone all the same: not listed, not loaded.
+	r.clock.Advance(48*time.Hour + 30*time.Second - 24*time.Hour - 2*time.Minute)
+	if all, _ := r.store.Summaries(context.Background(), "alice"); len(all) != 2 {
+		t.Fatalf("the store has %d of alice's sessions before the sweep, want 2", len(all))
+	}
+	list, _ = e.List(context.Background(), "alice")
+	if len(list) != 1 || list[0].ID != recent {
+		t.Errorf("past retention, before the sweep: %+v, want only %s", list, recent)
+	}
+	if _, err := e.Load(context.Background(), old); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of the expired session before the sweep: %v, want ErrNoSession", err)
+	}
+	r.clock.Advance(24 * time.Hour) // the old one is 72h old, the recent one 48h less a minute
 	list, _ = e.List(context.Background(), "alice")
 	if len(list) != 1 || list[0].ID != recent {
 		t.Fatalf("after the sweep: %+v, want only %s", list, recent)
+	}
+	if all, _ := r.store.Summaries(context.Background(), "alice"); len(all) != 1 {
+		t.Errorf("the store has %d of alice's sessions after the sweep, want 1", len(all))
 	}
 	if _, err := e.Load(context.Background(), old); !errors.Is(err, engine.ErrNoSession) {
 		t.Errorf("Load of the expired session: %v", err)

@@ -236,7 +236,7 @@ func TestLiveSessionsPerBrowser(t *testing.T) {
 	b.open(pageTools)
 	c := b.dial(nil)
 	c.send(map[string]any{"type": "session.open", "tools": pageTools})
-	if f := c.untilError(); f.Code != string(engine.WireLimitExceeded) || !strings.Contains(f.errorText(), "2 sessions open") {
+	if f := c.untilError(); f.Code != string(engine.WireLimitExceeded) || !strings.Contains(f.errorText(), "2 sessions in memory here, and opens a new one only with fewer than 2") {
 		t.Fatalf("the third session: %s, want limit_exceeded naming 2", f.raw)
 	}
 	if n := h.eng.Loaded(); n != 2 {

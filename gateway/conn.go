@@ -492,8 +492,13 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 	if c.throttle == nil {
 		c.throttle = rate.NewLimiter(rate.Limit(c.s.opts.RefusedRate), c.s.opts.RefusedBurst)
 	}
-	if c.throttle.Allow() {
+	if c.throttled && c.throttle.Tokens() >= float64(c.s.opts.RefusedBurst) {
+		// The page stopped long enough for the whole burst to come back:
+		// the episode is over. A page that merely slowed for a moment is
+		// not told again.
 		c.throttled = false
+	}
+	if c.throttle.Allow() {
 		return
 	}
 	if !c.throttled {

@@ -88,9 +88,9 @@ func TestRefusedFramesKeepTheConnection(t *testing.T) {
 // TestRefusedFramesAreRateLimited: past the burst, the page is told once
 // that it is being slowed down, and still gets a reply to every frame.
 func TestRefusedFramesAreRateLimited(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 5, RefusedRate: 50}})
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 20, RefusedRate: 50}})
 	c, _ := h.newBrowser(nil).open(pageTools)
-	const bad = 30
+	const bad = 60
 	for range bad {
 		c.sendRaw(websocket.MessageText, []byte(`{"type":"nonsense"}`))
 	}
@@ -109,15 +109,53 @@ func TestRefusedFramesAreRateLimited(t *testing.T) {
 			t.Fatalf("unexpected error frame %s", f)
 		}
 	}
-	// Once per episode: a loaded machine may read slowly enough for the
-	// bucket to refill, which starts another.
-	if limited < 1 || limited > unknown/2 {
-		t.Errorf("%d rate_limited frames for %d refused, want one per episode", limited, unknown)
+	// Once per episode: the flood is one, however its frames are paced,
+	// until the whole burst (0.4 s here) comes back.
+	if limited != 1 {
+		t.Errorf("%d rate_limited frames for %d refused, want one for the episode", limited, unknown)
 	}
 	if got := c.reply("hello"); got != "echo: hello" {
 		t.Errorf("after the flood, reply %q", got)
 	}
 	h.logs.wait(t, "too many refused frames")
+}
+
+// TestRefusedFramesEpisodeOutlastsAPause: a page that pauses its flood for
+// less than the burst takes to come back is in the same episode: it is not
+// told again that it is slowed (it was, at every token the pause gave
+// back). One that stops for the whole burst's time starts another.
+func TestRefusedFramesEpisodeOutlastsAPause(t *testing.T) {
+	// A token every 100 ms, the burst of 5 back after 500 ms.
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 5, RefusedRate: 10}})
+	c, _ := h.newBrowser(nil).open(pageTools)
+	flood := func() (limited int) {
+		t.Helper()
+		for range 8 {
+			c.sendRaw(websocket.MessageText, []byte(`{"type":"nonsense"}`))
+		}
+		for unknown := 0; unknown < 8; {
+			switch f := c.untilError(); f.Code {
+			case string(engine.WireUnknownFrame):
+				unknown++
+			case string(engine.WireRateLimited):
+				limited++
+			default:
+				t.Fatalf("unexpected error frame %s", f)
+			}
+		}
+		return limited
+	}
+	if n := flood(); n != 1 {
+		t.Fatalf("the first flood: %d rate_limited, want 1", n)
+	}
+	time.Sleep(200 * time.Millisecond) // two tokens back, not five
+	if n := flood(); n != 0 {
+		t.Errorf("a flood after a short pause: %d rate_limited, want 0 (the same episode)", n)
+	}
+	time.Sleep(time.Second) // the whole burst back
+	if n := flood(); n != 1 {
+		t.Errorf("a flood after the burst came back: %d rate_limited, want 1 (another episode)", n)
+	}
 }
 
 // TestDeclaredToolsLimits: a page may declare at most MaxPageTools names of
