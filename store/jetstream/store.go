@@ -463,18 +463,6 @@ func encodeBatch(b engine.Batch) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-func decodeBatch(data []byte) (engine.Batch, error) {
-	var sb batch
-	if err := json.Unmarshal(data, &sb); err != nil {
-		return engine.Batch{}, err
-	}
-	b := engine.Batch{State: sb.State}
-	for _, ev := range sb.Events {
-		b.Events = append(b.Events, engine.Event{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame})
-	}
-	return b, nil
-}
-
 // lastMsg reads the last message of session's journal. The read is a direct
 // get, which on a cluster only replicas that are caught up answer: right
 // after a node dies or under load, none may be for a moment, and the server
