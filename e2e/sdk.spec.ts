@@ -858,3 +858,66 @@ test("progress() cuts a message to the gateway's 500 bytes of UTF-8, between cha
         { type: "tool.progress", message: "x".repeat(499), bytes: 499 },
     ]);
 });
+
+test("a socket that answers nothing after a message is taken for dead: the SDK reconnects and sends the message again, with its id", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const states: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), answerTimeout: 300, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        client.on("state", (d: any) => states.push(d));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const first = w.FakeSocket.last();
+        first.accept();
+        first.push({ type: "session.opened", session: "s1", seq: 1 });
+        first.push({ type: "session.idle", seq: 1 });
+        await w.sleep(400); // an idle page is not watched: nothing was asked
+        const idle = w.FakeSocket.sockets.length;
+        client.send("hello");
+        // From now on the socket is silent: no message.taken, and no close.
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const second = w.FakeSocket.last();
+        second.accept();
+        const open = second.sent[0];
+        second.push({ type: "session.opened", session: "s1", seq: 1 });
+        await w.until(() => second.sent.length === 2);
+        second.push({ type: "message.taken", id: second.sent[1].id });
+        await w.sleep(400); // answered: no third socket
+        return { idle, sentFirst: first.sent, open, again: second.sent[1], states, firstState: first.readyState, sockets: w.FakeSocket.sockets.length };
+    });
+    expect(out.idle).toBe(1);
+    expect(out.sentFirst[1]).toMatchObject({ type: "message", content: "hello" });
+    expect(out.again).toEqual(out.sentFirst[1]);
+    expect(out.open).toMatchObject({ type: "session.open", session: "s1", after: 1 });
+    expect(out.states.find((s: any) => s.state === "closed")).toMatchObject({ code: 1006, reason: "no answer from the gateway in 300 ms" });
+    expect(out.firstState).toBe(3);
+    expect(out.sockets).toBe(2);
+});
+
+test("a message sent while the socket is down survives a reload, and goes once the page is back", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage();
+        const first = connect({ WebSocket: w.FakeSocket, storage, reconnect: { initialDelay: 60_000, maxDelay: 60_000 } });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 1 });
+        ws.push({ type: "session.idle", seq: 1 });
+        ws.drop(); // offline: the next try is a minute away
+        first.send("typed while offline");
+        first.close(); // the reload
+        const stored = JSON.parse(storage.getItem("gateway.session"));
+        connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const back = w.FakeSocket.last();
+        back.accept();
+        back.push({ type: "session.opened", session: "s1", seq: 1 });
+        await w.until(() => back.sent.length === 2);
+        return { stored: stored.unsent, sent: back.sent };
+    });
+    expect(out.stored).toEqual([expect.objectContaining({ type: "message", content: "typed while offline" })]);
+    expect(out.sent[0]).toMatchObject({ type: "session.open", session: "s1" });
+    expect(out.sent[1]).toEqual(out.stored[0]);
+});

@@ -73,3 +73,15 @@ test("Stop cancels the streaming turn", async ({ page }) => {
     expect(streamed).toMatch(/^Here is/);
     expect(streamed).not.toContain(LONG_ANSWER_END);
 });
+
+test("a double-click on Send sends the message once and does not stop it", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await page.getByTestId("prompt").fill("what time is it");
+    await page.getByTestId("send").dblclick();
+    await chat.idle();
+    await expect(chat.messages("user")).toHaveCount(1);
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toHaveCount(0);
+    await expect(chat.messages("assistant").last()).toContainText(/\d/);
+    const events = await chat.events();
+    expect(ofType(events, "model.finished").map((e) => e.stopReason)).not.toContain("cancelled");
+});

@@ -61,6 +61,8 @@ export function mountChat(root, client) {
     /** @type {{el: HTMLElement, text: string}[]} messages sent, not yet taken by the gateway, oldest first */
     let pending = [];
     let busy = false, ticker = 0;
+    /** @type {ReturnType<typeof setInterval> | undefined} the status line's countdown to the next try */
+    let countdown;
     // The model is due to answer: a message went or was taken, or the turn's
     // calls all settled; a word, the turn's end, Stop or idleness ends it.
     let awaiting = false, stopped = false;
@@ -238,9 +240,16 @@ export function mountChat(root, client) {
         client.on("state", ({ state, retryIn, code, reason }) => {
             status.dataset.state = state;
             root.dataset.connection = state;
-            status.textContent = state === "closed" && retryIn !== undefined
-                ? `Offline, retrying in ${Math.ceil(retryIn / 1000)}s`
-                : code === CLOSE.FORBIDDEN ? `Refused: ${reason}` : STATE_TEXT[state] ?? state;
+            clearInterval(countdown);
+            if (state === "closed" && retryIn !== undefined) {
+                // Counts down to the next try, a second at a time.
+                const at = Date.now() + retryIn;
+                const show = () => { status.textContent = `Offline, retrying in ${Math.max(1, Math.ceil((at - Date.now()) / 1000))}s`; };
+                show();
+                countdown = setInterval(show, 1000);
+                return;
+            }
+            status.textContent = code === CLOSE.FORBIDDEN ? `Refused: ${reason}` : STATE_TEXT[state] ?? state;
         }),
         client.on("message", ({ message }) => {
             if (message.role === "user") {
@@ -355,7 +364,10 @@ export function mountChat(root, client) {
             form.requestSubmit();
         }
     });
-    stop.addEventListener("click", () => {
+    stop.addEventListener("click", (e) => {
+        // Stop takes Send's place under the pointer: the second click of a
+        // double-click on Send would stop the message it just sent.
+        if (e.detail > 1) return;
         stopped = true; // the calls Stop cancels are not followed by a model turn
         client.cancel();
         setBusy();

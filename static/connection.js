@@ -10,6 +10,13 @@
  * `connected()` (the session opened) resets the count, `retryNow()` (the
  * browser came back online) skips the wait.
  *
+ * A socket can die without closing (a network path dropped: Wi-Fi roaming,
+ * a NAT or proxy that forgot the flow): the browser says nothing, and only
+ * the gateway pings. So a frame the gateway always answers (written with
+ * `answered`) arms a watch: when no frame at all arrives within
+ * `answerTimeout` ms, the socket is taken for dead, let go, and another
+ * opened after the backoff, as after a close with 1006.
+ *
  * The gateway reads frames of at most `frameBytes` (a larger one makes it
  * close the socket with 1009, and the page would send it again after every
  * reconnect) and takes messages of at most `messageBytes` of UTF-8. It says
@@ -34,6 +41,8 @@ import { CLOSE, FRAME_ERROR } from "./codes.js";
  * @typedef {{initialDelay: number, maxDelay: number, factor: number}} Backoff
  *     In ms; defaults 250, 10000, 2.
  *
+ * @typedef {number | false} AnswerTimeout  In ms; false: no watch.
+ *
  * @typedef {{frameBytes: number, messageBytes: number}} Limits  In bytes;
  *     frameBytes is Infinity when the gateway's transport has no limit.
  *
@@ -51,6 +60,8 @@ export class Connection {
     /** @type {typeof WebSocket} */ #WS;
     /** @type {Backoff | false} */ #backoff;
     /** @type {ConnectionHooks} */ #hooks;
+    /** @type {AnswerTimeout} */ #answerTimeout;
+    /** @type {ReturnType<typeof setTimeout> | null} */ #answerTimer = null;
 
     /** @type {WebSocket | null} */ #ws = null;
     #id = 0; // increments per socket
@@ -63,8 +74,9 @@ export class Connection {
      * @param {typeof WebSocket} WS
      * @param {Partial<Backoff> | false} backoff  false: never reconnect.
      * @param {ConnectionHooks} hooks
+     * @param {AnswerTimeout} [answerTimeout]  Default 15000.
      */
-    constructor(url, WS, backoff, hooks) {
+    constructor(url, WS, backoff, hooks, answerTimeout = 15_000) {
         this.#url = url;
         this.#WS = WS;
         this.#backoff = backoff && {
@@ -73,6 +85,7 @@ export class Connection {
             factor: backoff.factor ?? 2,
         };
         this.#hooks = hooks;
+        this.#answerTimeout = answerTimeout;
     }
 
     /** The current socket's number: 1 for the first, 2 after a reconnect, ... */
@@ -92,7 +105,9 @@ export class Connection {
             if (ws === this.#ws) this.#hooks.open();
         };
         ws.onmessage = (e) => {
-            if (ws === this.#ws) this.#hooks.frame(e.data);
+            if (ws !== this.#ws) return;
+            this.#clearAnswer();
+            this.#hooks.frame(e.data);
         };
         ws.onclose = (e) => {
             if (ws === this.#ws) this.#onClose(e);
@@ -102,12 +117,24 @@ export class Connection {
     /**
      * Sends frame as JSON if the socket is open.
      * @param {any} frame
+     * @param {boolean} [answered]  The gateway always answers it (session.open,
+     *     a message): no frame within answerTimeout means the socket is dead.
      * @returns {boolean} whether it went out
      */
-    write(frame) {
+    write(frame, answered = false) {
         const ws = this.#ws;
         if (!ws || ws.readyState !== 1) return false;
         ws.send(JSON.stringify(frame));
+        if (answered && this.#answerTimeout !== false && this.#answerTimer === null) {
+            const timeout = this.#answerTimeout;
+            this.#answerTimer = setTimeout(() => {
+                this.#answerTimer = null;
+                if (ws !== this.#ws) return;
+                this.#ws = null; // its close, whenever the browser gives up on it, is not ours
+                ws.close(CLOSE.NORMAL);
+                this.#onClose(/** @type {CloseEvent} */ ({ code: 1006, reason: `no answer from the gateway in ${timeout} ms`, wasClean: false }));
+            }, timeout);
+        }
         return true;
     }
 
@@ -115,6 +142,7 @@ export class Connection {
     drop() {
         const ws = this.#ws;
         this.#ws = null;
+        this.#clearAnswer();
         ws?.close(CLOSE.NORMAL);
     }
 
@@ -149,6 +177,7 @@ export class Connection {
      */
     #onClose(e) {
         this.#ws = null;
+        this.#clearAnswer();
         // A refused origin stays refused: retrying would only knock again.
         const again = this.#hooks.closed(e) && e.code !== CLOSE.FORBIDDEN;
         if (this.#stopped || !again || !this.#backoff) {
@@ -162,6 +191,11 @@ export class Connection {
         this.#retries++;
         this.#hooks.state("closed", { code: e.code, reason: e.reason, retryIn: delay });
         this.#retryTimer = setTimeout(() => this.open(), delay);
+    }
+
+    #clearAnswer() {
+        if (this.#answerTimer !== null) clearTimeout(this.#answerTimer);
+        this.#answerTimer = null;
     }
 
     #clearRetry() {

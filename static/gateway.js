@@ -76,6 +76,10 @@ export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js
  * @property {string} [storageKey]  Default "gateway.session".
  * @property {{ initialDelay?: number, maxDelay?: number, factor?: number } | false} [reconnect]
  *     Backoff between reconnects in ms; defaults 250, 10000, 2. false: never reconnect.
+ * @property {number | false} [answerTimeout]  How long, in ms, a session.open or a
+ *     message may go without any frame from the gateway before the socket is taken
+ *     for dead (a network path that dropped without closing it) and reconnected;
+ *     default 15000. false: never.
  * @property {typeof WebSocket} [WebSocket]  For tests and non-browser hosts.
  */
 
@@ -132,7 +136,7 @@ export class GatewayClient extends EventTarget {
                 return !this.#closed && !this.#ended;
             },
             state: (state, extra) => this.#setState(state, extra),
-        });
+        }, options.answerTimeout ?? 15_000);
         this.#cards = new ToolCards((card) => this.#emit("tool", card), (f) => this.#opened && (this.#write(f), true));
         this.#runner = new Runner(tools, {
             conn: () => this.#conn.id,
@@ -260,7 +264,9 @@ export class GatewayClient extends EventTarget {
     }
 
     #write(frame) {
-        const written = this.#conn.write(frame);
+        // The gateway answers both, at once: session.opened or an error,
+        // message.taken (or the message's event) or an error.
+        const written = this.#conn.write(frame, frame.type === "session.open" || frame.type === "message");
         // A message is kept until the gateway confirms it, written or not
         // (the socket closing under it): the next connection sends it.
         this.#outbox.written(frame);

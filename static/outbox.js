@@ -8,7 +8,8 @@
  * takes a message of an id it has seen once: so a message is kept here from
  * its write until that answer (or an `error` naming its id), and the next
  * connection, or the page after a reload, sends it again, first and in
- * order. docs/sdk.md#messages-are-taken-once.
+ * order. A message that waits for a session (sent while offline) is kept
+ * across a reload too. docs/sdk.md#messages-are-taken-once.
  *
  * Exports: Outbox, newMessageId.
  *
@@ -26,11 +27,21 @@ export class Outbox {
         this.#changed = changed;
     }
 
-    /** Messages written and not confirmed, in order (the stored copy's `unsent`). */
-    get unsent() { return this.#unsent; }
+    /**
+     * The messages not confirmed, in the order they go: written ones, then
+     * those waiting for a session (the stored copy's `unsent`, which a
+     * reload sends).
+     */
+    get unsent() {
+        const waiting = this.#waiting.filter((f) => f.type === "message");
+        return waiting.length === 0 ? this.#unsent : [...this.#unsent, ...waiting];
+    }
 
     /** Keeps frame until a session opens. */
-    wait(frame) { this.#waiting.push(frame); }
+    wait(frame) {
+        this.#waiting.push(frame);
+        if (frame.type === "message") this.#changed();
+    }
 
     /** A frame of type is waiting. @param {string} type */
     waits(type) { return this.#waiting.some((f) => f.type === type); }

@@ -106,6 +106,12 @@ export interface ConnectOptions {
     storageKey?: string;
     /** false: never reconnect. */
     reconnect?: ReconnectOptions | false;
+    /**
+     * How long, in ms, a session.open or a message may go without any frame from the
+     * gateway before the socket is taken for dead (a network path that dropped without
+     * closing it) and reconnected; default 15000. false: never.
+     */
+    answerTimeout?: number | false;
     /** The WebSocket class: a fake in tests, or another runtime's. */
     WebSocket?: typeof WebSocket;
 }
