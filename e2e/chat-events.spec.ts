@@ -46,3 +46,43 @@ test("a message the store refused says so, and its text is given back", async ({
     await expect(prompt).toHaveValue("remember this");
     await expect(page.getByTestId("stop")).toBeDisabled();
 });
+
+test("offline, a message waits as Queued with no Thinking, and goes once the page is back", async ({ page }) => {
+    await page.evaluate(() => (window as any).FakeSocket.last().drop());
+    const status = page.getByTestId("connection-status");
+    await expect(status).toHaveAttribute("data-state", /^(closed|connecting)$/);
+    const prompt = page.getByTestId("prompt");
+    await prompt.fill("sent while offline");
+    await prompt.press("Enter");
+    await expect(page.locator("[data-queued=true]").getByTestId("message-queued")).toBeVisible();
+    await expect(page.getByTestId("thinking")).toBeHidden();
+    const sent = await page.evaluate(async () => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === 2, 5000);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+        await w.until(() => ws.sent.some((f: any) => f.type === "message"));
+        return ws.sent.find((f: any) => f.type === "message");
+    });
+    expect(sent).toMatchObject({ type: "message", content: "sent while offline" });
+    await expect(page.getByTestId("thinking")).toBeVisible();
+});
+
+test("the offline status counts down to the next try", async ({ page }) => {
+    await page.evaluate(() => {
+        const w = window as any;
+        w.gatewayClient.on("state", (d: any) => { if (d.retryIn !== undefined) w.__retryIn = d.retryIn; });
+        // The next tries are far: the countdown has seconds to show.
+        w.FakeSocket.prototype.accept = function () { /* the gateway never answers */ };
+    });
+    for (let i = 0; i < 6; i++) {
+        await page.evaluate(() => (window as any).FakeSocket.last().drop());
+        const retryIn = await page.evaluate(() => (window as any).__retryIn);
+        if (retryIn >= 3000) break;
+        await page.waitForFunction((n) => (window as any).FakeSocket.sockets.length > n, i + 1);
+    }
+    const status = page.getByTestId("connection-status");
+    const first = Number((await status.textContent())!.match(/retrying in (\d+)s/)![1]);
+    await expect(status).toHaveText(new RegExp(`retrying in ${first - 1}s`), { timeout: 2500 });
+});

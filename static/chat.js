@@ -80,7 +80,8 @@ export function mountChat(root, client) {
         // The button under the user's finger keeps the focus as it changes.
         if (hadFocus) (on ? stop : send).focus();
         if (!on) awaiting = false;
-        thinking.hidden = !(on && awaiting && !streaming);
+        // Offline, nothing is thinking: the status line says what is.
+        thinking.hidden = !(on && awaiting && !streaming && client.state === "open");
         followBottom();
     }
 
@@ -240,6 +241,7 @@ export function mountChat(root, client) {
         client.on("state", ({ state, retryIn, code, reason }) => {
             status.dataset.state = state;
             root.dataset.connection = state;
+            setBusy();
             clearInterval(countdown);
             if (state === "closed" && retryIn !== undefined) {
                 // Counts down to the next try, a second at a time.
