@@ -1,4 +1,4 @@
-import { expect, test, Chat, STORAGE_KEY, ofType, replayFromGateway } from "./support";
+import { attachWire, expect, test, Chat, STORAGE_KEY, ofType, replayFromGateway } from "./support";
 
 test("two tabs on one session: confirm asks in one tab only and runs once", async ({ context, page }) => {
     const one = await Chat.open(page);
@@ -50,4 +50,26 @@ test("two tabs on one session: confirm asks in one tab only and runs once", asyn
     }
     // Both tabs show the same conversation.
     expect(await two.events()).toEqual(await one.events());
+});
+
+test("an answer that did not count is not shown as the outcome: the box says the call was answered in another tab", async ({ context, page }) => {
+    const wire = await attachWire(page);
+    const one = await Chat.open(page);
+    await one.send("hello");
+    await one.idle();
+    const two = await Chat.join(await context.newPage(), await one.session());
+    // Tab one's answer leaves it, and never reaches the gateway.
+    wire.delayAnswers("confirm", 60_000);
+    await one.send("delete my draft");
+    await one.cards("confirm").getByTestId("confirm-approve").click();
+    await expect(one.cards("confirm").getByTestId("confirm-answer")).toHaveText("You approved.");
+    // Tab one's socket goes: the call moves to tab two, whose user denies.
+    await wire.drop();
+    await two.cards("confirm").getByTestId("confirm-deny").click();
+    for (const chat of [one, two]) {
+        await expect(chat.reply("Okay, I kept your draft.")).toHaveCount(1);
+        await expect(chat.cards("confirm")).toHaveAttribute("data-status", "done");
+    }
+    await expect(two.cards("confirm").getByTestId("confirm-answer")).toHaveText("You denied.");
+    await expect(one.cards("confirm").getByTestId("confirm-answer")).toHaveText("Denied in another tab.");
 });

@@ -18,6 +18,7 @@
  * For debugging and end-to-end tests the client is window.gatewayClient.
  */
 import { connect } from "./gateway.js";
+import { isSettled } from "./cards.js";
 import { mountChat } from "./chat.js";
 import { mountHistory } from "./history.js";
 import { mountWelcome } from "./welcome.js";
@@ -96,6 +97,21 @@ const tools = {
             deny.addEventListener("click", () => settle(false), { once: true });
             if (signal.aborted) onAbort();
             else signal.addEventListener("abort", onAbort, { once: true });
+            // What counts is the call's outcome: another tab of the chat may
+            // have answered it, or this answer come too late.
+            const off = client.on("tool", (/** @type {import("./gateway.js").ToolCard} */ card) => {
+                if (card.id !== call.id || !isSettled(card.status)) return;
+                off();
+                const said = answer.hidden ? null : answer.textContent;
+                const approved = card.status === "done" && card.value?.approved === true;
+                if (card.status === "done" && said !== (approved ? "You approved." : "You denied.")) {
+                    answer.textContent = approved ? "Approved in another tab." : "Denied in another tab.";
+                } else if (card.status !== "done" && (said === "You approved." || said === "You denied.")) {
+                    answer.textContent = "Your answer came too late: the call had ended.";
+                }
+                answer.hidden = false;
+                approve.disabled = deny.disabled = true;
+            });
         }),
     },
 
