@@ -19,7 +19,8 @@ type Options struct {
 	// answered with 500. Required.
 	Find func(r *http.Request, thread string, create bool) (*engine.Session, error)
 	// Logger, Buffer, WriteTimeout and KeepAlive: the runs' options and
-	// their defaults (frontend.DefaultBuffer, frontend.DefaultKeepAlive).
+	// their defaults (frontend.DefaultBuffer, frontend.DefaultKeepAlive);
+	// Check and Refused: a request's limits, and its refusals.
 	frontend.Options
 }
 

@@ -19,7 +19,8 @@ type Options struct {
 	// 500. Required.
 	Find func(r *http.Request, chat string, create bool) (*engine.Session, error)
 	// Logger, Buffer, WriteTimeout and KeepAlive: the streams' options and
-	// their defaults (frontend.DefaultBuffer, frontend.DefaultKeepAlive).
+	// their defaults (frontend.DefaultBuffer, frontend.DefaultKeepAlive);
+	// Check and Refused: a request's limits, and its refusals.
 	frontend.Options
 }
 

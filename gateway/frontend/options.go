@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Options configure the streams of a front end's Handler; zero fields take
-// their defaults.
+// Options configure what the front ends' Handlers share: their streams,
+// and the checks and refusals of their requests; zero fields take their
+// defaults.
 type Options struct {
 	// Logger gets a line per refused request. Default: slog.Default().
 	Logger *slog.Logger
