@@ -20,16 +20,16 @@
  */
 
 import { isSettled } from "./cards.js";
-import { CLOSE, FRAME_ERROR, SESSION_ERROR } from "./codes.js";
+import { FRAME_ERROR, SESSION_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
 import { renderToolCard, subagentCalls, tickText } from "./toolcard.js";
+import { mountStatus } from "./status.js";
 import { modelErrorText, sessionErrorText } from "./errors.js";
 import { clone, must } from "./dom.js";
 
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
 
-const STATE_TEXT = { connecting: "Connecting…", open: "Connected", closed: "Offline" };
 /** Streamed Markdown is rendered at most this often (ms): a fast model sends hundreds of deltas. */
 const RENDER_EVERY = 50;
 
@@ -47,7 +47,6 @@ export function mountChat(root, client) {
     const prompt = /** @type {HTMLTextAreaElement} */ (must(form, "[data-testid=prompt]"));
     const send = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=send]"));
     const stop = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=stop]"));
-    const status = must(doc, "[data-testid=connection-status]");
 
     /** @type {Map<string, HTMLElement>} */
     const cards = new Map();
@@ -61,8 +60,6 @@ export function mountChat(root, client) {
     /** @type {{el: HTMLElement, text: string}[]} messages sent, not yet taken by the gateway, oldest first */
     let pending = [];
     let busy = false, ticker = 0;
-    /** @type {ReturnType<typeof setInterval> | undefined} the status line's countdown to the next try */
-    let countdown;
     // The model is due to answer: a message went or was taken, or the turn's
     // calls all settled; a word, the turn's end, Stop or idleness ends it.
     let awaiting = false, stopped = false;
@@ -238,20 +235,10 @@ export function mountChat(root, client) {
             lastUser = "";
             setBusy(false);
         }),
-        client.on("state", ({ state, retryIn, code, reason }) => {
-            status.dataset.state = state;
+        mountStatus(must(doc, "[data-testid=connection-status]"), client),
+        client.on("state", ({ state }) => {
             root.dataset.connection = state;
             setBusy();
-            clearInterval(countdown);
-            if (state === "closed" && retryIn !== undefined) {
-                // Counts down to the next try, a second at a time.
-                const at = Date.now() + retryIn;
-                const show = () => { status.textContent = `Offline, retrying in ${Math.max(1, Math.ceil((at - Date.now()) / 1000))}s`; };
-                show();
-                countdown = setInterval(show, 1000);
-                return;
-            }
-            status.textContent = code === CLOSE.FORBIDDEN ? `Refused: ${reason}` : STATE_TEXT[state] ?? state;
         }),
         client.on("message", ({ message }) => {
             if (message.role === "user") {

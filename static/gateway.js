@@ -37,8 +37,7 @@
  *   session event once, in seq order, however often it is replayed.
  * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
  *   again after a reconnect until the call settles (runner.js).
- * - A user message is taken once, and sent again until the gateway has it
- *   (outbox.js).
+ * - A user message is taken once, and sent again until the gateway has it (outbox.js).
  * - Listeners added in the same task as connect() see every event.
  * - Nothing over the gateway's limits (session.opened's) is sent: send()
  *   throws a LimitError; a tool's answer too large becomes a tool.error.
@@ -67,19 +66,15 @@ export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js
  * @typedef {"connecting" | "open" | "closed"} ConnectionState
  *
  * @typedef {object} ConnectOptions
- * @property {string} [url]  WebSocket URL; default `/ws` on this page's host.
- *     http(s) and relative URLs are turned into ws(s).
- * @property {Record<string, Tool | Tool["run"]>} [tools]  The client tools this
- *     page can run, by name.
+ * @property {string} [url]  WebSocket URL; default `/ws` on this page's host (http(s) and relative become ws(s)).
+ * @property {Record<string, Tool | Tool["run"]>} [tools]  The client tools this page runs, by name.
  * @property {import("./store.js").StorageLike | null} [storage]  Where it is kept across
  *     reloads; default sessionStorage (per tab). null: nowhere.
  * @property {string} [storageKey]  Default "gateway.session".
  * @property {{ initialDelay?: number, maxDelay?: number, factor?: number } | false} [reconnect]
  *     Backoff between reconnects in ms; defaults 250, 10000, 2. false: never reconnect.
- * @property {number | false} [answerTimeout]  How long, in ms, a session.open or a
- *     message may go without any frame from the gateway before the socket is taken
- *     for dead (a network path that dropped without closing it) and reconnected;
- *     default 15000. false: never.
+ * @property {number | false} [answerTimeout]  ms a session.open or a message may go
+ *     unanswered before the socket is taken for dead and reopened; default 15000, false: never.
  * @property {typeof WebSocket} [WebSocket]  For tests and non-browser hosts.
  */
 
@@ -264,8 +259,7 @@ export class GatewayClient extends EventTarget {
     }
 
     #write(frame) {
-        // The gateway answers both, at once: session.opened or an error,
-        // message.taken (or the message's event) or an error.
+        // The gateway answers both at once (session.opened, message.taken, or an error).
         const written = this.#conn.write(frame, frame.type === "session.open" || frame.type === "message");
         // A message is kept until the gateway confirms it, written or not
         // (the socket closing under it): the next connection sends it.
