@@ -93,6 +93,10 @@ type usage struct {
 	SessionTokens int            `json:"sessionTokens,omitempty"`
 	Calls         map[string]int `json:"calls,omitempty"`   // tool and arguments -> times asked, this message
 	Granted       bool           `json:"granted,omitempty"` // the worker allowed one turn past a guard
+	// BudgetTripped: the session_tokens guard tripped for the budget as it
+	// is, and is not tripped again for it (noteBudget clears it once the
+	// budget is not spent).
+	BudgetTripped bool `json:"budgetTripped,omitempty"`
 }
 
 // limits are the session's limits: its agent's over the engine's.
@@ -120,13 +124,18 @@ func (s *Session) turnGuard() *GuardTripped {
 		return &GuardTripped{Guard: GuardModelTurns, Limit: l.MaxModelTurns, Value: s.usage.ModelTurns,
 			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, %s.", s.usage.ModelTurns, theLimit(s.usage.ModelTurns, l.MaxModelTurns))}
 	case s.budgetSpent(l):
-		return &GuardTripped{Guard: GuardSessionTokens, Limit: l.MaxSessionTokens, Value: s.usage.SessionTokens,
-			Message: fmt.Sprintf("Stopped: %s.", s.budgetSaid(l))}
+		return s.budgetGuard(l)
 	case l.MaxMessageTokens > 0 && s.usage.MessageTokens >= l.MaxMessageTokens:
 		return &GuardTripped{Guard: GuardMessageTokens, Limit: l.MaxMessageTokens, Value: s.usage.MessageTokens,
 			Message: fmt.Sprintf("Stopped: answering this message used %s tokens, %s.", thousands(s.usage.MessageTokens), theBudget(s.usage.MessageTokens, l.MaxMessageTokens))}
 	}
 	return nil
+}
+
+// budgetGuard is the session_tokens guard for a spent budget.
+func (s *Session) budgetGuard(l Limits) *GuardTripped {
+	return &GuardTripped{Guard: GuardSessionTokens, Limit: l.MaxSessionTokens, Value: s.usage.SessionTokens,
+		Message: fmt.Sprintf("Stopped: %s.", s.budgetSaid(l))}
 }
 
 // budgetSpent reports whether the session's model turns used its token
@@ -197,6 +206,9 @@ func (s *Session) repeatGuard(uses []ToolUse) *GuardTripped {
 // the turn that tripped a guard ends with its message, then the
 // guard.tripped, as a page draws them.
 func (s *Session) trip(g GuardTripped) {
+	if g.Guard == GuardSessionTokens {
+		s.usage.BudgetTripped = true
+	}
 	s.logger.Warn("guard tripped: the model is not prompted again", "guard", g.Guard, "limit", g.Limit, "value", g.Value, "tool", g.Tool)
 	s.e.opts.Metrics.GuardTripped(g.Guard)
 	s.guardSpanEvent(g)

@@ -285,3 +285,49 @@ func TestBadLimitsRefused(t *testing.T) {
 		t.Errorf("Open = %v, want ErrBadConfig naming limits.maxRepeats", err)
 	}
 }
+
+// TestBudgetSpentByAReplyTripsAtOnce: a reply whose turn uses the session's
+// token budget up trips session_tokens as the turn ends, not at the next
+// message (which the session refuses): the page learns it at once, and the
+// worker gets the guard, and may raise the budget, the one way the session
+// takes messages again. It trips once for the budget it spent.
+func TestBudgetSpentByAReplyTripsAtOnce(t *testing.T) {
+	for _, raises := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the worker raises the budget: %v", raises), func(t *testing.T) {
+			agent := engine.AgentConfig{Model: "fake-model", Limits: &engine.Limits{MaxSessionTokens: 300}}
+			w := &testWorker{agent: agent}
+			w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+				switch req.Trigger.(type) {
+				case engine.SessionStart:
+					return engine.Decision{Agent: &agent}, nil
+				case engine.GuardTripped:
+					if raises {
+						raised := agent
+						raised.Limits = &engine.Limits{MaxSessionTokens: 1000}
+						return engine.Decision{Agent: &raised}, nil
+					}
+				}
+				return req.Proposed, nil
+			}
+			m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+				return model.Response{Text: "done", StopReason: model.StopEndTurn, Usage: model.Usage{InputTokens: 290, OutputTokens: 10}}, nil
+			}}
+			h := setup(t, w, m, engine.Options{})
+			h.send("hi")
+			if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardSessionTokens || g.Value != 300 {
+				t.Fatalf("guard.tripped %+v, want session_tokens at 300", g)
+			}
+			h.waitIdle()
+			if n := h.count(engine.EventGuardTripped, ""); n != 1 {
+				t.Errorf("%d guard.tripped, want 1", n)
+			}
+			err := h.s.Send(context.Background(), "more")
+			switch {
+			case raises && err != nil:
+				t.Fatalf("Send after the worker raised the budget: %v", err)
+			case !raises && !errors.Is(err, engine.ErrLimitExceeded):
+				t.Fatalf("Send after the budget: %v, want ErrLimitExceeded", err)
+			}
+		})
+	}
+}

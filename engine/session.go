@@ -185,8 +185,11 @@ func (s *Session) noteBudget() {
 	if l := s.limits(); s.budgetSpent(l) {
 		why := s.budgetSaid(l) + ", and the model answers no more of its messages: start a new chat"
 		s.budgetUsed.Store(&why)
-	} else if s.budgetUsed.Load() != nil {
-		s.budgetUsed.Store(nil)
+	} else {
+		s.usage.BudgetTripped = false // a raised budget trips anew once spent
+		if s.budgetUsed.Load() != nil {
+			s.budgetUsed.Store(nil)
+		}
 	}
 }
 
@@ -609,6 +612,15 @@ func (s *Session) drain() {
 				continue // the worker decides what follows
 			}
 			s.startTurn()
+		}
+		if l := s.limits(); s.parent == nil && s.turn == nil && s.open == 0 && !s.promptWanted && len(s.queue) == 0 &&
+			s.budgetSpent(l) && !s.usage.BudgetTripped {
+			// The reply that used the budget up trips its guard now, not
+			// a message the session would refuse: the page learns it,
+			// and the worker may raise the budget, the one way the
+			// session takes messages again.
+			s.trip(*s.budgetGuard(l))
+			continue
 		}
 		// A user message waits for the turn before it to end: added
 		// mid-turn, it would split a tool use from its result.

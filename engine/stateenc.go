@@ -93,7 +93,7 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 	}
 	// omitzero: the zero usage, and only that (an empty, non-nil map of
 	// calls is not zero).
-	if u := &st.Usage; u.ModelTurns != 0 || u.MessageTokens != 0 || u.SessionTokens != 0 || u.Calls != nil || u.Granted {
+	if u := &st.Usage; u.ModelTurns != 0 || u.MessageTokens != 0 || u.SessionTokens != 0 || u.Calls != nil || u.Granted || u.BudgetTripped {
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, u)
 	}
@@ -250,6 +250,7 @@ func appendUsage(b []byte, u *usage) []byte {
 		b = append(b, '}')
 	}
 	b = appendBoolField(b, `,"granted":true`, u.Granted)
+	b = appendBoolField(b, `,"budgetTripped":true`, u.BudgetTripped)
 	if len(b) > n {
 		b = append(b[:n], b[n+1:]...) // the first field's comma
 	}
