@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,43 @@ func TestCookieBucketLivesAtLeastTheCookie(t *testing.T) {
 	open(time.Hour)
 	if got := ttl(); got != 30*24*time.Hour {
 		t.Errorf("after a node with 1h started: %v, want 720h still", got)
+	}
+}
+
+// TestCookieBucketLeftWhenNotAllowed: a node whose NATS user may not edit
+// streams cannot raise a shorter identities' bucket: it starts all the
+// same, on the bucket's time, and says how to raise it.
+func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
+	ctx := context.Background()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch,
+		Users: []*server.User{
+			{Username: "admin", Password: "a"},
+			{Username: "node", Password: "n", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.UPDATE.>"}}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	url := func(user, pass string) string {
+		return strings.Replace(ns.ClientURL(), "nats://", "nats://"+user+":"+pass+"@", 1)
+	}
+	old, err := jetstream.Open(ctx, jetstream.Options{URL: url("admin", "a"), CookieLifetime: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = old.Close()
+	var logs strings.Builder
+	s, err := jetstream.Open(ctx, jetstream.Options{URL: url("node", "n"), CookieLifetime: 720 * time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("a node that may not raise the bucket: %v, want it to start", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if !strings.Contains(logs.String(), "could not raise it") {
+		t.Errorf("the log says nothing of the bucket it could not raise:\n%s", logs.String())
 	}
 }

@@ -314,7 +314,11 @@ func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.Ke
 			return kv, st.TTL(), nil // longer already
 		}
 		if err := s.raiseTTL(ctx, st, cfg.TTL); err != nil {
-			return nil, 0, fmt.Errorf("failed to make the entries of bucket %s live %v, as this node's flags say, where they lived %v: %w", cfg.Bucket, cfg.TTL, st.TTL(), err)
+			// Not a reason to stay down (the NATS account may not edit
+			// streams): the bucket's time holds until someone raises it.
+			s.opts.Logger.Warn("a bucket's entries live less than this node's flags say, and this node could not raise it: raise it yourself (nats kv edit BUCKET --ttl)",
+				"bucket", cfg.Bucket, "ttl", st.TTL(), "flag", cfg.TTL, "err", err)
+			return kv, st.TTL(), nil
 		}
 		s.opts.Logger.Info("a bucket's entries lived less than this node's flags say: they live as long now",
 			"bucket", cfg.Bucket, "was", st.TTL(), "ttl", cfg.TTL)
