@@ -159,20 +159,8 @@ func TestNoMessageAfterTheSessionBudget(t *testing.T) {
 	for _, raises := range []bool{false, true} {
 		t.Run(fmt.Sprintf("the worker raises the budget: %v", raises), func(t *testing.T) {
 			agent := engine.AgentConfig{Model: "fake-model", Tools: []engine.AgentTool{{Name: "search"}}, Limits: &engine.Limits{MaxModelTurns: 10, MaxSessionTokens: 300}}
-			w := &testWorker{agent: agent, execute: answersAtOnce}
-			w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
-				switch req.Trigger.(type) {
-				case engine.SessionStart:
-					return engine.Decision{Agent: &agent}, nil
-				case engine.GuardTripped:
-					if raises {
-						raised := agent
-						raised.Limits = &engine.Limits{MaxModelTurns: 2, MaxSessionTokens: 1000}
-						return engine.Decision{Agent: &raised}, nil
-					}
-				}
-				return req.Proposed, nil
-			}
+			w := budgetWorker(agent, raises, engine.Limits{MaxModelTurns: 2, MaxSessionTokens: 1000})
+			w.execute = answersAtOnce
 			h := setup(t, w, loopingModel(true, 100), engine.Options{})
 			if err := h.page.SendOnce(context.Background(), "m1", "find it"); err != nil {
 				t.Fatal(err)
@@ -294,21 +282,7 @@ func TestBadLimitsRefused(t *testing.T) {
 func TestBudgetSpentByAReplyTripsAtOnce(t *testing.T) {
 	for _, raises := range []bool{false, true} {
 		t.Run(fmt.Sprintf("the worker raises the budget: %v", raises), func(t *testing.T) {
-			agent := engine.AgentConfig{Model: "fake-model", Limits: &engine.Limits{MaxSessionTokens: 300}}
-			w := &testWorker{agent: agent}
-			w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
-				switch req.Trigger.(type) {
-				case engine.SessionStart:
-					return engine.Decision{Agent: &agent}, nil
-				case engine.GuardTripped:
-					if raises {
-						raised := agent
-						raised.Limits = &engine.Limits{MaxSessionTokens: 1000}
-						return engine.Decision{Agent: &raised}, nil
-					}
-				}
-				return req.Proposed, nil
-			}
+			w := budgetWorker(engine.AgentConfig{Model: "fake-model", Limits: &engine.Limits{MaxSessionTokens: 300}}, raises, engine.Limits{MaxSessionTokens: 1000})
 			m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
 				return model.Response{Text: "done", StopReason: model.StopEndTurn, Usage: model.Usage{InputTokens: 290, OutputTokens: 10}}, nil
 			}}
@@ -330,4 +304,24 @@ func TestBudgetSpentByAReplyTripsAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// budgetWorker runs agent, and when a guard trips gives it the limits
+// raised instead, if raises.
+func budgetWorker(agent engine.AgentConfig, raises bool, raised engine.Limits) *testWorker {
+	w := &testWorker{agent: agent}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		switch req.Trigger.(type) {
+		case engine.SessionStart:
+			return engine.Decision{Agent: &agent}, nil
+		case engine.GuardTripped:
+			if raises {
+				more := agent
+				more.Limits = &raised
+				return engine.Decision{Agent: &more}, nil
+			}
+		}
+		return req.Proposed, nil
+	}
+	return w
 }

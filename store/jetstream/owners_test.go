@@ -21,7 +21,13 @@ import (
 // member would be, for stores that share it.
 func natsServer(t *testing.T) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch})
+	return natsServerWith(t, nil)
+}
+
+// natsServerWith is natsServer with users (nil: none).
+func natsServerWith(t *testing.T, users []*server.User) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch, Users: users})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,21 +268,12 @@ func TestCookieBucketLivesAtLeastTheCookie(t *testing.T) {
 // same, on the bucket's time, and says how to raise it.
 func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
 	ctx := context.Background()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch,
-		Users: []*server.User{
-			{Username: "admin", Password: "a"},
-			{Username: "node", Password: "n", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.UPDATE.>"}}}},
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	base := natsServerWith(t, []*server.User{
+		{Username: "admin", Password: "a"},
+		{Username: "node", Password: "n", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.UPDATE.>"}}}},
+	})
 	url := func(user, pass string) string {
-		return strings.Replace(ns.ClientURL(), "nats://", "nats://"+user+":"+pass+"@", 1)
+		return strings.Replace(base, "nats://", "nats://"+user+":"+pass+"@", 1)
 	}
 	old, err := jetstream.Open(ctx, jetstream.Options{URL: url("admin", "a"), CookieLifetime: 24 * time.Hour})
 	if err != nil {
