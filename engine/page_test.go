@@ -386,16 +386,24 @@ func TestEndDoesNotWaitForAWorker(t *testing.T) {
 	}
 }
 
+// leftAfterATurn is a session with Unload a minute, one turn answered
+// ("hi", "done"), and its page gone: its Unload runs from now.
+func leftAfterATurn(t *testing.T) *harness {
+	t.Helper()
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute})
+	h.send("hi")
+	h.waitIdle()
+	h.page.Detach()
+	h.transcript() // a barrier: the page has left
+	return h
+}
+
 // TestLoadForAnotherOwner: LoadFor refuses another owner's session as if
 // the store did not have it, and a session it loaded only to refuse leaves
 // memory at once, not after Unload: a client naming other browsers'
 // sessions holds no memory with them. Its owner loads it as before.
 func TestLoadForAnotherOwner(t *testing.T) {
-	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute})
-	h.send("hi")
-	h.waitIdle()
-	h.page.Detach()
-	h.transcript()
+	h := leftAfterATurn(t)
 	h.clock.Advance(time.Minute)
 	recv(t, h.s.Done(), "the idle session's unload")
 
@@ -440,11 +448,7 @@ func TestOpenedSessionWithNoPageUnloads(t *testing.T) {
 // work in flight leaves memory after Unload, on the engine's clock, unless a
 // page comes back first; Load brings it back as it was.
 func TestIdleSessionUnloads(t *testing.T) {
-	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute})
-	h.send("hi")
-	h.waitIdle()
-	h.page.Detach()
-	h.transcript()
+	h := leftAfterATurn(t)
 	h.clock.Advance(59 * time.Second)
 	back := h.tab(t)
 	back.page.Detach()

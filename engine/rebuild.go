@@ -222,7 +222,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	s.transcript = transcript
 	s.created, s.updated, s.title = st.Created, st.Updated, st.Title
 	s.nextCall, s.batches = st.NextCall, st.Batches
-	s.promptWanted, s.idle, s.unloadable = st.Prompt, st.Idle, true
+	s.promptWanted, s.idle = st.Prompt, st.Idle
 	s.usage = st.Usage
 	for _, tools := range st.Declared {
 		s.departed = append(s.departed, newToolSet(tools))

@@ -73,7 +73,6 @@ type Session struct {
 	nextCall         int  // dispatch order of the next call
 	batches          int  // ids of sibling batches
 	agentDirty       bool // the agent changed since the last commit
-	unloadable       bool // started or rebuilt: unload it when idle (a sub-agent never is)
 
 	afterCommit    []afterStep // what the step started and the replies it owes, once it is stored
 	stepping       bool        // a step runs: goAfterCommit holds what it starts
@@ -238,7 +237,11 @@ func (s *Session) commit() {
 	if changed {
 		s.summarize()
 	}
-	if s.unloadable && !s.ending && !s.unloading && len(s.pages) == 0 && !s.busy() && s.idleTimer == nil && s.e.opts.Unload > 0 {
+	// Any session idle with no page leaves memory after Unload, one opened
+	// and never attached to too (its opener refused the request after
+	// opening it): a step commits only on a session's own goroutine, never
+	// a sub-agent's.
+	if !s.ending && !s.unloading && len(s.pages) == 0 && !s.busy() && s.idleTimer == nil && s.e.opts.Unload > 0 {
 		s.armUnload()
 	}
 }
@@ -444,10 +447,6 @@ func (s *Session) start(ctx context.Context) error {
 		}
 		s.logger.Info("session opened", "model", s.agent.Model)
 		s.apply(d, answerDefaults{})
-		// Like a page's session, it leaves memory once idle with no page
-		// for Unload: a caller that opened it and failed before attaching
-		// (a refused front-end request) leaves nothing behind.
-		s.unloadable = true
 		return nil
 	})
 }

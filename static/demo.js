@@ -80,7 +80,10 @@ const tools = {
             text.textContent = String(question ?? "Are you sure?");
             slot.replaceChildren(box);
 
+            /** @type {boolean | null} the answer given here, if any */
+            let given = null;
             const settle = (/** @type {boolean} */ approved) => {
+                given = approved;
                 approve.disabled = deny.disabled = true;
                 answer.hidden = false;
                 answer.textContent = approved ? "You approved." : "You denied.";
@@ -102,11 +105,10 @@ const tools = {
             const off = client.on("tool", (/** @type {import("./gateway.js").ToolCard} */ card) => {
                 if (card.id !== call.id || !isSettled(card.status)) return;
                 off();
-                const said = answer.hidden ? null : answer.textContent;
                 const approved = card.status === "done" && card.value?.approved === true;
-                if (card.status === "done" && said !== (approved ? "You approved." : "You denied.")) {
+                if (card.status === "done" && given !== approved) {
                     answer.textContent = approved ? "Approved in another tab." : "Denied in another tab.";
-                } else if (card.status !== "done" && (said === "You approved." || said === "You denied.")) {
+                } else if (card.status !== "done" && given !== null) {
                     answer.textContent = "Your answer came too late: the call had ended.";
                 }
                 answer.hidden = false;

@@ -34,11 +34,17 @@ func (c cookieStore) FindCtx(ctx context.Context, token string) ([]byte, bool, e
 	if err != nil {
 		return nil, false, fmt.Errorf("failed to read a cookie session: %w", err)
 	}
-	v := e.Value()
+	data, ok := unexpired(e.Value())
+	return data, ok, nil
+}
+
+// unexpired is an entry's session data, and false when the entry is too
+// short to hold its expiry or the expiry passed.
+func unexpired(v []byte) ([]byte, bool) {
 	if len(v) < 8 || time.Now().UnixNano() > int64(binary.BigEndian.Uint64(v)) {
-		return nil, false, nil
+		return nil, false
 	}
-	return v[8:], true, nil
+	return v[8:], true
 }
 
 func (c cookieStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
@@ -111,11 +117,10 @@ func (s *Store) takeFreshCookies(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		v := e.Value()
-		if !validToken(token) || len(v) < 8 || time.Now().UnixNano() > int64(binary.BigEndian.Uint64(v)) {
+		if _, live := unexpired(e.Value()); !live || !validToken(token) {
 			continue
 		}
-		if _, err := s.cookies.Create(ctx, token, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err := s.cookies.Create(ctx, token, e.Value()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
 		taken++
