@@ -84,6 +84,13 @@ type Options struct {
 	// DefaultMaxPageTools (128). Every name is kept while its page is
 	// attached.
 	MaxPageTools int
+	// ReplayBytes is how much of its latest events a session in memory
+	// keeps for the pages that resume (AttachOptions.After), in bytes of
+	// frames, about; default DefaultReplayBytes (64 KiB), negative: every
+	// event. A page that resumes from before them, or opens the chat from
+	// its start, is replayed from the Store (one Load), so a long chat in
+	// memory costs this much, not its whole history.
+	ReplayBytes int
 	// MaxDepth is how deep sub-agents may nest (a sub-agent of the
 	// session's agent is at depth 1); default DefaultMaxDepth (3),
 	// negative: no limit. A delegation past it settles its call with
@@ -159,6 +166,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if opts.ReplayBytes == 0 {
+		opts.ReplayBytes = DefaultReplayBytes
+	}
 	if opts.MaxPageTools <= 0 {
 		opts.MaxPageTools = DefaultMaxPageTools
 	}
@@ -189,6 +199,8 @@ const (
 	// DefaultMaxLiveSessions is Options.MaxLiveSessions' default.
 	DefaultMaxLiveSessions = 32
 	DefaultRetain          = 30 * 24 * time.Hour
+	// DefaultReplayBytes is Options.ReplayBytes' default.
+	DefaultReplayBytes = 64 << 10
 )
 
 // OpenOptions describe a new session.

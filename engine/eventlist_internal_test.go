@@ -12,7 +12,7 @@ func TestEventListKeepsOrder(t *testing.T) {
 		for i := range start {
 			want = append(want, Event{Seq: int64(i + 1)})
 		}
-		l := eventListOf(want)
+		l := eventListOf(want, -1)
 		for _, n := range []int{1, 3, 8, 0, 250, 1, 600, 5} {
 			batch := make([]Event, n)
 			for i := range batch {
@@ -39,6 +39,51 @@ func TestEventListKeepsOrder(t *testing.T) {
 			if len(b) != cap(b) {
 				t.Fatalf("start %d: block %d of %d holds %d of %d", start, i, len(l.blocks), len(b), cap(b))
 			}
+		}
+	}
+}
+
+// TestEventListKeepsTheLatest: trimmed, the list keeps whole blocks of its
+// latest events, at least keep bytes of them, and reads back from any seq
+// it keeps; loaded from a journal it keeps as much.
+func TestEventListKeepsTheLatest(t *testing.T) {
+	frame := []byte(`{"type":"model.delta","seq":1,"text":"a piece of a reply"}`)
+	per := eventBytes(Event{Frame: frame})
+	for _, keep := range []int{0, 1, per, 10 * per, 300 * per, 5000 * per} {
+		var l eventList
+		var all []Event
+		for i := range 2000 {
+			ev := Event{Seq: int64(i + 1), Frame: frame}
+			all = append(all, ev)
+			l.append(ev)
+			l.trim(keep)
+			kept := l.len() - l.first() + 1
+			if l.bytes != kept*per {
+				t.Fatalf("keep %d, after %d: %d bytes counted for %d events of %d", keep, i+1, l.bytes, kept, per)
+			}
+			if l.bytes < min(keep, l.len()*per) {
+				t.Fatalf("keep %d, after %d: %d bytes kept", keep, i+1, l.bytes)
+			}
+			// Dropping the first block would still leave keep: it is gone.
+			if len(l.blocks) > 1 && l.bytes-l.sizes[0] >= keep {
+				t.Fatalf("keep %d, after %d: %d bytes kept, %d of them in a first block it could drop", keep, i+1, l.bytes, l.sizes[0])
+			}
+		}
+		if l.len() != len(all) {
+			t.Fatalf("keep %d: len %d, want %d", keep, l.len(), len(all))
+		}
+		for _, skip := range []int{l.first() - 1, l.first(), len(all) - 1, len(all)} {
+			got := l.appendAfter(nil, skip)
+			if len(got) != len(all)-skip || (len(got) > 0 && got[0].Seq != int64(skip+1)) {
+				t.Fatalf("keep %d, after %d: %d events from %v", keep, skip, len(got), got[:min(1, len(got))])
+			}
+		}
+		loaded := eventListOf(all, keep)
+		if loaded.len() != len(all) || loaded.bytes < min(keep, len(all)*per) || (loaded.bytes-per >= keep && loaded.bytes > per) {
+			t.Fatalf("keep %d: loaded, %d events, %d bytes kept from seq %d", keep, loaded.len(), loaded.bytes, loaded.first())
+		}
+		if got := loaded.appendAfter(nil, loaded.first()-1); len(got) != len(all)-loaded.first()+1 || got[len(got)-1].Seq != int64(len(all)) {
+			t.Fatalf("keep %d: loaded, read back %d events", keep, len(got))
 		}
 	}
 }

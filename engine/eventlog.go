@@ -42,7 +42,8 @@ type eventLog struct {
 	mu      sync.Mutex
 	session string
 	seq     int64     // the last seq handed out
-	events  eventList // stored events, for replays
+	events  eventList // the latest stored events, for replays
+	keep    int       // the bytes of events kept (Options.ReplayBytes)
 	store   Store
 	logger  *slog.Logger
 	pages   map[*Page]struct{}
@@ -204,6 +205,7 @@ func (l *eventLog) flush(until int64) {
 			}
 		}
 		l.events.append(batch.Events...)
+		l.events.trim(l.keep)
 		for i := range n {
 			b := &l.pending[i]
 			if b.state != nil {
@@ -408,8 +410,11 @@ func (l *eventLog) push(p *Page, ev Event) {
 
 // attach puts session.opened and the stored events after `after` on p's
 // stream, then adds p to the pages every later event goes to: no gap and no
-// overlap between the replay and what follows.
-func (l *eventLog) attach(p *Page, after int64) error {
+// overlap between the replay and what follows. older holds the events
+// from after+1 on that the list may no longer keep, read from the store;
+// while the list's first event is beyond them, attach queues nothing and
+// returns a notKept saying from where the list keeps them.
+func (l *eventLog) attach(p *Page, after int64, older []Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -422,18 +427,41 @@ func (l *eventLog) attach(p *Page, after int64) error {
 	if after < 0 {
 		after = 0
 	}
+	first := int64(l.events.first())
+	if after+int64(len(older)) < first-1 {
+		return notKept{first: first}
+	}
 	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Limits: &p.limits})
 	if err != nil {
 		return err
 	}
 	// The replay does not count against the page's buffer: the page asked
-	// for it. Seqs are contiguous from 1: the event after `after` is at
-	// index after.
+	// for it. Seqs are contiguous from 1.
 	p.queue = make([]Event, 0, last-after+1)
-	p.queue = l.events.appendAfter(append(p.queue, Event{Type: FrameSessionOpened, Frame: opened}), int(after))
+	p.queue = append(p.queue, Event{Type: FrameSessionOpened, Frame: opened})
+	if after < first-1 {
+		p.queue = append(p.queue, older[:first-1-after]...)
+		after = first - 1
+	}
+	p.queue = l.events.appendAfter(p.queue, int(after))
 	l.pages[p] = struct{}{}
 	p.signal()
 	return nil
+}
+
+// notKept: the session no longer keeps the events a replay needs, from
+// first on it does (Options.ReplayBytes).
+type notKept struct{ first int64 }
+
+func (e notKept) Error() string {
+	return fmt.Sprintf("the session keeps its events from %d on", e.first)
+}
+
+// kept is the seq of the first event the session keeps for replays.
+func (l *eventLog) kept() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(l.events.first())
 }
 
 // drop ends p's stream with err (nil: the page detached); l.mu is held.

@@ -41,8 +41,22 @@ func textModel() *fakeModel {
 // TestEventsSeqStoreAndReplay: every session event gets the next seq, goes
 // to the Store and to every subscriber; a subscriber that joins at any point
 // with any `after` gets every event after it exactly once, in order, with no
-// gap between the replay and the live events.
+// gap between the replay and the live events: from the session's memory,
+// or from the store for events the session no longer keeps, while more
+// leave its memory as the model streams.
 func TestEventsSeqStoreAndReplay(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keep int
+	}{
+		{"replays from memory", 0},
+		{"replays from the store", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { seqStoreAndReplay(t, tc.keep) })
+	}
+}
+
+func seqStoreAndReplay(t *testing.T, keep int) {
 	var mu sync.Mutex
 	var appended []engine.Event
 	store := engine.NewMemoryStore()
@@ -67,7 +81,7 @@ func TestEventsSeqStoreAndReplay(t *testing.T) {
 		}
 		return model.Response{Text: b.String(), StopReason: model.StopEndTurn}, nil
 	})
-	h := setup(t, &testWorker{}, m, engine.Options{Store: store, Models: model.ResolverFunc(func(string) (model.Model, error) { return streaming, nil })})
+	h := setup(t, &testWorker{}, m, engine.Options{Store: store, ReplayBytes: keep, Models: model.ResolverFunc(func(string) (model.Model, error) { return streaming, nil })})
 
 	// Subscribers join while the model streams, each after a different seq,
 	// and read until the turn's session.idle.
@@ -83,7 +97,7 @@ func TestEventsSeqStoreAndReplay(t *testing.T) {
 	for i := range subscribers {
 		joins.Add(1)
 		go func() {
-			after := max(h.s.LastSeq()-int64(i%4), 0)
+			after := max(h.s.LastSeq()-int64(i%4)*int64(i%4)*15, 0)
 			page, err := h.s.Attach(context.Background(), engine.AttachOptions{After: after, Buffer: 4096})
 			joins.Done()
 			if err != nil {

@@ -31,7 +31,10 @@ var ErrLimitExceeded = errors.New("limit exceeded")
 // AttachOptions describe a page joining a session.
 type AttachOptions struct {
 	// After is the seq of the last event the page has seen: the stream
-	// starts with session.opened, then replays every event after it.
+	// starts with session.opened, then replays every event after it. The
+	// events before those the session keeps in memory are read from the
+	// store first (Options.ReplayBytes): Attach then waits for that read,
+	// and fails with ErrStoreUnavailable if the store cannot give them.
 	After int64
 	// Tools are the client tools the page can run, at most MaxPageTools
 	// names of at most MaxToolNameBytes each. They replace nothing: every
@@ -305,29 +308,77 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		limits: PageLimits{FrameBytes: o.FrameBytes, MessageBytes: s.e.opts.MaxMessageBytes},
 		ready:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	err := s.do(ctx, func() error {
-		if err := s.log.attach(p, o.After); err != nil {
-			return err
+	if o.After < 0 {
+		o.After = 0
+	}
+	// The events the session no longer keeps in memory are read here, on
+	// the caller's goroutine, not the session's.
+	var older []Event
+	for {
+		if first := s.log.kept(); o.After+int64(len(older)) < first-1 {
+			more, err := s.olderEvents(ctx, o.After+int64(len(older))+1, first-1)
+			if err != nil {
+				return nil, err
+			}
+			older = append(older, more...)
 		}
-		p.attached = true
-		s.pages = append(s.pages, p)
-		s.touch(p)
-		if s.idleTimer != nil {
-			s.idleTimer.Stop()
-			s.idleTimer = nil
+		err := s.do(ctx, func() error { return s.attach(p, o, older) })
+		if errors.As(err, new(notKept)) {
+			continue // more left memory meanwhile: read them too
 		}
-		s.logger.Info("page attached", "page", p.id, "tools", len(tools), "pages", len(s.pages), "after", o.After)
-		for _, c := range s.allOpenCalls() {
-			if c.handler == HandlerClient && c.holder == nil && c.running() && p.runs(c.name) {
-				c.run.lease(c, p)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// attach adds p to the session, its replay the events after o.After,
+// older first (Attach); on the session goroutine.
+func (s *Session) attach(p *Page, o AttachOptions, older []Event) error {
+	if err := s.log.attach(p, o.After, older); err != nil {
+		return err
+	}
+	p.attached = true
+	s.pages = append(s.pages, p)
+	s.touch(p)
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.logger.Info("page attached", "page", p.id, "tools", len(p.tools), "pages", len(s.pages), "after", o.After)
+	for _, c := range s.allOpenCalls() {
+		if c.handler == HandlerClient && c.holder == nil && c.running() && p.runs(c.name) {
+			c.run.lease(c, p)
+		}
+	}
+	return nil
+}
+
+// olderEvents reads the session's events from seq from to through from
+// the store: a replay from before what the session keeps in memory.
+func (s *Session) olderEvents(ctx context.Context, from, through int64) ([]Event, error) {
+	batches, err := s.e.opts.Store.Load(ctx, s.id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: failed to read session %s's events from %d for a replay: %w", ErrStoreUnavailable, s.id, from, err)
+	}
+	out := make([]Event, 0, through-from+1)
+	for _, b := range batches {
+		for _, ev := range b.Events {
+			if ev.Seq >= from && ev.Seq <= through {
+				out = append(out, ev)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return p, nil
+	for i, ev := range out {
+		if ev.Seq != from+int64(i) {
+			return nil, fmt.Errorf("%w: session %s's journal has event %d where %d should be", ErrCorrupt, s.id, ev.Seq, from+int64(i))
+		}
+	}
+	if int64(len(out)) != through-from+1 {
+		return nil, fmt.Errorf("%w: session %s's journal ends at event %d, before %d", ErrCorrupt, s.id, from+int64(len(out))-1, through)
+	}
+	return out, nil
 }
 
 // touch records that p did something: the most recently active page runs

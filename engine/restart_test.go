@@ -27,6 +27,7 @@ type rig struct {
 	closeStore func()
 	drain      time.Duration    // the next engine's Options.Drain
 	metrics    *metrics.Metrics // the next engine's Options.Metrics
+	replay     int              // the next engine's Options.ReplayBytes
 }
 
 // forEachStore runs f on the memory store and on JetStream in a temporary
@@ -67,7 +68,7 @@ func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 	r.store = r.open()
 	e, err := engine.New(engine.Options{
 		Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
-		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half, Drain: r.drain, Metrics: r.metrics,
+		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half, Drain: r.drain, Metrics: r.metrics, ReplayBytes: r.replay,
 	})
 	if err != nil {
 		r.t.Fatal(err)

@@ -15,8 +15,11 @@ import (
 // Store keeps sessions: each session's journal, the batches of events and
 // the state the engine rebuilds the session from, and a summary of each for
 // listing a browser's chats and for retention. The engine appends to a
-// session from one goroutine at a time, in order, and only reads a journal
-// before the session runs. Implementations: MemoryStore here, and the NATS
+// session from one goroutine at a time, in order, and reads a journal
+// before the session runs, and while it runs for a page's replay from
+// before the events it keeps in memory (Options.ReplayBytes): a Load may
+// come while the session's Appends do, and reads what was appended before
+// it. Implementations: MemoryStore here, and the NATS
 // JetStream store in store/jetstream; store/storetest holds the contract
 // tests both pass.
 type Store interface {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"slices"
@@ -728,4 +729,31 @@ func TestIdleSessionUnloadsAndComesBack(t *testing.T) {
 		t.Error("the session with a page connected unloaded too")
 	}
 	kept.say("hello")
+}
+
+// TestOpenLongChatFromItsStart: a tab that opens a chat from its start, or
+// from before the events the session keeps in memory, gets every event
+// after it over /ws, in order, once: the older ones are read from the store.
+func TestOpenLongChatFromItsStart(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: engine.Options{ReplayBytes: 1}})
+	b := h.newBrowser(nil)
+	first, id := b.open(pageTools)
+	for i := range 6 {
+		first.reply(fmt.Sprintf("hello %d", i))
+	}
+	last := h.session(id).LastSeq()
+	for _, after := range []int64{0, last / 2} {
+		tab := b.dial(nil)
+		tab.send(map[string]any{"type": "session.open", "session": id, "after": after, "tools": pageTools})
+		if opened := tab.untilType("session.opened"); opened.Seq != last {
+			t.Fatalf("after %d: session.opened says seq %d, the session's last is %d", after, opened.Seq, last)
+		}
+		tab.until("the replay's last event", func(f frame) bool { return f.Seq == last })
+		seqs := tab.seqs()
+		for i, seq := range seqs {
+			if seq != after+1+int64(i) || int64(len(seqs)) != last-after {
+				t.Fatalf("after %d: replayed seqs %v, want %d..%d", after, seqs, after+1, last)
+			}
+		}
+	}
 }
