@@ -137,6 +137,11 @@ func (s *Session) Owner() string { return s.owner }
 // LastSeq is the seq of the session's latest event.
 func (s *Session) LastSeq() int64 { return s.log.lastSeq() }
 
+// KeptFrom is the seq of the first event the session keeps in memory
+// (Options.ReplayBytes): an Attach with After at KeptFrom()-1 or later
+// reads nothing from the store.
+func (s *Session) KeptFrom() int64 { return s.log.kept() }
+
 // handle handles one message of the mailbox (mailbox.go), on whichever
 // goroutine empties it: a step the journal stores whole. Once the session
 // ended or unloaded it returns depart, the session's leaving, for the

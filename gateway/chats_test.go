@@ -275,13 +275,33 @@ func TestAISDKBadInputOfAClientCall(t *testing.T) {
 	}
 }
 
+// TestAISDKResume: a reload resumes the response in progress, from its
+// user message, whether the session keeps that message in memory or the
+// replay reads it from the store (ReplayBytes 1), after earlier turns.
 func TestAISDKResume(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	for _, tc := range []struct {
+		name string
+		keep int
+	}{{"kept in memory", 0}, {"read from the store", 1}, {"the response kept, the chat's start not", 2500}} {
+		t.Run(tc.name, func(t *testing.T) { aisdkResume(t, tc.keep) })
+	}
+}
+
+func aisdkResume(t *testing.T, keep int) {
+	h := newHarness(t, harnessOptions{engine: engine.Options{ReplayBytes: keep}})
 	b := h.newBrowser(nil)
 	stream := gateway.RouteAISDK + "/chat-r/stream"
 
 	if resp := b.get(stream); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("resume of a chat never posted: %s, want 204", resp.Status)
+	}
+	for i := range 3 {
+		if events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-r", fmt.Sprintf("hello %d", i)), nil)); events[len(events)-1]["finishReason"] != "stop" {
+			t.Fatalf("turn %d: %v", i, events)
+		}
+	}
+	if resp := b.get(stream); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("resume of an idle chat: %s, want 204", resp.Status)
 	}
 	first, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-r", "time"), nil))
 	// The response waits on the client call: a reload resumes it, from the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/clienttools/gateway/engine"
@@ -248,14 +249,27 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: 0, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
+	start, peek, err := responseStart(ctx, sess)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if peek == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: start - 1, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
+	peek.Detach() // once the page is there: the session is never left without one
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	defer page.Detach()
-	replay, active := currentResponse(page)
-	if !active {
+	// Attach queues session.opened and the whole replay at once, in one
+	// step of the session: one Take has them all. A message another tab
+	// sent since the peek starts the response.
+	replay, _ := lastResponse(page.Take(nil))
+	if !inProgress(replay) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -264,27 +278,49 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	st.run(ctx, page, replay)
 }
 
-// currentResponse takes the page's replay and returns the frames from the last user message on, and whether a
-// response is in progress: no session.idle came after that message.
-func currentResponse(page *engine.Page) ([]engine.Event, bool) {
-	// Attach queues session.opened and the whole replay at once, in one
-	// step of the session: one Take has them all.
-	all := page.Take(nil)
-	start := -1
-	for i, ev := range all {
+// responseStart finds the seq of the chat's last user message, where the
+// response to resume starts: among the events the session keeps in memory,
+// where it nearly always is, else from the chat's start. It reads them on a
+// page that runs no tool, so that no call is delivered to it, and returns
+// that page, attached, for the caller to detach; none when the chat has no
+// user message.
+func responseStart(ctx context.Context, sess *engine.Session) (int64, *engine.Page, error) {
+	for _, after := range []int64{max(sess.KeptFrom()-1, 0), 0} {
+		peek, err := sess.Attach(ctx, engine.AttachOptions{After: after, Handoff: true})
+		if err != nil {
+			return 0, nil, err
+		}
+		if response, ok := lastResponse(peek.Take(nil)); ok {
+			return response[0].Seq, peek, nil
+		}
+		peek.Detach()
+		if after == 0 {
+			break
+		}
+	}
+	return 0, nil, nil
+}
+
+// lastResponse returns the events from the last user message on, and false
+// when there is none among them.
+func lastResponse(events []engine.Event) ([]engine.Event, bool) {
+	for i, ev := range slices.Backward(events) {
 		if ev.Type == engine.EventMessage && isUserMessage(ev.Frame) {
-			start = i
+			return events[i:], true
 		}
 	}
-	if start < 0 {
-		return nil, false
-	}
-	for _, ev := range all[start:] {
+	return nil, false
+}
+
+// inProgress says whether a response is still in progress: no
+// session.idle (or end) came after its user message.
+func inProgress(response []engine.Event) bool {
+	for _, ev := range response {
 		if ev.Type == engine.EventSessionIdle || ev.Type == engine.EventSessionEnded {
-			return nil, false
+			return false
 		}
 	}
-	return all[start:], true
+	return true
 }
 
 func isUserMessage(frame json.RawMessage) bool {
