@@ -9,7 +9,6 @@ import "slices"
 // events (trim): a replay from before them reads the store.
 type eventList struct {
 	blocks  [][]Event // every block full (len == cap) but the last
-	sizes   []int     // each block's bytes (eventBytes)
 	n       int       // events ever appended, the dropped ones too
 	dropped int       // events trimmed from the front: the first kept has seq dropped+1
 	bytes   int       // the kept events' bytes
@@ -27,24 +26,17 @@ const eventOverhead = 64
 
 func eventBytes(ev Event) int { return len(ev.Frame) + eventOverhead }
 
-// eventListOf makes a list of a journal's events, keeping the latest of
-// them as trim(keep) would: all of them, as they are, when keep < 0 or
-// they are fewer; else a copy of the tail (the last event at least), so
-// the journal's array goes.
-func eventListOf(events []Event, keep int) eventList {
-	from, size := len(events), 0
-	for from > 0 && (keep < 0 || size < keep || from == len(events)) {
-		from--
-		size += eventBytes(events[from])
+// eventListOf makes a list of a journal's events, which it keeps as they
+// are, in one block, until trim cuts it.
+func eventListOf(events []Event) eventList {
+	if len(events) == 0 {
+		return eventList{}
 	}
-	tail := events[from:]
-	if len(tail) == 0 {
-		return eventList{n: len(events), dropped: len(events)}
+	size := 0
+	for _, ev := range events {
+		size += eventBytes(ev)
 	}
-	if from > 0 {
-		tail = slices.Clone(tail)
-	}
-	return eventList{blocks: [][]Event{tail[:len(tail):len(tail)]}, sizes: []int{size}, n: len(events), dropped: from, bytes: size}
+	return eventList{blocks: [][]Event{events[:len(events):len(events)]}, n: len(events), bytes: size}
 }
 
 // len is how many events were ever appended, the trimmed ones too: the
@@ -60,13 +52,11 @@ func (l *eventList) append(events ...Event) {
 		last := len(l.blocks) - 1
 		if last < 0 || len(l.blocks[last]) == cap(l.blocks[last]) {
 			l.blocks = append(l.blocks, make([]Event, 0, min(max(l.n-l.dropped, len(events)), maxBlock)))
-			l.sizes = append(l.sizes, 0)
 			last++
 		}
 		b := l.blocks[last]
 		k := min(cap(b)-len(b), len(events))
 		for _, ev := range events[:k] {
-			l.sizes[last] += eventBytes(ev)
 			l.bytes += eventBytes(ev)
 		}
 		l.blocks[last] = append(b, events[:k]...)
@@ -75,24 +65,38 @@ func (l *eventList) append(events ...Event) {
 	}
 }
 
-// trim drops whole blocks from the front while what is left still holds
-// at least keep bytes; keep < 0 keeps everything. The last block always
-// stays.
+// trim drops the oldest events while what is left still holds at least
+// keep bytes, and always keeps the last; keep < 0 keeps everything. A
+// block emptied goes; one cut keeps its array, the dropped events cleared
+// (their frames go), unless it is a journal's, loaded in one block
+// (eventListOf): what it keeps is copied, so that its array goes.
 func (l *eventList) trim(keep int) {
 	if keep < 0 {
 		return
 	}
-	k := 0
-	for k < len(l.blocks)-1 && l.bytes-l.sizes[k] >= keep {
-		l.bytes -= l.sizes[k]
-		l.dropped += len(l.blocks[k])
-		k++
-	}
-	if k == 0 {
+	for len(l.blocks) > 0 {
+		b := l.blocks[0]
+		cut := 0
+		for cut < len(b) && l.n-l.dropped-cut > 1 && l.bytes-eventBytes(b[cut]) >= keep {
+			l.bytes -= eventBytes(b[cut])
+			cut++
+		}
+		if cut == 0 {
+			return
+		}
+		l.dropped += cut
+		if cut == len(b) {
+			l.blocks = slices.Delete(l.blocks, 0, 1) // clears the slot it frees
+			continue
+		}
+		if cap(b) > maxBlock { // a journal's
+			l.blocks[0] = append(make([]Event, 0, len(b)-cut), b[cut:]...)
+		} else {
+			clear(b[:cut])
+			l.blocks[0] = b[cut:]
+		}
 		return
 	}
-	l.blocks = slices.Delete(l.blocks, 0, k) // clears the slots it frees
-	l.sizes = slices.Delete(l.sizes, 0, k)
 }
 
 // appendAfter appends the events after the first skip to dst; skip must

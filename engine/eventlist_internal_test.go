@@ -12,7 +12,7 @@ func TestEventListKeepsOrder(t *testing.T) {
 		for i := range start {
 			want = append(want, Event{Seq: int64(i + 1)})
 		}
-		l := eventListOf(want, -1)
+		l := eventListOf(want)
 		for _, n := range []int{1, 3, 8, 0, 250, 1, 600, 5} {
 			batch := make([]Event, n)
 			for i := range batch {
@@ -45,7 +45,7 @@ func TestEventListKeepsOrder(t *testing.T) {
 
 // TestEventListKeepsTheLatest: trimmed, the list keeps whole blocks of its
 // latest events, at least keep bytes of them, and reads back from any seq
-// it keeps; loaded from a journal it keeps as much.
+// it keeps; loaded from a journal in one block, it is cut to as much.
 func TestEventListKeepsTheLatest(t *testing.T) {
 	frame := []byte(`{"type":"model.delta","seq":1,"text":"a piece of a reply"}`)
 	per := eventBytes(Event{Frame: frame})
@@ -64,9 +64,9 @@ func TestEventListKeepsTheLatest(t *testing.T) {
 			if l.bytes < min(keep, l.len()*per) {
 				t.Fatalf("keep %d, after %d: %d bytes kept", keep, i+1, l.bytes)
 			}
-			// Dropping the first block would still leave keep: it is gone.
-			if len(l.blocks) > 1 && l.bytes-l.sizes[0] >= keep {
-				t.Fatalf("keep %d, after %d: %d bytes kept, %d of them in a first block it could drop", keep, i+1, l.bytes, l.sizes[0])
+			// Dropping the first event would still leave keep: it is gone.
+			if kept > 1 && l.bytes-per >= keep {
+				t.Fatalf("keep %d, after %d: %d bytes kept, more than it needs", keep, i+1, l.bytes)
 			}
 		}
 		if l.len() != len(all) {
@@ -78,12 +78,45 @@ func TestEventListKeepsTheLatest(t *testing.T) {
 				t.Fatalf("keep %d, after %d: %d events from %v", keep, skip, len(got), got[:min(1, len(got))])
 			}
 		}
-		loaded := eventListOf(all, keep)
-		if loaded.len() != len(all) || loaded.bytes < min(keep, len(all)*per) || (loaded.bytes-per >= keep && loaded.bytes > per) {
-			t.Fatalf("keep %d: loaded, %d events, %d bytes kept from seq %d", keep, loaded.len(), loaded.bytes, loaded.first())
+		loaded := eventListOf(all)
+		loaded.trim(keep)
+		if loaded.len() != len(all) || loaded.bytes < min(keep, len(all)*per) || (loaded.bytes-per >= keep && loaded.bytes > per) || loaded.first() > 1 && &loaded.blocks[0][0] == &all[loaded.first()-1] {
+			t.Fatalf("keep %d: loaded, %d events, %d bytes kept from seq %d (in the journal's array: %t)", keep, loaded.len(), loaded.bytes, loaded.first(), &loaded.blocks[0][0] == &all[loaded.first()-1])
 		}
 		if got := loaded.appendAfter(nil, loaded.first()-1); len(got) != len(all)-loaded.first()+1 || got[len(got)-1].Seq != int64(len(all)) {
 			t.Fatalf("keep %d: loaded, read back %d events", keep, len(got))
+		}
+	}
+}
+
+// TestEventListLoadedThenAppended: a journal's events, loaded in one block,
+// are cut to what trim keeps as events are appended after them, and read
+// back whole from any seq kept.
+func TestEventListLoadedThenAppended(t *testing.T) {
+	frame := []byte(`{"type":"model.delta","seq":1,"text":"a piece of a reply"}`)
+	per := eventBytes(Event{Frame: frame})
+	for _, keep := range []int{1, 10 * per, 300 * per, 1200 * per, 5000 * per} {
+		var all []Event
+		for i := range 1000 {
+			all = append(all, Event{Seq: int64(i + 1), Frame: frame})
+		}
+		l := eventListOf(all)
+		for i := 1000; i < 2000; i++ {
+			ev := Event{Seq: int64(i + 1), Frame: frame}
+			all = append(all, ev)
+			l.append(ev)
+			l.trim(keep)
+			kept := l.len() - l.first() + 1
+			if l.bytes != kept*per || l.bytes < min(keep, l.len()*per) {
+				t.Fatalf("keep %d, after %d: %d bytes counted, %d events kept", keep, i+1, l.bytes, kept)
+			}
+			if kept > max(keep/per+1, 1) {
+				t.Fatalf("keep %d, after %d: %d events kept", keep, i+1, kept)
+			}
+			got := l.appendAfter(nil, l.first()-1)
+			if len(got) != kept || got[0].Seq != int64(l.first()) || got[len(got)-1].Seq != int64(i+1) {
+				t.Fatalf("keep %d, after %d: read back %d events from seq %d", keep, i+1, len(got), got[0].Seq)
+			}
 		}
 	}
 }

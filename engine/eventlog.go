@@ -444,6 +444,9 @@ func (l *eventLog) attach(p *Page, after int64, older []Event) error {
 		after = first - 1
 	}
 	p.queue = l.events.appendAfter(p.queue, int(after))
+	// A session loaded from its journal keeps every event until a page
+	// took its replay (a chat opened from its start, read once).
+	l.events.trim(l.keep)
 	l.pages[p] = struct{}{}
 	p.signal()
 	return nil

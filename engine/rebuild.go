@@ -193,7 +193,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		return nil, ErrSessionClosed
 	}
 	s.owner = st.Owner
-	s.log.events, s.log.seq, s.log.lastState = eventListOf(events, s.log.keep), int64(len(events)), lastState
+	s.log.events, s.log.seq, s.log.lastState = eventListOf(events), int64(len(events)), lastState
 	if err := s.restore(st, *agent, transcript); err != nil {
 		e.mu.Unlock()
 		return nil, err

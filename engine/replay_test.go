@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
-	"github.com/clienttools/gateway/store/jetstream"
 )
 
 // loadCounter is a memory store that counts its Loads, fails them while
@@ -183,21 +183,30 @@ func TestLoadedLongChatReplaysFromTheStore(t *testing.T) {
 	})
 }
 
+// copyingStore is a memory store whose Load hands out copies of what it
+// keeps, as a store that reads its journals from elsewhere (JetStream) does:
+// what a loaded session holds is then its own, not shared with the store.
+type copyingStore struct{ *engine.MemoryStore }
+
+func (c copyingStore) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	batches, err := c.MemoryStore.Load(ctx, session)
+	for i, b := range batches {
+		events := make([]engine.Event, len(b.Events))
+		for j, ev := range b.Events {
+			events[j] = engine.Event{Seq: ev.Seq, Type: strings.Clone(ev.Type), Frame: bytes.Clone(ev.Frame)}
+		}
+		batches[i] = engine.Batch{Events: events, State: bytes.Clone(b.State), Agent: b.Agent}
+	}
+	return batches, err
+}
+
 // BenchmarkLoadedLongChat is the memory a long chat takes once loaded from
-// the JetStream store (a page came back to it after a restart): 300 turns,
-// each a reply streamed in 20 pieces, about 7,000 events. kept-B/op is the
-// heap the loaded session holds, after a GC, with the default
-// Options.ReplayBytes and with every event kept.
+// its journal and opened from its start by a page, which took its replay:
+// 300 turns, each a reply streamed in 20 pieces, about 7,200 events.
+// kept-B/op is the heap the loaded session holds, after a GC, with the
+// default Options.ReplayBytes and with every event kept (as before it).
 func BenchmarkLoadedLongChat(b *testing.B) {
 	ctx := context.Background()
-	dir := b.TempDir()
-	open := func() *jetstream.Store {
-		s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir, Logger: quiet()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
-	}
 	streamed := model.Func(func(_ context.Context, _ model.Request, onDelta func(string)) (model.Response, error) {
 		var reply strings.Builder
 		for i := range 20 {
@@ -207,17 +216,21 @@ func BenchmarkLoadedLongChat(b *testing.B) {
 		}
 		return model.Response{Text: reply.String(), StopReason: model.StopEndTurn}, nil
 	})
-	w := &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
-	start := func(store engine.Store, keep int) *engine.Engine {
-		e, err := engine.New(engine.Options{Worker: w, Store: store, Logger: quiet(), Retain: -1, ReplayBytes: keep,
+	store := copyingStore{engine.NewMemoryStore()}
+	start := func(keep int) *engine.Engine {
+		e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(_ context.Context, req engine.DecideRequest) (engine.Decision, error) {
+			if _, ok := req.Trigger.(engine.SessionStart); ok {
+				return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+			}
+			return req.Proposed, nil
+		}), Store: store, Logger: quiet(), Retain: -1, ReplayBytes: keep,
 			Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
 		if err != nil {
 			b.Fatal(err)
 		}
 		return e
 	}
-	store := open()
-	e := start(store, 0)
+	e := start(0)
 	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
 	if err != nil {
 		b.Fatal(err)
@@ -241,27 +254,30 @@ func BenchmarkLoadedLongChat(b *testing.B) {
 		}
 	}
 	_ = e.Close(ctx)
-	_ = store.Close()
 	id := s.ID()
 	for _, tc := range []struct {
 		name string
 		keep int
 	}{{"default", 0}, {"every event", -1}} {
 		b.Run(tc.name, func(b *testing.B) {
-			store := open()
-			defer store.Close()
 			var kept uint64
 			for b.Loop() {
-				e := start(store, tc.keep)
+				e := start(tc.keep)
 				before := heapAlloc()
 				s, err := e.Load(ctx, id)
 				if err != nil {
 					b.Fatal(err)
 				}
-				kept += heapAlloc() - before
-				if s.LastSeq() < 7000 {
-					b.Fatalf("the chat has %d events", s.LastSeq())
+				// A page opens it from its start and has its replay.
+				p, err := s.Attach(ctx, engine.AttachOptions{})
+				if err != nil {
+					b.Fatal(err)
 				}
+				if replay := p.Take(nil); len(replay) < 7000 {
+					b.Fatalf("the chat has %d events", len(replay))
+				}
+				kept += heapAlloc() - before
+				p.Detach()
 				_ = e.Close(ctx)
 			}
 			b.ReportMetric(float64(kept)/float64(b.N), "kept-B/op")
@@ -274,4 +290,45 @@ func heapAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestOpenedFromItsStartReadsTheJournalOnce: a chat out of memory that a
+// page opens from its start (a chat picked from the list) is read from the
+// store once, for the load and the replay both; once that page has its
+// replay the session keeps only its latest events, and the next page that
+// opens it from its start reads the store again.
+func TestOpenedFromItsStartReadsTheJournalOnce(t *testing.T) {
+	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
+	w := &testWorker{}
+	h := setup(t, w, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+	chat(h, 6)
+	id := h.s.ID()
+	if err := h.e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	e, err := engine.New(engine.Options{Worker: w, Store: store, Logger: quiet(), Retain: -1, ReplayBytes: 1,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, e) })
+	before := store.loads.Load()
+	s, err := e.Load(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Attach(context.Background(), engine.AttachOptions{After: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.loads.Load() - before; n != 1 {
+		t.Errorf("loading the chat and replaying it from its start read the store %d times, want 1", n)
+	}
+	if s.KeptFrom() <= 1 {
+		t.Errorf("after the replay the session still keeps every event (from %d)", s.KeptFrom())
+	}
+	replayed(t, s, store, 0)
+	if n := store.loads.Load() - before; n != 1+2 { // the replay's read and replayed's own
+		t.Errorf("the next replay from the start read the store %d times, want 2 (with the test's own)", n-1)
+	}
 }
