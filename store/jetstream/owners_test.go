@@ -291,3 +291,59 @@ func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
 		t.Errorf("the log says nothing of the bucket it could not raise:\n%s", logs.String())
 	}
 }
+
+// TestJournalFormat: the journal's stream says its data format on a NATS
+// several nodes share; a node refuses, naming it, a format it cannot
+// read, and marks a journal an earlier version made without one.
+func TestJournalFormat(t *testing.T) {
+	ctx := context.Background()
+	url := natsServerWith(t, nil)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := func() natsjs.StreamConfig {
+		t.Helper()
+		st, err := js.Stream(ctx, jetstream.JournalStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config
+	}
+	format := func() string { return journal().Metadata["gateway.format"] }
+	setFormat := func(v string) {
+		t.Helper()
+		cfg := journal()
+		cfg.Metadata = map[string]string{}
+		if v != "" {
+			cfg.Metadata["gateway.format"] = v
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	_ = node(t, url, "a", time.Second).Close()
+	if got := format(); got != "1" {
+		t.Fatalf("a new journal's format: %q, want 1", got)
+	}
+	setFormat("") // as an earlier version made it
+	_ = node(t, url, "b", time.Second).Close()
+	if got := format(); got != "1" {
+		t.Errorf("a journal made without a format, after a node started on it: %q, want 1", got)
+	}
+	setFormat("2")
+	s, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: "c"})
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("a node started on a journal in format 2")
+	}
+	if want := "data format 2"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "reads format 1") {
+		t.Errorf("the refusal says %q; want it to name %q and the format it reads", err, want)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,9 +218,13 @@ func (s *Store) setUp(ctx context.Context) error {
 		Replicas:    s.opts.Replicas,
 		MaxMsgSize:  MaxBatch,
 		AllowDirect: true,
+		Metadata:    map[string]string{formatKey: strconv.Itoa(dataFormat)},
 	})
 	if err != nil {
 		return hint("the session journal", err)
+	}
+	if err := s.checkFormat(ctx, where); err != nil {
+		return err
 	}
 	s.summaries, _, err = s.ensureKV(ctx, takeBucketTTL, jetstream.KeyValueConfig{
 		Bucket: SummaryBucket, Description: "a summary per session, keyed <owner>.<session>",
@@ -261,6 +266,37 @@ func (s *Store) setUp(ctx context.Context) error {
 			"replicas", s.journal.CachedInfo().Config.Replicas, "nats_replicas", s.opts.Replicas)
 	}
 	return nil
+}
+
+// formatKey is the journal stream's metadata entry that says in which
+// format the sessions are kept (dataFormat), on a NATS several nodes
+// share as in the embedded server's data directory, whose marker file says
+// it too: a version that cannot read them refuses to start, naming the
+// format, rather than fail chat by chat.
+const formatKey = "gateway.format"
+
+// checkFormat refuses a journal in another format than this version's. A
+// journal an earlier version made, with no format, is this one's (every
+// version so far wrote format 1): it is marked, and if this node's NATS
+// user may not edit streams it starts all the same, with a warning.
+func (s *Store) checkFormat(ctx context.Context, where string) error {
+	cfg := s.journal.CachedInfo().Config
+	switch format := cfg.Metadata[formatKey]; format {
+	case strconv.Itoa(dataFormat):
+		return nil
+	case "":
+		cfg.Metadata = maps.Clone(cfg.Metadata)
+		if cfg.Metadata == nil {
+			cfg.Metadata = map[string]string{}
+		}
+		cfg.Metadata[formatKey] = strconv.Itoa(dataFormat)
+		if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+			s.opts.Logger.Warn("the session journal's stream does not say its data format, and this node could not mark it (its NATS user may not edit streams): start a node once with a user that may, or add the metadata entry "+formatKey+"="+strconv.Itoa(dataFormat)+" to the "+JournalStream+" stream", "err", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%s holds the sessions in data format %s (the %s stream's %s), and this gateway reads format %d: use the gateway version that wrote them", where, format, JournalStream, formatKey, dataFormat)
+	}
 }
 
 // ensureStream opens the stream, or makes it when it is missing. Gateways
