@@ -85,11 +85,12 @@ type Options struct {
 	// attached.
 	MaxPageTools int
 	// ReplayBytes is how much of its latest events a session in memory
-	// keeps for the pages that resume (AttachOptions.After), in bytes of
-	// frames, about; default DefaultReplayBytes (64 KiB), negative: every
-	// event. A page that resumes from before them, or opens the chat from
-	// its start, is replayed from the Store (one Load), so a long chat in
-	// memory costs this much, not its whole history.
+	// keeps for the pages that resume (AttachOptions.After), counting each
+	// event's frame and 64 bytes for its bookkeeping; default
+	// DefaultReplayBytes (64 KiB), negative: every event. A page that
+	// resumes from before them, or opens the chat from its start, is
+	// replayed from the Store (one Load), so a long chat in memory costs
+	// this much, not its whole history.
 	ReplayBytes int
 	// MaxDepth is how deep sub-agents may nest (a sub-agent of the
 	// session's agent is at depth 1); default DefaultMaxDepth (3),

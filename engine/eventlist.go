@@ -1,6 +1,9 @@
 package engine
 
-import "slices"
+import (
+	"bytes"
+	"slices"
+)
 
 // eventList is a session's stored events, for replays, kept in blocks:
 // appending never copies what the list holds, so a long session grows by
@@ -12,6 +15,9 @@ type eventList struct {
 	n       int       // events ever appended, the dropped ones too
 	dropped int       // events trimmed from the front: the first kept has seq dropped+1
 	bytes   int       // the kept events' bytes
+	// loaded: the first block is a journal's, as the store gave it
+	// (eventListOf), until trim first cuts it.
+	loaded bool
 }
 
 // A new block holds as many events as the list (or the batch being
@@ -36,7 +42,7 @@ func eventListOf(events []Event) eventList {
 	for _, ev := range events {
 		size += eventBytes(ev)
 	}
-	return eventList{blocks: [][]Event{events[:len(events):len(events)]}, n: len(events), bytes: size}
+	return eventList{blocks: [][]Event{events[:len(events):len(events)]}, n: len(events), bytes: size, loaded: true}
 }
 
 // len is how many events were ever appended, the trimmed ones too: the
@@ -66,18 +72,20 @@ func (l *eventList) append(events ...Event) {
 }
 
 // trim drops the oldest events while what is left still holds at least
-// keep bytes, and always keeps the last; keep < 0 keeps everything. A
-// block emptied goes; one cut keeps its array, the dropped events cleared
-// (their frames go), unless it is a journal's, loaded in one block
-// (eventListOf): what it keeps is copied, so that its array goes.
-func (l *eventList) trim(keep int) {
+// keep bytes, and always keeps the last; keep < 0 keeps everything. It
+// drops none from seq pinned on (0: none pinned). A block emptied goes;
+// one cut keeps its array, the dropped events cleared (their frames go),
+// unless it is a journal's, loaded in one block (eventListOf): what it
+// keeps is copied, frames too, so that the journal's array goes, and
+// the store's messages the frames lay in.
+func (l *eventList) trim(keep int, pinned int) {
 	if keep < 0 {
 		return
 	}
 	for len(l.blocks) > 0 {
 		b := l.blocks[0]
 		cut := 0
-		for cut < len(b) && l.n-l.dropped-cut > 1 && l.bytes-eventBytes(b[cut]) >= keep {
+		for cut < len(b) && l.n-l.dropped-cut > 1 && (pinned == 0 || l.dropped+cut+1 < pinned) && l.bytes-eventBytes(b[cut]) >= keep {
 			l.bytes -= eventBytes(b[cut])
 			cut++
 		}
@@ -87,10 +95,15 @@ func (l *eventList) trim(keep int) {
 		l.dropped += cut
 		if cut == len(b) {
 			l.blocks = slices.Delete(l.blocks, 0, 1) // clears the slot it frees
+			l.loaded = false
 			continue
 		}
-		if cap(b) > maxBlock { // a journal's
-			l.blocks[0] = append(make([]Event, 0, len(b)-cut), b[cut:]...)
+		if l.loaded {
+			kept := make([]Event, len(b)-cut)
+			for i, ev := range b[cut:] {
+				kept[i] = Event{Seq: ev.Seq, Type: ev.Type, Frame: bytes.Clone(ev.Frame)}
+			}
+			l.blocks[0], l.loaded = kept, false
 		} else {
 			clear(b[:cut])
 			l.blocks[0] = b[cut:]

@@ -56,7 +56,7 @@ func TestEventListKeepsTheLatest(t *testing.T) {
 			ev := Event{Seq: int64(i + 1), Frame: frame}
 			all = append(all, ev)
 			l.append(ev)
-			l.trim(keep)
+			l.trim(keep, 0)
 			kept := l.len() - l.first() + 1
 			if l.bytes != kept*per {
 				t.Fatalf("keep %d, after %d: %d bytes counted for %d events of %d", keep, i+1, l.bytes, kept, per)
@@ -79,7 +79,7 @@ func TestEventListKeepsTheLatest(t *testing.T) {
 			}
 		}
 		loaded := eventListOf(all)
-		loaded.trim(keep)
+		loaded.trim(keep, 0)
 		if loaded.len() != len(all) || loaded.bytes < min(keep, len(all)*per) || (loaded.bytes-per >= keep && loaded.bytes > per) || loaded.first() > 1 && &loaded.blocks[0][0] == &all[loaded.first()-1] {
 			t.Fatalf("keep %d: loaded, %d events, %d bytes kept from seq %d (in the journal's array: %t)", keep, loaded.len(), loaded.bytes, loaded.first(), &loaded.blocks[0][0] == &all[loaded.first()-1])
 		}
@@ -105,7 +105,7 @@ func TestEventListLoadedThenAppended(t *testing.T) {
 			ev := Event{Seq: int64(i + 1), Frame: frame}
 			all = append(all, ev)
 			l.append(ev)
-			l.trim(keep)
+			l.trim(keep, 0)
 			kept := l.len() - l.first() + 1
 			if l.bytes != kept*per || l.bytes < min(keep, l.len()*per) {
 				t.Fatalf("keep %d, after %d: %d bytes counted, %d events kept", keep, i+1, l.bytes, kept)
@@ -118,5 +118,73 @@ func TestEventListLoadedThenAppended(t *testing.T) {
 				t.Fatalf("keep %d, after %d: read back %d events from seq %d", keep, i+1, len(got), got[0].Seq)
 			}
 		}
+	}
+}
+
+// deltaFrame is a model.delta frame, and perDelta what an event of it
+// counts for (eventBytes).
+var (
+	deltaFrame = []byte(`{"type":"model.delta","seq":1,"text":"a piece of a reply"}`)
+	perDelta   = eventBytes(Event{Frame: deltaFrame})
+)
+
+// loadedDeltas is a list loaded from a journal of n deltas (eventListOf).
+func loadedDeltas(n int) eventList {
+	all := make([]Event, n)
+	for i := range all {
+		all[i] = Event{Seq: int64(i + 1), Frame: deltaFrame}
+	}
+	return eventListOf(all)
+}
+
+// TestEventListPinned: trim drops no event from the pinned seq on, whatever
+// keep says, and drops what it may once the pin goes.
+func TestEventListPinned(t *testing.T) {
+	frame, per := deltaFrame, perDelta
+	l := loadedDeltas(1000)
+	l.trim(100*per, 300)
+	if l.first() != 300 {
+		t.Fatalf("pinned at 300: the list keeps from %d", l.first())
+	}
+	for i := 1000; i < 1500; i++ {
+		l.append(Event{Seq: int64(i + 1), Frame: frame})
+		l.trim(100*per, 300)
+		if l.first() != 300 {
+			t.Fatalf("pinned at 300, after %d: the list keeps from %d", i+1, l.first())
+		}
+	}
+	l.trim(100*per, 0)
+	if got := l.len() - l.first() + 1; got != 100 {
+		t.Fatalf("unpinned: %d events kept, want 100", got)
+	}
+	if got := l.appendAfter(nil, l.first()-1); len(got) != 100 || got[99].Seq != 1500 {
+		t.Fatalf("read back %d events", len(got))
+	}
+}
+
+// TestEventListCopiesAJournalOnce: a loaded journal's block is copied (its
+// frames too) when trim first cuts it, and cut in place after that, however
+// many events are kept.
+func TestEventListCopiesAJournalOnce(t *testing.T) {
+	frame, per := deltaFrame, perDelta
+	l := loadedDeltas(1000)
+	copies := 0
+	for i := 1000; i < 1600; i++ {
+		l.append(Event{Seq: int64(i + 1), Frame: frame})
+		old, first := l.blocks[0], l.first()
+		l.trim(400*per, 0)
+		cut := l.first() - first
+		if cut == 0 || cut >= len(old) {
+			continue
+		}
+		if &l.blocks[0][0] != &old[cut] {
+			copies++
+			if &l.blocks[0][0].Frame[0] == &old[cut].Frame[0] {
+				t.Errorf("after %d: the journal's events copied, their frames not", i+1)
+			}
+		}
+	}
+	if copies != 1 {
+		t.Errorf("the journal's block was copied %d times, want once", copies)
 	}
 }

@@ -2,11 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,10 +46,14 @@ type eventLog struct {
 	seq     int64     // the last seq handed out
 	events  eventList // the latest stored events, for replays
 	keep    int       // the bytes of events kept (Options.ReplayBytes)
+	pins    []*pin    // events kept whatever keep says, for replays being read
 	store   Store
 	logger  *slog.Logger
 	pages   map[*Page]struct{}
 	closed  bool
+	// closedBy is why: ErrUnloaded (the session left memory) or
+	// ErrSessionClosed (it ended).
+	closedBy error
 
 	batch     *pendingBatch // open while the session goroutine handles a message: &open
 	open      pendingBatch
@@ -205,7 +211,7 @@ func (l *eventLog) flush(until int64) {
 			}
 		}
 		l.events.append(batch.Events...)
-		l.events.trim(l.keep)
+		l.events.trim(l.keep, l.pinned())
 		for i := range n {
 			b := &l.pending[i]
 			if b.state != nil {
@@ -411,12 +417,12 @@ func (l *eventLog) push(p *Page, ev Event) {
 // attach puts session.opened and the stored events after `after` on p's
 // stream, then adds p to the pages every later event goes to: no gap and no
 // overlap between the replay and what follows. older holds the events
-// from after+1 on that the list may no longer keep, read from the store;
-// while the list's first event is beyond them, attach queues nothing and
-// returns a notKept saying from where the list keeps them.
-func (l *eventLog) attach(p *Page, after int64, older []Event) error {
+// from after+1 on that the list no longer kept when pn was taken, read
+// from the store; pn goes, and the list keeps its latest events again.
+func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.unpinLocked(pn)
 	if l.closed {
 		return ErrSessionClosed
 	}
@@ -429,7 +435,8 @@ func (l *eventLog) attach(p *Page, after int64, older []Event) error {
 	}
 	first := int64(l.events.first())
 	if after+int64(len(older)) < first-1 {
-		return notKept{first: first}
+		// The pin kept them: only a bug gets here.
+		return fmt.Errorf("the replay after %d has %d events from the store, and the session keeps its events from %d on", after, len(older), first)
 	}
 	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Limits: &p.limits})
 	if err != nil {
@@ -445,19 +452,57 @@ func (l *eventLog) attach(p *Page, after int64, older []Event) error {
 	}
 	p.queue = l.events.appendAfter(p.queue, int(after))
 	// A session loaded from its journal keeps every event until a page
-	// took its replay (a chat opened from its start, read once).
-	l.events.trim(l.keep)
+	// took its replay (a chat opened from its start, read once), or it
+	// stores its next events.
+	l.events.trim(l.keep, l.pinned())
 	l.pages[p] = struct{}{}
 	p.signal()
 	return nil
 }
 
-// notKept: the session no longer keeps the events a replay needs, from
-// first on it does (Options.ReplayBytes).
-type notKept struct{ first int64 }
+// pin is a replay's hold on the events the session keeps, from seq on,
+// while the events before them are read from the store (Session.Attach):
+// the read is one, however many events the session stores meanwhile.
+type pin struct{ seq int64 }
 
-func (e notKept) Error() string {
-	return fmt.Sprintf("the session keeps its events from %d on", e.first)
+// pinFor returns the seq of the first event the list keeps, and a pin on
+// the events from there or from after+1, whichever is later, until attach
+// or unpin lets it go; once the session left, why (ErrUnloaded or
+// ErrSessionClosed).
+func (l *eventLog) pinFor(after int64) (int64, *pin, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, nil, cmp.Or(l.closedBy, ErrSessionClosed)
+	}
+	first := int64(l.events.first())
+	pn := &pin{seq: max(after+1, first)}
+	l.pins = append(l.pins, pn)
+	return first, pn, nil
+}
+
+// unpin lets pn go, if attach has not.
+func (l *eventLog) unpin(pn *pin) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unpinLocked(pn)
+}
+
+func (l *eventLog) unpinLocked(pn *pin) {
+	if i := slices.Index(l.pins, pn); i >= 0 {
+		l.pins = slices.Delete(l.pins, i, i+1)
+	}
+}
+
+// pinned is the lowest seq a pin holds, 0 when none does; l.mu is held.
+func (l *eventLog) pinned() int {
+	lowest := int64(0)
+	for _, pn := range l.pins {
+		if lowest == 0 || pn.seq < lowest {
+			lowest = pn.seq
+		}
+	}
+	return int(lowest)
 }
 
 // kept is the seq of the first event the session keeps for replays.
@@ -484,6 +529,9 @@ func (l *eventLog) take(p *Page, buf []Event) []Event {
 	defer l.mu.Unlock()
 	out := p.queue
 	p.queue = buf[:0]
+	if cap(buf) > 2*max(p.limit, maxBlock) {
+		p.queue = nil // a replay's array: the live frames need far less
+	}
 	p.pushed = 0
 	return out
 }
@@ -500,7 +548,7 @@ func (l *eventLog) lastSeq() int64 {
 func (l *eventLog) close(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.closed = true
+	l.closed, l.closedBy = true, err
 	for p := range l.pages {
 		l.drop(p, err)
 	}

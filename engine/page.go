@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/clienttools/gateway/clock"
 	"iter"
 	"log/slog"
 	"slices"
@@ -312,31 +315,29 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		o.After = 0
 	}
 	// The events the session no longer keeps in memory are read here, on
-	// the caller's goroutine, not the session's.
+	// the caller's goroutine, not the session's, while the session keeps
+	// the ones after them.
+	first, pn, err := s.log.pinFor(o.After)
+	if err != nil {
+		return nil, err // ended, or unloaded: nothing to read
+	}
+	defer s.log.unpin(pn)
 	var older []Event
-	for {
-		if first := s.log.kept(); o.After+int64(len(older)) < first-1 {
-			more, err := s.olderEvents(ctx, o.After+int64(len(older))+1, first-1)
-			if err != nil {
-				return nil, err
-			}
-			older = append(older, more...)
-		}
-		err := s.do(ctx, func() error { return s.attach(p, o, older) })
-		if errors.As(err, new(notKept)) {
-			continue // more left memory meanwhile: read them too
-		}
-		if err != nil {
+	if o.After < first-1 {
+		if older, err = s.olderEvents(ctx, o.After+1, first-1); err != nil {
 			return nil, err
 		}
-		return p, nil
 	}
+	if err := s.do(ctx, func() error { return s.attach(p, o, older, pn) }); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // attach adds p to the session, its replay the events after o.After,
 // older first (Attach); on the session goroutine.
-func (s *Session) attach(p *Page, o AttachOptions, older []Event) error {
-	if err := s.log.attach(p, o.After, older); err != nil {
+func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error {
+	if err := s.log.attach(p, o.After, older, pn); err != nil {
 		return err
 	}
 	p.attached = true
@@ -356,29 +357,62 @@ func (s *Session) attach(p *Page, o AttachOptions, older []Event) error {
 }
 
 // olderEvents reads the session's events from seq from to through from
-// the store: a replay from before what the session keeps in memory.
+// the store: a replay from before what the session keeps in memory. A
+// journal that ends before through is read again a few times, as a store
+// whose replicas lag may answer with one (Store.Load); still short, the
+// store counts as unavailable.
 func (s *Session) olderEvents(ctx context.Context, from, through int64) ([]Event, error) {
-	batches, err := s.e.opts.Store.Load(ctx, s.id)
-	if err != nil {
-		return nil, fmt.Errorf("%w: failed to read session %s's events from %d for a replay: %w", ErrStoreUnavailable, s.id, from, err)
-	}
-	out := make([]Event, 0, through-from+1)
-	for _, b := range batches {
-		for _, ev := range b.Events {
-			if ev.Seq >= from && ev.Seq <= through {
-				out = append(out, ev)
+	wait := olderRetryWait
+	for try := 1; ; try++ {
+		batches, err := s.e.opts.Store.Load(ctx, s.id)
+		if err != nil {
+			return nil, fmt.Errorf("%w: failed to read session %s's events from %d for a replay: %w", ErrStoreUnavailable, s.id, from, err)
+		}
+		out := make([]Event, 0, through-from+1)
+		for _, b := range batches {
+			for _, ev := range b.Events {
+				if ev.Seq >= from && ev.Seq <= through {
+					out = append(out, ev)
+				}
 			}
 		}
-	}
-	for i, ev := range out {
-		if ev.Seq != from+int64(i) {
-			return nil, fmt.Errorf("%w: session %s's journal has event %d where %d should be", ErrCorrupt, s.id, ev.Seq, from+int64(i))
+		for i, ev := range out {
+			if ev.Seq != from+int64(i) {
+				return nil, fmt.Errorf("%w: session %s's journal has event %d where %d should be", ErrCorrupt, s.id, ev.Seq, from+int64(i))
+			}
 		}
+		if int64(len(out)) == through-from+1 {
+			return out, nil
+		}
+		if try == olderTries {
+			return nil, fmt.Errorf("%w: session %s's journal, read %d times for a replay, ends at event %d, before %d", ErrStoreUnavailable, s.id, try, from+int64(len(out))-1, through)
+		}
+		if err := sleep(ctx, s.e.opts.Clock, wait); err != nil {
+			return nil, err
+		}
+		wait *= 2
 	}
-	if int64(len(out)) != through-from+1 {
-		return nil, fmt.Errorf("%w: session %s's journal ends at event %d, before %d", ErrCorrupt, s.id, from+int64(len(out))-1, through)
+}
+
+// olderTries is how many times olderEvents reads a journal that ends
+// short; olderRetryWait, the first wait between two, doubles each time
+// (about 0.3 s in all).
+const (
+	olderTries     = 5
+	olderRetryWait = 20 * time.Millisecond
+)
+
+// sleep waits d on c, or until ctx ends.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
+	done := make(chan struct{})
+	t := c.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return out, nil
 }
 
 // touch records that p did something: the most recently active page runs
@@ -403,9 +437,11 @@ func (s *Session) pageLeft(p *Page) {
 	if s.turnPage == p {
 		s.turnPage = nil
 	}
-	s.departed = append(s.departed, p.tools)
-	if len(s.departed) > maxDeparted {
-		s.departed = s.departed[1:]
+	if len(p.tools) > 0 { // a page that runs no tool would only push out those that do
+		s.departed = append(s.departed, p.tools)
+		if len(s.departed) > maxDeparted {
+			s.departed = s.departed[1:]
+		}
 	}
 	s.logger.Info("page detached", "page", p.id, "pages", len(s.pages))
 	closing := s.e.closing.Load() // the page did not leave: the process stops (Engine.Closing)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -211,11 +212,22 @@ func metricOf(t *testing.T, m *metrics.Metrics, name string) *dto.Metric {
 
 // TestLeaseWaitsForAPage: a call made while the page that declared its tool
 // reloads waits (its attempt clock runs), and goes to the page that comes
-// back; a tool no page declared fails at once (client_unavailable).
+// back, even after pages that run no tool came and went meanwhile (the AI
+// SDK front end's look at a chat's last response); a tool no page declared
+// fails at once (client_unavailable).
 func TestLeaseWaitsForAPage(t *testing.T) {
+	for _, toolless := range []int{0, 5} {
+		t.Run(fmt.Sprintf("%d pages that run no tool came and went", toolless), func(t *testing.T) { leaseWaitsForAPage(t, toolless) })
+	}
+}
+
+func leaseWaitsForAPage(t *testing.T, toolless int) {
 	h := setup(t, confirmWorker(nil), callsThenSummary(use("call_1", "confirm", `{}`)), engine.Options{})
 	gone := h.tab(t, "confirm")
 	gone.page.Detach()
+	for range toolless {
+		h.tab(t).page.Detach()
+	}
 	h.send("go")
 	started := h.waitType(engine.EventToolStarted)
 	if got := pageOf(t, started); got != "" {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,7 +194,8 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		return nil, ErrSessionClosed
 	}
 	s.owner = st.Owner
-	s.log.events, s.log.seq, s.log.lastState = eventListOf(events), int64(len(events)), lastState
+	// The state is a slice of the store's message (JetStream): a copy lets the message go.
+	s.log.events, s.log.seq, s.log.lastState = eventListOf(events), int64(len(events)), bytes.Clone(lastState)
 	if err := s.restore(st, *agent, transcript); err != nil {
 		e.mu.Unlock()
 		return nil, err

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,18 +8,21 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 )
 
 // loadCounter is a memory store that counts its Loads, fails them while
-// fail is set, and holds the first one after hold is set until release
-// closes.
+// fail is set, answers the next short of them with the first half of the
+// journal (as a replica that lags may), and holds the first one after hold
+// is set until release closes.
 type loadCounter struct {
 	*engine.MemoryStore
 	loads   atomic.Int32
 	fail    atomic.Bool
+	short   atomic.Int32
 	hold    chan struct{} // closed by the held Load when it starts
 	release chan struct{}
 }
@@ -35,12 +37,21 @@ func (c *loadCounter) Load(ctx context.Context, session string) ([]engine.Batch,
 		close(hold)
 		<-c.release
 	}
-	return c.MemoryStore.Load(ctx, session)
+	batches, err := c.MemoryStore.Load(ctx, session)
+	if err == nil && c.short.Add(-1) >= 0 {
+		var events []engine.Event
+		for _, b := range batches {
+			events = append(events, b.Events...)
+		}
+		batches = []engine.Batch{{Events: events[:len(events)/2]}}
+	}
+	return batches, err
 }
 
 // replayed attaches a page after `after` and checks its stream starts with
 // session.opened and then the stored events after `after`, every one,
-// in order.
+// in order, as store has them (a loadCounter's MemoryStore: the test's
+// own read is not counted).
 func replayed(t *testing.T, s *engine.Session, store engine.Store, after int64) {
 	t.Helper()
 	frames, _ := take(t, s, after)
@@ -66,8 +77,8 @@ func chat(h *harness, turns int) {
 
 // TestReplayFromTheStore: a session keeps only its latest events in memory
 // (Options.ReplayBytes); a page that resumes from before them gets every
-// event all the same, read from the store, and one that resumes within
-// them costs no read.
+// event all the same, with one read of the store, and one that resumes
+// within them costs no read.
 func TestReplayFromTheStore(t *testing.T) {
 	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
 	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1})
@@ -76,65 +87,162 @@ func TestReplayFromTheStore(t *testing.T) {
 	if last < 40 {
 		t.Fatalf("10 turns made %d events", last)
 	}
-	for _, after := range []int64{0, 1, last / 2, last - 5} {
-		replayed(t, h.s, store, after)
-	}
-	if n := store.loads.Load(); n == 0 {
-		t.Fatal("the replays from the session's start read nothing from the store: it keeps every event in memory")
-	}
-
-	// The last turn's events are kept: resuming there reads nothing.
-	before := store.loads.Load()
-	for _, after := range []int64{last - 1, last} {
-		replayed(t, h.s, store, after)
-	}
-	if n := store.loads.Load() - before - 2; n != 0 { // replayed's own two
-		t.Errorf("resuming within the kept events read the store %d times", n)
+	for _, tc := range []struct {
+		after int64
+		loads int32
+	}{{0, 1}, {1, 1}, {last / 2, 1}, {last - 5, 1}, {last - 1, 0}, {last, 0}} {
+		before := store.loads.Load()
+		replayed(t, h.s, store.MemoryStore, tc.after)
+		if n := store.loads.Load() - before; n != tc.loads {
+			t.Errorf("a replay after %d of %d read the store %d times, want %d", tc.after, last, n, tc.loads)
+		}
 	}
 }
 
-// TestReplayWhileEventsLeaveMemory: events that leave the session's memory
-// while a page's replay is being read from the store are read too: no gap.
+// TestReplayWhileEventsLeaveMemory: a page's replay read from the store
+// while the session goes on (its steps, or a model streaming) is read once,
+// and has every event, then the live ones, with no gap: the session keeps
+// what it stores meanwhile until the page has its replay.
 func TestReplayWhileEventsLeaveMemory(t *testing.T) {
+	for _, streamed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streamed %t", streamed), func(t *testing.T) { replayWhileEventsLeave(t, streamed) })
+	}
+}
+
+func replayWhileEventsLeave(t *testing.T, streamed bool) {
 	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
-	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+	paused, resume := make(chan struct{}), make(chan struct{})
+	streaming := model.Func(func(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Content != "stream" {
+			return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
+		}
+		for i := range 200 {
+			onDelta(fmt.Sprintf("piece %d ", i))
+			if i == 99 {
+				close(paused)
+				<-resume
+			}
+		}
+		return model.Response{Text: "streamed", StopReason: model.StopEndTurn}, nil
+	})
+	opts := engine.Options{Store: store, ReplayBytes: 1}
+	if streamed {
+		opts.Models = model.ResolverFunc(func(string) (model.Model, error) { return streaming, nil })
+	}
+	h := setup(t, &testWorker{}, textModel(), opts)
 	chat(h, 3)
 	held := make(chan struct{})
 	store.release = make(chan struct{})
 	store.hold = held
 	type attached struct {
-		frames []engine.Event
-		err    error
+		page *engine.Page
+		err  error
 	}
 	done := make(chan attached, 1)
 	go func() {
-		p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: 0})
-		if err != nil {
-			done <- attached{err: err}
-			return
-		}
-		defer p.Detach()
-		done <- attached{frames: p.Take(nil)}
+		p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: 0, Buffer: 10000})
+		done <- attached{p, err}
 	}()
 	recv(t, held, "the replay's read of the store")
 	// The session goes on meanwhile: the read holds only the page.
-	chat(h, 3)
+	if streamed {
+		h.send("stream")
+		recv(t, paused, "the model's first hundred pieces")
+	} else {
+		chat(h, 3)
+	}
 	close(store.release)
 	got := recv(t, done, "Attach")
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	all := stored(t, store, h.s.ID())
-	if len(got.frames)-1 != len(all) {
-		t.Fatalf("%d events replayed, %d stored", len(got.frames)-1, len(all))
+	defer got.page.Detach()
+	if streamed {
+		close(resume)
+		h.waitIdle()
 	}
-	for i, ev := range got.frames[1:] {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("replayed event %d has seq %d", i, ev.Seq)
+	last := h.s.LastSeq()
+	var frames []engine.Event
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	for ev := range got.page.Frames(ctx) {
+		if ev.Seq == 0 {
+			continue // session.opened
+		}
+		frames = append(frames, ev)
+		if ev.Seq == last {
+			break
 		}
 	}
-	if n := store.loads.Load(); n < 2 {
-		t.Errorf("the store was read %d times: the events that left memory during the first read were not read", n)
+	all := stored(t, store.MemoryStore, h.s.ID())
+	if len(frames) != len(all) {
+		t.Fatalf("%d events replayed and live, %d stored", len(frames), len(all))
+	}
+	for i, ev := range frames {
+		if ev.Seq != int64(i+1) || string(ev.Frame) != string(all[i].Frame) {
+			t.Fatalf("event %d has seq %d, want %d", i, ev.Seq, i+1)
+		}
+	}
+	if n := store.loads.Load(); n != 1 {
+		t.Errorf("the store was read %d times for one replay, want once", n)
+	}
+}
+
+// TestReplayFromAStoreThatLags: a journal read for a replay that ends
+// before the events it needs (a replica that lags) is read again, after a
+// wait, and the replay is whole; one that stays short fails the attach as
+// the store being unavailable, not the journal corrupt.
+func TestReplayFromAStoreThatLags(t *testing.T) {
+	for _, tc := range []struct {
+		short   int32
+		loads   int32
+		failing bool
+	}{{2, 3, false}, {100, 5, true}} {
+		t.Run(fmt.Sprintf("short %d times", tc.short), func(t *testing.T) {
+			store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
+			h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+			chat(h, 4)
+			store.short.Store(tc.short)
+			done := make(chan error, 1)
+			go func() {
+				p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: 0})
+				if err == nil {
+					p.Detach()
+				}
+				done <- err
+			}()
+			var err error
+			for waiting := true; waiting; {
+				select {
+				case err = <-done:
+					waiting = false
+				case <-time.After(time.Millisecond):
+					h.clock.Advance(100 * time.Millisecond)
+				}
+			}
+			if tc.failing != (err != nil) || (err != nil && (!errors.Is(err, engine.ErrStoreUnavailable) || errors.Is(err, engine.ErrCorrupt))) {
+				t.Errorf("Attach: %v; want it to fail %t, with ErrStoreUnavailable", err, tc.failing)
+			}
+			if n := store.loads.Load(); n != tc.loads {
+				t.Errorf("the journal was read %d times, want %d", n, tc.loads)
+			}
+		})
+	}
+}
+
+// TestReplayOfAnEndedSession: a page that opens an ended session from its
+// start is refused at once, with nothing read.
+func TestReplayOfAnEndedSession(t *testing.T) {
+	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+	chat(h, 2)
+	h.s.End(context.Background(), "done")
+	recv(t, h.s.Done(), "the session's end")
+	if _, err := h.s.Attach(context.Background(), engine.AttachOptions{After: 0}); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Attach to an ended session: %v, want ErrSessionClosed", err)
+	}
+	if n := store.loads.Load(); n != 0 {
+		t.Errorf("the store was read %d times", n)
 	}
 }
 
@@ -151,12 +259,13 @@ func TestReplayStoreFailing(t *testing.T) {
 	}
 	chat(h, 1)
 	store.fail.Store(false)
-	replayed(t, h.s, store, 0)
+	replayed(t, h.s, store.MemoryStore, 0)
 }
 
 // TestLoadedLongChatReplaysFromTheStore: a session loaded from its journal
-// keeps only its latest events; a page that opens it from its start gets
-// every event, from the store (memory and JetStream).
+// keeps only its latest events once a page has its replay; the next page
+// that opens it from its start gets every event, from the store (memory and
+// JetStream).
 func TestLoadedLongChatReplaysFromTheStore(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		r.replay = 1
@@ -176,26 +285,40 @@ func TestLoadedLongChatReplaysFromTheStore(t *testing.T) {
 		stop(t, e)
 		s = r.loaded(w, m, s.ID())
 		last := s.LastSeq()
-		for _, after := range []int64{0, 7, last - 1} {
+		for _, after := range []int64{0, 0, 7, last - 1} {
 			replayed(t, s, r.store, after)
+			if s.KeptFrom() < last-5 {
+				t.Fatalf("after a replay the session keeps its events from %d of %d", s.KeptFrom(), last)
+			}
 		}
 		checkJournal(t, r.store, s.ID())
 	})
 }
 
-// copyingStore is a memory store whose Load hands out copies of what it
-// keeps, as a store that reads its journals from elsewhere (JetStream) does:
-// what a loaded session holds is then its own, not shared with the store.
+// copyingStore is a memory store whose Load hands out its own copies of
+// what it keeps, as the JetStream store does: each batch is one buffer, its
+// frames and state slices of it (a message as the store read it), so a
+// loaded session that keeps a frame keeps its batch's buffer.
 type copyingStore struct{ *engine.MemoryStore }
 
 func (c copyingStore) Load(ctx context.Context, session string) ([]engine.Batch, error) {
 	batches, err := c.MemoryStore.Load(ctx, session)
 	for i, b := range batches {
-		events := make([]engine.Event, len(b.Events))
-		for j, ev := range b.Events {
-			events[j] = engine.Event{Seq: ev.Seq, Type: strings.Clone(ev.Type), Frame: bytes.Clone(ev.Frame)}
+		var buf []byte
+		for _, ev := range b.Events {
+			buf = append(buf, ev.Frame...)
 		}
-		batches[i] = engine.Batch{Events: events, State: bytes.Clone(b.State), Agent: b.Agent}
+		buf = append(buf, b.State...)
+		events := make([]engine.Event, len(b.Events))
+		at := 0
+		for j, ev := range b.Events {
+			events[j] = engine.Event{Seq: ev.Seq, Type: strings.Clone(ev.Type), Frame: buf[at : at+len(ev.Frame) : at+len(ev.Frame)]}
+			at += len(ev.Frame)
+		}
+		batches[i] = engine.Batch{Events: events, Agent: b.Agent}
+		if b.State != nil {
+			batches[i].State = buf[at:]
+		}
 	}
 	return batches, err
 }
@@ -327,8 +450,8 @@ func TestOpenedFromItsStartReadsTheJournalOnce(t *testing.T) {
 	if s.KeptFrom() <= 1 {
 		t.Errorf("after the replay the session still keeps every event (from %d)", s.KeptFrom())
 	}
-	replayed(t, s, store, 0)
-	if n := store.loads.Load() - before; n != 1+2 { // the replay's read and replayed's own
+	replayed(t, s, store.MemoryStore, 0)
+	if n := store.loads.Load() - before; n != 1+1 { // the replay's read and replayed's own
 		t.Errorf("the next replay from the start read the store %d times, want 2 (with the test's own)", n-1)
 	}
 }

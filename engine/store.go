@@ -18,8 +18,9 @@ import (
 // session from one goroutine at a time, in order, and reads a journal
 // before the session runs, and while it runs for a page's replay from
 // before the events it keeps in memory (Options.ReplayBytes): a Load may
-// come while the session's Appends do, and reads what was appended before
-// it. Implementations: MemoryStore here, and the NATS
+// come while the session's Appends do. It returns the journal from its
+// start, which may end before the last Append where replicas lag (the
+// engine reads again). Implementations: MemoryStore here, and the NATS
 // JetStream store in store/jetstream; store/storetest holds the contract
 // tests both pass.
 type Store interface {

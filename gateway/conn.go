@@ -351,9 +351,10 @@ func (c *conn) open(f SessionOpen) {
 		c.refuse(errorCode(err), fmt.Sprintf("session.open: %v", err))
 		return
 	}
-	if _, loaded := eng.Session(f.Session); !loaded {
-		// A new session is stored, one out of memory read: with the store
-		// down either would hold this socket's reader (its pings
+	if s, loaded := eng.Session(f.Session); !loaded || f.After < s.KeptFrom()-1 {
+		// A new session is stored, one out of memory read, and so is a
+		// replay from before the events a session keeps in memory: with
+		// the store down each would hold this socket's reader (its pings
 		// unanswered) until the store's timeouts. The page tries again.
 		if err := eng.StoreHealth(); err != nil {
 			c.refuse(engine.WireStoreFailed, fmt.Sprintf("session.open: %v: try again once it is back", err))

@@ -348,27 +348,31 @@ func (d *downStore) Healthy() error {
 }
 
 // TestOpenWhileTheStoreIsDown: while the store says it is down, a page
-// asking for a new session is refused at once with store_unavailable,
+// asking for a new session, or for a replay from before the events a
+// session in memory keeps, is refused at once with store_unavailable,
 // naming the cause, and its socket carries on (its reader was held until
 // the store's timeouts, the pings unanswered, and the socket closed with
-// 4000): a session in memory opens on it as usual, and once the store is
-// back a new one opens again.
+// 4000): a session in memory opens on it as usual from its kept events,
+// and once the store is back a new one opens again.
 func TestOpenWhileTheStoreIsDown(t *testing.T) {
 	store := &downStore{MemoryStore: engine.NewMemoryStore()}
-	h := newHarness(t, harnessOptions{engine: engine.Options{Store: store}})
+	h := newHarness(t, harnessOptions{engine: engine.Options{Store: store, ReplayBytes: 1}})
 	b := h.newBrowser(nil)
 	first, id := b.open(nil)
 	first.say("one")
 	first.idleAfter(0)
+	last := h.session(id).LastSeq()
 	store.down.Store(true)
 
 	c := b.dial(nil)
-	c.send(map[string]any{"type": "session.open"})
-	if f := c.untilError(); f.Code != string(engine.WireStoreFailed) || !strings.Contains(f.errorText(), "RECONNECTING") {
-		t.Errorf("a new session while the store is down: %s, want store_unavailable naming the cause", f)
+	for _, open := range []map[string]any{{"type": "session.open"}, {"type": "session.open", "session": id}} {
+		c.send(open)
+		if f := c.untilError(); f.Code != string(engine.WireStoreFailed) || !strings.Contains(f.errorText(), "RECONNECTING") {
+			t.Errorf("%v while the store is down: %s, want store_unavailable naming the cause", open, f)
+		}
 	}
 	// The same socket goes on: its reader was not held.
-	c.send(map[string]any{"type": "session.open", "session": id})
+	c.send(map[string]any{"type": "session.open", "session": id, "after": last})
 	if f := c.untilType("session.opened"); f.Session != id {
 		t.Errorf("the session in memory opened %s, want %s", f.Session, id)
 	}

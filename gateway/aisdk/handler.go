@@ -249,7 +249,7 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	start, peek, err := responseStart(ctx, sess)
+	response, through, peek, err := currentResponse(ctx, sess)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -258,17 +258,18 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: start - 1, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
+	// The page that streams starts where the peek's replay ended.
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: through, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
 	peek.Detach() // once the page is there: the session is never left without one
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	defer page.Detach()
-	// Attach queues session.opened and the whole replay at once, in one
-	// step of the session: one Take has them all. A message another tab
-	// sent since the peek starts the response.
-	replay, _ := lastResponse(page.Take(nil))
+	// Attach queues session.opened and its replay at once, in one step of
+	// the session: one Take has them all. A message another tab sent since
+	// the peek starts the response.
+	replay, _ := lastResponse(append(response, page.Take(nil)[1:]...))
 	if !inProgress(replay) {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -278,27 +279,27 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	st.run(ctx, page, replay)
 }
 
-// responseStart finds the seq of the chat's last user message, where the
-// response to resume starts: among the events the session keeps in memory,
-// where it nearly always is, else from the chat's start. It reads them on a
-// page that runs no tool, so that no call is delivered to it, and returns
-// that page, attached, for the caller to detach; none when the chat has no
-// user message.
-func responseStart(ctx context.Context, sess *engine.Session) (int64, *engine.Page, error) {
+// currentResponse reads the chat's last response, from its user message
+// on: among the events the session keeps in memory, where it nearly always
+// is, else from the chat's start. It reads them on a page that runs no
+// tool, so that no call is delivered to it, and returns them with the seq
+// its replay ended at, and that page, attached, for the caller to detach;
+// no page when the chat has no user message.
+func currentResponse(ctx context.Context, sess *engine.Session) ([]engine.Event, int64, *engine.Page, error) {
 	for _, after := range []int64{max(sess.KeptFrom()-1, 0), 0} {
 		peek, err := sess.Attach(ctx, engine.AttachOptions{After: after, Handoff: true})
 		if err != nil {
-			return 0, nil, err
+			return nil, 0, nil, err
 		}
 		if response, ok := lastResponse(peek.Take(nil)); ok {
-			return response[0].Seq, peek, nil
+			return response, response[len(response)-1].Seq, peek, nil
 		}
 		peek.Detach()
 		if after == 0 {
 			break
 		}
 	}
-	return 0, nil, nil
+	return nil, 0, nil, nil
 }
 
 // lastResponse returns the events from the last user message on, and false
@@ -323,11 +324,14 @@ func inProgress(response []engine.Event) bool {
 	return true
 }
 
+// isUserMessage says whether a message event is the user's, not a
+// sub-agent's task (which has a parent).
 func isUserMessage(frame json.RawMessage) bool {
 	var ev struct {
+		Parent  string `json:"parent"`
 		Message struct {
 			Role string `json:"role"`
 		} `json:"message"`
 	}
-	return json.Unmarshal(frame, &ev) == nil && ev.Message.Role == "user"
+	return json.Unmarshal(frame, &ev) == nil && ev.Message.Role == "user" && ev.Parent == ""
 }

@@ -78,9 +78,10 @@ func readDirect[T any](s *Store, direct, fallback func() (T, error)) (T, error) 
 	return fallback()
 }
 
-// readJournal reads session's journal from its start to its end, which is
-// at least the message at stream sequence through (its last, as lastMsg
-// read it; none is appended after it while this node holds the lease).
+// readJournal reads session's journal from its start to the message at
+// stream sequence through (its last, as lastMsg read it: a load, before the
+// session runs, reads it whole; a replay's read, while the session runs,
+// what was appended before it, or less if a replica that answered lags).
 // It asks for the messages' payloads only (no_hdr, from 2.12): the client
 // would parse every message's headers into a map, 30 allocations a
 // message. The batch's end says the last sequence it sent, where the next
