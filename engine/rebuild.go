@@ -441,15 +441,39 @@ func (e *Engine) sweepExpired() {
 		if _, loaded := e.Session(sum.ID); loaded {
 			continue
 		}
-		if err := e.opts.Store.Delete(ctx, sum.ID); err != nil {
-			e.opts.Logger.Warn("retention: failed to delete a session", "session", sum.ID, "err", err)
-			continue
+		if e.deleteUnowned(ctx, sum.ID) {
+			n++
 		}
-		n++
 	}
 	if n > 0 {
 		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
 	}
+}
+
+// deleteUnowned deletes an expired session from the store, unless a node
+// runs it: on a store that nodes share (Owners), under the session's lease,
+// which another node holds while the session is in its memory (a page
+// open on a chat untouched for longer than Retain).
+func (e *Engine) deleteUnowned(ctx context.Context, id string) bool {
+	if owners, ok := e.opts.Store.(Owners); ok {
+		own, err := owners.Own(ctx, id, func() {})
+		if err != nil {
+			if !errors.Is(err, ErrOwnedElsewhere) {
+				e.opts.Logger.Warn("retention: failed to take an expired session's lease; it is deleted at a later sweep", "session", id, "err", err)
+			}
+			return false
+		}
+		defer func() {
+			if err := own.Release(context.WithoutCancel(ctx)); err != nil {
+				e.opts.Logger.Warn("retention: failed to give a deleted session's lease back; it expires by itself", "session", id, "err", err)
+			}
+		}()
+	}
+	if err := e.opts.Store.Delete(ctx, id); err != nil {
+		e.opts.Logger.Warn("retention: failed to delete a session", "session", id, "err", err)
+		return false
+	}
+	return true
 }
 
 // journalCalls are the calls a journal's events started, in order, and
