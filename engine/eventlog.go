@@ -424,7 +424,7 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 	defer l.mu.Unlock()
 	l.unpinLocked(pn)
 	if l.closed {
-		return ErrSessionClosed
+		return cmp.Or(l.closedBy, ErrSessionClosed)
 	}
 	last := int64(l.events.len())
 	if after > last {

@@ -1,16 +1,16 @@
 package engine
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/clienttools/gateway/clock"
 	"iter"
 	"log/slog"
 	"slices"
+	"time"
 	"unicode/utf8"
+
+	"github.com/clienttools/gateway/clock"
 )
 
 // Limits on what one page may declare.

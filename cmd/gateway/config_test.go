@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"github.com/clienttools/gateway/engine/model"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/store/jetstream"
 )
