@@ -37,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 		natsReplicas:  1,
 		retain:        engine.DefaultRetain,
 		unload:        engine.DefaultUnload,
+		replayMemory:  engine.DefaultReplayBytes,
 		leaseTTL:      jetstream.DefaultLeaseTTL,
 		logLevel:      slog.LevelInfo,
 		pageTools:     true,
@@ -122,6 +123,16 @@ func TestParseConfig(t *testing.T) {
 			}),
 		},
 		{
+			name: "replay memory",
+			args: []string{"--replay-memory", "4096"},
+			want: with(func(c *config) { c.replayMemory = 4096 }),
+		},
+		{
+			name: "every event kept for replays",
+			env:  map[string]string{"GATEWAY_REPLAY_MEMORY": "-1"},
+			want: with(func(c *config) { c.replayMemory = -1 }),
+		},
+		{
 			name: "browser shares",
 			args: []string{"--max-sockets", "4", "--max-new-sessions", "-1", "--max-live-sessions", "8"},
 			want: with(func(c *config) { c.maxSockets, c.maxNew, c.maxLive = 4, -1, 8 }),
@@ -192,6 +203,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"the environment is named", nil, map[string]string{"GATEWAY_DRAIN": "bogus"}, `drain "bogus" is not a Go duration of zero or more such as "5s" (from the environment: GATEWAY_DRAIN)`},
 		{"replicas on the embedded server", []string{"--nats-replicas", "3"}, nil, "nats-replicas 3 needs a NATS cluster (--nats-url)"},
 		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
+		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
+		{"replay memory with a unit", []string{"--replay-memory", "64KiB"}, nil, "replay-memory"},
 		{"read limit with a unit", []string{"--read-limit", "1MB"}, nil, "read-limit"},
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},

@@ -58,6 +58,7 @@ type config struct {
 	natsReplicas  int
 	retain        time.Duration
 	unload        time.Duration
+	replayMemory  int
 	nodeID        string
 	leaseTTL      time.Duration
 	drain         time.Duration
@@ -166,6 +167,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url, unique and stable across restarts, such as a pod's name (env GATEWAY_NODE_ID); default a random id, so a restarted node waits --lease-ttl for its sessions")
 	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
 	drain := fs.String("drain", env("GATEWAY_DRAIN", "5s"), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
+	replayMemory := fs.String("replay-memory", env("GATEWAY_REPLAY_MEMORY", strconv.Itoa(engine.DefaultReplayBytes)), "bytes of its latest events a session in memory keeps for the pages that resume, counting 64 a frame for its bookkeeping; a page that resumes from before them, or opens the chat from its start, is replayed from the store; -1: every event (env GATEWAY_REPLAY_MEMORY)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	maxMessage := fs.String("max-message", env("GATEWAY_MAX_MESSAGE", strconv.Itoa(engine.DefaultMaxMessageBytes)), "longest user message a session takes, in bytes; longer ones are refused with limit_exceeded (env GATEWAY_MAX_MESSAGE)")
 	maxModelTurns := fs.String("max-model-turns", env("GATEWAY_MAX_MODEL_TURNS", strconv.Itoa(engine.DefaultLimits.MaxModelTurns)), "model turns that may answer one user message, for agents whose config sets none; -1: no limit (env GATEWAY_MAX_MODEL_TURNS)")
@@ -214,6 +216,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.unload, err = positiveDuration("unload", *unload); err != nil {
 		return c, err
+	}
+	if c.replayMemory, err = strconv.Atoi(*replayMemory); err != nil || (c.replayMemory <= 0 && c.replayMemory != -1) {
+		return c, fmt.Errorf("replay-memory %q is not a positive number of bytes, or -1 for every event", *replayMemory)
 	}
 	if c.leaseTTL, err = positiveDuration("lease-ttl", *leaseTTL); err != nil {
 		return c, err
@@ -388,6 +393,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		WorkerTimeout:   cfg.workerTimeout,
 		Retain:          cfg.retain,
 		Unload:          cfg.unload,
+		ReplayBytes:     cfg.replayMemory,
 		Drain:           cfg.drain,
 		MaxLiveSessions: cfg.maxLive,
 		MaxDepth:        cfg.maxDepth,
