@@ -12,6 +12,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // loadCounter is a memory store that counts its Loads, fails them while
@@ -81,7 +82,8 @@ func chat(h *harness, turns int) {
 // within them costs no read.
 func TestReplayFromTheStore(t *testing.T) {
 	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
-	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+	m := metrics.New()
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1, Metrics: m})
 	chat(h, 10)
 	last := h.s.LastSeq()
 	if last < 40 {
@@ -96,6 +98,10 @@ func TestReplayFromTheStore(t *testing.T) {
 		if n := store.loads.Load() - before; n != tc.loads {
 			t.Errorf("a replay after %d of %d read the store %d times, want %d", tc.after, last, n, tc.loads)
 		}
+	}
+	// Each read is in gateway_replay_store_read_seconds.
+	if n, _ := histogram(t, m, "gateway_replay_store_read_seconds"); n != uint64(store.loads.Load()) {
+		t.Errorf("gateway_replay_store_read_seconds counted %d reads, the store had %d", n, store.loads.Load())
 	}
 }
 
@@ -185,6 +191,53 @@ func replayWhileEventsLeave(t *testing.T, streamed bool) {
 	}
 	if n := store.loads.Load(); n != 1 {
 		t.Errorf("the store was read %d times for one replay, want once", n)
+	}
+}
+
+// TestReplaysShareARead: pages that open a chat from its start while its
+// journal is being read for another page's replay share that read.
+func TestReplaysShareARead(t *testing.T) {
+	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+	chat(h, 3)
+	held := make(chan struct{})
+	store.release = make(chan struct{})
+	store.hold = held
+	const pages = 5
+	done := make(chan []engine.Event, pages)
+	attachFromStart := func() {
+		p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: 0})
+		if err != nil {
+			t.Error(err)
+			done <- nil
+			return
+		}
+		defer p.Detach()
+		done <- p.Take(nil)
+	}
+	go attachFromStart()
+	recv(t, held, "the first replay's read of the store")
+	for range pages - 1 {
+		go attachFromStart()
+	}
+	// The others join the read under way: nothing shows they have but
+	// time (a read of their own would be a second Load, or more).
+	time.Sleep(200 * time.Millisecond)
+	close(store.release)
+	all := stored(t, store.MemoryStore, h.s.ID())
+	for range pages {
+		frames := recv(t, done, "a page's replay")
+		if len(frames)-1 != len(all) {
+			t.Fatalf("%d events replayed, %d stored", len(frames)-1, len(all))
+		}
+		for i, ev := range frames[1:] {
+			if ev.Seq != int64(i+1) || string(ev.Frame) != string(all[i].Frame) {
+				t.Fatalf("replayed event %d has seq %d", i, ev.Seq)
+			}
+		}
+	}
+	if n := store.loads.Load(); n > 2 {
+		t.Errorf("%d pages opening the chat at once read its journal %d times", pages, n)
 	}
 }
 

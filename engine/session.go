@@ -41,6 +41,11 @@ type Session struct {
 	// budget used up (noteBudget); nil while it takes them.
 	budgetUsed atomic.Pointer[string]
 
+	// reading is the read of the journal under way for replays from the
+	// store, which the pages that resume meanwhile share (page.go).
+	readingMu sync.Mutex
+	reading   *journalRead
+
 	// Owned by the run goroutine.
 	agent        AgentConfig
 	tools        agentTools // agent.Tools by name, with their schemas

@@ -41,6 +41,7 @@ type Metrics struct {
 	modelTokens             *prometheus.CounterVec
 	modelDuration           *prometheus.HistogramVec
 	storeAppend             *prometheus.HistogramVec
+	replayRead              *prometheus.HistogramVec
 	guards                  *prometheus.CounterVec
 	limits                  *prometheus.CounterVec
 }
@@ -90,13 +91,15 @@ func New() *Metrics {
 		Help: "A model turn's duration, by model.", Buckets: durationBuckets}, []string{"model"})
 	m.storeAppend = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_store_append_seconds",
 		Help: "One append of a session step to the store, by outcome (ok or error).", Buckets: durationBuckets}, []string{"outcome"})
+	m.replayRead = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_replay_store_read_seconds",
+		Help: "One read of a session's journal for the replays of pages that resume from before the events the session keeps in memory, by outcome (ok or error).", Buckets: durationBuckets}, []string{"outcome"})
 	m.guards = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_guards_tripped_total",
 		Help: "Agents stopped by a guard, by guard."}, []string{"guard"})
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_limits_hit_total",
 		Help: "Requests refused at one of a browser's limits, by limit."}, []string{"limit"})
 	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.streams, m.framesIn, m.framesOut,
 		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns,
-		m.modelTokens, m.modelDuration, m.storeAppend, m.guards, m.limits} {
+		m.modelTokens, m.modelDuration, m.storeAppend, m.replayRead, m.guards, m.limits} {
 		f(c)
 	}
 	return m
@@ -214,6 +217,18 @@ func (m *Metrics) StoreAppend(took time.Duration, err error) {
 		outcome = "error"
 	}
 	m.storeAppend.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// ReplayRead records one read of a journal for replays from the store.
+func (m *Metrics) ReplayRead(took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.replayRead.WithLabelValues(outcome).Observe(took.Seconds())
 }
 
 // GuardTripped counts an agent stopped by guard.
