@@ -329,6 +329,16 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		}
 	}
 	if err := s.do(ctx, func() error { return s.attach(p, o, older, pn) }); err != nil {
+		// ctx may have ended with the attach queued, not yet run: if it
+		// runs, the page leaves again, as nobody will read or detach it.
+		_ = s.post(context.Background(), func() {
+			if p.attached {
+				s.log.mu.Lock()
+				s.log.drop(p, nil)
+				s.log.mu.Unlock()
+				s.pageLeft(p)
+			}
+		})
 		return nil, err
 	}
 	return p, nil
@@ -408,7 +418,11 @@ func (s *Session) readJournal(ctx context.Context) ([]Event, error) {
 			start := time.Now()
 			r.events, r.err = s.loadEvents(ctx)
 			s.e.opts.Metrics.ReplayRead(time.Since(start), r.err)
-			s.logger.Info("journal read for a replay", "events", len(r.events), "took", time.Since(start), "err", r.err)
+			if r.err == nil {
+				s.logger.Info("journal read for a replay", "events", len(r.events), "took", time.Since(start))
+			} else if ctx.Err() == nil {
+				s.logger.Warn("failed to read the journal for a replay", "took", time.Since(start), "err", r.err)
+			}
 			s.readingMu.Lock()
 			s.reading = nil
 			s.readingMu.Unlock()

@@ -494,3 +494,52 @@ func TestIdleSessionUnloads(t *testing.T) {
 		t.Errorf("transcript after the load: %+v, %v", tr, err)
 	}
 }
+
+// TestAttachGivenUpLeavesNoPage: an Attach whose context ends while the
+// session is busy returns the context's error, and the page it queued
+// leaves once the session gets to it: the session, with no page, unloads.
+func TestAttachGivenUpLeavesNoPage(t *testing.T) {
+	busy, release := make(chan struct{}), make(chan struct{})
+	w := &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		if m, ok := req.Trigger.(engine.UserMessage); ok && m.Message.Content == "hold" {
+			close(busy)
+			<-release
+		}
+		return req.Proposed, nil
+	}}
+	h := setup(t, w, textModel(), engine.Options{Unload: time.Minute})
+	h.page.Detach()
+	h.transcript() // a barrier: the page has left
+	if err := h.s.Send(context.Background(), "hold"); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, busy, "the worker holding the session")
+	ctx, cancel := context.WithCancel(context.Background())
+	attached := make(chan error, 1)
+	go func() {
+		_, err := h.s.Attach(ctx, engine.AttachOptions{After: h.s.LastSeq()})
+		attached <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // the attach is queued behind the held step
+	cancel()
+	if err := recv(t, attached, "Attach"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Attach with its context ended: %v, want context.Canceled", err)
+	}
+	close(release)
+	// The turn the held message started ends when it ends: the unload
+	// timer starts then, so time moves until the session unloads.
+	for deadline := time.Now().Add(hangGuard); ; {
+		h.clock.Advance(time.Minute)
+		select {
+		case <-h.s.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session did not unload: the page its given-up Attach queued is still attached")
+		}
+	}
+}
