@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -324,4 +325,46 @@ func budgetWorker(agent engine.AgentConfig, raises bool, raised engine.Limits) *
 		return req.Proposed, nil
 	}
 	return w
+}
+
+// TestMessagesWaitingForATurnAreBounded: the user messages that wait for a
+// running turn may hold at most MaxMessageBytes together (they ride in
+// every step's state, which must fit the store's message); past it a
+// message is refused with ErrLimitExceeded, and once the turn ends they
+// are taken again.
+func TestMessagesWaitingForATurnAreBounded(t *testing.T) {
+	started, finish := make(chan struct{}, 10), make(chan struct{})
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		started <- struct{}{}
+		if last := req.Messages[len(req.Messages)-1]; last.Content == "hold" {
+			<-finish
+		}
+		return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
+	}}
+	h := setup(t, &testWorker{}, m, engine.Options{MaxMessageBytes: 100})
+	h.send("hold")
+	recv(t, started, "the held turn")
+	ctx := context.Background()
+	for i, content := range []string{strings.Repeat("a", 60), strings.Repeat("b", 40)} {
+		if err := h.s.Send(ctx, content); err != nil {
+			t.Fatalf("waiting message %d: %v", i, err)
+		}
+	}
+	h.transcript() // a barrier: the two wait
+	if err := h.s.Send(ctx, "c"); !errors.Is(err, engine.ErrLimitExceeded) || !strings.Contains(err.Error(), "waiting for the running turn") {
+		t.Errorf("a message past the waiting messages' bound: %v, want ErrLimitExceeded saying why", err)
+	}
+	close(finish)
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+		tr := h.transcript()
+		if len(tr) >= 6 && tr[len(tr)-1].Role == model.RoleAssistant {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiting messages were not answered: %+v", tr)
+		}
+	}
+	if err := h.s.Send(ctx, strings.Repeat("d", 100)); err != nil {
+		t.Errorf("a message once none waits: %v", err)
+	}
 }

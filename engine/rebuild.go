@@ -235,6 +235,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 			msg.ID = st.WaitingIDs[i]
 		}
 		s.waiting = append(s.waiting, waitingMessage{msg: msg})
+		s.waitingBytes.Add(int64(len(msg.Content)))
 	}
 	for i, q := range st.Queue {
 		t, err := DecodeTrigger(q.Trigger)

@@ -40,6 +40,11 @@ type Session struct {
 	// budgetUsed says why the session takes no more messages, its token
 	// budget used up (noteBudget); nil while it takes them.
 	budgetUsed atomic.Pointer[string]
+	// waitingBytes is the content of the user messages waiting for the
+	// running turn (waiting), which send bounds: they ride in every step's
+	// state until they join the transcript, and a state must fit the
+	// store's message.
+	waitingBytes atomic.Int64
 
 	// reading is the read of the journal under way for replays from the
 	// store, which the pages that resume meanwhile share (page.go).
@@ -510,6 +515,9 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 	if err := s.log.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
+	if waiting := s.waitingBytes.Load(); waiting > 0 && waiting+int64(len(msg.Content)) > int64(s.e.opts.MaxMessageBytes) {
+		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, waiting, s.e.opts.MaxMessageBytes)
+	}
 	if why := s.budgetUsed.Load(); why != nil {
 		// A copy of a message taken before the budget ran out (its page
 		// lost the socket before message.taken) is confirmed, not refused.
@@ -540,6 +548,7 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		// worker answers with nothing to do.
 		s.idle = false
 		s.waiting = append(s.waiting, waitingMessage{msg: msg, page: from})
+		s.waitingBytes.Add(int64(len(msg.Content)))
 	})
 }
 
@@ -638,6 +647,7 @@ func (s *Session) drain() {
 		}
 		w := s.waiting[0]
 		s.waiting = s.waiting[1:]
+		s.waitingBytes.Add(-int64(len(w.msg.Content)))
 		s.updated = s.e.opts.Clock.Now()
 		if s.title == "" {
 			s.title = titleOf(w.msg.Content)

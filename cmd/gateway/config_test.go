@@ -204,6 +204,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"replicas on the embedded server", []string{"--nats-replicas", "3"}, nil, "nats-replicas 3 needs a NATS cluster (--nats-url)"},
 		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
 		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
+		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},
+		{"a lease shorter than the store keeps", []string{"--lease-ttl", "1ms"}, nil, "lease-ttl 1ms is under 100ms"},
+		{"a retention shorter than the store keeps", []string{"--retain", "1ns"}, nil, "retain 1ns is under 100ms"},
 		{"replay memory with a unit", []string{"--replay-memory", "64KiB"}, nil, "replay-memory"},
 		{"read limit with a unit", []string{"--read-limit", "1MB"}, nil, "read-limit"},
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
@@ -292,6 +295,20 @@ func TestDescribeModel(t *testing.T) {
 		}
 		if got := describeModel(cfg, models); got != tc.want {
 			t.Errorf("env %v, args %v: %q, want %q", tc.env, tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestRedactedURLs: the start's line names the NATS servers without their
+// passwords or tokens.
+func TestRedactedURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://u:s3cret@a:4222, nats://b:4222", "nats://u:xxxxx@a:4222, nats://b:4222"},
+		{"nats://t0ken@a:4222", "nats://xxxxx@a:4222"},
+	} {
+		if got := redactedURLs(tc.in); got != tc.want || strings.Contains(got, "s3cret") || strings.Contains(got, "t0ken") {
+			t.Errorf("redactedURLs(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

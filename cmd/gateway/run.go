@@ -196,6 +196,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		// GATEWAY_OFFLINE, which the default was drawn from.
 		c.model = defaultModel(c.offline, getenv)
 	}
+	if strings.TrimSpace(c.listen) == "" {
+		return c, fmt.Errorf("listen is empty: give host:port, :port for every interface, or a bare port for 127.0.0.1")
+	}
 	if _, err := strconv.Atoi(c.listen); err == nil {
 		c.listen = "127.0.0.1:" + c.listen // a bare port: this machine only, like the default
 	}
@@ -222,6 +225,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.leaseTTL, err = positiveDuration("lease-ttl", *leaseTTL); err != nil {
 		return c, err
+	}
+	// JetStream keeps nothing for less (a stream's or a bucket's max age).
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"retain", c.retain}, {"lease-ttl", c.leaseTTL}} {
+		if d.value < 100*time.Millisecond {
+			return c, fmt.Errorf("%s %v is under 100ms, the shortest time the store keeps anything for", d.name, d.value)
+		}
 	}
 	if c.drain, err = time.ParseDuration(*drain); err != nil || c.drain < 0 {
 		return c, fmt.Errorf("drain %q is not a Go duration of zero or more such as \"5s\"", *drain)
@@ -303,7 +315,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		c.workerSecret = getenv("GATEWAY_WORKER_SECRET")
 	}
 	if c.workerURL != "" && c.workerSecret == "" {
-		return c, errors.New("worker-url needs a secret: set GATEWAY_WORKER_SECRET")
+		return c, errors.New("worker-url needs a secret: set GATEWAY_WORKER_SECRET (or --worker-secret, which ps shows)")
 	}
 	// The drain, then the sockets, the sessions and the store.
 	c.shutdownGrace = c.drain + 10*time.Second

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -42,7 +44,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	}
 	o := jetstream.Options{URL: cfg.natsURL, Replicas: cfg.natsReplicas, CookieLifetime: cfg.retain, Logger: logger,
 		Node: cfg.nodeID, LeaseTTL: cfg.leaseTTL}
-	where := "NATS at " + cfg.natsURL
+	where := "NATS at " + redactedURLs(cfg.natsURL)
 	if cfg.natsURL == "" {
 		dir, err := filepath.Abs(cfg.dataDir)
 		if err != nil {
@@ -68,4 +70,19 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 		opened.where += ", node " + s.Node()
 	}
 	return opened, nil
+}
+
+// redactedURLs is a comma-separated list of NATS URLs with their passwords
+// (and tokens) replaced: the start's line and logs are no place for them.
+func redactedURLs(list string) string {
+	urls := strings.Split(list, ",")
+	for i, u := range urls {
+		if parsed, err := url.Parse(strings.TrimSpace(u)); err == nil && parsed.User != nil {
+			if _, hasPassword := parsed.User.Password(); !hasPassword {
+				parsed.User = url.User("xxxxx") // a token alone
+			}
+			urls[i] = parsed.Redacted()
+		}
+	}
+	return strings.Join(urls, ",")
 }

@@ -179,11 +179,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 					o.Logger.Warn("disconnected from NATS", "err", err)
 				}
 			}),
-			nats.ReconnectHandler(func(nc *nats.Conn) { o.Logger.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }))
+			nats.ReconnectHandler(func(nc *nats.Conn) { o.Logger.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }))
 	}
 	if err != nil {
 		s.closeServer()
 		return nil, fmt.Errorf("failed to connect to NATS: %w", err)
+	}
+	if max := s.nc.MaxPayload(); max < MaxBatch {
+		o.Logger.Warn("the NATS server takes messages of at most max_payload bytes, and a session's step may need up to max_batch: raise max_payload to at least that, or a step over it leaves its session unable to store anything (deploy.md)",
+			"max_payload", max, "max_batch", MaxBatch)
 	}
 	if err := s.setUp(ctx); err != nil {
 		s.Close()
