@@ -5,7 +5,10 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -262,6 +265,28 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	err := run(t.Context(), []string{"--read-limit", "0"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "read-limit") {
 		t.Errorf("run = %v, want the read-limit error", err)
+	}
+}
+
+// TestRunThatCannotListenWritesNothing: a start whose address is taken
+// (or whose metrics address is) fails before it opens the store: the data
+// directory is not even made.
+func TestRunThatCannotListenWritesNothing(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, flag := range []string{"--listen", "--metrics-listen"} {
+		dir := filepath.Join(t.TempDir(), "data")
+		args := []string{"--listen", "127.0.0.1:0", "--data-dir", dir, flag, taken.Addr().String()}
+		err := run(t.Context(), args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "failed to listen") {
+			t.Errorf("%s on a taken address: %v, want failed to listen", flag, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s on a taken address: the data directory was made (%v)", flag, err)
+		}
 	}
 }
 

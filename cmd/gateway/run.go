@@ -390,6 +390,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		}()
 	}
+	// Listen before anything is opened: a start that cannot listen leaves
+	// the data as it was (opening the store resumes sessions, which may
+	// settle a call).
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("failed to listen: %w", err)
+	}
+	defer ln.Close()
+	var mln net.Listener
+	if cfg.metricsListen != "" {
+		if mln, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			return fmt.Errorf("failed to listen for metrics: %w", err)
+		}
+		defer mln.Close()
+	}
 	m := metrics.New()
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
@@ -449,16 +464,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("failed to listen: %w", err)
-	}
-	if cfg.metricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.metricsListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("failed to listen for metrics: %w", err)
-		}
+	if mln != nil {
 		msrv := &http.Server{Handler: metricsMux(m), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
