@@ -208,6 +208,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
 		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},
+		{"a memory store with a NATS URL", []string{"--store", "memory"}, map[string]string{"GATEWAY_NATS_URL": "nats://127.0.0.1:4222"}, "for --store jetstream"},
 		{"a lease shorter than the store keeps", []string{"--lease-ttl", "1ms"}, nil, "lease-ttl 1ms is under 100ms"},
 		{"a retention shorter than the store keeps", []string{"--retain", "1ns"}, nil, "retain 1ns is under 100ms"},
 		{"replay memory with a unit", []string{"--replay-memory", "64KiB"}, nil, "replay-memory"},

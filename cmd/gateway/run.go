@@ -247,7 +247,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("nats-replicas %d needs a NATS cluster (--nats-url): the embedded NATS server is one node and keeps one copy", c.natsReplicas)
 	}
 	switch c.store {
-	case "jetstream", "memory":
+	case "jetstream":
+	case "memory":
+		// A node meant for a cluster that kept nothing would be worse
+		// than one that does not start.
+		if c.natsURL != "" || c.natsReplicas > 1 {
+			return c, fmt.Errorf("store memory keeps sessions in this process: --nats-url and --nats-replicas are for --store jetstream")
+		}
 	default:
 		return c, fmt.Errorf("store %q: want jetstream or memory", c.store)
 	}
