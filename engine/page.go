@@ -194,10 +194,15 @@ func (p *Page) Cancel(ctx context.Context) error {
 // attempts it held move to another page that declared their tools, with
 // their deadlines unchanged, or wait for one.
 func (p *Page) Detach() {
-	p.s.log.mu.Lock()
-	p.s.log.drop(p, nil)
-	p.s.log.mu.Unlock()
+	p.endStream()
 	_ = p.s.post(context.Background(), func() { p.s.pageLeft(p) })
+}
+
+// endStream ends p's stream: no more frames are queued on it.
+func (p *Page) endStream() {
+	p.s.log.mu.Lock()
+	defer p.s.log.mu.Unlock()
+	p.s.log.drop(p, nil)
 }
 
 // signal wakes the page's reader; the eventLog lock is held.
@@ -333,9 +338,7 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 		// runs, the page leaves again, as nobody will read or detach it.
 		_ = s.post(context.Background(), func() {
 			if p.attached {
-				s.log.mu.Lock()
-				s.log.drop(p, nil)
-				s.log.mu.Unlock()
+				p.endStream()
 				s.pageLeft(p)
 			}
 		})

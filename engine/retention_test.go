@@ -10,7 +10,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/store/jetstream"
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
 )
 
 // TestRetentionSparesAnotherNodesSession: on a NATS that nodes share, a
@@ -18,19 +18,11 @@ import (
 // leaves one that another node has in memory (a page open on a chat
 // untouched for longer than Retain), which keeps working.
 func TestRetentionSparesAnotherNodesSession(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	url := natstest.Server(t, nil)
 	ctx := context.Background()
 	start := func(node string, c *clock.Fake) (*engine.Engine, engine.Store) {
 		t.Helper()
-		store, err := jetstream.Open(ctx, jetstream.Options{URL: ns.ClientURL(), Node: node, Logger: quiet()})
+		store, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: node, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}

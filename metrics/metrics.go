@@ -212,11 +212,7 @@ func (m *Metrics) StoreAppend(took time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	outcome := "ok"
-	if err != nil {
-		outcome = "error"
-	}
-	m.storeAppend.WithLabelValues(outcome).Observe(took.Seconds())
+	m.storeAppend.WithLabelValues(outcomeOf(err)).Observe(took.Seconds())
 }
 
 // ReplayRead records one read of a journal for replays from the store.
@@ -224,11 +220,15 @@ func (m *Metrics) ReplayRead(took time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	outcome := "ok"
+	m.replayRead.WithLabelValues(outcomeOf(err)).Observe(took.Seconds())
+}
+
+// outcomeOf is the outcome label of a store's operation.
+func outcomeOf(err error) string {
 	if err != nil {
-		outcome = "error"
+		return "error"
 	}
-	m.replayRead.WithLabelValues(outcome).Observe(took.Seconds())
+	return "ok"
 }
 
 // GuardTripped counts an agent stopped by guard.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/store/jetstream/natstest"
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 )
@@ -344,16 +344,7 @@ func (f wireFrame) seq() int64 {
 // gateways' cluster would be, and returns its URL.
 func natsURL(t *testing.T) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(hang) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return natstest.Server(t, nil)
 }
 
 // twoNodes starts a NATS server and two gateway processes on it, node-a and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -21,22 +22,7 @@ import (
 // member would be, for stores that share it.
 func natsServer(t *testing.T) string {
 	t.Helper()
-	return natsServerWith(t, nil)
-}
-
-// natsServerWith is natsServer with users (nil: none).
-func natsServerWith(t *testing.T, users []*server.User) string {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch, Users: users})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return natstest.Server(t, nil)
 }
 
 func node(t *testing.T, url, name string, ttl time.Duration) *jetstream.Store {
@@ -220,17 +206,9 @@ func TestLeaseTTLIsTheBuckets(t *testing.T) {
 func TestCookieBucketLivesAtLeastTheCookie(t *testing.T) {
 	ctx := context.Background()
 	url := natsServer(t)
+	js := jetStreamOn(t, url)
 	ttl := func() time.Duration {
 		t.Helper()
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := natsjs.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
 		kv, err := js.KeyValue(ctx, jetstream.CookieBucket)
 		if err != nil {
 			t.Fatal(err)
@@ -268,7 +246,7 @@ func TestCookieBucketLivesAtLeastTheCookie(t *testing.T) {
 // same, on the bucket's time, and says how to raise it.
 func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
 	ctx := context.Background()
-	base := natsServerWith(t, []*server.User{
+	base := natstest.Server(t, []*server.User{
 		{Username: "admin", Password: "a"},
 		{Username: "node", Password: "n", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.UPDATE.>"}}}},
 	})
@@ -297,16 +275,8 @@ func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
 // read, and marks a journal an earlier version made without one.
 func TestJournalFormat(t *testing.T) {
 	ctx := context.Background()
-	url := natsServerWith(t, nil)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := natstest.Server(t, nil)
+	js := jetStreamOn(t, url)
 	journal := func() natsjs.StreamConfig {
 		t.Helper()
 		st, err := js.Stream(ctx, jetstream.JournalStream)
@@ -346,4 +316,20 @@ func TestJournalFormat(t *testing.T) {
 	if want := "data format 2"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "reads format 1") {
 		t.Errorf("the refusal says %q; want it to name %q and the format it reads", err, want)
 	}
+}
+
+// jetStreamOn is a JetStream context on the server at url, for a test's
+// own reads and edits; its connection closes when t ends.
+func jetStreamOn(t *testing.T, url string) natsjs.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -289,12 +288,7 @@ func (s *Store) checkFormat(ctx context.Context, where string) error {
 	case strconv.Itoa(dataFormat):
 		return nil
 	case "":
-		cfg.Metadata = maps.Clone(cfg.Metadata)
-		if cfg.Metadata == nil {
-			cfg.Metadata = map[string]string{}
-		}
-		cfg.Metadata[formatKey] = strconv.Itoa(dataFormat)
-		if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		if err := s.markStream(ctx, cfg, formatKey, strconv.Itoa(dataFormat)); err != nil {
 			s.opts.Logger.Warn("the session journal's stream does not say its data format, and this node could not mark it (its NATS user may not edit streams): start a node once with a user that may, or add the metadata entry "+formatKey+"="+strconv.Itoa(dataFormat)+" to the "+JournalStream+" stream", "err", err)
 		}
 		return nil

@@ -151,13 +151,20 @@ func (s *Store) purgeOldMarkers(ctx context.Context) error {
 	if err := s.summaries.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil {
 		return fmt.Errorf("failed to remove the deleted sessions' markers: %w", err)
 	}
+	if err := s.markStream(ctx, cfg, markersPurged, "true"); err != nil {
+		return fmt.Errorf("failed to mark the deleted sessions' markers removed: %w", err)
+	}
+	return nil
+}
+
+// markStream sets a metadata entry of the stream whose configuration is
+// cfg, leaving the rest of it as it is.
+func (s *Store) markStream(ctx context.Context, cfg jetstream.StreamConfig, key, value string) error {
 	cfg.Metadata = maps.Clone(cfg.Metadata)
 	if cfg.Metadata == nil {
 		cfg.Metadata = map[string]string{}
 	}
-	cfg.Metadata[markersPurged] = "true"
-	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("failed to mark the deleted sessions' markers removed: %w", err)
-	}
-	return nil
+	cfg.Metadata[key] = value
+	_, err := s.js.UpdateStream(ctx, cfg)
+	return err
 }
