@@ -863,3 +863,44 @@ func TestLoadsTheFirstJournalsSettledCalls(t *testing.T) {
 	}
 	p2.until("the next call", isType(engine.FrameToolCall))
 }
+
+// TestStepLargerThanAMessage: worker tools whose results together pass
+// what one NATS message holds (the HTTP worker takes 4 MiB a result) end
+// their turn, and the session loads again with each result once. The
+// JetStream store splits such a step; without that it was refused and
+// retried for ever, and the session took no turn again.
+func TestStepLargerThanAMessage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "export"}}}}
+		w.execute = func(ctx context.Context, x engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+			result, _ := json.Marshal(strings.Repeat(x.ID[len(x.ID)-1:], 4<<20-64))
+			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: result}}}, nil
+		}
+		m := callsThenSummary(use("call_1", "export", `{}`), use("call_2", "export", `{}`))
+		s, err := r.start(w, m).Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		if err := p.page.Send(context.Background(), "export both"); err != nil {
+			t.Fatal(err)
+		}
+		p.until("the reply", finalIdle("saw: "))
+
+		s2 := r.loaded(w, m, s.ID())
+		transcript, err := s2.Transcript(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := map[string]int{}
+		for _, msg := range transcript {
+			if msg.Role == model.RoleTool {
+				results[msg.ToolUseID] = len(msg.Content)
+			}
+		}
+		if len(results) != 2 || results["call_1"] < 4<<20-64 || results["call_2"] < 4<<20-64 {
+			t.Errorf("the tool results after a load (bytes by call): %v; want call_1 and call_2, 4 MiB each", results)
+		}
+		checkJournal(t, r.store, s.ID())
+	})
+}

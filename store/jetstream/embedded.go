@@ -17,6 +17,8 @@ import (
 // gateway at the wrong directory must not scribble over someone's files.
 const markerFile = "gateway-data.json"
 
+// dataFormat is the data directory's: its layout. The sessions' own
+// format is the journal stream's (formatKey).
 const dataFormat = 1
 
 type marker struct {
@@ -94,7 +96,7 @@ func startEmbedded(dataDir string) (*embedded, error) {
 		DontListen: true,
 		JetStream:  true,
 		StoreDir:   storeDir,
-		MaxPayload: MaxBatch,
+		MaxPayload: MaxMessage,
 		NoSigs:     true,
 		NoLog:      true,
 	})

@@ -174,6 +174,7 @@ type journalReader struct {
 	directReader
 	session string
 	through uint64 // the journal's last message, as lastMsg read it
+	parts   joiner
 	out     []engine.Batch
 }
 
@@ -185,9 +186,22 @@ func newJournalReader(session string, through uint64) *journalReader {
 
 // keep decodes one message of the journal.
 func (r *journalReader) keep(data []byte) error {
+	if err := r.add(data); err != nil {
+		return fmt.Errorf("%w: session %s, a message from stream sequence %d on: %w", engine.ErrCorrupt, r.session, r.next, err)
+	}
+	return nil
+}
+
+// add reads one message of the journal: a batch, or a part of one
+// (parts.go).
+func (r *journalReader) add(data []byte) error {
+	data, err := r.parts.take(data)
+	if data == nil || err != nil {
+		return err
+	}
 	b, err := decodeBatch(data)
 	if err != nil {
-		return fmt.Errorf("%w: session %s, a message from stream sequence %d on: %w", engine.ErrCorrupt, r.session, r.next, err)
+		return err
 	}
 	r.out = append(r.out, b)
 	return nil
@@ -319,11 +333,9 @@ func (r *journalReader) fetch(ctx context.Context, cons jetstream.Consumer) (int
 		if err != nil {
 			return n, err
 		}
-		b, err := decodeBatch(m.Data())
-		if err != nil {
+		if err := r.add(m.Data()); err != nil {
 			return n, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, r.session, meta.Sequence.Stream, err)
 		}
-		r.out = append(r.out, b)
 		if r.next = meta.Sequence.Stream + 1; r.next > r.through {
 			return n, nil
 		}

@@ -271,8 +271,9 @@ func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
 }
 
 // TestJournalFormat: the journal's stream says its data format on a NATS
-// several nodes share; a node refuses, naming it, a format it cannot
-// read, and marks a journal an earlier version made without one.
+// several nodes share; a node reads formats 1 and 2 (batches in parts),
+// refuses, naming it, a format it cannot read, and marks a journal an
+// earlier version made without one.
 func TestJournalFormat(t *testing.T) {
 	ctx := context.Background()
 	url := natstest.Server(t, nil)
@@ -307,14 +308,19 @@ func TestJournalFormat(t *testing.T) {
 	if got := format(); got != "1" {
 		t.Errorf("a journal made without a format, after a node started on it: %q, want 1", got)
 	}
-	setFormat("2")
-	s, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: "c"})
+	setFormat("2") // batches in parts
+	_ = node(t, url, "c", time.Second).Close()
+	if got := format(); got != "2" {
+		t.Errorf("a journal in format 2, after a node started on it: %q", got)
+	}
+	setFormat("3")
+	s, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: "d"})
 	if err == nil {
 		_ = s.Close()
-		t.Fatal("a node started on a journal in format 2")
+		t.Fatal("a node started on a journal in format 3")
 	}
-	if want := "data format 2"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "reads format 1") {
-		t.Errorf("the refusal says %q; want it to name %q and the format it reads", err, want)
+	if want := "data format 3"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "reads formats 1 and 2") {
+		t.Errorf("the refusal says %q; want it to name %q and the formats it reads", err, want)
 	}
 }
 

@@ -44,11 +44,14 @@ const (
 	journalPrefix   = "gateway.journal."
 	SummaryBucket   = "GATEWAY_SESSIONS"
 	CookieBucket    = "GATEWAY_COOKIES"
-	// MaxBatch is the largest batch the journal takes: a step with a tool
-	// result at the browser's read limit (1 MiB) in its tool.finished and
-	// tool message, with room to spare. The embedded server allows it; a
-	// cluster needs max_payload at least this large.
-	MaxBatch = 8 << 20
+	// MaxMessage is the largest message of the journal: a step with a
+	// tool result at the browser's read limit (1 MiB) in its tool.finished
+	// and tool message fits with room to spare. A larger step, or one on a
+	// NATS server whose max_payload is smaller, is stored in parts
+	// (parts.go). The embedded server takes messages this large; a
+	// cluster's servers should (max_payload), so that steps are seldom
+	// split.
+	MaxMessage = 8 << 20
 )
 
 // ErrFenced is engine.ErrFenced: an append did not follow the journal's
@@ -111,6 +114,11 @@ type Store struct {
 	mu    sync.Mutex
 	heads map[string]head       // per session: where its journal ends
 	owned map[string]*ownership // the sessions whose lease this node holds
+	// splits names the set of parts of each session's step that this
+	// node is appending in parts and has not stored yet (parts.go).
+	splits map[string]splitTry
+	// formatParts: the journal's stream says it may hold parts.
+	formatParts atomic.Bool
 
 	stop       chan struct{}  // closed by Close: the goroutines below end
 	background sync.WaitGroup // renew, and reviveJetStream for the embedded server
@@ -155,7 +163,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	default:
 		o.Node = nuid.Next()
 	}
-	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, stop: make(chan struct{})}
+	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, splits: map[string]splitTry{}, stop: make(chan struct{})}
 	var err error
 	// The client's own errors (a relayed page's queue that overflowed, say)
 	// go to the gateway's log, not to stderr in the client's format.
@@ -183,10 +191,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		s.closeServer()
 		return nil, fmt.Errorf("failed to connect to NATS: %w", err)
-	}
-	if max := s.nc.MaxPayload(); max < MaxBatch {
-		o.Logger.Warn("the NATS server takes messages of at most max_payload bytes, and a session's step may need up to max_batch: raise max_payload to at least that, or a step over it leaves its session unable to store anything (deploy.md)",
-			"max_payload", max, "max_batch", MaxBatch)
 	}
 	if err := s.setUp(ctx); err != nil {
 		s.Close()
@@ -219,9 +223,9 @@ func (s *Store) setUp(ctx context.Context) error {
 		Subjects:    []string{journalPrefix + ">"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    s.opts.Replicas,
-		MaxMsgSize:  MaxBatch,
+		MaxMsgSize:  MaxMessage,
 		AllowDirect: true,
-		Metadata:    map[string]string{formatKey: strconv.Itoa(dataFormat)},
+		Metadata:    map[string]string{formatKey: strconv.Itoa(formatWhole)},
 	})
 	if err != nil {
 		return hint("the session journal", err)
@@ -272,29 +276,64 @@ func (s *Store) setUp(ctx context.Context) error {
 }
 
 // formatKey is the journal stream's metadata entry that says in which
-// format the sessions are kept (dataFormat), on a NATS several nodes
-// share as in the embedded server's data directory, whose marker file says
-// it too: a version that cannot read them refuses to start, naming the
-// format, rather than fail chat by chat.
+// format the sessions are kept, on a NATS several nodes share as in the
+// embedded server's data directory: a version that cannot read them
+// refuses to start, naming the format, rather than fail chat by chat.
 const formatKey = "gateway.format"
 
-// checkFormat refuses a journal in another format than this version's. A
-// journal an earlier version made, with no format, is this one's (every
-// version so far wrote format 1): it is marked, and if this node's NATS
-// user may not edit streams it starts all the same, with a warning.
+// The journal's formats. formatWhole: every batch is one message, as every
+// version before parts wrote. formatParts: a batch may be in parts
+// (parts.go). A stream says formatWhole until a node first stores a batch
+// in parts, so that a version that reads only whole batches may run on it
+// until then.
+const (
+	formatWhole = 1
+	formatParts = 2
+)
+
+// checkFormat refuses a journal in a format this version cannot read. A
+// journal an earlier version made, with no format, is in formatWhole: it
+// is marked, and if this node's NATS user may not edit streams it starts
+// all the same, with a warning.
 func (s *Store) checkFormat(ctx context.Context, where string) error {
 	cfg := s.journal.CachedInfo().Config
 	switch format := cfg.Metadata[formatKey]; format {
-	case strconv.Itoa(dataFormat):
+	case strconv.Itoa(formatWhole):
+		return nil
+	case strconv.Itoa(formatParts):
+		s.formatParts.Store(true)
 		return nil
 	case "":
-		if err := s.markStream(ctx, cfg, formatKey, strconv.Itoa(dataFormat)); err != nil {
-			s.opts.Logger.Warn("the session journal's stream does not say its data format, and this node could not mark it (its NATS user may not edit streams): start a node once with a user that may, or add the metadata entry "+formatKey+"="+strconv.Itoa(dataFormat)+" to the "+JournalStream+" stream", "err", err)
+		if err := s.markStream(ctx, cfg, formatKey, strconv.Itoa(formatWhole)); err != nil {
+			s.opts.Logger.Warn("the session journal's stream does not say its data format, and this node could not mark it (its NATS user may not edit streams): start a node once with a user that may, or add the metadata entry "+formatKey+"="+strconv.Itoa(formatWhole)+" to the "+JournalStream+" stream", "err", err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("%s holds the sessions in data format %s (the %s stream's %s), and this gateway reads format %d: use the gateway version that wrote them", where, format, JournalStream, formatKey, dataFormat)
+		return fmt.Errorf("%s holds the sessions in data format %s (the %s stream's %s), and this gateway reads formats %d and %d: use the gateway version that wrote them", where, format, JournalStream, formatKey, formatWhole, formatParts)
 	}
+}
+
+// markParts marks the journal's stream formatParts, once, before this
+// node stores its first batch in parts: a version that reads only whole
+// batches then refuses to start on it rather than call that session
+// damaged. A node whose NATS user may not edit streams warns and stores
+// the batch all the same: a session unable to store a step would stop.
+func (s *Store) markParts(ctx context.Context) {
+	if s.formatParts.Load() {
+		return
+	}
+	info, err := s.journal.Info(ctx) // the stream's config now, not at start: others may have edited it
+	if err == nil {
+		if info.Config.Metadata[formatKey] == strconv.Itoa(formatParts) {
+			s.formatParts.Store(true)
+			return
+		}
+		err = s.markStream(ctx, info.Config, formatKey, strconv.Itoa(formatParts))
+	}
+	if err != nil {
+		s.opts.Logger.Warn("a step too large for one message is stored in parts, and this node could not mark the journal's stream as holding parts (its NATS user may not edit streams): add the metadata entry "+formatKey+"="+strconv.Itoa(formatParts)+" to the "+JournalStream+" stream, so that a gateway version that cannot read parts refuses to start on it", "err", err)
+	}
+	s.formatParts.Store(true)
 }
 
 // ensureStream opens the stream, or makes it when it is missing. Gateways
@@ -563,15 +602,18 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 	if err != nil {
 		return head{}, fmt.Errorf("failed to read the end of session %s's journal: %w", session, err)
 	}
-	b, err := decodeBatch(msg.Data)
-	if err != nil {
-		return head{}, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, msg.Sequence, err)
-	}
 	h = head{stream: msg.Sequence}
+	var b engine.Batch
+	if !isPart(msg.Data) {
+		if b, err = decodeBatch(msg.Data); err != nil {
+			return head{}, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, msg.Sequence, err)
+		}
+	}
 	if n := len(b.Events); n > 0 {
 		h.seq = b.Events[n-1].Seq
 	} else {
-		// A step with no event: the last event is in an earlier batch.
+		// A step with no event, or a part: the last event is read from the
+		// journal.
 		if h.seq, err = s.lastEventSeq(ctx, session); err != nil {
 			return head{}, err
 		}
@@ -580,7 +622,8 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 }
 
 // lastEventSeq finds the seq of session's last event by reading its
-// journal; rare (the process restarted right after a step with no event).
+// journal; rare (the process restarted right after a step with no event,
+// or one in parts).
 func (s *Store) lastEventSeq(ctx context.Context, session string) (int64, error) {
 	batches, err := s.Load(ctx, session)
 	if err != nil {
@@ -612,8 +655,12 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		// earlier try, given up on (a timeout while NATS was away), that
 		// landed later.
 		rest, lh, ours, err := s.landed(ctx, session, b)
-		if err != nil || ours && empty(rest) {
+		if err != nil {
 			return err
+		}
+		if ours && empty(rest) {
+			s.stored(session, lh)
+			return nil
 		}
 		if ours {
 			b, h = rest, lh
@@ -623,7 +670,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	if err != nil {
 		return err
 	}
-	seq, err := s.publishBatch(ctx, session, b, h.stream)
+	seq, err := s.publishBatch(ctx, session, b, h)
 	if wrongLast(err) {
 		// Someone wrote after the end this node knew: the session's
 		// owner now, or this node's own earlier try landing late.
@@ -633,9 +680,10 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		case lerr != nil:
 			return lerr
 		case ours && empty(rest):
+			s.stored(session, lh)
 			return nil
 		case ours:
-			seq, err = s.publishBatch(ctx, session, rest, lh.stream)
+			seq, err = s.publishBatch(ctx, session, rest, lh)
 		}
 	}
 	if err != nil {
@@ -645,24 +693,85 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		}
 		return err
 	}
-	s.mu.Lock()
-	s.heads[session] = head{stream: seq, seq: last}
-	s.mu.Unlock()
+	s.stored(session, head{stream: seq, seq: last})
 	return nil
 }
 
-// publishBatch appends b to session's journal after its message expectLast
-// (publish), and returns the new message's stream sequence.
-func (s *Store) publishBatch(ctx context.Context, session string, b engine.Batch, expectLast uint64) (uint64, error) {
+// stored records where session's journal ends once a batch is stored.
+func (s *Store) stored(session string, h head) {
+	s.mu.Lock()
+	s.heads[session] = h
+	if len(s.splits) > 0 {
+		delete(s.splits, session)
+	}
+	s.mu.Unlock()
+}
+
+// splitTry is a step this node is appending in parts: the seq of the
+// journal's last event before it, and the name of its set of parts. The
+// tries of one step, until one is stored, share the name.
+type splitTry struct {
+	after int64
+	set   string
+}
+
+// publishBatch appends b to session's journal after h, its end (publish),
+// in parts when it is larger than a message, and returns the stream
+// sequence of its message (its last part).
+func (s *Store) publishBatch(ctx context.Context, session string, b engine.Batch, h head) (uint64, error) {
 	data, err := encodeBatch(b)
 	if err != nil {
 		return 0, fmt.Errorf("failed to encode a batch of session %s: %w", session, err)
 	}
-	seq, err := s.publish(ctx, subject(session), data, expectLast)
+	var seq uint64
+	if limit := s.messageLimit(); len(data) <= limit {
+		seq, err = s.publish(ctx, subject(session), data, h.stream)
+	} else {
+		seq, err = s.publishParts(ctx, session, data, limit, h)
+	}
 	if err != nil && !wrongLast(err) {
 		return 0, fmt.Errorf("failed to append to session %s's journal: %w", session, err)
 	}
 	return seq, err
+}
+
+// messageLimit is the largest payload of a journal message: what the NATS
+// server takes (max_payload) and the stream keeps, less the room of a
+// publish's headers.
+func (s *Store) messageLimit() int {
+	limit := min(int(s.nc.MaxPayload()), MaxMessage)
+	if m := s.journal.CachedInfo().Config.MaxMsgSize; m > 0 {
+		limit = min(limit, int(m))
+	}
+	return max(limit-partSlack, partSlack)
+}
+
+// publishParts stores data, a batch's encoding, in parts of at most limit
+// bytes after h, each fenced on the one before, and returns the stream
+// sequence of its last part.
+func (s *Store) publishParts(ctx context.Context, session string, data []byte, limit int, h head) (uint64, error) {
+	s.markParts(ctx)
+	s.mu.Lock()
+	try, ok := s.splits[session]
+	if !ok || try.after != h.seq {
+		try = splitTry{after: h.seq, set: nuid.Next()}
+		s.splits[session] = try
+	}
+	s.mu.Unlock()
+	count := partCount(data, limit, try.set)
+	msg := make([]byte, 0, limit)
+	seq := h.stream
+	for i := 1; i <= count; i++ {
+		msg = appendPart(msg[:0], data, limit, try.set, i, count)
+		var err error
+		if seq, err = s.publish(ctx, subject(session), msg, seq); err != nil {
+			if !wrongLast(err) {
+				err = fmt.Errorf("part %d of %d: %w", i, count, err)
+			}
+			return 0, err
+		}
+	}
+	return seq, nil
 }
 
 // empty: b holds nothing to append (landed took all of it).
@@ -692,12 +801,40 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 	if err != nil {
 		return b, head{}, false, fmt.Errorf("failed to read the end of session %s's journal: %w", session, err)
 	}
-	got, err := decodeBatch(msg.Data)
+	h = head{stream: msg.Sequence}
+	p, split, err := readPart(msg.Data)
+	var got engine.Batch
+	switch {
+	case err != nil:
+	case !split:
+		got, err = decodeBatch(msg.Data)
+	default:
+		s.mu.Lock()
+		try, trying := s.splits[session]
+		s.mu.Unlock()
+		switch {
+		case !trying || try.set != p.set:
+			return b, head{}, false, nil // another writer's
+		case p.index < p.count:
+			// A try of b in parts that stopped part way: b goes whole
+			// after it.
+			h.seq = try.after
+			return b, h, true, nil
+		}
+		// A try in parts that landed whole: read it back.
+		var batches []engine.Batch
+		if batches, err = s.Load(ctx, session); err != nil {
+			return b, head{}, false, err
+		}
+		if len(batches) == 0 { // a replica that lags
+			return b, head{}, false, nil
+		}
+		got = batches[len(batches)-1]
+	}
 	if err != nil {
 		return b, head{}, false, fmt.Errorf("%w: session %s, message %d: %w", engine.ErrCorrupt, session, msg.Sequence, err)
 	}
 	n := len(got.Events)
-	h = head{stream: msg.Sequence}
 	switch {
 	case n == 0 && len(b.Events) == 0 && got.State != nil && bytes.Equal(got.State, b.State):
 		if h.seq, err = s.lastEventSeq(ctx, session); err != nil {
@@ -725,6 +862,15 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 func (s *Store) forgetHead(session string) {
 	s.mu.Lock()
 	delete(s.heads, session)
+	s.mu.Unlock()
+}
+
+// forgetSession forgets what this store knew of a deleted session's
+// journal.
+func (s *Store) forgetSession(session string) {
+	s.mu.Lock()
+	delete(s.heads, session)
+	delete(s.splits, session)
 	s.mu.Unlock()
 }
 

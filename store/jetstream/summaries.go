@@ -127,7 +127,7 @@ func (s *Store) Delete(ctx context.Context, session string) error {
 	if err := s.journal.Purge(ctx, jetstream.WithPurgeSubject(subject(session))); err != nil {
 		return fmt.Errorf("failed to delete session %s's journal: %w", session, err)
 	}
-	s.forgetHead(session)
+	s.forgetSession(session)
 	if err := s.summaryStream.Purge(ctx, jetstream.WithPurgeSubject(summarySubject+"*."+session)); err != nil {
 		return fmt.Errorf("failed to delete session %s's summary: %w", session, err)
 	}

@@ -259,19 +259,49 @@ func deletes(t *testing.T, s engine.Store) {
 }
 
 // large: a batch as big as a browser frame may make it (a 1 MiB tool
-// result, in a tool.finished and a tool message) is stored whole.
+// result, in a tool.finished and a tool message) is stored whole, and so
+// is one larger than a NATS message (many large results of one step),
+// with the journal going on after it.
 func large(t *testing.T, s engine.Store) {
 	ctx := context.Background()
-	big := strings.Repeat("x", 1<<20)
-	frame := func(seq int64) json.RawMessage {
-		return json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"result":%q}`, seq, big))
+	frame := func(seq int64, size int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"result":%q}`, seq, strings.Repeat(string(rune('a'+seq%26)), size)))
 	}
-	b := engine.Batch{Events: []engine.Event{{Seq: 1, Type: "tool.finished", Frame: frame(1)}, {Seq: 2, Type: "message", Frame: frame(2)}}, State: json.RawMessage(`{}`)}
-	if err := s.Append(ctx, "big", b); err != nil {
-		t.Fatalf("Append of %d bytes: %v", 2*len(frame(1)), err)
+	one := engine.Batch{Events: []engine.Event{{Seq: 1, Type: "tool.finished", Frame: frame(1, 1<<20)}, {Seq: 2, Type: "message", Frame: frame(2, 1<<20)}}, State: json.RawMessage(`{}`)}
+	var many engine.Batch
+	for seq := int64(3); seq < 8; seq++ {
+		many.Events = append(many.Events, engine.Event{Seq: seq, Type: "tool.finished", Frame: frame(seq, 3<<20)})
+	}
+	many.State = json.RawMessage(fmt.Sprintf(`{"calls":%q}`, strings.Repeat("s", 2<<20)))
+	after := engine.Batch{Events: []engine.Event{event(8, "message")}, State: json.RawMessage(`{"n":8}`)}
+	want := []engine.Batch{one, many, after}
+	for i, b := range want {
+		if err := s.Append(ctx, "big", b); err != nil {
+			t.Fatalf("Append of batch %d (%d events): %v", i+1, len(b.Events), err)
+		}
 	}
 	got, err := s.Load(ctx, "big")
-	if err != nil || len(got) != 1 || !sameBatch(got[0], b) {
-		t.Fatalf("Load of the large batch: %d batches, %v", len(got), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A store may join batches (MemoryStore): compare the events, and
+	// the last state.
+	var events, wantEvents []engine.Event
+	for _, b := range got {
+		events = append(events, b.Events...)
+	}
+	for _, b := range want {
+		wantEvents = append(wantEvents, b.Events...)
+	}
+	if len(events) != len(wantEvents) || string(got[len(got)-1].State) != string(after.State) {
+		t.Fatalf("Load of the large batches: %d batches, %d events; want %d events, the last state %s", len(got), len(events), len(wantEvents), after.State)
+	}
+	for i, ev := range events {
+		if w := wantEvents[i]; ev.Seq != w.Seq || ev.Type != w.Type || string(ev.Frame) != string(w.Frame) {
+			t.Fatalf("event %d of the large batches: seq %d, %s, %d bytes; want seq %d, %s, %d bytes", i+1, ev.Seq, ev.Type, len(ev.Frame), w.Seq, w.Type, len(w.Frame))
+		}
+	}
+	if len(got) == len(want) && !sameBatch(got[1], many) {
+		t.Errorf("the batch larger than a message came back another")
 	}
 }

@@ -1,26 +1,39 @@
 // Package natstest starts a NATS server with JetStream for tests, as the
 // gateway's nodes share one on a cluster: on loopback, a port of its own,
 // its files in the test's temporary directory, and messages as large as
-// the journal's batches (jetstream.MaxBatch).
+// the journal's unless a test says otherwise.
 //
-// Concurrency: Server is called from a test's goroutine; the server it
-// starts stops when the test ends.
+// Concurrency: Server and Start are called from a test's goroutine; the
+// server they start stops when the test ends.
 package natstest
 
 import (
 	"testing"
 	"time"
 
-	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/nats-io/nats-server/v2/server"
 )
+
+// MaxPayload is the servers' max_payload: the journal's largest message,
+// jetstream.MaxMessage (which this package cannot import: the store's own
+// tests use it).
+const MaxPayload = 8 << 20
 
 // Server starts a NATS server with users (nil: none), stopped when t ends,
 // and returns its client URL.
 func Server(t testing.TB, users []*server.User) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		NoSigs: true, NoLog: true, MaxPayload: jetstream.MaxBatch, Users: users})
+	return Start(t, func(o *server.Options) { o.Users = users })
+}
+
+// Start starts a NATS server as Server does, with its options edited by
+// edit first (a smaller max_payload, say), and returns its client URL.
+func Start(t testing.TB, edit func(*server.Options)) string {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoSigs: true, NoLog: true, MaxPayload: MaxPayload}
+	edit(o)
+	ns, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,313 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// smallMessages is the max_payload of the NATS server of the tests below:
+// a batch of a few hundred KiB goes in parts.
+const smallMessages = 64 << 10
+
+// openSmall opens a store on a NATS server that takes messages of at most
+// smallMessages bytes.
+func openSmall(t *testing.T) *Store {
+	t.Helper()
+	url := natstest.Start(t, func(o *server.Options) { o.MaxPayload = smallMessages })
+	s, err := Open(context.Background(), Options{URL: url, Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestNATSTestServersTakeTheJournalsMessages: natstest's servers take the
+// journal's largest message, as deploy.md asks of a cluster's.
+func TestNATSTestServersTakeTheJournalsMessages(t *testing.T) {
+	if natstest.MaxPayload != MaxMessage {
+		t.Errorf("natstest.MaxPayload is %d, MaxMessage %d", natstest.MaxPayload, MaxMessage)
+	}
+}
+
+// TestReadPart: a part's line is read, or refused naming what is wrong;
+// a batch's JSON is no part.
+func TestReadPart(t *testing.T) {
+	tests := []struct {
+		data  string
+		want  part
+		isErr bool
+	}{
+		{"~part 1/3 abc\n{\"e\":", part{set: "abc", index: 1, count: 3, piece: []byte(`{"e":`)}, false},
+		{"~part 3/3 abc\n", part{set: "abc", index: 3, count: 3, piece: []byte{}}, false},
+		{"~part 4/3 abc\nx", part{}, true},
+		{"~part 0/3 abc\nx", part{}, true},
+		{"~part 1/3\nx", part{}, true},
+		{"~part 1/3 a b\nx", part{}, true},
+		{"~part a/3 abc\nx", part{}, true},
+		{"~part 1/3 abc", part{}, true},
+		{"~part ", part{}, true},
+	}
+	for _, tc := range tests {
+		p, ok, err := readPart([]byte(tc.data))
+		if !ok || (err != nil) != tc.isErr || p.set != tc.want.set || p.index != tc.want.index || p.count != tc.want.count || string(p.piece) != string(tc.want.piece) {
+			t.Errorf("readPart(%q) = %+v, %v, %v; want %+v, error %v", tc.data, p, ok, err, tc.want, tc.isErr)
+		}
+	}
+	if _, ok, err := readPart([]byte(`{"e":[]}`)); ok || err != nil {
+		t.Errorf("a batch read as a part: %v, %v", ok, err)
+	}
+}
+
+// TestJoiner: parts join into their batch in order; a set that stopped
+// short is dropped by what follows it; a part that continues no set is
+// refused.
+func TestJoiner(t *testing.T) {
+	data := []byte(strings.Repeat("0123456789", 50))
+	const limit = 200
+	cut := func(set string) [][]byte {
+		n := partCount(data, limit, set)
+		var out [][]byte
+		for i := 1; i <= n; i++ {
+			out = append(out, appendPart(nil, data, limit, set, i, n))
+		}
+		return out
+	}
+	a, b := cut("a"), cut("b")
+	if len(a) < 3 {
+		t.Fatalf("%d parts; the test wants 3 or more", len(a))
+	}
+	for _, p := range a {
+		if len(p) > limit {
+			t.Fatalf("a part of %d bytes, over the limit %d", len(p), limit)
+		}
+	}
+	tests := []struct {
+		name    string
+		msgs    [][]byte
+		want    []string // what take returns, message by message ("" for nil)
+		wantErr bool
+	}{
+		{"a set", a, append(make([]string, len(a)-1), string(data)), false},
+		{"a set stopped short, then a batch", [][]byte{a[0], a[1], []byte(`{}`)}, []string{"", "", "{}"}, false},
+		{"a set stopped short, then another", append([][]byte{a[0]}, b...), append(make([]string, len(b)), string(data)), false},
+		{"a part out of its set", [][]byte{a[0], b[1]}, []string{""}, true},
+		{"a part with no set before it", [][]byte{a[1]}, nil, true},
+		{"a part twice", [][]byte{a[0], a[0], a[1], a[1]}, []string{"", "", ""}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var j joiner
+			var got []string
+			for _, m := range tc.msgs {
+				out, err := j.take(m)
+				if err != nil {
+					if !tc.wantErr {
+						t.Fatalf("take: %v", err)
+					}
+					break
+				}
+				got = append(got, string(out))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("took %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// bigEvent is an event of about size bytes.
+func bigEvent(seq int64, size int) engine.Event {
+	return engine.Event{Seq: seq, Type: "tool.finished", Frame: json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"text":%q}`, seq, strings.Repeat(string(rune('a'+seq)), size)))}
+}
+
+// TestAppendInParts: a batch larger than the NATS server's messages is
+// stored in parts and read back whole, between whole batches; the journal's
+// stream says it holds parts from then on.
+func TestAppendInParts(t *testing.T) {
+	ctx := context.Background()
+	s := openSmall(t)
+	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	batches := []engine.Batch{
+		{Events: []engine.Event{bigEvent(1, 10)}},
+		{Events: []engine.Event{bigEvent(2, 150<<10), bigEvent(3, 100<<10)}, State: json.RawMessage(`{"v":1}`)},
+		{State: json.RawMessage(fmt.Sprintf(`{"v":%q}`, strings.Repeat("s", 200<<10)))},
+		{Events: []engine.Event{bigEvent(4, 10)}, State: json.RawMessage(`{"v":2}`)},
+	}
+	for i, b := range batches {
+		if err := s.Append(ctx, "s1", b); err != nil {
+			t.Fatalf("batch %d: %v", i+1, err)
+		}
+	}
+	got, err := s.Load(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(batches) {
+		t.Fatalf("Load: %d batches, want %d", len(got), len(batches))
+	}
+	for i := range got {
+		if show(got[i]) != show(batches[i]) {
+			t.Errorf("batch %d came back another", i+1)
+		}
+	}
+	info, err := s.journal.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := info.Config.Metadata[formatKey]; f != "2" {
+		t.Errorf("the journal's format after a batch in parts: %q, want 2", f)
+	}
+	// A node that starts on it reads it too, from the end it finds.
+	s2, err := Open(ctx, Options{URL: s.nc.ConnectedUrl(), Node: "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.Append(ctx, "s1", engine.Batch{Events: []engine.Event{bigEvent(5, 10)}}); err != nil {
+		t.Fatalf("another node's append after the parts: %v", err)
+	}
+	if n := len(journal(t, s2, "s1")); n != 5 {
+		t.Errorf("another node reads %d events, want 5", n)
+	}
+}
+
+// show is a batch in a line: its events' seqs and sizes, and its state's.
+func show(b engine.Batch) string {
+	var out strings.Builder
+	for _, ev := range b.Events {
+		fmt.Fprintf(&out, "%d/%s/%d/%x ", ev.Seq, ev.Type, len(ev.Frame), ev.Frame[len(ev.Frame)-8:])
+	}
+	fmt.Fprintf(&out, "state %d %.20s", len(b.State), b.State)
+	return out.String()
+}
+
+// TestAppendAfterATryInParts: as TestAppendAfterATryThatLandedLate, for a
+// batch in parts. This node's try that stopped part way, or landed whole
+// after it was given up, is its own: the retry goes on from it, and the
+// journal holds the batch once. Another writer's parts are refused as its
+// whole batch would be, except a set that stopped short when the node reads
+// the journal's end itself: that writer died, its batch is not in the
+// journal, and the session goes on after it.
+func TestAppendAfterATryInParts(t *testing.T) {
+	small := bigEvent(1, 10)
+	big := engine.Batch{Events: []engine.Event{bigEvent(2, 150<<10)}, State: json.RawMessage(`{"v":1}`)}
+	delta := engine.Batch{Events: []engine.Event{bigEvent(2, 150<<10)}}
+	withStep := engine.Batch{Events: []engine.Event{bigEvent(2, 150<<10), bigEvent(3, 10)}, State: json.RawMessage(`{"v":1}`)}
+	other := engine.Batch{Events: []engine.Event{bigEvent(2, 160<<10)}, State: json.RawMessage(`{"v":9}`)}
+	tests := []struct {
+		name    string
+		landed  engine.Batch // in parts, behind the store's back, after event 1
+		parts   int          // of them that landed; 0: all
+		theirs  bool         // the parts are another writer's
+		forget  bool         // the store reads the journal's end itself
+		retry   engine.Batch
+		wantErr error
+		want    []int64 // the journal's events after the retry
+	}{
+		{"its try stopped part way", big, 1, false, false, big, nil, []int64{1, 2}},
+		{"its try stopped part way, end read", big, 2, false, true, big, nil, []int64{1, 2}},
+		{"its try landed whole", big, 0, false, false, big, nil, []int64{1, 2}},
+		{"its try landed whole, end read", big, 0, false, true, big, nil, []int64{1, 2}},
+		{"its delta landed, then the retry with the step after it", delta, 0, false, false, withStep, nil, []int64{1, 2, 3}},
+		{"another writer's parts, stopped part way", other, 1, true, false, big, ErrFenced, []int64{1}},
+		{"another writer's parts, stopped part way, end read", other, 1, true, true, big, nil, []int64{1, 2}},
+		{"another writer's batch in parts", other, 0, true, false, big, ErrFenced, []int64{1, 2}},
+		{"another writer's batch in parts, end read", other, 0, true, true, big, engine.ErrSeqGap, []int64{1, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openSmall(t)
+			if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{small}}); err != nil {
+				t.Fatal(err)
+			}
+			h, _ := s.headOf(ctx, "s1")
+			set := "theirs"
+			if !tc.theirs {
+				// As this store names a try's parts (publishParts).
+				set = "mine"
+				s.splits["s1"] = splitTry{after: h.seq, set: set}
+			}
+			data, err := encodeBatch(tc.landed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			limit := s.messageLimit()
+			n := partCount(data, limit, set)
+			if n < 3 {
+				t.Fatalf("%d parts; the test wants 3 or more", n)
+			}
+			last := h.stream
+			for i := 1; i <= n && (tc.parts == 0 || i <= tc.parts); i++ {
+				if last, err = s.publish(ctx, subject("s1"), appendPart(nil, data, limit, set, i, n), last); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.forget {
+				s.forgetHead("s1")
+			}
+			err = s.Append(ctx, "s1", tc.retry)
+			if tc.wantErr == nil && err != nil || !errors.Is(err, tc.wantErr) {
+				t.Fatalf("the retry: %v, want %v", err, tc.wantErr)
+			}
+			var got []int64
+			for _, e := range journal(t, s, "s1") {
+				got = append(got, e.Seq)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("journal's events %v, want %v", got, tc.want)
+			}
+			if err != nil {
+				return
+			}
+			// And the session goes on after it.
+			next := bigEvent(int64(len(tc.want)+1), 200<<10)
+			if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{next}}); err != nil {
+				t.Fatalf("the append after: %v", err)
+			}
+			if n := len(journal(t, s, "s1")); n != len(tc.want)+1 {
+				t.Errorf("%d events after the next append, want %d", n, len(tc.want)+1)
+			}
+		})
+	}
+}
+
+// FuzzParts: any data cut into parts of any size joins back the same, and
+// readPart reads any message without a panic.
+func FuzzParts(f *testing.F) {
+	f.Add([]byte(`{"e":[{"q":1,"t":"message","f":{}}]}`), 80, "set")
+	f.Add([]byte("~part 1/2 x\n"), 60, "a")
+	f.Fuzz(func(t *testing.T, data []byte, limit int, set string) {
+		_, _, _ = readPart(data)
+		if limit < 1 || limit > 1<<16 || set == "" || strings.ContainsAny(set, " \n") || len(data) == 0 {
+			return
+		}
+		n := partCount(data, limit, set)
+		var j joiner
+		for i := 1; i <= n; i++ {
+			out, err := j.take(appendPart(nil, data, limit, set, i, n))
+			switch {
+			case err != nil:
+				t.Fatalf("part %d of %d: %v", i, n, err)
+			case i < n && out != nil:
+				t.Fatalf("part %d of %d ended the set", i, n)
+			case i == n && string(out) != string(data):
+				t.Fatalf("joined %q, want %q", out, data)
+			}
+		}
+	})
+}
