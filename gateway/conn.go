@@ -53,6 +53,10 @@ type conn struct {
 
 	mu      sync.Mutex
 	replies []engine.Event // error replies (and relayed frames), waiting for the writer; Frame nil: close after them
+	// beforePage is how many of replies were queued before the page
+	// attached: they go before its frames (session.opened first), the
+	// others after them.
+	beforePage int
 	writing bool           // a writer goroutine is running
 	stopped bool           // the handler is done: no writer starts
 	room    chan struct{}  // the writer took the replies: the reader may queue more
@@ -419,6 +423,7 @@ func (c *conn) open(f SessionOpen) {
 	}
 	c.mu.Lock()
 	c.session, c.page = sess, page
+	c.beforePage = len(c.replies)
 	c.mu.Unlock()
 	c.kick()
 	c.logger.Info("page attached", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
@@ -575,8 +580,8 @@ func (c *conn) write() {
 		// page's round trip +100 µs, p50 unchanged).
 		runtime.Gosched()
 		c.mu.Lock()
-		replies := c.replies
-		c.replies = nil
+		replies, early := c.replies, c.beforePage
+		c.replies, c.beforePage = nil, 0
 		page := c.page
 		c.mu.Unlock()
 		if replies != nil {
@@ -592,14 +597,17 @@ func (c *conn) write() {
 				closing = c.writeFrames(replies[:end], true)
 				return closing
 			}
-			if !c.writeFrames(replies, true) {
+			// A reply answers a frame read after the page's frames
+			// taken here were queued, or before the page attached.
+			if !c.writeFrames(replies[:early], true) {
 				return false
 			}
 			if page != nil {
-				frames = page.Take(frames)
-				return c.writeFrames(frames, true)
+				if frames = page.Take(frames); !c.writeFrames(frames, true) {
+					return false
+				}
 			}
-			return true
+			return c.writeFrames(replies[early:], true)
 		})
 		// The array goes back to the page at the next Take, and stays
 		// with it while the page is idle: it must not keep the frames

@@ -524,6 +524,37 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestOpenedComesFirst: a frame refused right after session.open, before
+// the page has read anything, is answered after session.opened, as the
+// protocol says a page's stream starts; a frame refused before the open
+// is answered before it. The writer took the connection's replies before
+// the page's frames, and the first error could come before the answer to
+// the open. The race is a writer's: each round tries it again.
+func TestOpenedComesFirst(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	for i := range 30 {
+		c := b.dial(nil)
+		c.send(map[string]any{"type": "cancel"})
+		c.send(map[string]any{"type": "session.open", "tools": pageTools})
+		c.send(map[string]any{"type": "tool.result", "id": "call_none", "attempt": 1, "result": 1})
+		var got []string
+		for len(got) < 3 {
+			f, err := c.read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Type == "session.opened" || f.Type == "error" {
+				got = append(got, f.Type+" "+f.Code)
+			}
+		}
+		if want := []string{"error not_open", "session.opened ", "error unknown_call"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: the page read %q, want %q", i+1, got, want)
+		}
+		_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
 func TestHealthz(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	b := h.newBrowser(nil)
