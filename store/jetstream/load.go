@@ -52,10 +52,16 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
 	}
+	return s.loadThrough(ctx, session, last.Sequence)
+}
+
+// loadThrough reads session's journal from its start to the message at
+// stream sequence through, which it has.
+func (s *Store) loadThrough(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
 	out, err := readDirect(s,
-		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, last.Sequence) },
+		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, through) },
 		// The stream's leader serves a consumer: the journal whole.
-		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, last.Sequence) })
+		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, through) })
 	if err != nil {
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
 	}

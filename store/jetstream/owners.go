@@ -149,6 +149,7 @@ func (s *Store) forgetOwned(o *ownership) {
 	if s.owned[o.session] == o {
 		delete(s.owned, o.session)
 		delete(s.heads, o.session)
+		delete(s.splits, o.session)
 	}
 	s.mu.Unlock()
 }

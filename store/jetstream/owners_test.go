@@ -339,3 +339,19 @@ func jetStreamOn(t *testing.T, url string) natsjs.JetStream {
 	}
 	return js
 }
+
+// TestReplicasOnASingleServer: --nats-replicas 3 against one NATS server
+// (not a cluster) is refused at once, naming the flag and what to do; it
+// was asked again until the start's time ran out, a minute.
+func TestReplicasOnASingleServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := jetstream.Open(ctx, jetstream.Options{URL: natsServer(t), Replicas: 3})
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("a store of 3 replicas opened on a single server")
+	}
+	if ctx.Err() != nil || !strings.Contains(err.Error(), "nats-replicas 3") || !strings.Contains(err.Error(), "single server") {
+		t.Errorf("the refusal: %v; want it at once, naming nats-replicas 3 and the single server", err)
+	}
+}

@@ -94,6 +94,10 @@ func appendPart(dst, data []byte, limit int, set string, index, count int) []byt
 	return append(dst, piece...)
 }
 
+// maxJoinHint bounds the room a set's first part makes for the set, which
+// its line's count says.
+const maxJoinHint = 64 << 20
+
 // joiner joins a journal's parts into their batch, as the journal is read
 // in order.
 type joiner struct {
@@ -116,7 +120,8 @@ func (j *joiner) take(data []byte) ([]byte, error) {
 		*j = joiner{}
 		return data, nil
 	case p.index == 1:
-		*j = joiner{set: p.set, next: 1, count: p.count}
+		// Room for the whole set, as its first part is as long as any.
+		*j = joiner{set: p.set, next: 1, count: p.count, whole: make([]byte, 0, min(p.count*len(p.piece), maxJoinHint))}
 	case p.set != j.set || p.index != j.next || p.count != j.count:
 		return nil, fmt.Errorf("part %d/%d of set %s does not continue the set before it", p.index, p.count, p.set)
 	}

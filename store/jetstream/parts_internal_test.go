@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // smallMessages is the max_payload of the NATS server of the tests below:
@@ -223,7 +226,7 @@ func TestAppendAfterATryInParts(t *testing.T) {
 		{"another writer's parts, stopped part way", other, 1, true, false, big, ErrFenced, []int64{1}},
 		{"another writer's parts, stopped part way, end read", other, 1, true, true, big, nil, []int64{1, 2}},
 		{"another writer's batch in parts", other, 0, true, false, big, ErrFenced, []int64{1, 2}},
-		{"another writer's batch in parts, end read", other, 0, true, true, big, engine.ErrSeqGap, []int64{1, 2}},
+		{"another writer's batch in parts, end read", other, 0, true, true, big, ErrFenced, []int64{1, 2}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -310,4 +313,166 @@ func FuzzParts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// lateLastPart is a journal whose end, once read, has the last part of an
+// earlier try land after it: that try's publish timed out while NATS was
+// away, and the client sends it once NATS is back, while the engine's
+// retry of the same step is under way.
+type lateLastPart struct {
+	jetstream.Stream
+	land func() // once, after the first read of a part at the end
+}
+
+func (l *lateLastPart) GetLastMsgForSubject(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	m, err := l.Stream.GetLastMsgForSubject(ctx, subj)
+	if land := l.land; err == nil && land != nil && isPart(m.Data) {
+		l.land = nil
+		land()
+	}
+	return m, err
+}
+
+// TestAppendWhileItsEarlierTryLands: the last part of a try that was
+// given up lands while the retry looks at the journal's end. The retry
+// finds its own step stored, and the journal holds it once: before, the
+// retry's own publish was refused and the session fenced (it left memory,
+// and what waited on the step was told it was not stored).
+func TestAppendWhileItsEarlierTryLands(t *testing.T) {
+	ctx := context.Background()
+	s := openSmall(t)
+	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{bigEvent(1, 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	big := engine.Batch{Events: []engine.Event{bigEvent(2, 150<<10)}, State: json.RawMessage(`{"v":1}`)}
+	h, _ := s.headOf(ctx, "s1")
+	s.splits["s1"] = splitTry{after: h.seq, set: "mine"}
+	data, err := encodeBatch(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := s.messageLimit()
+	n := partCount(data, limit, "mine")
+	last := h.stream
+	for i := 1; i < n; i++ { // the last part is on its way
+		if last, err = s.publish(ctx, subject("s1"), appendPart(nil, data, limit, "mine", i, n), last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.journal = &lateLastPart{Stream: s.journal, land: func() {
+		if _, err := s.publish(ctx, subject("s1"), appendPart(nil, data, limit, "mine", n, n), last); err != nil {
+			t.Errorf("the late part: %v", err)
+		}
+	}}
+	if err := s.Append(ctx, "s1", big); err != nil {
+		t.Fatalf("the retry: %v, want the step taken", err)
+	}
+	var got []int64
+	for _, e := range journal(t, s, "s1") {
+		got = append(got, e.Seq)
+	}
+	if fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("journal's events %v, want [1 2]", got)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{bigEvent(3, 10)}}); err != nil {
+		t.Fatalf("the append after: %v", err)
+	}
+}
+
+// failingInfo is a journal whose stream info fails while fail is set.
+type failingInfo struct {
+	jetstream.Stream
+	fail bool
+}
+
+func (f *failingInfo) Info(ctx context.Context, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	if f.fail {
+		return nil, context.DeadlineExceeded
+	}
+	return f.Stream.Info(ctx, opts...)
+}
+
+// TestFormatMarkedAfterAFailure: a node that could not mark the journal as
+// holding parts (NATS away a moment) marks it at a later step in parts, a
+// minute on; meanwhile the steps are stored all the same.
+func TestFormatMarkedAfterAFailure(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now())
+	url := natstest.Start(t, func(o *server.Options) { o.MaxPayload = smallMessages })
+	s, err := Open(ctx, Options{URL: url, Node: "n1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	journalStream := s.journal
+	format := func() string {
+		t.Helper()
+		info, err := journalStream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Config.Metadata[formatKey]
+	}
+	big := func(session string) {
+		t.Helper()
+		if err := s.Append(ctx, session, engine.Batch{Events: []engine.Event{bigEvent(1, 200<<10)}}); err != nil {
+			t.Fatalf("a step in parts: %v", err)
+		}
+	}
+	s.journal = &failingInfo{Stream: journalStream, fail: true}
+	big("s1")
+	if f := format(); f != "1" {
+		t.Fatalf("format %q after a failed mark, want 1", f)
+	}
+	s.journal.(*failingInfo).fail = false
+	big("s2")
+	if f := format(); f != "1" {
+		t.Errorf("format %q: marked again within the minute", f)
+	}
+	clk.Advance(time.Minute)
+	big("s3")
+	if f := format(); f != "2" {
+		t.Errorf("format %q a minute on, at a step in parts; want 2", f)
+	}
+}
+
+// TestPartsStopWhenTheLeaseLapses: a node whose lease lapses while it
+// stores a step in parts (a set takes a round trip a part) stores no more
+// of it: the set stops short, and the journal holds no half step.
+func TestPartsStopWhenTheLeaseLapses(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now())
+	url := natstest.Start(t, func(o *server.Options) { o.MaxPayload = smallMessages })
+	const ttl = time.Minute // renewed every 20 s of real time: not in this test
+	s, err := Open(ctx, Options{URL: url, Node: "n1", Clock: clk, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{bigEvent(1, 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	parts := 0
+	afterPart = func(int) {
+		if parts++; parts == 1 {
+			clk.Advance(2 * ttl)
+		}
+	}
+	defer func() { afterPart = nil }()
+	err = s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{bigEvent(2, 300<<10)}, State: json.RawMessage(`{"v":1}`)})
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("the step in parts: %v, want ErrFenced", err)
+	}
+	if parts != 1 {
+		t.Errorf("%d parts stored, want 1: the lease had lapsed", parts)
+	}
+	if events := journal(t, s, "s1"); len(events) != 1 {
+		t.Errorf("the journal holds %d events, want 1", len(events))
+	}
 }

@@ -117,8 +117,10 @@ type Store struct {
 	// splits names the set of parts of each session's step that this
 	// node is appending in parts and has not stored yet (parts.go).
 	splits map[string]splitTry
-	// formatParts: the journal's stream says it may hold parts.
+	// formatParts: the journal's stream says it may hold parts; until
+	// then, markAgain is when a batch in parts may try to mark it again.
 	formatParts atomic.Bool
+	markAgain   time.Time
 
 	stop       chan struct{}  // closed by Close: the goroutines below end
 	background sync.WaitGroup // renew, and reviveJetStream for the embedded server
@@ -192,6 +194,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.closeServer()
 		return nil, fmt.Errorf("failed to connect to NATS: %w", err)
 	}
+	if max := s.nc.MaxPayload(); max < MaxMessage {
+		o.Logger.Info("the NATS server takes messages of at most max_payload bytes: a session's step larger than that is stored in parts, a round trip each; max_payload: 8MB avoids most (deploy.md)",
+			"max_payload", max, "max_message", MaxMessage)
+	}
 	if err := s.setUp(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -215,6 +221,9 @@ func (s *Store) setUp(ctx context.Context) error {
 		where = s.opts.DataDir
 	}
 	hint := func(what string, err error) error {
+		if refusedReplicas(err) {
+			return fmt.Errorf("nats-replicas %d: %s is a single server, which keeps one copy (%w): give it a cluster of %d or more servers, or take --nats-replicas 1", s.opts.Replicas, where, err, s.opts.Replicas)
+		}
 		return fmt.Errorf("failed to open %s in %s: %w (if the data is damaged, move it aside and start again, or restore it from a backup)", what, where, err)
 	}
 	s.journal, err = s.ensureStream(ctx, jetstream.StreamConfig{
@@ -313,25 +322,33 @@ func (s *Store) checkFormat(ctx context.Context, where string) error {
 	}
 }
 
-// markParts marks the journal's stream formatParts, once, before this
-// node stores its first batch in parts: a version that reads only whole
-// batches then refuses to start on it rather than call that session
-// damaged. A node whose NATS user may not edit streams warns and stores
-// the batch all the same: a session unable to store a step would stop.
+// markParts marks the journal's stream formatParts before this node stores
+// a batch in parts: a version that reads only whole batches then refuses
+// to start on it rather than call that session damaged. A node that cannot
+// mark it (NATS away, or a NATS user that may not edit streams) warns and
+// stores the batch all the same, since a session unable to store a step
+// stops; it tries again at a later batch in parts, at most once a minute.
 func (s *Store) markParts(ctx context.Context) {
 	if s.formatParts.Load() {
 		return
 	}
+	s.mu.Lock()
+	now := s.opts.Clock.Now()
+	wait := now.Before(s.markAgain)
+	if !wait {
+		s.markAgain = now.Add(time.Minute)
+	}
+	s.mu.Unlock()
+	if wait {
+		return
+	}
 	info, err := s.journal.Info(ctx) // the stream's config now, not at start: others may have edited it
-	if err == nil {
-		if info.Config.Metadata[formatKey] == strconv.Itoa(formatParts) {
-			s.formatParts.Store(true)
-			return
-		}
+	if err == nil && info.Config.Metadata[formatKey] != strconv.Itoa(formatParts) {
 		err = s.markStream(ctx, info.Config, formatKey, strconv.Itoa(formatParts))
 	}
 	if err != nil {
-		s.opts.Logger.Warn("a step too large for one message is stored in parts, and this node could not mark the journal's stream as holding parts (its NATS user may not edit streams): add the metadata entry "+formatKey+"="+strconv.Itoa(formatParts)+" to the "+JournalStream+" stream, so that a gateway version that cannot read parts refuses to start on it", "err", err)
+		s.opts.Logger.Warn("a step too large for one message is stored in parts, and this node could not mark the journal's stream as holding parts: it tries again at the next such step. If its NATS user may not edit streams, add the metadata entry "+formatKey+"="+strconv.Itoa(formatParts)+" to the "+JournalStream+" stream yourself, so that a gateway version that cannot read parts refuses to start on it", "err", err)
+		return
 	}
 	s.formatParts.Store(true)
 }
@@ -417,9 +434,9 @@ func (s *Store) raiseTTL(ctx context.Context, st jetstream.KeyValueStatus, ttl t
 }
 
 // ensure looks a thing up, makes it when it is missing, and looks again
-// when the making fails (another gateway made it first), until ctx ends.
-// Each request has a few seconds: one lost while the cluster elects a
-// leader is asked again.
+// when the making fails (another gateway made it first), until ctx ends
+// or the server refuses it for good. Each request has a few seconds: one
+// lost while the cluster elects a leader is asked again.
 func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T, error), missing func(error) bool) (T, error) {
 	var zero T
 	var err error
@@ -437,7 +454,7 @@ func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T,
 			}
 		}
 		cancel()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || refusedForGood(err) {
 			return zero, err
 		}
 		select {
@@ -446,6 +463,25 @@ func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T,
 			return zero, err
 		}
 	}
+}
+
+// The server's refusals of a stream or bucket that asking again will not
+// change (its error codes).
+const (
+	errCodeReplicasNotSupported = 10074 // replicas > 1 on a server that is not clustered
+	errCodeInvalidConfig        = 10052
+)
+
+// refusedForGood reports a refusal that asking again will not change.
+func refusedForGood(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeReplicasNotSupported || apiErr.ErrorCode == errCodeInvalidConfig)
+}
+
+// refusedReplicas reports the refusal of replicas by a single server.
+func refusedReplicas(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported
 }
 
 // Close stops renewing leases, closes the connection and stops the
@@ -614,7 +650,7 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 	} else {
 		// A step with no event, or a part: the last event is read from the
 		// journal.
-		if h.seq, err = s.lastEventSeq(ctx, session); err != nil {
+		if h.seq, err = s.lastEventSeq(ctx, session, msg.Sequence); err != nil {
 			return head{}, err
 		}
 	}
@@ -622,10 +658,10 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 }
 
 // lastEventSeq finds the seq of session's last event by reading its
-// journal; rare (the process restarted right after a step with no event,
-// or one in parts).
-func (s *Store) lastEventSeq(ctx context.Context, session string) (int64, error) {
-	batches, err := s.Load(ctx, session)
+// journal through its last message, at stream sequence through; rare (the
+// process restarted right after a step with no event, or one in parts).
+func (s *Store) lastEventSeq(ctx context.Context, session string, through uint64) (int64, error) {
+	batches, err := s.loadThrough(ctx, session, through)
 	if err != nil {
 		return 0, err
 	}
@@ -655,36 +691,43 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		// earlier try, given up on (a timeout while NATS was away), that
 		// landed later.
 		rest, lh, ours, err := s.landed(ctx, session, b)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		if ours && empty(rest) {
+		case !ours:
+			// Another writer's events: this node's idea of the session is
+			// behind its journal (another node ran it while this one's
+			// lease lapsed). Fenced, the session leaves memory and loads
+			// again from what the journal holds.
+			return fmt.Errorf("%w: %w: session %s's journal holds event %d, which this node did not write", ErrFenced, engine.ErrSeqGap, session, b.Events[0].Seq)
+		case empty(rest):
 			s.stored(session, lh)
 			return nil
 		}
-		if ours {
-			b, h = rest, lh
-		}
+		b, h = rest, lh
 	}
 	last, err := engine.CheckBatch(h.seq, b)
 	if err != nil {
 		return err
 	}
 	seq, err := s.publishBatch(ctx, session, b, h)
-	if wrongLast(err) {
-		// Someone wrote after the end this node knew: the session's
-		// owner now, or this node's own earlier try landing late.
+	// Someone wrote after the end this node knew: the session's owner
+	// now, or this node's own earlier try landing late, maybe part by
+	// part while this one goes on (each try's remaining parts wait to
+	// land after its last).
+	for try := 0; wrongLast(err) && try < maxLandedTries; try++ {
 		s.forgetHead(session)
 		rest, lh, ours, lerr := s.landed(ctx, session, b)
 		switch {
 		case lerr != nil:
 			return lerr
-		case ours && empty(rest):
+		case !ours:
+			return fmt.Errorf("%w: session %s: %w", ErrFenced, session, err)
+		case empty(rest):
 			s.stored(session, lh)
 			return nil
-		case ours:
-			seq, err = s.publishBatch(ctx, session, rest, lh)
 		}
+		seq, err = s.publishBatch(ctx, session, rest, lh)
 	}
 	if err != nil {
 		if wrongLast(err) {
@@ -696,6 +739,11 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	s.stored(session, head{stream: seq, seq: last})
 	return nil
 }
+
+// maxLandedTries bounds how often an append looks for its own earlier try
+// at the journal's end: an earlier try in parts may land one more part
+// after each look.
+const maxLandedTries = 4
 
 // stored records where session's journal ends once a batch is stored.
 func (s *Store) stored(session string, h head) {
@@ -762,6 +810,11 @@ func (s *Store) publishParts(ctx context.Context, session string, data []byte, l
 	msg := make([]byte, 0, limit)
 	seq := h.stream
 	for i := 1; i <= count; i++ {
+		// A set takes a round trip a part: a lease that lapses meanwhile
+		// stops it, as it stops an append.
+		if err := s.holds(session); err != nil {
+			return 0, err
+		}
 		msg = appendPart(msg[:0], data, limit, try.set, i, count)
 		var err error
 		if seq, err = s.publish(ctx, subject(session), msg, seq); err != nil {
@@ -770,9 +823,15 @@ func (s *Store) publishParts(ctx context.Context, session string, data []byte, l
 			}
 			return 0, err
 		}
+		if afterPart != nil {
+			afterPart(i)
+		}
 	}
 	return seq, nil
 }
+
+// afterPart, when set, is called after each part is stored (tests).
+var afterPart func(index int)
 
 // empty: b holds nothing to append (landed took all of it).
 func empty(b engine.Batch) bool { return b.Events == nil && b.State == nil }
@@ -823,11 +882,11 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 		}
 		// A try in parts that landed whole: read it back.
 		var batches []engine.Batch
-		if batches, err = s.Load(ctx, session); err != nil {
+		if batches, err = s.loadThrough(ctx, session, msg.Sequence); err != nil {
 			return b, head{}, false, err
 		}
-		if len(batches) == 0 { // a replica that lags
-			return b, head{}, false, nil
+		if len(batches) == 0 {
+			return b, head{}, false, fmt.Errorf("%w: session %s's journal ends with a set of parts and holds no batch", engine.ErrCorrupt, session)
 		}
 		got = batches[len(batches)-1]
 	}
@@ -837,7 +896,7 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 	n := len(got.Events)
 	switch {
 	case n == 0 && len(b.Events) == 0 && got.State != nil && bytes.Equal(got.State, b.State):
-		if h.seq, err = s.lastEventSeq(ctx, session); err != nil {
+		if h.seq, err = s.lastEventSeq(ctx, session, msg.Sequence); err != nil {
 			return b, head{}, false, err
 		}
 	case n == 0 || n > len(b.Events) || n < len(b.Events) && got.State != nil || n == len(b.Events) && !bytes.Equal(got.State, b.State):
