@@ -94,6 +94,12 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.offline = true }),
 		},
 		{
+			name: "a switch's flag wins over its variable, even one that is not a boolean",
+			args: []string{"--offline", "--cookie-secure=false"},
+			env:  map[string]string{"GATEWAY_OFFLINE": "maybe", "GATEWAY_COOKIE_SECURE": "yes"},
+			want: with(func(c *config) { c.offline = true }),
+		},
+		{
 			name: "flags win over the environment",
 			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "10"},
 			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "100"},
@@ -232,6 +238,14 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown flag", []string{"--colour"}, nil, "-colour (gateway -h lists the flags)"},
 		{"stray argument", []string{"serve"}, nil, `"serve"`},
 		{"worker URL without a secret", []string{"--worker-url", "http://127.0.0.1:9/"}, nil, "GATEWAY_WORKER_SECRET"},
+		{"a worker URL that is not one", []string{"--worker-url", "::bad"}, map[string]string{"GATEWAY_WORKER_SECRET": "s"}, `worker-url "::bad" is not an http(s) URL`},
+		{"a worker URL from the environment", nil, map[string]string{"GATEWAY_WORKER_URL": "ftp://w", "GATEWAY_WORKER_SECRET": "s"}, "(from the environment: GATEWAY_WORKER_URL)"},
+		{"a bad origin pattern from the environment", nil, map[string]string{"GATEWAY_ORIGINS": "a["}, "(from the environment: GATEWAY_ORIGINS)"},
+		{"a listen address with no port", []string{"--listen", "nope"}, nil, `listen "nope": want host:port`},
+		{"a metrics address with no port, from the environment", nil, map[string]string{"GATEWAY_METRICS_LISTEN": "nope"}, `metrics-listen "nope": want host:port, :port for every interface, or a bare port for 127.0.0.1 (from the environment: GATEWAY_METRICS_LISTEN)`},
+		{"a memory store with a NATS URL from the environment", []string{"--store", "memory"}, map[string]string{"GATEWAY_NATS_URL": "nats://127.0.0.1:4222"}, "(from the environment: GATEWAY_NATS_URL)"},
+		{"a memory store with replicas", []string{"--store", "memory", "--nats-replicas", "3"}, nil, "nats-replicas 3 is for --store jetstream"},
+		{"a ping interval no pong meets", []string{"--ping-interval", "1ms"}, nil, "ping-interval 1ms is under 100ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -124,19 +125,21 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		return def
 	}
-	var envErr error // a switch's variable that is not a boolean: said after parsing
-	envBool := func(name string) bool {
+	// A switch's variable that is not a boolean, by its flag: said after
+	// parsing, unless the flag was given, which overrides it.
+	envErrs := map[string]error{}
+	envBool := func(flagName, name string) bool {
 		v := getenv(name)
 		if v == "" {
 			return false
 		}
 		on, err := strconv.ParseBool(strings.ToLower(v))
-		if err != nil && envErr == nil {
-			envErr = fmt.Errorf("%s %q: want 1, t or true to turn it on, 0, f or false to leave it off (any case)", name, v)
+		if err != nil {
+			envErrs[flagName] = fmt.Errorf("%s %q: want 1, t or true to turn it on, 0, f or false to leave it off (any case)", name, v)
 		}
 		return on
 	}
-	offline := envBool("GATEWAY_OFFLINE")
+	offline := envBool("offline", "GATEWAY_OFFLINE")
 	fs.StringVar(&c.listen, "listen", env("GATEWAY_LISTEN", "127.0.0.1:8080"), "address to listen on: host:port, :port for every interface, or a bare port for 127.0.0.1 (env GATEWAY_LISTEN)")
 	origins := fs.String("origins", env("GATEWAY_ORIGINS", ""), "comma-separated host patterns of other sites whose pages may open /ws (env GATEWAY_ORIGINS); same-origin is always allowed")
 	fs.StringVar(&c.metricsListen, "metrics-listen", env("GATEWAY_METRICS_LISTEN", ""), "address to serve /metrics on, apart from the chat's listener (env GATEWAY_METRICS_LISTEN); default: /metrics on --listen")
@@ -151,7 +154,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server; empty: "+strings.Join(providers.DefaultOpenAIModels, ",")+" (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
 	sameSite := fs.String("cookie-samesite", env("GATEWAY_COOKIE_SAMESITE", "lax"), "the identity cookie's SameSite: lax, strict, or none for a chat page on another site than the gateway (none makes the cookie Secure, as browsers require) (env GATEWAY_COOKIE_SAMESITE)")
-	fs.BoolVar(&c.cookieSecure, "cookie-secure", envBool("GATEWAY_COOKIE_SECURE"), "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
+	fs.BoolVar(&c.cookieSecure, "cookie-secure", envBool("cookie-secure", "GATEWAY_COOKIE_SECURE"), "send the identity cookie over HTTPS only: set it when the gateway is served over HTTPS (env GATEWAY_COOKIE_SECURE=1)")
 	pageTools := fs.String("page-tools", env("GATEWAY_PAGE_TOOLS", "demo"), "with --worker-url: demo adds the demo page's browser tools (get_local_time, set_theme, confirm, ...) to the worker's agent where it lacks them; none leaves the agent as the worker wrote it (env GATEWAY_PAGE_TOOLS)")
 	fs.BoolVar(&c.offline, "offline", offline, "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
@@ -186,8 +189,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		return c, fmt.Errorf("%w (gateway -h lists the flags)", err)
 	}
-	if envErr != nil {
-		return c, envErr
+	fs.Visit(func(f *flag.Flag) { delete(envErrs, f.Name) })
+	for _, name := range []string{"offline", "cookie-secure"} {
+		if err := envErrs[name]; err != nil {
+			return c, err
+		}
 	}
 	modelSet := getenv("GATEWAY_MODEL") != ""
 	fs.Visit(func(f *flag.Flag) { modelSet = modelSet || f.Name == "model" })
@@ -201,6 +207,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if _, err := strconv.Atoi(c.listen); err == nil {
 		c.listen = "127.0.0.1:" + c.listen // a bare port: this machine only, like the default
+	}
+	for _, l := range []struct{ name, addr string }{{"listen", c.listen}, {"metrics-listen", c.metricsListen}} {
+		if _, _, err := net.SplitHostPort(l.addr); l.addr != "" && err != nil {
+			return c, fmt.Errorf("%s %q: want host:port, :port for every interface, or a bare port for 127.0.0.1", l.name, l.addr)
+		}
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -235,6 +246,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			return c, fmt.Errorf("%s %v is under 100ms, the shortest time the store keeps anything for", d.name, d.value)
 		}
 	}
+	if c.pingInterval < 100*time.Millisecond {
+		// The pong must come back within it: every page would be closed.
+		return c, fmt.Errorf("ping-interval %v is under 100ms: a page's pong must come back within it, and most would not", c.pingInterval)
+	}
 	if c.drain, err = time.ParseDuration(*drain); err != nil || c.drain < 0 {
 		return c, fmt.Errorf("drain %q is not a Go duration of zero or more such as \"5s\"", *drain)
 	}
@@ -251,8 +266,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	case "memory":
 		// A node meant for a cluster that kept nothing would be worse
 		// than one that does not start.
-		if c.natsURL != "" || c.natsReplicas > 1 {
-			return c, fmt.Errorf("store memory keeps sessions in this process: --nats-url and --nats-replicas are for --store jetstream")
+		switch {
+		case c.natsURL != "":
+			return c, fmt.Errorf("nats-url is for --store jetstream: --store memory keeps sessions in this process")
+		case c.natsReplicas > 1:
+			return c, fmt.Errorf("nats-replicas %d is for --store jetstream: --store memory keeps sessions in this process", c.natsReplicas)
 		}
 	default:
 		return c, fmt.Errorf("store %q: want jetstream or memory", c.store)
@@ -320,6 +338,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.workerSecret == "" {
 		c.workerSecret = getenv("GATEWAY_WORKER_SECRET")
 	}
+	if c.workerURL != "" {
+		if u, err := url.Parse(c.workerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("worker-url %q is not an http(s) URL such as http://127.0.0.1:9000/decide", c.workerURL)
+		}
+	}
 	if c.workerURL != "" && c.workerSecret == "" {
 		return c, errors.New("worker-url needs a secret: set GATEWAY_WORKER_SECRET (or --worker-secret, which ps shows)")
 	}
@@ -333,14 +356,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 // given, its value is its variable's (the variable its usage names).
 func fromEnv(fs *flag.FlagSet, getenv func(string) string, err error) error {
 	name, _, _ := strings.Cut(err.Error(), " ")
-	f := fs.Lookup(name)
+	f := fs.Lookup(strings.TrimSuffix(name, ":"))
 	if f == nil {
 		return err
 	}
 	given := false
 	fs.Visit(func(v *flag.Flag) { given = given || v == f })
 	_, variable, ok := strings.Cut(f.Usage, "(env ")
-	if variable, _, _ = strings.Cut(variable, ")"); given || !ok || getenv(variable) == "" {
+	// The name alone: "(env NAME)", "(env NAME=1)", "(env NAME; see ...)".
+	if end := strings.IndexFunc(variable, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') }); end >= 0 {
+		variable = variable[:end]
+	}
+	if given || !ok || variable == "" || getenv(variable) == "" {
 		return err
 	}
 	return fmt.Errorf("%w (from the environment: %s)", err, variable)
@@ -517,7 +544,7 @@ func buildModels(cfg config, getenv func(string) string) (model.Resolver, error)
 		sm, err = scripted.New(scripted.Demo())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to load script: %w", err)
+		return nil, fmt.Errorf("failed to load the script (--script, GATEWAY_SCRIPT): %w", err)
 	}
 	if cfg.offline {
 		return model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }), nil
@@ -533,7 +560,7 @@ func buildModels(cfg config, getenv func(string) string) (model.Resolver, error)
 	}
 	// A model id that nothing serves should stop the start, not every chat.
 	if _, err := r.Resolve(cfg.model); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the demo agent's model (--model, GATEWAY_MODEL): %w", err)
 	}
 	return r, nil
 }

@@ -87,7 +87,7 @@ func New(cfg Config, getenv func(string) string) (*Resolver, error) {
 	if a.APIKey != "" || a.BaseURL != "" {
 		m, err := anthropic.New(a) // a bad base URL is refused with or without a key
 		if err != nil {
-			return nil, fmt.Errorf("failed to configure Anthropic: %w", err)
+			return nil, fmt.Errorf("failed to configure Anthropic (its base URL: %s, or Config.Anthropic.BaseURL): %w", EnvAnthropicBaseURL, err)
 		}
 		if a.APIKey != "" {
 			r.claude = m
@@ -100,7 +100,7 @@ func New(cfg Config, getenv func(string) string) (*Resolver, error) {
 	if o.APIKey != "" || o.BaseURL != "" {
 		m, err := openai.New(o)
 		if err != nil {
-			return nil, fmt.Errorf("failed to configure the OpenAI-compatible server: %w", err)
+			return nil, fmt.Errorf("failed to configure the OpenAI-compatible server (its base URL: %s, or Config.OpenAI.BaseURL): %w", EnvOpenAIBaseURL, err)
 		}
 		r.openai = m
 	}
