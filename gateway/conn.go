@@ -57,11 +57,11 @@ type conn struct {
 	// attached: they go before its frames (session.opened first), the
 	// others after them.
 	beforePage int
-	writing bool           // a writer goroutine is running
-	stopped bool           // the handler is done: no writer starts
-	room    chan struct{}  // the writer took the replies: the reader may queue more
-	writers sync.WaitGroup
-	stuck   *time.Timer // the running write's timeout
+	writing    bool          // a writer goroutine is running
+	stopped    bool          // the handler is done: no writer starts
+	room       chan struct{} // the writer took the replies: the reader may queue more
+	writers    sync.WaitGroup
+	stuck      *time.Timer // the running write's timeout
 	// Owned by the reader.
 	throttle  *rate.Limiter // refused frames; nil until the first
 	throttled bool
