@@ -53,6 +53,16 @@ func recv[T any](t tb, ch <-chan T, what string) T {
 	}
 }
 
+// waitUntil polls ok until it holds, failing the test after hangGuard.
+func waitUntil(t tb, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); !ok(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s", what, hangGuard)
+		}
+	}
+}
+
 // quiet is a logger that drops everything.
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

@@ -402,6 +402,7 @@ type journalRead struct {
 	done   chan struct{}
 	events []Event
 	err    error
+	joined int // the callers that wait on it besides its own (readingMu)
 }
 
 // readJournal returns the journal's events, from the read under way if
@@ -415,6 +416,8 @@ func (s *Session) readJournal(ctx context.Context) ([]Event, error) {
 		if mine {
 			r = &journalRead{done: make(chan struct{})}
 			s.reading = r
+		} else {
+			r.joined++
 		}
 		s.readingMu.Unlock()
 		if mine {

@@ -523,7 +523,7 @@ func TestAttachGivenUpLeavesNoPage(t *testing.T) {
 		_, err := h.s.Attach(ctx, engine.AttachOptions{After: h.s.LastSeq()})
 		attached <- err
 	}()
-	time.Sleep(10 * time.Millisecond) // the attach is queued behind the held step
+	waitUntil(t, "the attach queued behind the held step", func() bool { return h.s.Waiting() > 0 })
 	cancel()
 	if err := recv(t, attached, "Attach"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Attach with its context ended: %v, want context.Canceled", err)

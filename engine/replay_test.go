@@ -227,9 +227,7 @@ func TestReplaysShareARead(t *testing.T) {
 	for range pages - 1 {
 		go attachFromStart()
 	}
-	// The others join the read under way: nothing shows they have but
-	// time (a read of their own would be a second Load, or more).
-	time.Sleep(200 * time.Millisecond)
+	waitUntil(t, "the other pages joining the read under way", func() bool { return h.s.ReplayReadJoined() == pages-1 })
 	close(store.release)
 	all := stored(t, store.MemoryStore, h.s.ID())
 	for range pages {
