@@ -195,6 +195,7 @@ type remoteSocket struct {
 	pipe   string
 	in     chan *nats.Msg
 	inSub  *nats.Subscription
+	parts  frameJoiner // Read's
 	subs   []*nats.Subscription
 	once   sync.Once
 	closed chan struct{}
@@ -240,21 +241,26 @@ var (
 )
 
 func (s *remoteSocket) Read(ctx context.Context) (websocket.MessageType, []byte, error) {
-	select {
-	case m := <-s.in:
-		if m.Header.Get(closeHeader) != "" {
-			s.end()
-			return 0, nil, io.EOF
+	for {
+		select {
+		case m := <-s.in:
+			if m.Header.Get(closeHeader) != "" {
+				s.end()
+				return 0, nil, io.EOF
+			}
+			frame, whole, err := s.parts.take(m)
+			if framesLost(s.inSub) || err != nil {
+				_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
+				return 0, nil, errFramesLost
+			}
+			if whole {
+				return websocket.MessageText, frame, nil
+			}
+		case <-s.closed:
+			return 0, nil, errPipeClosed
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
 		}
-		if framesLost(s.inSub) {
-			_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
-			return 0, nil, errFramesLost
-		}
-		return websocket.MessageText, m.Data, nil
-	case <-s.closed:
-		return 0, nil, errPipeClosed
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
 	}
 }
 
@@ -264,7 +270,7 @@ func (s *remoteSocket) Write(_ context.Context, _ websocket.MessageType, p []byt
 		return errPipeClosed
 	default:
 	}
-	return s.nc.Publish(s.pipe+".out", p)
+	return publishFrame(s.nc, s.pipe+".out", p)
 }
 
 func (s *remoteSocket) Ping(ctx context.Context) error {
@@ -349,7 +355,8 @@ func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
 func (p *pipe) dial(node string) error {
 	id := "gateway.relay.pipe." + nuid.Next()
 	nc := p.r.nc
-	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, m) })
+	var parts frameJoiner // the subscription's: its callbacks come one at a time
+	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, &parts, m) })
 	if err != nil {
 		return err
 	}
@@ -394,8 +401,9 @@ func (p *pipe) dial(node string) error {
 	return nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open))
 }
 
-// received takes a frame from the serving node of pipe id.
-func (p *pipe) received(id string, m *nats.Msg) {
+// received takes a frame, or a part of one, from the serving node of pipe
+// id.
+func (p *pipe) received(id string, parts *frameJoiner, m *nats.Msg) {
 	p.mu.Lock()
 	current := id == p.id && !p.ended
 	p.mu.Unlock()
@@ -440,11 +448,21 @@ func (p *pipe) received(id string, m *nats.Msg) {
 		}
 		return
 	}
+	data, whole, err := parts.take(m)
+	if err != nil {
+		p.c.logger.Warn("relayed page's frames out of order, closing", "err", err)
+		p.end()
+		p.c.closeAfterReplies(engine.CloseTooSlow, reasonFramesLost)
+		return
+	}
+	if !whole {
+		return
+	}
 	var ev struct {
 		Type string
 		Seq  int64
 	}
-	if json.Unmarshal(m.Data, &ev) == nil && ev.Seq > 0 && ev.Type != engine.FrameSessionOpened {
+	if json.Unmarshal(data, &ev) == nil && ev.Seq > 0 && ev.Type != engine.FrameSessionOpened {
 		p.mu.Lock()
 		p.after = max(p.after, ev.Seq)
 		p.mu.Unlock()
@@ -452,7 +470,7 @@ func (p *pipe) received(id string, m *nats.Msg) {
 	if ev.Type == "" {
 		ev.Type = "other" // as the frame counters name a type they do not know
 	}
-	p.c.reply(ev.Type, m.Data)
+	p.c.reply(ev.Type, data)
 }
 
 // send forwards one of the page's frames, or keeps it while the pipe moves.
@@ -466,7 +484,7 @@ func (p *pipe) send(frame []byte) error {
 		p.waiting = append(p.waiting, frame)
 		return nil
 	}
-	if err := p.r.nc.Publish(p.id+".in", frame); err != nil {
+	if err := publishFrame(p.r.nc, p.id+".in", frame); err != nil {
 		return err
 	}
 	if mustArrive(frame) && len(p.unconfirmed) < maxWaiting {
@@ -522,7 +540,7 @@ func (p *pipe) move(why string, resend bool) {
 			id := p.id
 			p.mu.Unlock()
 			for _, f := range waiting {
-				_ = p.r.nc.Publish(id+".in", f)
+				_ = publishFrame(p.r.nc, id+".in", f)
 			}
 			c.logger.Info("relayed page moved", "session", p.open.Session)
 			return

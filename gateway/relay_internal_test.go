@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -123,7 +124,7 @@ func TestRelayedPageTooSlow(t *testing.T) {
 	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.test", check: make(chan struct{}, 1), stop: make(chan struct{})}
 	sub := dropOne(t, nc, p.id+".out")
 
-	p.received(p.id, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(`{"type":"model.delta","seq":7,"text":"after the gap"}`)})
+	p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(`{"type":"model.delta","seq":7,"text":"after the gap"}`)})
 	select {
 	case code := <-page.closed:
 		if code != websocket.StatusCode(engine.CloseTooSlow) {
@@ -139,6 +140,113 @@ func TestRelayedPageTooSlow(t *testing.T) {
 	c.cancel()
 	c.writers.Wait()
 	s.untrack(c)
+}
+
+// TestRelayedFramesInParts: a frame larger than a NATS message (a large
+// tool result, on a server's default max_payload of 1 MiB) crosses between
+// the nodes in parts, both ways, and arrives whole and in order with the
+// frames around it. It was one message, which NATS refused: the page's
+// node took the failed write for a dead node and moved the page, again
+// and again.
+func TestRelayedFramesInParts(t *testing.T) {
+	nc := natsConn(t)
+	big := func(seq int) []byte {
+		return fmt.Appendf(nil, `{"type":"tool.finished","seq":%d,"result":%q}`, seq, strings.Repeat("x", 5*int(nc.MaxPayload())/2))
+	}
+	frames := [][]byte{[]byte(`{"type":"message","seq":1}`), big(2), []byte(`{"type":"message","seq":3}`), big(4)}
+
+	// The page's frames, to the serving node's socket.
+	const pipeID = "gateway.relay.pipe.test"
+	sock, err := newRemoteSocket(nc, pipeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sock.end)
+	for _, f := range frames {
+		if err := publishFrame(nc, pipeID+".in", f); err != nil {
+			t.Fatalf("publishing a frame of %d bytes: %v", len(f), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	for i, want := range frames {
+		_, got, err := sock.Read(ctx)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("frame %d read by the serving node: %d bytes, %v; want %d bytes", i+1, len(got), err, len(want))
+		}
+	}
+
+	// The serving node's frames, to the page.
+	s := testServer(t)
+	page := &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
+	c, ok := s.openConn(page, nil, "browser", s.logger)
+	if !ok {
+		t.Fatal("the gateway took no connection")
+	}
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: pipeID + "2", check: make(chan struct{}, 1), stop: make(chan struct{})}
+	var parts frameJoiner
+	sub, err := nc.Subscribe(p.id+".out", func(m *nats.Msg) { p.received(p.id, &parts, m) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &remoteSocket{nc: nc, pipe: p.id, closed: make(chan struct{})}
+	for _, f := range frames {
+		if err := out.Write(ctx, websocket.MessageText, f); err != nil {
+			t.Fatalf("writing a frame of %d bytes: %v", len(f), err)
+		}
+	}
+	for deadline := time.Now().Add(hang); len(page.written()) < len(frames); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page got %d frames, want %d", len(page.written()), len(frames))
+		}
+	}
+	for i, got := range page.written() {
+		if got != string(frames[i]) {
+			t.Errorf("frame %d written to the page: %d bytes, want %d", i+1, len(got), len(frames[i]))
+		}
+	}
+	if p.after != 4 {
+		t.Errorf("the page resumes after %d, want 4", p.after)
+	}
+	_ = sub.Unsubscribe()
+	close(page.gone)
+	c.cancel()
+	c.writers.Wait()
+	s.untrack(c)
+}
+
+// TestFrameJoinerRefusesPartsOutOfOrder: a part that is not the one due
+// (the pipe lost one) is an error, not a frame joined wrong.
+func TestFrameJoinerRefusesPartsOutOfOrder(t *testing.T) {
+	part := func(h string) *nats.Msg {
+		m := nats.NewMsg("x")
+		m.Data = []byte("ab")
+		if h != "" {
+			m.Header.Set(partHeader, h)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		msgs []*nats.Msg
+	}{
+		{"a part skipped", []*nats.Msg{part("1/3"), part("3/3")}},
+		{"a frame amid parts", []*nats.Msg{part("1/2"), part("")}},
+		{"a part with no first", []*nats.Msg{part("2/2")}},
+		{"a count that changed", []*nats.Msg{part("1/2"), part("2/3")}},
+		{"a bad number", []*nats.Msg{part("one/2")}},
+	} {
+		var j frameJoiner
+		var err error
+		for _, m := range tc.msgs {
+			if _, _, err = j.take(m); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			t.Errorf("%s: joined without an error", tc.name)
+		}
+	}
 }
 
 // testServer is a gateway on a memory store whose model says nothing.
