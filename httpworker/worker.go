@@ -82,9 +82,12 @@ type Options struct {
 	// the attempt, to time it out first and cancel the context.
 	ToolTimeout time.Duration
 
-	// MaxResponseBytes bounds an answer's body; a larger one is a failure.
-	// Default 4 MiB. Raising it lets a broken or hostile worker make the
-	// gateway buffer that much per request in flight.
+	// MaxResponseBytes bounds an answer's body beyond the size of its
+	// request: an answer may repeat what it was asked (a decision that
+	// returns proposed, which holds the turn's results) and add this much.
+	// A larger one is a failure. Default 4 MiB. Raising it lets a broken or
+	// hostile worker make the gateway buffer that much per request in
+	// flight.
 	MaxResponseBytes int64
 
 	// IdleConnTimeout is how long a kept-alive connection may sit unused
@@ -292,7 +295,8 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 		return engine.Decision{}, transportFailure(ctx, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, w.maxBody+1))
+	limit := w.maxBody + int64(len(body))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return engine.Decision{}, transportFailure(ctx, err)
 	}
@@ -303,9 +307,9 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 		}
 		return engine.Decision{}, &failure{why: why}
 	}
-	if int64(len(data)) > w.maxBody {
-		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s",
-			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(w.maxBody))}
+	if int64(len(data)) > limit {
+		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s (its request's %s and MaxResponseBytes, %s)",
+			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(limit), byteSize(int64(len(body))), byteSize(w.maxBody))}
 	}
 	d, err := decodeDecision(data)
 	if err != nil {

@@ -153,6 +153,37 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestAnswerMayRepeatItsRequest: a worker that returns proposed, as the
+// workers' docs advise, is answered whatever the size of the turn's
+// results it holds: the answer may be as large as its request and
+// MaxResponseBytes more. With the limit alone, a turn whose results passed
+// it (two 4 MiB results through a worker of the default limit) failed with
+// worker_failed and never reached the model.
+func TestAnswerMayRepeatItsRequest(t *testing.T) {
+	result := strings.Repeat("r", 8<<10)
+	proposed := engine.Decision{Actions: []engine.Action{
+		engine.MessageAppend{Message: engine.Message{Role: "tool", ToolUseID: "call_1", Name: "export", Content: result}},
+		engine.MessageAppend{Message: engine.Message{Role: "tool", ToolUseID: "call_2", Name: "export", Content: result}},
+		engine.ModelPrompt{},
+	}}
+	srv := httptest.NewServer(verified(func(w http.ResponseWriter, _ *http.Request, req engine.DecideRequest) {
+		answer(w, req.Proposed)
+	}))
+	defer srv.Close()
+	w := newWorker(t, srv.URL, Options{MaxResponseBytes: 1024})
+	d, err := w.Decide(context.Background(), engine.DecideRequest{Session: "s1",
+		Trigger: engine.ToolFinished{ID: "call_2", OK: true, Name: "export", Result: quoted(result)}, Proposed: proposed})
+	if err != nil {
+		t.Fatalf("Decide with an answer of %d KiB and MaxResponseBytes 1 KiB: %v", 16, err)
+	}
+	if !sameJSON(t, d, proposed) {
+		t.Errorf("Decide = %+v, want the proposal", d)
+	}
+}
+
+// quoted is s as a JSON string.
+func quoted(s string) string { b, _ := json.Marshal(s); return string(b) }
+
 // TestRequestIDs: every request carries an id of its own, so the same
 // trigger sent twice (a user sending the same text twice in one second) has
 // two bodies and two signatures, and a worker that refuses replays refuses
@@ -337,7 +368,7 @@ func TestDecideFailures(t *testing.T) {
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprintf(w, `{"actions":[{"type":"tool.result","result":%q}]}`, strings.Repeat("x", 2048))
 			},
-			want: "the worker answered 200 OK with a body larger than 1 KiB",
+			want: "and MaxResponseBytes, 1 KiB)",
 		},
 		{
 			name: "slow worker hits the deadline",

@@ -26,7 +26,7 @@ export const HEADER_DEADLINE = "x-gateway-deadline";
 export const DEFAULT_WINDOW_SECONDS = 300;
 
 /** The largest request body accepted. */
-export const DEFAULT_MAX_BODY_BYTES = 4 << 20;
+export const DEFAULT_MAX_BODY_BYTES = 64 << 20;
 
 /**
  * Idle keep-alive connections stay open this long. It is above the gateway's
@@ -134,7 +134,7 @@ class HttpError extends Error {
  *        traces: start the worker's spans from it to join the trace
  * @param {string | Buffer} o.secret the secret shared with the gateway
  * @param {number} [o.windowSeconds] replay window; default 300
- * @param {number} [o.maxBodyBytes] default 4 MiB
+ * @param {number} [o.maxBodyBytes] default 64 MiB: a request carries the turn's tool results, each up to the gateway's limits, in its trigger and its proposed decision
  * @param {number} [o.maxReplayEntries] requests remembered; default 100,000
  * @param {number} [o.maxReplayBytes] bytes of answers remembered; default 64 MiB
  * @param {() => number} [o.now] the clock, in ms since the epoch; default Date.now (tests pass a fake)

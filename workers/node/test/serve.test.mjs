@@ -107,7 +107,7 @@ test("refused requests", async (t) => {
         { name: "not JSON", over: { body: "{nope" }, status: 400, error: /not JSON/ },
         { name: "no trigger", over: { body: '{"session":"s1"}' }, status: 400, error: /not \{session, trigger, proposed\}/ },
         { name: "GET", over: { method: "GET" }, status: 405, error: /GET is not allowed/ },
-        { name: "too large", over: { body: JSON.stringify({ pad: "x".repeat(5 << 20) }) }, status: 413, error: /larger than/ },
+        { name: "too large", over: { body: JSON.stringify({ pad: "x".repeat(65 << 20) }) }, status: 413, error: /larger than/ },
     ];
     for (const c of cases) {
         await t.test(c.name, async () => {
