@@ -7,11 +7,12 @@ import (
 	"testing"
 )
 
-// checkAppender holds v's own writer to json.Marshal's bytes; a writer
-// that declines must leave withJSON with Marshal's bytes too.
+// checkAppender holds v's own writer to encoding/json's bytes (without
+// HTML's escapes: marshalNoHTML); a writer that declines must leave
+// withJSON with those bytes too.
 func checkAppender(t *testing.T, v jsonAppender) {
 	t.Helper()
-	want, err := json.Marshal(v)
+	want, err := marshalNoHTML(v)
 	if err != nil {
 		t.Fatalf("%T: Marshal: %v", v, err)
 	}

@@ -228,7 +228,7 @@ func canonicalArgs(raw string) string {
 	if json.Unmarshal([]byte(raw), &v) != nil {
 		return raw
 	}
-	b, err := json.Marshal(v)
+	b, err := Marshal(v)
 	if err != nil {
 		return raw
 	}
@@ -323,8 +323,8 @@ func (c *canonicalScanner) next(close byte) (closed, ok bool) {
 }
 
 // str reads a string Marshal writes as it is: no escapes, no control
-// characters, none of < > & (escaped for HTML), valid UTF-8 without U+2028
-// and U+2029 (escaped for JavaScript).
+// characters, valid UTF-8 without U+2028 and U+2029 (escaped for
+// JavaScript).
 func (c *canonicalScanner) str() bool {
 	if c.i >= len(c.s) || c.s[c.i] != '"' {
 		return false
@@ -334,7 +334,7 @@ func (c *canonicalScanner) str() bool {
 		case ch == '"':
 			c.i++
 			return true
-		case ch < 0x20, ch == '\\', ch == '<', ch == '>', ch == '&':
+		case ch < 0x20, ch == '\\':
 			return false
 		case ch < utf8.RuneSelf:
 			c.i++

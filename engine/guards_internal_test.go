@@ -13,7 +13,7 @@ func marshalRoundTrip(s string) (string, bool) {
 	if json.Unmarshal([]byte(s), &v) != nil {
 		return "", false
 	}
-	b, err := json.Marshal(v)
+	b, err := marshalNoHTML(v)
 	return string(b), err == nil
 }
 
@@ -41,7 +41,8 @@ func TestCanonicalArgs(t *testing.T) {
 		{`{"text":"echo 1000"}`, `{"text":"echo 1000"}`},
 		{`{ "b": 1, "a": [1, 2] }`, `{"a":[1,2],"b":1}`},
 		{`{"a":1.50}`, `{"a":1.5}`},
-		{`{"a":"<b>"}`, `{"a":"\u003cb\u003e"}`},
+		{`{"a":"<b>"}`, `{"a":"<b>"}`},
+		{`{"a":"\u003cb\u003e"}`, `{"a":"<b>"}`},
 		{`not json`, `not json`},
 	} {
 		if got := canonicalArgs(tc.in); got != tc.want {

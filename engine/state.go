@@ -121,7 +121,7 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 		st.Calls = append(st.Calls, c.state(&sc.specs[i]))
 	}
 	for _, q := range s.queue {
-		t, err := json.Marshal(q.trigger)
+		t, err := Marshal(q.trigger)
 		if err != nil {
 			return nil, fmt.Errorf("failed to encode a queued %s trigger: %w", q.trigger.TriggerType(), err)
 		}

@@ -343,10 +343,10 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 	return appendMarshal(b, f)
 }
 
-// appendRaw appends a JSON value as encoding/json writes a RawMessage:
-// compact, with <, >, & and U+2028/U+2029 escaped, refused when it is not
-// JSON. A valid value without space between its tokens and without those
-// characters is written as it is.
+// appendRaw appends a JSON value as Marshal writes a RawMessage: compact,
+// with U+2028/U+2029 escaped, refused when it is not JSON. A valid value
+// without space between its tokens and without those characters is
+// written as it is.
 func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	if raw == nil {
 		return append(b, "null"...), nil
@@ -354,7 +354,7 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	inString, escaped := false, false
 	for _, c := range raw {
 		switch {
-		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+		case c == 0xE2: // the first byte of U+2028 and U+2029 (and others)
 			return appendMarshal(b, raw)
 		case inString:
 			switch {
@@ -377,9 +377,9 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	return append(b, raw...), nil
 }
 
-// appendMarshal appends json.Marshal's encoding of v.
+// appendMarshal appends Marshal's encoding of v.
 func appendMarshal(b []byte, v any) ([]byte, error) {
-	j, err := json.Marshal(v)
+	j, err := Marshal(v)
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,7 @@ func (t Tool) Run(ctx context.Context, req DecideRequest) Decision {
 	if err != nil {
 		return Decision{Actions: []Action{ToolError{Error: err.Error(), Code: CodeToolFailed}}}
 	}
-	result, err := json.Marshal(out)
+	result, err := Marshal(out)
 	if err != nil {
 		return Decision{Actions: []Action{ToolError{Error: fmt.Sprintf("%s returned a result that is not JSON: %v", t.Name, err), Code: CodeToolFailed}}}
 	}

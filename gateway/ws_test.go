@@ -479,6 +479,36 @@ func TestMalformedFrames(t *testing.T) {
 	}
 }
 
+// TestHTMLComesAsItIs: a tool's result with HTML's <, > and & in it reaches
+// the pages, the transcript and the reply as it was sent. They were written
+// \u003c, \u003e and \u0026, as encoding/json does for HTML pages: a
+// result of HTML came out up to six times its size.
+func TestHTMLComesAsItIs(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	c, id := h.newBrowser(nil).open(pageTools)
+	c.say("time")
+	call := c.untilCall("call_time")
+	html := "<b>12 & 1</b>"
+	// As a browser's JSON.stringify writes it (the test's json.Marshal would
+	// escape it itself).
+	c.sendRaw(websocket.MessageText, fmt.Appendf(nil, `{"type":"tool.result","id":"call_time","attempt":%d,"result":{"time":%q,"timeZone":"UTC"}}`, call.Attempt, html))
+	finished := c.untilType("tool.finished")
+	if !strings.Contains(string(finished.raw), html) {
+		t.Errorf("tool.finished = %s; want the result's %s as it is", finished.raw, html)
+	}
+	if got := c.idleReply(); !strings.Contains(got, html) {
+		t.Errorf("reply = %q; want it to quote %s", got, html)
+	}
+	for _, f := range c.frames {
+		if strings.Contains(string(f.raw), `\u003c`) {
+			t.Errorf("a %s frame escapes HTML: %s", f.Type, f.raw)
+		}
+	}
+	if tr := h.transcript(id); !strings.Contains(tr[len(tr)-2].Content, html) {
+		t.Errorf("the tool message in the transcript: %q", tr[len(tr)-2].Content)
+	}
+}
+
 func TestOpenErrors(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	b := h.newBrowser(nil)

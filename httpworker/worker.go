@@ -261,7 +261,7 @@ func (f *failure) detail() string {
 }
 
 func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
-	body, err := json.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Trigger: req.Trigger, Proposed: req.Proposed, Parent: req.Parent})
+	body, err := engine.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Trigger: req.Trigger, Proposed: req.Proposed, Parent: req.Parent})
 	if err != nil {
 		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
 	}

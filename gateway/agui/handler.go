@@ -219,7 +219,7 @@ func resultJSON(content string) json.RawMessage {
 	if json.Valid([]byte(content)) {
 		return json.RawMessage(content)
 	}
-	b, _ := json.Marshal(content)
+	b, _ := engine.Marshal(content)
 	return b
 }
 
