@@ -17,23 +17,28 @@ import (
 
 // call is one tool call in flight, owned by the session goroutine.
 type call struct {
-	id, name       string
-	args           string
-	handler        Handler
-	spec           retrySpec
-	input          ToolInput
-	proposed       *ToolError // ready-made error for bad input or an unknown tool
-	output         *schema
-	batch          *batch
-	attempt        int
-	deadline       time.Time
-	timer          clock.Timer        // the attempt's timeout, or the backoff
-	cancel         context.CancelFunc // a worker attempt's context
-	backingOff     bool
-	retryAt        time.Time // when the next attempt starts, while backing off
-	settled        bool
-	answeredBy     int // the attempt whose answer last ended an attempt; 0: none
-	finished       ToolFinished
+	id, name   string
+	args       string
+	handler    Handler
+	spec       retrySpec
+	input      ToolInput
+	proposed   *ToolError // ready-made error for bad input or an unknown tool
+	output     *schema
+	batch      *batch
+	attempt    int
+	deadline   time.Time
+	timer      clock.Timer        // the attempt's timeout, or the backoff
+	cancel     context.CancelFunc // a worker attempt's context
+	backingOff bool
+	retryAt    time.Time // when the next attempt starts, while backing off
+	settled    bool
+	answeredBy int // the attempt whose answer last ended an attempt; 0: none
+	finished   ToolFinished
+	// finishedSeq is its tool.finished event's seq, and finishedStub its
+	// finished without the result's or error's text, which the state keeps
+	// in its place when the text is long (state.go: inlineFinished).
+	finishedSeq    int64
+	finishedStub   *ToolFinished
 	specErr        error           // the call's retry policy does not parse
 	seq            int             // dispatch order within the session
 	holder         *Page           // the page that runs the current client attempt; nil: none now
@@ -598,7 +603,11 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 			ev.Detail = o.detail
 		}
 	}
-	s.publish(EventToolFinished, ev)
+	if e, err := s.log.publish(EventToolFinished, s.parentID(), ev); err == nil {
+		c.refer(e.Seq)
+	} else if !errors.Is(err, ErrSessionClosed) {
+		s.logger.Error("failed to publish event", "type", EventToolFinished, "err", err)
+	}
 	if s.ending {
 		return
 	}
@@ -614,6 +623,17 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 		}
 	}
 	s.enqueue(c.finished, proposed)
+}
+
+// refer notes the seq of the call's tool.finished event, which holds its
+// result or error: a long one, the state leaves to that event.
+func (c *call) refer(seq int64) {
+	c.finishedSeq = seq
+	if seq > 0 && len(c.finished.Result)+len(c.finished.Error) > inlineFinished {
+		stub := c.finished
+		stub.Result, stub.Error = "", ""
+		c.finishedStub = &stub
+	}
 }
 
 // toolMessage is the transcript entry for a settled call.

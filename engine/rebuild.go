@@ -164,8 +164,8 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		if err := json.Unmarshal(b.State, &s); err != nil {
 			return nil, fmt.Errorf("%w: session %s, batch %d: %w", ErrCorrupt, id, i, err)
 		}
-		if s.V != stateVersion {
-			return nil, fmt.Errorf("%w: session %s has state version %d, this gateway reads %d", ErrCorrupt, id, s.V, stateVersion)
+		if s.V != stateVersion && s.V != stateVersionRefs {
+			return nil, fmt.Errorf("%w: session %s has state version %d, this gateway reads %d and %d", ErrCorrupt, id, s.V, stateVersion, stateVersionRefs)
 		}
 		if s.Agent != nil {
 			agent = s.Agent
@@ -179,6 +179,9 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	}
 	if st == nil || agent == nil {
 		return nil, fmt.Errorf("%w: session %s has no state", ErrCorrupt, id)
+	}
+	if err := finishedFromEvents(st.Calls, events); err != nil {
+		return nil, fmt.Errorf("%w: session %s: %w", ErrCorrupt, id, err)
 	}
 	if st.Ended {
 		return nil, fmt.Errorf("%w: session %s ended", ErrSessionClosed, id)
@@ -275,6 +278,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		}
 		if cs.Finished != nil {
 			c.finished = *cs.Finished
+			c.refer(cs.FinishedSeq)
 		}
 		b := batches[cs.Batch]
 		if b == nil {
@@ -290,6 +294,28 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		}
 	}
 	s.restoreMessageIDs()
+	return nil
+}
+
+// finishedFromEvents gives back the calls' results and errors that their
+// state left to their tool.finished events (callState.FinishedSeq).
+func finishedFromEvents(calls []callState, events []Event) error {
+	for i := range calls {
+		cs := &calls[i]
+		if cs.FinishedSeq == 0 || cs.Finished == nil {
+			continue
+		}
+		if cs.FinishedSeq < 1 || cs.FinishedSeq > int64(len(events)) || events[cs.FinishedSeq-1].Type != EventToolFinished {
+			return fmt.Errorf("call %s's result is in event %d, which is not a tool.finished", cs.ID, cs.FinishedSeq)
+		}
+		var f ToolFinishedEvent
+		if err := json.Unmarshal(events[cs.FinishedSeq-1].Frame, &f); err != nil || f.ID != cs.ID {
+			return fmt.Errorf("call %s's result is in event %d, which is another's or not JSON (%v)", cs.ID, cs.FinishedSeq, err)
+		}
+		finished := *cs.Finished // the state's is shared with no one, but stays as read
+		finished.Result, finished.Error = f.Result, f.Error
+		cs.Finished = &finished
+	}
 	return nil
 }
 

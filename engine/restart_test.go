@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -900,6 +901,84 @@ func TestStepLargerThanAMessage(t *testing.T) {
 		}
 		if len(results) != 2 || results["call_1"] < 4<<20-64 || results["call_2"] < 4<<20-64 {
 			t.Errorf("the tool results after a load (bytes by call): %v; want call_1 and call_2, 4 MiB each", results)
+		}
+		checkJournal(t, r.store, s.ID())
+	})
+}
+
+// TestLongResultsStoredOnce: the results of a batch of parallel calls are
+// each stored once, in their tool.finished events, not again in the state
+// of every step until the batch settles (N² for N calls: an outside
+// audit's 30 results of 1 MB made a 473 MB journal); and a restart while
+// the batch is part settled gives the settled results back whole, from
+// those events.
+func TestLongResultsStoredOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		const calls, size = 6, 64 << 10
+		release := make(chan struct{})
+		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "export"}}}}
+		w.execute = func(ctx context.Context, x engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+			n := x.ID[len(x.ID)-1] - '0'
+			if n > calls/2 {
+				select { // the second half runs until the restart
+				case <-release:
+				case <-ctx.Done():
+					return engine.Decision{}, ctx.Err()
+				}
+			}
+			result, _ := json.Marshal(strings.Repeat(string(rune('a'+n)), size))
+			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: result}}}, nil
+		}
+		var uses []model.ToolUse
+		for i := 1; i <= calls; i++ {
+			uses = append(uses, use(fmt.Sprintf("call_%d", i), "export", fmt.Sprintf(`{"part":%d}`, i))) // not repeats (MaxRepeats)
+		}
+		m := callsThenSummary(uses...)
+		e1 := r.start(w, m)
+		s, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		if err := p.page.Send(context.Background(), "export them"); err != nil {
+			t.Fatal(err)
+		}
+		settled := 0
+		p.until("the first half settled", func(ev engine.Event) bool {
+			if ev.Type == engine.EventToolFinished {
+				settled++
+			}
+			return settled == calls/2
+		})
+		stateBytes := 0
+		batches, err := r.store.Load(context.Background(), s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range batches {
+			stateBytes += len(b.State)
+		}
+		if stateBytes > size {
+			t.Errorf("the states stored so far hold %d bytes, more than one result (%d): they keep the results", stateBytes, size)
+		}
+
+		stop(t, e1)
+		close(release)
+		s2 := r.loaded(w, m, s.ID())
+		p2 := attach(t, s2, s2.LastSeq())
+		p2.until("the reply", finalIdle("saw: "))
+		transcript, err := s2.Transcript(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, msg := range toolMessages(transcript) {
+			n := msg.ToolUseID[len(msg.ToolUseID)-1] - '0'
+			if n > calls/2 {
+				continue // cut by the restart: settled as the restart settles them
+			}
+			if want, _ := json.Marshal(strings.Repeat(string(rune('a'+n)), size)); msg.Content != string(want) && msg.Content != string(want[1:len(want)-1]) {
+				t.Errorf("%s's result after the restart: %d bytes, %.40q…; want its %d bytes", msg.ToolUseID, len(msg.Content), msg.Content, size)
+			}
 		}
 		checkJournal(t, r.store, s.ID())
 	})

@@ -15,8 +15,21 @@ import (
 // every message whole.
 
 // stateVersion is the format of sessionState; a journal of another version
-// is refused with a clear error, never misread.
-const stateVersion = 1
+// is refused with a clear error, never misread. A state whose calls leave
+// a long result to its tool.finished event (callState.FinishedSeq) is
+// stateVersionRefs, which this version reads too: an earlier version
+// refuses such a session rather than lose the result.
+const (
+	stateVersion     = 1
+	stateVersionRefs = 2
+)
+
+// inlineFinished is the longest result or error a settled call's state
+// keeps itself. A longer one is read from its tool.finished event when the
+// session loads: the state is stored at every step, and a batch of N
+// parallel calls kept every result settled so far in each, N² in all (an
+// outside audit's 30 results of 1 MB made a 473 MB journal).
+const inlineFinished = 1024
 
 type sessionState struct {
 	V        int          `json:"v"`
@@ -75,6 +88,9 @@ type callState struct {
 	// Approving: the call waits for the user's approval until Deadline.
 	Approving bool          `json:"approving,omitempty"`
 	Finished  *ToolFinished `json:"finished,omitempty"`
+	// FinishedSeq: Finished leaves its result or error to the
+	// tool.finished event of this seq (version 2).
+	FinishedSeq int64 `json:"finishedSeq,omitempty"`
 }
 
 type specState struct {
@@ -119,6 +135,9 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	sc.specs = slices.Grow(sc.specs[:0], len(live))[:len(live)]
 	for i, c := range live {
 		st.Calls = append(st.Calls, c.state(&sc.specs[i]))
+		if c.finishedStub != nil {
+			st.V = stateVersionRefs
+		}
 	}
 	for _, q := range s.queue {
 		t, err := Marshal(q.trigger)
@@ -180,7 +199,10 @@ func (c *call) state(spec *specState) callState {
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
 	cs.Started, cs.AttemptStarted = c.started, c.attemptStarted
 	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
-	if c.settled {
+	switch {
+	case c.settled && c.finishedStub != nil:
+		cs.Finished, cs.FinishedSeq = c.finishedStub, c.finishedSeq
+	case c.settled:
 		cs.Finished = &c.finished
 	}
 	return cs

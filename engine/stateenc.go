@@ -181,6 +181,10 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 		b = appendStringField(b, `,"error":`, c.Finished.Error)
 		b = append(b, '}')
 	}
+	if c.FinishedSeq != 0 {
+		b = append(b, `,"finishedSeq":`...)
+		b = strconv.AppendInt(b, c.FinishedSeq, 10)
+	}
 	return append(b, '}'), nil
 }
 

@@ -84,7 +84,7 @@ func FuzzAppendState(f *testing.F) {
 			Calls: []callState{{ID: s, Name: args, Handler: Handler(s), AnsweredBy: n, Args: args,
 				Spec:  &specState{Attempts: n, Timeout: time.Duration(nanos), Multiplier: mult, MaxTimeout: time.Duration(n)},
 				Input: &ToolInput{Status: s, Value: raw, Error: args}, Proposed: &ToolError{ID: s, Attempt: n, Error: args, Code: ErrorCode(s), Detail: raw},
-				Deadline: when, Finished: &ToolFinished{ID: s, OK: n > 0, Name: args, Result: args, Error: s}}},
+				Deadline: when, Finished: &ToolFinished{ID: s, OK: n > 0, Name: args, Result: args, Error: s}, FinishedSeq: int64(n)}},
 			Queue:      []queueState{{Trigger: raw}},
 			Waiting:    []string{s, args},
 			WaitingIDs: []string{args, s},
