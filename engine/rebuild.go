@@ -133,7 +133,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	var lastState json.RawMessage
 	var transcript []Message
 	calls := journalCalls{}
-	for i, b := range batches {
+	for _, b := range batches {
 		events = append(events, b.Events...)
 		for _, ev := range b.Events {
 			if ev.Type == EventToolStarted || ev.Type == EventToolFinished {
@@ -157,7 +157,13 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 			}
 			transcript = append(transcript, m.Message)
 		}
-		if b.State == nil {
+	}
+	// The last state, and the agent of the last state that carries one
+	// (the states after it leave it out), read from the end: a long chat
+	// has a state a step, and decoding each was a third of its load.
+	for i := len(batches) - 1; i >= 0 && agent == nil; i-- {
+		b := batches[i]
+		if b.State == nil || st != nil && !bytes.Contains(b.State, []byte(`"agent":`)) {
 			continue
 		}
 		var s sessionState
@@ -167,10 +173,10 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		if s.V != stateVersion && s.V != stateVersionRefs {
 			return nil, fmt.Errorf("%w: session %s has state version %d, this gateway reads %d and %d", ErrCorrupt, id, s.V, stateVersion, stateVersionRefs)
 		}
-		if s.Agent != nil {
-			agent = s.Agent
+		if st == nil {
+			st, lastState = &s, b.State
 		}
-		st, lastState = &s, b.State
+		agent = s.Agent
 	}
 	for i, ev := range events {
 		if ev.Seq != int64(i+1) {

@@ -13,6 +13,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/metrics"
+	"github.com/clienttools/gateway/store/jetstream"
 )
 
 // loadCounter is a memory store that counts its Loads, fails them while
@@ -501,5 +502,77 @@ func TestOpenedFromItsStartReadsTheJournalOnce(t *testing.T) {
 	replayed(t, s, store.MemoryStore, 0)
 	if n := store.loads.Load() - before; n != 1+1 { // the replay's read and replayed's own
 		t.Errorf("the next replay from the start read the store %d times, want 2 (with the test's own)", n-1)
+	}
+}
+
+// BenchmarkLoadLongChatJetStream is the time a long chat takes to load
+// from the JetStream store (the embedded server): 300 turns, each a reply
+// streamed in 20 pieces, about 7,200 events in 1,500 messages, 300 of them
+// with a state.
+func BenchmarkLoadLongChatJetStream(b *testing.B) {
+	ctx := context.Background()
+	streamed := model.Func(func(_ context.Context, _ model.Request, onDelta func(string)) (model.Response, error) {
+		var reply strings.Builder
+		for i := range 20 {
+			piece := fmt.Sprintf("piece %d of a reply streamed to the page. ", i)
+			reply.WriteString(piece)
+			onDelta(piece)
+		}
+		return model.Response{Text: reply.String(), StopReason: model.StopEndTurn}, nil
+	})
+	store, err := jetstream.Open(ctx, jetstream.Options{DataDir: b.TempDir(), Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(_ context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		return req.Proposed, nil
+	}), Store: store, Logger: quiet(), Retain: -1, Unload: time.Hour,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := s.Attach(ctx, engine.AttachOptions{Buffer: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	idles := 0
+	for i := range 300 {
+		if err := p.Send(ctx, fmt.Sprintf("message %d", i)); err != nil {
+			b.Fatal(err)
+		}
+		for idles < i+2 {
+			<-p.Ready()
+			for _, ev := range p.Take(nil) {
+				if ev.Type == engine.EventSessionIdle {
+					idles++
+				}
+			}
+		}
+	}
+	p.Detach()
+	id := s.ID()
+	if err := e.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(context.Context, engine.DecideRequest) (engine.Decision, error) {
+			return engine.Decision{}, nil
+		}), Store: store, Logger: quiet(), Retain: -1,
+			Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Load(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		_ = e.Close(ctx)
 	}
 }
