@@ -534,14 +534,7 @@ func (p *pipe) move(why string, resend bool) {
 	wait := 100 * time.Millisecond
 	for c.ctx.Err() == nil && time.Now().Before(deadline) {
 		if err := p.moveOnce(); err == nil {
-			p.mu.Lock()
-			waiting := p.waiting
-			p.waiting, p.moving = nil, false
-			id := p.id
-			p.mu.Unlock()
-			for _, f := range waiting {
-				_ = publishFrame(p.r.nc, id+".in", f)
-			}
+			p.moved()
 			c.logger.Info("relayed page moved", "session", p.open.Session)
 			return
 		} else if errors.Is(err, errUnknownSession) {
@@ -555,6 +548,19 @@ func (p *pipe) move(why string, resend bool) {
 	}
 	p.end()
 	c.close(engine.CloseElsewhere, "the session's gateway node is gone: reconnect")
+}
+
+// moved sends what waited while the pipe moved, and lets send publish
+// again. What waited goes before what send publishes next, each whole:
+// under p.mu, as send publishes, so no frame of send's lands between the
+// parts of one that waited.
+func (p *pipe) moved() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.waiting {
+		_ = publishFrame(p.r.nc, p.id+".in", f)
+	}
+	p.waiting, p.moving = nil, false
 }
 
 // moveOnce pipes the page to where the session runs now: the node that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -215,6 +216,45 @@ func TestRelayedFramesInParts(t *testing.T) {
 	s.untrack(c)
 }
 
+// TestFramesAfterAMoveComeWhole: a page's frame that waited while its pipe
+// moved, large enough to go in parts, reaches the serving node whole and
+// first, although the page sends more as the move ends. The frames that
+// waited were sent after the pipe stopped moving, without its lock, so a
+// frame send published could land between their parts, and the serving
+// node closed the page for frames lost.
+func TestFramesAfterAMoveComeWhole(t *testing.T) {
+	nc := natsConn(t)
+	big := fmt.Appendf(nil, `{"type":"tool.result","id":"t1","attempt":1,"result":%q}`, strings.Repeat("x", 3*int(nc.MaxPayload())))
+	small := []byte(`{"type":"cancel"}`)
+	for round := range 20 {
+		id := fmt.Sprintf("gateway.relay.pipe.move%d", round)
+		sock, err := newRemoteSocket(nc, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &pipe{r: &Relay{nc: nc, node: "here"}, id: id, moving: true, waiting: [][]byte{big}, check: make(chan struct{}, 1)}
+		done := make(chan struct{})
+		go func() { defer close(done); p.moved() }()
+		// The page sends as soon as the pipe has stopped moving.
+		for func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.moving }() {
+			runtime.Gosched()
+		}
+		if err := p.send(small); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		ctx, cancel := context.WithTimeout(context.Background(), hang)
+		for i, want := range [][]byte{big, small} {
+			_, got, err := sock.Read(ctx)
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("round %d, frame %d at the serving node: %d bytes, %v; want %d bytes", round+1, i+1, len(got), err, len(want))
+			}
+		}
+		cancel()
+		sock.end()
+	}
+}
+
 // TestFrameJoinerRefusesPartsOutOfOrder: a part that is not the one due
 // (the pipe lost one) is an error, not a frame joined wrong.
 func TestFrameJoinerRefusesPartsOutOfOrder(t *testing.T) {
@@ -235,6 +275,9 @@ func TestFrameJoinerRefusesPartsOutOfOrder(t *testing.T) {
 		{"a part with no first", []*nats.Msg{part("2/2")}},
 		{"a count that changed", []*nats.Msg{part("1/2"), part("2/3")}},
 		{"a bad number", []*nats.Msg{part("one/2")}},
+		// A count whose room would overflow: refused later, never a panic
+		// in a NATS callback, which nothing recovers.
+		{"a count past any frame", []*nats.Msg{part("1/4611686018427387904"), part("")}},
 	} {
 		var j frameJoiner
 		var err error

@@ -69,7 +69,7 @@ func (j *frameJoiner) take(m *nats.Msg) (frame []byte, done bool, err error) {
 	case err != nil:
 		return nil, false, err
 	case index == 1 && j.next == 0:
-		*j = frameJoiner{next: 1, count: count, frame: make([]byte, 0, min(count*len(m.Data), maxJoinHint))}
+		*j = frameJoiner{next: 1, count: count, frame: make([]byte, 0, joinHint(count, len(m.Data)))}
 	case index != j.next || count != j.count:
 		return nil, false, fmt.Errorf("part %d of %d where part %d of %d was due", index, count, j.next, j.count)
 	}
@@ -80,6 +80,16 @@ func (j *frameJoiner) take(m *nats.Msg) (frame []byte, done bool, err error) {
 	frame = j.frame
 	*j = frameJoiner{}
 	return frame, true, nil
+}
+
+// joinHint is the room a set of count parts, the first of size bytes,
+// makes for itself: their product, up to maxJoinHint (a count from the
+// wire may be anything).
+func joinHint(count, size int) int {
+	if size == 0 || count > maxJoinHint/size {
+		return maxJoinHint
+	}
+	return count * size
 }
 
 // readPartHeader reads "<index>/<count>".

@@ -121,7 +121,11 @@ func (j *joiner) take(data []byte) ([]byte, error) {
 		return data, nil
 	case p.index == 1:
 		// Room for the whole set, as its first part is as long as any.
-		*j = joiner{set: p.set, next: 1, count: p.count, whole: make([]byte, 0, min(p.count*len(p.piece), maxJoinHint))}
+		hint := maxJoinHint // the line's count may be anything
+		if n := len(p.piece); n > 0 && p.count <= maxJoinHint/n {
+			hint = p.count * n
+		}
+		*j = joiner{set: p.set, next: 1, count: p.count, whole: make([]byte, 0, hint)}
 	case p.set != j.set || p.index != j.next || p.count != j.count:
 		return nil, fmt.Errorf("part %d/%d of set %s does not continue the set before it", p.index, p.count, p.set)
 	}

@@ -105,6 +105,7 @@ func TestJoiner(t *testing.T) {
 		{"a part out of its set", [][]byte{a[0], b[1]}, []string{""}, true},
 		{"a part with no set before it", [][]byte{a[1]}, nil, true},
 		{"a part twice", [][]byte{a[0], a[0], a[1], a[1]}, []string{"", "", ""}, true},
+		{"a count past any batch", [][]byte{[]byte("~part 1/2305843009213693952 x\nabcd"), []byte(`{}`)}, []string{"", "{}"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,6 +82,26 @@ function mac(secret, timestamp, body) {
  * @param {number} [o.windowSeconds] default DEFAULT_WINDOW_SECONDS
  */
 export function verify({ secret, timestamp, signature, body, now = Date.now(), windowSeconds = DEFAULT_WINDOW_SECONDS }) {
+    checkSigned({ timestamp, signature, now, windowSeconds });
+    timestamp = timestamp.trim();
+    const want = mac(secret, timestamp, body);
+    for (let entry of signature.trim().split(",")) {
+        entry = entry.trim();
+        if (!entry.startsWith(SCHEME)) continue;
+        const hex = entry.slice(SCHEME.length);
+        if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== want.length * 2) continue;
+        if (timingSafeEqual(Buffer.from(hex, "hex"), want)) return want.toString("hex");
+    }
+    throw new SignatureError("bad_signature",
+        "signature does not match: check that the gateway and the worker share the same secret");
+}
+
+/**
+ * checkSigned refuses a request whose signature headers are missing, or
+ * whose timestamp is not fresh, before its body is read: a caller that
+ * cannot sign makes the worker read nothing.
+ */
+function checkSigned({ timestamp, signature, now, windowSeconds }) {
     timestamp = (timestamp ?? "").trim();
     signature = (signature ?? "").trim();
     if (!timestamp || !signature) {
@@ -96,16 +116,6 @@ export function verify({ secret, timestamp, signature, body, now = Date.now(), w
         throw new SignatureError("stale",
             `signature timestamp outside the replay window: signed ${Math.round(Math.abs(skew))}s ${skew > 0 ? "ago" : "in the future"}; the window is ${windowSeconds}s`);
     }
-    const want = mac(secret, timestamp, body);
-    for (let entry of signature.split(",")) {
-        entry = entry.trim();
-        if (!entry.startsWith(SCHEME)) continue;
-        const hex = entry.slice(SCHEME.length);
-        if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== want.length * 2) continue;
-        if (timingSafeEqual(Buffer.from(hex, "hex"), want)) return want.toString("hex");
-    }
-    throw new SignatureError("bad_signature",
-        "signature does not match: check that the gateway and the worker share the same secret");
 }
 
 class HttpError extends Error {
@@ -227,11 +237,13 @@ export function createHandler({
             request.res.setHeader("Allow", "POST");
             throw new HttpError(405, `${req.method} is not allowed; the gateway POSTs triggers`);
         }
-        const body = await readBody(req, maxBodyBytes);
         const timestamp = req.headers[HEADER_TIMESTAMP];
-        let signature;
+        let body, signature;
         try {
-            signature = verify({ secret, body, windowSeconds, timestamp, signature: req.headers[HEADER_SIGNATURE], now: now() });
+            const signed = { windowSeconds, timestamp, signature: req.headers[HEADER_SIGNATURE], now: now() };
+            checkSigned(signed); // before the body, which may be large
+            body = await readBody(req, maxBodyBytes);
+            signature = verify({ ...signed, secret, body });
         } catch (err) {
             if (err instanceof SignatureError) throw new HttpError(401, err.message);
             throw err;

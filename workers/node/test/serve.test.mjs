@@ -108,6 +108,9 @@ test("refused requests", async (t) => {
         { name: "no trigger", over: { body: '{"session":"s1"}' }, status: 400, error: /not \{session, trigger, proposed\}/ },
         { name: "GET", over: { method: "GET" }, status: 405, error: /GET is not allowed/ },
         { name: "too large", over: { body: JSON.stringify({ pad: "x".repeat(65 << 20) }) }, status: 413, error: /larger than/ },
+        // Refused before the body is read: a caller that cannot sign makes
+        // the worker read nothing (it read up to the limit first, and said 413).
+        { name: "unsigned and large", over: { headers: { "x-gateway-signature": "" }, body: JSON.stringify({ pad: "x".repeat(65 << 20) }) }, status: 401, error: /not signed/ },
     ];
     for (const c of cases) {
         await t.test(c.name, async () => {
