@@ -288,7 +288,7 @@ func (l *eventLog) combine() (n int, batch Batch) {
 		}
 		n++
 		if b.state != nil {
-			batch.State, batch.Agent = b.state, b.agent
+			batch.State, batch.Agent, batch.Refs = b.state, b.agent, stateRefs(b.state)
 			break
 		}
 	}

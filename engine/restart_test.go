@@ -15,6 +15,7 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/store/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // rig runs engines one after another on one store's data and one clock:
@@ -961,6 +962,13 @@ func TestLongResultsStoredOnce(t *testing.T) {
 		if stateBytes > size {
 			t.Errorf("the states stored so far hold %d bytes, more than one result (%d): they keep the results", stateBytes, size)
 		}
+		if js, ok := r.store.(*jetstream.Store); ok {
+			// A version before such states cannot read them: it must refuse
+			// to start on this journal, not fail the chat when it is opened.
+			if f := journalFormat(t, js); f != "2" {
+				t.Errorf("the journal's format after a state that leaves results to their events: %q, want 2", f)
+			}
+		}
 
 		stop(t, e1)
 		close(release)
@@ -982,4 +990,23 @@ func TestLongResultsStoredOnce(t *testing.T) {
 		}
 		checkJournal(t, r.store, s.ID())
 	})
+}
+
+// journalFormat is the data format the JetStream store's journal stream
+// says it holds.
+func journalFormat(t *testing.T, s *jetstream.Store) string {
+	t.Helper()
+	js, err := natsjs.New(s.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), jetstream.JournalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Config.Metadata["gateway.format"]
 }

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -23,6 +25,12 @@ const (
 	stateVersion     = 1
 	stateVersionRefs = 2
 )
+
+// stateRefs reports whether an encoded state is of stateVersionRefs
+// (appendState writes the version first).
+func stateRefs(state []byte) bool {
+	return bytes.HasPrefix(state, []byte(`{"v":`+strconv.Itoa(stateVersionRefs)+`,`))
+}
 
 // inlineFinished is the longest result or error a settled call's state
 // keeps itself. A longer one is read from its tool.finished event when the

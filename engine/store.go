@@ -57,6 +57,11 @@ type Batch struct {
 	// only the last state keeps this one too (Store.Load). Set by the
 	// engine on Append; a store need not keep it.
 	Agent bool
+	// Refs: State leaves a call's result to the event that holds it
+	// (state version 2), which a gateway version before it cannot read.
+	// Set by the engine; a store that says which versions may read its
+	// data marks it before storing such a batch.
+	Refs bool
 }
 
 // Summary is what a list of chats shows of a session, and what retention

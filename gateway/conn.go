@@ -794,6 +794,14 @@ func (c *conn) writeFrame(frame json.RawMessage, timed bool) bool {
 	}
 	// Not c.ctx: see conn.ctx.
 	if err := c.ws.Write(context.Background(), websocket.MessageText, frame); err != nil {
+		if errors.Is(err, errNoParts) {
+			// A relayed page on a node of an earlier version: closed to
+			// reconnect, maybe to this node, rather than moved between the
+			// two again (1001), or sent a frame it would cut.
+			c.logger.Warn("relayed page closed: its node runs an earlier version, which cannot take this frame", "err", err)
+			c.close(engine.CloseTooSlow, "a frame too large for the relay to this gateway node: reconnect")
+			return false
+		}
 		c.close(engine.CloseGoingAway, "write failed")
 		return false
 	}

@@ -145,6 +145,11 @@ type relayOpen struct {
 	Pipe    string `json:"pipe"`
 	Browser string `json:"browser"`
 	Remote  string `json:"remote"`
+	// Parts: the page's node joins frames sent in parts (relayparts.go).
+	// A node of an earlier version does not say so, and would hand each
+	// part to the browser as a frame: its pages get frames whole or not
+	// at all.
+	Parts bool `json:"parts,omitempty"`
 }
 
 // serve answers other nodes' requests to serve their pages, until stop.
@@ -160,7 +165,9 @@ func (r *Relay) serve(s *Server) error {
 			_ = m.Respond([]byte(`{"error":` + strconv.Quote(err.Error()) + `}`))
 			return
 		}
-		_ = m.Respond([]byte(`{"ok":true}`))
+		sock.parts = req.Parts
+		// The answer says this node joins the page's frames sent in parts.
+		_ = m.Respond([]byte(`{"ok":true,"parts":true}`))
 		go s.serveRemote(sock, req.Browser, req.Remote)
 	})
 	if err != nil {
@@ -195,7 +202,8 @@ type remoteSocket struct {
 	pipe   string
 	in     chan *nats.Msg
 	inSub  *nats.Subscription
-	parts  frameJoiner // Read's
+	parts  bool        // the page's node joins frames sent in parts
+	joiner frameJoiner // Read's
 	subs   []*nats.Subscription
 	once   sync.Once
 	closed chan struct{}
@@ -248,7 +256,7 @@ func (s *remoteSocket) Read(ctx context.Context) (websocket.MessageType, []byte,
 				s.end()
 				return 0, nil, io.EOF
 			}
-			frame, whole, err := s.parts.take(m)
+			frame, whole, err := s.joiner.take(m)
 			if framesLost(s.inSub) || err != nil {
 				_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
 				return 0, nil, errFramesLost
@@ -270,7 +278,7 @@ func (s *remoteSocket) Write(_ context.Context, _ websocket.MessageType, p []byt
 		return errPipeClosed
 	default:
 	}
-	return publishFrame(s.nc, s.pipe+".out", p)
+	return publishFrame(s.nc, s.pipe+".out", p, s.parts)
 }
 
 func (s *remoteSocket) Ping(ctx context.Context) error {
@@ -319,6 +327,7 @@ type pipe struct {
 	id      string
 	node    string // the serving node the relay watches for the page (watchNode)
 	subs    []*nats.Subscription
+	parts   bool     // the serving node joins frames sent in parts
 	moving  bool     // between two nodes: the page's frames wait
 	waiting [][]byte // the page's frames while moving
 	after   int64    // the last event the page was sent
@@ -355,8 +364,8 @@ func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
 func (p *pipe) dial(node string) error {
 	id := "gateway.relay.pipe." + nuid.Next()
 	nc := p.r.nc
-	var parts frameJoiner // the subscription's: its callbacks come one at a time
-	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, &parts, m) })
+	var joiner frameJoiner // the subscription's: its callbacks come one at a time
+	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, &joiner, m) })
 	if err != nil {
 		return err
 	}
@@ -365,19 +374,22 @@ func (p *pipe) dial(node string) error {
 		_ = out.Unsubscribe()
 		return err
 	}
-	req, _ := json.Marshal(relayOpen{Pipe: id, Browser: p.c.browser, Remote: p.r.node})
+	req, _ := json.Marshal(relayOpen{Pipe: id, Browser: p.c.browser, Remote: p.r.node, Parts: true})
 	// A live node answers at once; one that does not is dead or paused.
 	ctx, cancel := context.WithTimeout(p.c.ctx, 2*time.Second)
 	defer cancel()
 	resp, err := nc.RequestWithContext(ctx, openSubject(node), req)
+	parts := false
 	if err == nil {
 		var answer struct {
 			OK    bool
+			Parts bool
 			Error string
 		}
 		if jerr := json.Unmarshal(resp.Data, &answer); jerr != nil || !answer.OK {
 			err = fmt.Errorf("node %s refused to serve the page: %s", node, answer.Error)
 		}
+		parts = answer.Parts
 	}
 	if err != nil {
 		_ = out.Unsubscribe()
@@ -393,7 +405,7 @@ func (p *pipe) dial(node string) error {
 		_ = ping.Unsubscribe()
 		return errPipeClosed
 	}
-	p.id, p.subs = id, []*nats.Subscription{out, ping}
+	p.id, p.subs, p.parts = id, []*nats.Subscription{out, ping}, parts
 	open := p.open
 	open.After = p.after
 	p.watchNode(node) // under p.mu, as end's: never watched after the end
@@ -484,7 +496,7 @@ func (p *pipe) send(frame []byte) error {
 		p.waiting = append(p.waiting, frame)
 		return nil
 	}
-	if err := publishFrame(p.r.nc, p.id+".in", frame); err != nil {
+	if err := publishFrame(p.r.nc, p.id+".in", frame, p.parts); err != nil {
 		return err
 	}
 	if mustArrive(frame) && len(p.unconfirmed) < maxWaiting {
@@ -558,7 +570,7 @@ func (p *pipe) moved() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range p.waiting {
-		_ = publishFrame(p.r.nc, p.id+".in", f)
+		_ = publishFrame(p.r.nc, p.id+".in", f, p.parts)
 	}
 	p.waiting, p.moving = nil, false
 }

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -164,7 +166,7 @@ func TestRelayedFramesInParts(t *testing.T) {
 	}
 	t.Cleanup(sock.end)
 	for _, f := range frames {
-		if err := publishFrame(nc, pipeID+".in", f); err != nil {
+		if err := publishFrame(nc, pipeID+".in", f, true); err != nil {
 			t.Fatalf("publishing a frame of %d bytes: %v", len(f), err)
 		}
 	}
@@ -190,7 +192,7 @@ func TestRelayedFramesInParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &remoteSocket{nc: nc, pipe: p.id, closed: make(chan struct{})}
+	out := &remoteSocket{nc: nc, pipe: p.id, parts: true, closed: make(chan struct{})}
 	for _, f := range frames {
 		if err := out.Write(ctx, websocket.MessageText, f); err != nil {
 			t.Fatalf("writing a frame of %d bytes: %v", len(f), err)
@@ -232,7 +234,7 @@ func TestFramesAfterAMoveComeWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &pipe{r: &Relay{nc: nc, node: "here"}, id: id, moving: true, waiting: [][]byte{big}, check: make(chan struct{}, 1)}
+		p := &pipe{r: &Relay{nc: nc, node: "here"}, id: id, parts: true, moving: true, waiting: [][]byte{big}, check: make(chan struct{}, 1)}
 		done := make(chan struct{})
 		go func() { defer close(done); p.moved() }()
 		// The page sends as soon as the pipe has stopped moving.
@@ -254,6 +256,108 @@ func TestFramesAfterAMoveComeWhole(t *testing.T) {
 		sock.end()
 	}
 }
+
+// TestLargeFrameToAnEarlierNode: a node of an earlier version joins no
+// parts, and says nothing of them when it asks for a page to be served or
+// answers such a request. A frame too large for one NATS message is then
+// not sent in parts, which that node would hand the browser as frames of
+// their own (broken JSON, a split character, events the page skipped for
+// good): the serving node closes the page with 1008 to reconnect, rather
+// than 1001, which has the page's node move it back again; the page's node
+// fails the frame's send, as it did.
+func TestLargeFrameToAnEarlierNode(t *testing.T) {
+	nc := natsConn(t)
+	big := fmt.Appendf(nil, `{"type":"tool.finished","seq":9,"result":%q}`, strings.Repeat("é", int(nc.MaxPayload())))
+	const pipeID = "gateway.relay.pipe.earlier"
+	out, err := nc.SubscribeSync(pipeID + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := &remoteSocket{nc: nc, pipe: pipeID, closed: make(chan struct{})} // its page's node said no parts
+	if err := sock.Write(context.Background(), websocket.MessageText, big); !errors.Is(err, errNoParts) {
+		t.Fatalf("a large frame to a page on an earlier node: %v, want errNoParts", err)
+	}
+	if m, err := out.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("%d bytes were published for the page all the same", len(m.Data))
+	}
+
+	s := testServer(t)
+	page := &noPartsSocket{recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}}
+	c, ok := s.openConn(page, nil, "browser", s.logger)
+	if !ok {
+		t.Fatal("the gateway took no connection")
+	}
+	if c.writeFrame(big, false) {
+		t.Fatal("the write of a frame the page's node cannot take went through")
+	}
+	select {
+	case code := <-page.closed:
+		if code != websocket.StatusCode(engine.CloseTooSlow) {
+			t.Errorf("the page was closed with %d, want %d (reconnect), not moved", code, engine.CloseTooSlow)
+		}
+	case <-time.After(hang):
+		t.Fatal("the page was not closed")
+	}
+	close(page.gone)
+	c.cancel()
+	c.writers.Wait()
+	s.untrack(c)
+
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, id: pipeID, check: make(chan struct{}, 1)} // its serving node said no parts
+	if err := p.send(big); !errors.Is(err, errNoParts) {
+		t.Errorf("a large page frame to an earlier serving node: %v, want errNoParts", err)
+	}
+}
+
+// TestRelayNodesAgreeOnParts: a node of this version asks for its page to
+// be served saying it joins parts, and the serving node answers that it
+// does too: each side then sends large frames in parts.
+func TestRelayNodesAgreeOnParts(t *testing.T) {
+	nc := natsConn(t)
+	owner := testServer(t)
+	r := &Relay{nc: nc, node: "owner"}
+	if err := r.serve(owner); err != nil {
+		t.Fatal(err)
+	}
+	defer r.stop()
+	req, _ := json.Marshal(relayOpen{Pipe: "gateway.relay.pipe.agree", Browser: "b", Remote: "page", Parts: true})
+	resp, err := nc.Request(openSubject("owner"), req, hang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Data); got != `{"ok":true,"parts":true}` {
+		t.Errorf("the serving node answered %s, want one that says it joins parts", got)
+	}
+	_ = nc.Publish("gateway.relay.pipe.agree.in", nil) // an empty frame, then the page leaves
+	m := nats.NewMsg("gateway.relay.pipe.agree.in")
+	m.Header.Set(closeHeader, "1000 the page left")
+	_ = nc.PublishMsg(m)
+
+	pageNode := testServer(t)
+	page := &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
+	c, ok := pageNode.openConn(page, nil, "b", pageNode.logger)
+	if !ok {
+		t.Fatal("the gateway took no connection")
+	}
+	p := &pipe{r: &Relay{nc: nc, node: "page"}, c: c, check: make(chan struct{}, 1), stop: make(chan struct{})}
+	if err := p.dial("owner"); err != nil {
+		t.Fatal(err)
+	}
+	if !p.parts {
+		t.Error("the page's pipe does not send parts to a serving node that joins them")
+	}
+	p.close()
+	close(page.gone)
+	c.cancel()
+	c.writers.Wait()
+	pageNode.untrack(c)
+}
+
+// noPartsSocket is a page on a node of an earlier version, whose frames
+// go whole or not at all.
+type noPartsSocket struct{ recordingSocket }
+
+func (*noPartsSocket) Write(context.Context, websocket.MessageType, []byte) error { return errNoParts }
 
 // TestFrameJoinerRefusesPartsOutOfOrder: a part that is not the one due
 // (the pipe lost one) is an error, not a frame joined wrong.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,12 +28,20 @@ const relaySlack = 512
 // which its header's count says.
 const maxJoinHint = 64 << 20
 
+// errNoParts: a frame too large for one NATS message, to a node of an
+// earlier version, which cannot join parts.
+var errNoParts = errors.New("a frame larger than a NATS message (max_payload) cannot go to a gateway node of an earlier version, which reads no parts: finish the rolling deploy, or raise max_payload")
+
 // publishFrame publishes frame on subj, in parts when one message would
-// pass the server's max_payload.
-func publishFrame(nc *nats.Conn, subj string, frame []byte) error {
+// pass the server's max_payload and the other side joins parts (else it
+// fails with errNoParts).
+func publishFrame(nc *nats.Conn, subj string, frame []byte, parts bool) error {
 	limit := max(int(nc.MaxPayload())-relaySlack, relaySlack)
 	if len(frame) <= limit {
 		return nc.Publish(subj, frame)
+	}
+	if !parts {
+		return fmt.Errorf("%w (a frame of %d bytes)", errNoParts, len(frame))
 	}
 	count := (len(frame) + limit - 1) / limit
 	for i := range count {

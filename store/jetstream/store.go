@@ -117,10 +117,10 @@ type Store struct {
 	// splits names the set of parts of each session's step that this
 	// node is appending in parts and has not stored yet (parts.go).
 	splits map[string]splitTry
-	// formatParts: the journal's stream says it may hold parts; until
+	// format2: the journal's stream says it may hold parts; until
 	// then, markAgain is when a batch in parts may try to mark it again.
-	formatParts atomic.Bool
-	markAgain   time.Time
+	format2   atomic.Bool
+	markAgain time.Time
 
 	stop       chan struct{}  // closed by Close: the goroutines below end
 	background sync.WaitGroup // renew, and reviveJetStream for the embedded server
@@ -290,14 +290,15 @@ func (s *Store) setUp(ctx context.Context) error {
 // refuses to start, naming the format, rather than fail chat by chat.
 const formatKey = "gateway.format"
 
-// The journal's formats. formatWhole: every batch is one message, as every
-// version before parts wrote. formatParts: a batch may be in parts
-// (parts.go). A stream says formatWhole until a node first stores a batch
-// in parts, so that a version that reads only whole batches may run on it
-// until then.
+// The journal's formats. formatWhole: every batch is one message, and
+// every state holds its calls' results, as every version before format2
+// wrote. format2: a batch may be in parts (parts.go), and a state may
+// leave a long result to its event (engine.Batch.Refs). A stream says
+// formatWhole until a node first stores such a batch, so that a version
+// that reads only formatWhole may run on it until then.
 const (
 	formatWhole = 1
-	formatParts = 2
+	format2     = 2
 )
 
 // checkFormat refuses a journal in a format this version cannot read. A
@@ -309,8 +310,8 @@ func (s *Store) checkFormat(ctx context.Context, where string) error {
 	switch format := cfg.Metadata[formatKey]; format {
 	case strconv.Itoa(formatWhole):
 		return nil
-	case strconv.Itoa(formatParts):
-		s.formatParts.Store(true)
+	case strconv.Itoa(format2):
+		s.format2.Store(true)
 		return nil
 	case "":
 		if err := s.markStream(ctx, cfg, formatKey, strconv.Itoa(formatWhole)); err != nil {
@@ -318,18 +319,20 @@ func (s *Store) checkFormat(ctx context.Context, where string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("%s holds the sessions in data format %s (the %s stream's %s), and this gateway reads formats %d and %d: use the gateway version that wrote them", where, format, JournalStream, formatKey, formatWhole, formatParts)
+		return fmt.Errorf("%s holds the sessions in data format %s (the %s stream's %s), and this gateway reads formats %d and %d: use the gateway version that wrote them", where, format, JournalStream, formatKey, formatWhole, format2)
 	}
 }
 
-// markParts marks the journal's stream formatParts before this node stores
-// a batch in parts: a version that reads only whole batches then refuses
-// to start on it rather than call that session damaged. A node that cannot
-// mark it (NATS away, or a NATS user that may not edit streams) warns and
-// stores the batch all the same, since a session unable to store a step
-// stops; it tries again at a later batch in parts, at most once a minute.
-func (s *Store) markParts(ctx context.Context) {
-	if s.formatParts.Load() {
+// markFormat2 marks the journal's stream format2 before this node stores
+// its first batch an earlier version cannot read (in parts, or with a
+// state that leaves a result to its event): such a version then refuses
+// to start on it rather than call that session damaged. A node that
+// cannot mark it (NATS away, or a NATS user that may not edit streams)
+// warns and stores the batch all the same, since a session unable to
+// store a step stops; it tries again at a later such batch, at most once
+// a minute.
+func (s *Store) markFormat2(ctx context.Context) {
+	if s.format2.Load() {
 		return
 	}
 	s.mu.Lock()
@@ -343,14 +346,18 @@ func (s *Store) markParts(ctx context.Context) {
 		return
 	}
 	info, err := s.journal.Info(ctx) // the stream's config now, not at start: others may have edited it
-	if err == nil && info.Config.Metadata[formatKey] != strconv.Itoa(formatParts) {
-		err = s.markStream(ctx, info.Config, formatKey, strconv.Itoa(formatParts))
+	already := err == nil && info.Config.Metadata[formatKey] == strconv.Itoa(format2)
+	if err == nil && !already {
+		err = s.markStream(ctx, info.Config, formatKey, strconv.Itoa(format2))
 	}
 	if err != nil {
-		s.opts.Logger.Warn("a step too large for one message is stored in parts, and this node could not mark the journal's stream as holding parts: it tries again at the next such step. If its NATS user may not edit streams, add the metadata entry "+formatKey+"="+strconv.Itoa(formatParts)+" to the "+JournalStream+" stream yourself, so that a gateway version that cannot read parts refuses to start on it", "err", err)
+		s.opts.Logger.Warn("this node stores a step that an earlier gateway version cannot read (in parts, or with a result left to its event), and could not mark the journal's stream so: it tries again at the next such step. If its NATS user may not edit streams, add the metadata entry "+formatKey+"="+strconv.Itoa(format2)+" to the "+JournalStream+" stream yourself, so that such a version refuses to start on it", "err", err)
 		return
 	}
-	s.formatParts.Store(true)
+	if !already {
+		s.opts.Logger.Info("the journal's stream says data format 2 from now on: gateway versions before it refuse to start on it (deploy.md, Upgrading)", "stream", JournalStream)
+	}
+	s.format2.Store(true)
 }
 
 // ensureStream opens the stream, or makes it when it is missing. Gateways
@@ -682,6 +689,9 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	if err := s.holds(session); err != nil {
 		return err
 	}
+	if b.Refs {
+		s.markFormat2(ctx)
+	}
 	h, err := s.headOf(ctx, session)
 	if err != nil {
 		return err
@@ -798,7 +808,7 @@ func (s *Store) messageLimit() int {
 // bytes after h, each fenced on the one before, and returns the stream
 // sequence of its last part.
 func (s *Store) publishParts(ctx context.Context, session string, data []byte, limit int, h head) (uint64, error) {
-	s.markParts(ctx)
+	s.markFormat2(ctx)
 	s.mu.Lock()
 	try, ok := s.splits[session]
 	if !ok || try.after != h.seq {
