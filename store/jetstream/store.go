@@ -925,7 +925,7 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 	if n == len(b.Events) {
 		return engine.Batch{}, h, true, nil
 	}
-	return engine.Batch{Events: b.Events[n:], State: b.State, Agent: b.Agent}, h, true, nil
+	return engine.Batch{Events: b.Events[n:], State: b.State, Agent: b.Agent, Refs: b.Refs}, h, true, nil
 }
 
 func (s *Store) forgetHead(session string) {
