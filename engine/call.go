@@ -34,11 +34,10 @@ type call struct {
 	settled    bool
 	answeredBy int // the attempt whose answer last ended an attempt; 0: none
 	finished   ToolFinished
-	// finishedSeq is its tool.finished event's seq, and finishedStub its
-	// finished without the result's or error's text, which the state keeps
-	// in its place when the text is long (state.go: inlineFinished).
-	finishedSeq    int64
-	finishedStub   *ToolFinished
+	// ref: the state names the tool.finished event that holds the call's
+	// long result or error instead of keeping it (state.go:
+	// inlineFinished); nil while it keeps it.
+	ref            *finishedRef
 	specErr        error           // the call's retry policy does not parse
 	seq            int             // dispatch order within the session
 	holder         *Page           // the page that runs the current client attempt; nil: none now
@@ -625,14 +624,20 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	s.enqueue(c.finished, proposed)
 }
 
+// finishedRef is what the state keeps of a settled call whose result or
+// error is long: the seq of its tool.finished event, which holds it, and
+// its outcome without the text.
+type finishedRef struct {
+	seq  int64
+	stub ToolFinished
+}
+
 // refer notes the seq of the call's tool.finished event, which holds its
 // result or error: a long one, the state leaves to that event.
 func (c *call) refer(seq int64) {
-	c.finishedSeq = seq
 	if seq > 0 && len(c.finished.Result)+len(c.finished.Error) > inlineFinished {
-		stub := c.finished
-		stub.Result, stub.Error = "", ""
-		c.finishedStub = &stub
+		c.ref = &finishedRef{seq: seq, stub: c.finished}
+		c.ref.stub.Result, c.ref.stub.Error = "", ""
 	}
 }
 

@@ -97,6 +97,7 @@ type pendingBatch struct {
 	items []pendingItem
 	state json.RawMessage
 	agent bool // state carries the agent (Batch.Agent)
+	refs  bool // state leaves a result to its event (Batch.Refs)
 }
 
 type pendingItem struct {
@@ -118,8 +119,9 @@ func (l *eventLog) begin() {
 // pages. It returns once the batch is stored or the store refused it, and
 // reports the store's error, and false when nothing changed. state is
 // copied when it is kept: the caller may reuse it. agent: state carries the
-// agent's configuration (Batch.Agent).
-func (l *eventLog) commit(state json.RawMessage, agent bool) (changed bool, err error) {
+// agent's configuration (Batch.Agent); refs: it leaves a result to its
+// event (Batch.Refs).
+func (l *eventLog) commit(state json.RawMessage, agent, refs bool) (changed bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.batch
@@ -131,7 +133,7 @@ func (l *eventLog) commit(state json.RawMessage, agent bool) (changed bool, err 
 		l.flush(l.queued) // what the store refused before, again
 		return false, l.storeErr
 	}
-	b.state, b.agent = bytes.Clone(state), agent && state != nil
+	b.state, b.agent, b.refs = bytes.Clone(state), agent && state != nil, refs && state != nil
 	l.queue(*b)
 	mine := l.queued
 	for {
@@ -288,7 +290,7 @@ func (l *eventLog) combine() (n int, batch Batch) {
 		}
 		n++
 		if b.state != nil {
-			batch.State, batch.Agent, batch.Refs = b.state, b.agent, stateRefs(b.state)
+			batch.State, batch.Agent, batch.Refs = b.state, b.agent, b.refs
 			break
 		}
 	}

@@ -15,16 +15,16 @@ func TestEventLogKeepsItsOwnState(t *testing.T) {
 	buf := []byte(`{"v":1,"n":1}`)
 	l.begin()
 	// As the agent's state, so the store keeps it after the next.
-	if changed, err := l.commit(buf, true); !changed || err != nil {
+	if changed, err := l.commit(buf, true, false); !changed || err != nil {
 		t.Fatalf("the first state: changed %v, %v", changed, err)
 	}
 	copy(buf, `{"v":1,"n":2}`) // the next step's state, in the same buffer
 	l.begin()
-	if changed, err := l.commit(buf, false); !changed || err != nil {
+	if changed, err := l.commit(buf, false, false); !changed || err != nil {
 		t.Fatalf("a changed state, in the buffer of the last: changed %v, %v", changed, err)
 	}
 	l.begin()
-	if changed, _ := l.commit([]byte(`{"v":1,"n":2}`), false); changed {
+	if changed, _ := l.commit([]byte(`{"v":1,"n":2}`), false, false); changed {
 		t.Error("the same state again was stored")
 	}
 	batches, err := store.Load(context.Background(), "s")

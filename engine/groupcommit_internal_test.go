@@ -91,7 +91,7 @@ func TestDeltasGoToTheStoreTogether(t *testing.T) {
 	}
 	committed := make(chan error, 1)
 	go func() {
-		_, err := l.commit(json.RawMessage(`{"v":1}`), false)
+		_, err := l.commit(json.RawMessage(`{"v":1}`), false, false)
 		committed <- err
 	}()
 	select {
@@ -147,12 +147,12 @@ func TestStepsAreNotCombined(t *testing.T) {
 		defer close(done)
 		l.begin()
 		_, _ = l.publish(EventMessage, "", MessageEvent{Message: Message{Role: "user", Content: "one"}})
-		if _, err := l.commit(json.RawMessage(`{"v":1,"agent":{}}`), true); err == nil {
+		if _, err := l.commit(json.RawMessage(`{"v":1,"agent":{}}`), true, false); err == nil {
 			t.Error("the first step's commit: no error from a refusing store")
 		}
 		l.begin()
 		_, _ = l.publish(EventMessage, "", MessageEvent{Message: Message{Role: "user", Content: "two"}})
-		if _, err := l.commit(json.RawMessage(`{"v":1}`), false); err != nil {
+		if _, err := l.commit(json.RawMessage(`{"v":1}`), false, false); err != nil {
 			t.Errorf("the second step's commit: %v", err)
 		}
 	}()

@@ -243,8 +243,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		if i < len(st.WaitingIDs) {
 			msg.ID = st.WaitingIDs[i]
 		}
-		s.waiting = append(s.waiting, waitingMessage{msg: msg})
-		s.waitingBytes.Add(int64(len(msg.Content)))
+		s.addWaiting(waitingMessage{msg: msg})
 	}
 	for i, q := range st.Queue {
 		t, err := DecodeTrigger(q.Trigger)

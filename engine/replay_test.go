@@ -374,59 +374,13 @@ func (c copyingStore) Load(ctx context.Context, session string) ([]engine.Batch,
 
 // BenchmarkLoadedLongChat is the memory a long chat takes once loaded from
 // its journal and opened from its start by a page, which took its replay:
-// 300 turns, each a reply streamed in 20 pieces, about 7,200 events.
-// kept-B/op is the heap the loaded session holds, after a GC, with the
-// default Options.ReplayBytes and with every event kept (as before it).
+// longChat's 300 turns, about 7,200 events. kept-B/op is the heap the
+// loaded session holds, after a GC, with the default Options.ReplayBytes
+// and with every event kept (as before it).
 func BenchmarkLoadedLongChat(b *testing.B) {
 	ctx := context.Background()
-	streamed := model.Func(func(_ context.Context, _ model.Request, onDelta func(string)) (model.Response, error) {
-		var reply strings.Builder
-		for i := range 20 {
-			piece := fmt.Sprintf("piece %d of a reply streamed to the page. ", i)
-			reply.WriteString(piece)
-			onDelta(piece)
-		}
-		return model.Response{Text: reply.String(), StopReason: model.StopEndTurn}, nil
-	})
 	store := copyingStore{engine.NewMemoryStore()}
-	start := func(keep int) *engine.Engine {
-		e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(_ context.Context, req engine.DecideRequest) (engine.Decision, error) {
-			if _, ok := req.Trigger.(engine.SessionStart); ok {
-				return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
-			}
-			return req.Proposed, nil
-		}), Store: store, Logger: quiet(), Retain: -1, ReplayBytes: keep,
-			Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return e
-	}
-	e := start(0)
-	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := s.Attach(ctx, engine.AttachOptions{Buffer: 1 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	idles := 0 // session.start's, then a turn's each
-	for i := range 300 {
-		if err := p.Send(ctx, fmt.Sprintf("message %d", i)); err != nil {
-			b.Fatal(err)
-		}
-		for idles < i+2 {
-			<-p.Ready()
-			for _, ev := range p.Take(nil) {
-				if ev.Type == engine.EventSessionIdle {
-					idles++
-				}
-			}
-		}
-	}
-	_ = e.Close(ctx)
-	id := s.ID()
+	id := longChat(b, store)
 	for _, tc := range []struct {
 		name string
 		keep int
@@ -434,7 +388,7 @@ func BenchmarkLoadedLongChat(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var kept uint64
 			for b.Loop() {
-				e := start(tc.keep)
+				e := longChatEngine(b, store, tc.keep)
 				before := heapAlloc()
 				s, err := e.Load(ctx, id)
 				if err != nil {
@@ -455,6 +409,63 @@ func BenchmarkLoadedLongChat(b *testing.B) {
 			b.ReportMetric(float64(kept)/float64(b.N), "kept-B/op")
 		})
 	}
+}
+
+// longChatEngine is an engine on store whose model streams a reply in 20
+// pieces; keep is its Options.ReplayBytes.
+func longChatEngine(b *testing.B, store engine.Store, keep int) *engine.Engine {
+	streamed := model.Func(func(_ context.Context, _ model.Request, onDelta func(string)) (model.Response, error) {
+		var reply strings.Builder
+		for i := range 20 {
+			piece := fmt.Sprintf("piece %d of a reply streamed to the page. ", i)
+			reply.WriteString(piece)
+			onDelta(piece)
+		}
+		return model.Response{Text: reply.String(), StopReason: model.StopEndTurn}, nil
+	})
+	e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(_ context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		return req.Proposed, nil
+	}), Store: store, Logger: quiet(), Retain: -1, ReplayBytes: keep,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// longChat writes a chat of 300 turns to store, each a reply streamed in
+// 20 pieces (about 7,200 events), and returns its id.
+func longChat(b *testing.B, store engine.Store) string {
+	ctx := context.Background()
+	e := longChatEngine(b, store, 0)
+	defer func() { _ = e.Close(ctx) }()
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := s.Attach(ctx, engine.AttachOptions{Buffer: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Detach()
+	idles := 0 // session.start's, then a turn's each
+	for i := range 300 {
+		if err := p.Send(ctx, fmt.Sprintf("message %d", i)); err != nil {
+			b.Fatal(err)
+		}
+		for idles < i+2 {
+			<-p.Ready()
+			for _, ev := range p.Take(nil) {
+				if ev.Type == engine.EventSessionIdle {
+					idles++
+				}
+			}
+		}
+	}
+	return s.ID()
 }
 
 func heapAlloc() uint64 {
@@ -506,70 +517,18 @@ func TestOpenedFromItsStartReadsTheJournalOnce(t *testing.T) {
 }
 
 // BenchmarkLoadLongChatJetStream is the time a long chat takes to load
-// from the JetStream store (the embedded server): 300 turns, each a reply
-// streamed in 20 pieces, about 7,200 events in 1,500 messages, 300 of them
-// with a state.
+// from the JetStream store (the embedded server): longChat's 300 turns,
+// about 7,200 events in 1,500 messages, 300 of them with a state.
 func BenchmarkLoadLongChatJetStream(b *testing.B) {
 	ctx := context.Background()
-	streamed := model.Func(func(_ context.Context, _ model.Request, onDelta func(string)) (model.Response, error) {
-		var reply strings.Builder
-		for i := range 20 {
-			piece := fmt.Sprintf("piece %d of a reply streamed to the page. ", i)
-			reply.WriteString(piece)
-			onDelta(piece)
-		}
-		return model.Response{Text: reply.String(), StopReason: model.StopEndTurn}, nil
-	})
 	store, err := jetstream.Open(ctx, jetstream.Options{DataDir: b.TempDir(), Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(_ context.Context, req engine.DecideRequest) (engine.Decision, error) {
-		if _, ok := req.Trigger.(engine.SessionStart); ok {
-			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
-		}
-		return req.Proposed, nil
-	}), Store: store, Logger: quiet(), Retain: -1, Unload: time.Hour,
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := s.Attach(ctx, engine.AttachOptions{Buffer: 1 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	idles := 0
-	for i := range 300 {
-		if err := p.Send(ctx, fmt.Sprintf("message %d", i)); err != nil {
-			b.Fatal(err)
-		}
-		for idles < i+2 {
-			<-p.Ready()
-			for _, ev := range p.Take(nil) {
-				if ev.Type == engine.EventSessionIdle {
-					idles++
-				}
-			}
-		}
-	}
-	p.Detach()
-	id := s.ID()
-	if err := e.Close(ctx); err != nil {
-		b.Fatal(err)
-	}
+	id := longChat(b, store)
 	for b.Loop() {
-		e, err := engine.New(engine.Options{Worker: engine.WorkerFunc(func(context.Context, engine.DecideRequest) (engine.Decision, error) {
-			return engine.Decision{}, nil
-		}), Store: store, Logger: quiet(), Retain: -1,
-			Models: model.ResolverFunc(func(string) (model.Model, error) { return streamed, nil })})
-		if err != nil {
-			b.Fatal(err)
-		}
+		e := longChatEngine(b, store, 0)
 		if _, err := e.Load(ctx, id); err != nil {
 			b.Fatal(err)
 		}

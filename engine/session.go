@@ -210,11 +210,11 @@ func (s *Session) noteBudget() {
 // commit stores the step; see step.
 func (s *Session) commit() {
 	sc := stateScratches.Get().(*stateScratch)
-	state, err := s.snapshot(sc)
+	state, refs, err := s.snapshot(sc)
 	if err != nil {
 		s.logger.Error("failed to encode the session's state; the journal keeps the events only", "err", err)
 	}
-	changed, err := s.log.commit(state, s.agentDirty)
+	changed, err := s.log.commit(state, s.agentDirty, refs)
 	putStateScratch(sc)
 	s.stepping = false
 	fenced := errors.Is(err, ErrFenced)
@@ -547,9 +547,15 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		// The page waits for session.idle after each message, even one the
 		// worker answers with nothing to do.
 		s.idle = false
-		s.waiting = append(s.waiting, waitingMessage{msg: msg, page: from})
-		s.waitingBytes.Add(int64(len(msg.Content)))
+		s.addWaiting(waitingMessage{msg: msg, page: from})
 	})
+}
+
+// addWaiting puts w after the messages waiting for the running turn, and
+// counts its bytes (waitingBytes, which send reads).
+func (s *Session) addWaiting(w waitingMessage) {
+	s.waiting = append(s.waiting, w)
+	s.waitingBytes.Add(int64(len(w.msg.Content)))
 }
 
 // Answer settles a client attempt with a ToolResult or ToolError, whose ID

@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -25,12 +23,6 @@ const (
 	stateVersion     = 1
 	stateVersionRefs = 2
 )
-
-// stateRefs reports whether an encoded state is of stateVersionRefs
-// (appendState writes the version first).
-func stateRefs(state []byte) bool {
-	return bytes.HasPrefix(state, []byte(`{"v":`+strconv.Itoa(stateVersionRefs)+`,`))
-}
 
 // inlineFinished is the longest result or error a settled call's state
 // keeps itself. A longer one is read from its tool.finished event when the
@@ -117,9 +109,10 @@ type queueState struct {
 
 // snapshot is the session's state now, for the journal, encoded by hand
 // (stateenc.go) into sc's buffer: the bytes are valid while sc is not
-// reused, and the event log copies them when it keeps them. It runs on the
+// reused, and the event log copies them when it keeps them. refs: it
+// leaves a call's result to its event (stateVersionRefs). It runs on the
 // session goroutine.
-func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
+func (s *Session) snapshot(sc *stateScratch) (state json.RawMessage, refs bool, err error) {
 	st := &sc.state
 	defer func() {
 		// What the state points to is the session's: not kept in the pool.
@@ -143,14 +136,15 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	sc.specs = slices.Grow(sc.specs[:0], len(live))[:len(live)]
 	for i, c := range live {
 		st.Calls = append(st.Calls, c.state(&sc.specs[i]))
-		if c.finishedStub != nil {
-			st.V = stateVersionRefs
-		}
+		refs = refs || c.ref != nil
+	}
+	if refs {
+		st.V = stateVersionRefs
 	}
 	for _, q := range s.queue {
 		t, err := Marshal(q.trigger)
 		if err != nil {
-			return nil, fmt.Errorf("failed to encode a queued %s trigger: %w", q.trigger.TriggerType(), err)
+			return nil, false, fmt.Errorf("failed to encode a queued %s trigger: %w", q.trigger.TriggerType(), err)
 		}
 		st.Queue = append(st.Queue, queueState{Trigger: t, Proposed: q.proposed})
 	}
@@ -167,10 +161,10 @@ func (s *Session) snapshot(sc *stateScratch) (json.RawMessage, error) {
 	st.Declared = s.declaredSets(st.Declared)
 	b, err := appendState(sc.buf[:0], st)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	sc.buf = b
-	return b, nil
+	return b, refs, nil
 }
 
 // stateScratch is what snapshot reuses from step to step, and from session
@@ -208,8 +202,8 @@ func (c *call) state(spec *specState) callState {
 	cs.Started, cs.AttemptStarted = c.started, c.attemptStarted
 	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
 	switch {
-	case c.settled && c.finishedStub != nil:
-		cs.Finished, cs.FinishedSeq = c.finishedStub, c.finishedSeq
+	case c.settled && c.ref != nil:
+		cs.Finished, cs.FinishedSeq = &c.ref.stub, c.ref.seq
 	case c.settled:
 		cs.Finished = &c.finished
 	}

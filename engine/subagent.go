@@ -177,7 +177,7 @@ func (s *Session) delegate(a ToolDelegate, def answerDefaults) error {
 	if msg == "" {
 		msg = c.args
 	}
-	ch.waiting = []waitingMessage{{msg: Message{Role: model.RoleUser, Content: msg}}}
+	ch.addWaiting(waitingMessage{msg: Message{Role: model.RoleUser, Content: msg}})
 	ch.drain()
 	return nil
 }

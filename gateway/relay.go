@@ -415,7 +415,7 @@ func (p *pipe) dial(node string) error {
 
 // received takes a frame, or a part of one, from the serving node of pipe
 // id.
-func (p *pipe) received(id string, parts *frameJoiner, m *nats.Msg) {
+func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 	p.mu.Lock()
 	current := id == p.id && !p.ended
 	p.mu.Unlock()
@@ -430,9 +430,7 @@ func (p *pipe) received(id string, parts *frameJoiner, m *nats.Msg) {
 	// flow control between the nodes: a replay larger than the queue, to
 	// a page slower than the nodes' link, would be cut at each try.
 	if framesLost(m.Sub) {
-		p.c.logger.Warn("relayed page too slow, closing", "queue", nats.DefaultSubPendingMsgsLimit)
-		p.end()
-		p.c.closeAfterReplies(engine.CloseTooSlow, reasonFramesLost)
+		p.lost("relayed page too slow, closing", "queue", nats.DefaultSubPendingMsgsLimit)
 		return
 	}
 	if h := m.Header.Get(closeHeader); h != "" {
@@ -460,11 +458,9 @@ func (p *pipe) received(id string, parts *frameJoiner, m *nats.Msg) {
 		}
 		return
 	}
-	data, whole, err := parts.take(m)
+	data, whole, err := joiner.take(m)
 	if err != nil {
-		p.c.logger.Warn("relayed page's frames out of order, closing", "err", err)
-		p.end()
-		p.c.closeAfterReplies(engine.CloseTooSlow, reasonFramesLost)
+		p.lost("relayed page's frames out of order, closing", "err", err)
 		return
 	}
 	if !whole {
@@ -483,6 +479,14 @@ func (p *pipe) received(id string, parts *frameJoiner, m *nats.Msg) {
 		ev.Type = "other" // as the frame counters name a type they do not know
 	}
 	p.c.reply(ev.Type, data)
+}
+
+// lost ends the pipe and closes the page, which missed frames, to resume
+// from what it has (1008); why and args are the log line's.
+func (p *pipe) lost(why string, args ...any) {
+	p.c.logger.Warn(why, args...)
+	p.end()
+	p.c.closeAfterReplies(engine.CloseTooSlow, reasonFramesLost)
 }
 
 // send forwards one of the page's frames, or keeps it while the pipe moves.

@@ -119,11 +119,8 @@ func TestRelayedFramesLostOnTheWayIn(t *testing.T) {
 func TestRelayedPageTooSlow(t *testing.T) {
 	nc := natsConn(t)
 	s := testServer(t)
-	page := &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
-	c, ok := s.openConn(page, nil, "browser", s.logger)
-	if !ok {
-		t.Fatal("the gateway took no connection")
-	}
+	page := newRecordingSocket()
+	c := openPage(t, s, page, page)
 	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.test", check: make(chan struct{}, 1), stop: make(chan struct{})}
 	sub := dropOne(t, nc, p.id+".out")
 
@@ -139,10 +136,6 @@ func TestRelayedPageTooSlow(t *testing.T) {
 	if w := page.written(); len(w) != 0 {
 		t.Errorf("the page got %q after frames were dropped", w)
 	}
-	close(page.gone)
-	c.cancel()
-	c.writers.Wait()
-	s.untrack(c)
 }
 
 // TestRelayedFramesInParts: a frame larger than a NATS message (a large
@@ -181,11 +174,8 @@ func TestRelayedFramesInParts(t *testing.T) {
 
 	// The serving node's frames, to the page.
 	s := testServer(t)
-	page := &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
-	c, ok := s.openConn(page, nil, "browser", s.logger)
-	if !ok {
-		t.Fatal("the gateway took no connection")
-	}
+	page := newRecordingSocket()
+	c := openPage(t, s, page, page)
 	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: pipeID + "2", check: make(chan struct{}, 1), stop: make(chan struct{})}
 	var parts frameJoiner
 	sub, err := nc.Subscribe(p.id+".out", func(m *nats.Msg) { p.received(p.id, &parts, m) })
@@ -212,10 +202,6 @@ func TestRelayedFramesInParts(t *testing.T) {
 		t.Errorf("the page resumes after %d, want 4", p.after)
 	}
 	_ = sub.Unsubscribe()
-	close(page.gone)
-	c.cancel()
-	c.writers.Wait()
-	s.untrack(c)
 }
 
 // TestFramesAfterAMoveComeWhole: a page's frame that waited while its pipe
@@ -282,11 +268,8 @@ func TestLargeFrameToAnEarlierNode(t *testing.T) {
 	}
 
 	s := testServer(t)
-	page := &noPartsSocket{recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}}
-	c, ok := s.openConn(page, nil, "browser", s.logger)
-	if !ok {
-		t.Fatal("the gateway took no connection")
-	}
+	page := &noPartsSocket{newRecordingSocket()}
+	c := openPage(t, s, page, page.recordingSocket)
 	if c.writeFrame(big, false) {
 		t.Fatal("the write of a frame the page's node cannot take went through")
 	}
@@ -298,10 +281,6 @@ func TestLargeFrameToAnEarlierNode(t *testing.T) {
 	case <-time.After(hang):
 		t.Fatal("the page was not closed")
 	}
-	close(page.gone)
-	c.cancel()
-	c.writers.Wait()
-	s.untrack(c)
 
 	p := &pipe{r: &Relay{nc: nc, node: "here"}, id: pipeID, check: make(chan struct{}, 1)} // its serving node said no parts
 	if err := p.send(big); !errors.Is(err, errNoParts) {
@@ -334,11 +313,8 @@ func TestRelayNodesAgreeOnParts(t *testing.T) {
 	_ = nc.PublishMsg(m)
 
 	pageNode := testServer(t)
-	page := &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
-	c, ok := pageNode.openConn(page, nil, "b", pageNode.logger)
-	if !ok {
-		t.Fatal("the gateway took no connection")
-	}
+	page := newRecordingSocket()
+	c := openPage(t, pageNode, page, page)
 	p := &pipe{r: &Relay{nc: nc, node: "page"}, c: c, check: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := p.dial("owner"); err != nil {
 		t.Fatal(err)
@@ -347,15 +323,11 @@ func TestRelayNodesAgreeOnParts(t *testing.T) {
 		t.Error("the page's pipe does not send parts to a serving node that joins them")
 	}
 	p.close()
-	close(page.gone)
-	c.cancel()
-	c.writers.Wait()
-	pageNode.untrack(c)
 }
 
 // noPartsSocket is a page on a node of an earlier version, whose frames
 // go whole or not at all.
-type noPartsSocket struct{ recordingSocket }
+type noPartsSocket struct{ *recordingSocket }
 
 func (*noPartsSocket) Write(context.Context, websocket.MessageType, []byte) error { return errNoParts }
 
@@ -425,6 +397,27 @@ func testServer(t *testing.T) *Server {
 		}
 	})
 	return s
+}
+
+// openPage opens a connection on s for sock, a page that page records,
+// torn down when t ends.
+func openPage(t *testing.T, s *Server, sock socket, page *recordingSocket) *conn {
+	t.Helper()
+	c, ok := s.openConn(sock, nil, "browser", s.logger)
+	if !ok {
+		t.Fatal("the gateway took no connection")
+	}
+	t.Cleanup(func() {
+		close(page.gone)
+		c.cancel()
+		c.writers.Wait()
+		s.untrack(c)
+	})
+	return c
+}
+
+func newRecordingSocket() *recordingSocket {
+	return &recordingSocket{closed: make(chan websocket.StatusCode, 1), gone: make(chan struct{})}
 }
 
 // recordingSocket is a page that records what it is sent and how it is

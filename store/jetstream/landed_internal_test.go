@@ -114,3 +114,13 @@ func journal(t *testing.T, s *Store, session string) []engine.Event {
 	}
 	return events
 }
+
+// journalSeqs is the seq of every event of session's journal, in order.
+func journalSeqs(t *testing.T, s *Store, session string) []int64 {
+	t.Helper()
+	var seqs []int64
+	for _, e := range journal(t, s, session) {
+		seqs = append(seqs, e.Seq)
+	}
+	return seqs
+}

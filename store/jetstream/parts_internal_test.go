@@ -196,6 +196,40 @@ func show(b engine.Batch) string {
 	return out.String()
 }
 
+// handParts is a batch cut into parts as the store cuts it, for a test to
+// publish behind the store's back (a try of this node's, or another
+// writer's).
+type handParts struct {
+	s     *Store
+	data  []byte
+	limit int
+	set   string
+	count int
+}
+
+func cutBatch(t *testing.T, s *Store, b engine.Batch, set string) handParts {
+	t.Helper()
+	data, err := encodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := s.messageLimit()
+	return handParts{s: s, data: data, limit: limit, set: set, count: partCount(data, limit, set)}
+}
+
+// land publishes parts from to to (from 1) on session's subject, the first
+// fenced on the message at stream sequence after, and returns the last's.
+func (p handParts) land(t *testing.T, session string, from, to int, after uint64) uint64 {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		var err error
+		if after, err = p.s.publish(context.Background(), subject(session), appendPart(nil, p.data, p.limit, p.set, i, p.count), after); err != nil {
+			t.Fatalf("part %d of %d: %v", i, p.count, err)
+		}
+	}
+	return after
+}
+
 // TestAppendAfterATryInParts: as TestAppendAfterATryThatLandedLate, for a
 // batch in parts. This node's try that stopped part way, or landed whole
 // after it was given up, is its own: the retry goes on from it, and the
@@ -246,33 +280,23 @@ func TestAppendAfterATryInParts(t *testing.T) {
 				set = "mine"
 				s.splits["s1"] = splitTry{after: h.seq, set: set}
 			}
-			data, err := encodeBatch(tc.landed)
-			if err != nil {
-				t.Fatal(err)
+			landed := cutBatch(t, s, tc.landed, set)
+			if landed.count < 3 {
+				t.Fatalf("%d parts; the test wants 3 or more", landed.count)
 			}
-			limit := s.messageLimit()
-			n := partCount(data, limit, set)
-			if n < 3 {
-				t.Fatalf("%d parts; the test wants 3 or more", n)
+			upTo := landed.count
+			if tc.parts > 0 {
+				upTo = tc.parts
 			}
-			last := h.stream
-			for i := 1; i <= n && (tc.parts == 0 || i <= tc.parts); i++ {
-				if last, err = s.publish(ctx, subject("s1"), appendPart(nil, data, limit, set, i, n), last); err != nil {
-					t.Fatal(err)
-				}
-			}
+			landed.land(t, "s1", 1, upTo, h.stream)
 			if tc.forget {
 				s.forgetHead("s1")
 			}
-			err = s.Append(ctx, "s1", tc.retry)
+			err := s.Append(ctx, "s1", tc.retry)
 			if tc.wantErr == nil && err != nil || !errors.Is(err, tc.wantErr) {
 				t.Fatalf("the retry: %v, want %v", err, tc.wantErr)
 			}
-			var got []int64
-			for _, e := range journal(t, s, "s1") {
-				got = append(got, e.Seq)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			if got := journalSeqs(t, s, "s1"); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("journal's events %v, want %v", got, tc.want)
 			}
 			if err != nil {
@@ -351,31 +375,13 @@ func TestAppendWhileItsEarlierTryLands(t *testing.T) {
 	big := engine.Batch{Events: []engine.Event{bigEvent(2, 150<<10)}, State: json.RawMessage(`{"v":1}`)}
 	h, _ := s.headOf(ctx, "s1")
 	s.splits["s1"] = splitTry{after: h.seq, set: "mine"}
-	data, err := encodeBatch(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := s.messageLimit()
-	n := partCount(data, limit, "mine")
-	last := h.stream
-	for i := 1; i < n; i++ { // the last part is on its way
-		if last, err = s.publish(ctx, subject("s1"), appendPart(nil, data, limit, "mine", i, n), last); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.journal = &lateLastPart{Stream: s.journal, land: func() {
-		if _, err := s.publish(ctx, subject("s1"), appendPart(nil, data, limit, "mine", n, n), last); err != nil {
-			t.Errorf("the late part: %v", err)
-		}
-	}}
+	parts := cutBatch(t, s, big, "mine")
+	last := parts.land(t, "s1", 1, parts.count-1, h.stream) // the last part is on its way
+	s.journal = &lateLastPart{Stream: s.journal, land: func() { parts.land(t, "s1", parts.count, parts.count, last) }}
 	if err := s.Append(ctx, "s1", big); err != nil {
 		t.Fatalf("the retry: %v, want the step taken", err)
 	}
-	var got []int64
-	for _, e := range journal(t, s, "s1") {
-		got = append(got, e.Seq)
-	}
-	if fmt.Sprint(got) != "[1 2]" {
+	if got := journalSeqs(t, s, "s1"); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("journal's events %v, want [1 2]", got)
 	}
 	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{bigEvent(3, 10)}}); err != nil {

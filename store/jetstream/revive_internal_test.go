@@ -54,11 +54,7 @@ func TestJetStreamComesBackOn(t *testing.T) {
 	if err := s.Healthy(); err != nil {
 		t.Errorf("Healthy after JetStream came back on: %v", err)
 	}
-	var seqs []int64
-	for _, e := range journal(t, s, "s1") {
-		seqs = append(seqs, e.Seq)
-	}
-	if fmt.Sprint(seqs) != "[1 2]" {
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
 		t.Errorf("the journal holds events %v, want [1 2]", seqs)
 	}
 }

@@ -479,17 +479,23 @@ const (
 	errCodeInvalidConfig        = 10052
 )
 
+// apiErrorCode is the code of the server's refusal err wraps; 0: none.
+func apiErrorCode(err error) jetstream.ErrorCode {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode
+	}
+	return 0
+}
+
 // refusedForGood reports a refusal that asking again will not change.
 func refusedForGood(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeReplicasNotSupported || apiErr.ErrorCode == errCodeInvalidConfig)
+	code := apiErrorCode(err)
+	return code == errCodeReplicasNotSupported || code == errCodeInvalidConfig
 }
 
 // refusedReplicas reports the refusal of replicas by a single server.
-func refusedReplicas(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported
-}
+func refusedReplicas(err error) bool { return apiErrorCode(err) == errCodeReplicasNotSupported }
 
 // Close stops renewing leases, closes the connection and stops the
 // embedded server.
@@ -849,8 +855,8 @@ func empty(b engine.Batch) bool { return b.Events == nil && b.State == nil }
 // wrongLast reports the server's refusal of a fenced publish: the subject's
 // last message was not the one expected.
 func wrongLast(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	code := apiErrorCode(err)
+	return code == jetstream.JSErrCodeStreamWrongLastSequence || code == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // landed reads the journal's last message, and reports whether it is this

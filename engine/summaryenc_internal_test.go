@@ -1,12 +1,9 @@
-package engine_test
+package engine
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/clienttools/gateway/engine"
 )
 
 // TestAppendSummary: a summary is written as encoding/json writes it
@@ -16,7 +13,7 @@ import (
 func TestAppendSummary(t *testing.T) {
 	at := time.Date(2026, 12, 4, 13, 5, 7, 123456789, time.UTC)
 	tokyo := time.FixedZone("JST", 9*3600)
-	for _, sum := range []engine.Summary{
+	for _, sum := range []Summary{
 		{},
 		{ID: "s1", Created: at, Updated: at},
 		{ID: "s2", Owner: "b1", Title: "What's the weather in Tokyo?", Created: at, Updated: at.Add(time.Minute), Busy: true},
@@ -27,15 +24,15 @@ func TestAppendSummary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := engine.AppendSummary(nil, sum); err != nil || string(got) != string(want) {
+		if got, err := AppendSummary(nil, sum); err != nil || string(got) != string(want) {
 			t.Errorf("AppendSummary(%+v) =\n %s, %v\nwant\n %s", sum, got, err, want)
 		}
 	}
-	far := engine.Summary{ID: "s5", Created: at, Updated: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	far := Summary{ID: "s5", Created: at, Updated: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	if _, err := json.Marshal(far); err == nil {
 		t.Fatal("encoding/json writes a year past 9999 now: pick another refused time")
 	}
-	if got, err := engine.AppendSummary(nil, far); err == nil {
+	if got, err := AppendSummary(nil, far); err == nil {
 		t.Errorf("AppendSummary of a year past 9999 = %s, want Marshal's error", got)
 	}
 }
@@ -44,23 +41,11 @@ func FuzzAppendSummary(f *testing.F) {
 	f.Add("s1", "b1", "hello <world> & \"you\"", int64(1764850000123456789), false, true)
 	f.Fuzz(func(t *testing.T, id, owner, title string, nanos int64, ended, busy bool) {
 		at := time.Unix(0, nanos).UTC()
-		sum := engine.Summary{ID: id, Owner: owner, Title: title, Created: at, Updated: at, Ended: ended, Busy: busy}
+		sum := Summary{ID: id, Owner: owner, Title: title, Created: at, Updated: at, Ended: ended, Busy: busy}
 		want, wantErr := marshalNoHTML(sum)
-		got, err := engine.AppendSummary(nil, sum)
+		got, err := AppendSummary(nil, sum)
 		if (err != nil) != (wantErr != nil) || string(got) != string(want) {
 			t.Errorf("AppendSummary =\n %s, %v\nwant\n %s, %v", got, err, want, wantErr)
 		}
 	})
-}
-
-// marshalNoHTML is encoding/json's Marshal with HTML's characters as they
-// are.
-func marshalNoHTML(v any) ([]byte, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
 }
