@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
@@ -265,8 +266,99 @@ func TestCookieBucketLeftWhenNotAllowed(t *testing.T) {
 		t.Fatalf("a node that may not raise the bucket: %v, want it to start", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if !strings.Contains(logs.String(), "could not raise it") {
+	warned := false
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "could not raise it") {
+			warned = true
+			if !strings.Contains(line, "Permissions Violation") {
+				t.Errorf("the warning gives another cause than the server's refusal: %s", line)
+			}
+		}
+	}
+	if !warned {
 		t.Errorf("the log says nothing of the bucket it could not raise:\n%s", logs.String())
+	}
+}
+
+// TestRefusedByPermissions: a node whose NATS user the server refuses a
+// JetStream request learns it from the permissions violation the server
+// sends at once, not from the request's timeout, and says so. A user that
+// may not make streams cannot start on a NATS that has none, and the error
+// names the refusal; one that may not edit them stores a step an earlier
+// version cannot read with the journal unmarked, and warns of it once.
+func TestRefusedByPermissions(t *testing.T) {
+	deny := func(subjects ...string) *server.Permissions {
+		return &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: subjects}}
+	}
+	base := natstest.Server(t, []*server.User{
+		{Username: "admin", Password: "a"},
+		{Username: "nomake", Password: "n", Permissions: deny("$JS.API.STREAM.CREATE.>")},
+		{Username: "noedit", Password: "n", Permissions: deny("$JS.API.STREAM.UPDATE.>")},
+	})
+	url := func(user string) string {
+		pass := "n"
+		if user == "admin" {
+			pass = "a"
+		}
+		return strings.Replace(base, "nats://", "nats://"+user+":"+pass+"@", 1)
+	}
+
+	// Without the refusal, Open asks again until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := jetstream.Open(ctx, jetstream.Options{URL: url("nomake"), Node: "n0", Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("a node whose user may not make streams started on a NATS with none")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "may not") || !strings.Contains(msg, "STREAM.CREATE."+jetstream.JournalStream) {
+		t.Errorf("the refusal to start says %q; want it to name what the user may not do", msg)
+	}
+
+	ctx = context.Background()
+	_ = node(t, url("admin"), "n1", time.Second).Close() // the streams, in format 1
+	clk := clock.NewFake(time.Now())
+	var logs strings.Builder
+	s, err = jetstream.Open(ctx, jetstream.Options{URL: url("noedit"), Node: "n2", Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	step := func(session string) {
+		t.Helper()
+		ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+		if err := s.Append(ctx, session, engine.Batch{Events: []engine.Event{ev}, State: json.RawMessage(`{"v":2}`), Refs: true}); err != nil {
+			t.Fatalf("a step that leaves a result to its event, by a node that may not mark the journal: %v", err)
+		}
+	}
+	step("s1")
+	clk.Advance(time.Minute)
+	step("s2")
+	st, err := jetStreamOn(t, url("admin")).Stream(ctx, jetstream.JournalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := st.CachedInfo().Config.Metadata["gateway.format"]; f != "1" {
+		t.Errorf("the journal's format %q, marked by a user that may not edit it", f)
+	}
+	var warned, debug int
+	for line := range strings.Lines(logs.String()) {
+		if !strings.Contains(line, "could not mark the journal") {
+			continue
+		}
+		if !strings.Contains(line, "Permissions Violation") {
+			t.Errorf("the log gives another cause than the refusal: %s", line)
+		}
+		switch {
+		case strings.Contains(line, "level=WARN"):
+			warned++
+		case strings.Contains(line, "level=DEBUG"):
+			debug++
+		}
+	}
+	if warned != 1 || debug != 1 {
+		t.Errorf("the refused mark was warned %d times and logged at debug %d times, want once each:\n%s", warned, debug, logs.String())
 	}
 }
 

@@ -119,8 +119,11 @@ type Store struct {
 	splits map[string]splitTry
 	// format2: the journal's stream says it may hold parts; until
 	// then, markAgain is when a batch in parts may try to mark it again.
+	// denied: the server refused this node a mark; the next refusals are
+	// logged at debug, not warned again.
 	format2   atomic.Bool
 	markAgain time.Time
+	denied    bool
 
 	stop       chan struct{}  // closed by Close: the goroutines below end
 	background sync.WaitGroup // renew, and reviveJetStream for the embedded server
@@ -128,6 +131,9 @@ type Store struct {
 	// noBatchGet: the server answered a batched direct get as servers
 	// before 2.11 do; journals are read with a consumer from then on.
 	noBatchGet atomic.Bool
+
+	// denials ends the API requests the server refuses this node's user.
+	denials denials
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -175,6 +181,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 			subject = sub.Subject
 		}
 		o.Logger.Warn("NATS client error", "subject", subject, "err", err)
+		s.denials.refused(err)
 	})
 	if o.URL == "" {
 		if s.embedded, err = startEmbedded(o.DataDir); err != nil {
@@ -223,6 +230,9 @@ func (s *Store) setUp(ctx context.Context) error {
 	hint := func(what string, err error) error {
 		if refusedReplicas(err) {
 			return fmt.Errorf("nats-replicas %d: %s is a single server, which keeps one copy (%w): give it a cluster of %d or more servers, or take --nats-replicas 1", s.opts.Replicas, where, err, s.opts.Replicas)
+		}
+		if errors.Is(err, errDenied) {
+			return fmt.Errorf("failed to open %s in %s: %w", what, where, err)
 		}
 		return fmt.Errorf("failed to open %s in %s: %w (if the data is damaged, move it aside and start again, or restore it from a backup)", what, where, err)
 	}
@@ -345,13 +355,25 @@ func (s *Store) markFormat2(ctx context.Context) {
 	if wait {
 		return
 	}
-	info, err := s.journal.Info(ctx) // the stream's config now, not at start: others may have edited it
+	// The stream's config now, not at start: others may have edited it.
+	info, err := request(&s.denials, ctx, "STREAM.INFO."+JournalStream, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.journal.Info(ctx) })
 	already := err == nil && info.Config.Metadata[formatKey] == strconv.Itoa(format2)
 	if err == nil && !already {
 		err = s.markStream(ctx, info.Config, formatKey, strconv.Itoa(format2))
 	}
 	if err != nil {
-		s.opts.Logger.Warn("this node stores a step that an earlier gateway version cannot read (in parts, or with a result left to its event), and could not mark the journal's stream so: it tries again at the next such step. If its NATS user may not edit streams, add the metadata entry "+formatKey+"="+strconv.Itoa(format2)+" to the "+JournalStream+" stream yourself, so that such a version refuses to start on it", "err", err)
+		// A user that may not edit streams is told once; asking again a
+		// minute on costs a round trip, and finds a permission given since.
+		level := slog.LevelWarn
+		if errors.Is(err, errDenied) {
+			s.mu.Lock()
+			if s.denied {
+				level = slog.LevelDebug
+			}
+			s.denied = true
+			s.mu.Unlock()
+		}
+		s.opts.Logger.Log(ctx, level, "this node stores a step that an earlier gateway version cannot read (in parts, or with a result left to its event), and could not mark the journal's stream so: it tries again at the next such step, a minute on. If its NATS user may not edit streams, add the metadata entry "+formatKey+"="+strconv.Itoa(format2)+" to the "+JournalStream+" stream yourself, so that such a version refuses to start on it", "err", err)
 		return
 	}
 	if !already {
@@ -363,7 +385,7 @@ func (s *Store) markFormat2(ctx context.Context) {
 // ensureStream opens the stream, or makes it when it is missing. Gateways
 // that start together race to make it: a loser finds it made.
 func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	return ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) { return s.js.Stream(ctx, cfg.Name) },
+	return ensure(ctx, &s.denials, cfg.Name, func(ctx context.Context) (jetstream.Stream, error) { return s.js.Stream(ctx, cfg.Name) },
 		func(ctx context.Context) (jetstream.Stream, error) { return s.js.CreateStream(ctx, cfg) },
 		func(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) })
 }
@@ -392,18 +414,20 @@ const (
 // On a NATS that several nodes share, policy says. It returns the time to
 // live the bucket has, which the caller takes.
 func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, time.Duration, error) {
-	kv, err := ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
+	kv, err := ensure(ctx, &s.denials, kvStream(cfg.Bucket), func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.CreateKeyValue(ctx, cfg) },
 		func(err error) bool { return errors.Is(err, jetstream.ErrBucketNotFound) })
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := kv.Status(ctx)
+	st, err := request(&s.denials, ctx, "STREAM.INFO."+kvStream(cfg.Bucket), kv.Status)
 	if err != nil || st.TTL() == cfg.TTL {
 		return kv, cfg.TTL, nil
 	}
 	if s.embedded != nil {
-		kv, err := s.js.UpdateKeyValue(ctx, cfg)
+		kv, err := request(&s.denials, ctx, "STREAM.UPDATE."+kvStream(cfg.Bucket), func(ctx context.Context) (jetstream.KeyValue, error) {
+			return s.js.UpdateKeyValue(ctx, cfg)
+		})
 		return kv, cfg.TTL, err
 	}
 	if policy == raiseBucketTTL {
@@ -436,26 +460,36 @@ func (s *Store) raiseTTL(ctx context.Context, st jetstream.KeyValueStatus, ttl t
 	}
 	cfg := bs.StreamInfo().Config
 	cfg.MaxAge = ttl
-	_, err := s.js.UpdateStream(ctx, cfg)
+	return s.updateStream(ctx, cfg)
+}
+
+// updateStream replaces a stream's configuration with cfg.
+func (s *Store) updateStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	_, err := request(&s.denials, ctx, "STREAM.UPDATE."+cfg.Name, func(ctx context.Context) (jetstream.Stream, error) { return s.js.UpdateStream(ctx, cfg) })
 	return err
 }
+
+// kvStream is the name of a bucket's stream.
+func kvStream(bucket string) string { return "KV_" + bucket }
 
 // ensure looks a thing up, makes it when it is missing, and looks again
 // when the making fails (another gateway made it first), until ctx ends
 // or the server refuses it for good. Each request has a few seconds: one
-// lost while the cluster elects a leader is asked again.
-func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T, error), missing func(error) bool) (T, error) {
+// lost while the cluster elects a leader is asked again. stream is the
+// thing's stream, whose API subjects this node's NATS user may be refused
+// (denials).
+func ensure[T any](ctx context.Context, d *denials, stream string, lookup, create func(context.Context) (T, error), missing func(error) bool) (T, error) {
 	var zero T
 	var err error
 	for try := 0; ; try++ {
 		var v T
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if v, err = lookup(rctx); err == nil {
+		if v, err = request(d, rctx, "STREAM.INFO."+stream, lookup); err == nil {
 			cancel()
 			return v, nil
 		}
 		if missing(err) {
-			if v, err = create(rctx); err == nil {
+			if v, err = request(d, rctx, "STREAM.CREATE."+stream, create); err == nil {
 				cancel()
 				return v, nil
 			}
@@ -491,7 +525,7 @@ func apiErrorCode(err error) jetstream.ErrorCode {
 // refusedForGood reports a refusal that asking again will not change.
 func refusedForGood(err error) bool {
 	code := apiErrorCode(err)
-	return code == errCodeReplicasNotSupported || code == errCodeInvalidConfig
+	return code == errCodeReplicasNotSupported || code == errCodeInvalidConfig || errors.Is(err, errDenied)
 }
 
 // refusedReplicas reports the refusal of replicas by a single server.

@@ -165,6 +165,5 @@ func (s *Store) markStream(ctx context.Context, cfg jetstream.StreamConfig, key,
 		cfg.Metadata = map[string]string{}
 	}
 	cfg.Metadata[key] = value
-	_, err := s.js.UpdateStream(ctx, cfg)
-	return err
+	return s.updateStream(ctx, cfg)
 }
