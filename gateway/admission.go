@@ -110,6 +110,27 @@ func (s *Server) originAllowed(r *http.Request) error {
 	return fmt.Errorf("pages of %s may not use this gateway's %s (--origins)", u.Host, r.URL.Path)
 }
 
+// admitOrigin admits an HTTP request a page makes with its cookie (the
+// front ends, GET /sessions): one from a page the Origin check refuses
+// gets 403 naming it, logged as refused; one from an allowed page of
+// another origin (--origins) may read the answer with its cookie: CORS
+// with credentials.
+func (s *Server) admitOrigin(w http.ResponseWriter, r *http.Request, refused string) bool {
+	if err := s.originAllowed(r); err != nil {
+		s.opts.Metrics.LimitHit("origin")
+		s.logRefusal(slog.LevelInfo, refused, "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return false
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Credentials", "true")
+		h.Add("Vary", "Origin")
+	}
+	return true
+}
+
 // refuseOrigin tells a page whose origin is refused why, in a way it can
 // read: a browser shows a page nothing of a failed upgrade, so the upgrade
 // is accepted only to be closed at once with 4003 and the reason. Nothing

@@ -51,19 +51,8 @@ type browserCtxKey struct{}
 // gateway shuts down.
 func (s *Server) chatRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.originAllowed(r); err != nil {
-			s.opts.Metrics.LimitHit("origin")
-			s.logRefusal(slog.LevelInfo, "chat request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
-			http.Error(w, err.Error(), http.StatusForbidden)
+		if !s.admitOrigin(w, r, "chat request refused") {
 			return
-		}
-		if origin := r.Header.Get("Origin"); origin != "" {
-			// An allowed page of another site (--origins) reads the
-			// stream with its cookie: CORS with credentials.
-			h := w.Header()
-			h.Set("Access-Control-Allow-Origin", origin)
-			h.Set("Access-Control-Allow-Credentials", "true")
-			h.Add("Vary", "Origin")
 		}
 		if r.Method == http.MethodOptions {
 			s.preflight(w, r)

@@ -53,11 +53,16 @@ func (b *browser) post(path string, body any, header http.Header) *http.Response
 	return resp
 }
 
-func (b *browser) get(path string) *http.Response {
+// get GETs path with the browser's cookies and header; the caller reads
+// and closes the response.
+func (b *browser) get(path string, header http.Header) *http.Response {
 	b.h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	b.h.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.h.srv.URL+path, nil)
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	resp, err := b.client.Do(req)
 	if err != nil {
 		b.h.t.Fatal(err)
@@ -292,7 +297,7 @@ func aisdkResume(t *testing.T, keep int) {
 	b := h.newBrowser(nil)
 	stream := gateway.RouteAISDK + "/chat-r/stream"
 
-	if resp := b.get(stream); resp.StatusCode != http.StatusNoContent {
+	if resp := b.get(stream, nil); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("resume of a chat never posted: %s, want 204", resp.Status)
 	}
 	for i := range 3 {
@@ -300,13 +305,13 @@ func aisdkResume(t *testing.T, keep int) {
 			t.Fatalf("turn %d: %v", i, events)
 		}
 	}
-	if resp := b.get(stream); resp.StatusCode != http.StatusNoContent {
+	if resp := b.get(stream, nil); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("resume of an idle chat: %s, want 204", resp.Status)
 	}
 	first, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-r", "time"), nil))
 	// The response waits on the client call: a reload resumes it, from the
 	// user's message, and the call is delivered to the resumed page.
-	events, done := sse(t, b.get(stream))
+	events, done := sse(t, b.get(stream, nil))
 	if !done || events[0]["type"] != "start" || events[0]["messageId"] != first[0]["messageId"] {
 		t.Fatalf("the resumed stream: %v, want it to start as the first did (%v)", events, first[0])
 	}
@@ -314,7 +319,7 @@ func aisdkResume(t *testing.T, keep int) {
 		t.Errorf("the resumed page does not run the pending call: %v", events)
 	}
 	// Another browser cannot resume it: to it the chat does not exist.
-	if resp := h.newBrowser(nil).get(stream); resp.StatusCode != http.StatusNoContent {
+	if resp := h.newBrowser(nil).get(stream, nil); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("another browser's resume: %s, want 204", resp.Status)
 	}
 
@@ -324,7 +329,7 @@ func aisdkResume(t *testing.T, keep int) {
 	if events, _ := sse(t, b.post(gateway.RouteAISDK, answer, nil)); events[len(events)-1]["finishReason"] != "stop" {
 		t.Fatalf("the answer's stream: %v", events)
 	}
-	if resp := b.get(stream); resp.StatusCode != http.StatusNoContent {
+	if resp := b.get(stream, nil); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("resume of a finished response: %s, want 204", resp.Status)
 	}
 }
@@ -653,6 +658,40 @@ func TestChatCORS(t *testing.T) {
 	}
 	if events, _ := sse(t, resp); events[len(events)-1]["type"] != "RUN_FINISHED" {
 		t.Errorf("the cross-site run: %v", events)
+	}
+}
+
+// TestSessionListCORS: a page of a site in --origins lists the browser's
+// chats with its cookie, and may read the answer; another site's page is
+// refused, and given no identity.
+func TestSessionListCORS(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"app.example"}}})
+	b := h.newBrowser(nil)
+	_, id := b.open(nil)
+	resp := b.get("/sessions", http.Header{"Origin": {"https://app.example"}})
+	var list struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || len(list.Sessions) != 1 || list.Sessions[0].ID != id {
+		t.Fatalf("the list from an allowed site: %s, %+v (%v); want the browser's chat %s", resp.Status, list, err, id)
+	}
+	if resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
+		t.Errorf("the list from an allowed site may not be read there: %v", resp.Header)
+	}
+
+	stranger := h.newBrowser(nil)
+	resp = stranger.get("/sessions", http.Header{"Origin": {"https://evil.example"}})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "evil.example") {
+		t.Errorf("the list from another site: %s %q, want 403 naming it", resp.Status, body)
+	}
+	if len(resp.Cookies()) != 0 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("a refused page was given %v", resp.Header)
 	}
 }
 
