@@ -356,28 +356,55 @@ test("an unknown session is forgotten and a new one opens on the same connection
     expect(out.sockets).toBe(1);
 });
 
-test("a session.open the store refused (store_unavailable) opens again after the backoff, the session kept", async ({ page }) => {
+for (const code of ["store_unavailable", "worker_failed", "bad_config", "rate_limited", "limit_exceeded", "internal"]) {
+    test(`a session.open the gateway refused (${code}) opens again after the backoff, the session kept`, async ({ page }) => {
+        const out = await page.evaluate(async (code) => {
+            const { connect } = await import("/static/gateway.js");
+            const w = window as any;
+            const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "s1", seq: 2, events: [] }) });
+            const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 }, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
+            const errors: any[] = [];
+            const states: any[] = [];
+            client.on("error", (e: any) => errors.push(e.code));
+            client.on("state", (s: any) => states.push(s.state));
+            await w.until(() => w.FakeSocket.sockets.length === 1);
+            const first = w.FakeSocket.last();
+            first.accept();
+            first.push({ type: "error", code, message: `session.open: refused (${code})` });
+            await w.until(() => w.FakeSocket.sockets.length === 2);
+            const second = w.FakeSocket.last();
+            second.accept();
+            second.push({ type: "session.opened", session: "s1", seq: 2 });
+            return { first: first.sent, second: second.sent, errors, states, session: client.session, state: client.state };
+        }, code);
+        expect(out.first).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
+        expect(out.second).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
+        expect(out.errors).toEqual([code]);
+        expect(out.states).toEqual(["connecting", "closed", "connecting", "open"]);
+        expect(out.session).toBe("s1");
+        expect(out.state).toBe("open");
+    });
+}
+
+test("a new session the worker could not start opens once it can, with the messages sent meanwhile", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
-        const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "s1", seq: 2, events: [] }) });
-        const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 }, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
-        const errors: any[] = [];
-        client.on("error", (e: any) => errors.push(e.code));
+        const client = connect({ WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), tools: { t: () => 1 }, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
         await w.until(() => w.FakeSocket.sockets.length === 1);
         const first = w.FakeSocket.last();
         first.accept();
-        first.push({ type: "error", code: "store_unavailable", message: "session.open: the session store is unavailable" });
+        first.push({ type: "error", code: "worker_failed", message: "session.open: the worker failed: connection refused" });
+        client.send("hello");
         await w.until(() => w.FakeSocket.sockets.length === 2);
         const second = w.FakeSocket.last();
         second.accept();
-        second.push({ type: "session.opened", session: "s1", seq: 2 });
-        return { first: first.sent, second: second.sent, errors, session: client.session };
+        second.push({ type: "session.opened", session: "s9", seq: 0 });
+        return { first: first.sent.map((f: any) => f.type), second: second.sent.map((f: any) => ({ type: f.type, content: f.content })), session: client.session };
     });
-    expect(out.first).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
-    expect(out.second).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
-    expect(out.errors).toEqual(["store_unavailable"]);
-    expect(out.session).toBe("s1");
+    expect(out.first).toEqual(["session.open"]);
+    expect(out.second).toEqual([{ type: "session.open", content: undefined }, { type: "message", content: "hello" }]);
+    expect(out.session).toBe("s9");
 });
 
 test("open(id) forgets the session and opens that one from its start; reset() opens a new one", async ({ page }) => {

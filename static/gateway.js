@@ -33,8 +33,9 @@
  *   a page reload shows the conversation again at once and resumes with
  *   `after` = the last seq (the gateway replays only what the page missed).
  * - Reconnects with capped exponential backoff and jitter (and so opens
- *   again a session.open the store refused, store_unavailable); emits every
- *   session event once, in seq order, however often it is replayed.
+ *   again a session.open the gateway refused: store_unavailable,
+ *   worker_failed, rate_limited, ...); emits every session event once, in
+ *   seq order, however often it is replayed.
  * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
  *   again after a reconnect until the call settles (runner.js).
  * - A user message is taken once, and sent again until the gateway has it (outbox.js).
@@ -340,8 +341,11 @@ export class GatewayClient extends EventTarget {
             // conversation on the same connection.
             this.#forget("the gateway does not know the session");
             this.#write({ type: "session.open", tools: this.tools });
-        } else if (detail.code === FRAME_ERROR.STORE_UNAVAILABLE && !this.#opened) {
-            this.#conn.retryLater(); // the store is down: open again after the backoff
+        } else if (!this.#opened && detail.code !== FRAME_ERROR.NOT_OPEN) {
+            // session.open was refused: the store or the worker down, a
+            // limit, the agent's config. Open again after the backoff,
+            // which grows to its cap; the error event said why.
+            this.#conn.retryLater();
         }
     }
 
