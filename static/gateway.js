@@ -33,9 +33,8 @@
  *   a page reload shows the conversation again at once and resumes with
  *   `after` = the last seq (the gateway replays only what the page missed).
  * - Reconnects with capped exponential backoff and jitter (and so opens
- *   again a session.open the gateway refused: store_unavailable,
- *   worker_failed, rate_limited, ...); emits every session event once, in
- *   seq order, however often it is replayed.
+ *   again a session.open the gateway refused, store_unavailable say); emits
+ *   every session event once, in seq order, however often it is replayed.
  * - A delivered `tool.call` runs once per (id, attempt); its answer is sent
  *   again after a reconnect until the call settles (runner.js).
  * - A user message is taken once, and sent again until the gateway has it (outbox.js).
@@ -342,10 +341,7 @@ export class GatewayClient extends EventTarget {
             this.#forget("the gateway does not know the session");
             this.#write({ type: "session.open", tools: this.tools });
         } else if (!this.#opened && detail.code !== FRAME_ERROR.NOT_OPEN) {
-            // session.open was refused: the store or the worker down, a
-            // limit, the agent's config. Open again after the backoff,
-            // which grows to its cap; the error event said why.
-            this.#conn.retryLater();
+            this.#conn.retryLater(); // session.open refused (store, worker, a limit): again after the backoff
         }
     }
 
