@@ -217,6 +217,30 @@ type OpenOptions struct {
 	ID string
 }
 
+// MaxIDBytes is the longest session id: ids are ASCII letters, digits,
+// '-' and '_' (CheckID), short enough for any store's keys (a NATS
+// subject, whose whole request line is at most 4 KiB).
+const MaxIDBytes = 128
+
+// CheckID says why id cannot be a session's id (OpenOptions.ID,
+// Options.NewID, Engine.Load): empty, longer than MaxIDBytes, or with
+// other characters than ASCII letters, digits, '-' and '_'.
+func CheckID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("a session id is empty")
+	case len(id) > MaxIDBytes:
+		return fmt.Errorf("a session id of %d bytes is longer than %d", len(id), MaxIDBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("session id %.64q has %q, where ids have ASCII letters, digits, '-' and '_'", id, c)
+		}
+	}
+	return nil
+}
+
 // ErrSessionExists: OpenOptions.ID names a session that is in memory.
 var ErrSessionExists = errors.New("session already exists")
 
@@ -240,7 +264,12 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	id := o.ID
 	if id == "" {
 		id = e.opts.NewID()
-	} else if _, loading := e.loading[id]; loading || e.sessions[id] != nil {
+	}
+	if err := CheckID(id); err != nil {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if _, loading := e.loading[id]; loading || e.sessions[id] != nil {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("failed to open session %q: %w", id, ErrSessionExists)
 	}

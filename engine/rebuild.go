@@ -30,6 +30,12 @@ type loadCall struct {
 // that ended stays ended (ErrSessionClosed); one the store does not have is
 // ErrNoSession.
 func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
+	if err := CheckID(id); err != nil {
+		// No session has it, and a store must not be asked: a NATS
+		// subject cannot take it (a wildcard, a dot), or one this long
+		// closes the store's connection.
+		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
+	}
 	e.mu.Lock()
 	if s, ok := e.sessions[id]; ok {
 		e.mu.Unlock()

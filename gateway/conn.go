@@ -452,7 +452,7 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 	case errors.Is(err, engine.ErrOwnedElsewhere):
 		return nil, err
 	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
-		return nil, fmt.Errorf("%w: there is no session %q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one", errUnknownSession, id)
+		return nil, fmt.Errorf("%w: there is no session %.64q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one", errUnknownSession, id)
 	default:
 		c.logger.Error("failed to load a session", "session", id, "err", err)
 		return nil, fmt.Errorf("failed to load session %q: %w", id, err)

@@ -1017,9 +1017,11 @@ func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
 // domain).
 const summarySubject = "$KV." + SummaryBucket + "."
 
-// validID reports whether an id can be a subject token.
+// validID reports whether an id can be a subject token, in a subject
+// well within NATS's request line (4 KiB, past which the server closes
+// the connection). The engine's ids are shorter (engine.CheckID).
 func validID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, ".*> \t\r\n")
+	return id != "" && len(id) <= 1024 && !strings.ContainsAny(id, ".*> \t\r\n")
 }
 
 // Server is the embedded NATS server, or nil with Options.URL: for tests
