@@ -803,6 +803,67 @@ test("an answer written to a dead socket goes again after the reconnect, until i
     expect(out.third).toEqual([]);
 });
 
+test("an approval a node missed goes again after the move or reconnect, until the gateway takes it", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        const cards: any[] = [];
+        client.on("tool", (c: any) => cards.push(c));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => cards.some((c) => c.approve));
+        const sentNow = cards.findLast((c) => c.approve).approve(true);
+        // The node that ran the session died before it read the answer:
+        // the page's node moves it, in place (a second session.opened).
+        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p2" });
+        await w.sleep(20);
+        const moved = ws.sent.slice(1);
+        // Taken this time; a reconnect after that sends nothing again.
+        ws.push({ type: "tool.approved", seq: 2, id: "c1", approved: true });
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p3" });
+        await w.sleep(30);
+        return { sentNow, moved, after: ws.sent.slice(1) };
+    });
+    const approve = { type: "tool.approve", id: "c1", digest: "d1", approved: true };
+    expect(out.sentNow).toBe(true);
+    expect(out.moved).toEqual([approve, approve]);
+    expect(out.after).toEqual([]);
+});
+
+test("an approval whose call settled meanwhile (the replay says so) is not sent again", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        let card: any = null;
+        client.on("tool", (c: any) => { if (c.approve) card = c; });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => card);
+        card.approve(false);
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p2" });
+        ws.push({ type: "tool.finished", seq: 2, id: "c1", name: "delete_file", ok: false, code: "timeout", error: "The user did not approve" });
+        await w.sleep(30);
+        return ws.sent.slice(1);
+    });
+    expect(out).toEqual([]);
+});
+
 test("a second session.opened on an open socket (the session moved to another node) is a resume", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

@@ -62,7 +62,9 @@
  * @property {{digest: string, deadline: string | null} | null} approval
  *     Set while the call waits for the user's approval (tool.approval).
  * @property {((approved: boolean) => boolean) | undefined} approve
- *     While approval is set: answers it (tool.approve); false when not sent.
+ *     While approval is set: answers it (tool.approve); false when not sent
+ *     now. Kept, and sent again after each reconnect's replay (resend), until
+ *     taken (tool.approved) or the call settled: one a dying node missed is not lost.
  * @property {boolean} [approved]  How the approval was answered (tool.approved).
  * @property {{progress?: number, total?: number, message?: string} | null} progress
  *     The current attempt's last tool.progress; null: none yet.
@@ -116,6 +118,7 @@ export class ToolCards {
     /** @type {Set<string>} calls whose sub-agent's model turn is streaming */ #streaming = new Set();
     /** @type {(card: ToolCard) => void} */ #emit;
     /** @type {(frame: object) => boolean} */ #write;
+    /** @type {Map<string, object>} tool.approve frames not taken yet, by call id */ #approving = new Map();
 
     /**
      * @param {(card: ToolCard) => void} emit  Gets a copy of a card after each change.
@@ -150,7 +153,11 @@ export class ToolCards {
     clear() {
         this.#cards.clear();
         this.#streaming.clear();
+        this.#approving.clear();
     }
+
+    /** Sends again the approvals not taken yet: a new connection's replay is in. */
+    resend() { for (const frame of this.#approving.values()) this.#write(frame); }
 
     /**
      * Takes a session event; the ones about tool calls change their card.
@@ -208,11 +215,12 @@ export class ToolCards {
                 const { digest } = f;
                 Object.assign(card, { arguments: f.arguments ?? card.arguments, input: f.input ?? card.input, handler: f.handler ?? card.handler, deadline: f.deadline ?? null });
                 card.approval = { digest, deadline: f.deadline ?? null };
-                card.approve = (approved) => this.#write({ type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
+                card.approve = (approved) => this.#write(this.#approving.set(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) }).get(f.id));
                 this.#changed(card, replayed);
                 break;
             }
             case "tool.approved": {
+                this.#approving.delete(f.id);
                 const card = this.#cards.get(f.id);
                 if (!card) break;
                 card.approval = null;
@@ -255,6 +263,7 @@ export class ToolCards {
                 break;
             }
             case "tool.finished": {
+                this.#approving.delete(f.id);
                 const card = this.#card(f.id, f.name, parent);
                 card.status = f.ok ? "done" : "error";
                 card.result = f.result;

@@ -9,7 +9,8 @@
  *   sends every answer of a call still open that has not gone out on this
  *   connection: one written to a socket that was already dead is not lost,
  *   even when the call has moved to another tab meanwhile (the gateway
- *   takes an answer from any page of the session).
+ *   takes an answer from any page of the session). The user's approvals
+ *   go again too (cards.js keeps them).
  * - A run's signal aborts on `tool.cancel` (TimeoutError for a timeout,
  *   else AbortError), when a later attempt of its call arrives, when its
  *   attempt failed (`failed`, from tool.retrying: a page that lost the
@@ -90,6 +91,7 @@ import { bytesText, frameLength } from "./connection.js";
  * @typedef {object} CardHooks  What the runner tells the tool cards (cards.js).
  * @property {(f: ToolCallFrame) => void} delivered
  * @property {(id: string, attempt: number, state: "running" | "answered" | "cancelled") => void} localState
+ * @property {() => void} resend  Sends again the user's approvals not taken (flush).
  *
  * @typedef {object} Run  This page's run of one attempt.
  * @property {string} key    `${id}#${attempt}`
@@ -302,6 +304,7 @@ export class Runner {
         for (const run of this.#runs.values()) {
             if (run.answer && run.sentOn !== this.#link.conn()) this.#send(run);
         }
+        this.#cards.resend(); // the user's approvals too
     }
 
     /** Forgets every run and settled call (a new session); abort first. */
