@@ -199,9 +199,9 @@ func DecodeFrame(data []byte) (Frame, error) {
 		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
 		}
-		if f.Error == "" {
-			return nil, fmt.Errorf("%w: tool.error \"error\" is empty", ErrBadFrame)
-		}
+		// An empty "error" is the tool's failure all the same (what
+		// JavaScript's new Error() gives): the engine says it failed
+		// without saying why, as for a worker's.
 		if f.Code != "" && !f.Code.Known() {
 			return nil, fmt.Errorf("%w: tool.error \"code\" %s is not a tool error code: leave it out, or use one docs/protocol.md lists (tool_failed when the tool failed)", ErrBadFrame, quoteAtMost(string(f.Code), 64))
 		}
@@ -228,6 +228,10 @@ func DecodeFrame(data []byte) (Frame, error) {
 		var f engine.ToolApprove
 		if err := decodeStrict(typ, &fields, data, &f); err != nil {
 			return nil, err
+		}
+		if raw, _ := fields.get("approved"); bytes.Equal(raw, []byte("null")) {
+			// Decoded as false: a denial nobody gave.
+			return nil, fmt.Errorf("%w: tool.approve \"approved\" should be true or false, not null", ErrBadFrame)
 		}
 		if f.ID == "" || f.Digest == "" {
 			return nil, fmt.Errorf("%w: tool.approve \"id\" and \"digest\" must not be empty", ErrBadFrame)

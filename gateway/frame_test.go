@@ -145,6 +145,8 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.progress","id":"c","attempt":1,"progress":"half"}`, wantErr: gateway.ErrBadFrame, mention: `"progress"`},
 		{data: `{"type":"tool.approve","id":"c","digest":"ab12","approved":false}`, want: engine.ToolApprove{ID: "c", Digest: "ab12", Approved: false}},
 		{data: `{"type":"tool.approve","id":"c","digest":"ab12"}`, wantErr: gateway.ErrBadFrame, mention: `missing "approved"`},
+		{data: `{"type":"tool.approve","id":"c","digest":"ab12","approved":null}`, wantErr: gateway.ErrBadFrame, mention: `"approved" should be true or false, not null`},
+		{data: `{"type":"tool.error","id":"c","attempt":1,"error":""}`, want: engine.ToolError{ID: "c", Attempt: 1}}, // new Error() in a page: failed, saying nothing
 		{data: `{"type":7}`, wantErr: gateway.ErrBadFrame, mention: `"type" should be a string, not a number`},
 		{data: "{\"type\":\"message\",\"content\":\"\xff\xfe bad\"}", wantErr: gateway.ErrBadFrame, mention: `not valid UTF-8`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, wantErr: gateway.ErrBadFrame, mention: `more than 10000 deep`},
