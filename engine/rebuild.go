@@ -142,7 +142,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	for _, b := range batches {
 		events = append(events, b.Events...)
 		for _, ev := range b.Events {
-			if ev.Type == EventToolStarted || ev.Type == EventToolFinished {
+			if ev.Type == EventToolStarted || ev.Type == EventToolFinished || ev.Type == EventToolApproval {
 				if err := calls.add(ev); err != nil {
 					return nil, fmt.Errorf("%w: session %s, event %d: %w", ErrCorrupt, id, ev.Seq, err)
 				}
@@ -529,7 +529,8 @@ type journalCall struct {
 	answered     bool // an answer settled it, not the gateway (a timeout, a cancel, ...)
 }
 
-// add takes a tool.started or tool.finished event.
+// add takes a tool.started, tool.approval or tool.finished event: a call
+// that waits for the user's approval has not started.
 func (j *journalCalls) add(ev Event) error {
 	var f struct {
 		ID      string    `json:"id"`
@@ -552,10 +553,13 @@ func (j *journalCalls) add(ev Event) error {
 		j.byID[f.ID] = c
 		j.order = append(j.order, f.ID)
 	}
-	if ev.Type == EventToolFinished {
+	switch ev.Type {
+	case EventToolFinished:
 		c.finished, c.answered = true, f.OK || !settledByTheGateway(f.Code)
-	} else {
+	case EventToolStarted:
 		c.handler, c.attempt = f.Handler, f.Attempt
+	default:
+		c.handler = f.Handler // asked for approval: no attempt yet
 	}
 	return nil
 }

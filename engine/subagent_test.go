@@ -716,3 +716,69 @@ func TestSubagentIDsDoNotTakeTheSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestSubagentApprovalAcrossRestart: a sub-agent's call that waits for the
+// user's approval when the gateway restarts (the sub-agent is not in the
+// state; its call has no tool.started yet) settles once, cancelled, as a
+// cut call that started does; an approval after it is refused.
+func TestSubagentApprovalAcrossRestart(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		root := callsThenSummary(use("call_1", "research", `{}`))
+		helper := callsThenSummary(use("call_1", "get_weather", `{"city":"A"}`))
+		both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+			if req.Model == "helper-model" {
+				return helper.Generate(ctx, req, func(string) {})
+			}
+			return root.Generate(ctx, req, func(string) {})
+		}}
+		careful := helperAgent
+		careful.Tools = []engine.AgentTool{{Name: "get_weather", Input: engine.Schema(weatherInput), Approval: "always"}}
+		w := delegating(engine.AgentTool{Name: "research"})
+		execute := w.execute
+		w.execute = func(ctx context.Context, t engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
+			if t.Name == "research" {
+				return engine.Decision{Actions: []engine.Action{engine.ToolDelegate{Agent: careful}}}, nil
+			}
+			return execute(ctx, t, proposed)
+		}
+		ctx := context.Background()
+		e1 := r.start(w, both)
+		s1, err := e1.Open(ctx, engine.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1 := attach(t, s1, 0)
+		_ = p1.page.Send(ctx, "go")
+		asked := p1.until("the helper's tool.approval", isType(engine.EventToolApproval))
+		var approval struct{ ID, Digest, Parent string }
+		_ = json.Unmarshal(asked[len(asked)-1].Frame, &approval)
+		if approval.Parent == "" {
+			t.Fatalf("the approval %s is not the helper's", asked[len(asked)-1].Frame)
+		}
+		stop(t, e1)
+
+		s2 := r.resumed(w, both, s1.ID())
+		p2 := attach(t, s2, 0)
+		got := p2.until("the interrupted research", func(ev engine.Event) bool {
+			return ev.Type == engine.EventToolFinished && strings.Contains(string(ev.Frame), `"code":"interrupted"`)
+		})
+		finished := 0
+		for _, ev := range got {
+			var f struct{ ID, Code, Parent string }
+			_ = json.Unmarshal(ev.Frame, &f)
+			if ev.Type == engine.EventToolFinished && f.ID == approval.ID && f.Parent == approval.Parent {
+				finished++
+				if f.Code != string(engine.CodeCancelled) {
+					t.Errorf("the call that waited for approval finished %s, want cancelled", ev.Frame)
+				}
+			}
+		}
+		if finished != 1 {
+			t.Errorf("the call that waited for approval finished %d times, want once", finished)
+		}
+		if err := p2.page.Approve(ctx, engine.ToolApprove{ID: approval.ID, Digest: approval.Digest, Approved: true}); err == nil || errors.Is(err, engine.ErrUnknownCall) {
+			t.Errorf("an approval of the cancelled call: %v, want it refused as settled", err)
+		}
+		checkJournal(t, r.store, s1.ID())
+	})
+}
