@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -116,12 +117,29 @@ func startEmbedded(dataDir string) (*embedded, error) {
 	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock}, nil
 }
 
-// off says why the server's JetStream is off, or nil when it is on.
+// off says why the server's JetStream stores nothing, or nil when it
+// does: it is off, or a stream met a write error.
 func (e *embedded) off() error {
-	if e.ns.JetStreamEnabled() {
-		return nil
+	if !e.ns.JetStreamEnabled() {
+		return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
 	}
-	return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
+	if werr := e.writeErr(); werr != "" {
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s), as when the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
+	}
+	return nil
+}
+
+// writeErr is the write error a stream of the server met, or "". A
+// stream whose write failed (a full disk) stores nothing from then on,
+// and its publishers get no answer, until JetStream starts again: a
+// single server does not turn JetStream off for it.
+func (e *embedded) writeErr() string {
+	for _, he := range e.ns.Healthz(&server.HealthzOptions{Details: true}).Errors {
+		if he.Type == server.HealthzErrorStream && strings.Contains(he.Error, "write error") {
+			return he.Error
+		}
+	}
+	return ""
 }
 
 // reviveFree is the room the disk needs before JetStream goes back on: a
@@ -132,17 +150,23 @@ const reviveFree = 8 << 20
 // should go back on (a variable for tests).
 var reviveEvery = 2 * time.Second
 
-// revive turns the server's JetStream back on when it is off and the disk
-// has room, and reports whether it did. The server turns JetStream off for
-// good when a write finds the disk full (nats-server's handleOutOfSpace),
-// where storage.md promises that a refused step is stored once the disk
-// has room: on again, it reads its streams back from the same files.
+// revive turns the server's JetStream back on when it stores nothing and
+// the disk has room, and reports whether it did. A write that finds the
+// disk full stops the stream for good (a write error), or JetStream
+// (nats-server's handleOutOfSpace), where storage.md promises that a
+// refused step is stored once the disk has room: started again, JetStream
+// reads its streams back from the same files.
 func (e *embedded) revive() (bool, error) {
-	if e.ns.JetStreamEnabled() {
+	if e.ns.JetStreamEnabled() && e.writeErr() == "" {
 		return false, nil
 	}
 	if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
 		return false, nil
+	}
+	if e.ns.JetStreamEnabled() {
+		if err := e.ns.ShutdownJetStream(); err != nil {
+			return false, err
+		}
 	}
 	// The server's own configuration, as at its start: the store's
 	// directory (the server adds its "jetstream" folder again), and
@@ -160,7 +184,8 @@ func (e *embedded) stop() {
 }
 
 // reviveJetStream asks every reviveEvery, until Close, whether the
-// embedded server's JetStream should go back on (embedded.revive).
+// embedded server stores (embedded.off: Healthy and Append read the
+// answer) and whether its JetStream should start again (embedded.revive).
 func (s *Store) reviveJetStream() {
 	defer s.background.Done()
 	t := time.NewTicker(reviveEvery)
@@ -172,16 +197,28 @@ func (s *Store) reviveJetStream() {
 			return
 		case <-t.C:
 		}
-		if err := s.embedded.off(); err != nil && !warned {
+		err := s.embedded.off()
+		s.setDown(err)
+		if err != nil && !warned {
 			s.opts.Logger.Error("the session store is off", "err", err)
 			warned = true
 		}
 		switch on, err := s.embedded.revive(); {
 		case err != nil:
-			s.opts.Logger.Warn("failed to turn the embedded NATS server's JetStream back on; trying again", "err", err)
+			s.opts.Logger.Warn("failed to start the embedded NATS server's JetStream again; trying again", "err", err)
 		case on:
-			s.opts.Logger.Info("the embedded NATS server's JetStream is back on")
+			s.setDown(s.embedded.off())
+			s.opts.Logger.Info("the embedded NATS server's JetStream stores again")
 			warned = false
 		}
 	}
+}
+
+// setDown records why the embedded server stores nothing (nil: it does).
+func (s *Store) setDown(err error) {
+	if err == nil {
+		s.down.Store(nil)
+		return
+	}
+	s.down.Store(&err)
 }

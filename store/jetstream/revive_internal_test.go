@@ -10,12 +10,12 @@ import (
 	"github.com/clienttools/gateway/engine"
 )
 
-// TestJetStreamComesBackOn: the embedded server turns JetStream off when a
-// write finds the disk full, and left alone never turns it on again. The
-// store turns it back on once the disk has room, so a step the store
-// refused meanwhile is stored, as storage.md promises, and the journal
-// holds everything from before. Staged as the server's own handling of a
-// full disk does it (ShutdownJetStream), on a disk with room.
+// TestJetStreamComesBackOn: a server that turned JetStream off (as a
+// clustered one does when a write finds the disk full,
+// ShutdownJetStream), left alone, never turns it on again. The store turns
+// it back on once the disk has room, so a step the store refused meanwhile
+// is stored, as storage.md promises, and the journal holds everything from
+// before. A standalone server's own full disk: TestFullDisk.
 func TestJetStreamComesBackOn(t *testing.T) {
 	was := reviveEvery
 	reviveEvery = 20 * time.Millisecond

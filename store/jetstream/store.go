@@ -134,6 +134,11 @@ type Store struct {
 
 	// denials ends the API requests the server refuses this node's user.
 	denials denials
+	// down: why the embedded server stores nothing (JetStream off, a
+	// stream's write error), as reviveJetStream last found; nil: it
+	// stores. Appends fail at once meanwhile, rather than each wait for
+	// its timeout.
+	down atomic.Pointer[error]
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -564,8 +569,8 @@ func (s *Store) Healthy() error {
 	if st := s.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("the connection to NATS is %s", st)
 	}
-	if s.embedded != nil {
-		return s.embedded.off()
+	if down := s.down.Load(); down != nil {
+		return *down
 	}
 	return nil
 }
@@ -728,6 +733,9 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	}
 	if err := s.holds(session); err != nil {
 		return err
+	}
+	if down := s.down.Load(); down != nil {
+		return fmt.Errorf("failed to append to session %s's journal: %w", session, *down)
 	}
 	if b.Refs {
 		s.markFormat2(ctx)
