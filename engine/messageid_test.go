@@ -142,3 +142,58 @@ func TestSendOnceRefusals(t *testing.T) {
 		t.Errorf("%d message.taken; want 1, for the message with an id only; seen %s", n, h.types())
 	}
 }
+
+// TestACopyOfATakenMessageIsConfirmed: a page that sends again a message
+// the session took, not knowing it did, gets it confirmed whatever would
+// refuse a new message now: a copy over the length limit (the limit was
+// lowered since, or the copy is another), or while messages wait for the
+// turn and the copy would pass what they may hold. A refusal would tell
+// the page the message was not taken.
+func TestACopyOfATakenMessageIsConfirmed(t *testing.T) {
+	release := make(chan struct{})
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Content == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return model.Response{}, ctx.Err()
+			}
+		}
+		return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
+	}}
+	h := setup(t, &testWorker{}, m, engine.Options{MaxMessageBytes: 10})
+	ctx := context.Background()
+	if err := h.page.SendOnce(ctx, "m1", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.page.SendOnce(ctx, "m2", "queued"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(engine.FrameMessageTaken)
+	h.waitType(engine.FrameMessageTaken)
+	for _, tc := range []struct{ id, content string }{
+		{"m1", strings.Repeat("x", 11)}, // over the length limit
+		{"m2", "a copy xx"},             // with "queued", past what may wait
+	} {
+		if err := h.page.SendOnce(ctx, tc.id, tc.content); err != nil {
+			t.Errorf("a copy of the taken message %s (%q): %v, want it confirmed", tc.id, tc.content, err)
+		}
+	}
+	h.waitType(engine.FrameMessageTaken)
+	h.waitType(engine.FrameMessageTaken)
+	if err := h.page.SendOnce(ctx, "m3", strings.Repeat("x", 11)); !errors.Is(err, engine.ErrLimitExceeded) {
+		t.Errorf("a new message over the limit: %v, want ErrLimitExceeded", err)
+	}
+	close(release)
+	h.waitIdle() // after both turns: the queued message's follows the slow one's
+	var users []string
+	for _, f := range h.seen {
+		var msg model.Message
+		if f.Type == engine.EventMessage && json.Unmarshal(f.Message, &msg) == nil && msg.Role == model.RoleUser {
+			users = append(users, msg.Content)
+		}
+	}
+	if got := strings.Join(users, " "); got != "slow queued" {
+		t.Errorf("the user messages: %s; want slow queued", got)
+	}
+}

@@ -509,18 +509,11 @@ func (s *Session) Send(ctx context.Context, content string) error {
 }
 
 func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
-	if err := s.e.CheckMessage(msg.Content); err != nil {
-		return err
-	}
-	if err := s.log.failing(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-	}
-	if waiting := s.waitingBytes.Load(); waiting > 0 && waiting+int64(len(msg.Content)) > int64(s.e.opts.MaxMessageBytes) {
-		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, waiting, s.e.opts.MaxMessageBytes)
-	}
-	if why := s.budgetUsed.Load(); why != nil {
-		// A copy of a message taken before the budget ran out (its page
-		// lost the socket before message.taken) is confirmed, not refused.
+	if err := s.refusal(msg); err != nil {
+		// A copy of a message the session took (its page lost the socket
+		// before message.taken) is confirmed, not refused: a refusal says
+		// it was not taken, whatever the limits, the store or the budget
+		// say of a new one now.
 		took := false
 		if msg.ID != "" {
 			if err := s.do(ctx, func() error { took = s.takenAgain(from, msg.ID); return nil }); err != nil {
@@ -528,7 +521,7 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 			}
 		}
 		if !took {
-			return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
+			return err
 		}
 		return nil
 	}
@@ -549,6 +542,24 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		s.idle = false
 		s.addWaiting(waitingMessage{msg: msg, page: from})
 	})
+}
+
+// refusal says why the session takes no new message msg now: its length,
+// the store failing, the messages already waiting, the token budget.
+func (s *Session) refusal(msg Message) error {
+	if err := s.e.CheckMessage(msg.Content); err != nil {
+		return err
+	}
+	if err := s.log.failing(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	if waiting := s.waitingBytes.Load(); waiting > 0 && waiting+int64(len(msg.Content)) > int64(s.e.opts.MaxMessageBytes) {
+		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, waiting, s.e.opts.MaxMessageBytes)
+	}
+	if why := s.budgetUsed.Load(); why != nil {
+		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
+	}
+	return nil
 }
 
 // addWaiting puts w after the messages waiting for the running turn, and
