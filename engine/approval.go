@@ -111,8 +111,10 @@ func (s *Session) approve(a ToolApprove, from *Page) error {
 		return c.run.approve(a, from) // a sub-agent's call
 	case !c.approving && !c.settled && !s.needsApproval(c):
 		return fmt.Errorf("%w: %q does not ask for approval", ErrBadRequest, a.ID)
-	case c.settled || (!c.approving && c.attempt > 0):
-		return fmt.Errorf("%w: %q was approved or denied already", ErrSettled, a.ID)
+	case c.settled:
+		return fmt.Errorf("%w: %q has settled (answered, denied, timed out or cancelled): an approval counts no more", ErrSettled, a.ID)
+	case !c.approving && c.attempt > 0:
+		return fmt.Errorf("%w: %q was approved already", ErrSettled, a.ID)
 	case !c.approving:
 		return fmt.Errorf("%w: %q does not ask for approval", ErrUnknownCall, a.ID)
 	case a.Digest != approvalDigest(s.id, c.id, c.args):
