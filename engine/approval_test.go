@@ -153,3 +153,20 @@ func TestApprovalAcrossARestart(t *testing.T) {
 		checkJournal(t, r.store, s1.ID())
 	})
 }
+
+// TestApprovalOfAToolNoPageRuns: a client tool that asks for approval,
+// which no page of the session runs nor declared, fails at once with
+// client_unavailable, as any call of it does, without asking the user to
+// approve what cannot run.
+func TestApprovalOfAToolNoPageRuns(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: engine.HandlerClient, Approval: engine.ApprovalAlways}}}}
+	h := setup(t, w, callsThenSummary(use("call_1", "pay", `{"amount":5}`)), engine.Options{})
+	h.send("pay")
+	fin := h.waitFinished("call_1")
+	if fin.OK || fin.Code != string(engine.CodeClientUnavailable) {
+		t.Errorf("the call finished %s, want client_unavailable", fin.Raw)
+	}
+	if n := h.count(engine.EventToolApproval, ""); n != 0 {
+		t.Errorf("the user was asked to approve it %d times; seen %s", n, h.types())
+	}
+}

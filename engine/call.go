@@ -244,11 +244,11 @@ func (s *Session) launch(b *batch) {
 			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, "")
 			continue
 		}
-		if s.needsApproval(c) {
+		if s.needsApproval(c) && !s.noPageRuns(c) {
 			s.askApproval(c)
 			continue
 		}
-		s.startAttempt(c)
+		s.startAttempt(c) // one no page runs fails at once: the user is not asked for nothing
 	}
 }
 
@@ -311,12 +311,19 @@ func (s *Session) startAttempt(c *call) {
 	switch {
 	case c.holder != nil:
 		s.deliverCall(c)
-	case s.declared(c.name):
+	case !s.noPageRuns(c):
 		s.logger.Info("client call waiting for a page", "call", c.id, "tool", c.name, "attempt", attempt)
 	default:
 		s.settle(c, outcome{code: CodeClientUnavailable,
 			err: fmt.Sprintf("%s runs in the user's browser, and no open page of this chat provides it. Tell the user to open the chat page, or answer without this tool.", c.name)}, "")
 	}
+}
+
+// noPageRuns: c is a client call that no page runs now and none declared
+// recently (attached, or among the last to leave): it fails at once with
+// client_unavailable.
+func (s *Session) noPageRuns(c *call) bool {
+	return c.handler == HandlerClient && s.holderFor(c.name, nil) == nil && !s.declared(c.name)
 }
 
 // proposedFor is the ready-made error for attempt, or nil.
