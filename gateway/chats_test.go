@@ -836,3 +836,57 @@ func TestShutdownWhileABodyComes(t *testing.T) {
 		t.Errorf("the request whose body was coming: %s, want 503", resp.Status)
 	}
 }
+
+// TestFrontEndsShowACallThatAskedForApproval: the HTTP front ends do not
+// ask the user (a page on /ws does); a call that waited for approval and
+// timed out shows there with its arguments, then its outcome: on the AI
+// SDK with its input (it showed {}), on AG-UI with TOOL_CALL_START, ARGS
+// and END before its TOOL_CALL_RESULT (it came alone).
+func TestFrontEndsShowACallThatAskedForApproval(t *testing.T) {
+	h := newHarness(t, harnessOptions{fakeClock: true})
+	b := h.newBrowser(nil)
+	// The stream stays open while the call waits; time passes meanwhile.
+	read := func(resp *http.Response) []map[string]any {
+		t.Helper()
+		got := make(chan []map[string]any, 1)
+		go func() {
+			events, _ := sse(t, resp)
+			got <- events
+		}()
+		var events []map[string]any
+		waitFor(t, "the call to time out and the run to end", func() bool {
+			select {
+			case events = <-got:
+				return true
+			default:
+				h.clock.Advance(time.Second)
+				return false
+			}
+		})
+		return events
+	}
+
+	events := read(b.post(gateway.RouteAISDK, userMessage("chat-del", "delete"), nil))
+	in := find(events, "tool-input-available", "toolCallId", "call_delete")
+	if len(in) != 1 || fmt.Sprint(in[0]["input"]) != "map[path:notes.txt]" {
+		t.Errorf("the AI SDK's input of the call: %v", in)
+	}
+	if out := find(events, "tool-output-error", "toolCallId", "call_delete"); len(out) != 1 {
+		t.Errorf("the AI SDK's outcome of the call: %v", events)
+	}
+
+	user := map[string]any{"id": "u1", "role": "user", "content": "delete"}
+	events = read(b.post(gateway.RouteAGUI, map[string]any{"threadId": "th-del", "runId": "r1", "messages": []any{user}}, nil))
+	var order []string
+	for _, ev := range events {
+		if ev["toolCallId"] == "call_delete" {
+			order = append(order, fmt.Sprint(ev["type"]))
+			if ev["type"] == "TOOL_CALL_ARGS" && ev["delta"] != `{"path":"notes.txt"}` {
+				t.Errorf("AG-UI's arguments of the call: %v", ev)
+			}
+		}
+	}
+	if got := strings.Join(order, " "); got != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT" {
+		t.Errorf("AG-UI's events of the call: %s", got)
+	}
+}

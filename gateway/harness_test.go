@@ -90,6 +90,8 @@ func newTestModel(gate <-chan struct{}) model.Model {
 			return call(model.ToolUse{ID: "call_once", Name: "once", Arguments: `{}`})
 		case "pay":
 			return call(model.ToolUse{ID: "call_pay", Name: "pay", Arguments: `{}`})
+		case "delete":
+			return call(model.ToolUse{ID: "call_delete", Name: "delete_file", Arguments: `{"path":"notes.txt"}`})
 		case "flood":
 			flood(floodDeltas)
 			return model.Response{Text: "flooded", StopReason: model.StopEndTurn}, nil
@@ -140,6 +142,11 @@ func testWorker() *engine.ToolWorker {
 			},
 		},
 		Tools: []engine.Tool{{
+			Name:     "delete_file", // asks the user first, through a page (/ws)
+			Approval: engine.ApprovalAlways,
+			Retry:    &engine.RetryPolicy{Timeout: "5s"},
+			Exec:     func(context.Context, json.RawMessage) (any, error) { return "deleted", nil },
+		}, {
 			Name:  "get_weather",
 			Input: engine.Schema(`{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}`),
 			Exec: func(ctx context.Context, args json.RawMessage) (any, error) {

@@ -47,6 +47,26 @@ func newRun(w http.ResponseWriter, o Options, in runInput) *run {
 
 func (r *run) emit(v map[string]any) { _ = r.sse.JSON(v) }
 
+// showCall writes a call's TOOL_CALL_START, ARGS and END once, unless the
+// input's messages show it.
+func (r *run) showCall(seq int64, id, name, args string) {
+	if r.shown[id] || r.known[id] {
+		return
+	}
+	r.shown[id] = true
+	parent := r.lastText
+	if parent == "" {
+		parent = msgID(seq)
+		r.lastText = parent
+	}
+	r.closeText()
+	r.emit(map[string]any{"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name, "parentMessageId": parent})
+	if args != "" {
+		r.emit(map[string]any{"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": args})
+	}
+	r.emit(map[string]any{"type": "TOOL_CALL_END", "toolCallId": id})
+}
+
 // run streams until the run ends or ctx does.
 func (r *run) run(ctx context.Context, page *engine.Page) {
 	r.sse = sse.New(r.w, nil, r.opts.WriteTimeout)
@@ -140,21 +160,14 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			return
 		}
 		r.track.Started(e.ID)
-		if r.shown[e.ID] || r.known[e.ID] {
-			return
+		r.showCall(ev.Seq, e.ID, e.Name, e.Arguments)
+	case engine.EventToolApproval:
+		// It waits for the user (approval is not asked through this
+		// front end): shown now, its result comes once it settles.
+		var e engine.ToolApprovalEvent
+		if json.Unmarshal(ev.Frame, &e) == nil {
+			r.showCall(ev.Seq, e.ID, e.Name, e.Arguments)
 		}
-		r.shown[e.ID] = true
-		parent := r.lastText
-		if parent == "" {
-			parent = msgID(ev.Seq)
-			r.lastText = parent
-		}
-		r.closeText()
-		r.emit(map[string]any{"type": "TOOL_CALL_START", "toolCallId": e.ID, "toolCallName": e.Name, "parentMessageId": parent})
-		if e.Arguments != "" {
-			r.emit(map[string]any{"type": "TOOL_CALL_ARGS", "toolCallId": e.ID, "delta": e.Arguments})
-		}
-		r.emit(map[string]any{"type": "TOOL_CALL_END", "toolCallId": e.ID})
 	case engine.FrameToolCall:
 		var e engine.ClientCall
 		if json.Unmarshal(ev.Frame, &e) != nil {

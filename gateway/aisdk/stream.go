@@ -233,6 +233,14 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 			// another page (tool.leased: it shows it).
 			st.inputAvailable(c, e.ID, e.Input, true, nil)
 		}
+	case engine.EventToolApproval:
+		// It waits for the user (approval is not asked through this
+		// front end): its input is shown with its outcome.
+		var e engine.ToolApprovalEvent
+		if json.Unmarshal(ev.Frame, &e) == nil {
+			c := st.call(e.ID, e.Name)
+			c.in, c.args = e.Input, e.Arguments
+		}
 	case engine.EventToolLeased:
 		var e engine.ToolLeasedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {
