@@ -59,6 +59,11 @@ type conn struct {
 	beforePage int
 	writing    bool          // a writer goroutine is running
 	stopped    bool          // the handler is done: no writer starts
+	// handling: the reader hands a frame to the session; endAfter: the
+	// session's stream ended meanwhile, and the connection closes with
+	// it once that frame's reply is queued (endWhenHandled).
+	handling bool
+	endAfter *closeRequest
 	room       chan struct{} // the writer took the replies: the reader may queue more
 	writers    sync.WaitGroup
 	stuck      *time.Timer // the running write's timeout
@@ -204,7 +209,11 @@ func (c *conn) serve() {
 				c.close(engine.CloseGoingAway, "the relay to the session's node failed: reconnect")
 			}
 		default:
+			c.mu.Lock()
+			c.handling = true
+			c.mu.Unlock()
 			c.handle(data)
+			c.endWhenHandled()
 		}
 		releaseReadBuf(buf)
 	}
@@ -748,22 +757,56 @@ func (c *conn) tooSlow(page *engine.Page) bool {
 }
 
 // ended closes the connection when the session ended and everything
-// before session.ended is written.
+// before session.ended is written, and reports whether the writer is done.
+// A frame the reader is handing to the session meanwhile is answered first
+// (session_closed, say: every refused frame gets its reply): the close
+// waits for its reply (endWhenHandled), and the writer goes on.
 func (c *conn) ended(page *engine.Page) bool {
 	select {
 	case <-page.Done():
 	default:
 		return false
 	}
+	var end closeRequest
 	switch err := page.Err(); {
 	case errors.Is(err, engine.ErrSessionClosed):
-		c.close(engine.CloseNormal, "the session ended")
+		end = closeRequest{engine.CloseNormal, "the session ended"}
 	case errors.Is(err, engine.ErrUnloaded):
 		// The session left this node (its lease was lost): it runs
 		// elsewhere from its journal.
-		c.close(engine.CloseElsewhere, "the session moved to another gateway node: reconnect")
+		end = closeRequest{engine.CloseElsewhere, "the session moved to another gateway node: reconnect"}
+	default:
+		return true
 	}
+	c.mu.Lock()
+	if c.handling {
+		c.endAfter = &end
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.Unlock()
+	c.close(end.code, end.reason)
 	return true
+}
+
+// closeRequest is a close the connection owes its page.
+type closeRequest struct {
+	code   engine.CloseCode
+	reason string
+}
+
+// endWhenHandled closes the connection after the replies queued, the
+// frame just handled's among them, when the session's stream ended while
+// the reader handed it over (ended).
+func (c *conn) endWhenHandled() {
+	c.mu.Lock()
+	c.handling = false
+	end := c.endAfter
+	c.endAfter = nil
+	c.mu.Unlock()
+	if end != nil {
+		c.closeAfterReplies(end.code, end.reason)
+	}
 }
 
 const reasonTooSlow = "the connection could not keep up: reconnect and resume"

@@ -183,6 +183,8 @@ type harnessOptions struct {
 	// fields are passed on.
 	engine    engine.Options
 	fakeClock bool
+	// worker wraps the test worker (testWorker); nil: it alone.
+	worker func(engine.Worker) engine.Worker
 	// listener wraps the server's listener.
 	listener func(net.Listener) net.Listener
 }
@@ -198,6 +200,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	logger := slog.New(h.logs)
 	eo := o.engine
 	eo.Worker = testWorker()
+	if o.worker != nil {
+		eo.Worker = o.worker(eo.Worker)
+	}
 	eo.Models = model.ResolverFunc(func(id string) (model.Model, error) { return newTestModel(h.gate), nil })
 	eo.Logger = logger
 	if o.fakeClock {
