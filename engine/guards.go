@@ -113,6 +113,14 @@ func (s *Session) newUserMessage() {
 	s.usage.ModelTurns, s.usage.MessageTokens, s.usage.Calls, s.usage.Granted = 0, 0, nil, false
 }
 
+// turns is n model turns, in words: "1 turn", "2 turns".
+func turns(n int) string {
+	if n == 1 {
+		return "1 turn"
+	}
+	return fmt.Sprintf("%d turns", n)
+}
+
 // turnGuard is the guard that stops the next model turn, if any.
 func (s *Session) turnGuard() *GuardTripped {
 	if s.usage.Granted {
@@ -122,7 +130,7 @@ func (s *Session) turnGuard() *GuardTripped {
 	switch {
 	case l.MaxModelTurns > 0 && s.usage.ModelTurns >= l.MaxModelTurns:
 		return &GuardTripped{Guard: GuardModelTurns, Limit: l.MaxModelTurns, Value: s.usage.ModelTurns,
-			Message: fmt.Sprintf("Stopped: the model took %d turns to answer one message, %s.", s.usage.ModelTurns, theLimit(s.usage.ModelTurns, l.MaxModelTurns))}
+			Message: fmt.Sprintf("Stopped: the model took %s to answer one message, %s.", turns(s.usage.ModelTurns), theLimit(s.usage.ModelTurns, l.MaxModelTurns))}
 	case s.budgetSpent(l):
 		return s.budgetGuard(l)
 	case l.MaxMessageTokens > 0 && s.usage.MessageTokens >= l.MaxMessageTokens:

@@ -158,7 +158,7 @@ func TestSubagentFailure(t *testing.T) {
 		{"model fails", &fakeModel{reply: func(context.Context, model.Request) (model.Response, error) {
 			return model.Response{}, errors.New("provider down")
 		}}, nil, "its model failed: provider down"},
-		{"guard", callsThenSummary(use("w", "get_weather", `{"city":"A"}`)), &engine.Limits{MaxModelTurns: 1}, "Stopped: the model took 1 turns"},
+		{"guard", callsThenSummary(use("w", "get_weather", `{"city":"A"}`)), &engine.Limits{MaxModelTurns: 1}, "Stopped: the model took 1 turn to answer"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			root := callsThenSummary(use("call_1", "research", `{}`))

@@ -709,7 +709,7 @@ func TestSessionErrorsEndTheRequest(t *testing.T) {
 		map[string]any{"type": "tool-get_local_time", "toolCallId": "call_time", "state": "output-available", "output": map[string]any{"time": "1"}})
 	events, done := sse(t, b.post(gateway.RouteAISDK, answer, nil))
 	last := events[len(events)-1]
-	if !done || last["type"] != "error" || !strings.Contains(fmt.Sprint(last["errorText"]), "Stopped: the model took 1 turns") {
+	if !done || last["type"] != "error" || !strings.Contains(fmt.Sprint(last["errorText"]), "Stopped: the model took 1 turn to answer") {
 		t.Errorf("want the guard as the last chunk, an error, then [DONE]; got %v (done %v)", events, done)
 	}
 

@@ -169,7 +169,8 @@ func DecodeFrame(data []byte) (Frame, error) {
 		}
 		if hasID {
 			if err := engine.CheckMessageID(f.ID); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
+				// Named as a bad frame alone, not a bad request too.
+				return nil, fmt.Errorf("%w: %s", ErrBadFrame, strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": "))
 			}
 		}
 		return f, nil
