@@ -57,16 +57,16 @@ type conn struct {
 	// attached: they go before its frames (session.opened first), the
 	// others after them.
 	beforePage int
-	writing    bool // a writer goroutine is running
-	stopped    bool // the handler is done: no writer starts
+	writing    bool          // a writer goroutine is running
+	stopped    bool          // the handler is done: no writer starts
+	room       chan struct{} // the writer took the replies: the reader may queue more
+	writers    sync.WaitGroup
+	stuck      *time.Timer // the running write's timeout
 	// handling: the reader hands a frame to the session; endAfter: the
 	// session's stream ended meanwhile, and the connection closes with
 	// it once that frame's reply is queued (endWhenHandled).
 	handling bool
 	endAfter *closeRequest
-	room     chan struct{} // the writer took the replies: the reader may queue more
-	writers  sync.WaitGroup
-	stuck    *time.Timer // the running write's timeout
 	// Owned by the reader.
 	throttle  *rate.Limiter // refused frames; nil until the first
 	throttled bool
