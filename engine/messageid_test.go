@@ -34,6 +34,20 @@ func (r *reader) taken(id string) {
 	})
 }
 
+// slowModel answers "done", and to "slow" once release is closed.
+func slowModel(release <-chan struct{}) *fakeModel {
+	return &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Content == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return model.Response{}, ctx.Err()
+			}
+		}
+		return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
+	}}
+}
+
 // TestSendOnceTakesAMessageOnce: a page that sends a message again, not
 // knowing whether it arrived (its connection dropped, the gateway
 // restarted), gets it taken once: both copies are confirmed, one turn
@@ -42,16 +56,7 @@ func (r *reader) taken(id string) {
 func TestSendOnceTakesAMessageOnce(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		release := make(chan struct{})
-		m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-			if last := req.Messages[len(req.Messages)-1]; last.Content == "slow" {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return model.Response{}, ctx.Err()
-				}
-			}
-			return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
-		}}
+		m := slowModel(release)
 		w := &testWorker{}
 		ctx := context.Background()
 		e1 := r.start(w, m)
@@ -151,16 +156,7 @@ func TestSendOnceRefusals(t *testing.T) {
 // the page the message was not taken.
 func TestACopyOfATakenMessageIsConfirmed(t *testing.T) {
 	release := make(chan struct{})
-	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-		if last := req.Messages[len(req.Messages)-1]; last.Content == "slow" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return model.Response{}, ctx.Err()
-			}
-		}
-		return model.Response{Text: "done", StopReason: model.StopEndTurn}, nil
-	}}
+	m := slowModel(release)
 	h := setup(t, &testWorker{}, m, engine.Options{MaxMessageBytes: 10})
 	ctx := context.Background()
 	if err := h.page.SendOnce(ctx, "m1", "slow"); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 
@@ -20,13 +18,7 @@ import (
 // good, every page answered 500 until a restart.
 func TestSessionIDsNoStoreTakes(t *testing.T) {
 	addr, _ := startGateway(t, nil, nil)
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport := &http.Transport{}
-	t.Cleanup(transport.CloseIdleConnections)
-	client := &http.Client{Jar: jar, Transport: transport, Timeout: hang}
+	client := browserClient(t)
 	open := func(id string) (code, typ string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), hang)

@@ -110,16 +110,25 @@ func startGatewayLogs(t *testing.T, args []string, env map[string]string) (addr 
 	}
 }
 
-func TestRunServesAndShutsDown(t *testing.T) {
-	addr, stop := startGateway(t, nil, nil)
-	base := "http://" + addr
+// browserClient is a browser's HTTP client: a cookie jar, and a transport
+// of its own, closed with the test. It has no timeout: a WebSocket dial
+// takes it too.
+func browserClient(t *testing.T) *http.Client {
+	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	transport := &http.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
-	client := &http.Client{Jar: jar, Transport: transport, Timeout: hang}
+	return &http.Client{Jar: jar, Transport: transport}
+}
+
+func TestRunServesAndShutsDown(t *testing.T) {
+	addr, stop := startGateway(t, nil, nil)
+	base := "http://" + addr
+	browser := browserClient(t)
+	client := &http.Client{Jar: browser.Jar, Transport: browser.Transport, Timeout: hang}
 
 	for _, tc := range []struct {
 		path, contentType, contains string
@@ -141,7 +150,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Jar: jar, Transport: transport}})
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: browser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,13 +305,7 @@ func TestShutdownEndsAChatStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, stop := startGateway(t, []string{"--script", script, "--drain", "0s"}, nil)
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport := &http.Transport{}
-	t.Cleanup(transport.CloseIdleConnections)
-	client := &http.Client{Jar: jar, Transport: transport}
+	client := browserClient(t)
 	page, err := client.Get("http://" + addr + "/")
 	if err != nil {
 		t.Fatal(err)
