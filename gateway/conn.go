@@ -62,9 +62,10 @@ type conn struct {
 	room       chan struct{} // the writer took the replies: the reader may queue more
 	writers    sync.WaitGroup
 	stuck      *time.Timer // the running write's timeout
-	// handling: the reader hands a frame to the session; endAfter: the
-	// session's stream ended meanwhile, and the connection closes with
-	// it once that frame's reply is queued (endWhenHandled).
+	// handling: the reader hands a frame to the session (and reads no
+	// pong meanwhile: ping); endAfter: the session's stream ended
+	// meanwhile, and the connection closes with it once that frame's
+	// reply is queued (endWhenHandled).
 	handling bool
 	endAfter *closeRequest
 	// Owned by the reader.
@@ -886,6 +887,17 @@ func (c *conn) ping() {
 		return
 	}
 	if err != nil {
+		c.mu.Lock()
+		waiting := c.handling
+		c.mu.Unlock()
+		if waiting {
+			// The reader, which reads pongs, waits on the session (a
+			// load from a slow store, a worker deciding): the page is
+			// not the one that stopped. The next ping asks again.
+			c.logger.Debug("no pong while the reader waits on the session", "err", err)
+			c.armPing()
+			return
+		}
 		c.logger.Info("browser stopped answering pings, closing", "err", err)
 		c.close(engine.CloseUnresponsive, "ping timeout")
 		// A page that answers nothing may not take the close handshake

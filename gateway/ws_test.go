@@ -677,6 +677,35 @@ func TestKeepalivePing(t *testing.T) {
 	}
 }
 
+// TestNoPongWhileTheSessionOpens: a page whose session.open waits on the
+// session (here the worker's session.start; a load from a slow store
+// alike) is not closed for missed pings: the gateway reads no pong while
+// it waits, and the page is not the one that stopped.
+func TestNoPongWhileTheSessionOpens(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, harnessOptions{
+		gateway: gateway.Options{PingInterval: 20 * time.Millisecond},
+		worker: func(w engine.Worker) engine.Worker {
+			return engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+				if _, ok := req.Trigger.(engine.SessionStart); ok {
+					<-release
+				}
+				return w.Decide(ctx, req)
+			})
+		},
+	})
+	c := h.newBrowser(nil).dial(nil)
+	c.send(map[string]any{"type": "session.open", "tools": pageTools})
+	opened := make(chan frame, 1)
+	go func() { opened <- c.untilType("session.opened") }() // reading: the page answers pings
+	h.logs.wait(t, "no pong while the reader waits on the session")
+	close(release)
+	<-opened
+	if got := c.reply("hello"); got != "echo: hello" {
+		t.Errorf("the page's reply after its slow open: %q", got)
+	}
+}
+
 func mustJar(t *testing.T) http.CookieJar {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
