@@ -45,9 +45,12 @@ const maxProgressMessage = 500
 
 // check refuses a report no page should send.
 func (p ToolProgress) check() error {
-	for _, v := range []*float64{p.Progress, p.Total} {
-		if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
-			return fmt.Errorf("%w: tool.progress numbers must be finite and not negative", ErrBadRequest)
+	for _, n := range []struct {
+		name string
+		v    *float64
+	}{{"progress", p.Progress}, {"total", p.Total}} {
+		if n.v != nil && (math.IsNaN(*n.v) || math.IsInf(*n.v, 0) || *n.v < 0) {
+			return fmt.Errorf("%w: tool.progress %q is %v: it must be finite and not negative", ErrBadRequest, n.name, *n.v)
 		}
 	}
 	if len(p.Message) > maxProgressMessage {

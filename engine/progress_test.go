@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,18 +69,19 @@ func TestProgressRefused(t *testing.T) {
 	call := recv(t, b.calls, "ask")
 	nan, neg := math.NaN(), -1.0
 	for _, tc := range []struct {
-		name string
-		pr   engine.ToolProgress
-		want error
+		name    string
+		pr      engine.ToolProgress
+		want    error
+		mention string
 	}{
-		{"another attempt", engine.ToolProgress{ID: call.ID, Attempt: 2}, engine.ErrStaleAttempt},
-		{"a worker's call", engine.ToolProgress{ID: "call_2", Attempt: 1}, engine.ErrUnknownCall},
-		{"no such call", engine.ToolProgress{ID: "call_9", Attempt: 1}, engine.ErrUnknownCall},
-		{"not a number", engine.ToolProgress{ID: call.ID, Attempt: 1, Progress: &nan}, engine.ErrBadRequest},
-		{"negative", engine.ToolProgress{ID: call.ID, Attempt: 1, Total: &neg}, engine.ErrBadRequest},
+		{"another attempt", engine.ToolProgress{ID: call.ID, Attempt: 2}, engine.ErrStaleAttempt, ""},
+		{"a worker's call", engine.ToolProgress{ID: "call_2", Attempt: 1}, engine.ErrUnknownCall, ""},
+		{"no such call", engine.ToolProgress{ID: "call_9", Attempt: 1}, engine.ErrUnknownCall, ""},
+		{"not a number", engine.ToolProgress{ID: call.ID, Attempt: 1, Progress: &nan}, engine.ErrBadRequest, `"progress" is NaN`},
+		{"negative", engine.ToolProgress{ID: call.ID, Attempt: 1, Total: &neg}, engine.ErrBadRequest, `"total" is -1`},
 	} {
-		if err := h.page.Progress(context.Background(), tc.pr); !errors.Is(err, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		if err := h.page.Progress(context.Background(), tc.pr); !errors.Is(err, tc.want) || (err != nil && !strings.Contains(err.Error(), tc.mention)) {
+			t.Errorf("%s: %v, want %v naming %s", tc.name, err, tc.want, tc.mention)
 		}
 	}
 	h.answer(engine.ToolResult{ID: call.ID, Attempt: 1, Result: json.RawMessage(`true`)})
