@@ -416,6 +416,23 @@ func (l *eventLog) push(p *Page, ev Event) {
 	l.woken = append(l.woken, p) // its WriteNow, once l.mu is released (writeNow)
 }
 
+// startOf is the last tool.started or tool.approval of call id among the
+// events kept in memory, newest first.
+func (l *eventLog) startOf(id string) (Event, bool) {
+	needle := AppendJSONString([]byte(`"id":`), id)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.events.blocks) - 1; i >= 0; i-- {
+		b := l.events.blocks[i]
+		for j := len(b) - 1; j >= 0; j-- {
+			if ev := b[j]; (ev.Type == EventToolStarted || ev.Type == EventToolApproval) && bytes.Contains(ev.Frame, needle) {
+				return ev, true
+			}
+		}
+	}
+	return Event{}, false
+}
+
 // attach puts session.opened and the stored events after `after` on p's
 // stream, then adds p to the pages every later event goes to: no gap and no
 // overlap between the replay and what follows. older holds the events

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -615,6 +616,27 @@ func (s *Session) End(ctx context.Context, reason string) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// CallInput is call id's raw arguments and input, as its last tool.started
+// or tool.approval gave them, from the events the session keeps in memory
+// (ReplayBytes); false when they are not among them. For a front end that
+// shows the outcome of a call whose start its stream did not carry.
+func (s *Session) CallInput(id string) (args string, in ToolInput, ok bool) {
+	ev, ok := s.log.startOf(id)
+	if !ok {
+		return "", ToolInput{}, false
+	}
+	var e struct {
+		ID        string    `json:"id"`
+		Arguments string    `json:"arguments"`
+		Input     ToolInput `json:"input"`
+	}
+	// The needle may have matched inside another call's input value.
+	if json.Unmarshal(ev.Frame, &e) != nil || e.ID != id {
+		return "", ToolInput{}, false
+	}
+	return e.Arguments, e.Input, true
 }
 
 // Transcript returns a copy of the session's transcript.

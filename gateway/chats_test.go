@@ -890,3 +890,29 @@ func TestFrontEndsShowACallThatAskedForApproval(t *testing.T) {
 		t.Errorf("AG-UI's events of the call: %s", got)
 	}
 }
+
+// TestAISDKCallStartedBeforeTheStream: a follow-up whose assistant message
+// leaves a call's tool part out (a hand-made client; useChat always posts
+// it) still sees that call with its input, as it started, then its
+// outcome: it showed input {}.
+func TestAISDKCallStartedBeforeTheStream(t *testing.T) {
+	h := newHarness(t, harnessOptions{fakeClock: true})
+	b := h.newBrowser(nil)
+	events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-w", "once where"), nil))
+	if len(find(events, "tool-input-available", "toolCallId", "call_once_where")) != 1 {
+		t.Fatalf("no client call: %v", events)
+	}
+	meta := events[len(events)-1]["messageMetadata"]
+	id := sessionOf(t, meta)
+	h.clock.Advance(6 * time.Second) // its one attempt times out
+	waitFor(t, "the call to settle", func() bool { return hasEvent(t, h, id, `"type":"tool.finished"`) })
+
+	events, _ = sse(t, b.post(gateway.RouteAISDK, withOutputs("chat-w", "once where", meta), nil))
+	in := find(events, "tool-input-available", "toolCallId", "call_once_where")
+	if len(in) != 1 || fmt.Sprint(in[0]["input"]) != "map[where:here]" {
+		t.Errorf("the call's input in the follow-up: %v", in)
+	}
+	if out := find(events, "tool-output-error", "toolCallId", "call_once_where"); len(out) != 1 {
+		t.Errorf("the call's outcome in the follow-up: %v", events)
+	}
+}

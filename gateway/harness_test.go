@@ -88,6 +88,8 @@ func newTestModel(gate <-chan struct{}) model.Model {
 			return call(model.ToolUse{ID: "call_flaky", Name: "flaky", Arguments: `{}`})
 		case "once":
 			return call(model.ToolUse{ID: "call_once", Name: "once", Arguments: `{}`})
+		case "once where":
+			return call(model.ToolUse{ID: "call_once_where", Name: "once", Arguments: `{"where":"here"}`})
 		case "pay":
 			return call(model.ToolUse{ID: "call_pay", Name: "pay", Arguments: `{}`})
 		case "delete":

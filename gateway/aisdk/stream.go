@@ -42,6 +42,7 @@ type stream struct {
 	known  map[string]bool // calls the client's message already shows
 	client map[string]bool // of those, the ones the app runs
 	page   string
+	sess   *engine.Session
 }
 
 // callState is what the stream knows of one call.
@@ -56,7 +57,7 @@ type callState struct {
 }
 
 func newStream(w http.ResponseWriter, o Options, s *engine.Session) *stream {
-	return &stream{w: w, opts: o, session: s.ID(), calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
+	return &stream{w: w, opts: o, session: s.ID(), sess: s, calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
 }
 
 // run streams frames (a replay already taken from the page, or none),
@@ -276,6 +277,11 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		st.track.Finished(e.ID)
 		c.client = c.client || st.client[e.ID]
 		if !c.input && !st.known[e.ID] {
+			if c.in.Status == "" && c.args == "" {
+				// It started before this stream (a follow-up whose
+				// message left its part out): its input, as it started.
+				c.args, c.in, _ = st.sess.CallInput(e.ID)
+			}
 			st.showInput(c, e.ID)
 			st.inputAvailable(c, e.ID, c.in, true, nil)
 		}
