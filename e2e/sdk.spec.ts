@@ -820,22 +820,24 @@ test("an approval a node missed goes again after the move or reconnect, until th
         // The node that ran the session died before it read the answer:
         // the page's node moves it, in place (a second session.opened).
         ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p2" });
-        await w.sleep(20);
+        await w.until(() => ws.sent.length === 3);
         const moved = ws.sent.slice(1);
-        // Taken this time; a reconnect after that sends nothing again.
+        // Taken this time; a reconnect after that sends nothing again (the
+        // message after it comes first).
         ws.push({ type: "tool.approved", seq: 2, id: "c1", approved: true });
         ws.drop();
         await w.until(() => w.FakeSocket.sockets.length === 2);
         ws = w.FakeSocket.last();
         ws.accept();
         ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p3" });
-        await w.sleep(30);
-        return { sentNow, moved, after: ws.sent.slice(1) };
+        client.send("probe");
+        await w.until(() => ws.sent.length >= 2);
+        return { sentNow, moved, after: ws.sent.slice(1).map((f: any) => f.type) };
     });
     const approve = { type: "tool.approve", id: "c1", digest: "d1", approved: true };
     expect(out.sentNow).toBe(true);
     expect(out.moved).toEqual([approve, approve]);
-    expect(out.after).toEqual([]);
+    expect(out.after).toEqual(["message"]);
 });
 
 test("an approval whose call settled meanwhile (the replay says so) is not sent again", async ({ page }) => {
@@ -858,10 +860,57 @@ test("an approval whose call settled meanwhile (the replay says so) is not sent 
         ws.accept();
         ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p2" });
         ws.push({ type: "tool.finished", seq: 2, id: "c1", name: "delete_file", ok: false, code: "timeout", error: "The user did not approve" });
-        await w.sleep(30);
-        return ws.sent.slice(1);
+        client.send("probe");
+        await w.until(() => ws.sent.length >= 2);
+        return ws.sent.slice(1).map((f: any) => f.type);
     });
-    expect(out).toEqual([]);
+    expect(out).toEqual(["message"]); // the probe alone
+});
+
+test("an approval given during a replay goes once: the replay's end does not send it again", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        let card: any = null;
+        client.on("tool", (c: any) => { if (c.approve) card = c; });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p2" });
+        ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => card);
+        card.approve(true); // before the replay's end
+        ws.push({ type: "session.idle", seq: 2 });
+        client.send("probe");
+        await w.until(() => ws.sent.length >= 3);
+        return ws.sent.slice(1).map((f: any) => f.type);
+    });
+    expect(out).toEqual(["tool.approve", "message"]);
+});
+
+test("an answer goes again after the session moved to another node, on the same socket", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        connect({ WebSocket: w.FakeSocket, storage: null, tools: { confirm: () => ({ approved: true }) } });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "tool.started", seq: 1, id: "c1", name: "confirm", arguments: "{}", input: { status: "valid", value: {} }, handler: "client", attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z", page: "p1" });
+        ws.push({ type: "tool.call", id: "c1", name: "confirm", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => ws.sent.length === 2); // the answer, to a node that died
+        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p2" }); // moved, in place
+        await w.until(() => ws.sent.length === 3);
+        return ws.sent.slice(1).map((f: any) => f.type);
+    });
+    expect(out).toEqual(["tool.result", "tool.result"]);
 });
 
 test("a second session.opened on an open socket (the session moved to another node) is a resume", async ({ page }) => {

@@ -232,8 +232,7 @@ func CheckID(id string) error {
 	case len(id) > MaxIDBytes:
 		return fmt.Errorf("a session id of %d bytes is longer than %d", len(id), MaxIDBytes)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	for _, c := range id {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 			return fmt.Errorf("session id %.64q has %q, where ids have ASCII letters, digits, '-' and '_'", id, c)
 		}

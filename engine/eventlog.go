@@ -416,16 +416,17 @@ func (l *eventLog) push(p *Page, ev Event) {
 	l.woken = append(l.woken, p) // its WriteNow, once l.mu is released (writeNow)
 }
 
-// startOf is the last tool.started or tool.approval of call id among the
-// events kept in memory, newest first.
-func (l *eventLog) startOf(id string) (Event, bool) {
+// startOf is the last tool.started or tool.approval among the events kept
+// in memory, newest first, that is says is id's (its decoded frame).
+func (l *eventLog) startOf(id string, is func(Event) bool) (Event, bool) {
 	needle := AppendJSONString([]byte(`"id":`), id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := len(l.events.blocks) - 1; i >= 0; i-- {
 		b := l.events.blocks[i]
 		for j := len(b) - 1; j >= 0; j-- {
-			if ev := b[j]; (ev.Type == EventToolStarted || ev.Type == EventToolApproval) && bytes.Contains(ev.Frame, needle) {
+			ev := b[j]
+			if (ev.Type == EventToolStarted || ev.Type == EventToolApproval) && bytes.Contains(ev.Frame, needle) && is(ev) {
 				return ev, true
 			}
 		}

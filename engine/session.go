@@ -623,17 +623,14 @@ func (s *Session) End(ctx context.Context, reason string) {
 // (ReplayBytes); false when they are not among them. For a front end that
 // shows the outcome of a call whose start its stream did not carry.
 func (s *Session) CallInput(id string) (args string, in ToolInput, ok bool) {
-	ev, ok := s.log.startOf(id)
-	if !ok {
-		return "", ToolInput{}, false
-	}
 	var e struct {
 		ID        string    `json:"id"`
 		Arguments string    `json:"arguments"`
 		Input     ToolInput `json:"input"`
 	}
-	// The needle may have matched inside another call's input value.
-	if json.Unmarshal(ev.Frame, &e) != nil || e.ID != id {
+	// The text may match inside another call's input value: decoded, the
+	// frame says whose it is.
+	if _, ok := s.log.startOf(id, func(ev Event) bool { return json.Unmarshal(ev.Frame, &e) == nil && e.ID == id }); !ok {
 		return "", ToolInput{}, false
 	}
 	return e.Arguments, e.Input, true

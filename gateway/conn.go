@@ -67,6 +67,7 @@ type conn struct {
 	// meanwhile, and the connection closes with it once that frame's
 	// reply is queued (endWhenHandled).
 	handling bool
+	handed   int // frames handed to the session so far (ping)
 	endAfter *closeRequest
 	// Owned by the reader.
 	throttle  *rate.Limiter // refused frames; nil until the first
@@ -529,7 +530,8 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 }
 
 // closeAfterReplies closes the connection with code once the frames queued
-// before it are written: how a relayed page ends.
+// before it are written: how a relayed page ends, and a page whose session
+// ended while a frame of its was handed over (endWhenHandled).
 func (c *conn) closeAfterReplies(code engine.CloseCode, reason string) {
 	c.mu.Lock()
 	c.closeCode, c.closeReason = code, reason
@@ -802,6 +804,7 @@ type closeRequest struct {
 func (c *conn) endWhenHandled() {
 	c.mu.Lock()
 	c.handling = false
+	c.handed++
 	end := c.endAfter
 	c.endAfter = nil
 	c.mu.Unlock()
@@ -879,6 +882,9 @@ func (c *conn) ping() {
 	c.pinging.Add(1)
 	c.pingMu.Unlock()
 	defer c.pinging.Done()
+	c.mu.Lock()
+	handed, busy := c.handed, c.handling
+	c.mu.Unlock()
 	// Not c.ctx: see conn.ctx. Once the socket closes, Ping returns at once.
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.PingInterval)
 	err := c.ws.Ping(ctx)
@@ -888,7 +894,7 @@ func (c *conn) ping() {
 	}
 	if err != nil {
 		c.mu.Lock()
-		waiting := c.handling
+		waiting := busy || c.handling || c.handed != handed // the reader waited on the session during the ping
 		c.mu.Unlock()
 		if waiting {
 			// The reader, which reads pongs, waits on the session (a

@@ -684,7 +684,7 @@ func TestKeepalivePing(t *testing.T) {
 func TestNoPongWhileTheSessionOpens(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, harnessOptions{
-		gateway: gateway.Options{PingInterval: 20 * time.Millisecond},
+		gateway: gateway.Options{PingInterval: 100 * time.Millisecond},
 		worker: func(w engine.Worker) engine.Worker {
 			return engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
 				if _, ok := req.Trigger.(engine.SessionStart); ok {

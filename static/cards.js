@@ -14,7 +14,8 @@
  * Exports:
  * - ToolCards: the cards of one session; `apply(event, replayed)` takes a
  *   session event, `page` is this connection's page id (setting it
- *   recomputes every card's `where`), `list()` copies every card.
+ *   recomputes every card's `where`), `list()` copies every card, `resend()`
+ *   writes again the user's approvals not taken (a card's `approve`).
  * - whereOf(card, page): where a card's current attempt runs, from this page.
  * - isSettled(status).
  *
@@ -61,10 +62,8 @@
  *     settled cards, and while the gateway has not given this page an id.
  * @property {{digest: string, deadline: string | null} | null} approval
  *     Set while the call waits for the user's approval (tool.approval).
- * @property {((approved: boolean) => boolean) | undefined} approve
- *     While approval is set: answers it (tool.approve); false when not sent
- *     now. Kept, and sent again after each reconnect's replay (resend), until
- *     taken (tool.approved) or the call settled: one a dying node missed is not lost.
+ * @property {((approved: boolean) => boolean) | undefined} approve  While approval is set: answers it (tool.approve);
+ *     false when not sent now. Sent again after each session.opened's replay (resend) until taken or settled.
  * @property {boolean} [approved]  How the approval was answered (tool.approved).
  * @property {{progress?: number, total?: number, message?: string} | null} progress
  *     The current attempt's last tool.progress; null: none yet.
@@ -118,15 +117,17 @@ export class ToolCards {
     /** @type {Set<string>} calls whose sub-agent's model turn is streaming */ #streaming = new Set();
     /** @type {(card: ToolCard) => void} */ #emit;
     /** @type {(frame: object) => boolean} */ #write;
-    /** @type {Map<string, object>} tool.approve frames not taken yet, by call id */ #approving = new Map();
+    /** @type {Map<string, {frame: object, sentOn: number}>} approvals not taken, by call; sentOn: #opens() when written */ #approving = new Map();
+    /** @type {() => number} how many session.opened came */ #opens;
 
     /**
      * @param {(card: ToolCard) => void} emit  Gets a copy of a card after each change.
-     * @param {(frame: object) => boolean} [write]  Sends a frame (a card's approve()).
+     * @param {(frame: object) => boolean} [write]  Sends a frame (a card's approve()). opens: #opens.
      */
-    constructor(emit, write = () => false) {
+    constructor(emit, write = () => false, opens = () => 0) {
         this.#emit = emit;
         this.#write = write;
+        this.#opens = opens;
     }
 
     /** This connection's page id (session.opened); null until known. */
@@ -156,14 +157,17 @@ export class ToolCards {
         this.#approving.clear();
     }
 
-    /** Sends again the approvals not taken yet: a new connection's replay is in. */
-    resend() { for (const frame of this.#approving.values()) this.#write(frame); }
+    /** Sends again the approvals not taken and not sent since this session.opened: its replay is in. */
+    resend() { for (const [id, a] of this.#approving) if (a.sentOn !== this.#opens()) this.#send(id, a.frame); }
 
-    /**
-     * Takes a session event; the ones about tool calls change their card.
-     * @param {any} f
-     * @param {boolean} replayed
-     */
+    /** Keeps call id's approval frame until taken, and writes it; false when not written now. */
+    #send(/** @type {string} */ id, /** @type {object} */ frame) {
+        const written = this.#write(frame);
+        this.#approving.set(id, { frame, sentOn: written ? this.#opens() : 0 });
+        return written;
+    }
+
+    /** Takes a session event; the ones about tool calls change their card. @param {any} f @param {boolean} replayed */
     apply(f, replayed) {
         const parent = parentOf(f);
         if (parent && this.#subagentEvent(parent, f, replayed)) return;
@@ -215,7 +219,7 @@ export class ToolCards {
                 const { digest } = f;
                 Object.assign(card, { arguments: f.arguments ?? card.arguments, input: f.input ?? card.input, handler: f.handler ?? card.handler, deadline: f.deadline ?? null });
                 card.approval = { digest, deadline: f.deadline ?? null };
-                card.approve = (approved) => this.#write(this.#approving.set(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) }).get(f.id));
+                card.approve = (approved) => this.#send(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
                 this.#changed(card, replayed);
                 break;
             }
@@ -300,11 +304,8 @@ export class ToolCards {
     }
 
     /**
-     * This page's run of an attempt changed; the card shows it if that is
-     * still the card's current attempt.
-     * @param {string} id
-     * @param {number} attempt
-     * @param {LocalState} state
+     * This page's run of an attempt changed; the card shows it if that is still the card's current attempt.
+     * @param {string} id @param {number} attempt @param {LocalState} state
      */
     localState(id, attempt, state) {
         const card = this.#cards.get(id);

@@ -100,6 +100,7 @@ export function connect(options = {}) {
 export class GatewayClient extends EventTarget {
     /** @type {Connection} */ #conn;
     #opened = false; // the current socket got session.opened
+    #opens = 0; // session.opened seen: a new socket's, or a move's on the same socket
     /** @type {ConnectionState} */ #state = "closed";
     #closed = false; // close() was called
     #ended = false; // session.ended seen
@@ -132,9 +133,9 @@ export class GatewayClient extends EventTarget {
             },
             state: (state, extra) => this.#setState(state, extra),
         }, options.answerTimeout ?? 15_000);
-        this.#cards = new ToolCards((card) => this.#emit("tool", card), (f) => this.#opened && (this.#write(f), true));
+        this.#cards = new ToolCards((card) => this.#emit("tool", card), (f) => this.#opened && (this.#write(f), true), () => this.#opens);
         this.#runner = new Runner(tools, {
-            conn: () => this.#conn.id,
+            conn: () => this.#opens, // an answer goes again after each session.opened
             write: (frame) => this.#opened && this.#write(frame),
             frameBytes: () => this.#limits.frameBytes,
         }, this.#cards);
@@ -306,18 +307,17 @@ export class GatewayClient extends EventTarget {
         this.#limits = readLimits(f.limits, this.#limits);
         this.#replayUntil = resumed && typeof f.seq === "number" ? f.seq : 0; // a new session's events are new
         this.#opened = true;
+        this.#opens++;
         this.#conn.connected();
         this.#store.flush();
         this.#cards.page = page; // re-emits the cards whose `where` this changes
         this.#setState("open");
         this.#emit("opened", { session: f.session, seq: f.seq, resumed, page });
-        // Answers not yet sent on this connection go once the replay says
-        // which calls are still open; then what the user did meanwhile.
+        // Answers not sent since this session.opened go after its replay (which calls are open), then the rest.
         this.#flushAfterReplay = this.#replayUntil > this.#seq;
         if (!this.#flushAfterReplay) this.#runner.flush();
         // The messages not confirmed first (a copy the gateway has is only
-        // confirmed), then what waited; a message queued before this
-        // gateway told its limits may be over them.
+        // confirmed), then what waited, maybe over the limits just told.
         for (const frame of this.#outbox.take()) if (frame.type !== "message" || !this.#overLimits(frame)) this.#write(frame);
     }
 

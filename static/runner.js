@@ -101,7 +101,7 @@ import { bytesText, frameLength } from "./connection.js";
  * @property {number} deadline  ms since the epoch; 0: none
  * @property {any} answer   The tool.result or tool.error frame, once known.
  * @property {number} bytes  The answer's size on the wire.
- * @property {number} sentOn The connection the answer went out on; 0: not sent.
+ * @property {number} sentOn The session.opened (its count, link.conn) the answer went out after; 0: not sent.
  * @property {boolean} done Answered or aborted: nothing more to send.
  */
 

@@ -85,7 +85,7 @@ func (d *denials) refused(err error) {
 // request runs f, a JetStream API request to api (see watch), with a
 // context that ends once the server refuses the subject, and returns the
 // refusal rather than the context's end.
-func request[T any](d *denials, ctx context.Context, api string, f func(context.Context) (T, error)) (T, error) {
+func request[T any](ctx context.Context, d *denials, api string, f func(context.Context) (T, error)) (T, error) {
 	rctx, done := d.watch(ctx, api)
 	defer done()
 	v, err := f(rctx)

@@ -157,7 +157,9 @@ var reviveEvery = 2 * time.Second
 // refused step is stored once the disk has room: started again, JetStream
 // reads its streams back from the same files.
 func (e *embedded) revive() (bool, error) {
-	if e.ns.JetStreamEnabled() && e.writeErr() == "" {
+	// Another write error (EIO, a read-only disk) would come back at
+	// once: it stays down, and says so (off), for the operator to mend.
+	if e.ns.JetStreamEnabled() && !strings.Contains(e.writeErr(), "no space left") {
 		return false, nil
 	}
 	if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {

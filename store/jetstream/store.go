@@ -119,11 +119,11 @@ type Store struct {
 	splits map[string]splitTry
 	// format2: the journal's stream says it may hold parts; until
 	// then, markAgain is when a batch in parts may try to mark it again.
-	// denied: the server refused this node a mark; the next refusals are
+	// markDenied: the server refused this node a mark; the next refusals are
 	// logged at debug, not warned again.
-	format2   atomic.Bool
-	markAgain time.Time
-	denied    bool
+	format2    atomic.Bool
+	markAgain  time.Time
+	markDenied bool
 
 	stop       chan struct{}  // closed by Close: the goroutines below end
 	background sync.WaitGroup // renew, and reviveJetStream for the embedded server
@@ -361,7 +361,7 @@ func (s *Store) markFormat2(ctx context.Context) {
 		return
 	}
 	// The stream's config now, not at start: others may have edited it.
-	info, err := request(&s.denials, ctx, "STREAM.INFO."+JournalStream, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.journal.Info(ctx) })
+	info, err := request(ctx, &s.denials, "STREAM.INFO."+JournalStream, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.journal.Info(ctx) })
 	already := err == nil && info.Config.Metadata[formatKey] == strconv.Itoa(format2)
 	if err == nil && !already {
 		err = s.markStream(ctx, info.Config, formatKey, strconv.Itoa(format2))
@@ -372,10 +372,10 @@ func (s *Store) markFormat2(ctx context.Context) {
 		level := slog.LevelWarn
 		if errors.Is(err, errDenied) {
 			s.mu.Lock()
-			if s.denied {
+			if s.markDenied {
 				level = slog.LevelDebug
 			}
-			s.denied = true
+			s.markDenied = true
 			s.mu.Unlock()
 		}
 		s.opts.Logger.Log(ctx, level, "this node stores a step that an earlier gateway version cannot read (in parts, or with a result left to its event), and could not mark the journal's stream so: it tries again at the next such step, a minute on. If its NATS user may not edit streams, add the metadata entry "+formatKey+"="+strconv.Itoa(format2)+" to the "+JournalStream+" stream yourself, so that such a version refuses to start on it", "err", err)
@@ -425,12 +425,12 @@ func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.Ke
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := request(&s.denials, ctx, "STREAM.INFO."+kvStream(cfg.Bucket), kv.Status)
+	st, err := request(ctx, &s.denials, "STREAM.INFO."+kvStream(cfg.Bucket), kv.Status)
 	if err != nil || st.TTL() == cfg.TTL {
 		return kv, cfg.TTL, nil
 	}
 	if s.embedded != nil {
-		kv, err := request(&s.denials, ctx, "STREAM.UPDATE."+kvStream(cfg.Bucket), func(ctx context.Context) (jetstream.KeyValue, error) {
+		kv, err := request(ctx, &s.denials, "STREAM.UPDATE."+kvStream(cfg.Bucket), func(ctx context.Context) (jetstream.KeyValue, error) {
 			return s.js.UpdateKeyValue(ctx, cfg)
 		})
 		return kv, cfg.TTL, err
@@ -470,7 +470,7 @@ func (s *Store) raiseTTL(ctx context.Context, st jetstream.KeyValueStatus, ttl t
 
 // updateStream replaces a stream's configuration with cfg.
 func (s *Store) updateStream(ctx context.Context, cfg jetstream.StreamConfig) error {
-	_, err := request(&s.denials, ctx, "STREAM.UPDATE."+cfg.Name, func(ctx context.Context) (jetstream.Stream, error) { return s.js.UpdateStream(ctx, cfg) })
+	_, err := request(ctx, &s.denials, "STREAM.UPDATE."+cfg.Name, func(ctx context.Context) (jetstream.Stream, error) { return s.js.UpdateStream(ctx, cfg) })
 	return err
 }
 
@@ -489,12 +489,12 @@ func ensure[T any](ctx context.Context, d *denials, stream string, lookup, creat
 	for try := 0; ; try++ {
 		var v T
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if v, err = request(d, rctx, "STREAM.INFO."+stream, lookup); err == nil {
+		if v, err = request(rctx, d, "STREAM.INFO."+stream, lookup); err == nil {
 			cancel()
 			return v, nil
 		}
 		if missing(err) {
-			if v, err = request(d, rctx, "STREAM.CREATE."+stream, create); err == nil {
+			if v, err = request(rctx, d, "STREAM.CREATE."+stream, create); err == nil {
 				cancel()
 				return v, nil
 			}
