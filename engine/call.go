@@ -244,11 +244,13 @@ func (s *Session) launch(b *batch) {
 			s.settle(c, outcome{err: fmt.Sprintf("The call to %s could not start: %v.", c.name, c.specErr), code: CodeInternal}, "")
 			continue
 		}
-		if s.needsApproval(c) && !s.noPageRuns(c) {
+		// A client call no page declared fails at once (startAttempt):
+		// the user is not asked to approve it for nothing.
+		if s.needsApproval(c) && (c.handler != HandlerClient || s.declared(c.name)) {
 			s.askApproval(c)
 			continue
 		}
-		s.startAttempt(c) // one no page runs fails at once: the user is not asked for nothing
+		s.startAttempt(c)
 	}
 }
 
@@ -311,19 +313,12 @@ func (s *Session) startAttempt(c *call) {
 	switch {
 	case c.holder != nil:
 		s.deliverCall(c)
-	case !s.noPageRuns(c):
+	case s.declared(c.name):
 		s.logger.Info("client call waiting for a page", "call", c.id, "tool", c.name, "attempt", attempt)
 	default:
 		s.settle(c, outcome{code: CodeClientUnavailable,
 			err: fmt.Sprintf("%s runs in the user's browser, and no open page of this chat provides it. Tell the user to open the chat page, or answer without this tool.", c.name)}, "")
 	}
-}
-
-// noPageRuns: c is a client call that no page runs now and none declared
-// recently (attached, or among the last to leave): it fails at once with
-// client_unavailable.
-func (s *Session) noPageRuns(c *call) bool {
-	return c.handler == HandlerClient && s.holderFor(c.name, nil) == nil && !s.declared(c.name)
 }
 
 // proposedFor is the ready-made error for attempt, or nil.
@@ -609,11 +604,7 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 			ev.Detail = o.detail
 		}
 	}
-	if e, err := s.log.publish(EventToolFinished, s.parentID(), ev); err == nil {
-		c.refer(e.Seq)
-	} else if !errors.Is(err, ErrSessionClosed) {
-		s.logger.Error("failed to publish event", "type", EventToolFinished, "err", err)
-	}
+	c.refer(s.publish(EventToolFinished, ev))
 	if s.ending {
 		return
 	}

@@ -416,9 +416,10 @@ func (l *eventLog) push(p *Page, ev Event) {
 	l.woken = append(l.woken, p) // its WriteNow, once l.mu is released (writeNow)
 }
 
-// startOf is the last tool.started or tool.approval among the events kept
-// in memory, newest first, that is says is id's (its decoded frame).
-func (l *eventLog) startOf(id string, is func(Event) bool) (Event, bool) {
+// startOf reports whether is took a tool.started or tool.approval of call
+// id among the events kept in memory, asking from the newest: is decodes
+// the frame (its text may name id inside another call's input).
+func (l *eventLog) startOf(id string, is func(Event) bool) bool {
 	needle := AppendJSONString([]byte(`"id":`), id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -427,11 +428,11 @@ func (l *eventLog) startOf(id string, is func(Event) bool) (Event, bool) {
 		for j := len(b) - 1; j >= 0; j-- {
 			ev := b[j]
 			if (ev.Type == EventToolStarted || ev.Type == EventToolApproval) && bytes.Contains(ev.Frame, needle) && is(ev) {
-				return ev, true
+				return true
 			}
 		}
 	}
-	return Event{}, false
+	return false
 }
 
 // attach puts session.opened and the stored events after `after` on p's

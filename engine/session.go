@@ -630,7 +630,7 @@ func (s *Session) CallInput(id string) (args string, in ToolInput, ok bool) {
 	}
 	// The text may match inside another call's input value: decoded, the
 	// frame says whose it is.
-	if _, ok := s.log.startOf(id, func(ev Event) bool { return json.Unmarshal(ev.Frame, &e) == nil && e.ID == id }); !ok {
+	if !s.log.startOf(id, func(ev Event) bool { return json.Unmarshal(ev.Frame, &e) == nil && e.ID == id }) {
 		return "", ToolInput{}, false
 	}
 	return e.Arguments, e.Input, true
@@ -856,10 +856,12 @@ func (s *Session) appendMessage(m Message) error {
 
 // publish records a session event, a sub-agent's with the id of the call
 // it answers. Publishing after the end is harmless.
-func (s *Session) publish(typ string, payload any) {
-	if _, err := s.log.publish(typ, s.parentID(), payload); err != nil && !errors.Is(err, ErrSessionClosed) {
+func (s *Session) publish(typ string, payload any) (seq int64) {
+	ev, err := s.log.publish(typ, s.parentID(), payload)
+	if err != nil && !errors.Is(err, ErrSessionClosed) {
 		s.logger.Error("failed to publish event", "type", typ, "err", err)
 	}
+	return ev.Seq
 }
 
 // report tells the browsers and the log about a session-level problem.

@@ -282,9 +282,10 @@ func (s *Server) routes() {
 	if s.opts.MetricsHandler != nil {
 		s.mux.Handle("GET /metrics", s.opts.MetricsHandler)
 	}
+	list := s.identify(http.HandlerFunc(s.listSessions))
 	s.mux.Handle("GET /sessions", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.admitOrigin(w, r, "chat list refused") { // before the cookie: a refused page gets none
-			s.identify(http.HandlerFunc(s.listSessions)).ServeHTTP(w, r)
+			list.ServeHTTP(w, r)
 		}
 	}))
 	s.mux.HandleFunc("GET /ws", s.serveWS) // identifies the browser itself, before its upgrade

@@ -24,7 +24,7 @@ type stream struct {
 	w       http.ResponseWriter
 	opts    Options
 	sse     *sse.Writer
-	session string
+	session *engine.Session
 
 	fresh   bool // a new response: start carries the user message's id
 	input   bool // the request gave the session something to do
@@ -42,7 +42,6 @@ type stream struct {
 	known  map[string]bool // calls the client's message already shows
 	client map[string]bool // of those, the ones the app runs
 	page   string
-	sess   *engine.Session
 }
 
 // callState is what the stream knows of one call.
@@ -57,7 +56,7 @@ type callState struct {
 }
 
 func newStream(w http.ResponseWriter, o Options, s *engine.Session) *stream {
-	return &stream{w: w, opts: o, session: s.ID(), sess: s, calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
+	return &stream{w: w, opts: o, session: s, calls: map[string]*callState{}, known: map[string]bool{}, client: map[string]bool{}}
 }
 
 // run streams frames (a replay already taken from the page, or none),
@@ -98,7 +97,7 @@ func (st *stream) done() {
 }
 
 func (st *stream) meta() map[string]any {
-	return map[string]any{"gateway": map[string]any{"session": st.session, "seq": st.seq}}
+	return map[string]any{"gateway": map[string]any{"session": st.session.ID(), "seq": st.seq}}
 }
 
 // start writes the start chunk once; messageID may be empty (the client
@@ -174,7 +173,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		switch e.Message.Role {
 		case "user":
 			if st.fresh {
-				st.start("msg_" + st.session + "_" + strconv.FormatInt(ev.Seq, 10))
+				st.start("msg_" + st.session.ID() + "_" + strconv.FormatInt(ev.Seq, 10))
 			}
 		case "assistant":
 			if !st.turnText && e.Message.Content != "" {
@@ -280,7 +279,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 			if c.in.Status == "" && c.args == "" {
 				// It started before this stream (a follow-up whose
 				// message left its part out): its input, as it started.
-				c.args, c.in, _ = st.sess.CallInput(e.ID)
+				c.args, c.in, _ = st.session.CallInput(e.ID)
 			}
 			st.showInput(c, e.ID)
 			st.inputAvailable(c, e.ID, c.in, true, nil)
