@@ -17,7 +17,7 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: types user-suite cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
+.PHONY: types user-suite cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check shape-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
 test: deps generate-check vendor-check lint types unit cluster-test node-test build
 	npx playwright test $(E2E_ARGS)
@@ -69,7 +69,7 @@ vendor-check: node_modules
 		cmp -s "$$f" $(VENDOR)/"$$(basename "$$f")" || { echo "$(VENDOR)/$$(basename "$$f") differs from node_modules: run make vendor and commit it" >&2; exit 1; }; \
 	done
 
-lint: fmt-check vet staticcheck
+lint: fmt-check vet staticcheck shape-check
 
 # The TypeScript declarations, type-checked (tsc --noEmit, TypeScript pinned
 # in package.json): the SDK package's against its JS (static/types), a page
@@ -95,6 +95,18 @@ fmt-check:
 	if [ -n "$$unformatted" ]; then \
 		echo "gofmt would change these files: run make fmt (or gofmt -w on them)" >&2; \
 		echo "$$unformatted" >&2; exit 1; \
+	fi
+
+# Fails, naming them, on a Go file past 800 lines (docs/decisions.md: split
+# it by concern) and on a package whose doc comment is not in a doc.go.
+shape-check:
+	@long="$$($(GO_FILES) | grep -v '_templ\.go$$' | xargs -r -d '\n' wc -l | awk '$$2 != "total" && $$1 > 800 {print $$2 " (" $$1 " lines)"}')"; \
+	if [ -n "$$long" ]; then \
+		echo "these Go files pass 800 lines: split them by concern" >&2; echo "$$long" >&2; exit 1; \
+	fi
+	@missing="$$($(GO) list -f '{{.Dir}}' ./... | while read -r d; do [ -f "$$d/doc.go" ] || echo "$$d"; done)"; \
+	if [ -n "$$missing" ]; then \
+		echo "these packages have no doc.go (the package comment, its entry points and its concurrency contract):" >&2; echo "$$missing" >&2; exit 1; \
 	fi
 
 vet:

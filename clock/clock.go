@@ -1,6 +1,3 @@
-// Package clock lets code that waits be tested without waiting. Real is the
-// wall clock; Fake moves only when a test calls Advance, firing due timers in
-// order, so timeout and backoff tests run in microseconds.
 package clock
 
 import (

@@ -84,3 +84,77 @@ func TestRetentionSparesAnotherNodesSession(t *testing.T) {
 	}
 	page.until("the next turn's end", finalIdle("done"))
 }
+
+// TestRetention: a session untouched for longer than Retain is deleted by
+// the sweep; a newer one is kept; List shows a browser's sessions with their
+// titles, newest first.
+func TestRetention(t *testing.T) {
+	r := &rig{t: t, clock: clock.NewFake(epoch), store: engine.NewMemoryStore()}
+	e, err := engine.New(engine.Options{
+		Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: 48 * time.Hour, Unload: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e)
+	open := func(text string) string {
+		s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		_ = p.page.Send(context.Background(), text)
+		p.until("idle", finalIdle("done"))
+		p.page.Detach()
+		if _, err := s.Transcript(context.Background()); err != nil { // a barrier: the page has left
+			t.Fatal(err)
+		}
+		return s.ID()
+	}
+	unloaded := func() {
+		t.Helper()
+		r.clock.Advance(time.Minute)
+		deadline := time.Now().Add(hangGuard)
+		for e.Loaded() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the idle session did not unload")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	old := open("an old   chat\nabout nothing")
+	unloaded()
+	r.clock.Advance(24 * time.Hour)
+	recent := open("a recent chat")
+	unloaded()
+	list, err := e.List(context.Background(), "alice")
+	if err != nil || len(list) != 2 || list[0].ID != recent || list[1].ID != old || list[1].Title != "an old chat about nothing" {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	// 48h and 30s after the old chat's message: past its retention, and
+	// the hourly sweep (at a minute past each hour) has not deleted it
+	// yet. It is gone all the same: not listed, not loaded.
+	r.clock.Advance(48*time.Hour + 30*time.Second - 24*time.Hour - 2*time.Minute)
+	if all, _ := r.store.Summaries(context.Background(), "alice"); len(all) != 2 {
+		t.Fatalf("the store has %d of alice's sessions before the sweep, want 2", len(all))
+	}
+	list, _ = e.List(context.Background(), "alice")
+	if len(list) != 1 || list[0].ID != recent {
+		t.Errorf("past retention, before the sweep: %+v, want only %s", list, recent)
+	}
+	if _, err := e.Load(context.Background(), old); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of the expired session before the sweep: %v, want ErrNoSession", err)
+	}
+	r.clock.Advance(24 * time.Hour) // the old one is 72h old, the recent one 48h less a minute
+	list, _ = e.List(context.Background(), "alice")
+	if len(list) != 1 || list[0].ID != recent {
+		t.Fatalf("after the sweep: %+v, want only %s", list, recent)
+	}
+	if all, _ := r.store.Summaries(context.Background(), "alice"); len(all) != 1 {
+		t.Errorf("the store has %d of alice's sessions after the sweep, want 1", len(all))
+	}
+	if _, err := e.Load(context.Background(), old); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of the expired session: %v", err)
+	}
+}

@@ -6,18 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
-	"github.com/clienttools/gateway/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // The HTTP front ends (chats.go, aisdk/, agui/) over real HTTP: the AI
@@ -421,150 +416,6 @@ func TestAGUIRunWithFrontEndTool(t *testing.T) {
 	}
 }
 
-// TestChatAdmission: an open stream counts as one of the browser's sockets,
-// a new chat as one of its new sessions, /healthz and the metrics count it,
-// and Shutdown ends open streams.
-// TestChatRefusedAtALimitOpensNothing: a front end's request refused for
-// its message's size, its tools, or the browser's sessions in memory
-// counts as a limit hit, as /ws's refusals do, and a new chat refused for
-// its size opens no session (a refused AG-UI run left one in memory for
-// good).
-func TestChatRefusedAtALimitOpensNothing(t *testing.T) {
-	m := metrics.New()
-	h := newHarness(t, harnessOptions{
-		engine:  engine.Options{MaxMessageBytes: 100, MaxLiveSessions: 1, Metrics: m},
-		gateway: gateway.Options{Metrics: m},
-	})
-	b := h.newBrowser(nil)
-	tooMany := make([]map[string]any, 129)
-	for i := range tooMany {
-		tooMany[i] = map[string]any{"name": fmt.Sprintf("t%d", i)}
-	}
-	long := strings.Repeat("x", 101)
-	for _, tc := range []struct {
-		name   string
-		path   string
-		body   any
-		status int
-		want   string
-	}{
-		{"AI SDK: a message too long", gateway.RouteAISDK, userMessage("c1", long), 413, "the message is 101 bytes, at most 100"},
-		{"AG-UI: a message too long", gateway.RouteAGUI, map[string]any{"threadId": "t1", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": long}}}, 413, "the message is 101 bytes, at most 100"},
-		{"AG-UI: too many tools", gateway.RouteAGUI, map[string]any{"threadId": "t2", "runId": "r", "tools": tooMany, "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}}, 413, "129 tools declared, at most 128"},
-	} {
-		resp := b.post(tc.path, tc.body, nil)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
-			t.Errorf("%s: got %s %q, want %d and %q", tc.name, resp.Status, body, tc.status, tc.want)
-		}
-	}
-	if n := h.eng.Loaded(); n != 0 {
-		t.Errorf("%d sessions in memory after three refused new chats, want 0", n)
-	}
-	// One chat in memory, the most this browser may have: a second is
-	// refused at the engine's limit.
-	ok := b.post(gateway.RouteAISDK, userMessage("c2", "hi"), nil)
-	_, _ = io.ReadAll(ok.Body)
-	ok.Body.Close()
-	refused := b.post(gateway.RouteAISDK, userMessage("c3", "hi"), nil)
-	body, _ := io.ReadAll(refused.Body)
-	refused.Body.Close()
-	if refused.StatusCode != http.StatusTooManyRequests {
-		t.Errorf("a second chat in memory: %s %q, want 429", refused.Status, body)
-	}
-	want := `
-# HELP gateway_limits_hit_total Requests refused at one of a browser's limits, by limit.
-# TYPE gateway_limits_hit_total counter
-gateway_limits_hit_total{limit="limit_exceeded"} 4
-# HELP gateway_sessions_opened_total New sessions opened on this node.
-# TYPE gateway_sessions_opened_total counter
-gateway_sessions_opened_total 1
-`
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_limits_hit_total", "gateway_sessions_opened_total"); err != nil {
-		t.Error(err)
-	}
-}
-
-func TestChatAdmission(t *testing.T) {
-	m := metrics.New()
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{MaxSockets: 1, NewSessionsPerMinute: 2, Metrics: m}})
-	streams := func() (health, gauge int) {
-		t.Helper()
-		resp, err := http.Get(h.srv.URL + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body struct{ Streams int }
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-			t.Fatal(err)
-		}
-		rec := httptest.NewRecorder()
-		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		for _, line := range strings.Split(rec.Body.String(), "\n") {
-			if v, ok := strings.CutPrefix(line, "gateway_http_streams_open "); ok {
-				gauge, _ = strconv.Atoi(v)
-			}
-		}
-		return body.Streams, gauge
-	}
-	b := h.newBrowser(nil)
-
-	// "gated flood" streams, then waits for the gate: the stream stays open.
-	open := b.post(gateway.RouteAISDK, userMessage("chat-a", "gated flood"), nil)
-	if open.StatusCode != http.StatusOK {
-		t.Fatalf("the first stream: %s", open.Status)
-	}
-	line, err := bufio.NewReader(open.Body).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "data: ") {
-		t.Fatalf("the first stream's first line: %q, %v", line, err)
-	}
-	refused := b.post(gateway.RouteAISDK, userMessage("chat-b", "hi"), nil)
-	body, _ := io.ReadAll(refused.Body)
-	refused.Body.Close()
-	if refused.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "streams and sockets open") {
-		t.Errorf("a second stream past MaxSockets: %s %q, want 429", refused.Status, body)
-	}
-	if health, gauge := streams(); health != 1 || gauge != 1 {
-		t.Errorf("with one stream open: /healthz streams %d, gateway_http_streams_open %d, want 1 and 1", health, gauge)
-	}
-
-	// Shutdown ends the open stream (without finish: the chat resumes).
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
-	if err := h.gw.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	rest, _ := io.ReadAll(open.Body)
-	open.Body.Close()
-	if strings.Contains(string(rest), `"finish"`) {
-		t.Errorf("the stream cut by Shutdown finished: %q", rest)
-	}
-	close(h.gate)
-	if health, gauge := streams(); health != 0 || gauge != 0 {
-		t.Errorf("after Shutdown: /healthz streams %d, gateway_http_streams_open %d, want 0 and 0", health, gauge)
-	}
-}
-
-func TestChatNewSessionRate(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{NewSessionsPerMinute: 1}})
-	b := h.newBrowser(nil)
-	if events, done := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-1", "hi"), nil)); !done {
-		t.Fatalf("the first chat: %v", events)
-	}
-	// The same chat again is no new session.
-	if _, done := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-1", "again"), nil)); !done {
-		t.Fatal("the first chat's second message did not stream")
-	}
-	resp := b.post(gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}}, nil)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "opened 1 sessions in the last minute") {
-		t.Errorf("a second new chat in the minute: %s %q, want 429", resp.Status, body)
-	}
-}
-
 // TestAISDKAnswerCountsForTheCurrentAttempt: the app's output arrives after
 // the first attempt timed out and the retry waits for a page: it answers
 // the retry, and the call settles once, with it.
@@ -620,79 +471,6 @@ func hasEvent(t *testing.T, h *harness, id string, parts ...string) bool {
 		}
 	}
 	return false
-}
-
-// TestChatCORS: a page of a site in --origins may post with its cookie
-// (a preflight, then credentials); another site's page is refused.
-func TestChatCORS(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"app.example"}}})
-	b := h.newBrowser(nil)
-	for _, tc := range []struct {
-		origin string
-		status int
-	}{
-		{"https://app.example", http.StatusNoContent},
-		{"https://evil.example", http.StatusForbidden},
-	} {
-		req, _ := http.NewRequest(http.MethodOptions, h.srv.URL+gateway.RouteAISDK, nil)
-		req.Header.Set("Origin", tc.origin)
-		req.Header.Set("Access-Control-Request-Method", "POST")
-		req.Header.Set("Access-Control-Request-Headers", "content-type")
-		resp, err := b.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.status {
-			t.Errorf("preflight from %s: %s, want %d", tc.origin, resp.Status, tc.status)
-		}
-		if tc.status == http.StatusNoContent && (resp.Header.Get("Access-Control-Allow-Origin") != tc.origin ||
-			resp.Header.Get("Access-Control-Allow-Credentials") != "true" || resp.Header.Get("Access-Control-Allow-Headers") != "content-type") {
-			t.Errorf("preflight headers %v", resp.Header)
-		}
-	}
-	resp := b.post(gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}},
-		http.Header{"Origin": {"https://app.example"}})
-	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "https://app.example" {
-		t.Errorf("Access-Control-Allow-Origin = %q", got)
-	}
-	if events, _ := sse(t, resp); events[len(events)-1]["type"] != "RUN_FINISHED" {
-		t.Errorf("the cross-site run: %v", events)
-	}
-}
-
-// TestSessionListCORS: a page of a site in --origins lists the browser's
-// chats with its cookie, and may read the answer; another site's page is
-// refused, and given no identity.
-func TestSessionListCORS(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"app.example"}}})
-	b := h.newBrowser(nil)
-	_, id := b.open(nil)
-	resp := b.get("/sessions", http.Header{"Origin": {"https://app.example"}})
-	var list struct {
-		Sessions []struct {
-			ID string `json:"id"`
-		} `json:"sessions"`
-	}
-	err := json.NewDecoder(resp.Body).Decode(&list)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || len(list.Sessions) != 1 || list.Sessions[0].ID != id {
-		t.Fatalf("the list from an allowed site: %s, %+v (%v); want the browser's chat %s", resp.Status, list, err, id)
-	}
-	if resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
-		t.Errorf("the list from an allowed site may not be read there: %v", resp.Header)
-	}
-
-	stranger := h.newBrowser(nil)
-	resp = stranger.get("/sessions", http.Header{"Origin": {"https://evil.example"}})
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "evil.example") {
-		t.Errorf("the list from another site: %s %q, want 403 naming it", resp.Status, body)
-	}
-	if len(resp.Cookies()) != 0 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
-		t.Errorf("a refused page was given %v", resp.Header)
-	}
 }
 
 // TestSessionErrorsEndTheRequest: a guard that stops the agent ends the AI
@@ -771,70 +549,6 @@ func TestHandoffKeepsANotTwiceCall(t *testing.T) {
 			t.Errorf("reply %q, want \"got: paid\" (events %v)", text.String(), events)
 		}
 	})
-}
-
-// TestChatBodyTimeout: a front end's request whose body stops coming is
-// answered 408 once ChatBodyTimeout passed, and a second for each 16 KiB
-// its Content-Length says (100 bytes: 6 ms), and its connection is not
-// held open for ever (a client without a cookie could hold every
-// descriptor the gateway has so).
-func TestChatBodyTimeout(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{ChatBodyTimeout: 200 * time.Millisecond}})
-	for _, route := range []string{gateway.RouteAISDK, gateway.RouteAGUI} {
-		c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(hang))
-		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", route, h.srv.Listener.Addr())
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("POST %s with a body that stops: no answer: %v", route, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 206ms") {
-			t.Errorf("POST %s with a body that stops: %s %q, want 408 naming the time", route, resp.Status, body)
-		}
-	}
-}
-
-// TestShutdownWhileABodyComes: a front end's request whose body is still
-// on its way when the gateway shuts down is answered 503 at once: the
-// shutdown does not wait the body's minute, which would leave the engine
-// no time to unload its sessions.
-func TestShutdownWhileABodyComes(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
-	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(hang))
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", gateway.RouteAISDK, h.srv.Listener.Addr())
-	waitFor(t, "the request is taken", func() bool {
-		resp, err := http.Get(h.srv.URL + "/healthz")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var health struct{ Streams int }
-		return json.NewDecoder(resp.Body).Decode(&health) == nil && health.Streams == 1
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.gw.Shutdown(ctx); err != nil {
-		t.Errorf("Shutdown while a body comes: %v", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("the request whose body was coming: %s, want 503", resp.Status)
-	}
 }
 
 // TestFrontEndsShowACallThatAskedForApproval: the HTTP front ends do not

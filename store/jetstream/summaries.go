@@ -20,6 +20,40 @@ import (
 // request per session for the list of all that the engine reads as it
 // starts and at each retention sweep.
 
+// summaryKey is a summary's key: the owner first, so a browser's sessions
+// are one filter.
+func summaryKey(owner, session string) string {
+	if owner == "" {
+		owner = "_"
+	}
+	return owner + "." + session
+}
+
+// Summarize implements engine.Store.
+func (s *Store) Summarize(ctx context.Context, sum engine.Summary) error {
+	// A node whose lease may have lapsed must not write over the summary
+	// of the node that runs the session now, as it must not append.
+	if err := s.holds(sum.ID); err != nil {
+		return err
+	}
+	// As the bucket's Put, without the client's decoding of the answer or
+	// encoding/json's reflection (two writes a turn), into a buffer with
+	// room for the usual summary: its names, two times and the keys.
+	data, err := engine.AppendSummary(make([]byte, 0, 192+len(sum.ID)+len(sum.Owner)+len(sum.Title)), sum)
+	if err != nil {
+		return err
+	}
+	if err := s.put(ctx, summarySubject+summaryKey(sum.Owner, sum.ID), data); err != nil {
+		return fmt.Errorf("failed to store session %s's summary: %w", sum.ID, err)
+	}
+	return nil
+}
+
+// summarySubject is the subjects' prefix of the summaries' bucket: a
+// key's Put publishes on it (the bucket has no mirror and the client no
+// domain).
+const summarySubject = "$KV." + SummaryBucket + "."
+
 // summaryStreamName is the stream of the summaries' bucket.
 const summaryStreamName = "KV_" + SummaryBucket
 

@@ -1,0 +1,197 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// TestCancel: Session.Cancel stops the model turn and every open call with
+// code cancelled; the worker's context is cancelled, the browser is told,
+// the outcomes join the transcript, and the model is not re-prompted.
+func TestCancel(t *testing.T) {
+	b := newBrowser()
+	workerCtx := make(chan context.Context, 1)
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}, {Name: "lookup"}}}}
+	w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+		workerCtx <- ctx
+		<-ctx.Done()
+		// A late answer after the cancel: ignored.
+		return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"too late"`)}}}, nil
+	}
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{}, b)
+	h.send("go")
+	recv(t, b.calls, "client dispatch")
+	ctx := recv(t, workerCtx, "tool.execute")
+	if err := h.s.Cancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"loc", "look"} { // settled in call order
+		fin := h.waitType(engine.EventToolFinished)
+		if fin.ID != id || fin.OK || fin.Code != string(engine.CodeCancelled) || !strings.Contains(fin.Error, "was cancelled: cancelled by the user") {
+			t.Errorf("tool.finished %s, want %s cancelled", fin.Raw, id)
+		}
+	}
+	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Reason: engine.CancelCancelled}) {
+		t.Errorf("release %+v, want abort", r)
+	}
+	recv(t, ctx.Done(), "worker context cancelled")
+	h.waitIdle()
+	if reqs := h.model.requests(); len(reqs) != 1 {
+		t.Errorf("the model was prompted %d times after cancel, want 1", len(reqs))
+	}
+	tr := h.transcript()
+	tm := toolMessages(tr)
+	if len(tm) != 2 || tm[0].ToolUseID != "loc" || tm[1].ToolUseID != "look" || !tm[0].IsError || !tm[1].IsError {
+		t.Errorf("transcript tool messages %+v", tm)
+	}
+	for _, m := range tm {
+		if strings.Contains(m.Content, "too late") {
+			t.Errorf("a late answer reached the transcript: %+v", m)
+		}
+	}
+	if len(b.releases) != 0 {
+		t.Errorf("extra releases: %d", len(b.releases))
+	}
+}
+
+// TestCancelModelTurn: Cancel stops a running model turn.
+func TestCancelModelTurn(t *testing.T) {
+	running := make(chan struct{})
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		close(running)
+		<-ctx.Done()
+		return model.Response{Text: "partial"}, ctx.Err()
+	}}
+	h := setup(t, &testWorker{}, m, engine.Options{})
+	h.send("talk forever")
+	recv(t, running, "model turn")
+	if err := h.s.Cancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fin := h.waitType(engine.EventModelFinished)
+	if fin.StopReason != model.StopCancelled {
+		t.Errorf("model.finished %s", fin.Raw)
+	}
+	h.waitIdle()
+	if n := h.count(engine.EventError, ""); n != 0 {
+		t.Errorf("a cancelled turn reported %d errors", n)
+	}
+}
+
+// TestEnd: ending the session cancels its open calls (the browser is told,
+// the worker's context ends), tells the worker and the subscribers, and
+// refuses further input.
+func TestEnd(t *testing.T) {
+	b := newBrowser()
+	workerCtx := make(chan context.Context, 1)
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}, {Name: "lookup"}}}}
+	w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+		workerCtx <- ctx
+		<-ctx.Done()
+		return engine.Decision{}, ctx.Err()
+	}
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`), use("look", "lookup", `{}`)), engine.Options{}, b)
+	h.send("go")
+	recv(t, b.calls, "client dispatch")
+	ctx := recv(t, workerCtx, "tool.execute")
+	h.s.End(context.Background(), "bye")
+	recv(t, h.s.Done(), "session done")
+	recv(t, ctx.Done(), "worker context cancelled")
+	if r := recv(t, b.releases, "release"); r != (release{ID: "loc", Attempt: 1, Reason: engine.CancelCancelled}) {
+		t.Errorf("release %+v", r)
+	}
+	for _, id := range []string{"loc", "look"} {
+		fin := h.waitType(engine.EventToolFinished)
+		if fin.ID != id || fin.Code != string(engine.CodeCancelled) || !strings.Contains(fin.Error, "the session ended") {
+			t.Errorf("tool.finished %s, want %s cancelled", fin.Raw, id)
+		}
+	}
+	ended := h.waitType(engine.EventSessionEnded)
+	if ended.Reason != "bye" {
+		t.Errorf("session.ended %s", ended.Raw)
+	}
+	recv(t, h.sub.Done(), "subscription end")
+	if !errors.Is(h.sub.Err(), engine.ErrSessionClosed) {
+		t.Errorf("subscription error %v", h.sub.Err())
+	}
+	ends := w.requests(engine.TypeSessionEnd)
+	if len(ends) != 1 || ends[0].Trigger.(engine.SessionEnd).Reason != "bye" {
+		t.Errorf("session.end triggers %+v", ends)
+	}
+	if err := h.s.Send(context.Background(), "hello?"); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Send after End: %v", err)
+	}
+	if err := h.s.Answer(context.Background(), engine.ToolResult{ID: "loc", Attempt: 1, Result: json.RawMessage(`1`)}); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Answer after End: %v", err)
+	}
+	if _, err := h.s.Attach(context.Background(), engine.AttachOptions{}); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Attach after End: %v", err)
+	}
+	if _, ok := h.e.Session(h.s.ID()); ok || h.e.Loaded() != 0 {
+		t.Error("the engine still lists the session")
+	}
+	h.s.End(context.Background(), "again") // harmless
+}
+
+// TestEndActionAndEngineClose: a worker's session.end action ends the
+// session; Engine.Close ends the rest and refuses new sessions.
+func TestEndActionAndEngineClose(t *testing.T) {
+	w := &testWorker{}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		switch t := req.Trigger.(type) {
+		case engine.SessionStart:
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "m"}}, nil
+		case engine.UserMessage:
+			if t.Message.Content == "bye" {
+				return engine.Decision{Actions: []engine.Action{engine.EndSession{Reason: "the user left"}}}, nil
+			}
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, callsThenSummary(), engine.Options{})
+	other, err := h.e.Open(context.Background(), engine.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.e.Loaded() != 2 {
+		t.Fatalf("%d sessions", h.e.Loaded())
+	}
+	h.send("bye")
+	if ev := h.waitType(engine.EventSessionEnded); ev.Reason != "the user left" {
+		t.Errorf("session.ended %s", ev.Raw)
+	}
+	recv(t, h.s.Done(), "session done")
+	if err := h.e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, other.Done(), "other session done")
+	if _, err := h.e.Open(context.Background(), engine.OpenOptions{}); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Errorf("Open after Close: %v", err)
+	}
+}
+
+// TestClientEventAction: client.event is pushed to the session's browsers.
+func TestClientEventAction(t *testing.T) {
+	w := &testWorker{}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "m"}}, nil
+		}
+		return engine.Decision{Actions: []engine.Action{engine.ClientEvent{Name: "confetti", Data: json.RawMessage(`{"n":3}`)}}}, nil
+	}
+	h := setup(t, w, callsThenSummary(), engine.Options{})
+	h.send("party")
+	ev := h.waitType(engine.EventClientEvent)
+	if ev.Name != "confetti" || string(ev.Data) != `{"n":3}` || string(ev.Raw) != fmt.Sprintf(`{"type":"client.event","seq":%d,"name":"confetti","data":{"n":3}}`, ev.Seq) {
+		t.Errorf("client.event %s", ev.Raw)
+	}
+	// The worker held the message: the session still reports idle.
+	h.waitIdle()
+}

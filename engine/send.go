@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// Send hands the session a user message that no page sent: the turn's
+// client calls go to the most recently active page (Page.Send says which
+// page sent it).
+func (s *Session) Send(ctx context.Context, content string) error {
+	return s.send(ctx, nil, Message{Content: content})
+}
+
+func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
+	if err := s.refusal(msg); err != nil {
+		// A copy of a message the session took (its page lost the socket
+		// before message.taken) is confirmed, not refused: a refusal says
+		// it was not taken, whatever the limits, the store or the budget
+		// say of a new one now.
+		took := false
+		if msg.ID != "" {
+			if err := s.do(ctx, func() error { took = s.takenAgain(from, msg.ID); return nil }); err != nil {
+				return err
+			}
+		}
+		if !took {
+			return err
+		}
+		return nil
+	}
+	msg.Role = model.RoleUser
+	return s.post(ctx, func() {
+		if s.takenAgain(from, msg.ID) {
+			return
+		}
+		if msg.ID != "" {
+			s.rememberMessage(msg.ID)
+			defer s.confirmMessage(from, msg.ID) // after the step is stored, with it
+		}
+		if from != nil {
+			s.touch(from)
+		}
+		// The page waits for session.idle after each message, even one the
+		// worker answers with nothing to do.
+		s.idle = false
+		s.addWaiting(waitingMessage{msg: msg, page: from})
+	})
+}
+
+// refusal says why the session takes no new message msg now: its length,
+// the store failing, the messages already waiting, the token budget.
+func (s *Session) refusal(msg Message) error {
+	if err := s.e.CheckMessage(msg.Content); err != nil {
+		return err
+	}
+	if err := s.log.failing(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	if waiting := s.waitingBytes.Load(); waiting > 0 && waiting+int64(len(msg.Content)) > int64(s.e.opts.MaxMessageBytes) {
+		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, waiting, s.e.opts.MaxMessageBytes)
+	}
+	if why := s.budgetUsed.Load(); why != nil {
+		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
+	}
+	return nil
+}
+
+// addWaiting puts w after the messages waiting for the running turn, and
+// counts its bytes (waitingBytes, which send reads).
+func (s *Session) addWaiting(w waitingMessage) {
+	s.waiting = append(s.waiting, w)
+	s.waitingBytes.Add(int64(len(w.msg.Content)))
+}
+
+// Answer settles a client attempt with a ToolResult or ToolError, whose ID
+// and Attempt must be set. It returns an error wrapping ErrUnknownCall,
+// ErrSettled or ErrStaleAttempt when the answer cannot count, and
+// ErrBadRequest for a ToolError whose Code is not one of ToolErrors; the
+// call is unaffected then.
+func (s *Session) Answer(ctx context.Context, a Action) error {
+	return s.do(ctx, func() error { return s.answer(a, answerDefaults{}, true) })
+}
+
+// Cancel stops the running model turn and every open call (code
+// cancelled). Their outcomes join the transcript; the model is not
+// re-prompted.
+func (s *Session) Cancel(ctx context.Context) error {
+	return s.do(ctx, func() error {
+		s.cancelAll("cancelled by the user")
+		return nil
+	})
+}
+
+// End closes the session: open calls are cancelled, the worker gets
+// session.end, pages are told, and the goroutine stops; End waits for it,
+// or for ctx. Called from inside the worker's Decide with the context Decide
+// got (or one derived from it), End only asks: the session ends as soon as
+// that Decide returns. The session leaves memory only once its model turns
+// and worker attempts have returned: one that ends its own session with
+// another context must give it a deadline, or End waits for it to return.
+func (s *Session) End(ctx context.Context, reason string) {
+	if ctx.Value(decidingKey{}) == s {
+		s.endReq.CompareAndSwap(nil, &reason)
+		// Wake the goroutine in case Decide's context outlived the call.
+		_ = s.post(context.WithoutCancel(ctx), func() {})
+		return
+	}
+	err := s.do(ctx, func() error {
+		s.end(reason)
+		return nil
+	})
+	if err == nil {
+		// The goroutine stops once the model turn and worker attempts,
+		// all cancelled, have returned; do not outwait ctx for a worker
+		// that ignores its context.
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// CallInput is call id's raw arguments and input, as its last tool.started
+// or tool.approval gave them, from the events the session keeps in memory
+// (ReplayBytes); false when they are not among them. For a front end that
+// shows the outcome of a call whose start its stream did not carry.
+func (s *Session) CallInput(id string) (args string, in ToolInput, ok bool) {
+	var e struct {
+		ID        string    `json:"id"`
+		Arguments string    `json:"arguments"`
+		Input     ToolInput `json:"input"`
+	}
+	// The text may match inside another call's input value: decoded, the
+	// frame says whose it is.
+	if !s.log.startOf(id, func(ev Event) bool { return json.Unmarshal(ev.Frame, &e) == nil && e.ID == id }) {
+		return "", ToolInput{}, false
+	}
+	return e.Arguments, e.Input, true
+}
+
+// Transcript returns a copy of the session's transcript.
+func (s *Session) Transcript(ctx context.Context) ([]Message, error) {
+	var out []Message
+	err := s.do(ctx, func() error {
+		out = append([]Message(nil), s.transcript...)
+		return nil
+	})
+	return out, err
+}
