@@ -47,12 +47,13 @@ test("a long answer streams in several chunks before the turn ends", async ({ pa
 
 test("Stop cancels the streaming turn", async ({ page }) => {
     const chat = await Chat.open(page);
-    // Press Stop the moment the first piece of text is on screen: a turn of
-    // 1.6 s is too short to catch reliably from the test's side on a busy machine.
+    // Press Stop once the first piece of text is on screen, past Stop's
+    // half second of grace: a turn of 1.6 s is too short to catch reliably
+    // from the test's side on a busy machine.
     await page.evaluate(() => {
         const off = (window as any).gatewayClient.on("delta", () => {
             off();
-            queueMicrotask(() => (document.querySelector('[data-testid="stop"]') as HTMLButtonElement).click());
+            setTimeout(() => (document.querySelector('[data-testid="stop"]') as HTMLButtonElement).click(), 600);
         });
     });
     await chat.send("stream a long answer");

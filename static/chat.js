@@ -2,9 +2,10 @@
  * chat.js renders a GatewayClient's events into the chat page that
  * web.ChatPage serves: the message log with streaming Markdown (markdown.js),
  * a compact card per tool call (toolcard.js), errors in words (errors.js), a
- * "Thinking…" indicator until the model's first word, and the composer:
- * Enter sends (Shift+Enter is a new line), Send becomes Stop while a turn
- * runs, and a message sent mid-turn shows at once as queued. It clones the
+ * "Thinking…" indicator until the model's first word, and the composer
+ * (composer.js: Enter sends, Send becomes Stop while a turn runs); a
+ * message sent mid-turn shows at once as queued. What screen readers hear
+ * is announce.js's: the log is not a live region. It clones the
  * page's <template> elements, so the markup lives in web/chat.templ; the
  * test ids are listed in docs/ui.md.
  *
@@ -24,6 +25,8 @@ import { FRAME_ERROR, SESSION_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
 import { renderToolCard, subagentCalls, tickText } from "./toolcard.js";
 import { mountStatus } from "./status.js";
+import { mountAnnouncer } from "./announce.js";
+import { mountComposer } from "./composer.js";
 import { modelErrorText, sessionErrorText } from "./errors.js";
 import { clone, must } from "./dom.js";
 
@@ -45,8 +48,15 @@ export function mountChat(root, client) {
     const thinking = must(log, "[data-testid=thinking]");
     const form = /** @type {HTMLFormElement} */ (must(root, "[data-testid=composer]"));
     const prompt = /** @type {HTMLTextAreaElement} */ (must(form, "[data-testid=prompt]"));
-    const send = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=send]"));
-    const stop = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=stop]"));
+    const voice = mountAnnouncer(must(doc, "[data-testid=announcer]"), client);
+    const composer = mountComposer(form, {
+        submit,
+        cancel() {
+            stopped = true; // the calls Stop cancels are not followed by a model turn
+            client.cancel();
+            setBusy();
+        },
+    });
 
     /** @type {Map<string, HTMLElement>} */
     const cards = new Map();
@@ -68,14 +78,8 @@ export function mountChat(root, client) {
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
     function setBusy(on = busy) {
         busy = on;
-        log.setAttribute("aria-busy", String(on));
         root.dataset.busy = String(on);
-        const hadFocus = doc.activeElement === send || doc.activeElement === stop;
-        send.hidden = on;
-        stop.hidden = !on;
-        stop.disabled = !on;
-        // The button under the user's finger keeps the focus as it changes.
-        if (hadFocus) (on ? stop : send).focus();
+        composer.running(on);
         if (!on) awaiting = false;
         // Offline, nothing is thinking: the status line says what is.
         thinking.hidden = !(on && awaiting && !streaming && client.state === "open");
@@ -135,11 +139,12 @@ export function mountChat(root, client) {
     }
 
     /**
-     * A line in the log that is not a message; with retry, a Retry button
-     * that sends the last user message again.
-     * @param {string} kind @param {string} text @param {{retry?: boolean}} [opts]
+     * A line in the log that is not a message, said aloud unless quiet (a
+     * replay's); with retry, a Retry button that sends the last user message again.
+     * @param {string} kind @param {string} text @param {{retry?: boolean, quiet?: boolean}} [opts]
      */
     function notice(kind, text, opts = {}) {
+        if (!opts.quiet) voice.say(text);
         const el = clone(doc, "tpl-notice");
         el.dataset.kind = kind;
         must(el, "[data-testid=notice-text]").textContent = text;
@@ -147,6 +152,7 @@ export function mountChat(root, client) {
         retry.hidden = !(opts.retry && lastUser);
         retry.addEventListener("click", () => {
             retry.disabled = true;
+            prompt.focus(); // not lost with the disabled button
             if (!submit(lastUser)) retry.disabled = false;
         });
         append(el);
@@ -236,6 +242,7 @@ export function mountChat(root, client) {
             setBusy(false);
         }),
         mountStatus(must(doc, "[data-testid=connection-status]"), client),
+        voice.off,
         client.on("state", ({ state }) => {
             root.dataset.connection = state;
             setBusy();
@@ -279,7 +286,7 @@ export function mountChat(root, client) {
             streaming = null;
             setBusy();
         }),
-        client.on("model.finished", ({ error, stopReason }) => {
+        client.on("model.finished", ({ error, stopReason, replayed }) => {
             awaiting = false;
             if (streaming) {
                 renderStream();
@@ -290,8 +297,8 @@ export function mountChat(root, client) {
             // Said once, here; the error event that follows goes to the console.
             if (error) {
                 console.warn(`The model failed: ${error}`);
-                notice("error", modelErrorText(error), { retry: true });
-            } else if (stopReason === "cancelled") notice("info", "Stopped.");
+                notice("error", modelErrorText(error), { retry: true, quiet: replayed });
+            } else if (stopReason === "cancelled") notice("info", "Stopped.", { quiet: replayed });
             setBusy();
         }),
         client.on("tool", (card) => {
@@ -305,20 +312,20 @@ export function mountChat(root, client) {
         }),
         client.on("idle", () => setBusy(false)),
         // A limit stopped the model: say why, in the gateway's words.
-        client.on("guard", ({ message, guard }) => {
+        client.on("guard", ({ message, guard, replayed }) => {
             awaiting = false;
-            notice("guard", message || `Stopped by the ${guard} limit.`);
+            notice("guard", message || `Stopped by the ${guard} limit.`, { quiet: replayed });
             setBusy();
         }),
-        client.on("client.event", ({ name, data }) => {
-            notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`);
+        client.on("client.event", ({ name, data, replayed }) => {
+            notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`, { quiet: replayed });
         }),
-        client.on("error", ({ code, message, seq, refused }) => {
+        client.on("error", ({ code, message, seq, refused, replayed }) => {
             // Session errors are part of the conversation, in words; their
             // details (and refused frames) are for the console.
             if (seq !== undefined) {
                 console.warn(`session error ${code}: ${message}`);
-                if (code !== SESSION_ERROR.MODEL_FAILED) notice("error", sessionErrorText(code));
+                if (code !== SESSION_ERROR.MODEL_FAILED) notice("error", sessionErrorText(code), { quiet: replayed });
             } else if (refused?.type === "message") {
                 // Over the gateway's limits, never sent. The box still holds
                 // it when send() refused it; one queued offline is given back.
@@ -334,33 +341,13 @@ export function mountChat(root, client) {
                 setBusy(false);
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
-        client.on("ended", ({ reason }) => {
-            notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.");
+        client.on("ended", ({ reason, replayed }) => {
+            notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.", { quiet: replayed });
             setBusy(false);
             prompt.disabled = true;
         }),
     ];
     setBusy(false);
-
-    form.addEventListener("submit", (e) => {
-        e.preventDefault();
-        const text = prompt.value.trim();
-        if (text && submit(text)) prompt.value = "";
-    });
-    prompt.addEventListener("keydown", (e) => {
-        if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
-            e.preventDefault();
-            form.requestSubmit();
-        }
-    });
-    stop.addEventListener("click", (e) => {
-        // Stop takes Send's place under the pointer: the second click of a
-        // double-click on Send would stop the message it just sent.
-        if (e.detail > 1) return;
-        stopped = true; // the calls Stop cancels are not followed by a model turn
-        client.cancel();
-        setBusy();
-    });
 
     return {
         /**
@@ -378,6 +365,10 @@ export function mountChat(root, client) {
         /** A copy of the page's <template id=...> content's first element. @param {string} id */
         clone(id) {
             return clone(doc, id);
+        },
+        /** Says text to screen readers (a polite live region), as a tool's question. @param {string} text */
+        announce(text) {
+            voice.say(text);
         },
         /** Whether a turn or a call is running. */
         get busy() {

@@ -79,21 +79,27 @@ const tools = {
             const answer = /** @type {HTMLElement} */ (box.querySelector("[data-testid=confirm-answer]"));
             text.textContent = String(question ?? "Are you sure?");
             slot.replaceChildren(box);
+            chat.announce(`The assistant asks: ${text.textContent} Approve or Deny.`);
 
+            /** Shows how it ended: to the focus when it was on the buttons (now disabled), else aloud. @param {string} said */
+            const tell = (said) => {
+                const focused = box.contains(document.activeElement);
+                approve.disabled = deny.disabled = true;
+                answer.hidden = false;
+                answer.textContent = said;
+                if (focused) answer.focus();
+                else chat.announce(said);
+            };
             /** @type {boolean | null} the answer given here, if any */
             let given = null;
             const settle = (/** @type {boolean} */ approved) => {
                 given = approved;
-                approve.disabled = deny.disabled = true;
-                answer.hidden = false;
-                answer.textContent = approved ? "You approved." : "You denied.";
+                tell(approved ? "You approved." : "You denied.");
                 signal.removeEventListener("abort", onAbort);
                 resolve({ approved });
             };
             const onAbort = () => {
-                approve.disabled = deny.disabled = true;
-                answer.hidden = false;
-                answer.textContent = signal.reason?.name === "TimeoutError" ? "Timed out." : "Cancelled.";
+                tell(signal.reason?.name === "TimeoutError" ? "Timed out." : "Cancelled.");
                 reject(signal.reason);
             };
             approve.addEventListener("click", () => settle(true), { once: true });
@@ -107,9 +113,9 @@ const tools = {
                 off();
                 const approved = card.status === "done" && card.value?.approved === true;
                 if (card.status === "done" && given !== approved) {
-                    answer.textContent = approved ? "Approved in another tab." : "Denied in another tab.";
+                    tell(approved ? "Approved in another tab." : "Denied in another tab.");
                 } else if (card.status !== "done" && given !== null) {
-                    answer.textContent = "Your answer came too late: the call had ended.";
+                    tell("Your answer came too late: the call had ended.");
                 }
                 answer.hidden = false;
                 approve.disabled = deny.disabled = true;
@@ -145,5 +151,5 @@ const main = must(document, "[data-chat]");
 const client = connect({ url: main.dataset.socket || "/ws", tools });
 chat = mountChat(main, client);
 mountWelcome(main, client, { suggestions: SUGGESTIONS, send: (text) => chat.send(text) });
-mountHistory(must(document, "[data-testid=history]"), client);
+mountHistory(must(document, "[data-testid=history]"), client, { announce: (text) => chat.announce(text) });
 Object.assign(window, { gatewayClient: client });

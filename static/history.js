@@ -32,10 +32,12 @@ const TITLE_RETRY_MS = 300, TITLE_RETRIES = 5;
  * Fills nav's list from the gateway and wires switching and New chat.
  * @param {HTMLElement} nav  The element with data-testid=history (web.ChatPage's <nav>).
  * @param {GatewayClient} client
- * @param {{url?: string}} [options]  url: the list's endpoint, default "/sessions".
+ * @param {{url?: string, announce?: (text: string) => void}} [options]  url: the
+ *   list's endpoint, default "/sessions"; announce: says which chat opened, to
+ *   screen readers (chat.announce), since a switch replays a chat silently.
  * @returns {{refresh(): Promise<void>, unmount(): void}}
  */
-export function mountHistory(nav, client, { url = "/sessions" } = {}) {
+export function mountHistory(nav, client, { url = "/sessions", announce = () => {} } = {}) {
     const doc = nav.ownerDocument;
     const list = must(nav, "[data-testid=history-list]");
     const none = must(nav, "[data-testid=history-empty]");
@@ -121,10 +123,12 @@ export function mountHistory(nav, client, { url = "/sessions" } = {}) {
         client.open(id);
         render();
         focusPrompt();
+        announce(`Opened the chat ${item.title}.`);
     });
     newChat.addEventListener("click", () => {
         client.reset();
         focusPrompt();
+        announce("New chat.");
     });
 
     function focusPrompt() {

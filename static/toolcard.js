@@ -135,6 +135,9 @@ export function tickText(el, c, now) {
     }
     time.textContent = text;
     time.hidden = !text;
+    // A countdown read every second is noise: it is for the eyes.
+    if (ticking) time.setAttribute("aria-hidden", "true");
+    else time.removeAttribute("aria-hidden");
     return ticking;
 }
 
@@ -203,30 +206,47 @@ function approvalPart(el, c) {
     approvers.set(el, c.approve);
     let box = own(el, "[data-testid=tool-approval]");
     if (!c.approval) {
-        if (box) box.hidden = true;
+        if (box && !box.hidden) {
+            // The answer's button goes with the box: the focus goes to the card's line, not to <body>.
+            if (box.contains(el.ownerDocument.activeElement)) own(el, "summary")?.focus();
+            box.hidden = true;
+        }
         return;
     }
     if (!box) {
+        // As the confirm tool's question (tpl-confirm): outside the fold,
+        // a group named by its question, the page's buttons.
         const doc = el.ownerDocument;
         box = doc.createElement("div");
         box.dataset.testid = "tool-approval";
-        box.className = "approval";
+        box.className = "confirm approval";
+        box.setAttribute("role", "group");
         const ask = doc.createElement("p");
+        ask.className = "confirm-question";
+        ask.id = `${el.id || "tool"}-approval`;
         ask.textContent = `Allow ${c.name} to run with these arguments?`;
+        box.setAttribute("aria-labelledby", ask.id);
         const args = doc.createElement("pre");
+        args.className = "tool-args";
         args.textContent = pretty(c.arguments) || "{}";
-        box.append(ask, args);
+        const actions = doc.createElement("div");
+        actions.className = "confirm-actions";
         for (const [testid, label, yes] of [["approve", "Approve", true], ["deny", "Deny", false]]) {
             const b = doc.createElement("button");
             b.type = "button";
+            b.className = yes ? "btn primary" : "btn danger";
             b.dataset.testid = testid;
             b.textContent = /** @type {string} */ (label);
             b.addEventListener("click", () => {
-                if (approvers.get(el)?.(Boolean(yes))) box?.querySelectorAll("button").forEach((x) => { x.disabled = true; });
+                if (!approvers.get(el)?.(Boolean(yes))) return;
+                // A disabled button drops the focus to <body>: it goes to the card's line.
+                if (box?.contains(doc.activeElement)) own(el, "summary")?.focus();
+                box?.querySelectorAll("button").forEach((x) => { x.disabled = true; });
             });
-            box.append(b);
+            actions.append(b);
         }
-        part(el, "tool-status").after(box);
+        box.append(ask, args, actions);
+        part(el, "tool-where").before(box);
     }
     box.hidden = false;
 }

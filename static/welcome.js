@@ -57,6 +57,8 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
         const empty = known && log.childElementCount === 0;
         screen.hidden = !empty;
         root.dataset.empty = String(empty);
+        // The log is a Tab stop for scrolling it with the keys; empty, it is a stop on nothing.
+        must(root, "[data-testid=messages]").tabIndex = log.childElementCount === 0 ? -1 : 0;
     }
 
     const observer = new MutationObserver(update);

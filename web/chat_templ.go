@@ -128,7 +128,7 @@ func ChatPage(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</h1><p class=\"connection\" data-testid=\"connection-status\" data-state=\"connecting\" role=\"status\">Connecting…</p></header><div class=\"layout\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</h1><p class=\"connection\" data-testid=\"connection-status\" data-state=\"connecting\" role=\"status\" aria-live=\"off\">Connecting…</p></header><div class=\"layout\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -230,13 +230,13 @@ func chat(p PageProps) templ.Component {
 		var templ_7745c5c3_Var10 string
 		templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.socket()).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 67, Col: 54}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 69, Col: 54}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"polite\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span>Thinking…</span></div></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"off\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span>Thinking…</span></div></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -248,7 +248,7 @@ func chat(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</main>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<div class=\"visually-hidden\" data-testid=\"announcer\" aria-live=\"polite\" aria-relevant=\"additions\"></div></main>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -412,7 +412,7 @@ func confirmTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" role=\"status\" hidden></p></div></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" tabindex=\"-1\" hidden></p></div></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -1,0 +1,97 @@
+/**
+ * announce.js is the chat page's voice for screen readers: one polite live
+ * region, visually hidden (web/chat.templ's `announcer`), that says what
+ * happened once, in a sentence. The conversation log itself is not a live
+ * region: streamed text is re-rendered every 50 ms, so a live log would be
+ * read again and again, and a replayed chat read from its start.
+ *
+ * It says, from the client's events: each finished assistant reply (once,
+ * when the model is done with it, not delta by delta); a tool call that
+ * asks for approval, and each call's outcome ("get_weather: done",
+ * "get_weather failed: …"); a lost connection and its return. Never what a
+ * replay brings back. The chat page adds its notices and tools their
+ * questions with say(text).
+ *
+ * Exports: mountAnnouncer(el, client), which returns {say(text), off()}.
+ *
+ * @module announce
+ */
+
+import { isSettled } from "./cards.js";
+import { CLOSE } from "./codes.js";
+
+/** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
+
+/** How many past sentences stay in the region (a reader that comes late finds the last few). */
+const KEEP = 5;
+
+/**
+ * Speaks through el, from client's events.
+ * @param {HTMLElement} el  The page's live region (aria-live="polite").
+ * @param {GatewayClient} client
+ */
+export function mountAnnouncer(el, client) {
+    const doc = el.ownerDocument;
+    /** @type {Map<string, string>} what was said of each call, by id: its status, or "approval" */
+    const said = new Map();
+    let lost = false;
+
+    /** Adds a sentence: a live region reads what is added. @param {string} text */
+    function say(text) {
+        const line = doc.createElement("p");
+        line.textContent = text;
+        el.append(line);
+        while (el.childElementCount > KEEP) el.firstElementChild?.remove();
+    }
+
+    const offs = [
+        client.on("reset", () => said.clear()),
+        client.on("message", ({ message, replayed }) => {
+            if (!replayed && message.role === "assistant" && message.content) say(`Assistant: ${plainText(message.content)}`);
+        }),
+        client.on("tool", (card) => {
+            const now = card.approval ? "approval" : isSettled(card.status) ? card.status : "";
+            if (!now || said.get(card.id) === now) return;
+            said.set(card.id, now);
+            // A sub-agent's calls are its own business; the call it answers is said.
+            if (card.replayed || (card.parent && now !== "approval")) return;
+            if (now === "approval") say(`${card.name} asks for your approval to run: Approve or Deny.`);
+            else if (now === "done") say(`${card.name}: done.`);
+            else say(`${card.name} failed: ${card.error ?? "no reason given"}`);
+        }),
+        client.on("state", ({ state, code, reason }) => {
+            if (code === CLOSE.FORBIDDEN) say(`Refused: ${reason}`);
+            else if (state === "closed" && !lost) {
+                lost = true;
+                say("Connection lost. Retrying.");
+            } else if (state === "open" && lost) {
+                lost = false;
+                say("Connected again.");
+            }
+        }),
+    ];
+    return {
+        say,
+        off() {
+            offs.forEach((off) => off());
+        },
+    };
+}
+
+/**
+ * Markdown as it reads aloud: the text without its marks (emphasis, code
+ * fences, headings' #, links' URLs).
+ * @param {string} md
+ */
+export function plainText(md) {
+    return md
+        .replace(/```[^\n]*\n?/g, "")
+        .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1")
+        .replace(/^\s{0,3}(#{1,6}|>|[-*+]|\d+\.)\s+/gm, "")
+        .replace(/(\*\*|\*|`|~~)(?=\S)([^]*?\S)\1/g, "$2")
+        .replace(/(?<!\w)(__|_)(?=\S)([^]*?\S)\1(?!\w)/g, "$2")
+        .replace(/^\s*\|?[\s:|-]+\|?\s*$/gm, "")
+        .replace(/\|/g, " ")
+        .replace(/\s+/g, " ")
+        .trim();
+}

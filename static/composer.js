@@ -1,0 +1,62 @@
+/**
+ * composer.js: the chat page's message box and its buttons. Enter sends
+ * (Shift+Enter is a new line, and nothing is sent while an input method
+ * composes); Send becomes Stop while a turn runs, and the focus stays on
+ * the button under the user's finger as they swap. Stop does nothing for
+ * half a second after it takes Send's place: the second click of a
+ * double-click, or a second Enter, on Send would stop what was just sent.
+ *
+ * Exports: mountComposer(form, {submit, cancel}), which returns
+ * {running(on)}: whether Stop shows.
+ *
+ * @module composer
+ */
+
+import { must } from "./dom.js";
+
+/** Stop does nothing this long (ms) after it takes Send's place. */
+const STOP_GRACE = 500;
+
+/**
+ * Wires form (web/chat.templ's composer).
+ * @param {HTMLFormElement} form
+ * @param {{submit: (text: string) => boolean, cancel: () => void}} on
+ *   submit sends the box's text and reports whether it went (the box is
+ *   then emptied); cancel is Stop's.
+ */
+export function mountComposer(form, { submit, cancel }) {
+    const doc = form.ownerDocument;
+    const prompt = /** @type {HTMLTextAreaElement} */ (must(form, "[data-testid=prompt]"));
+    const send = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=send]"));
+    const stop = /** @type {HTMLButtonElement} */ (must(form, "[data-testid=stop]"));
+    let running = false, stopShown = 0;
+
+    form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        const text = prompt.value.trim();
+        if (text && submit(text)) prompt.value = "";
+    });
+    prompt.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            e.preventDefault();
+            form.requestSubmit();
+        }
+    });
+    stop.addEventListener("click", (e) => {
+        if (e.detail > 1 || performance.now() - stopShown < STOP_GRACE) return;
+        cancel();
+    });
+
+    return {
+        /** Shows Stop (on) or Send. @param {boolean} on */
+        running(on) {
+            if (on && !running) stopShown = performance.now();
+            running = on;
+            const hadFocus = doc.activeElement === send || doc.activeElement === stop;
+            send.hidden = on;
+            stop.hidden = !on;
+            stop.disabled = !on;
+            if (hadFocus) (on ? stop : send).focus();
+        },
+    };
+}
