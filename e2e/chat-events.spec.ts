@@ -86,3 +86,18 @@ test("the offline status counts down to the next try", async ({ page }) => {
     const first = Number((await status.textContent())!.match(/retrying in (\d+)s/)![1]);
     await expect(status).toHaveText(new RegExp(`retrying in ${first - 1}s`), { timeout: 2500 });
 });
+
+test("a chat the gateway will not open says so once, however many tries", async ({ page }) => {
+    const refuse = (n: number) => page.evaluate(async (n) => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === n, 15_000);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "error", code: "internal", message: "failed to load session s1: session journal is unreadable" });
+    }, n);
+    await page.evaluate(() => (window as any).FakeSocket.last().drop());
+    await refuse(2);
+    await refuse(3);
+    await expect(page.getByTestId("notice-text")).toHaveText(["The chat could not be opened: failed to load session s1: session journal is unreadable"]);
+    await expect(page.getByTestId("connection-status")).not.toHaveAttribute("data-state", "open");
+});

@@ -386,6 +386,38 @@ for (const code of ["store_unavailable", "worker_failed", "bad_config", "rate_li
     });
 }
 
+test("a resume refused as bad_frame (the gateway's store lost events the page has) opens the session again from its start, keeping what waits to be sent", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const events = [{ type: "message", seq: 1, message: { role: "user", content: "hi" } }, { type: "session.idle", seq: 2 }];
+        const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "s1", seq: 2, events }) });
+        const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 }, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
+        const resets: any[] = [];
+        client.on("reset", (r: any) => resets.push(r.reason));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const first = w.FakeSocket.last();
+        first.accept();
+        client.send("still there?");
+        first.push({ type: "error", code: "bad_frame", message: "session.open: after 2 is beyond the session's last event 1" });
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const second = w.FakeSocket.last();
+        second.accept();
+        second.push({ type: "session.opened", session: "s1", seq: 1 });
+        second.push({ type: "message", seq: 1, message: { role: "user", content: "hi" } });
+        await w.until(() => second.sent.some((f: any) => f.type === "message"));
+        return { first: first.sent, second: second.sent.map((f: any) => ({ ...f, id: undefined })), resets, seq: client.seq, events: client.events.length };
+    });
+    expect(out.first).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 2 }]);
+    expect(out.resets).toEqual(["open"]);
+    expect(out.second).toEqual([
+        { type: "session.open", tools: ["t"], session: "s1", after: 0 },
+        { type: "message", content: "still there?", id: undefined },
+    ]);
+    expect(out.seq).toBe(1);
+    expect(out.events).toBe(1);
+});
+
 test("a new session the worker could not start opens once it can, with the messages sent meanwhile", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

@@ -338,10 +338,15 @@ func (e *Engine) expired(updated time.Time) bool {
 // says it is unhealthy (a Store may have a Healthy() error method: the
 // JetStream store reports its connection to NATS).
 func (e *Engine) Health() error {
+	// The store's own word first: when it is down, that is the cause of
+	// what the appends met (a lease it could not renew, a timeout).
+	if err := e.StoreHealth(); err != nil {
+		return err
+	}
 	if err := e.storeErr.Load(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, *err)
 	}
-	return e.StoreHealth()
+	return nil
 }
 
 // StoreHealth is what the store says of itself now (its Healthy method,

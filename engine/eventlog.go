@@ -449,7 +449,11 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 	}
 	last := int64(l.events.len())
 	if after > last {
-		return fmt.Errorf("%w: after %d is beyond the session's last event %d", ErrBadRequest, after, last)
+		// A page of this browser's saw events the journal no longer has: a
+		// store that lost its tail (damage, a disk that lost its last
+		// writes). The SDK opens the session again from its start.
+		l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
+		return fmt.Errorf("%w: after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", ErrBadRequest, after, last)
 	}
 	if after < 0 {
 		after = 0

@@ -74,6 +74,7 @@ export function mountChat(root, client) {
     // calls all settled; a word, the turn's end, Stop or idleness ends it.
     let awaiting = false, stopped = false;
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
+    let refusal = ""; // the gateway's last refusal of session.open, said once
 
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
     function setBusy(on = busy) {
@@ -245,6 +246,7 @@ export function mountChat(root, client) {
         voice.off,
         client.on("state", ({ state }) => {
             root.dataset.connection = state;
+            if (state === "open") refusal = "";
             setBusy();
         }),
         client.on("message", ({ message }) => {
@@ -339,6 +341,10 @@ export function mountChat(root, client) {
                 notice("error", `Your message was not sent: ${message}`);
                 if (!prompt.value && text) prompt.value = text;
                 setBusy(false);
+            } else if (client.state !== "open" && code !== FRAME_ERROR.UNKNOWN_SESSION && code !== FRAME_ERROR.NOT_OPEN) {
+                // session.open refused: the SDK tries again, and the page says so once.
+                if (message !== refusal) notice("error", `The chat could not be opened: ${message}`);
+                refusal = message;
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
         client.on("ended", ({ reason, replayed }) => {

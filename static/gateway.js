@@ -8,13 +8,10 @@
  * This module is the session: session.open and resume, deduplicating the
  * session's events by seq and turning them into the client's events. The
  * other jobs have a module each:
- * - outbox.js: the frames that wait for the session, and the messages sent
- *   again until the gateway confirms them.
- * - connection.js: the WebSocket, reopened with backoff after a close; the
- *   gateway's limits on what a page sends.
+ * - outbox.js: frames waiting for the session; messages sent again until confirmed.
+ * - connection.js: the WebSocket, reopened with backoff; the gateway's limits.
  * - store.js: the session's copy in sessionStorage, for reloads.
- * - events.js: the client's events for the session's events (and a
- *   sub-agent's, which are `subagent`).
+ * - events.js: the client's events for the session's (a sub-agent's: `subagent`).
  * - cards.js: the tool-card view model (the `tool` event).
  * - runner.js: running this page's client tools, and ToolError.
  * - codes.js: the wire codes (close codes, error codes), re-exported here.
@@ -335,14 +332,17 @@ export class GatewayClient extends EventTarget {
         const refused = typeof f.id === "string" ? this.#outbox.confirm(f.id) : null;
         if (refused) detail.refused = refused;
         this.#emit("error", detail);
-        if (detail.code === FRAME_ERROR.UNKNOWN_SESSION && !this.#opened && this.#session) {
-            // Not this browser's, or gone (a restart): start a new
-            // conversation on the same connection.
+        if (this.#opened || detail.code === FRAME_ERROR.NOT_OPEN) return;
+        if (detail.code === FRAME_ERROR.UNKNOWN_SESSION && this.#session) {
+            // Not this browser's, or gone (a restart): a new conversation on the same connection.
             this.#forget("the gateway does not know the session");
             this.#write({ type: "session.open", tools: this.tools });
-        } else if (!this.#opened && detail.code !== FRAME_ERROR.NOT_OPEN) {
-            this.#conn.retryLater(); // session.open refused (store, worker, a limit): again after the backoff
-        }
+        } else if (detail.code === FRAME_ERROR.BAD_FRAME && this.#session && this.#seq > 0) {
+            // Our copy goes past the gateway's (a damaged store lost events): its own, from the start.
+            const unsent = this.#outbox.take().filter((f) => f.type === "message");
+            this.open(this.#session);
+            this.#outbox.restore(unsent);
+        } else this.#conn.retryLater(); // refused (store, worker, a limit): again after the backoff
     }
 
     /**

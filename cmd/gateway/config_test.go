@@ -211,6 +211,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad duration from the environment", nil, map[string]string{"GATEWAY_CLIENT_TIMEOUT": "forever"}, `client-timeout "forever"`},
 		{"the environment is named", nil, map[string]string{"GATEWAY_DRAIN": "bogus"}, `drain "bogus" is not a Go duration of zero or more such as "5s" (from the environment: GATEWAY_DRAIN)`},
 		{"replicas on the embedded server", []string{"--nats-replicas", "3"}, nil, "nats-replicas 3 needs a NATS cluster (--nats-url)"},
+		{"an empty data directory flag", []string{"--data-dir", ""}, nil, "data-dir is empty: give a directory"},
 		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
 		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},

@@ -263,6 +263,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	switch c.store {
 	case "jetstream":
+		if c.natsURL == "" && strings.TrimSpace(c.dataDir) == "" {
+			// filepath.Abs("") is the working directory: not a place
+			// anyone meant for every chat.
+			return c, fmt.Errorf("data-dir is empty: give a directory, or leave the flag out for the default, %s", defaultDataDir(getenv))
+		}
 	case "memory":
 		// A node meant for a cluster that kept nothing would be worse
 		// than one that does not start.
@@ -441,7 +446,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	m := metrics.New()
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
-		return err
+		return startErr(ctx, err)
 	}
 	defer store.close()
 	eng, err := engine.New(engine.Options{
@@ -467,7 +472,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	m.WatchStore(eng.Health)
 	if err := eng.Resume(ctx); err != nil {
-		return err
+		return startErr(ctx, err)
 	}
 	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
 	var metricsHere http.Handler
@@ -526,6 +531,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ErrInterrupted: a signal stopped the gateway while it started. The data
+// is as the last run left it, or as far as this start got: nothing is
+// damaged, and a start resumes from it (main exits 0).
+var ErrInterrupted = errors.New("stopped while starting; the stored sessions are intact: start it again to go on")
+
+// startErr is err, or ErrInterrupted when ctx ended (a signal) meanwhile:
+// the open's cancellation is no sign of damaged data.
+func startErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ErrInterrupted
+	}
+	return err
 }
 
 // idleTimeout closes a keep-alive connection that carries no request: a

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -264,6 +265,28 @@ func TestRunRefusesAForeignDataDir(t *testing.T) {
 	}
 }
 
+// TestRunStoppedWhileStarting: a signal during the start (Ctrl-C on a slow
+// start, an orchestrator stopping a starting pod) is a stop, not damage:
+// run says the data is intact, with no advice to move it aside, and the
+// next start opens the same directory.
+func TestRunStoppedWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := startGateway(t, []string{"--data-dir", dir}, nil)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal, as soon as it starts
+	err := run(ctx, []string{"--listen", "127.0.0.1:0", "--data-dir", dir}, func(string) string { return "" }, io.Discard, io.Discard)
+	if !errors.Is(err, ErrInterrupted) || strings.Contains(err.Error(), "move it aside") {
+		t.Errorf("run stopped while starting: %v, want ErrInterrupted", err)
+	}
+	_, stop = startGateway(t, []string{"--data-dir", dir}, nil)
+	if err := stop(); err != nil {
+		t.Errorf("the start after: %v", err)
+	}
+}
+
 // TestIdentityLivesAsLongAsTheChats: a browser's identity cookie lives
 // --retain after its last visit, as its chats are kept --retain after
 // their last message: one that comes back finds what the store still has.
@@ -344,5 +367,28 @@ func TestShutdownEndsAChatStream(t *testing.T) {
 	case <-ended:
 	case <-time.After(hang):
 		t.Error("the response was still open after run returned")
+	}
+}
+
+// TestStoreCloseIsBounded: a store whose close hangs (an embedded server
+// stuck on damaged or shared files) does not keep the process from
+// exiting: the wait ends after its grace, with an error logged.
+func TestStoreCloseIsBounded(t *testing.T) {
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	release := make(chan struct{})
+	defer close(release)
+	done := make(chan struct{})
+	go func() {
+		closeWithin(50*time.Millisecond, func() error { <-release; return nil }, logger)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("closeWithin waited for a close that hangs")
+	}
+	if !strings.Contains(logs.String(), "did not close in time") {
+		t.Errorf("no error logged: %s", logs.String())
 	}
 }

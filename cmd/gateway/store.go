@@ -58,7 +58,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	if err != nil {
 		return openedStore{}, err
 	}
-	opened := openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { _ = s.Close() }}
+	opened := openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { closeWithin(storeCloseGrace, s.Close, logger) }}
 	if cfg.natsURL != "" {
 		opened.relay = gateway.NewRelay(s.Conn(), s.Node())
 		// Before any session is resumed: a second node of this name would
@@ -70,6 +70,26 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 		opened.where += ", node " + s.Node()
 	}
 	return opened, nil
+}
+
+// storeCloseGrace bounds the store's close at shutdown: an embedded server
+// that hangs (its files damaged or shared with another process) must not
+// keep the process from exiting once everything else has stopped.
+const storeCloseGrace = 10 * time.Second
+
+// closeWithin closes with close, and gives up waiting after grace: the
+// journal is written ahead, so what was acknowledged is stored already.
+func closeWithin(grace time.Duration, close func() error, logger *slog.Logger) {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			logger.Warn("failed to close the session store", "err", err)
+		}
+	case <-time.After(grace):
+		logger.Error("the session store did not close in time: exiting without it (what it acknowledged is stored)", "waited", grace)
+	}
 }
 
 // redactedURLs is a comma-separated list of NATS URLs with their passwords

@@ -1,12 +1,15 @@
 package jetstream
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,51 +37,55 @@ type embedded struct {
 	ns       *server.Server
 	storeDir string // the server's Options.StoreDir
 	unlock   func()
+	held     bool // the directory held a store before this start (its marker was there)
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
-// cannot be.
-func checkDataDir(dir string) error {
+// cannot be. held: it was the gateway's already (its marker was there).
+func checkDataDir(dir string) (held bool, err error) {
 	if dir == "" {
-		return errors.New("no data directory: give --data-dir, or --store memory")
+		return false, errors.New("no data directory: give --data-dir, or --store memory")
 	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("failed to create the data directory: %w", err)
+			return false, fmt.Errorf("failed to create the data directory: %w", err)
 		}
 	case err != nil:
-		return fmt.Errorf("failed to read the data directory %s: %w", dir, err)
+		return false, fmt.Errorf("failed to read the data directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, markerFile)
 	data, err := os.ReadFile(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "jetstream" }):
+		return false, fmt.Errorf("%s holds the gateway's jetstream/ but not its %s: restore that file from a backup (or write {\"format\": %d} to it, if this is the gateway's directory), or give --data-dir another directory", dir, markerFile, dataFormat)
 	case errors.Is(err, fs.ErrNotExist) && len(entries) > 0:
-		return fmt.Errorf("%s is not a gateway data directory: it holds other files and no %s. Give --data-dir an empty or new directory, or the one the gateway made", dir, markerFile)
+		return false, fmt.Errorf("%s is not a gateway data directory: it holds other files and no %s. Give --data-dir an empty or new directory, or the one the gateway made", dir, markerFile)
 	case errors.Is(err, fs.ErrNotExist):
 		m, _ := json.MarshalIndent(marker{Format: dataFormat, Created: time.Now().UTC(),
 			Note: "The client-tools gateway's sessions (NATS JetStream files under jetstream/). Back up the whole directory while the gateway is stopped."}, "", "  ")
 		if err := os.WriteFile(path, append(m, '\n'), 0o600); err != nil {
-			return fmt.Errorf("failed to write %s: %w", path, err)
+			return false, fmt.Errorf("failed to write %s: %w", path, err)
 		}
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("failed to read %s: %w", path, err)
+		return false, fmt.Errorf("failed to read %s: %w", path, err)
 	}
 	var m marker
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("%s is damaged (%v): if this is the gateway's data directory, restore it from a backup; otherwise give --data-dir another directory", path, err)
+		return false, fmt.Errorf("%s is damaged (%v): if this is the gateway's data directory, restore it from a backup; otherwise give --data-dir another directory", path, err)
 	}
 	if m.Format != dataFormat {
-		return fmt.Errorf("%s is in data format %d, and this gateway reads format %d: use the gateway version that wrote it", dir, m.Format, dataFormat)
+		return false, fmt.Errorf("%s is in data format %d, and this gateway reads format %d: use the gateway version that wrote it", dir, m.Format, dataFormat)
 	}
-	return nil
+	return true, nil
 }
 
 // startEmbedded starts the server with its files in dataDir/jetstream.
-func startEmbedded(dataDir string) (*embedded, error) {
-	if err := checkDataDir(dataDir); err != nil {
+func startEmbedded(dataDir string, logger *slog.Logger) (*embedded, error) {
+	held, err := checkDataDir(dataDir)
+	if err != nil {
 		return nil, err
 	}
 	unlock, err := lockDataDir(dataDir)
@@ -104,6 +111,9 @@ func startEmbedded(dataDir string) (*embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to configure the embedded NATS server: %w", err)
 	}
+	// Its warnings and errors are the operator's: a journal it rebuilt or
+	// cut after a crash, a block it could not read.
+	ns.SetLogger(natsLog{logger}, false, false)
 	ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
@@ -114,7 +124,7 @@ func startEmbedded(dataDir string) (*embedded, error) {
 		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", dataDir)
 	}
 	started = true
-	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock}, nil
+	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock, held: held}, nil
 }
 
 // off says why the server's JetStream stores nothing, or nil when it
@@ -223,4 +233,22 @@ func (s *Store) setDown(err error) {
 		return
 	}
 	s.down.Store(&err)
+}
+
+// natsLog passes the embedded server's warnings and errors to the
+// gateway's log, each once, as it says them; its notices (start-up, the
+// configuration) are debug lines.
+type natsLog struct{ l *slog.Logger }
+
+func (n natsLog) Noticef(format string, v ...any) { n.log(slog.LevelDebug, format, v) }
+func (n natsLog) Warnf(format string, v ...any)   { n.log(slog.LevelWarn, format, v) }
+func (n natsLog) Errorf(format string, v ...any)  { n.log(slog.LevelError, format, v) }
+func (n natsLog) Fatalf(format string, v ...any)  { n.log(slog.LevelError, format, v) }
+func (n natsLog) Debugf(string, ...any)           {}
+func (n natsLog) Tracef(string, ...any)           {}
+
+func (n natsLog) log(level slog.Level, format string, v []any) {
+	if n.l.Enabled(context.Background(), level) {
+		n.l.Log(context.Background(), level, "embedded NATS server: "+fmt.Sprintf(format, v...))
+	}
 }

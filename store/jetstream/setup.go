@@ -24,7 +24,8 @@ func (s *Store) setUp(ctx context.Context) error {
 		if refusedReplicas(err) {
 			return fmt.Errorf("nats-replicas %d: %s is a single server, which keeps one copy (%w): give it a cluster of %d or more servers, or take --nats-replicas 1", s.opts.Replicas, where, err, s.opts.Replicas)
 		}
-		if errors.Is(err, errDenied) {
+		if errors.Is(err, errDenied) || ctx.Err() != nil {
+			// Refused, or stopped while opening: the data is not the cause.
 			return fmt.Errorf("failed to open %s in %s: %w", what, where, err)
 		}
 		return fmt.Errorf("failed to open %s in %s: %w (if the data is damaged, move it aside and start again, or restore it from a backup)", what, where, err)
@@ -80,6 +81,7 @@ func (s *Store) setUp(ctx context.Context) error {
 	// Nodes that disagreed on a lease's life would each trust their own:
 	// this one renews and trusts its leases by the bucket's.
 	s.opts.LeaseTTL = leaseTTL
+	s.sayWhatWasMissing()
 	if s.journal.CachedInfo().Config.Replicas != s.opts.Replicas {
 		s.opts.Logger.Warn("the session journal's stream has another number of replicas than --nats-replicas, which only a new stream takes: change it with the nats CLI (nats stream edit "+JournalStream+" --replicas N) and each bucket's with nats kv",
 			"replicas", s.journal.CachedInfo().Config.Replicas, "nats_replicas", s.opts.Replicas)
@@ -179,7 +181,9 @@ func (s *Store) markFormat2(ctx context.Context) {
 // that start together race to make it: a loser finds it made.
 func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	return ensure(ctx, &s.denials, cfg.Name, func(ctx context.Context) (jetstream.Stream, error) { return s.js.Stream(ctx, cfg.Name) },
-		func(ctx context.Context) (jetstream.Stream, error) { return s.js.CreateStream(ctx, cfg) },
+		func(ctx context.Context) (jetstream.Stream, error) {
+			return made[jetstream.Stream](s, cfg.Name)(s.js.CreateStream(ctx, cfg))
+		},
 		func(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) })
 }
 
@@ -208,7 +212,9 @@ const (
 // live the bucket has, which the caller takes.
 func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, time.Duration, error) {
 	kv, err := ensure(ctx, &s.denials, kvStream(cfg.Bucket), func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, cfg.Bucket) },
-		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.CreateKeyValue(ctx, cfg) },
+		func(ctx context.Context) (jetstream.KeyValue, error) {
+			return made[jetstream.KeyValue](s, kvStream(cfg.Bucket))(s.js.CreateKeyValue(ctx, cfg))
+		},
 		func(err error) bool { return errors.Is(err, jetstream.ErrBucketNotFound) })
 	if err != nil {
 		return nil, 0, err
@@ -323,3 +329,37 @@ func refusedForGood(err error) bool {
 
 // refusedReplicas reports the refusal of replicas by a single server.
 func refusedReplicas(err error) bool { return apiErrorCode(err) == errCodeReplicasNotSupported }
+
+// made records the stream name as made by this start when create
+// succeeded: a stream made in a directory that held a store was lost.
+func made[T any](s *Store, name string) func(T, error) (T, error) {
+	return func(v T, err error) (T, error) {
+		if err == nil {
+			s.made = append(s.made, name)
+		}
+		return v, err
+	}
+}
+
+// lostWhat says what a user loses when a stream of a data directory that
+// held a store is gone, and was made anew, empty.
+var lostWhat = map[string]string{
+	JournalStream:           "every chat stored before is gone",
+	kvStream(CookieBucket):  "every browser gets a new identity: their chats stay stored, and no browser can open them",
+	kvStream(SummaryBucket): "the lists of chats are empty, though the chats are stored and open by their ids",
+}
+
+// sayWhatWasMissing logs, once a start is set up, each part of an embedded
+// store that was missing from a data directory that held one (deleted, or
+// the disk lost it), and was made anew: the store starts, and the operator
+// learns what its users lost.
+func (s *Store) sayWhatWasMissing() {
+	if s.embedded == nil || !s.embedded.held {
+		return
+	}
+	for _, name := range s.made {
+		if lost, ok := lostWhat[name]; ok {
+			s.opts.Logger.Error("the data directory held the gateway's store, but a part of it was missing and was made anew, empty: restore the directory from a backup to get it back", "part", name, "dir", s.opts.DataDir, "lost", lost)
+		}
+	}
+}

@@ -81,6 +81,7 @@ type Options struct {
 
 // Store is an engine.Store on JetStream.
 type Store struct {
+	made      []string // the streams this start made (setUp), for sayWhatWasMissing
 	opts      Options
 	embedded  *embedded // nil with URL
 	nc        *nats.Conn
@@ -171,7 +172,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.denials.refused(err)
 	})
 	if o.URL == "" {
-		if s.embedded, err = startEmbedded(o.DataDir); err != nil {
+		if s.embedded, err = startEmbedded(o.DataDir, o.Logger); err != nil {
 			return nil, err
 		}
 		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"), logErrors)

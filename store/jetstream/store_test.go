@@ -1,12 +1,15 @@
 package jetstream_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,6 +159,82 @@ func TestDataDir(t *testing.T) {
 			t.Errorf("a second Open of a directory in use: %v", err)
 		}
 	})
+	// gateway.lock keeps the last holder's process id, so it looks like a
+	// stale lock file: deleting it must not let a second gateway in.
+	t.Run("in use, its lock file deleted", func(t *testing.T) {
+		dir := t.TempDir()
+		open(t, dir)
+		if err := os.Remove(filepath.Join(dir, "gateway.lock")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir})
+		if err == nil || !strings.Contains(err.Error(), "in use by another gateway") {
+			t.Errorf("a second Open of a directory in use, its gateway.lock deleted: %v", err)
+		}
+	})
+}
+
+// TestMissingPartsAreSaid: a data directory that held a store and lost a
+// part of it (deleted, or the disk lost it) still starts, with the part
+// made anew, empty, and the log says what users lost; a new directory
+// says nothing of the kind. A directory that lost only its marker is
+// refused with a message that says to restore it.
+func TestMissingPartsAreSaid(t *testing.T) {
+	start := func(dir string) string {
+		t.Helper()
+		logs := &lockedBuffer{}
+		s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close()
+		return logs.String()
+	}
+	dir := t.TempDir()
+	if logs := start(dir); strings.Contains(logs, "made anew") {
+		t.Errorf("a new directory's start says a part was missing:\n%s", logs)
+	}
+	streams := filepath.Join(dir, "jetstream", "jetstream", "$G", "streams")
+	for _, part := range []string{jetstream.JournalStream, "KV_" + jetstream.CookieBucket} {
+		if err := os.RemoveAll(filepath.Join(streams, part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := start(dir)
+	for _, part := range []string{jetstream.JournalStream, "KV_" + jetstream.CookieBucket} {
+		if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "part="+part) {
+			t.Errorf("the start after %s went said nothing of it:\n%s", part, logs)
+		}
+	}
+	if strings.Contains(logs, "part=KV_"+jetstream.SummaryBucket) {
+		t.Errorf("a part that was there is said missing:\n%s", logs)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "gateway-data.json")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "restore that file") {
+		t.Errorf("a store without its marker: %v, want a refusal that says to restore it", err)
+	}
+}
+
+// lockedBuffer is a log's output, written from any goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestCookies: a browser's cookie session survives a restart of the store.
