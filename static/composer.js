@@ -2,9 +2,10 @@
  * composer.js: the chat page's message box and its buttons. Enter sends
  * (Shift+Enter is a new line, and nothing is sent while an input method
  * composes); Send becomes Stop while a turn runs, and the focus stays on
- * the button under the user's finger as they swap. Stop does nothing for
- * half a second after it takes Send's place: the second click of a
- * double-click, or a second Enter, on Send would stop what was just sent.
+ * the button under the user's finger as they swap. The second click of a
+ * double-click on Send, and a key press on Stop in the half second after
+ * it took Send's place (a second Enter), stop nothing: they were meant for
+ * Send. A single click stops at once.
  *
  * Exports: mountComposer(form, {submit, cancel}), which returns
  * {running(on)}: whether Stop shows.
@@ -14,7 +15,7 @@
 
 import { must } from "./dom.js";
 
-/** Stop does nothing this long (ms) after it takes Send's place. */
+/** A key press on Stop does nothing this long (ms) after it takes Send's place. */
 const STOP_GRACE = 500;
 
 /**
@@ -43,7 +44,8 @@ export function mountComposer(form, { submit, cancel }) {
         }
     });
     stop.addEventListener("click", (e) => {
-        if (e.detail > 1 || performance.now() - stopShown < STOP_GRACE) return;
+        // detail: the click's count; 0 for a key press.
+        if (e.detail > 1 || (e.detail === 0 && performance.now() - stopShown < STOP_GRACE)) return;
         cancel();
     });
 

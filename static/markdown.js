@@ -104,14 +104,8 @@ function wrapCode(doc, pre) {
     button.setAttribute("aria-label", lang.textContent ? `Copy ${lang.textContent} code` : "Copy code");
     button.addEventListener("click", async () => {
         const ok = await copyText(doc, pre.textContent ?? "");
-        const label = button.getAttribute("aria-label");
-        // The label names the button for screen readers: it says the outcome too.
         button.textContent = ok ? "Copied" : "Copy failed";
-        button.setAttribute("aria-label", button.textContent);
-        setTimeout(() => {
-            button.textContent = "Copy";
-            if (label) button.setAttribute("aria-label", label);
-        }, 1500);
+        setTimeout(() => { button.textContent = "Copy"; }, 1500);
     });
     bar.append(lang, button);
     pre.replaceWith(frame);
