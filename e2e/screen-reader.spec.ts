@@ -126,3 +126,11 @@ test("in a short window a focused Approve is in view, clear of the composer", as
     const composer = (await page.getByTestId("composer").boundingBox())!;
     expect(button.y + button.height, "above the composer kept at the bottom").toBeLessThanOrEqual(composer.y);
 });
+
+test("each message is a heading, to move from message to message", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.send("what time is it");
+    await chat.idle();
+    const log = page.getByRole("log", { name: "Conversation" });
+    await expect(log.getByRole("heading", { level: 3 })).toHaveText(["You", "Assistant", "Assistant"], { ignoreCase: true });
+});
