@@ -134,3 +134,27 @@ test("each message is a heading, to move from message to message", async ({ page
     const log = page.getByRole("log", { name: "Conversation" });
     await expect(log.getByRole("heading", { level: 3 })).toHaveText(["You", "Assistant", "Assistant"], { ignoreCase: true });
 });
+
+test("what happened while the socket was down is said once the page is back", async ({ page }) => {
+    await installFakeSocket(page, { replaceWebSocket: true });
+    await page.goto("/");
+    await page.evaluate(async () => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        w.FakeSocket.last().accept();
+        w.FakeSocket.last().push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+        w.FakeSocket.last().drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2, 10_000);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        // The resume replays what the page missed: news to it.
+        ws.push({ type: "session.opened", session: "s1", seq: 2, page: "me" });
+        ws.push({ type: "message", seq: 1, message: { role: "user", content: "hi" } });
+        ws.push({ type: "message", seq: 2, message: { role: "assistant", content: "It came **while you were away**." } });
+    });
+    await expect.poll(() => said(page)).toEqual([
+        "Connection lost. Retrying.",
+        "Connected again.",
+        "Assistant: It came while you were away.",
+    ]);
+});

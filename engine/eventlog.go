@@ -70,6 +70,7 @@ type eventLog struct {
 	onStore   func(error)
 	metrics   *metrics.Metrics
 	woken     []*Page // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
+	saidAhead bool    // a page's after past the last event was logged
 }
 
 // maxWaiting is how many batches may wait for the store before a publisher
@@ -452,7 +453,10 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 		// A page of this browser's saw events the journal no longer has: a
 		// store that lost its tail (damage, a disk that lost its last
 		// writes). The SDK opens the session again from its start.
-		l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
+		if !l.saidAhead { // once: any client can ask again, as often as it likes
+			l.saidAhead = true
+			l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
+		}
 		return fmt.Errorf("%w: after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", ErrBadRequest, after, last)
 	}
 	if after < 0 {

@@ -96,6 +96,9 @@ func (e *Engine) Resume(ctx context.Context) error {
 	}
 	n, elsewhere := 0, 0
 	for _, sum := range sums {
+		if ctx.Err() != nil {
+			return ctx.Err() // stopped while starting: what is left resumes at the next start
+		}
 		if !sum.Busy || sum.Ended {
 			continue
 		}

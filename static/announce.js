@@ -9,10 +9,13 @@
  * when the model is done with it, not delta by delta); a tool call that
  * asks for approval, and each call's outcome ("get_weather: done",
  * "get_weather failed: …"); a lost connection and its return. Never what a
- * replay brings back. The chat page adds its notices and tools their
- * questions with say(text).
+ * page is shown again: the events restored from storage after a reload, and
+ * a switched-to chat's replay up to the seq its session.opened gives. What
+ * a resume's replay brings (what happened while the socket was down) is
+ * news, and said. The chat page adds its notices and tools their questions
+ * with say(text, seq).
  *
- * Exports: mountAnnouncer(el, client), which returns {say(text), off()}.
+ * Exports: mountAnnouncer(el, client), which returns {say(text, seq?), off()}.
  *
  * @module announce
  */
@@ -35,9 +38,17 @@ export function mountAnnouncer(el, client) {
     /** @type {Map<string, string>} what was said of each call, by id: its status, or "approval" */
     const said = new Map();
     let lost = false;
+    // Session events up to this seq are history (Infinity: all of them,
+    // until a session opens); current is the seq of the event being handled.
+    let historyUntil = Infinity, switching = false, current = 0;
 
-    /** Adds a sentence: a live region reads what is added. @param {string} text */
-    function say(text) {
+    /**
+     * Adds a sentence (a live region reads what is added), unless it is
+     * about a session event that is history.
+     * @param {string} text @param {number} [seq]  The event it is about.
+     */
+    function say(text, seq) {
+        if (seq !== undefined && seq <= historyUntil) return;
         const line = doc.createElement("p");
         line.textContent = text;
         el.append(line);
@@ -45,23 +56,35 @@ export function mountAnnouncer(el, client) {
     }
 
     const offs = [
-        client.on("reset", () => said.clear()),
-        client.on("message", ({ message, replayed }) => {
-            if (!replayed && message.role === "assistant" && message.content) say(`Assistant: ${plainText(message.content)}`);
+        client.on("frame", (f) => {
+            if (typeof f?.seq === "number") current = f.seq;
+        }),
+        client.on("reset", () => {
+            said.clear();
+            historyUntil = Infinity;
+            switching = true;
+        }),
+        // A switch's replay is history; a resume's is what the page missed.
+        client.on("opened", ({ seq }) => {
+            historyUntil = switching ? seq ?? 0 : 0;
+            switching = false;
+        }),
+        client.on("message", ({ message, seq }) => {
+            if (message.role === "assistant" && message.content) say(`Assistant: ${plainText(message.content)}`, seq);
         }),
         client.on("tool", (card) => {
             const now = card.approval ? "approval" : isSettled(card.status) ? card.status : "";
             if (!now || said.get(card.id) === now) return;
             said.set(card.id, now);
             // A sub-agent's calls are its own business; the call it answers is said.
-            if (card.replayed || (card.parent && now !== "approval")) return;
-            if (now === "approval") say(`${card.name} asks for your approval to run: Approve or Deny.`);
-            else if (now === "done") say(`${card.name}: done.`);
-            else say(`${card.name} failed: ${card.error ?? "no reason given"}`);
+            if (card.parent && now !== "approval") return;
+            if (now === "approval") say(`${card.name} asks for your approval to run: Approve or Deny.`, current);
+            else if (now === "done") say(`${card.name}: done.`, current);
+            else say(`${card.name} failed: ${card.error ?? "no reason given"}`, current);
         }),
-        client.on("state", ({ state, code, reason }) => {
+        client.on("state", ({ state, code, reason, retryIn }) => {
             if (code === CLOSE.FORBIDDEN) say(`Refused: ${reason}`);
-            else if (state === "closed" && !lost) {
+            else if (state === "closed" && retryIn !== undefined && !lost) { // closed for good (the chat ended, close()): nothing to say
                 lost = true;
                 say("Connection lost. Retrying.");
             } else if (state === "open" && lost) {

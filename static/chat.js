@@ -140,12 +140,13 @@ export function mountChat(root, client) {
     }
 
     /**
-     * A line in the log that is not a message, said aloud unless quiet (a
-     * replay's); with retry, a Retry button that sends the last user message again.
-     * @param {string} kind @param {string} text @param {{retry?: boolean, quiet?: boolean}} [opts]
+     * A line in the log that is not a message, said aloud unless it is about
+     * an event that is history (seq: announce.js); with retry, a Retry
+     * button that sends the last user message again.
+     * @param {string} kind @param {string} text @param {{retry?: boolean, seq?: number}} [opts]
      */
     function notice(kind, text, opts = {}) {
-        if (!opts.quiet) voice.say(text);
+        voice.say(text, opts.seq);
         const el = clone(doc, "tpl-notice");
         el.dataset.kind = kind;
         must(el, "[data-testid=notice-text]").textContent = text;
@@ -288,7 +289,7 @@ export function mountChat(root, client) {
             streaming = null;
             setBusy();
         }),
-        client.on("model.finished", ({ error, stopReason, replayed }) => {
+        client.on("model.finished", ({ error, stopReason, seq }) => {
             awaiting = false;
             if (streaming) {
                 renderStream();
@@ -299,8 +300,8 @@ export function mountChat(root, client) {
             // Said once, here; the error event that follows goes to the console.
             if (error) {
                 console.warn(`The model failed: ${error}`);
-                notice("error", modelErrorText(error), { retry: true, quiet: replayed });
-            } else if (stopReason === "cancelled") notice("info", "Stopped.", { quiet: replayed });
+                notice("error", modelErrorText(error), { retry: true, seq });
+            } else if (stopReason === "cancelled") notice("info", "Stopped.", { seq });
             setBusy();
         }),
         client.on("tool", (card) => {
@@ -314,20 +315,20 @@ export function mountChat(root, client) {
         }),
         client.on("idle", () => setBusy(false)),
         // A limit stopped the model: say why, in the gateway's words.
-        client.on("guard", ({ message, guard, replayed }) => {
+        client.on("guard", ({ message, guard, seq }) => {
             awaiting = false;
-            notice("guard", message || `Stopped by the ${guard} limit.`, { quiet: replayed });
+            notice("guard", message || `Stopped by the ${guard} limit.`, { seq });
             setBusy();
         }),
-        client.on("client.event", ({ name, data, replayed }) => {
-            notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`, { quiet: replayed });
+        client.on("client.event", ({ name, data, seq }) => {
+            notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`, { seq });
         }),
-        client.on("error", ({ code, message, seq, refused, replayed }) => {
+        client.on("error", ({ code, message, seq, refused }) => {
             // Session errors are part of the conversation, in words; their
             // details (and refused frames) are for the console.
             if (seq !== undefined) {
                 console.warn(`session error ${code}: ${message}`);
-                if (code !== SESSION_ERROR.MODEL_FAILED) notice("error", sessionErrorText(code), { quiet: replayed });
+                if (code !== SESSION_ERROR.MODEL_FAILED) notice("error", sessionErrorText(code), { seq });
             } else if (refused?.type === "message") {
                 // Over the gateway's limits, never sent. The box still holds
                 // it when send() refused it; one queued offline is given back.
@@ -341,14 +342,15 @@ export function mountChat(root, client) {
                 notice("error", `Your message was not sent: ${message}`);
                 if (!prompt.value && text) prompt.value = text;
                 setBusy(false);
-            } else if (client.state !== "open" && code !== FRAME_ERROR.UNKNOWN_SESSION && code !== FRAME_ERROR.NOT_OPEN) {
-                // session.open refused: the SDK tries again, and the page says so once.
+            } else if (client.state !== "open" && ![FRAME_ERROR.UNKNOWN_SESSION, FRAME_ERROR.NOT_OPEN, FRAME_ERROR.BAD_FRAME].includes(code)) {
+                // session.open refused: the SDK tries again, and the page says so once
+                // (unknown_session and bad_frame: it opens a chat at once instead).
                 if (message !== refusal) notice("error", `The chat could not be opened: ${message}`);
                 refusal = message;
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
-        client.on("ended", ({ reason, replayed }) => {
-            notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.", { quiet: replayed });
+        client.on("ended", ({ reason, seq }) => {
+            notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.", { seq });
             setBusy(false);
             prompt.disabled = true;
         }),

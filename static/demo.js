@@ -88,7 +88,8 @@ const tools = {
                 answer.hidden = false;
                 answer.textContent = said;
                 if (focused) answer.focus();
-                else chat.announce(said);
+                // Not when the chat is gone (New chat, a switch): its calls are aborted then.
+                else queueMicrotask(() => box.isConnected && chat.announce(said));
             };
             /** @type {boolean | null} the answer given here, if any */
             let given = null;

@@ -36,6 +36,8 @@ const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for 
 const times = new WeakMap();
 /** Each card element's current approve(), while its call asks for approval. */
 const approvers = new WeakMap();
+/** Approval gates made so far: each question's element id is its own. */
+let gates = 0;
 
 /**
  * Brings el up to date with card.
@@ -207,8 +209,7 @@ function approvalPart(el, c) {
     let box = own(el, "[data-testid=tool-approval]");
     if (!c.approval) {
         if (box && !box.hidden) {
-            // The answer's button goes with the box: the focus goes to the card's line, not to <body>.
-            if (box.contains(el.ownerDocument.activeElement)) own(el, "summary")?.focus();
+            keepFocus(el, box);
             box.hidden = true;
         }
         return;
@@ -223,7 +224,7 @@ function approvalPart(el, c) {
         box.setAttribute("role", "group");
         const ask = doc.createElement("p");
         ask.className = "confirm-question";
-        ask.id = `${el.id || "tool"}-approval`;
+        ask.id = `approval-${++gates}`;
         ask.textContent = `Allow ${c.name} to run with these arguments?`;
         box.setAttribute("aria-labelledby", ask.id);
         const args = doc.createElement("pre");
@@ -238,10 +239,9 @@ function approvalPart(el, c) {
             b.dataset.testid = testid;
             b.textContent = /** @type {string} */ (label);
             b.addEventListener("click", () => {
-                if (!approvers.get(el)?.(Boolean(yes))) return;
-                // A disabled button drops the focus to <body>: it goes to the card's line.
-                if (box?.contains(doc.activeElement)) own(el, "summary")?.focus();
-                box?.querySelectorAll("button").forEach((x) => { x.disabled = true; });
+                if (!approvers.get(el)?.(Boolean(yes)) || !box) return;
+                keepFocus(el, box);
+                box.querySelectorAll("button").forEach((x) => { x.disabled = true; });
             });
             actions.append(b);
         }
@@ -249,6 +249,15 @@ function approvalPart(el, c) {
         part(el, "tool-where").before(box);
     }
     box.hidden = false;
+}
+
+/**
+ * Moves the focus from box, whose buttons are going (disabled or hidden:
+ * the focus would fall to <body>), to the card's line.
+ * @param {HTMLElement} el @param {HTMLElement} box
+ */
+function keepFocus(el, box) {
+    if (box.contains(el.ownerDocument.activeElement)) own(el, "summary")?.focus();
 }
 
 /**

@@ -538,10 +538,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // damaged, and a start resumes from it (main exits 0).
 var ErrInterrupted = errors.New("stopped while starting; the stored sessions are intact: start it again to go on")
 
-// startErr is err, or ErrInterrupted when ctx ended (a signal) meanwhile:
-// the open's cancellation is no sign of damaged data.
+// startErr is err, or ErrInterrupted when it is the cancellation of ctx
+// (a signal) meanwhile: no sign of damaged data. Another error (a lock
+// held, a damaged journal) stays what it is.
 func startErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return ErrInterrupted
 	}
 	return err

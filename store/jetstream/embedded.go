@@ -37,7 +37,7 @@ type embedded struct {
 	ns       *server.Server
 	storeDir string // the server's Options.StoreDir
 	unlock   func()
-	held     bool // the directory held a store before this start (its marker was there)
+	held     bool // the directory held a store's streams before this start
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
@@ -99,6 +99,10 @@ func startEmbedded(dataDir string, logger *slog.Logger) (*embedded, error) {
 		}
 	}()
 	storeDir := filepath.Join(dataDir, "jetstream")
+	// A start stopped before the server made anything (a first one,
+	// interrupted) leaves the marker and no streams: nothing was lost.
+	streams, _ := os.ReadDir(filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams"))
+	held = held && len(streams) > 0
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "gateway",
 		DontListen: true,

@@ -194,6 +194,15 @@ func TestMissingPartsAreSaid(t *testing.T) {
 	if logs := start(dir); strings.Contains(logs, "made anew") {
 		t.Errorf("a new directory's start says a part was missing:\n%s", logs)
 	}
+	// A first start stopped before the server made anything leaves the
+	// marker alone: the next start lost nothing.
+	early := t.TempDir()
+	if err := os.WriteFile(filepath.Join(early, "gateway-data.json"), []byte(`{"format": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if logs := start(early); strings.Contains(logs, "made anew") {
+		t.Errorf("the start after a first start that stopped early says a part was missing:\n%s", logs)
+	}
 	streams := filepath.Join(dir, "jetstream", "jetstream", "$G", "streams")
 	for _, part := range []string{jetstream.JournalStream, "KV_" + jetstream.CookieBucket} {
 		if err := os.RemoveAll(filepath.Join(streams, part)); err != nil {
