@@ -333,6 +333,39 @@ func TestHealthWhenTheStoreFails(t *testing.T) {
 	}
 }
 
+// TestHealthNamesTheStoresOwnError: while the store says it is down,
+// /healthz names that, the cause, before what an append met because of it
+// (a lease it could not renew, a timeout).
+func TestHealthNamesTheStoresOwnError(t *testing.T) {
+	store := &downStore{MemoryStore: engine.NewMemoryStore()}
+	var failing atomic.Bool
+	store.Fail = func(string, engine.Batch) error {
+		if failing.Load() {
+			return errors.New("this node's lease on the session expired unrenewed")
+		}
+		return nil
+	}
+	h := newHarness(t, harnessOptions{engine: engine.Options{Store: store}})
+	b := h.newBrowser(nil)
+	c, _ := b.open(nil)
+	failing.Store(true)
+	c.say("one")
+	var health struct{ Status, Store string }
+	deadline := time.Now().Add(hang)
+	for b.getJSON("/healthz", &health); health.Status != "degraded"; b.getJSON("/healthz", &health) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz stayed %+v while appends fail", health)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	store.down.Store(true)
+	if b.getJSON("/healthz", &health); !strings.Contains(health.Store, "RECONNECTING") {
+		t.Errorf("/healthz while the store is down: %+v, want the store's own error", health)
+	}
+	store.down.Store(false)
+	failing.Store(false)
+}
+
 // downStore is a memory store that says it is down while down is set, as
 // the JetStream store does while NATS is away.
 type downStore struct {

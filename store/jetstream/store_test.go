@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -225,6 +226,38 @@ func TestMissingPartsAreSaid(t *testing.T) {
 	_, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "restore that file") {
 		t.Errorf("a store without its marker: %v, want a refusal that says to restore it", err)
+	}
+}
+
+// TestDamageIsInTheLog: what the embedded server finds as it reads
+// damaged files (a journal block cut short, as a disk that lost its last
+// writes leaves it) is in the gateway's log, where it said nothing.
+func TestDamageIsInTheLog(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	for seq := int64(1); seq <= 20; seq++ {
+		ev := engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, seq))}
+		if err := s.Append(context.Background(), "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	block := filepath.Join(dir, "jetstream", "jetstream", "$G", "streams", jetstream.JournalStream, "msgs", "1.blk")
+	st, err := os.Stat(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(block, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	s, err = jetstream.Open(context.Background(), jetstream.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if !strings.Contains(logs.String(), `level=WARN msg="embedded NATS server:`) {
+		t.Errorf("a journal cut short left no line in the log:\n%s", logs.String())
 	}
 }
 
