@@ -61,6 +61,10 @@ test("the complete page of docs/sdk.md runs its browser tool and shows the reply
         `Your page says it's ${NOW} in Asia/Tokyo.`,
     ]);
 
+    // A screen reader hears the finished reply, once, not the log's every piece.
+    await expect(page.locator("#said")).toHaveText(`Your page says it's ${NOW} in Asia/Tokyo.`);
+    await expect(page.locator("#log")).not.toHaveAttribute("aria-live", /.*/);
+
     // The replies streamed in: the page showed them growing, piece by piece.
     const seen: string[] = await page.evaluate(() => (window as any).__replies);
     const answer = `Your page says it's ${NOW} in Asia/Tokyo.`;
