@@ -104,7 +104,7 @@ func (s *Store) holds(session string) error {
 	switch now := s.opts.Clock.Now(); {
 	case o.gone:
 		return fmt.Errorf("%w: this node's lease on session %s was lost", ErrFenced, session)
-	case now.After(o.expiredBy):
+	case now.After(o.expiredBy) && s.embedded == nil: // the embedded server's are never lost by time (renew)
 		return fmt.Errorf("%w: this node's lease on session %s expired unrenewed", ErrFenced, session)
 	case now.After(o.validUntil):
 		return fmt.Errorf("this node's lease on session %s is past its time and its renewal has not answered yet: the step waits for it", session)
@@ -210,7 +210,13 @@ func (o *ownership) renew() {
 	// one that succeeds shows the lease stayed this node's throughout;
 	// holds refused every append meanwhile.
 	start := o.s.opts.Clock.Now()
-	lost := start.After(expiredBy)
+	// On the embedded server the data directory's lock keeps every other
+	// process out: no other node can take the lease, so time alone does
+	// not lose it. A store that stored nothing for longer than a lease (a
+	// full disk, a disk remounted read-only) must not end the sessions it
+	// keeps waiting.
+	alone := o.s.embedded != nil
+	lost := start.After(expiredBy) && !alone
 	var newRev uint64
 	var err error
 	if lost {
@@ -227,6 +233,13 @@ func (o *ownership) renew() {
 			if e, gerr := o.s.owners.Get(ctx, o.session); gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev {
 				start = o.s.opts.Clock.Now()
 				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), e.Revision())
+			}
+		}
+		if alone && wrongLast(err) {
+			// The key expired while the store stored nothing: nobody else
+			// could take it, so it is this node's to take again.
+			if r, cerr := o.s.owners.Create(ctx, o.session, []byte(o.s.opts.Node)); cerr == nil {
+				start, newRev, err = o.s.opts.Clock.Now(), r, nil
 			}
 		}
 		cancel()
@@ -259,8 +272,9 @@ func (o *ownership) renew() {
 }
 
 // ForceRelease deletes session's lease whoever holds it: the holder finds
-// out at its next renewal and stops. For an operator who knows the holder
-// is gone, and for tests.
+// out at its next renewal and stops (on the embedded server, where no
+// other process can hold it, the holder takes it again). For an operator
+// who knows the holder is gone, and for tests.
 func (s *Store) ForceRelease(ctx context.Context, session string) error {
 	if err := s.owners.Purge(ctx, session); err != nil {
 		return fmt.Errorf("failed to delete session %s's lease: %w", session, err)
