@@ -1,19 +1,9 @@
 // The chat page's answers to what the gateway says about the session
 // itself: a reply discarded by a restart, a message the store refused. The
 // page's socket is the fake of sdk.spec.ts: the spec plays the gateway.
-import { expect, test, installFakeSocket } from "./support";
+import { expect, test, openOnFakeSocket } from "./support";
 
-test.beforeEach(async ({ page }) => {
-    await installFakeSocket(page, { replaceWebSocket: true });
-    await page.goto("/");
-    await page.evaluate(async () => {
-        const w = window as any;
-        await w.until(() => w.FakeSocket.sockets.length === 1);
-        w.FakeSocket.last().accept();
-        w.FakeSocket.last().push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
-    });
-    await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
-});
+test.beforeEach(({ page }) => openOnFakeSocket(page));
 
 const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
 

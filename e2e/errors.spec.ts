@@ -1,22 +1,12 @@
 // A model failure is said once, in words, with a Retry button; the gateway's
 // own text (resolver addresses, URLs) goes to the console only. The page's
 // socket is the fake of sdk.spec.ts: the spec plays a gateway whose model fails.
-import { expect, test, installFakeSocket } from "./support";
+import { expect, test, openOnFakeSocket } from "./support";
 
 const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
 const sent = (page: any) => page.evaluate(() => (window as any).FakeSocket.last().sent.slice(1));
 
-test.beforeEach(async ({ page }) => {
-    await installFakeSocket(page, { replaceWebSocket: true });
-    await page.goto("/");
-    await page.evaluate(async () => {
-        const w = window as any;
-        await w.until(() => w.FakeSocket.sockets.length === 1);
-        w.FakeSocket.last().accept();
-        w.FakeSocket.last().push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
-    });
-    await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
-});
+test.beforeEach(({ page }) => openOnFakeSocket(page));
 
 /** A turn on "hi" whose model fails with error, as the gateway reports it: model.finished, then error. */
 async function failingTurn(page: any, error: string, seq = 1) {

@@ -2,7 +2,7 @@
 // says each thing once, the log itself is silent, a replay says nothing,
 // and the focus never falls to <body> when the button under it goes.
 import type { Page } from "@playwright/test";
-import { expect, test, Chat, installFakeSocket, ofType } from "./support";
+import { expect, test, Chat, installFakeSocket, ofType, openOnFakeSocket } from "./support";
 
 /** The sentences the announcer holds, oldest first. */
 const said = (page: Page) => page.getByTestId("announcer").locator("p").allTextContents();
@@ -136,13 +136,9 @@ test("each message is a heading, to move from message to message", async ({ page
 });
 
 test("what happened while the socket was down is said once the page is back", async ({ page }) => {
-    await installFakeSocket(page, { replaceWebSocket: true });
-    await page.goto("/");
+    await openOnFakeSocket(page);
     await page.evaluate(async () => {
         const w = window as any;
-        await w.until(() => w.FakeSocket.sockets.length === 1);
-        w.FakeSocket.last().accept();
-        w.FakeSocket.last().push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
         w.FakeSocket.last().drop();
         await w.until(() => w.FakeSocket.sockets.length === 2, 10_000);
         const ws = w.FakeSocket.last();

@@ -364,8 +364,10 @@ for (const code of ["store_unavailable", "worker_failed", "bad_config", "rate_li
             const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "s1", seq: 2, events: [] }) });
             const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 }, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
             const errors: any[] = [];
+            const retrying: any[] = [];
             const states: any[] = [];
             client.on("error", (e: any) => errors.push(e.code));
+            client.on("error", (e: any) => retrying.push(e.retrying));
             client.on("state", (s: any) => states.push(s.state));
             await w.until(() => w.FakeSocket.sockets.length === 1);
             const first = w.FakeSocket.last();
@@ -375,8 +377,9 @@ for (const code of ["store_unavailable", "worker_failed", "bad_config", "rate_li
             const second = w.FakeSocket.last();
             second.accept();
             second.push({ type: "session.opened", session: "s1", seq: 2 });
-            return { first: first.sent, second: second.sent, errors, states, session: client.session, state: client.state };
+            return { first: first.sent, second: second.sent, errors, retrying, states, session: client.session, state: client.state };
         }, code);
+        expect(out.retrying, "the error says the SDK tries again").toEqual([true]);
         expect(out.first).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
         expect(out.second).toEqual([{ type: "session.open", tools: ["t"], session: "s1", after: 0 }]);
         expect(out.errors).toEqual([code]);

@@ -156,3 +156,19 @@ export const replayFromGateway = (page: Page, session: string): Promise<Frame[]>
 export function ofType(frames: Frame[], type: string, id?: string): Frame[] {
     return frames.filter((f) => f.type === type && (id === undefined || f.id === id));
 }
+
+/**
+ * The chat page on the test kit's fake socket, its session s1 open: the spec
+ * plays the gateway's side from there (FakeSocket.last()).
+ */
+export async function openOnFakeSocket(page: Page) {
+    await installFakeSocket(page, { replaceWebSocket: true });
+    await page.goto("/");
+    await page.evaluate(async () => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        w.FakeSocket.last().accept();
+        w.FakeSocket.last().push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
+    });
+    await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
+}

@@ -323,7 +323,7 @@ export function mountChat(root, client) {
         client.on("client.event", ({ name, data, seq }) => {
             notice("event", data === undefined ? name : `${name}: ${JSON.stringify(data)}`, { seq });
         }),
-        client.on("error", ({ code, message, seq, refused }) => {
+        client.on("error", ({ code, message, seq, refused, retrying }) => {
             // Session errors are part of the conversation, in words; their
             // details (and refused frames) are for the console.
             if (seq !== undefined) {
@@ -342,9 +342,8 @@ export function mountChat(root, client) {
                 notice("error", `Your message was not sent: ${message}`);
                 if (!prompt.value && text) prompt.value = text;
                 setBusy(false);
-            } else if (client.state !== "open" && ![FRAME_ERROR.UNKNOWN_SESSION, FRAME_ERROR.NOT_OPEN, FRAME_ERROR.BAD_FRAME].includes(code)) {
-                // session.open refused: the SDK tries again, and the page says so once
-                // (unknown_session and bad_frame: it opens a chat at once instead).
+            } else if (retrying) {
+                // session.open refused, and the SDK tries again: the page says so once.
                 if (message !== refusal) notice("error", `The chat could not be opened: ${message}`);
                 refusal = message;
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);

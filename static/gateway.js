@@ -327,22 +327,22 @@ export class GatewayClient extends EventTarget {
 
     /** An error frame without seq: the gateway refused one of our frames (FRAME_ERROR). */
     #onRefused(f) {
-        /** @type {{code: string, message: string, refused?: any}} */
-        const detail = { code: String(f.code ?? "error"), message: String(f.message ?? "") };
+        const code = String(f.code ?? "error");
         const refused = typeof f.id === "string" ? this.#outbox.confirm(f.id) : null;
-        if (refused) detail.refused = refused;
-        this.#emit("error", detail);
-        if (this.#opened || detail.code === FRAME_ERROR.NOT_OPEN) return;
-        if (detail.code === FRAME_ERROR.UNKNOWN_SESSION && this.#session) {
-            // Not this browser's, or gone (a restart): a new conversation on the same connection.
+        // A refused session.open: a new one (unknown_session), ours from its start (bad_frame: a damaged store lost events), else again after the backoff.
+        const open = !this.#opened && code !== FRAME_ERROR.NOT_OPEN;
+        const anew = open && code === FRAME_ERROR.UNKNOWN_SESSION && this.#session;
+        const restart = open && code === FRAME_ERROR.BAD_FRAME && this.#session && this.#seq > 0;
+        const retrying = open && !anew && !restart;
+        this.#emit("error", { code, message: String(f.message ?? ""), ...(refused && { refused }), ...(retrying && { retrying }) });
+        if (anew) {
             this.#forget("the gateway does not know the session");
             this.#write({ type: "session.open", tools: this.tools });
-        } else if (detail.code === FRAME_ERROR.BAD_FRAME && this.#session && this.#seq > 0) {
-            // Our copy goes past the gateway's (a damaged store lost events): its own, from the start.
+        } else if (restart) {
             const unsent = this.#outbox.take().filter((f) => f.type === "message");
             this.open(this.#session);
             this.#outbox.restore(unsent);
-        } else this.#conn.retryLater(); // refused (store, worker, a limit): again after the backoff
+        } else if (retrying) this.#conn.retryLater();
     }
 
     /**

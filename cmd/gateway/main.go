@@ -23,7 +23,7 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return // -h: the usage is printed
 		}
-		if errors.Is(err, ErrInterrupted) {
+		if errors.Is(err, errInterrupted) {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
 			return
 		}

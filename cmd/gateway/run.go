@@ -533,17 +533,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return errors.Join(errs...)
 }
 
-// ErrInterrupted: a signal stopped the gateway while it started. The data
+// errInterrupted: a signal stopped the gateway while it started. The data
 // is as the last run left it, or as far as this start got: nothing is
 // damaged, and a start resumes from it (main exits 0).
-var ErrInterrupted = errors.New("stopped while starting; the stored sessions are intact: start it again to go on")
+var errInterrupted = errors.New("stopped while starting; the stored sessions are intact: start it again to go on")
 
-// startErr is err, or ErrInterrupted when it is the cancellation of ctx
+// startErr is err, or errInterrupted when it is the cancellation of ctx
 // (a signal) meanwhile: no sign of damaged data. Another error (a lock
 // held, a damaged journal) stays what it is.
 func startErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return ErrInterrupted
+		return errInterrupted
 	}
 	return err
 }

@@ -278,8 +278,8 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the signal, as soon as it starts
 	err := run(ctx, []string{"--listen", "127.0.0.1:0", "--data-dir", dir}, func(string) string { return "" }, io.Discard, io.Discard)
-	if !errors.Is(err, ErrInterrupted) || strings.Contains(err.Error(), "move it aside") {
-		t.Errorf("run stopped while starting: %v, want ErrInterrupted", err)
+	if !errors.Is(err, errInterrupted) || strings.Contains(err.Error(), "move it aside") {
+		t.Errorf("run stopped while starting: %v, want errInterrupted", err)
 	}
 	_, stop = startGateway(t, []string{"--data-dir", dir}, nil)
 	if err := stop(); err != nil {

@@ -205,7 +205,7 @@ export interface GatewayEvents {
     idle: { seq: number; replayed: boolean };
     guard: { seq: number; guard: GuardName | (string & {}); limit?: number; value?: number; tool?: string; message: string; replayed: boolean };
     "client.event": { seq: number; name: string; data: any; replayed: boolean };
-    error: { code: FrameErrorCode | SessionErrorCode | (string & {}); message: string; seq?: number; replayed?: boolean; refused?: Frame };
+    error: { code: FrameErrorCode | SessionErrorCode | (string & {}); message: string; seq?: number; replayed?: boolean; refused?: Frame; retrying?: boolean };
     ended: { seq: number; reason?: string; replayed: boolean };
     /** An event of a sub-agent (`event`, of type `type`), answering the call `parent`. */
     subagent: { seq: number; parent: string; type: string; event: Frame; replayed: boolean };
