@@ -69,16 +69,37 @@ test("the approval gate is a group beside the card's line, said aloud, and keeps
     await expect.poll(() => said(page)).toContain("delete_file: done.");
 });
 
-test("a second Enter on Send does not stop the message it sent", async ({ page }) => {
+// Stop's half second of grace is the page's time, which the test holds
+// still: however slow the machine, the second Enter comes when the test
+// says, not when the machine gets to it.
+async function sendByEnterWithTheClockStill(page: Page) {
+    await page.clock.install();
     const chat = await Chat.open(page);
     await page.getByTestId("prompt").fill("stream a long answer");
     await page.getByTestId("send").focus();
+    await page.clock.pauseAt(await page.evaluate(() => Date.now() + 1000));
     await page.keyboard.press("Enter");
     await expect(page.getByTestId("stop")).toBeFocused();
+    return chat;
+}
+
+test("a second Enter on Send does not stop the message it sent", async ({ page }) => {
+    const chat = await sendByEnterWithTheClockStill(page);
     await page.keyboard.press("Enter");
+    await page.clock.resume();
     await chat.idle();
     await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toHaveCount(0);
     expect(ofType(await chat.events(), "model.finished").at(-1)!.stopReason).toBe("end_turn");
+});
+
+test("Enter on Stop past its half second of grace stops the turn", async ({ page }) => {
+    const chat = await sendByEnterWithTheClockStill(page);
+    await page.clock.runFor(600);
+    await page.keyboard.press("Enter");
+    await page.clock.resume();
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toBeVisible();
+    await chat.idle();
+    expect(ofType(await chat.events(), "model.finished").at(-1)!.stopReason).toBe("cancelled");
 });
 
 test("a lost connection is said once, however many tries it takes, and so is its return", async ({ page }) => {
