@@ -64,22 +64,47 @@ const durableBrowsers = 100
 // durableTools are the client tools every page declares (the demo page's).
 var durableTools = []string{"get_local_time", "set_theme", "confirm"}
 
+// buildGatewayBinary builds the binary once for the whole package's run
+// (a link takes seconds, and a dozen tests run it) into a folder TestMain
+// removes.
 func buildGatewayBinary(t *testing.T) string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		if gobin, err = exec.LookPath(filepath.Join(os.Getenv("GOROOT"), "bin", "go")); err != nil {
-			t.Skip("no go command to build the binary with")
+	built.once.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			if gobin, err = exec.LookPath(filepath.Join(os.Getenv("GOROOT"), "bin", "go")); err != nil {
+				built.skip = "no go command to build the binary with"
+				return
+			}
 		}
+		if built.dir, built.err = os.MkdirTemp("", "gateway-test-bin-"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "gateway")
+		start := time.Now()
+		if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		built.path, built.took = bin, time.Since(start)
+	})
+	switch {
+	case built.skip != "":
+		t.Skip(built.skip)
+	case built.err != nil:
+		t.Fatal(built.err)
 	}
-	bin := filepath.Join(t.TempDir(), "gateway")
-	start := time.Now()
-	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built the gateway in %v", time.Since(start).Round(time.Millisecond))
-	return bin
+	t.Logf("the gateway binary, built in %v", built.took.Round(time.Millisecond))
+	return built.path
+}
+
+// built is the binary buildGatewayBinary made.
+var built struct {
+	once      sync.Once
+	path, dir string
+	took      time.Duration
+	skip      string
+	err       error
 }
 
 // gatewayProc is the binary running as a child process.
