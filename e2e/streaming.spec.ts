@@ -45,6 +45,25 @@ test("a long answer streams in several chunks before the turn ends", async ({ pa
     await expect(reply.getByTestId("message-text")).toHaveText(assistant.message.content);
 });
 
+test("Escape in the message box stops the streaming turn", async ({ page }) => {
+    const chat = await Chat.open(page);
+    const prompt = page.getByTestId("prompt");
+    await prompt.fill("stream a long answer");
+    await prompt.press("Enter");
+    await expect(chat.reply("Here is")).toHaveAttribute("data-streaming", "true");
+    await expect(prompt).toBeFocused();
+    await prompt.press("Escape");
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toBeVisible();
+    await chat.idle();
+    expect(ofType(await chat.events(), "model.finished").at(-1)!.stopReason).toBe("cancelled");
+    // Idle, Escape cancels nothing.
+    await chat.recordFrames();
+    await prompt.press("Escape");
+    await chat.send("hello");
+    await chat.idle();
+    expect((await chat.sent()).map((f) => f.type)).not.toContain("cancel");
+});
+
 test("Stop cancels the streaming turn", async ({ page }) => {
     const chat = await Chat.open(page);
     // Press Stop once the first piece of text is on screen, past Stop's

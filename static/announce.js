@@ -13,7 +13,9 @@
  * a switched-to chat's replay up to the seq its session.opened gives. What
  * a resume's replay brings (what happened while the socket was down) is
  * news, and said. The chat page adds its notices and tools their questions
- * with say(text, seq).
+ * with say(text, seq); a part of the page that knows nothing of the chat
+ * says a sentence by dispatching a bubbling `announce` event whose detail
+ * is the text (markdown.js's Copy: `Copied.`).
  *
  * Exports: mountAnnouncer(el, client), which returns {say(text, seq?), off()}.
  *
@@ -82,6 +84,10 @@ export function mountAnnouncer(el, client) {
             else if (now === "done") say(`${card.name}: done.`, current);
             else say(`${card.name} failed: ${card.error ?? "no reason given"}`, current);
         }),
+        listen(doc, "announce", (/** @type {Event} */ e) => {
+            const text = /** @type {CustomEvent} */ (e).detail;
+            if (typeof text === "string" && text) say(text);
+        }),
         client.on("state", ({ state, code, reason, retryIn }) => {
             if (code === CLOSE.FORBIDDEN) say(`Refused: ${reason}`);
             else if (state === "closed" && retryIn !== undefined && !lost) { // closed for good (the chat ended, close()): nothing to say
@@ -99,6 +105,15 @@ export function mountAnnouncer(el, client) {
             offs.forEach((off) => off());
         },
     };
+}
+
+/**
+ * Adds a listener and returns what removes it, as client.on does.
+ * @param {EventTarget} target @param {string} type @param {(e: Event) => void} fn
+ */
+function listen(target, type, fn) {
+    target.addEventListener(type, fn);
+    return () => target.removeEventListener(type, fn);
 }
 
 /**

@@ -5,7 +5,8 @@
  * the button under the user's finger as they swap. The second click of a
  * double-click on Send, and a key press on Stop in the half second after
  * it took Send's place (a second Enter), stop nothing: they were meant for
- * Send. A single click stops at once.
+ * Send. A single click stops at once, and so does Escape in the box or on
+ * Stop.
  *
  * Exports: mountComposer(form, {submit, cancel}), which returns
  * {running(on)}: whether Stop shows.
@@ -41,6 +42,12 @@ export function mountComposer(form, { submit, cancel }) {
         if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
             form.requestSubmit();
+        }
+    });
+    form.addEventListener("keydown", (e) => {
+        if (e.key === "Escape" && running && !e.isComposing) {
+            e.preventDefault();
+            cancel();
         }
     });
     stop.addEventListener("click", (e) => {

@@ -8,7 +8,8 @@
  * What the model writes is never live HTML: raw HTML in the Markdown is
  * shown as text, images become links (nothing loads from a URL the model
  * chose), and DOMPurify keeps only the tags Markdown makes. Links open in a
- * new tab with rel="noopener noreferrer". Each code block gets a Copy button.
+ * new tab with rel="noopener noreferrer". Each code block gets a Copy button,
+ * whose outcome it says through a bubbling `announce` event (announce.js).
  *
  * Exports: renderMarkdown(target, text), toSafeFragment(doc, text).
  *
@@ -105,6 +106,9 @@ function wrapCode(doc, pre) {
     button.addEventListener("click", async () => {
         const ok = await copyText(doc, pre.textContent ?? "");
         button.textContent = ok ? "Copied" : "Copy failed";
+        // The label stays (tests and readers find the button by it); the
+        // outcome is said (announce.js).
+        button.dispatchEvent(new CustomEvent("announce", { bubbles: true, detail: ok ? "Copied." : "Copy failed." }));
         setTimeout(() => { button.textContent = "Copy"; }, 1500);
     });
     bar.append(lang, button);

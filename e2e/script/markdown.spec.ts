@@ -36,6 +36,7 @@ test("a streamed Markdown reply renders as it streams, and its code block copies
     await expect(copy).toHaveAttribute("data-testid", "copy-code");
     await copy.click();
     await expect(copy).toHaveText("Copied");
+    await expect.poll(() => page.getByTestId("announcer").locator("p").allTextContents(), "said to a screen reader").toContain("Copied.");
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe("const answer = 42;\nconsole.log(answer);\n");
     await expect(copy).toHaveText("Copy");
 });
