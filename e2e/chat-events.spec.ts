@@ -83,11 +83,32 @@ test("a chat the gateway will not open says so once, however many tries", async 
         await w.until(() => w.FakeSocket.sockets.length === n, 15_000);
         const ws = w.FakeSocket.last();
         ws.accept();
-        ws.push({ type: "error", code: "internal", message: "failed to load session s1: session journal is unreadable" });
+        ws.push({ type: "error", code: "internal", message: "failed to load session s1: nats: timeout" });
     }, n);
     await page.evaluate(() => (window as any).FakeSocket.last().drop());
     await refuse(2);
     await refuse(3);
-    await expect(page.getByTestId("notice-text")).toHaveText(["The chat could not be opened: failed to load session s1: session journal is unreadable"]);
+    await expect(page.getByTestId("notice-text")).toHaveText(["The chat could not be opened: failed to load session s1: nats: timeout"]);
     await expect(page.getByTestId("connection-status")).not.toHaveAttribute("data-state", "open");
+});
+
+test("a chat the gateway cannot read: a new chat opens on the same socket, and the page says why", async ({ page }) => {
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
+    await expect(page.getByTestId("message")).toHaveCount(1);
+    const sent = await page.evaluate(async () => {
+        const w = window as any;
+        w.FakeSocket.last().drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2, 15_000);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "error", code: "session_unreadable", message: 'session "s1" cannot be opened: session journal is unreadable: session s1, message 7: unexpected end of JSON input' });
+        await w.until(() => ws.sent.length === 2);
+        ws.push({ type: "session.opened", session: "s2", seq: 0, page: "me" });
+        return ws.sent.map((f: any) => ({ session: f.session, after: f.after }));
+    });
+    expect(sent).toEqual([{ session: "s1", after: 1 }, { session: undefined, after: undefined }]);
+    await expect(page.getByTestId("notice-text")).toHaveText(["That chat could not be opened: the gateway cannot read what it stored of it. This is a new chat."]);
+    await expect(page.getByTestId("message"), "the old chat's copy is gone").toHaveCount(0);
+    await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
+    expect(await page.evaluate(() => (window as any).FakeSocket.sockets.length), "no other socket").toBe(2);
 });

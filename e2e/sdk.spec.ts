@@ -332,21 +332,24 @@ test("a message the gateway has not confirmed goes again with its id, after a re
     expect(out.afterReload).toEqual([{ type: "session.open", tools: [], session: "s1", after: 0 }, out.four]);
 });
 
-test("an unknown session is forgotten and a new one opens on the same connection", async ({ page }) => {
-    const out = await page.evaluate(async () => {
+for (const code of ["unknown_session", "session_unreadable"]) test(`a session the gateway does not open (${code}) is forgotten and a new one opens on the same connection`, async ({ page }) => {
+    const out = await page.evaluate(async (code) => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
         const storage = new w.MemoryStorage({ "gateway.session": JSON.stringify({ session: "gone", seq: 2, events: [] }) });
         const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 } });
         const resets: any[] = [];
+        const errors: any[] = [];
         client.on("reset", (r: any) => resets.push(r));
+        client.on("error", (e: any) => errors.push(e));
         await w.until(() => w.FakeSocket.sockets.length === 1);
         const ws = w.FakeSocket.last();
         ws.accept();
-        ws.push({ type: "error", code: "unknown_session", message: "no such session" });
+        ws.push({ type: "error", code, message: "not this one" });
         ws.push({ type: "session.opened", session: "fresh", seq: 0 });
-        return { sent: ws.sent, resets: resets.length, session: client.session, sockets: w.FakeSocket.sockets.length };
-    });
+        return { sent: ws.sent, resets: resets.length, errors, session: client.session, sockets: w.FakeSocket.sockets.length };
+    }, code);
+    expect(out.errors, "no retrying: the same socket goes on").toEqual([{ code, message: "not this one" }]);
     expect(out.sent).toEqual([
         { type: "session.open", tools: ["t"], session: "gone", after: 0 },
         { type: "session.open", tools: ["t"] },

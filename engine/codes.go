@@ -11,19 +11,20 @@ type WireCode string
 
 // Codes of error frames: the gateway could not take a frame the page sent.
 const (
-	WireBadFrame       WireCode = "bad_frame"         // not JSON, not an object, a missing or mistyped field
-	WireUnknownFrame   WireCode = "unknown_frame"     // a type the browser may not send
-	WireNotOpen        WireCode = "not_open"          // a frame before session.open
-	WireAlreadyOpen    WireCode = "already_open"      // a second session.open on one connection
-	WireUnknownSession WireCode = "unknown_session"   // no such session for this browser
-	WireUnknownCall    WireCode = "unknown_call"      // an answer for a call the session never had
-	WireStaleAttempt   WireCode = "stale_attempt"     // an answer for an attempt that is no longer current
-	WireSettled        WireCode = "settled"           // a repeat of the answer that settled the call
-	WireSessionClosed  WireCode = "session_closed"    // the session has ended
-	WireRateLimited    WireCode = "rate_limited"      // too many refused frames: reading slows down
-	WireLimitExceeded  WireCode = "limit_exceeded"    // a frame asks for more than a documented limit
-	WireStoreFailed    WireCode = "store_unavailable" // the session store fails: no new turn until it recovers
-	WireInternal       WireCode = "internal"          // a bug in the gateway
+	WireBadFrame       WireCode = "bad_frame"          // not JSON, not an object, a missing or mistyped field
+	WireUnknownFrame   WireCode = "unknown_frame"      // a type the browser may not send
+	WireNotOpen        WireCode = "not_open"           // a frame before session.open
+	WireAlreadyOpen    WireCode = "already_open"       // a second session.open on one connection
+	WireUnknownSession WireCode = "unknown_session"    // no such session for this browser
+	WireUnknownCall    WireCode = "unknown_call"       // an answer for a call the session never had
+	WireStaleAttempt   WireCode = "stale_attempt"      // an answer for an attempt that is no longer current
+	WireSettled        WireCode = "settled"            // a repeat of the answer that settled the call
+	WireSessionClosed  WireCode = "session_closed"     // the session has ended
+	WireRateLimited    WireCode = "rate_limited"       // too many refused frames: reading slows down
+	WireLimitExceeded  WireCode = "limit_exceeded"     // a frame asks for more than a documented limit
+	WireStoreFailed    WireCode = "store_unavailable"  // the session store fails: no new turn until it recovers
+	WireUnreadable     WireCode = "session_unreadable" // the session's journal cannot be read back: it cannot be opened
+	WireInternal       WireCode = "internal"           // a bug in the gateway
 )
 
 // Codes of error events (with seq), and of error frames when a new session
@@ -93,6 +94,7 @@ var FrameErrors = []Code[WireCode]{
 	{WireRateLimited, "RATE_LIMITED", "the page sent too many refused frames: the gateway reads its frames more slowly"},
 	{WireLimitExceeded, "LIMIT_EXCEEDED", "the frame asks for more than a documented limit (tools declared, a tool name's length)"},
 	{WireStoreFailed, "STORE_UNAVAILABLE", "the session store fails (a full disk, the store unreachable): the message was not taken, and none is until the store recovers"},
+	{WireUnreadable, "SESSION_UNREADABLE", "the session's stored journal cannot be read back (damaged, or written by a later gateway version): it cannot be opened; the SDK starts a new one"},
 	{WireBadConfig, "BAD_CONFIG", "a new session cannot start: the worker's agent config cannot be used"},
 	{WireWorkerFailed, "WORKER_FAILED", "a new session cannot start: the worker failed on session.start"},
 	{WireInternal, "INTERNAL", "the gateway failed on this frame (a bug)"},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/clienttools/gateway/engine/model"
@@ -75,6 +76,11 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 // memory with them.
 func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error) {
 	s, err := e.Load(ctx, id)
+	if errors.Is(err, ErrCorrupt) && !e.listedFor(ctx, id, owner) {
+		// Its owner is in the state that could not be read: the list of
+		// chats says whose it is, so another browser learns nothing of it.
+		return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
+	}
 	if err != nil || s.owner == owner {
 		return s, err
 	}
@@ -84,6 +90,14 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 		}
 	})
 	return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
+}
+
+// listedFor reports whether session id is among owner's in the store's
+// list of chats; true when the list cannot be read, the store's own error
+// being the one to report then.
+func (e *Engine) listedFor(ctx context.Context, id, owner string) bool {
+	sums, err := e.opts.Store.Summaries(ctx, owner)
+	return err != nil || slices.ContainsFunc(sums, func(s Summary) bool { return s.ID == id })
 }
 
 // Resume loads every session that had work in flight when the last process

@@ -246,3 +246,28 @@ func (s *Server) logRefusal(level slog.Level, msg string, args ...any) {
 	}
 	s.logger.Log(context.Background(), level, msg, args...)
 }
+
+// unreadableEvery is how often one session's damaged journal is logged at
+// ERROR; unreadableKept bounds the sessions remembered for it.
+const (
+	unreadableEvery = time.Hour
+	unreadableKept  = 1024
+)
+
+// firstUnreadable reports whether session's unreadable journal has not been
+// logged at ERROR in the last unreadableEvery, and notes that it is now.
+func (s *Server) firstUnreadable(session string) bool {
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at, ok := s.unreadable[session]; ok && now.Sub(at) < unreadableEvery {
+		return false
+	}
+	if s.unreadable == nil || len(s.unreadable) >= unreadableKept {
+		// Past the bound a session may be said again early: better than
+		// a map any number of damaged sessions could grow.
+		s.unreadable = map[string]time.Time{}
+	}
+	s.unreadable[session] = now
+	return true
+}

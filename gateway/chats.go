@@ -228,6 +228,13 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 			return nil, &chatError{http.StatusServiceUnavailable, fmt.Errorf("chat %q runs on another gateway node: route this browser to it (sticky sessions), or retry: %w", key, err)}
 		case errors.Is(err, engine.ErrSessionClosed):
 			return nil, &chatError{http.StatusGone, fmt.Errorf("chat %q has ended: start a new chat", key)}
+		case errors.Is(err, engine.ErrCorrupt):
+			if s.firstUnreadable(id) {
+				s.logger.Error("a session's journal cannot be read: its chat cannot go on until it is repaired (docs/storage.md)", "session", id, "err", err)
+			}
+			// Its id is this browser's own (derived from it), so saying
+			// what is wrong tells no other browser anything.
+			return nil, &chatError{http.StatusInternalServerError, fmt.Errorf("chat %q cannot be opened: the gateway cannot read what it stored of it: start a new chat", key)}
 		case !errors.Is(err, engine.ErrNoSession):
 			s.logger.Error("failed to load a session", "session", id, "err", err)
 			return nil, &chatError{http.StatusServiceUnavailable, fmt.Errorf("failed to load chat %q: %w", key, err)}

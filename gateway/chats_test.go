@@ -630,3 +630,39 @@ func TestAISDKCallStartedBeforeTheStream(t *testing.T) {
 		t.Errorf("the call's outcome in the follow-up: %v", events)
 	}
 }
+
+// TestAISDKChatUnreadable: a chat whose journal cannot be read back is
+// refused with 500, saying so and what to do, at every request, and the
+// operator's log says it once.
+func TestAISDKChatUnreadable(t *testing.T) {
+	store := &damagedStore{MemoryStore: engine.NewMemoryStore()}
+	h := newHarness(t, harnessOptions{engine: engine.Options{Store: store, Unload: 20 * time.Millisecond}})
+	b := h.newBrowser(nil)
+	if events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-d", "hello"), nil)); events[len(events)-1]["finishReason"] != "stop" {
+		t.Fatalf("the first turn: %v", events)
+	}
+	sums, err := store.Summaries(context.Background(), "")
+	if err != nil || len(sums) != 1 {
+		t.Fatalf("summaries %v %v", sums, err)
+	}
+	id := sums[0].ID
+	deadline := time.Now().Add(hang)
+	for _, loaded := h.eng.Session(id); loaded; _, loaded = h.eng.Session(id) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle chat did not unload")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	store.damaged.Store(id)
+	for try := 1; try <= 2; try++ {
+		resp := b.post(gateway.RouteAISDK, userMessage("chat-d", "again"), nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `chat "chat-d" cannot be opened: the gateway cannot read what it stored of it: start a new chat`) {
+			t.Errorf("try %d: %s %s", try, resp.Status, body)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "ERROR a session's journal cannot be read"); n != 1 {
+		t.Errorf("%d ERROR lines after two tries, want 1", n)
+	}
+}

@@ -342,6 +342,8 @@ func errorCode(err error) engine.WireCode {
 		return engine.WireUnknownSession
 	case errors.Is(err, engine.ErrStoreUnavailable):
 		return engine.WireStoreFailed
+	case errors.Is(err, engine.ErrCorrupt):
+		return engine.WireUnreadable
 	case errors.Is(err, engine.ErrBadConfig):
 		return engine.WireBadConfig
 	case errors.Is(err, engine.ErrWorker):
@@ -461,6 +463,15 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 		return nil, err
 	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
 		return nil, fmt.Errorf("%w: there is no session %.64q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one", errUnknownSession, id)
+	case errors.Is(err, engine.ErrCorrupt):
+		// Asking again reads it again, and finds it as damaged: the
+		// operator hears of it once an hour, not at every page's try.
+		if c.s.firstUnreadable(id) {
+			c.logger.Error("a session's journal cannot be read: its pages start new sessions until it is repaired (docs/storage.md)", "session", id, "err", err)
+		} else {
+			c.logger.Debug("a session's journal cannot be read", "session", id, "err", err)
+		}
+		return nil, fmt.Errorf("session %q cannot be opened: %w", id, err)
 	default:
 		c.logger.Error("failed to load a session", "session", id, "err", err)
 		return nil, fmt.Errorf("failed to load session %q: %w", id, err)

@@ -589,7 +589,9 @@ func (p *pipe) moveOnce() error {
 	switch {
 	case errors.As(err, &owned):
 		return p.dial(owned.Node)
-	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
+	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed), errors.Is(err, engine.ErrCorrupt):
+		// Trying again would not change it: the page reconnects, and is
+		// told why by the node it reaches.
 		return errUnknownSession
 	case err != nil:
 		return err

@@ -146,6 +146,9 @@ type Server struct {
 	streams     map[*context.CancelFunc]struct{} // the HTTP front ends' requests; chats.go
 	shares      map[string]*share                // by browser id; admission.go
 	sharesSwept time.Time
+	// unreadable: the sessions whose damaged journal was logged at ERROR,
+	// and when (firstUnreadable).
+	unreadable map[string]time.Time
 }
 
 const browserKey = "browser"

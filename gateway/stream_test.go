@@ -1,16 +1,19 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/coder/websocket"
@@ -413,5 +416,83 @@ func TestOpenWhileTheStoreIsDown(t *testing.T) {
 	store.down.Store(false)
 	if _, again := b.open(nil); again == "" || again == id {
 		t.Errorf("a new session once the store is back: %q", again)
+	}
+}
+
+// damagedStore reads one session's journal back damaged, as a disk that
+// lost bytes would.
+type damagedStore struct {
+	*engine.MemoryStore
+	damaged atomic.Value // string: the session
+}
+
+func (d *damagedStore) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	batches, err := d.MemoryStore.Load(ctx, session)
+	if err != nil || d.damaged.Load() != session {
+		return batches, err
+	}
+	batches = slices.Clone(batches)
+	batches[len(batches)-1].State = json.RawMessage(`{"v":`)
+	return batches, nil
+}
+
+// TestUnreadableSession: a session whose journal cannot be read back is
+// refused with session_unreadable, naming it, and the connection stays
+// for a new session (what the SDK opens then); the operator's log says
+// it at ERROR once an hour, not at every try; another browser asking for
+// it hears unknown_session, as for any id not its own.
+func TestUnreadableSession(t *testing.T) {
+	store := &damagedStore{MemoryStore: engine.NewMemoryStore()}
+	gatewayClock := clock.NewFake(time.Now()) // the cookie jar's time: the identity's cookie must not have expired
+	h := newHarness(t, harnessOptions{
+		engine:  engine.Options{Store: store, Unload: 20 * time.Millisecond},
+		gateway: gateway.Options{Clock: gatewayClock},
+	})
+	b := h.newBrowser(nil)
+	c, id := b.open(nil)
+	if got := c.reply("remember me"); got != "echo: remember me" {
+		t.Fatalf("reply %q", got)
+	}
+	sess := h.session(id)
+	c.ws.Close(websocket.StatusNormalClosure, "")
+	select {
+	case <-sess.Done():
+	case <-time.After(hang):
+		t.Fatal("the idle session did not unload")
+	}
+	store.damaged.Store(id)
+
+	errorLines := func() int {
+		return strings.Count(h.logs.String(), "ERROR a session's journal cannot be read")
+	}
+	tryOpen := func(b *browser) frame {
+		t.Helper()
+		again := b.dial(nil)
+		again.send(map[string]any{"type": "session.open", "session": id, "after": 2})
+		f := again.untilError()
+		again.send(map[string]any{"type": "session.open"})
+		if opened := again.untilType("session.opened"); opened.Session == "" || opened.Session == id {
+			t.Errorf("a new session on the same connection: %s", opened.raw)
+		}
+		return f
+	}
+	for try := 1; try <= 2; try++ {
+		f := tryOpen(b)
+		if f.Code != string(engine.WireUnreadable) || !strings.Contains(f.errorText(), id) || !strings.Contains(f.errorText(), "cannot be opened") {
+			t.Errorf("try %d: %s; want session_unreadable naming the session", try, f.raw)
+		}
+	}
+	if n := errorLines(); n != 1 {
+		t.Errorf("%d ERROR lines after two tries, want 1", n)
+	}
+	gatewayClock.Advance(time.Hour)
+	tryOpen(b)
+	if n := errorLines(); n != 2 {
+		t.Errorf("%d ERROR lines an hour later, want 2", n)
+	}
+
+	stranger := h.newBrowser(nil)
+	if f := tryOpen(stranger); f.Code != string(engine.WireUnknownSession) {
+		t.Errorf("another browser: %s; want unknown_session", f.raw)
 	}
 }

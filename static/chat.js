@@ -28,7 +28,7 @@ import { mountStatus } from "./status.js";
 import { mountAnnouncer } from "./announce.js";
 import { mountComposer } from "./composer.js";
 import { modelErrorText, sessionErrorText } from "./errors.js";
-import { clone, must } from "./dom.js";
+import { clone, idPart, must } from "./dom.js";
 
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
@@ -75,6 +75,7 @@ export function mountChat(root, client) {
     let awaiting = false, stopped = false;
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
     let refusal = ""; // the gateway's last refusal of session.open, said once
+    let afterReset = ""; // a notice for the new chat the SDK opens next
 
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
     function setBusy(on = busy) {
@@ -166,7 +167,7 @@ export function mountChat(root, client) {
         if (!el) {
             el = clone(doc, "tpl-tool-card");
             el.dataset.toolId = id;
-            el.id = `tool-${cssIdent(id)}`;
+            el.id = `tool-${idPart(id)}`;
             cards.set(id, el);
             const host = parent ? cards.get(parent) : undefined;
             if (host) subagentCalls(host).append(el);
@@ -242,6 +243,8 @@ export function mountChat(root, client) {
             pending = [];
             lastUser = "";
             setBusy(false);
+            if (afterReset) notice("error", afterReset);
+            afterReset = "";
         }),
         mountStatus(must(doc, "[data-testid=connection-status]"), client),
         voice.off,
@@ -342,6 +345,8 @@ export function mountChat(root, client) {
                 notice("error", `Your message was not sent: ${message}`);
                 if (!prompt.value && text) prompt.value = text;
                 setBusy(false);
+            } else if (code === FRAME_ERROR.SESSION_UNREADABLE) {
+                afterReset = "That chat could not be opened: the gateway cannot read what it stored of it. This is a new chat.";
             } else if (retrying) {
                 // session.open refused, and the SDK tries again: the page says so once.
                 if (message !== refusal) notice("error", `The chat could not be opened: ${message}`);
@@ -388,9 +393,4 @@ export function mountChat(root, client) {
             clearTimeout(renderTimer);
         },
     };
-}
-
-/** @param {string} s */
-function cssIdent(s) {
-    return s.replace(/[^A-Za-z0-9_-]/g, "_");
 }

@@ -46,6 +46,7 @@ export const FRAME_ERROR = Object.freeze({
     RATE_LIMITED: "rate_limited",        // too many refused frames: the gateway reads this page more slowly
     LIMIT_EXCEEDED: "limit_exceeded",    // more than a documented limit (tools declared, the length of a name or a message)
     STORE_UNAVAILABLE: "store_unavailable", // the session store fails: the message was not taken
+    SESSION_UNREADABLE: "session_unreadable", // the session's stored journal cannot be read: the SDK starts a new one
     BAD_CONFIG: "bad_config",            // a new session cannot start: the agent config cannot be used
     WORKER_FAILED: "worker_failed",      // a new session cannot start: the worker failed
     INTERNAL: "internal",                // the gateway failed on the frame (a bug)

@@ -1,9 +1,10 @@
 /**
- * dom.js: the two DOM helpers the chat page's modules share. Both throw with
- * a message naming what is missing, so a page whose markup (web/chat.templ)
- * lost a part fails loudly at once instead of rendering half a chat.
+ * dom.js: the DOM helpers the chat page's modules share. must and clone
+ * throw with a message naming what is missing, so a page whose markup
+ * (web/chat.templ) lost a part fails loudly at once instead of rendering
+ * half a chat.
  *
- * Exports: must(root, selector), clone(doc, templateId).
+ * Exports: must(root, selector), clone(doc, templateId), idPart(s).
  *
  * @module dom
  */
@@ -28,4 +29,13 @@ export function clone(doc, id) {
     const el = tpl.content.firstElementChild?.cloneNode(true);
     if (!(el instanceof HTMLElement)) throw new Error(`chat: <template id="${id}"> is empty`);
     return el;
+}
+
+/**
+ * s as part of an element id any selector takes: what is not a letter, a
+ * digit, - or _ becomes _.
+ * @param {string} s
+ */
+export function idPart(s) {
+    return s.replace(/[^A-Za-z0-9_-]/g, "_");
 }

@@ -329,14 +329,14 @@ export class GatewayClient extends EventTarget {
     #onRefused(f) {
         const code = String(f.code ?? "error");
         const refused = typeof f.id === "string" ? this.#outbox.confirm(f.id) : null;
-        // A refused session.open: a new one (unknown_session), ours from its start (bad_frame: a damaged store lost events), else again after the backoff.
+        // A refused session.open: a new one (unknown_session, session_unreadable), ours from its start (bad_frame: a damaged store lost events), else again after the backoff.
         const open = !this.#opened && code !== FRAME_ERROR.NOT_OPEN;
-        const anew = open && code === FRAME_ERROR.UNKNOWN_SESSION && this.#session;
+        const anew = open && (code === FRAME_ERROR.UNKNOWN_SESSION || code === FRAME_ERROR.SESSION_UNREADABLE) && this.#session;
         const restart = open && code === FRAME_ERROR.BAD_FRAME && this.#session && this.#seq > 0;
         const retrying = open && !anew && !restart;
         this.#emit("error", { code, message: String(f.message ?? ""), ...(refused && { refused }), ...(retrying && { retrying }) });
         if (anew) {
-            this.#forget("the gateway does not know the session");
+            this.#forget(`the gateway ${code === FRAME_ERROR.UNKNOWN_SESSION ? "does not know" : "cannot read"} the session`);
             this.#write({ type: "session.open", tools: this.tools });
         } else if (restart) {
             const unsent = this.#outbox.take().filter((f) => f.type === "message");

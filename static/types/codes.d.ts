@@ -26,6 +26,7 @@ export declare const FRAME_ERROR: Readonly<{
     RATE_LIMITED: "rate_limited";
     LIMIT_EXCEEDED: "limit_exceeded";
     STORE_UNAVAILABLE: "store_unavailable";
+    SESSION_UNREADABLE: "session_unreadable";
     BAD_CONFIG: "bad_config";
     WORKER_FAILED: "worker_failed";
     INTERNAL: "internal";
