@@ -148,6 +148,28 @@ test("in a short window a focused Approve is in view, clear of the composer", as
     expect(button.y + button.height, "above the composer kept at the bottom").toBeLessThanOrEqual(composer.y);
 });
 
+test("in a short window the page follows a streamed reply, and stays put once the reader scrolls up", async ({ page }) => {
+    await page.setViewportSize({ width: 480, height: 320 });
+    const chat = await Chat.open(page);
+    const fromBottom = () => page.evaluate(() => {
+        const s = document.scrollingElement!;
+        return { top: s.scrollTop, below: s.scrollHeight - s.scrollTop - s.clientHeight };
+    });
+    await chat.send("stream a long answer");
+    // The reader's focus elsewhere (the browser keeps a focused box's caret in view).
+    await page.evaluate(() => (document.activeElement as HTMLElement).blur());
+    await chat.idle();
+    const followed = await fromBottom();
+    expect(followed.top, "the page had to scroll").toBeGreaterThan(0);
+    expect(followed.below, "at the bottom: the reply's end above the composer").toBeLessThan(48);
+
+    await chat.send("stream a long answer");
+    await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await chat.idle();
+    expect((await fromBottom()).top, "the reader who scrolled up stays there").toBe(0);
+});
+
 test("each message is a heading, to move from message to message", async ({ page }) => {
     const chat = await Chat.open(page);
     await chat.send("what time is it");

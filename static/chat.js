@@ -29,6 +29,7 @@ import { mountAnnouncer } from "./announce.js";
 import { mountComposer } from "./composer.js";
 import { modelErrorText, sessionErrorText } from "./errors.js";
 import { clone, idPart, must } from "./dom.js";
+import { followLog } from "./follow.js";
 
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
@@ -88,18 +89,8 @@ export function mountChat(root, client) {
         followBottom();
     }
 
-    // The log follows new content while the reader is at its bottom, and
-    // stays put once they scroll up to read.
-    let stick = true;
-    log.addEventListener("scroll", () => {
-        stick = log.scrollHeight - log.scrollTop - log.clientHeight < 48;
-    }, { passive: true });
-    function followBottom() {
-        if (stick) log.scrollTop = log.scrollHeight;
-    }
-    // Whatever changes the log (streamed text, a card, a tool's own UI in its
-    // slot) keeps it at the bottom for a reader who is there.
-    new MutationObserver(followBottom).observe(log, { childList: true, subtree: true, characterData: true });
+    // The log follows new content while the reader is at its bottom.
+    const { follow: followBottom, stick } = followLog(log);
 
     /** Adds to the log, above the queued messages, which wait at its bottom. */
     function append(/** @type {HTMLElement} */ el) {
@@ -211,7 +202,7 @@ export function mountChat(root, client) {
         must(el, "[data-testid=message-text]").textContent = text;
         markQueued(el, queued);
         pending.push({ el, text });
-        stick = true;
+        stick();
         if (!busy) awaiting = true;
         setBusy(true);
         return true;

@@ -1,0 +1,44 @@
+/**
+ * follow.js keeps the chat page's log at its bottom while new content comes
+ * (streamed text, a card, a tool's own UI), for a reader who is there, and
+ * stays put once they scroll up to read. The log scrolls by itself, but in
+ * a short window (app.css, under 30rem tall) the page scrolls instead, with
+ * the composer stuck to its bottom: then it is the page that follows.
+ *
+ * Exports: followLog(log), which returns {follow(), stick()}: scroll to
+ * the bottom if the reader is there; take the reader there from now on
+ * (they just sent a message).
+ *
+ * @module follow
+ */
+
+/** How near the bottom (px) counts as there. */
+const NEAR = 48;
+
+/** @param {HTMLElement} log */
+export function followLog(log) {
+    const doc = log.ownerDocument;
+    const win = doc.defaultView;
+    /** What scrolls: the log, or in a short window the page. */
+    const scroller = () => (win?.getComputedStyle(log).overflowY === "visible" && doc.scrollingElement) || log;
+    let there = true;
+    const onScroll = () => {
+        const s = scroller();
+        there = s.scrollHeight - s.scrollTop - s.clientHeight < NEAR;
+    };
+    log.addEventListener("scroll", onScroll, { passive: true });
+    win?.addEventListener("scroll", onScroll, { passive: true });
+
+    function follow() {
+        if (!there) return;
+        const s = scroller();
+        s.scrollTop = s.scrollHeight;
+    }
+    new MutationObserver(follow).observe(log, { childList: true, subtree: true, characterData: true });
+    return {
+        follow,
+        stick() {
+            there = true;
+        },
+    };
+}
