@@ -38,6 +38,7 @@ func TestParseConfig(t *testing.T) {
 		store:         "jetstream",
 		dataDir:       "gateway-data", // no HOME in the tests' environment
 		natsReplicas:  1,
+		fsync:         jetstream.DefaultSync,
 		retain:        engine.DefaultRetain,
 		unload:        engine.DefaultUnload,
 		replayMemory:  engine.DefaultReplayBytes,
@@ -60,6 +61,8 @@ func TestParseConfig(t *testing.T) {
 		want config
 	}{
 		{name: "defaults", want: defaults},
+		{name: "fsync always", args: []string{"--fsync", "always"}, want: with(func(c *config) { c.fsync = jetstream.SyncEveryWrite })},
+		{name: "fsync every second, from the environment", env: map[string]string{"GATEWAY_FSYNC": "1s"}, want: with(func(c *config) { c.fsync = time.Second })},
 		{
 			name: "flags",
 			args: []string{"--listen", ":9000", "--origins", "a.example, *.b.example,", "--client-timeout", "5s", "--worker-timeout", "1m30s", "--read-limit", "4096", "--log-level", "debug", "--model", "claude-x", "--ping-interval", "1s"},
@@ -212,6 +215,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"the environment is named", nil, map[string]string{"GATEWAY_DRAIN": "bogus"}, `drain "bogus" is not a Go duration of zero or more such as "5s" (from the environment: GATEWAY_DRAIN)`},
 		{"replicas on the embedded server", []string{"--nats-replicas", "3"}, nil, "nats-replicas 3 needs a NATS cluster (--nats-url)"},
 		{"an empty data directory flag", []string{"--data-dir", ""}, nil, "data-dir is empty: give a directory"},
+		{"fsync in words", []string{"--fsync", "often"}, nil, `fsync "often" is not a positive Go duration such as "30s", or always`},
+		{"fsync with a NATS URL", []string{"--fsync", "always", "--nats-url", "nats://127.0.0.1:4222"}, nil, "with --nats-url, set sync_interval in that server's configuration"},
+		{"fsync with a memory store", []string{"--store", "memory"}, map[string]string{"GATEWAY_FSYNC": "1s"}, "fsync is for --store jetstream: --store memory writes no files"},
 		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
 		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},

@@ -47,13 +47,15 @@ func TestDurableRestart(t *testing.T) {
 	}
 	bin := buildGatewayBinary(t)
 	for _, tc := range []struct {
-		name string
-		term bool // SIGTERM and a clean exit, else SIGKILL
+		name  string
+		term  bool // SIGTERM and a clean exit, else SIGKILL
+		flags []string
 	}{
-		{"SIGKILL", false},
-		{"SIGTERM", true},
+		{"SIGKILL", false, nil},
+		{"SIGKILL, each write flushed to the disk", false, []string{"--fsync", "always"}},
+		{"SIGTERM", true, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testDurableRestart(t, bin, tc.term) })
+		t.Run(tc.name, func(t *testing.T) { testDurableRestart(t, bin, tc.term, tc.flags...) })
 	}
 }
 
@@ -352,13 +354,13 @@ func (c *pageConn) closed() error {
 	}
 }
 
-func testDurableRestart(t *testing.T, bin string, term bool) {
+func testDurableRestart(t *testing.T, bin string, term bool, flags ...string) {
 	testStart := time.Now()
 	dir := t.TempDir()
 	addr := durableFreeAddr(t)
 	base := "http://" + addr
 
-	g1 := startGatewayProc(t, "gateway 1", bin, addr, dir)
+	g1 := startGatewayProc(t, "gateway 1", bin, addr, dir, flags...)
 	g1.waitHealthy(base)
 	t.Logf("gateway 1 healthy after %v", time.Since(testStart).Round(time.Millisecond))
 
@@ -470,7 +472,7 @@ func testDurableRestart(t *testing.T, bin string, term bool) {
 
 	// 3. A new process on the same directory and port.
 	restarted := time.Now()
-	g2 := startGatewayProc(t, "gateway 2", bin, addr, dir)
+	g2 := startGatewayProc(t, "gateway 2", bin, addr, dir, flags...)
 	g2.waitHealthy(base)
 	healthy := time.Now()
 

@@ -57,6 +57,7 @@ type config struct {
 	dataDir       string
 	natsURL       string
 	natsReplicas  int
+	fsync         time.Duration // jetstream.Options.Sync
 	retain        time.Duration
 	unload        time.Duration
 	replayMemory  int
@@ -165,6 +166,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.dataDir, "data-dir", env("GATEWAY_DATA_DIR", defaultDataDir(getenv)), "directory of the embedded NATS server's files: every session and browser identity (env GATEWAY_DATA_DIR)")
 	fs.StringVar(&c.natsURL, "nats-url", env("GATEWAY_NATS_URL", ""), "an existing NATS server or cluster to keep sessions on, instead of the embedded one (env GATEWAY_NATS_URL)")
 	natsReplicas := fs.String("nats-replicas", env("GATEWAY_NATS_REPLICAS", "1"), "replicas of the session stream and buckets on a NATS cluster: 3 on a cluster of three or more (env GATEWAY_NATS_REPLICAS)")
+	fsync := fs.String("fsync", env("GATEWAY_FSYNC", jetstream.DefaultSync.String()), "how often the embedded NATS server flushes its files to the disk: a Go duration, or always, for each write before it is acknowledged (a power loss then loses nothing acknowledged; each write waits for the disk) (env GATEWAY_FSYNC); with --nats-url, that server's sync_interval applies")
 	retain := fs.String("retain", env("GATEWAY_RETAIN", engine.DefaultRetain.String()), "how long a session is kept after its last message before it is deleted, and a browser's identity (its cookie) after its last visit (env GATEWAY_RETAIN)")
 	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
 	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url, unique and stable across restarts, such as a pod's name (env GATEWAY_NODE_ID); default a random id, so a restarted node waits --lease-ttl for its sessions")
@@ -260,6 +262,24 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		// The embedded server is one node: it would refuse the streams,
 		// after a wait.
 		return c, fmt.Errorf("nats-replicas %d needs a NATS cluster (--nats-url): the embedded NATS server is one node and keeps one copy", c.natsReplicas)
+	}
+	fsyncSet := getenv("GATEWAY_FSYNC") != ""
+	fs.Visit(func(f *flag.Flag) { fsyncSet = fsyncSet || f.Name == "fsync" })
+	switch {
+	case *fsync == "always":
+		c.fsync = jetstream.SyncEveryWrite
+	default:
+		if c.fsync, err = positiveDuration("fsync", *fsync); err != nil {
+			return c, fmt.Errorf("%w, or always", err)
+		}
+	}
+	// Where it would do nothing, the operator meant something that is not
+	// happening.
+	switch {
+	case fsyncSet && c.store == "memory":
+		return c, fmt.Errorf("fsync is for --store jetstream: --store memory writes no files")
+	case fsyncSet && c.natsURL != "":
+		return c, fmt.Errorf("fsync sets the embedded NATS server's flushes to the disk: with --nats-url, set sync_interval in that server's configuration")
 	}
 	switch c.store {
 	case "jetstream":

@@ -44,6 +44,9 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	}
 	o := jetstream.Options{URL: cfg.natsURL, Replicas: cfg.natsReplicas, CookieLifetime: cfg.retain, Logger: logger,
 		Node: cfg.nodeID, LeaseTTL: cfg.leaseTTL}
+	if cfg.natsURL == "" {
+		o.Sync = cfg.fsync
+	}
 	where := "NATS at " + redactedURLs(cfg.natsURL)
 	if cfg.natsURL == "" {
 		dir, err := filepath.Abs(cfg.dataDir)

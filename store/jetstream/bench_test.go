@@ -22,7 +22,8 @@ import (
 // state), to one session and spread over 100. Beside the mean it reports
 // the appends' p50, p90 and p99 (ns-p50 and so on): one in a row waits
 // for the one before, as a session's goroutine does, and the tails are
-// where the mean goes.
+// where the mean goes. fsync=always is Options.Sync SyncEveryWrite (the
+// gateway's --fsync always), one session: each append waits for the disk.
 func BenchmarkAppend(b *testing.B) {
 	frame := func(seq int64, size int) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"type":"model.delta","seq":%d,"text":%q}`, seq, strings.Repeat("x", size)))
@@ -33,10 +34,16 @@ func BenchmarkAppend(b *testing.B) {
 		events int
 		state  json.RawMessage
 	}{{"delta", 1, nil}, {"step", 3, state}}
+	type run struct {
+		sessions int
+		sync     time.Duration
+		suffix   string
+	}
 	for _, shape := range shapes {
-		for _, sessions := range []int{1, 100} {
-			b.Run(fmt.Sprintf("%s/sessions=%d", shape.name, sessions), func(b *testing.B) {
-				s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+		for _, r := range []run{{1, 0, ""}, {100, 0, ""}, {1, jetstream.SyncEveryWrite, "/fsync=always"}} {
+			sessions := r.sessions
+			b.Run(fmt.Sprintf("%s/sessions=%d%s", shape.name, sessions, r.suffix), func(b *testing.B) {
+				s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir(), Sync: r.sync})
 				if err != nil {
 					b.Fatal(err)
 				}

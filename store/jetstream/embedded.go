@@ -36,6 +36,7 @@ type marker struct {
 type embedded struct {
 	ns       *server.Server
 	storeDir string // the server's Options.StoreDir
+	sync     time.Duration
 	unlock   func()
 	held     bool // the directory held a store's streams before this start
 }
@@ -82,8 +83,30 @@ func checkDataDir(dir string) (held bool, err error) {
 	return true, nil
 }
 
-// startEmbedded starts the server with its files in dataDir/jetstream.
-func startEmbedded(dataDir string, logger *slog.Logger) (*embedded, error) {
+// DefaultSync is Options.Sync's default: NATS's own.
+const DefaultSync = 2 * time.Minute
+
+// SyncEveryWrite as Options.Sync flushes each write to the disk before it
+// is acknowledged.
+const SyncEveryWrite time.Duration = -1
+
+// syncOptions are the server's fsync options for Options.Sync.
+func syncOptions(sync time.Duration) (interval time.Duration, always bool) {
+	switch {
+	case sync == SyncEveryWrite:
+		// The interval is the server's own default, as its sync_interval
+		// always sets it.
+		return DefaultSync, true
+	case sync <= 0:
+		return DefaultSync, false
+	default:
+		return sync, false
+	}
+}
+
+// startEmbedded starts the server with its files in dataDir/jetstream,
+// flushing them to the disk as sync says (Options.Sync).
+func startEmbedded(dataDir string, sync time.Duration, logger *slog.Logger) (*embedded, error) {
 	held, err := checkDataDir(dataDir)
 	if err != nil {
 		return nil, err
@@ -103,14 +126,17 @@ func startEmbedded(dataDir string, logger *slog.Logger) (*embedded, error) {
 	// interrupted) leaves the marker and no streams: nothing was lost.
 	streams, _ := os.ReadDir(filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams"))
 	held = held && len(streams) > 0
+	interval, always := syncOptions(sync)
 	ns, err := server.NewServer(&server.Options{
-		ServerName: "gateway",
-		DontListen: true,
-		JetStream:  true,
-		StoreDir:   storeDir,
-		MaxPayload: MaxMessage,
-		NoSigs:     true,
-		NoLog:      true,
+		ServerName:   "gateway",
+		DontListen:   true,
+		JetStream:    true,
+		StoreDir:     storeDir,
+		SyncInterval: interval,
+		SyncAlways:   always,
+		MaxPayload:   MaxMessage,
+		NoSigs:       true,
+		NoLog:        true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to configure the embedded NATS server: %w", err)
@@ -128,7 +154,7 @@ func startEmbedded(dataDir string, logger *slog.Logger) (*embedded, error) {
 		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", dataDir)
 	}
 	started = true
-	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock, held: held}, nil
+	return &embedded{ns: ns, storeDir: storeDir, sync: sync, unlock: unlock, held: held}, nil
 }
 
 // off says why the server's JetStream stores nothing, or nil when it
@@ -185,9 +211,11 @@ func (e *embedded) revive() (bool, error) {
 		}
 	}
 	// The server's own configuration, as at its start: the store's
-	// directory (the server adds its "jetstream" folder again), and
-	// limits it works out from the disk and memory it finds now.
-	if err := e.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: e.storeDir}); err != nil {
+	// directory (the server adds its "jetstream" folder again), its
+	// flushes, and limits it works out from the disk and memory it finds
+	// now.
+	interval, always := syncOptions(e.sync)
+	if err := e.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: e.storeDir, SyncInterval: interval, SyncAlways: always}); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -50,6 +51,13 @@ type Options struct {
 	// URL connects to an existing NATS server or cluster instead of
 	// embedding one (nats://host:4222, comma-separated for several).
 	URL string
+	// Sync is how often the embedded server flushes its files to the disk
+	// (fsync); default NATS's own, DefaultSync. What it has not flushed, a
+	// power loss or a kernel crash may lose (a killed process loses
+	// nothing acknowledged). SyncEveryWrite flushes each write before it
+	// is acknowledged. A server at URL keeps its own (sync_interval):
+	// Open refuses Sync with URL.
+	Sync time.Duration
 	// Replicas of the stream and buckets on a cluster; default 1. Use 3 on
 	// a cluster of three or more servers, so losing one loses nothing.
 	Replicas int
@@ -135,6 +143,9 @@ type head struct {
 // Open starts the embedded server (or connects to URL) and makes sure the
 // stream and buckets exist.
 func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.URL != "" && o.Sync != 0 {
+		return nil, errors.New("the store's Sync is the embedded server's: a NATS server at URL flushes to its disk as its own sync_interval says")
+	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
@@ -172,7 +183,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.denials.refused(err)
 	})
 	if o.URL == "" {
-		if s.embedded, err = startEmbedded(o.DataDir, o.Logger); err != nil {
+		if s.embedded, err = startEmbedded(o.DataDir, o.Sync, o.Logger); err != nil {
 			return nil, err
 		}
 		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"), logErrors)

@@ -1,0 +1,50 @@
+package jetstream
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestSync: Options.Sync is how the embedded server flushes its files to
+// the disk, at its start and again when JetStream goes back on after a
+// full disk (revive); with URL it is refused, the server there having its
+// own.
+func TestSync(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sync     time.Duration
+		interval time.Duration
+		always   bool
+	}{
+		{"default", 0, DefaultSync, false},
+		{"every 5s", 5 * time.Second, 5 * time.Second, false},
+		{"every write", SyncEveryWrite, DefaultSync, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(context.Background(), Options{DataDir: t.TempDir(), Sync: tc.sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			check := func(when string) {
+				t.Helper()
+				c := s.Server().JetStreamConfig()
+				if c == nil || c.SyncInterval != tc.interval || c.SyncAlways != tc.always {
+					t.Errorf("%s: the server's JetStream config %+v; want SyncInterval %v, SyncAlways %v", when, c, tc.interval, tc.always)
+				}
+			}
+			check("at the start")
+			if err := s.embedded.ns.ShutdownJetStream(); err != nil {
+				t.Fatal(err)
+			}
+			if on, err := s.embedded.revive(); !on || err != nil {
+				t.Fatalf("revive: %v %v", on, err)
+			}
+			check("after JetStream went back on")
+		})
+	}
+	if _, err := Open(context.Background(), Options{URL: "nats://127.0.0.1:1", Sync: SyncEveryWrite}); err == nil {
+		t.Error("Open took Sync with URL")
+	}
+}
