@@ -54,6 +54,13 @@ type Options struct {
 	// message (or its start); default DefaultRetain (30 days), negative:
 	// forever. An expired session is deleted when it is not loaded.
 	Retain time.Duration
+	// Adopt is how often the engine looks, on a Store that nodes share
+	// (Owners), for sessions with work in flight that no node runs (their
+	// node died, or stopped and gave their leases back) and loads them, so
+	// their timers and their work go on without waiting for a page to ask
+	// for them; each look lists every session's summary. 0: never (the
+	// default; Resume still loads them at the start).
+	Adopt time.Duration
 	// Drain is how long Close lets worker attempts and sub-agents that are
 	// running finish before it unloads their sessions; default 0: none, they are cut and
 	// settle by the restart rules (an attempt of a tool that is not
@@ -122,7 +129,11 @@ type Engine struct {
 	runners  runners.Pool          // the goroutines that run sessions' messages, model turns and worker attempts
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
-	tracer   trace.Tracer
+	adopter  clock.Timer           // Options.Adopt
+	// unadoptable: sessions adoptOrphans found unreadable, not tried
+	// again; only the adopter's timer, one run at a time, uses it.
+	unadoptable map[string]bool
+	tracer      trace.Tracer
 	// untilGlobalSet: tracer is the global provider's, which records
 	// nothing until otel.SetTracerProvider; make no spans until then.
 	untilGlobalSet bool
@@ -190,6 +201,10 @@ func New(opts Options) (*Engine, error) {
 		tracer: opts.TracerProvider.Tracer(tracerName), untilGlobalSet: global && isUnsetGlobal(opts.TracerProvider)}
 	if opts.Retain > 0 {
 		e.armSweep(time.Minute) // soon after start, then hourly
+	}
+	if _, shared := opts.Store.(Owners); shared && opts.Adopt > 0 {
+		e.unadoptable = map[string]bool{}
+		e.armAdopt()
 	}
 	return e, nil
 }
@@ -408,6 +423,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	if e.sweep != nil {
 		e.sweep.Stop()
+	}
+	if e.adopter != nil {
+		e.adopter.Stop()
 	}
 	e.mu.Unlock()
 	if e.opts.Drain > 0 {

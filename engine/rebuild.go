@@ -456,6 +456,67 @@ func (s *Session) unload(ctx context.Context) {
 	}
 }
 
+// armAdopt loads, every Options.Adopt, the sessions with work in flight
+// that no node runs (adoptOrphans).
+func (e *Engine) armAdopt() {
+	e.adopter = e.opts.Clock.AfterFunc(e.opts.Adopt, func() {
+		e.mu.Lock()
+		closed := e.closed
+		if !closed {
+			e.wg.Add(1)
+		}
+		e.mu.Unlock()
+		if closed {
+			return
+		}
+		defer e.wg.Done()
+		e.adoptOrphans()
+		e.mu.Lock()
+		if !e.closed {
+			e.armAdopt()
+		}
+		e.mu.Unlock()
+	})
+}
+
+// adoptOrphans loads the sessions with work in flight that are not in
+// memory here and whose lease no node holds: the node that ran them died
+// (its leases expired) or stopped. Those another node runs are refused by
+// their lease at once, and left to it.
+func (e *Engine) adoptOrphans() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sums, err := e.opts.Store.Summaries(ctx, "")
+	if err != nil {
+		e.opts.Logger.Warn("failed to list sessions to find those no node runs", "err", err)
+		return
+	}
+	var adopted []string
+	for _, sum := range sums {
+		if !sum.Busy || sum.Ended || e.closing.Load() {
+			continue
+		}
+		if _, loaded := e.Session(sum.ID); loaded || e.unadoptable[sum.ID] {
+			continue
+		}
+		switch _, err := e.Load(ctx, sum.ID); {
+		case err == nil:
+			adopted = append(adopted, sum.ID)
+		case errors.Is(err, ErrOwnedElsewhere), errors.Is(err, ErrSessionClosed), errors.Is(err, ErrNoSession):
+			// Another node runs it; or it ended, or went, since the list.
+		case errors.Is(err, ErrCorrupt):
+			// Reading it again reads the same bytes: said once, here.
+			e.unadoptable[sum.ID] = true
+			e.opts.Logger.Error("a session no node runs cannot be read: it waits for its journal to be restored (docs/storage.md)", "session", sum.ID, "err", err)
+		default:
+			e.opts.Logger.Warn("failed to load a session no node runs", "session", sum.ID, "err", err)
+		}
+	}
+	if len(adopted) > 0 {
+		e.opts.Logger.Info("took over sessions with work in flight that no node ran", "sessions", len(adopted), "first", adopted[0])
+	}
+}
+
 // armSweep deletes the sessions retention has expired, after d and then
 // hourly.
 func (e *Engine) armSweep(d time.Duration) {

@@ -463,3 +463,42 @@ func TestNodeNameTaken(t *testing.T) {
 		t.Fatalf("a second node-a: %v\n%s\nwant it to stop, naming --node-id", err, out)
 	}
 }
+
+// TestOrphanedSessionIsTakenOver: a session with a browser call in flight
+// whose node dies while no page is connected anywhere is taken over by
+// another node once its lease has expired, without a page or a request
+// asking for it: the call times out and is retried there, under its
+// policy (never_answers: 2 attempts of 1 s), and settles.
+func TestOrphanedSessionIsTakenOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	p := newPair(t, "--lease-ttl", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
+	defer cancel()
+	page, err := p.br.dial(ctx, p.baseA, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = page.send(ctx, map[string]any{"type": "session.open", "tools": []string{"never_answers"}})
+	p.must(page.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" }))
+	_ = page.send(ctx, map[string]any{"type": "message", "content": "test slow tool"})
+	p.must(page.until("the call", func(f wireFrame) bool { return f.Type == "tool.call" && f.Name == "never_answers" }))
+	_ = page.ws.Close(websocket.StatusNormalClosure, "")
+	_ = p.a.cmd.Process.Kill()
+	_ = p.a.wait()
+
+	settled := map[string]string{"tool": "never_answers", "outcome": "error", "code": "timeout"}
+	for deadline := time.Now().Add(hang); ; time.Sleep(100 * time.Millisecond) {
+		families := scrape(t, p.br.http, p.baseB)
+		if n := sampleValue(families, "gateway_pages_connected", nil); n != 0 {
+			t.Fatalf("%v pages on node B: the test meant none", n)
+		}
+		if sampleValue(families, "gateway_tool_calls_settled_total", settled) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node B never settled the dead node's call\nB's log:\n%s", p.b.stderr.String())
+		}
+	}
+}

@@ -69,36 +69,13 @@ func TestMetrics(t *testing.T) {
 	converse("what time is it")
 	converse("test slow tool") // never_answers: 2 attempts of 1s, then timeout
 
-	resp, err := client.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not Prometheus text: %v", err)
-	}
+	families := scrape(t, client, base)
 	value := func(name string, labels map[string]string) float64 {
 		t.Helper()
-		f := families[name]
-		if f == nil {
+		if families[name] == nil {
 			t.Fatalf("/metrics has no %s", name)
 		}
-	next:
-		for _, m := range f.Metric {
-			have := map[string]string{}
-			for _, l := range m.Label {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return metricValue(m)
-		}
-		return 0
+		return sampleValue(families, name, labels)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -142,6 +119,45 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("a metric named for sessions: %s", name)
 		}
 	}
+}
+
+// scrape reads base's /metrics.
+func scrape(t *testing.T, client *http.Client, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v", err)
+	}
+	return families
+}
+
+// sampleValue is the value of the first sample of name whose labels
+// include labels; 0 when there is none.
+func sampleValue(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	f := families[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return metricValue(m)
+	}
+	return 0
 }
 
 // metricValue is a counter's or gauge's value, or a histogram's count.

@@ -33,6 +33,7 @@ type openedStore struct {
 	engine.Store
 	cookies scs.Store      // nil: the gateway's in-memory default
 	relay   *gateway.Relay // nil: a single node
+	adopt   time.Duration  // engine.Options.Adopt: on a NATS nodes share
 	where   string
 	close   func()
 }
@@ -71,6 +72,9 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 			return openedStore{}, err
 		}
 		opened.where += ", node " + s.Node()
+		// A dead node's sessions with work in flight are taken over about
+		// a lease's time to live after it expired, as its pages are.
+		opened.adopt = max(s.LeaseTTL(), time.Second)
 	}
 	return opened, nil
 }

@@ -281,3 +281,10 @@ func (s *Store) ForceRelease(ctx context.Context, session string) error {
 	}
 	return nil
 }
+
+// LeaseTTL is how long a session's lease lasts unrenewed: Options.LeaseTTL,
+// or the leases' bucket's own when it was made with another (every node
+// uses the bucket's).
+func (s *Store) LeaseTTL() time.Duration {
+	return s.opts.LeaseTTL
+}
