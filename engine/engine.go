@@ -200,11 +200,11 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, sessions: map[string]*Session{}, perOwner: map[string]int{}, loading: map[string]*loadCall{},
 		tracer: opts.TracerProvider.Tracer(tracerName), untilGlobalSet: global && isUnsetGlobal(opts.TracerProvider)}
 	if opts.Retain > 0 {
-		e.armSweep(time.Minute) // soon after start, then hourly
+		e.every(&e.sweep, time.Minute, time.Hour, e.sweepExpired) // retention: soon after start, then hourly
 	}
 	if _, shared := opts.Store.(Owners); shared && opts.Adopt > 0 {
 		e.unadoptable = map[string]bool{}
-		e.armAdopt()
+		e.every(&e.adopter, opts.Adopt, opts.Adopt, e.adoptOrphans)
 	}
 	return e, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 )
 
@@ -456,29 +457,6 @@ func (s *Session) unload(ctx context.Context) {
 	}
 }
 
-// armAdopt loads, every Options.Adopt, the sessions with work in flight
-// that no node runs (adoptOrphans).
-func (e *Engine) armAdopt() {
-	e.adopter = e.opts.Clock.AfterFunc(e.opts.Adopt, func() {
-		e.mu.Lock()
-		closed := e.closed
-		if !closed {
-			e.wg.Add(1)
-		}
-		e.mu.Unlock()
-		if closed {
-			return
-		}
-		defer e.wg.Done()
-		e.adoptOrphans()
-		e.mu.Lock()
-		if !e.closed {
-			e.armAdopt()
-		}
-		e.mu.Unlock()
-	})
-}
-
 // adoptOrphans loads the sessions with work in flight that are not in
 // memory here and whose lease no node holds: the node that ran them died
 // (its leases expired) or stopped. Those another node runs are refused by
@@ -517,10 +495,10 @@ func (e *Engine) adoptOrphans() {
 	}
 }
 
-// armSweep deletes the sessions retention has expired, after d and then
-// hourly.
-func (e *Engine) armSweep(d time.Duration) {
-	e.sweep = e.opts.Clock.AfterFunc(d, func() {
+// every runs run on the engine's clock after first, then again every next
+// after each run, until Close, which stops *timer.
+func (e *Engine) every(timer *clock.Timer, first, next time.Duration, run func()) {
+	*timer = e.opts.Clock.AfterFunc(first, func() {
 		e.mu.Lock()
 		closed := e.closed
 		if !closed {
@@ -531,10 +509,10 @@ func (e *Engine) armSweep(d time.Duration) {
 			return
 		}
 		defer e.wg.Done()
-		e.sweepExpired()
+		run()
 		e.mu.Lock()
 		if !e.closed {
-			e.armSweep(time.Hour)
+			e.every(timer, next, next, run)
 		}
 		e.mu.Unlock()
 	})
