@@ -163,7 +163,8 @@ func (p *Page) Send(ctx context.Context, content string) error {
 // losing its connection, not knowing whether it arrived. Each copy gets a
 // message.taken delivery once the session has stored the message, now or
 // before; the message's events carry the id (Message.ID). The session
-// remembers the ids of its last MessageIDMemory messages.
+// remembers the ids of its last MessageIDMemory messages. Content may not
+// be empty nor white space alone, but in a copy, which is not read.
 func (p *Page) SendOnce(ctx context.Context, id, content string) error {
 	if err := CheckMessageID(id); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/clienttools/gateway/engine/model"
 )
@@ -54,6 +55,12 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 // refusal says why the session takes no new message msg now: its length,
 // the store failing, the messages already waiting, the token budget.
 func (s *Session) refusal(msg Message) error {
+	if msg.ID != "" && strings.TrimSpace(msg.Content) == "" {
+		// A page's message (SendOnce): refused here, not where its frame
+		// is read, so that an empty copy of one the session took is
+		// confirmed, as any copy is, whatever its content.
+		return fmt.Errorf("%w: message \"content\" is empty", ErrBadRequest)
+	}
 	if err := s.e.CheckMessage(msg.Content); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -510,6 +511,12 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 
 // refuseMessage is refuse for the message of id (none: "").
 func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
+	if code == engine.WireBadFrame {
+		// The engine's "bad request" is a bad frame on this wire: one name.
+		if rest, ok := strings.CutPrefix(message, engine.ErrBadRequest.Error()+": "); ok {
+			message = ErrBadFrame.Error() + ": " + rest
+		}
+	}
 	c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: code, Message: message, ID: id}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))

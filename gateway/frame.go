@@ -164,7 +164,9 @@ func DecodeFrame(data []byte) (Frame, error) {
 		}); err != nil {
 			return nil, err
 		}
-		if len(bytes.TrimSpace([]byte(f.Content))) == 0 {
+		if !hasID && len(bytes.TrimSpace([]byte(f.Content))) == 0 {
+			// With an id, the session answers: a copy of a message it
+			// took is confirmed whatever its content (engine.CheckMessage).
 			return nil, fmt.Errorf("%w: message \"content\" is empty", ErrBadFrame)
 		}
 		if hasID {

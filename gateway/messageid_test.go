@@ -45,6 +45,9 @@ func TestMessageSentAgainIsTakenOnce(t *testing.T) {
 	c2.untilType("session.opened")
 	c2.send(map[string]any{"type": "message", "content": "hello", "id": "m-1"})
 	taken(c2, "m-1")
+	// A copy's content is not read, be it empty.
+	c2.send(map[string]any{"type": "message", "content": " ", "id": "m-1"})
+	taken(c2, "m-1")
 	if got := c2.reply("next"); got != "echo: next" {
 		t.Errorf("reply = %q", got)
 	}
@@ -72,7 +75,10 @@ func TestMessageSentAgainIsTakenOnce(t *testing.T) {
 	if f := c2.untilError(); f.Code != "bad_frame" || f.ID != long {
 		t.Errorf("got %s; want bad_frame naming the long id", f)
 	}
-	if n := c2.count(func(f frame) bool { return f.Type == "message.taken" }); n != 1 {
-		t.Errorf("%d message.taken on the second page; want 1", n)
+	if n := c2.count(func(f frame) bool { return f.Type == "message.taken" }); n != 2 {
+		t.Errorf("%d message.taken on the second page; want 2", n)
+	}
+	if n := c2.count(func(f frame) bool { return f.Type == "error" && f.ID == "m-1" }); n != 0 {
+		t.Errorf("%d copies of m-1 refused; want none", n)
 	}
 }

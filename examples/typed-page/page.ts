@@ -18,7 +18,7 @@ const lookup: Tool<{ city: string }, Weather> = {
 
 const client: GatewayClient = connect({
     tools: {
-        get_local_time: () => ({ time: new Date().toISOString() }),
+        get_local_time: () => ({ time: new Date().toISOString(), timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone }),
         lookup,
         confirm: {
             acceptInvalid: true,
