@@ -462,6 +462,10 @@ func (s *Session) unload(ctx context.Context) {
 // (its leases expired) or stopped. Those another node runs are refused by
 // their lease at once, and left to it.
 func (e *Engine) adoptOrphans() {
+	if e.StoreHealth() != nil {
+		// Down, it is said where it fails; the next look finds them.
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sums, err := e.opts.Store.Summaries(ctx, "")
