@@ -169,6 +169,31 @@ test.describe("on a fake gateway", () => {
         expect(out.state).toBe("open");
     });
 
+    test("a message dropped for the limits the gateway then tells leaves the stored copy too: a reload does not find it", async ({ page }) => {
+        const out = await page.evaluate(async () => {
+            const { connect } = await import("/static/gateway.js");
+            const w = window as any;
+            const storage = new w.MemoryStorage();
+            const client = connect({ WebSocket: w.FakeSocket, storage });
+            const stored = () => (JSON.parse(storage.getItem("gateway.session") ?? "null")?.unsent ?? []).map((m: any) => m.content.length);
+            await w.until(() => w.FakeSocket.sockets.length === 1);
+            const ws = w.FakeSocket.last();
+            ws.accept();
+            ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+            ws.drop();
+            client.send("y".repeat(200)); // offline: it waits, and is stored
+            await w.until(() => stored().length === 1);
+            await w.until(() => w.FakeSocket.sockets.length === 2);
+            const again = w.FakeSocket.last();
+            again.accept();
+            again.push({ type: "session.opened", session: "s1", seq: 0, page: "p2", limits: { frameBytes: 4096, messageBytes: 100 } });
+            await w.until(() => stored().length === 0, 3000).catch(() => {});
+            return { unsent: stored(), sent: again.sent.slice(1) };
+        });
+        expect(out.sent).toEqual([]);
+        expect(out.unsent).toEqual([]);
+    });
+
     test("a message queued offline and over the limits the gateway then tells is refused, not sent", async ({ page }) => {
         const out = await page.evaluate(async () => {
             const { connect } = await import("/static/gateway.js");

@@ -211,6 +211,7 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
                 cyclic: () => { const o: any = {}; o.o = o; return o; },
                 madeUpCode: () => { throw new ToolError("busy", { code: "busy" }); },
                 codeSetLater: () => { const e: any = new ToolError("busy"); e.code = "busy"; throw e; },
+                saysNothing: () => { throw new Error(); },
             },
         });
         await w.until(() => w.FakeSocket.sockets.length === 1);
@@ -229,7 +230,8 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
         ws.push({ ...base, id: "8", attempt: 1, name: "cyclic", arguments: "{}", input: { status: "valid", value: {} } });
         ws.push({ ...base, id: "9", attempt: 1, name: "madeUpCode", arguments: "{}", input: { status: "valid", value: {} } });
         ws.push({ ...base, id: "10", attempt: 1, name: "codeSetLater", arguments: "{}", input: { status: "valid", value: {} } });
-        await w.until(() => ws.sent.length === 11);
+        ws.push({ ...base, id: "11", attempt: 1, name: "saysNothing", arguments: "{}", input: { status: "valid", value: {} } });
+        await w.until(() => ws.sent.length === 12);
         const byId = Object.fromEntries(ws.sent.slice(1).map((f: any) => [f.id, f]));
         return { ran, byId };
     });
@@ -246,6 +248,8 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
     // or, set after the constructor, the code is left out (tool_failed).
     expect(out.byId["9"]).toEqual({ type: "tool.error", id: "9", attempt: 1, error: `ToolError code "busy" is not one of TOOL_ERROR's (codes.js); leave it out for tool_failed` });
     expect(out.byId["10"]).toEqual({ type: "tool.error", id: "10", attempt: 1, error: "busy" });
+    // new Error() says nothing, and the gateway tells the model so (protocol.md).
+    expect(out.byId["11"]).toEqual({ type: "tool.error", id: "11", attempt: 1, error: "" });
 });
 
 test("messages, cancel and answers wait for the session while offline", async ({ page }) => {
@@ -340,21 +344,21 @@ for (const code of ["unknown_session", "session_unreadable"]) test(`a session th
         const client = connect({ WebSocket: w.FakeSocket, storage, tools: { t: () => 1 } });
         const resets: any[] = [];
         const errors: any[] = [];
-        client.on("reset", (r: any) => resets.push(r));
+        client.on("reset", (r: any) => resets.push(r.reason));
         client.on("error", (e: any) => errors.push(e));
         await w.until(() => w.FakeSocket.sockets.length === 1);
         const ws = w.FakeSocket.last();
         ws.accept();
         ws.push({ type: "error", code, message: "not this one" });
         ws.push({ type: "session.opened", session: "fresh", seq: 0 });
-        return { sent: ws.sent, resets: resets.length, errors, session: client.session, sockets: w.FakeSocket.sockets.length };
+        return { sent: ws.sent, resets, errors, session: client.session, sockets: w.FakeSocket.sockets.length };
     }, code);
     expect(out.errors, "no retrying: the same socket goes on").toEqual([{ code, message: "not this one" }]);
     expect(out.sent).toEqual([
         { type: "session.open", tools: ["t"], session: "gone", after: 0 },
         { type: "session.open", tools: ["t"] },
     ]);
-    expect(out.resets).toBe(1);
+    expect(out.resets, "the reset's reason is the refusal's code").toEqual([code]);
     expect(out.session).toBe("fresh");
     expect(out.sockets).toBe(1);
 });
@@ -855,6 +859,10 @@ test("an approval a node missed goes again after the move or reconnect, until th
         ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
         await w.until(() => cards.some((c) => c.approve));
         const sentNow = cards.findLast((c) => c.approve).approve(true);
+        // A double-click: the first answer stands, and goes once.
+        const sentAgain = cards.findLast((c) => c.approve).approve(false);
+        await w.sleep(20);
+        const once = ws.sent.slice(1);
         // The node that ran the session died before it read the answer:
         // the page's node moves it, in place (a second session.opened).
         ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p2" });
@@ -870,10 +878,12 @@ test("an approval a node missed goes again after the move or reconnect, until th
         ws.push({ type: "session.opened", session: "s1", seq: 2, page: "p3" });
         client.send("probe");
         await w.until(() => ws.sent.length >= 2);
-        return { sentNow, moved, after: ws.sent.slice(1).map((f: any) => f.type) };
+        return { sentNow, sentAgain, once, moved, after: ws.sent.slice(1).map((f: any) => f.type) };
     });
     const approve = { type: "tool.approve", id: "c1", digest: "d1", approved: true };
     expect(out.sentNow).toBe(true);
+    expect(out.sentAgain).toBe(false);
+    expect(out.once).toEqual([approve]);
     expect(out.moved).toEqual([approve, approve]);
     expect(out.after).toEqual(["message"]);
 });

@@ -219,7 +219,8 @@ export class ToolCards {
                 const { digest } = f;
                 Object.assign(card, { arguments: f.arguments ?? card.arguments, input: f.input ?? card.input, handler: f.handler ?? card.handler, deadline: f.deadline ?? null });
                 card.approval = { digest, deadline: f.deadline ?? null };
-                card.approve = (approved) => this.#send(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
+                // The first answer stands: a second (a double-click) is not sent.
+                card.approve = (approved) => !this.#approving.has(f.id) && this.#send(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
                 this.#changed(card, replayed);
                 break;
             }

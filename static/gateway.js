@@ -297,7 +297,7 @@ export class GatewayClient extends EventTarget {
     }
 
     #onOpened(f) {
-        if (this.#session && f.session !== this.#session) this.#forget("the gateway opened a new session");
+        if (this.#session && f.session !== this.#session) this.#forget("new_session");
         const resumed = this.#session !== null;
         const page = typeof f.page === "string" && f.page ? f.page : null;
         this.#session = f.session;
@@ -336,7 +336,7 @@ export class GatewayClient extends EventTarget {
         const retrying = open && !anew && !restart;
         this.#emit("error", { code, message: String(f.message ?? ""), ...(refused && { refused }), ...(retrying && { retrying }) });
         if (anew) {
-            this.#forget(`the gateway ${code === FRAME_ERROR.UNKNOWN_SESSION ? "does not know" : "cannot read"} the session`);
+            this.#forget(code); // unknown_session or session_unreadable
             this.#write({ type: "session.open", tools: this.tools });
         } else if (restart) {
             const unsent = this.#outbox.take().filter((f) => f.type === "message");

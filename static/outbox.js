@@ -71,6 +71,9 @@ export class Outbox {
         const out = [...this.#unsent, ...this.#waiting];
         this.#unsent = [];
         this.#waiting = [];
+        // What is written again comes back (written); what is not (over
+        // the limits) leaves the stored copy too.
+        if (out.some((f) => f.type === "message")) this.#changed();
         return out;
     }
 

@@ -364,7 +364,8 @@ export class Runner {
 
 /** @param {unknown} err */
 function messageOf(err) {
-    if (err instanceof Error) return err.message || err.name;
+    // new Error() says nothing: the gateway tells the model so (protocol.md).
+    if (err instanceof Error) return err.message;
     if (typeof err === "string") return err;
     try {
         return JSON.stringify(err) ?? String(err);
@@ -376,7 +377,7 @@ function messageOf(err) {
 /** The tool.error fields for a thrown value. @param {any} err */
 function errorFields(err) {
     /** @type {{error: string, retryable?: boolean, code?: string, detail?: any}} */
-    const fields = { error: messageOf(err) || "The tool failed." };
+    const fields = { error: messageOf(err) };
     if (err && typeof err === "object") {
         if (typeof err.retryable === "boolean") fields.retryable = err.retryable;
         // A code set after the constructor checked it: one the gateway

@@ -133,6 +133,9 @@ export interface ToolAttempt {
     backoff?: string;
 }
 
+/** Why the SDK dropped its session (the reset event). docs/sdk.md#events. */
+export type ResetReason = "reset" | "open" | "unknown_session" | "session_unreadable" | "new_session";
+
 /** Everything known about one tool call (the `tool` event). docs/sdk.md#tool-cards. */
 export interface ToolCard {
     id: string;
@@ -196,7 +199,7 @@ export interface Message {
 export interface GatewayEvents {
     state: { state: ConnectionState; code?: number; reason?: string; retryIn?: number };
     opened: { session: string; seq: number; resumed: boolean; page: string | null };
-    reset: { reason: string };
+    reset: { reason: ResetReason };
     message: { seq: number; message: Message; replayed: boolean };
     delta: { seq: number; text: string; replayed: boolean };
     "model.finished": { seq: number; stopReason?: string; usage?: any; error?: string; replayed: boolean };
