@@ -21,24 +21,32 @@ export function followLog(log) {
     const win = doc.defaultView;
     /** What scrolls: the log, or in a short window the page. */
     const scroller = () => (win?.getComputedStyle(log).overflowY === "visible" && doc.scrollingElement) || log;
-    let there = true;
+    // there: the reader is at the bottom. lastTop: where follow left the
+    // scroller; anywhere else, the reader (or the browser) moved it.
+    let there = true, lastTop = NaN;
+    const near = (/** @type {Element} */ s) => s.scrollHeight - s.scrollTop - s.clientHeight < NEAR;
     const onScroll = () => {
         const s = scroller();
-        there = s.scrollHeight - s.scrollTop - s.clientHeight < NEAR;
+        if (s.scrollTop !== lastTop) there = near(s);
     };
     log.addEventListener("scroll", onScroll, { passive: true });
     win?.addEventListener("scroll", onScroll, { passive: true });
 
     function follow() {
-        if (!there) return;
         const s = scroller();
+        // Moved since, and its scroll event not in yet (it comes with the
+        // next frame): the new text must not take the reader back down.
+        if (!Number.isNaN(lastTop) && s.scrollTop !== lastTop) there = near(s);
+        if (!there) return;
         s.scrollTop = s.scrollHeight;
+        lastTop = s.scrollTop;
     }
     new MutationObserver(follow).observe(log, { childList: true, subtree: true, characterData: true });
     return {
         follow,
         stick() {
             there = true;
+            lastTop = NaN;
         },
     };
 }
