@@ -845,6 +845,36 @@ test("an answer written to a dead socket goes again after the reconnect, until i
     expect(out.third).toEqual([]);
 });
 
+test("an approval given while the socket is down is kept, and a later one replaces it: the last goes once", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        const cards: any[] = [];
+        client.on("tool", (c: any) => cards.push(c));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => cards.some((c) => c.approve));
+        ws.drop();
+        const card = cards.findLast((c) => c.approve);
+        const first = card.approve(true); // offline: kept
+        const second = card.approve(false); // the user changed their mind
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p2" });
+        await w.until(() => ws.sent.length === 2);
+        await w.sleep(20);
+        return { first, second, sent: ws.sent.slice(1) };
+    });
+    expect(out.first).toBe(false);
+    expect(out.second).toBe(false);
+    expect(out.sent).toEqual([{ type: "tool.approve", id: "c1", digest: "d1", approved: false }]);
+});
+
 test("an approval a node missed goes again after the move or reconnect, until the gateway takes it", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

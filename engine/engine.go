@@ -130,10 +130,13 @@ type Engine struct {
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
 	adopter  clock.Timer           // Options.Adopt
-	// unadoptable: sessions adoptOrphans found unreadable, not tried
-	// again; only the adopter's timer, one run at a time, uses it.
-	unadoptable map[string]bool
-	tracer      trace.Tracer
+	// unadoptable: sessions adoptOrphans found unreadable, and when (tried
+	// again an hour later); listingWarned: when it last said it could not
+	// list the sessions. Only the adopter's timer, one run at a time, uses
+	// them.
+	unadoptable   map[string]time.Time
+	listingWarned time.Time
+	tracer        trace.Tracer
 	// untilGlobalSet: tracer is the global provider's, which records
 	// nothing until otel.SetTracerProvider; make no spans until then.
 	untilGlobalSet bool
@@ -203,7 +206,7 @@ func New(opts Options) (*Engine, error) {
 		e.every(&e.sweep, time.Minute, time.Hour, e.sweepExpired) // retention: soon after start, then hourly
 	}
 	if _, shared := opts.Store.(Owners); shared && opts.Adopt > 0 {
-		e.unadoptable = map[string]bool{}
+		e.unadoptable = map[string]time.Time{}
 		e.every(&e.adopter, opts.Adopt, opts.Adopt, e.adoptOrphans)
 	}
 	return e, nil

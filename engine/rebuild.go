@@ -77,10 +77,15 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 // memory with them.
 func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error) {
 	s, err := e.Load(ctx, id)
-	if errors.Is(err, ErrCorrupt) && !e.listedFor(ctx, id, owner) {
+	if errors.Is(err, ErrCorrupt) {
 		// Its owner is in the state that could not be read: the list of
 		// chats says whose it is, so another browser learns nothing of it.
-		return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
+		switch listed, lerr := e.listedFor(ctx, id, owner); {
+		case lerr != nil:
+			return nil, fmt.Errorf("%w: the list of sessions: %w", ErrStoreUnavailable, lerr)
+		case !listed:
+			return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
+		}
 	}
 	if err != nil || s.owner == owner {
 		return s, err
@@ -94,11 +99,28 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 }
 
 // listedFor reports whether session id is among owner's in the store's
-// list of chats; true when the list cannot be read, the store's own error
-// being the one to report then.
-func (e *Engine) listedFor(ctx context.Context, id, owner string) bool {
+// list of chats.
+func (e *Engine) listedFor(ctx context.Context, id, owner string) (bool, error) {
 	sums, err := e.opts.Store.Summaries(ctx, owner)
-	return err != nil || slices.ContainsFunc(sums, func(s Summary) bool { return s.ID == id })
+	return err == nil && slices.ContainsFunc(sums, func(s Summary) bool { return s.ID == id }), err
+}
+
+// loadBusy loads a session its summary says is busy. A summary written
+// before a crash, or one whose write failed, may say so of a session whose
+// journal ends idle: then the summary is written again, or every start and
+// every look for sessions no node runs would load it again.
+func (e *Engine) loadBusy(ctx context.Context, id string) (*Session, error) {
+	s, err := e.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.do(ctx, func() error {
+		if !s.busy() {
+			s.summarize()
+		}
+		return nil
+	})
+	return s, nil
 }
 
 // Resume loads every session that had work in flight when the last process
@@ -117,7 +139,7 @@ func (e *Engine) Resume(ctx context.Context) error {
 		if !sum.Busy || sum.Ended {
 			continue
 		}
-		if _, err := e.Load(ctx, sum.ID); err != nil {
+		if _, err := e.loadBusy(ctx, sum.ID); err != nil {
 			if errors.Is(err, ErrOwnedElsewhere) {
 				// Another node of the cluster runs it: its work goes on there.
 				elsewhere++
@@ -470,7 +492,12 @@ func (e *Engine) adoptOrphans() {
 	defer cancel()
 	sums, err := e.opts.Store.Summaries(ctx, "")
 	if err != nil {
-		e.opts.Logger.Warn("failed to list sessions to find those no node runs", "err", err)
+		// A damaged summary fails the whole listing, every look: said
+		// once an hour.
+		if now := e.opts.Clock.Now(); now.Sub(e.listingWarned) >= time.Hour {
+			e.listingWarned = now
+			e.opts.Logger.Warn("failed to list sessions to find those no node runs; tried again every look, said again in an hour", "err", err)
+		}
 		return
 	}
 	var adopted []string
@@ -478,17 +505,21 @@ func (e *Engine) adoptOrphans() {
 		if !sum.Busy || sum.Ended || e.closing.Load() {
 			continue
 		}
-		if _, loaded := e.Session(sum.ID); loaded || e.unadoptable[sum.ID] {
+		if _, loaded := e.Session(sum.ID); loaded {
 			continue
 		}
-		switch _, err := e.Load(ctx, sum.ID); {
+		if at, ok := e.unadoptable[sum.ID]; ok && e.opts.Clock.Now().Sub(at) < time.Hour {
+			continue
+		}
+		switch _, err := e.loadBusy(ctx, sum.ID); {
 		case err == nil:
 			adopted = append(adopted, sum.ID)
 		case errors.Is(err, ErrOwnedElsewhere), errors.Is(err, ErrSessionClosed), errors.Is(err, ErrNoSession):
 			// Another node runs it; or it ended, or went, since the list.
 		case errors.Is(err, ErrCorrupt):
-			// Reading it again reads the same bytes: said once, here.
-			e.unadoptable[sum.ID] = true
+			// Reading it again reads the same bytes until it is restored:
+			// tried, and said, once an hour.
+			e.unadoptable[sum.ID] = e.opts.Clock.Now()
 			e.opts.Logger.Error("a session no node runs cannot be read: it waits for its journal to be restored (docs/storage.md)", "session", sum.ID, "err", err)
 		default:
 			e.opts.Logger.Warn("failed to load a session no node runs", "session", sum.ID, "err", err)

@@ -728,3 +728,47 @@ func TestRestartLateAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestStaleBusySummaryIsMended: a summary that says busy of a session whose
+// journal ends idle (its node died between the append and the summary, or
+// the summary's write failed) is written again when a start loads it, so
+// the next start, and a cluster's look for sessions no node runs, do not
+// load it again and again.
+func TestStaleBusySummaryIsMended(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := &testWorker{}
+		e1 := r.start(w, textModel())
+		s, err := e1.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		if err := p.page.Send(context.Background(), "hello"); err != nil {
+			t.Fatal(err)
+		}
+		p.until("the reply", isType(engine.EventSessionIdle))
+		stop(t, e1)
+		busy := func() bool {
+			t.Helper()
+			sums, err := r.store.Summaries(context.Background(), "alice")
+			if err != nil || len(sums) != 1 {
+				t.Fatalf("summaries %v %v", sums, err)
+			}
+			return sums[0].Busy
+		}
+		sums, _ := r.store.Summaries(context.Background(), "alice")
+		stale := sums[0]
+		stale.Busy = true
+		if err := r.store.Summarize(context.Background(), stale); err != nil {
+			t.Fatal(err)
+		}
+		r.resumed(w, textModel(), s.ID())
+		// Idle once loaded (the memory store's journal may end in the
+		// turn, which runs again and ends).
+		for deadline := time.Now().Add(hangGuard); busy(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the summary still says busy after the start loaded the idle session")
+			}
+		}
+	})
+}

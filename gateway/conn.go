@@ -343,7 +343,7 @@ func errorCode(err error) engine.WireCode {
 		return engine.WireUnknownSession
 	case errors.Is(err, engine.ErrStoreUnavailable):
 		return engine.WireStoreFailed
-	case errors.Is(err, engine.ErrCorrupt):
+	case errors.Is(err, errUnreadable):
 		return engine.WireUnreadable
 	case errors.Is(err, engine.ErrBadConfig):
 		return engine.WireBadConfig
@@ -472,7 +472,7 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 		} else {
 			c.logger.Debug("a session's journal cannot be read", "session", id, "err", err)
 		}
-		return nil, fmt.Errorf("session %q cannot be opened: %w", id, err)
+		return nil, fmt.Errorf("%w: session %q cannot be opened: %w", errUnreadable, id, err)
 	default:
 		c.logger.Error("failed to load a session", "session", id, "err", err)
 		return nil, fmt.Errorf("failed to load session %q: %w", id, err)
@@ -500,6 +500,12 @@ func (c *conn) elsewhere(f SessionOpen, err error) {
 
 // errUnknownSession: session.open names a session this browser cannot open.
 var errUnknownSession = errors.New("unknown session")
+
+// errUnreadable: session.open names one of this browser's sessions whose
+// journal cannot be read back (session_unreadable). A replay that a loaded
+// session's store failed to read is not that: the session runs, and the
+// page may try again (internal).
+var errUnreadable = errors.New("unreadable session")
 
 // refuse replies to a frame the gateway could not take. It never closes the
 // connection: when replies pile up it waits for the writer, and a page that

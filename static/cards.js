@@ -219,8 +219,8 @@ export class ToolCards {
                 const { digest } = f;
                 Object.assign(card, { arguments: f.arguments ?? card.arguments, input: f.input ?? card.input, handler: f.handler ?? card.handler, deadline: f.deadline ?? null });
                 card.approval = { digest, deadline: f.deadline ?? null };
-                // The first answer stands: a second (a double-click) is not sent.
-                card.approve = (approved) => !this.#approving.has(f.id) && this.#send(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
+                // An answer written stands (a double-click's second is not sent); one kept offline, never written, the next replaces.
+                card.approve = (approved) => !this.#approving.get(f.id)?.sentOn && this.#send(f.id, { type: "tool.approve", id: f.id, digest, approved: Boolean(approved) });
                 this.#changed(card, replayed);
                 break;
             }

@@ -36,7 +36,6 @@ type marker struct {
 type embedded struct {
 	ns       *server.Server
 	storeDir string // the server's Options.StoreDir
-	sync     time.Duration
 	unlock   func()
 	held     bool // the directory held a store's streams before this start
 }
@@ -154,7 +153,7 @@ func startEmbedded(dataDir string, sync time.Duration, logger *slog.Logger) (*em
 		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", dataDir)
 	}
 	started = true
-	return &embedded{ns: ns, storeDir: storeDir, sync: sync, unlock: unlock, held: held}, nil
+	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock, held: held}, nil
 }
 
 // off says why the server's JetStream stores nothing, or nil when it
@@ -211,11 +210,10 @@ func (e *embedded) revive() (bool, error) {
 		}
 	}
 	// The server's own configuration, as at its start: the store's
-	// directory (the server adds its "jetstream" folder again), its
-	// flushes, and limits it works out from the disk and memory it finds
-	// now.
-	interval, always := syncOptions(e.sync)
-	if err := e.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: e.storeDir, SyncInterval: interval, SyncAlways: always}); err != nil {
+	// directory (the server adds its "jetstream" folder again), and
+	// limits it works out from the disk and memory it finds now; its
+	// flushes (Options.Sync) come from the server's options, set at start.
+	if err := e.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: e.storeDir}); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -7,9 +7,9 @@ import (
 )
 
 // TestSync: Options.Sync is how the embedded server flushes its files to
-// the disk, at its start and again when JetStream goes back on after a
-// full disk (revive); with URL it is refused, the server there having its
-// own.
+// the disk, at its start and still when JetStream goes back on after a
+// full disk (revive, whose config the server fills from its options);
+// with URL it is refused, the server there having its own.
 func TestSync(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
