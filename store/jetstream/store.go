@@ -130,6 +130,8 @@ type Store struct {
 	// stores. Appends fail at once meanwhile, rather than each wait for
 	// its timeout.
 	down atomic.Pointer[error]
+	// summaryWarned: when summaryUnreadable last said something (Unix ns).
+	summaryWarned atomic.Int64
 }
 
 var _ engine.Store = (*Store)(nil)

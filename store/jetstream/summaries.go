@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/nats-io/nats.go/jetstream"
@@ -91,17 +92,19 @@ func (s *Store) readSummaries(ctx context.Context, filter string) ([]engine.Summ
 	}
 	defer answers.stop()
 	var out []engine.Summary
-	r := directReader{next: 1, take: func(data []byte) error {
+	r := directReader{next: 1}
+	r.take = func(data []byte) error {
 		if len(data) == 0 {
 			return nil
 		}
 		var sum engine.Summary
 		if err := json.Unmarshal(data, &sum); err != nil {
-			return fmt.Errorf("%w: a session summary: %w", engine.ErrCorrupt, err)
+			s.summaryUnreadable(fmt.Sprintf("a message at or after stream sequence %d of %s", r.next, summaryStreamName), err)
+			return nil
 		}
 		out = append(out, sum)
 		return nil
-	}}
+	}
 	var retry replicaRetry
 	for {
 		end, err := answers.batch(ctx, summaryStreamName, filter, &r)
@@ -143,11 +146,28 @@ func (s *Store) summariesByKey(ctx context.Context, filter string) ([]engine.Sum
 		}
 		var sum engine.Summary
 		if err := json.Unmarshal(e.Value(), &sum); err != nil {
-			return nil, fmt.Errorf("%w: the summary %s: %w", engine.ErrCorrupt, k, err)
+			s.summaryUnreadable("the key "+k, err)
+			continue
 		}
 		out = append(out, sum)
 	}
 	return out, nil
+}
+
+// summaryUnreadable says that a summary that does not decode was left out
+// of a listing, at most once a minute (a browser lists its chats at will).
+// A summary is the list's copy of what the journal says: one damaged
+// summary must not keep every other chat from the list, nor the gateway
+// from starting (Resume lists them all); the session's next step writes it
+// again.
+func (s *Store) summaryUnreadable(which string, err error) {
+	now := time.Now().UnixNano()
+	last := s.summaryWarned.Load()
+	if now-last < int64(time.Minute) || !s.summaryWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.opts.Logger.Error("a session summary cannot be read: the list of chats leaves it out until its session's next step writes it again (a damaged disk? docs/storage.md)",
+		"bucket", SummaryBucket, "summary", which, "err", err)
 }
 
 // Delete implements engine.Store. It purges the session's messages from
