@@ -2,6 +2,7 @@
 // gateway's side frame by frame, to pin down what the SDK sends and emits in
 // the cases the real gateway makes hard to stage (duplicate deliveries,
 // drops, replays that overlap what the page has seen).
+import type { Page } from "@playwright/test";
 import { expect, test, installFakeSocket } from "./support";
 
 test.beforeEach(async ({ page }) => {
@@ -845,23 +846,37 @@ test("an answer written to a dead socket goes again after the reconnect, until i
     expect(out.third).toEqual([]);
 });
 
-test("an approval given while the socket is down is kept, and a later one replaces it: the last goes once", async ({ page }) => {
-    const out = await page.evaluate(async () => {
+/**
+ * A client on the fake socket, its session open, delete_file asking for
+ * approval: window.__approval is {client, card()}, card() the call's
+ * latest card that takes an answer.
+ */
+async function approvalWaiting(page: Page) {
+    await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
         const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
-        const cards: any[] = [];
-        client.on("tool", (c: any) => cards.push(c));
+        let latest: any = null;
+        client.on("tool", (c: any) => { if (c.approve) latest = c; });
         await w.until(() => w.FakeSocket.sockets.length === 1);
-        let ws = w.FakeSocket.last();
+        const ws = w.FakeSocket.last();
         ws.accept();
         ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
         ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
-        await w.until(() => cards.some((c) => c.approve));
+        await w.until(() => latest);
+        w.__approval = { client, card: () => latest };
+    });
+}
+
+test("an approval given while the socket is down is kept, and a later one replaces it: the last goes once", async ({ page }) => {
+    await approvalWaiting(page);
+    const out = await page.evaluate(async () => {
+        const w = window as any;
+        const { card } = w.__approval;
+        let ws = w.FakeSocket.last();
         ws.drop();
-        const card = cards.findLast((c) => c.approve);
-        const first = card.approve(true); // offline: kept
-        const second = card.approve(false); // the user changed their mind
+        const first = card().approve(true); // offline: kept
+        const second = card().approve(false); // the user changed their mind
         await w.until(() => w.FakeSocket.sockets.length === 2);
         ws = w.FakeSocket.last();
         ws.accept();
@@ -876,21 +891,14 @@ test("an approval given while the socket is down is kept, and a later one replac
 });
 
 test("an approval a node missed goes again after the move or reconnect, until the gateway takes it", async ({ page }) => {
+    await approvalWaiting(page);
     const out = await page.evaluate(async () => {
-        const { connect } = await import("/static/gateway.js");
         const w = window as any;
-        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
-        const cards: any[] = [];
-        client.on("tool", (c: any) => cards.push(c));
-        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const { client, card } = w.__approval;
         let ws = w.FakeSocket.last();
-        ws.accept();
-        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
-        ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
-        await w.until(() => cards.some((c) => c.approve));
-        const sentNow = cards.findLast((c) => c.approve).approve(true);
+        const sentNow = card().approve(true);
         // A double-click: the first answer stands, and goes once.
-        const sentAgain = cards.findLast((c) => c.approve).approve(false);
+        const sentAgain = card().approve(false);
         await w.sleep(20);
         const once = ws.sent.slice(1);
         // The node that ran the session died before it read the answer:
@@ -919,19 +927,12 @@ test("an approval a node missed goes again after the move or reconnect, until th
 });
 
 test("an approval whose call settled meanwhile (the replay says so) is not sent again", async ({ page }) => {
+    await approvalWaiting(page);
     const out = await page.evaluate(async () => {
-        const { connect } = await import("/static/gateway.js");
         const w = window as any;
-        const client = connect({ WebSocket: w.FakeSocket, storage: null, reconnect: { initialDelay: 10, maxDelay: 10 } });
-        let card: any = null;
-        client.on("tool", (c: any) => { if (c.approve) card = c; });
-        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const { client, card } = w.__approval;
         let ws = w.FakeSocket.last();
-        ws.accept();
-        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
-        ws.push({ type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d1", deadline: "2030-01-01T00:00:00.000Z" });
-        await w.until(() => card);
-        card.approve(false);
+        card().approve(false);
         ws.drop();
         await w.until(() => w.FakeSocket.sockets.length === 2);
         ws = w.FakeSocket.last();

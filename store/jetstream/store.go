@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"golang.org/x/time/rate"
 )
 
 // Names on the NATS server.
@@ -130,8 +131,8 @@ type Store struct {
 	// stores. Appends fail at once meanwhile, rather than each wait for
 	// its timeout.
 	down atomic.Pointer[error]
-	// summaryWarned: when summaryUnreadable last said something (Unix ns).
-	summaryWarned atomic.Int64
+	// summaryWarned lets summaryUnreadable speak once a minute.
+	summaryWarned rate.Sometimes
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -172,7 +173,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	default:
 		o.Node = nuid.Next()
 	}
-	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, splits: map[string]splitTry{}, stop: make(chan struct{})}
+	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, splits: map[string]splitTry{}, stop: make(chan struct{}),
+		summaryWarned: rate.Sometimes{Interval: time.Minute}}
 	var err error
 	// The client's own errors (a relayed page's queue that overflowed, say)
 	// go to the gateway's log, not to stderr in the client's format.

@@ -1,7 +1,6 @@
 package jetstream_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -183,7 +181,7 @@ func TestDataDir(t *testing.T) {
 func TestMissingPartsAreSaid(t *testing.T) {
 	start := func(dir string) string {
 		t.Helper()
-		logs := &lockedBuffer{}
+		logs := &jetstream.LockedBuffer{}
 		s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +248,7 @@ func TestDamageIsInTheLog(t *testing.T) {
 	if err := os.Truncate(block, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &jetstream.LockedBuffer{}
 	s, err = jetstream.Open(context.Background(), jetstream.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -259,24 +257,6 @@ func TestDamageIsInTheLog(t *testing.T) {
 	if !strings.Contains(logs.String(), `level=WARN msg="embedded NATS server:`) {
 		t.Errorf("a journal cut short left no line in the log:\n%s", logs.String())
 	}
-}
-
-// lockedBuffer is a log's output, written from any goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestCookies: a browser's cookie session survives a restart of the store.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/nats-io/nats.go/jetstream"
@@ -161,13 +160,10 @@ func (s *Store) summariesByKey(ctx context.Context, filter string) ([]engine.Sum
 // from starting (Resume lists them all); the session's next step writes it
 // again.
 func (s *Store) summaryUnreadable(which string, err error) {
-	now := time.Now().UnixNano()
-	last := s.summaryWarned.Load()
-	if now-last < int64(time.Minute) || !s.summaryWarned.CompareAndSwap(last, now) {
-		return
-	}
-	s.opts.Logger.Error("a session summary cannot be read: the list of chats leaves it out until its session's next step writes it again (a damaged disk? docs/storage.md)",
-		"bucket", SummaryBucket, "summary", which, "err", err)
+	s.summaryWarned.Do(func() {
+		s.opts.Logger.Error("a session summary cannot be read: the list of chats leaves it out until its session's next step writes it again (a damaged disk? docs/storage.md)",
+			"bucket", SummaryBucket, "summary", which, "err", err)
+	})
 }
 
 // Delete implements engine.Store. It purges the session's messages from

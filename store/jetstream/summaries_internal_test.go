@@ -1,42 +1,22 @@
 package jetstream
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
 )
 
-// lockedBuffer is a log's text, safe for the store's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestDamagedSummaryIsLeftOut: a summary that does not decode is left out
 // of the lists, which go on with every other (before, one failed the whole
 // listing: the browser's list of chats, retention, and Resume, which
 // stopped the gateway's start), and the log says it once a minute.
 func TestDamagedSummaryIsLeftOut(t *testing.T) {
-	var log lockedBuffer
+	var log LockedBuffer
 	ctx := context.Background()
 	s, err := Open(ctx, Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
