@@ -58,8 +58,9 @@ type Options struct {
 	// (Owners), for sessions with work in flight that no node runs (their
 	// node died, or stopped and gave their leases back) and loads them, so
 	// their timers and their work go on without waiting for a page to ask
-	// for them; each look lists every session's summary. 0: never (the
-	// default; Resume still loads them at the start).
+	// for them; each look reads the summaries written since the one before
+	// (SummaryFeed), and every hour all of them. 0: never (the default;
+	// Resume still loads them at the start).
 	Adopt time.Duration
 	// Drain is how long Close lets worker attempts and sub-agents that are
 	// running finish before it unloads their sessions; default 0: none, they are cut and
@@ -130,13 +131,8 @@ type Engine struct {
 	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
 	sweep    clock.Timer           // retention
 	adopter  clock.Timer           // Options.Adopt
-	// unadoptable: sessions adoptOrphans found unreadable, and when (tried
-	// again an hour later); listingWarned: when it last said it could not
-	// list the sessions. Only the adopter's timer, one run at a time, uses
-	// them.
-	unadoptable   map[string]time.Time
-	listingWarned time.Time
-	tracer        trace.Tracer
+	look     *look                 // what adoptOrphans knows between looks; nil: no look
+	tracer   trace.Tracer
 	// untilGlobalSet: tracer is the global provider's, which records
 	// nothing until otel.SetTracerProvider; make no spans until then.
 	untilGlobalSet bool
@@ -205,8 +201,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.Retain > 0 {
 		e.every(&e.sweep, time.Minute, time.Hour, e.sweepExpired) // retention: soon after start, then hourly
 	}
-	if _, shared := opts.Store.(Owners); shared && opts.Adopt > 0 {
-		e.unadoptable = map[string]time.Time{}
+	_, shared := opts.Store.(Owners)
+	if feed, ok := opts.Store.(SummaryFeed); shared && ok && opts.Adopt > 0 {
+		e.look = &look{feed: feed, busy: map[string]struct{}{}, unadoptable: map[string]time.Time{}}
 		e.every(&e.adopter, opts.Adopt, opts.Adopt, e.adoptOrphans)
 	}
 	return e, nil

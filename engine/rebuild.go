@@ -479,57 +479,6 @@ func (s *Session) unload(ctx context.Context) {
 	}
 }
 
-// adoptOrphans loads the sessions with work in flight that are not in
-// memory here and whose lease no node holds: the node that ran them died
-// (its leases expired) or stopped. Those another node runs are refused by
-// their lease at once, and left to it.
-func (e *Engine) adoptOrphans() {
-	if e.StoreHealth() != nil {
-		// Down, it is said where it fails; the next look finds them.
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sums, err := e.opts.Store.Summaries(ctx, "")
-	if err != nil {
-		// A damaged summary fails the whole listing, every look: said
-		// once an hour.
-		if now := e.opts.Clock.Now(); now.Sub(e.listingWarned) >= time.Hour {
-			e.listingWarned = now
-			e.opts.Logger.Warn("failed to list sessions to find those no node runs; tried again every look, said again in an hour", "err", err)
-		}
-		return
-	}
-	var adopted []string
-	for _, sum := range sums {
-		if !sum.Busy || sum.Ended || e.closing.Load() {
-			continue
-		}
-		if _, loaded := e.Session(sum.ID); loaded {
-			continue
-		}
-		if at, ok := e.unadoptable[sum.ID]; ok && e.opts.Clock.Now().Sub(at) < time.Hour {
-			continue
-		}
-		switch _, err := e.loadBusy(ctx, sum.ID); {
-		case err == nil:
-			adopted = append(adopted, sum.ID)
-		case errors.Is(err, ErrOwnedElsewhere), errors.Is(err, ErrSessionClosed), errors.Is(err, ErrNoSession):
-			// Another node runs it; or it ended, or went, since the list.
-		case errors.Is(err, ErrCorrupt):
-			// Reading it again reads the same bytes until it is restored:
-			// tried, and said, once an hour.
-			e.unadoptable[sum.ID] = e.opts.Clock.Now()
-			e.opts.Logger.Error("a session no node runs cannot be read: it waits for its journal to be restored (docs/storage.md)", "session", sum.ID, "err", err)
-		default:
-			e.opts.Logger.Warn("failed to load a session no node runs", "session", sum.ID, "err", err)
-		}
-	}
-	if len(adopted) > 0 {
-		e.opts.Logger.Info("took over sessions with work in flight that no node ran", "sessions", len(adopted), "first", adopted[0])
-	}
-}
-
 // every runs run on the engine's clock after first, then again every next
 // after each run, until Close, which stops *timer.
 func (e *Engine) every(timer *clock.Timer, first, next time.Duration, run func()) {

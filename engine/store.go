@@ -46,6 +46,30 @@ type Store interface {
 	Delete(ctx context.Context, session string) error
 }
 
+// SummaryFeed is a Store whose summaries can be read as they change: a
+// cluster's nodes read it at each look for sessions with work in flight
+// that no node runs (Options.Adopt), at a cost that follows what was
+// written since the last look, not what the store keeps. A Store that
+// nodes share (Owners) implements it, or its nodes do not look.
+type SummaryFeed interface {
+	// SummariesChanged returns the summaries written after cursor, each
+	// as last written, and the cursor to pass next time. Cursor 0 lists
+	// every summary the store keeps, and so may a store that cannot read
+	// from cursor: Changes.Whole says so. A summary deleted after cursor
+	// does not come.
+	SummariesChanged(ctx context.Context, cursor uint64) (Changes, error)
+}
+
+// Changes is what SummaryFeed.SummariesChanged returns.
+type Changes struct {
+	Summaries []Summary
+	// Cursor is where the next read starts: it follows Summaries.
+	Cursor uint64
+	// Whole: Summaries is every summary the store keeps, and what a
+	// reader knew from earlier reads is to be forgotten.
+	Whole bool
+}
+
 // Batch is one step of a session in its journal: the events it published,
 // seq contiguous with the batch before, and the session's state after them
 // (nil for a batch of a model's deltas, which change no state).

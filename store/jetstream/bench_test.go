@@ -82,11 +82,7 @@ func BenchmarkAppend(b *testing.B) {
 // BenchmarkSummarize writes one session's summary, as the engine does twice
 // a turn (busy as the turn starts, idle as it ends).
 func BenchmarkSummarize(b *testing.B) {
-	s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := benchStore(b)
 	now := time.Now()
 	sum := engine.Summary{ID: "oj4vbio435iplzwvi6ua", Owner: "c9RjA0tGq2m1Xo7oZpU4wLkQeHnB8sVyT5dF3aG6", Title: "What is the weather in Paris, and should I take an umbrella?", Created: now, Updated: now}
 	b.ReportAllocs()
@@ -104,11 +100,7 @@ func BenchmarkSummarize(b *testing.B) {
 func BenchmarkLoad(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("batches=%d", n), func(b *testing.B) {
-			s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := benchStore(b)
 			ctx := context.Background()
 			for i := int64(1); i <= int64(n); i++ {
 				batch := engine.Batch{Events: []engine.Event{{Seq: i, Type: "model.delta",
@@ -141,11 +133,7 @@ func BenchmarkSummaries(b *testing.B) {
 		owner           string
 	}{{"browser=20of1000", 1000, 20, "browser0"}, {"all=10000", 10000, 0, ""}} {
 		b.Run(c.name, func(b *testing.B) {
-			s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := benchStore(b)
 			ctx := context.Background()
 			now := time.Now()
 			for i := range c.sessions {
@@ -171,4 +159,73 @@ func BenchmarkSummaries(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSummariesChanged is a cluster node's look for sessions no node
+// runs (engine.Options.Adopt), every --lease-ttl: the summaries written
+// since the look before, 20, with 10,000 and 100,000 sessions kept (the
+// cost must not grow with them), against the first look's read of every
+// one of 10,000.
+func BenchmarkSummariesChanged(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		kept, changed int // sessions kept; summaries written between two looks
+		whole         bool
+	}{{"kept=10000/changed=20", 10000, 20, false}, {"kept=100000/changed=20", 100000, 20, false}, {"kept=10000/whole", 10000, 0, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := benchStore(b)
+			ctx := context.Background()
+			now := time.Now()
+			put := func(i int, busy bool) {
+				sum := engine.Summary{ID: fmt.Sprintf("session%06d", i), Owner: fmt.Sprintf("browser%d", i%50), Title: "What is the weather in Paris?", Created: now, Updated: now, Busy: busy}
+				if err := s.Summarize(ctx, sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range c.kept {
+				put(i, false)
+			}
+			ch, err := s.SummariesChanged(ctx, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cursor, busy := ch.Cursor, false
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				busy = !busy
+				for i := range c.changed {
+					put(i, busy)
+				}
+				b.StartTimer()
+				if c.whole {
+					cursor = 0
+				}
+				ch, err := s.SummariesChanged(ctx, cursor)
+				if err != nil || len(ch.Summaries) != max(c.changed, c.kept*btoi(c.whole)) {
+					b.Fatalf("read %d summaries, %v", len(ch.Summaries), err)
+				}
+				cursor = ch.Cursor
+			}
+		})
+	}
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// benchStore opens a store on an embedded server of its own, closed when b
+// ends.
+func benchStore(b *testing.B) *jetstream.Store {
+	b.Helper()
+	s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -22,6 +22,14 @@ func Run(t *testing.T, open func(t *testing.T) engine.Store) {
 	t.Run("summaries", func(t *testing.T) { summaries(t, open(t)) })
 	t.Run("delete", func(t *testing.T) { deletes(t, open(t)) })
 	t.Run("large batch", func(t *testing.T) { large(t, open(t)) })
+	t.Run("summaries changed", func(t *testing.T) {
+		s := open(t)
+		feed, ok := s.(engine.SummaryFeed)
+		if !ok {
+			t.Skip("the store is not a SummaryFeed")
+		}
+		changed(t, s, feed)
+	})
 }
 
 func event(seq int64, typ string) engine.Event {
@@ -295,5 +303,65 @@ func large(t *testing.T, s engine.Store) {
 	}
 	if len(got) == len(want) && !sameBatch(got[1], many) {
 		t.Errorf("the batch larger than a message came back another")
+	}
+}
+
+// changed: a read from a cursor gives the summaries written after it, each
+// once and as last written, and none deleted; a read from 0 gives them all.
+func changed(t *testing.T, s engine.Store, feed engine.SummaryFeed) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	put := func(id string, busy bool) {
+		t.Helper()
+		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Created: base, Updated: base, Busy: busy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(cursor uint64) engine.Changes {
+		t.Helper()
+		ch, err := feed.SummariesChanged(ctx, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	show := func(sums []engine.Summary) string {
+		var out []string
+		for _, sum := range sums {
+			out = append(out, fmt.Sprintf("%s:%t", sum.ID, sum.Busy))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+
+	if ch := read(0); !ch.Whole || len(ch.Summaries) != 0 {
+		t.Errorf("an empty store from 0: %+v, want no summary, whole", ch)
+	}
+	put("a", true)
+	put("b", false)
+	put("c", false)
+	first := read(0)
+	if got := show(first.Summaries); !first.Whole || got != "a:true b:false c:false" {
+		t.Fatalf("from 0: %q (whole %t), want every summary, whole", got, first.Whole)
+	}
+	put("b", true)
+	put("d", false)
+	put("b", false) // b twice since: once, as last written
+	second := read(first.Cursor)
+	if got := show(second.Summaries); second.Whole || got != "b:false d:false" {
+		t.Errorf("since the first read: %q (whole %t), want \"b:false d:false\", not whole", got, second.Whole)
+	}
+	if ch := read(second.Cursor); len(ch.Summaries) != 0 || ch.Whole || ch.Cursor != second.Cursor {
+		t.Errorf("nothing written since: %+v, want nothing, the same cursor %d", ch, second.Cursor)
+	}
+	if err := s.Delete(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	put("c", true)
+	if got := show(read(second.Cursor).Summaries); got != "c:true" {
+		t.Errorf("after a delete and a write: %q, want the write only", got)
+	}
+	if got := show(read(0).Summaries); got != "a:true b:false c:true" {
+		t.Errorf("from 0 at the end: %q", got)
 	}
 }

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// look is what the look for sessions no node runs (adoptOrphans) keeps
+// between looks: the sessions whose last summary says busy, brought up to
+// date from the summaries written since the last look, so a look costs
+// what the cluster wrote meanwhile, not every summary the store keeps
+// (about 3.5 s of CPU at a million sessions, every --lease-ttl, on every
+// node). Only the adopter's timer, one run at a time, uses it.
+type look struct {
+	feed    SummaryFeed
+	cursor  uint64              // where the next read of the feed starts
+	wholeAt time.Time           // the last read of every summary
+	busy    map[string]struct{} // busy and not ended, as last summarized
+	// unadoptable: sessions found unreadable, and when (tried again an
+	// hour later); listingWarned: when a failed read was last said.
+	unadoptable   map[string]time.Time
+	listingWarned time.Time
+}
+
+// lookWhole is how often the look reads every summary, not only those
+// written since: a backstop for what an incremental read cannot see (a
+// summaries' bucket lost and begun again, its sequence numbers with it).
+const lookWhole = time.Hour
+
+// adoptOrphans loads the sessions with work in flight that are not in
+// memory here and whose lease no node holds: the node that ran them died
+// (its leases expired) or stopped. Those another node runs are refused by
+// their lease at once, and left to it.
+func (e *Engine) adoptOrphans() {
+	if e.StoreHealth() != nil {
+		// Down, it is said where it fails; the next look finds them.
+		return
+	}
+	l := e.look
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.readBusy(ctx); err != nil {
+		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {
+			l.listingWarned = now
+			e.opts.Logger.Warn("failed to list sessions to find those no node runs; tried again every look, said again in an hour", "err", err)
+		}
+		return
+	}
+	var adopted []string
+	for id := range l.busy {
+		if e.closing.Load() {
+			break
+		}
+		if _, loaded := e.Session(id); loaded {
+			continue // its next summary says when it is idle
+		}
+		if at, ok := l.unadoptable[id]; ok && e.opts.Clock.Now().Sub(at) < time.Hour {
+			continue
+		}
+		switch _, err := e.loadBusy(ctx, id); {
+		case err == nil:
+			adopted = append(adopted, id)
+		case errors.Is(err, ErrOwnedElsewhere):
+			// Another node runs it: looked at again until its summary
+			// says it is idle.
+		case errors.Is(err, ErrSessionClosed), errors.Is(err, ErrNoSession):
+			delete(l.busy, id) // it ended, or went, since its summary
+		case errors.Is(err, ErrCorrupt):
+			// Reading it again reads the same bytes until it is restored:
+			// tried, and said, once an hour.
+			l.unadoptable[id] = e.opts.Clock.Now()
+			e.opts.Logger.Error("a session no node runs cannot be read: it waits for its journal to be restored (docs/storage.md)", "session", id, "err", err)
+		default:
+			e.opts.Logger.Warn("failed to load a session no node runs", "session", id, "err", err)
+		}
+	}
+	if len(adopted) > 0 {
+		e.opts.Logger.Info("took over sessions with work in flight that no node ran", "sessions", len(adopted), "first", adopted[0])
+	}
+}
+
+// readBusy brings the look's busy sessions up to date: from every summary
+// at the first look and each lookWhole after it, else from those written
+// since the last look.
+func (e *Engine) readBusy(ctx context.Context) error {
+	l := e.look
+	now := e.opts.Clock.Now()
+	cursor := l.cursor
+	if l.wholeAt.IsZero() || now.Sub(l.wholeAt) >= lookWhole {
+		cursor = 0
+	}
+	ch, err := l.feed.SummariesChanged(ctx, cursor)
+	if err != nil {
+		return err
+	}
+	if ch.Whole {
+		clear(l.busy)
+		l.wholeAt = now
+	}
+	for _, sum := range ch.Summaries {
+		if sum.Busy && !sum.Ended {
+			l.busy[sum.ID] = struct{}{}
+		} else {
+			delete(l.busy, sum.ID)
+		}
+	}
+	l.cursor = ch.Cursor
+	for id := range l.unadoptable {
+		if _, ok := l.busy[id]; !ok {
+			delete(l.unadoptable, id) // restored, deleted, or idle
+		}
+	}
+	return nil
+}
