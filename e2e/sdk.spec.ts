@@ -410,7 +410,7 @@ test("a resume refused as bad_frame (the gateway's store lost events the page ha
         const first = w.FakeSocket.last();
         first.accept();
         client.send("still there?");
-        first.push({ type: "error", code: "bad_frame", message: "session.open: after 2 is beyond the session's last event 1" });
+        first.push({ type: "error", code: "bad_frame", message: "bad frame: session.open: after 2 is beyond the session's last event 1" });
         await w.until(() => w.FakeSocket.sockets.length === 2);
         const second = w.FakeSocket.last();
         second.accept();

@@ -110,7 +110,7 @@ func (s *Session) approve(a ToolApprove, from *Page) error {
 	case c.run != s:
 		return c.run.approve(a, from) // a sub-agent's call
 	case !c.approving && !c.settled && !s.needsApproval(c):
-		return fmt.Errorf("%w: %q does not ask for approval", ErrBadRequest, a.ID)
+		return badRequest("%q does not ask for approval", a.ID)
 	case c.settled:
 		return fmt.Errorf("%w: %q has settled (answered, denied, timed out or cancelled): an approval counts no more", ErrSettled, a.ID)
 	case !c.approving && c.attempt > 0:
@@ -118,7 +118,7 @@ func (s *Session) approve(a ToolApprove, from *Page) error {
 	case !c.approving:
 		return fmt.Errorf("%w: %q does not ask for approval", ErrUnknownCall, a.ID)
 	case a.Digest != approvalDigest(s.id, c.id, c.args):
-		return fmt.Errorf("%w: the approval's digest is not %q's: it was given for another call or other arguments", ErrBadRequest, a.ID)
+		return badRequest("the approval's digest is not %q's: it was given for another call or other arguments", a.ID)
 	}
 	c.approving = false
 	if c.timer != nil {

@@ -409,7 +409,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 	case ToolError:
 		id, attempt = a.ID, a.Attempt
 		if a.Code != "" && !a.Code.Known() && fromClient {
-			return fmt.Errorf("%w: tool.error code %.64q is not a tool error code", ErrBadRequest, a.Code)
+			return badRequest("tool.error code %.64q is not a tool error code", a.Code)
 		}
 	default:
 		return fmt.Errorf("%v is not a tool answer", a.ActionType())

@@ -281,7 +281,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	}
 	if err := CheckID(id); err != nil {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, &RequestError{What: err.Error(), Err: err}
 	}
 	if _, loading := e.loading[id]; loading || e.sessions[id] != nil {
 		e.mu.Unlock()

@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors callers branch on with errors.Is.
 var (
@@ -23,3 +26,20 @@ var (
 	// ErrWorker: the worker failed (returned an error or panicked).
 	ErrWorker = errors.New("worker failed")
 )
+
+// RequestError is an ErrBadRequest: What says what was wrong, in words a
+// client can act on, without the kind's name, which a transport says in
+// its own words (the gateway's "bad frame", an HTTP 400).
+type RequestError struct {
+	What string
+	Err  error // what it wraps, if anything
+}
+
+func (e *RequestError) Error() string        { return ErrBadRequest.Error() + ": " + e.What }
+func (e *RequestError) Is(target error) bool { return target == ErrBadRequest }
+func (e *RequestError) Unwrap() error        { return e.Err }
+
+// badRequest is a RequestError saying what was wrong.
+func badRequest(format string, args ...any) error {
+	return &RequestError{What: fmt.Sprintf(format, args...)}
+}

@@ -457,7 +457,7 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 			l.saidAhead = true
 			l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
 		}
-		return fmt.Errorf("%w: after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", ErrBadRequest, after, last)
+		return badRequest("after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", after, last)
 	}
 	if after < 0 {
 		after = 0

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/clienttools/gateway/engine/model"
@@ -21,9 +20,9 @@ const MaxMessageIDBytes = 128
 func CheckMessageID(id string) error {
 	switch {
 	case id == "":
-		return fmt.Errorf("%w: the message's \"id\" is empty", ErrBadRequest)
+		return badRequest("the message's \"id\" is empty")
 	case len(id) > MaxMessageIDBytes:
-		return fmt.Errorf("%w: the message's \"id\" is %d bytes, at most %d", ErrBadRequest, len(id), MaxMessageIDBytes)
+		return badRequest("the message's \"id\" is %d bytes, at most %d", len(id), MaxMessageIDBytes)
 	}
 	return nil
 }

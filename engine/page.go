@@ -286,11 +286,11 @@ func checkTools(tools []string, max int) error {
 	for i, t := range tools {
 		switch {
 		case t == "":
-			return fmt.Errorf("%w: tools[%d] is empty", ErrBadRequest, i)
+			return badRequest("tools[%d] is empty", i)
 		case len(t) > MaxToolNameBytes:
 			return fmt.Errorf("%w: tools[%d] is %d bytes long, at most %d", ErrLimitExceeded, i, len(t), MaxToolNameBytes)
 		case !utf8.ValidString(t):
-			return fmt.Errorf("%w: tools[%d] is not UTF-8", ErrBadRequest, i)
+			return badRequest("tools[%d] is not UTF-8", i)
 		}
 	}
 	return nil

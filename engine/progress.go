@@ -50,7 +50,7 @@ func (p ToolProgress) check() error {
 		v    *float64
 	}{{"progress", p.Progress}, {"total", p.Total}} {
 		if n.v != nil && (math.IsNaN(*n.v) || math.IsInf(*n.v, 0) || *n.v < 0) {
-			return fmt.Errorf("%w: tool.progress %q is %v: it must be finite and not negative", ErrBadRequest, n.name, *n.v)
+			return badRequest("tool.progress %q is %v: it must be finite and not negative", n.name, *n.v)
 		}
 	}
 	if len(p.Message) > maxProgressMessage {

@@ -59,7 +59,7 @@ func (s *Session) refusal(msg Message) error {
 		// A page's message (SendOnce): refused here, not where its frame
 		// is read, so that an empty copy of one the session took is
 		// confirmed, as any copy is, whatever its content.
-		return fmt.Errorf("%w: message \"content\" is empty", ErrBadRequest)
+		return badRequest("message \"content\" is empty")
 	}
 	if err := s.e.CheckMessage(msg.Content); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -201,7 +200,7 @@ func (c *conn) serve() {
 		}
 		switch {
 		case typ != websocket.MessageText:
-			c.refuse(engine.WireBadFrame, "binary frames are not accepted: send JSON text frames")
+			c.refuse(engine.WireBadFrame, ErrBadFrame.Error()+": binary frames are not accepted: send JSON text frames")
 		case c.pipe != nil:
 			// Another node serves this page: its frames go there as they
 			// are. The pipe may keep a frame a while: it gets a copy.
@@ -320,8 +319,31 @@ func (c *conn) handle(data []byte) {
 		if code == engine.WireStaleAttempt || code == engine.WireSettled {
 			c.logger.Debug("ignored late tool answer", "session", c.session.ID(), "err", err)
 		}
-		c.refuseMessage(messageID, code, err.Error())
+		c.refuseMessage(messageID, code, wireText(err, ""))
 	}
+}
+
+// wireText is err's text in an error frame answering a frame (of type
+// frame, when the text is to name it). The engine's bad request is a bad
+// frame on this wire, and is said as one: "bad frame: " and what was
+// wrong.
+func wireText(err error, frame string) string {
+	if frame != "" {
+		frame += ": "
+	}
+	if errors.Is(err, engine.ErrBadRequest) {
+		return ErrBadFrame.Error() + ": " + frame + badRequestWhat(err)
+	}
+	return frame + err.Error()
+}
+
+// badRequestWhat is what an engine's bad request says was wrong, without
+// its kind's name.
+func badRequestWhat(err error) string {
+	if bad, ok := errors.AsType[*engine.RequestError](err); ok {
+		return bad.What
+	}
+	return err.Error()
 }
 
 // errorCode maps engine errors to error frame codes.
@@ -363,7 +385,7 @@ func (c *conn) open(f SessionOpen) {
 	}
 	eng := c.s.opts.Engine
 	if err := eng.CheckTools(f.Tools); err != nil {
-		c.refuse(errorCode(err), fmt.Sprintf("session.open: %v", err))
+		c.refuse(errorCode(err), wireText(err, "session.open"))
 		return
 	}
 	if s, loaded := eng.Session(f.Session); !loaded || f.After < s.KeptFrom()-1 {
@@ -387,7 +409,7 @@ func (c *conn) open(f SessionOpen) {
 		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: c.browser})
 		cancel()
 		if err != nil {
-			c.refuse(errorCode(err), err.Error())
+			c.refuse(errorCode(err), wireText(err, ""))
 			return
 		}
 	}
@@ -401,7 +423,7 @@ func (c *conn) open(f SessionOpen) {
 				return
 			}
 			if err != nil {
-				c.refuse(errorCode(err), err.Error())
+				c.refuse(errorCode(err), wireText(err, ""))
 				return
 			}
 		}
@@ -429,7 +451,7 @@ func (c *conn) open(f SessionOpen) {
 			sess.End(ctx, "its page could not attach")
 			cancel()
 		}
-		c.refuse(code, fmt.Sprintf("session.open: %v", err))
+		c.refuse(code, wireText(err, "session.open"))
 		return
 	}
 	c.mu.Lock()
@@ -517,12 +539,6 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 
 // refuseMessage is refuse for the message of id (none: "").
 func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
-	if code == engine.WireBadFrame {
-		// The engine's "bad request" is a bad frame on this wire: one name.
-		if rest, ok := strings.CutPrefix(message, engine.ErrBadRequest.Error()+": "); ok {
-			message = ErrBadFrame.Error() + ": " + rest
-		}
-	}
 	c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: code, Message: message, ID: id}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))

@@ -171,8 +171,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 		}
 		if hasID {
 			if err := engine.CheckMessageID(f.ID); err != nil {
-				// Named as a bad frame alone, not a bad request too.
-				return nil, fmt.Errorf("%w: %s", ErrBadFrame, strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": "))
+				return nil, fmt.Errorf("%w: %s", ErrBadFrame, badRequestWhat(err))
 			}
 		}
 		return f, nil

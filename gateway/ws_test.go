@@ -458,6 +458,8 @@ func TestMalformedFrames(t *testing.T) {
 		{"unknown call", websocket.MessageText, `{"type": "tool.result", "id": "call_nope", "attempt": 1, "result": {}}`, "unknown_call", "call_nope"},
 		{"binary frame", websocket.MessageBinary, `{"type": "cancel"}`, "bad_frame", "binary"},
 		{"second session.open", websocket.MessageText, `{"type": "session.open"}`, "already_open", "already"},
+		// Refused by the session, not the frame's decoding: named alike.
+		{"approval of a call that asks none", websocket.MessageText, `{"type": "tool.approve", "id": "call_time", "digest": "d", "approved": true}`, "bad_frame", `"call_time" does not ask for approval`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -466,6 +468,7 @@ func TestMalformedFrames(t *testing.T) {
 			if f.Code != tc.code || !strings.Contains(f.errorText(), tc.mention) {
 				t.Errorf("%s: got %s; want code %s and a message naming %s", tc.data, f, tc.code, tc.mention)
 			}
+			badFrameSaysSo(t, f)
 		})
 	}
 	// The call and the session survived all of it.
@@ -533,9 +536,11 @@ func TestOpenErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := b.dial(nil)
 			c.send(tc.frame)
-			if f := c.untilError(); f.Code != tc.code {
+			f := c.untilError()
+			if f.Code != tc.code {
 				t.Errorf("got %s, want code %s", f, tc.code)
 			}
+			badFrameSaysSo(t, f)
 			// The connection stays up: a good session.open still works.
 			c.send(map[string]any{"type": "session.open", "session": id, "after": h.session(id).LastSeq()})
 			if f := c.untilType("session.opened"); f.Session != id {
@@ -777,4 +782,17 @@ func framesIn(t *testing.T, m *metrics.Metrics, typ string) int {
 		}
 	}
 	return 0
+}
+
+// badFrameSaysSo: a bad_frame's message starts "bad frame: ", whether the
+// frame's decoding or the session refused it, and does not name it twice
+// or in the engine's words ("bad request").
+func badFrameSaysSo(t *testing.T, f frame) {
+	t.Helper()
+	if f.Code != "bad_frame" {
+		return
+	}
+	if text := f.errorText(); !strings.HasPrefix(text, "bad frame: ") || strings.Count(text, "bad frame") != 1 || strings.Contains(text, "bad request") {
+		t.Errorf("a bad_frame's message: %q, want it to start \"bad frame: \" and say so once", text)
+	}
 }
