@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -51,6 +52,13 @@ func TestDamagedSummaryIsLeftOut(t *testing.T) {
 				}
 				return s.summariesByKey(ctx, filter)
 			}},
+			{"changed since", func() ([]engine.Summary, error) {
+				if tc.owner != "" {
+					return s.Summaries(ctx, tc.owner)
+				}
+				ch, err := s.SummariesChanged(ctx, 1) // a get each, after s1
+				return append([]engine.Summary{{ID: "s1"}}, ch.Summaries...), err
+			}},
 		} {
 			sums, err := read.list()
 			var ids []string
@@ -64,6 +72,47 @@ func TestDamagedSummaryIsLeftOut(t *testing.T) {
 		}
 	}
 	if n := strings.Count(log.String(), "a session summary cannot be read"); n != 1 {
-		t.Errorf("%d log lines about the damaged summary after four listings, want 1:\n%s", n, log.String())
+		t.Errorf("%d log lines about the damaged summary after six listings, want 1:\n%s", n, log.String())
+	}
+}
+
+// TestFeedWithoutBatchedGets: on a server taken for one before 2.11, which
+// knows no batched direct get, the feed's first read lists every summary
+// by key, and gives a cursor from which the next read gives only what was
+// written since.
+func TestFeedWithoutBatchedGets(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	put := func(id string, busy bool) {
+		t.Helper()
+		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Created: now, Updated: now, Busy: busy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("s1", false)
+	put("s2", true)
+	s.noBatchGet.Store(true)
+	first, err := s.SummariesChanged(ctx, 0)
+	if err != nil || !first.Whole || len(first.Summaries) != 2 || first.Cursor == 0 {
+		t.Fatalf("the first read: %+v, %v; want both summaries, whole, and a cursor", first, err)
+	}
+	put("s2", false)
+	put("s3", true)
+	next, err := s.SummariesChanged(ctx, first.Cursor)
+	var got []string
+	for _, sum := range next.Summaries {
+		got = append(got, fmt.Sprintf("%s:%t", sum.ID, sum.Busy))
+	}
+	slices.Sort(got)
+	if err != nil || next.Whole || strings.Join(got, " ") != "s2:false s3:true" {
+		t.Errorf("the next read: %v (whole %t), %v; want s2:false s3:true", got, next.Whole, err)
+	}
+	if !s.noBatchGet.Load() {
+		t.Error("the store forgot the server knows no batched get")
 	}
 }
