@@ -16,6 +16,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/gateway/aisdk"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -129,7 +130,8 @@ func TestChatAdmission(t *testing.T) {
 		t.Errorf("with one stream open: /healthz streams %d, gateway_http_streams_open %d, want 1 and 1", health, gauge)
 	}
 
-	// Shutdown ends the open stream (without finish: the chat resumes).
+	// Shutdown ends the open stream, with an error, not finish: the reply
+	// was cut (TestShutdownSaysTheReplyWasCut).
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
 	if err := h.gw.Shutdown(ctx); err != nil {
@@ -298,5 +300,70 @@ func TestShutdownWhileABodyComes(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("the request whose body was coming: %s, want 503", resp.Status)
+	}
+}
+
+// TestShutdownSaysTheReplyWasCut: a stream that Shutdown cuts mid-reply ends
+// with its protocol's error saying so, the AI SDK's error chunk and [DONE],
+// AG-UI's RUN_ERROR after the open text's end: before, it stopped with no
+// end, and both clients took the cut text for the whole reply.
+func TestShutdownSaysTheReplyWasCut(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	firstLine := func(resp *http.Response) *bufio.Reader {
+		t.Helper()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %s", resp.Status)
+		}
+		r := bufio.NewReader(resp.Body)
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("the stream's first line: %q, %v", line, err)
+		}
+		return r
+	}
+	// "gated flood" streams, then waits for the gate: mid-reply.
+	chat := b.post(gateway.RouteAISDK, userMessage("chat-a", "gated flood"), nil)
+	chatBody := firstLine(chat)
+	run := b.post(gateway.RouteAGUI, map[string]any{"threadId": "th", "runId": "r1", "messages": []any{map[string]any{"id": "u1", "role": "user", "content": "gated flood"}}}, nil)
+	runBody := firstLine(run)
+
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	if err := h.gw.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	defer close(h.gate)
+	lastData := func(r *bufio.Reader, resp *http.Response) []string {
+		t.Helper()
+		rest, _ := io.ReadAll(r)
+		resp.Body.Close()
+		var data []string
+		for _, line := range strings.Split(string(rest), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				data = append(data, d)
+			}
+		}
+		if len(data) < 2 {
+			t.Fatalf("the cut stream's rest: %q", rest)
+		}
+		return data[len(data)-2:]
+	}
+	short := func(data []string) (out []string) {
+		for _, d := range data {
+			if len(d) > 300 {
+				d = d[:100] + "..." + d[len(d)-100:]
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	var end map[string]any
+	if got := lastData(chatBody, chat); got[1] != "[DONE]" || json.Unmarshal([]byte(got[0]), &end) != nil || end["type"] != "error" || end["errorText"] != aisdk.StoppingText {
+		t.Errorf("the AI SDK stream cut by Shutdown ends %q; want an error chunk saying the gateway stops, then [DONE]", short(got))
+	}
+	got := lastData(runBody, run)
+	var textEnd map[string]any
+	if json.Unmarshal([]byte(got[0]), &textEnd) != nil || textEnd["type"] != "TEXT_MESSAGE_END" || json.Unmarshal([]byte(got[1]), &end) != nil || end["type"] != "RUN_ERROR" || end["code"] != "gateway_stopping" {
+		t.Errorf("the AG-UI run cut by Shutdown ends %q; want TEXT_MESSAGE_END, then RUN_ERROR gateway_stopping", short(got))
 	}
 }

@@ -165,16 +165,16 @@ func (s *Server) trackStream(parent context.Context) (context.Context, func(), b
 	if s.closing {
 		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(parent)
+	ctx, cancel := context.WithCancelCause(parent)
 	if s.streams == nil {
-		s.streams = map[*context.CancelFunc]struct{}{}
+		s.streams = map[*context.CancelCauseFunc]struct{}{}
 	}
 	key := &cancel
 	s.streams[key] = struct{}{}
 	s.wg.Add(1)
 	s.opts.Metrics.StreamOpened(1)
 	return ctx, func() {
-		cancel()
+		cancel(nil)
 		s.mu.Lock()
 		delete(s.streams, key)
 		s.mu.Unlock()
@@ -183,12 +183,13 @@ func (s *Server) trackStream(parent context.Context) (context.Context, func(), b
 	}, true
 }
 
-// stopStreams ends every front end's request; Shutdown calls it.
+// stopStreams ends every front end's request, each with its protocol's
+// error saying the gateway stops (frontend.ErrStopping); Shutdown calls it.
 func (s *Server) stopStreams() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for cancel := range s.streams {
-		(*cancel)()
+		(*cancel)(frontend.ErrStopping)
 	}
 }
 

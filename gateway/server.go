@@ -143,7 +143,7 @@ type Server struct {
 	// they grew between one burst of frames and the next.
 	writers runners.Pool
 
-	streams     map[*context.CancelFunc]struct{} // the HTTP front ends' requests; chats.go
+	streams     map[*context.CancelCauseFunc]struct{} // the HTTP front ends' requests; chats.go
 	shares      map[string]*share                // by browser id; admission.go
 	sharesSwept time.Time
 	// unreadable: the sessions whose damaged journal was logged at ERROR,

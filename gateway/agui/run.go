@@ -78,10 +78,14 @@ func (r *run) run(ctx context.Context, page *engine.Page) {
 func (r *run) Ended() bool { return r.ended }
 
 // End ends the run: RUN_FINISHED (naming the pending calls), or RUN_ERROR
-// when the page fell behind.
+// when the page fell behind or the gateway stops.
 func (r *run) End(why frontend.End, pending []string) {
-	if why == frontend.EndSlow {
+	switch why {
+	case frontend.EndSlow:
 		r.fail("the run fell behind the session: run again", "slow_subscriber")
+		return
+	case frontend.EndStopping:
+		r.fail("the gateway is stopping (a restart or a deploy): this run was cut; run again once the gateway is back", "gateway_stopping")
 		return
 	}
 	r.finish(pending)

@@ -71,8 +71,12 @@ func (st *stream) run(ctx context.Context, page *engine.Page, frames []engine.Ev
 // Ended reports whether the stream's terminator is written.
 func (st *stream) Ended() bool { return st.ended }
 
+// StoppingText is the error chunk's text that ends a response the gateway's
+// stop cut.
+const StoppingText = "the gateway is stopping (a restart or a deploy): this reply was cut; it runs again once the gateway is back, and resuming the chat (GET /api/chat/{id}/stream) then shows it"
+
 // End ends the response: finish with its reason, or an error chunk when
-// the page fell behind.
+// the page fell behind or the gateway stops.
 func (st *stream) End(why frontend.End, _ []string) {
 	switch why {
 	case frontend.EndPending:
@@ -81,6 +85,11 @@ func (st *stream) End(why frontend.End, _ []string) {
 		st.finish("stop")
 	case frontend.EndSlow:
 		st.chunk(map[string]any{"type": "error", "errorText": "the stream fell behind the session: resume the chat"})
+		st.done()
+	case frontend.EndStopping:
+		st.start("")
+		st.closeText()
+		st.chunk(map[string]any{"type": "error", "errorText": StoppingText})
 		st.done()
 	default:
 		st.finish("other")

@@ -29,7 +29,13 @@ const (
 	EndIdle               // it had nothing to do, and nothing happened since the last one
 	EndClosed             // the page closed: the session ended
 	EndSlow               // the page fell behind the session and was dropped
+	EndStopping           // the gateway stops (ErrStopping): the reply is cut
 )
+
+// ErrStopping is the cause a response's context is cancelled with when the
+// gateway stops: the response ends with its protocol's error, so the app
+// knows the reply was cut rather than taking what it has for all of it.
+var ErrStopping = errors.New("the gateway is stopping")
 
 // Pump drives one response from a page.
 type Pump struct {
@@ -41,7 +47,8 @@ type Pump struct {
 
 // Run hands the Stream the frames of replay (taken from the page already;
 // nil: none), then the page's, until the response ends or ctx does (the
-// browser left, or the gateway stops). When the page's queue is empty
+// browser left; or the gateway stops, ErrStopping its cause, and the
+// Stream ends with EndStopping). When the page's queue is empty
 // after a batch, the response ends if it waits only on pending calls, or,
 // after the first batch, if the session is as the last response left it.
 func (p Pump) Run(ctx context.Context, page *engine.Page, replay []engine.Event, s Stream) {
@@ -94,6 +101,9 @@ func (p Pump) Run(ctx context.Context, page *engine.Page, replay []engine.Event,
 		case <-keepalive.C:
 			_ = p.SSE.Comment("keepalive")
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), ErrStopping) {
+				s.End(EndStopping, nil)
+			}
 			return
 		}
 	}
