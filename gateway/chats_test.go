@@ -416,6 +416,36 @@ func TestAGUIRunWithFrontEndTool(t *testing.T) {
 	}
 }
 
+// TestAGUIShowsAnOutcomeNotItsOwn: a front end's tool message that the call
+// took but that settled it otherwise (its result fails the tool's output
+// schema: invalid_output) is shown as the call's TOOL_CALL_RESULT in that
+// run, as in a duplicate of it; only an outcome the message itself holds
+// is not. The run hid it, where its duplicate showed it.
+func TestAGUIShowsAnOutcomeNotItsOwn(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	tools := []any{map[string]any{"name": "get_local_time", "description": "the time"}}
+	user := map[string]any{"id": "u1", "role": "user", "content": "time"}
+	events, _ := sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th", "runId": "r1", "tools": tools, "messages": []any{user}}, nil))
+	start := find(events, "TOOL_CALL_START", "toolCallId", "call_time")
+	if len(start) != 1 {
+		t.Fatalf("the first run: %v", events)
+	}
+	msgs := []any{user,
+		map[string]any{"id": start[0]["parentMessageId"], "role": "assistant", "toolCalls": []any{
+			map[string]any{"id": "call_time", "type": "function", "function": map[string]any{"name": "get_local_time", "arguments": "{}"}},
+		}},
+		map[string]any{"id": "t1", "role": "tool", "toolCallId": "call_time", "content": "plain words, not JSON"},
+	}
+	for _, run := range []string{"r2", "r2 again"} {
+		events, _ = sse(t, b.post(gateway.RouteAGUI, map[string]any{"threadId": "th", "runId": run, "tools": tools, "messages": msgs}, nil))
+		results := find(events, "TOOL_CALL_RESULT", "toolCallId", "call_time")
+		if len(results) != 1 || !strings.Contains(fmt.Sprint(results[0]["content"]), "output") {
+			t.Errorf("run %s: TOOL_CALL_RESULT %v, want the call's invalid_output error (events %v)", run, results, events)
+		}
+	}
+}
+
 // TestAISDKAnswerCountsForTheCurrentAttempt: the app's output arrives after
 // the first attempt timed out and the retry waits for a page: it answers
 // the retry, and the call settles once, with it.

@@ -184,10 +184,12 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			return
 		}
 		r.track.Finished(e.ID)
-		if r.answered[e.ID] || r.sent[e.ID].says(e) {
+		if r.answered[e.ID] && (e.OK || e.Code == engine.CodeToolFailed) || r.sent[e.ID].says(e) {
 			// The front end's own tool message holds the outcome: this
-			// run's answer settled the call, or an earlier run's (this
-			// run is its duplicate).
+			// run's answer settled the call as it says, or an earlier
+			// run's (this run is its duplicate). An answer the call took
+			// but that settled it otherwise (its result fails the output
+			// schema) is shown.
 			return
 		}
 		content := e.Result
