@@ -446,6 +446,37 @@ func TestAGUIShowsAnOutcomeNotItsOwn(t *testing.T) {
 	}
 }
 
+// TestAISDKStartNamesTheMessageWhateverComesFirst: a new message's response
+// starts with the id its resume will use (msg_<session>_<seq>), even when
+// a worker's client.event on the message's trigger comes before the user
+// message's event: its data part follows the start. The start had no id,
+// the client made its own, and a resume added a second assistant message.
+func TestAISDKStartNamesTheMessageWhateverComesFirst(t *testing.T) {
+	h := newHarness(t, harnessOptions{
+		worker: func(w engine.Worker) engine.Worker {
+			return engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+				d, err := w.Decide(ctx, req)
+				if u, ok := req.Trigger.(engine.UserMessage); ok && u.Message.Content == "confetti" {
+					d.Actions = append([]engine.Action{engine.ClientEvent{Name: "confetti", Data: json.RawMessage(`{"n":3}`)}}, d.Actions...)
+				}
+				return d, err
+			})
+		},
+	})
+	b := h.newBrowser(nil)
+	events, done := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-c", "confetti"), nil))
+	if !done || len(events) < 2 || events[0]["type"] != "start" {
+		t.Fatalf("events %v", events)
+	}
+	id, _ := events[0]["messageId"].(string)
+	if !strings.HasPrefix(id, "msg_") {
+		t.Errorf("start = %v, want the message's id, msg_<session>_<seq>", events[0])
+	}
+	if data := find(events, "data-confetti", "", nil); len(data) != 1 || fmt.Sprint(data[0]["data"]) != "map[n:3]" {
+		t.Errorf("the client.event's part: %v (events %v)", data, events)
+	}
+}
+
 // TestAISDKAnswerCountsForTheCurrentAttempt: the app's output arrives after
 // the first attempt timed out and the retry waits for a page: it answers
 // the retry, and the call settles once, with it.

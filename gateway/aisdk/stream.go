@@ -29,6 +29,10 @@ type stream struct {
 	fresh   bool // a new response: start carries the user message's id
 	input   bool // the request gave the session something to do
 	started bool // the start chunk is written
+	// held: data parts of a new response that came before its user
+	// message (a worker's client.event on the message's trigger), written
+	// after start, which then carries the message's id.
+	held []map[string]any
 	ended   bool
 	seq     int64 // the last session event seen: the metadata's seq
 
@@ -121,6 +125,10 @@ func (st *stream) start(messageID string) {
 		c["messageId"] = messageID
 	}
 	st.chunk(c)
+	for _, h := range st.held {
+		st.chunk(h)
+	}
+	st.held = nil
 }
 
 func (st *stream) openStep() {
@@ -310,8 +318,13 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 	case engine.EventClientEvent:
 		var e engine.ClientEventEvent
 		if json.Unmarshal(ev.Frame, &e) == nil && e.Name != "" {
+			part := map[string]any{"type": "data-" + e.Name, "data": e.Data, "transient": true}
+			if st.fresh && !st.started {
+				st.held = append(st.held, part) // its user message, and id, follow
+				return
+			}
 			st.start("")
-			st.chunk(map[string]any{"type": "data-" + e.Name, "data": e.Data, "transient": true})
+			st.chunk(part)
 		}
 	case engine.EventError, engine.EventGuardTripped:
 		var e struct {
