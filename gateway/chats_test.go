@@ -358,6 +358,11 @@ func TestChatRequestsRefused(t *testing.T) {
 		{"AG-UI: no runId", gateway.RouteAGUI, map[string]any{"threadId": "t", "messages": []any{}}, nil, 400, "runId is empty"},
 		{"AG-UI: a user message without text", gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": ""}}}, nil, 400, "has no text"},
 		{"AG-UI: too many tools", gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "tools": tooMany[:129], "messages": []any{map[string]any{"id": "1", "role": "user", "content": "hi"}}}, nil, 413, "129 tools declared, at most 128"},
+		{"AI SDK: a user message of white space", gateway.RouteAISDK, userMessage("c", " \n\t "), nil, 400, "only white space"},
+		{"AI SDK: something after the JSON", gateway.RouteAISDK, `{"id":"c","messages":[]} xx`, nil, 400, "something follows the JSON value"},
+		{"AI SDK: JSON-seq is not JSON", gateway.RouteAISDK, userMessage("c", "hi"), http.Header{"Content-Type": {"application/json-seq"}}, 415, "must be application/json"},
+		{"AG-UI: a user message of white space", gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "user", "content": " \n\t "}}}, nil, 400, "only white space"},
+		{"AG-UI: a role AG-UI does not have", gateway.RouteAGUI, map[string]any{"threadId": "t", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "bogus", "content": "hi"}}}, nil, 400, `messages[0]'s role is "bogus"`},
 		{"AG-UI: a tool result for a thread never opened", gateway.RouteAGUI, map[string]any{"threadId": "t2", "runId": "r", "messages": []any{map[string]any{"id": "1", "role": "tool", "toolCallId": "call_time", "content": "x"}}}, nil, 404, `no chat "t2" for this browser`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -368,6 +373,42 @@ func TestChatRequestsRefused(t *testing.T) {
 				t.Errorf("got %s %q, want %d and %q", resp.Status, body, tc.status, tc.want)
 			}
 		})
+	}
+}
+
+// TestChatMediaTypeAnyCase: the body's media type is read in any case,
+// parameters aside (it was a case-sensitive prefix: APPLICATION/JSON was
+// refused, application/json-seq taken).
+func TestChatMediaTypeAnyCase(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	events, done := sse(t, b.post(gateway.RouteAISDK, userMessage("c", "hello"), http.Header{"Content-Type": {"APPLICATION/JSON; charset=UTF-8"}}))
+	if !done || len(find(events, "finish", "", nil)) != 1 {
+		t.Errorf("a chat posted as APPLICATION/JSON: %v", events)
+	}
+}
+
+// TestAGUIEmptyRunOnANewThread: a run with no messages on a thread this
+// browser has not begun is RUN_STARTED, RUN_FINISHED, as on one it has
+// (it was 404), and opens no session.
+func TestAGUIEmptyRunOnANewThread(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	for _, body := range []map[string]any{
+		{"threadId": "new-thread", "runId": "r1"},
+		{"threadId": "new-thread", "runId": "r2", "messages": []any{}},
+	} {
+		events, _ := sse(t, b.post(gateway.RouteAGUI, body, nil))
+		var types []string
+		for _, ev := range events {
+			types = append(types, fmt.Sprint(ev["type"]))
+		}
+		if got := strings.Join(types, " "); got != "RUN_STARTED RUN_FINISHED" {
+			t.Errorf("run %v: %s, want RUN_STARTED RUN_FINISHED", body["runId"], got)
+		}
+	}
+	if n := h.eng.Loaded(); n != 0 {
+		t.Errorf("%d sessions in memory after the empty runs, want none", n)
 	}
 }
 

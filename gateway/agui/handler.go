@@ -9,6 +9,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway/frontend"
+	"github.com/clienttools/gateway/gateway/sse"
 )
 
 // Options configure a Handler.
@@ -103,11 +104,19 @@ func decode(r *http.Request) (runInput, error) {
 	case in.RunID == "":
 		return in, frontend.BadRequest("runId is empty")
 	}
-	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" && in.Messages[n-1].text() == "" {
-		return in, frontend.BadRequest("the last message (the user's) has no text")
+	for i, m := range in.Messages {
+		if !roles[m.Role] {
+			return in, frontend.BadRequest("messages[%d]'s role is %.64q, not an AG-UI role (developer, system, assistant, user, tool, activity, reasoning)", i, m.Role)
+		}
+	}
+	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" && strings.TrimSpace(in.Messages[n-1].text()) == "" {
+		return in, frontend.BadRequest("the last message (the user's) has no text, or only white space")
 	}
 	return in, nil
 }
+
+// roles are AG-UI's message roles (core 1.0's Message).
+var roles = map[string]bool{"developer": true, "system": true, "assistant": true, "user": true, "tool": true, "activity": true, "reasoning": true}
 
 // ServeHTTP runs the agent: a new user message (the input's last message
 // is the user's), or the results of front-end tools (tool messages after
@@ -139,6 +148,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sess, err := h.opts.Find(r, in.ThreadID, userMessage)
+	if status, _ := frontend.Status(err); len(in.Messages) == 0 && status == http.StatusNotFound {
+		// Nothing to do on a thread this browser has not begun: the run
+		// says so, as on one it has, and opens no session.
+		run := newRun(w, h.opts, in)
+		run.sse = sse.New(w, nil, h.opts.WriteTimeout)
+		run.emit(map[string]any{"type": "RUN_STARTED", "threadId": run.thread, "runId": run.runID})
+		run.finish(nil)
+		return
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return

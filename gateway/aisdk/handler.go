@@ -111,8 +111,8 @@ func decode(r *http.Request) (request, error) {
 	}
 	switch last := req.Messages[len(req.Messages)-1]; last.Role {
 	case "user":
-		if text(last) == "" {
-			return req, frontend.BadRequest("the last message (the user's) has no text")
+		if strings.TrimSpace(text(last)) == "" {
+			return req, frontend.BadRequest("the last message (the user's) has no text, or only white space")
 		}
 	case "assistant":
 	default:

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,10 +34,26 @@ func BadRequest(format string, args ...any) error {
 // JSON, 400 when it is not what (named in the message), or the
 // *http.MaxBytesError when it is too large.
 func DecodeJSON(r *http.Request, v any, what string) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &StatusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		// A media type's name is case-insensitive; its parameters (a
+		// charset) are not read.
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &StatusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
+		}
 	}
-	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
+	if err == nil {
+		// One value, then nothing but white space.
+		if _, next := dec.Token(); next != io.EOF {
+			var tooLarge *http.MaxBytesError
+			if errors.As(next, &tooLarge) {
+				return next
+			}
+			return BadRequest("the body is not %s: something follows the JSON value", what)
+		}
+	}
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return err
