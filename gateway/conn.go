@@ -192,7 +192,7 @@ func (c *conn) serve() {
 			case errors.Is(err, websocket.ErrMessageTooBig):
 				// The library closed the socket with 1009.
 				c.s.opts.Metrics.LimitHit("read_limit")
-				c.logger.Info("frame over the read limit, connection closed", "limit", c.s.opts.ReadLimit)
+				c.sessionLogger().Info("frame over the read limit, connection closed", "limit", c.s.opts.ReadLimit)
 			case websocket.CloseStatus(err) == -1:
 				c.logger.Debug("read ended", "err", err)
 			}
@@ -462,6 +462,18 @@ func (c *conn) open(f SessionOpen) {
 	c.logger.Info("page attached", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
 }
 
+// sessionLogger is the connection's logger, with its session and page once
+// open: connection lines carry them from then on.
+func (c *conn) sessionLogger() *slog.Logger {
+	c.mu.Lock()
+	sess, page := c.session, c.page
+	c.mu.Unlock()
+	if sess == nil || page == nil {
+		return c.logger
+	}
+	return c.logger.With("session", sess.ID(), "page", page.ID())
+}
+
 // opContext bounds a session's open or load for a page to a minute. It
 // keeps ctx's values, not its cancellation: a context derived from the
 // page's would leave the page's context, for as long as the page stays
@@ -558,7 +570,7 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 	if !c.throttled {
 		c.throttled = true
 		c.s.opts.Metrics.LimitHit("refused_frames")
-		c.logger.Warn("browser sends too many refused frames, slowing down", "rate", c.s.opts.RefusedRate, "burst", c.s.opts.RefusedBurst)
+		c.sessionLogger().Warn("browser sends too many refused frames, slowing down", "rate", c.s.opts.RefusedRate, "burst", c.s.opts.RefusedBurst)
 		c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: engine.WireRateLimited, Message: fmt.Sprintf(
 			"too many refused frames: the gateway reads this connection's frames at %g a second until they stop", c.s.opts.RefusedRate)}))
 	}

@@ -329,6 +329,6 @@ func (c *conn) writeFrame(frame json.RawMessage, timed bool) bool {
 }
 
 func (c *conn) writeTimedOut() {
-	c.logger.Warn("write timed out, dropping the connection", "timeout", c.s.opts.WriteTimeout)
+	c.sessionLogger().Warn("write timed out, dropping the connection", "timeout", c.s.opts.WriteTimeout)
 	_ = c.ws.CloseNow()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,9 +98,14 @@ func waitPublished(t *testing.T, h *harness, id string, n int64) {
 
 func TestKeepalivePing(t *testing.T) {
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{PingInterval: 20 * time.Millisecond}})
-	c, _ := h.newBrowser(nil).open(pageTools)
+	c, id := h.newBrowser(nil).open(pageTools)
 	// The page stops reading, so it answers no ping.
 	h.logs.wait(t, "stopped answering pings")
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, "stopped answering pings") && !strings.Contains(line, "session="+id) {
+			t.Errorf("the connection's line names no session, once open: %s", line)
+		}
+	}
 	if code := c.untilClosed(); code != websocket.StatusCode(engine.CloseUnresponsive) {
 		t.Errorf("close status = %v, want %v", code, engine.CloseUnresponsive)
 	}

@@ -51,7 +51,7 @@ func (c *conn) ping() {
 			c.armPing()
 			return
 		}
-		c.logger.Info("browser stopped answering pings, closing", "err", err)
+		c.sessionLogger().Info("browser stopped answering pings, closing", "err", err)
 		c.close(engine.CloseUnresponsive, "ping timeout")
 		// A page that answers nothing may not take the close handshake
 		// either: do not keep its calls waiting for the 5s it may take.

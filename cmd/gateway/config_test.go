@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -63,6 +64,9 @@ func TestParseConfig(t *testing.T) {
 		{name: "defaults", want: defaults},
 		{name: "fsync always", args: []string{"--fsync", "always"}, want: with(func(c *config) { c.fsync = jetstream.SyncEveryWrite })},
 		{name: "fsync every second, from the environment", env: map[string]string{"GATEWAY_FSYNC": "1s"}, want: with(func(c *config) { c.fsync = time.Second })},
+		// An environment's data directory, for every run, leaves a run on
+		// the memory store alone; the flag typed with it is refused.
+		{name: "a memory store in an environment with a data directory", args: []string{"--store", "memory"}, env: map[string]string{"GATEWAY_DATA_DIR": "/tmp/chats"}, want: with(func(c *config) { c.store, c.dataDir = "memory", "/tmp/chats" })},
 		{
 			name: "flags",
 			args: []string{"--listen", ":9000", "--origins", "a.example, *.b.example,", "--client-timeout", "5s", "--worker-timeout", "1m30s", "--read-limit", "4096", "--log-level", "debug", "--model", "claude-x", "--ping-interval", "1s"},
@@ -252,6 +256,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"a metrics address with no port, from the environment", nil, map[string]string{"GATEWAY_METRICS_LISTEN": "nope"}, `metrics-listen "nope": want host:port, :port for every interface, or a bare port for 127.0.0.1 (from the environment: GATEWAY_METRICS_LISTEN)`},
 		{"a memory store with a NATS URL from the environment", []string{"--store", "memory"}, map[string]string{"GATEWAY_NATS_URL": "nats://127.0.0.1:4222"}, "(from the environment: GATEWAY_NATS_URL)"},
 		{"a memory store with replicas", []string{"--store", "memory", "--nats-replicas", "3"}, nil, "nats-replicas 3 is for --store jetstream"},
+		{"a memory store with one replica given", []string{"--store", "memory", "--nats-replicas", "1"}, nil, "nats-replicas 1 is for --store jetstream"},
+		{"a memory store with a data directory", []string{"--store", "memory", "--data-dir", "/tmp/chats"}, nil, "data-dir is for --store jetstream: --store memory writes nothing there"},
 		{"a ping interval no pong meets", []string{"--ping-interval", "1ms"}, nil, "ping-interval 1ms is under 100ms"},
 	}
 	for _, tc := range tests {
@@ -357,5 +363,20 @@ func TestRedactedURLs(t *testing.T) {
 		if got := redactedURLs(tc.in); got != tc.want || strings.Contains(got, "s3cret") || strings.Contains(got, "t0ken") {
 			t.Errorf("redactedURLs(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestUnreachableNATSIsNamed: a NATS that does not answer is refused naming
+// the flag and the servers, without the password.
+func TestUnreachableNATSIsNamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	_, err = openStore(context.Background(), config{store: "jetstream", natsURL: "nats://alice:s3cret@" + addr, natsReplicas: 1, retain: time.Hour, leaseTTL: time.Second}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "nats-url nats://alice:xxxxx@"+addr) || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("openStore with no NATS there: %v, want it to name --nats-url and the server, without the password", err)
 	}
 }

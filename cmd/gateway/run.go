@@ -263,8 +263,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		// after a wait.
 		return c, fmt.Errorf("nats-replicas %d needs a NATS cluster (--nats-url): the embedded NATS server is one node and keeps one copy", c.natsReplicas)
 	}
-	fsyncSet := getenv("GATEWAY_FSYNC") != ""
-	fs.Visit(func(f *flag.Flag) { fsyncSet = fsyncSet || f.Name == "fsync" })
+	// given: the flag is on the command line.
+	given := func(name string) bool {
+		on := false
+		fs.Visit(func(f *flag.Flag) { on = on || f.Name == name })
+		return on
+	}
+	fsyncSet := getenv("GATEWAY_FSYNC") != "" || given("fsync")
 	switch {
 	case *fsync == "always":
 		c.fsync = jetstream.SyncEveryWrite
@@ -294,8 +299,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		switch {
 		case c.natsURL != "":
 			return c, fmt.Errorf("nats-url is for --store jetstream: --store memory keeps sessions in this process")
-		case c.natsReplicas > 1:
+		case c.natsReplicas > 1 || given("nats-replicas"):
 			return c, fmt.Errorf("nats-replicas %d is for --store jetstream: --store memory keeps sessions in this process", c.natsReplicas)
+		case given("data-dir"):
+			// On the command line, not from an environment that sets it
+			// for every run: whoever typed it meant chats to be kept.
+			return c, fmt.Errorf("data-dir is for --store jetstream: --store memory writes nothing there, and every chat is lost when the process stops")
 		}
 	default:
 		return c, fmt.Errorf("store %q: want jetstream or memory", c.store)
@@ -535,7 +544,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintf(stdout, "gateway listening: open http://%s/\n", browsable(ln.Addr()))
 	fmt.Fprintf(stdout, "gateway sessions kept in: %s\n", store.where)
 	fmt.Fprintf(stdout, "gateway model: %s\n", describeModel(cfg, models))
-	logger.Info("gateway started", "addr", ln.Addr().String(), "model", cfg.model)
+	model := cfg.model
+	if cfg.workerURL != "" {
+		model = "the worker's" // its agent names it, per session
+	}
+	logger.Info("gateway started", "addr", ln.Addr().String(), "model", model)
 
 	select {
 	case err := <-serveErr:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/store/jetstream"
+	"github.com/nats-io/nats.go"
 )
 
 // defaultDataDir is where the embedded store keeps its files when no flag
@@ -59,6 +61,10 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	s, err := jetstream.Open(openCtx, o)
+	if errors.Is(err, nats.ErrNoServers) {
+		// Which flag, and which servers, without their secrets.
+		return openedStore{}, fmt.Errorf("nats-url %s: %w", redactedURLs(cfg.natsURL), err)
+	}
 	if err != nil {
 		return openedStore{}, err
 	}

@@ -227,6 +227,10 @@ func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.Ke
 		kv, err := request(ctx, &s.denials, "STREAM.UPDATE."+kvStream(cfg.Bucket), func(ctx context.Context) (jetstream.KeyValue, error) {
 			return s.js.UpdateKeyValue(ctx, cfg)
 		})
+		if err == nil {
+			s.opts.Logger.Info("the bucket's entries now live as long as this gateway's flag says (the embedded server's one node decides)",
+				"bucket", cfg.Bucket, "was", st.TTL(), "ttl", cfg.TTL)
+		}
 		return kv, cfg.TTL, err
 	}
 	if policy == raiseBucketTTL {

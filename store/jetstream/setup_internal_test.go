@@ -1,0 +1,43 @@
+package jetstream
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEmbeddedBucketTakesTheFlag: on the embedded server, whose one node
+// this gateway is, the identities' bucket takes the node's lifetime at each
+// start, shorter or longer, and a log line says so.
+func TestEmbeddedBucketTakesTheFlag(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var log LockedBuffer
+	open := func(lifetime time.Duration) time.Duration {
+		t.Helper()
+		s, err := Open(ctx, Options{DataDir: dir, CookieLifetime: lifetime, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		kv, err := s.js.KeyValue(ctx, CookieBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.TTL()
+	}
+	for i, lifetime := range []time.Duration{time.Hour, 48 * time.Hour, time.Hour} {
+		if got := open(lifetime); got != lifetime {
+			t.Errorf("start %d with %v: the bucket's time to live %v", i+1, lifetime, got)
+		}
+	}
+	if n := strings.Count(log.String(), "now live as long as this gateway's flag says"); n != 2 {
+		t.Errorf("%d log lines for the two changes, want 2:\n%s", n, log.String())
+	}
+}
