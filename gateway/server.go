@@ -144,7 +144,7 @@ type Server struct {
 	writers runners.Pool
 
 	streams     map[*context.CancelCauseFunc]struct{} // the HTTP front ends' requests; chats.go
-	shares      map[string]*share                // by browser id; admission.go
+	shares      map[string]*share                     // by browser id; admission.go
 	sharesSwept time.Time
 	// unreadable: the sessions whose damaged journal was logged at ERROR,
 	// and when (firstUnreadable).

@@ -32,9 +32,9 @@ type stream struct {
 	// held: data parts of a new response that came before its user
 	// message (a worker's client.event on the message's trigger), written
 	// after start, which then carries the message's id.
-	held []map[string]any
-	ended   bool
-	seq     int64 // the last session event seen: the metadata's seq
+	held  []map[string]any
+	ended bool
+	seq   int64 // the last session event seen: the metadata's seq
 
 	step     bool   // a step is open
 	text     string // the open text part's id; "": none

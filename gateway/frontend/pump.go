@@ -25,11 +25,11 @@ type Stream interface {
 type End int
 
 const (
-	EndPending End = iota // it waits only on client calls this stream delivered
-	EndIdle               // it had nothing to do, and nothing happened since the last one
-	EndClosed             // the page closed: the session ended
-	EndSlow               // the page fell behind the session and was dropped
-	EndStopping           // the gateway stops (ErrStopping): the reply is cut
+	EndPending  End = iota // it waits only on client calls this stream delivered
+	EndIdle                // it had nothing to do, and nothing happened since the last one
+	EndClosed              // the page closed: the session ended
+	EndSlow                // the page fell behind the session and was dropped
+	EndStopping            // the gateway stops (ErrStopping): the reply is cut
 )
 
 // ErrStopping is the cause a response's context is cancelled with when the
