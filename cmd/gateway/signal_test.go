@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestSecondSignalEndsTheProcess: a second SIGINT or SIGTERM ends the
+// process at once, with the signal's exit status, while the shutdown waits
+// (here, for a page that never answers the close), even where the process
+// started with SIGINT ignored, as a background job of a script does: the
+// second SIGINT put back that disposition and did nothing.
+func TestSecondSignalEndsTheProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildGatewayBinary(t)
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+		code int
+	}{{"SIGINT, ignored at the start", syscall.SIGINT, 130}, {"SIGTERM", syscall.SIGTERM, 143}} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := durableFreeAddr(t)
+			base := "http://" + addr
+			// The shell ignores SIGINT, and exec keeps that for the gateway.
+			cmd := exec.Command("sh", "-c", `trap "" INT; exec "$0" "$@"`, bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-level", "warn")
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				<-exited
+			})
+			p := &gatewayProc{t: t, name: "gateway", cmd: cmd, stderr: stderr, exited: make(chan struct{})}
+			p.waitHealthy(base)
+			// A page that reads nothing: the shutdown waits for its close.
+			ctx, cancel := context.WithTimeout(context.Background(), hang)
+			defer cancel()
+			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			_ = cmd.Process.Signal(tc.sig)
+			time.Sleep(300 * time.Millisecond) // the shutdown under way
+			_ = cmd.Process.Signal(tc.sig)
+			select {
+			case err := <-exited:
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exitCode(exit) != tc.code {
+					t.Errorf("after a second %v: %v, want exit status %d\nstderr:\n%s", tc.sig, err, tc.code, stderr.String())
+				}
+			case <-time.After(hang):
+				t.Fatalf("the process did not end after a second %v", tc.sig)
+			}
+			exited <- nil // for the cleanup
+		})
+	}
+}
+
+// exitCode is a process's exit status, or 128 and the signal that ended it.
+func exitCode(exit *exec.ExitError) int {
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exit.ExitCode()
+}
