@@ -164,6 +164,12 @@ func TestChatNewSessionRate(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "opened 1 sessions in the last minute") {
 		t.Errorf("a second new chat in the minute: %s %q, want 429", resp.Status, body)
 	}
+	// The header says when, as the text does: a client backs off by it.
+	_, said, _ := strings.Cut(strings.TrimSpace(string(body)), "try again in ")
+	wait, _ := time.ParseDuration(said)
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || secs < 1 || time.Duration(secs)*time.Second != wait {
+		t.Errorf("the 429's Retry-After: %q (body %q), want the seconds its text gives", resp.Header.Get("Retry-After"), body)
+	}
 }
 
 // TestChatCORS: a page of a site in --origins may post with its cookie
@@ -365,5 +371,93 @@ func TestShutdownSaysTheReplyWasCut(t *testing.T) {
 	var textEnd map[string]any
 	if json.Unmarshal([]byte(got[0]), &textEnd) != nil || textEnd["type"] != "TEXT_MESSAGE_END" || json.Unmarshal([]byte(got[1]), &end) != nil || end["type"] != "RUN_ERROR" || end["code"] != "gateway_stopping" {
 		t.Errorf("the AG-UI run cut by Shutdown ends %q; want TEXT_MESSAGE_END, then RUN_ERROR gateway_stopping", short(got))
+	}
+}
+
+// TestChatRouteWrongMethod: a front end's route asked with a method it does
+// not take answers 405 with the methods it does, and, to a page of an
+// allowed origin, the CORS headers every answer carries: without them the
+// page saw a CORS failure, not the 405.
+func TestChatRouteWrongMethod(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"app.example.com"}}})
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodGet, gateway.RouteAISDK, "POST, OPTIONS"},
+		{http.MethodPut, gateway.RouteAGUI, "POST, OPTIONS"},
+		{http.MethodPost, "/api/chat/c1/stream", "GET, HEAD, OPTIONS"},
+	} {
+		req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, nil)
+		req.Header.Set("Origin", "https://app.example.com")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
+			t.Errorf("%s %s: %s, Allow %q, CORS %q %q; want 405, %q, and the origin's CORS headers", tc.method, tc.path, resp.Status,
+				resp.Header.Get("Allow"), resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Credentials"), tc.allow)
+		}
+	}
+	// Another site's page is refused first, as on every route.
+	req, _ := http.NewRequest(http.MethodGet, h.srv.URL+gateway.RouteAISDK, nil)
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another site's GET %s: %s, want 403", gateway.RouteAISDK, resp.Status)
+	}
+}
+
+// TestChatCancel: a front end's Stop route stops the chat's model turn, as
+// /ws's cancel does: the open stream ends, and the next message's answer
+// starts clean. Before it, a Stop closed the stream only: the turn ran on,
+// and its rest came at the start of the next message's answer. A chat the
+// browser does not have gets 204 too.
+func TestChatCancel(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	for _, tc := range []struct {
+		name, cancel string
+		post         func(text string) *http.Response
+	}{
+		{"AI SDK", "/api/chat/chat-a/cancel", func(text string) *http.Response {
+			return b.post(gateway.RouteAISDK, userMessage("chat-a", text), nil)
+		}},
+		{"AG-UI", "/ag-ui/th/cancel", func(text string) *http.Response {
+			return b.post(gateway.RouteAGUI, map[string]any{"threadId": "th", "runId": text, "messages": []any{map[string]any{"id": text, "role": "user", "content": text}}}, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			open := tc.post("gated flood") // streams, then waits for the gate
+			r := bufio.NewReader(open.Body)
+			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+				t.Fatalf("the stream's first line: %q, %v", line, err)
+			}
+			stop := b.post(tc.cancel, "", nil)
+			stop.Body.Close()
+			if stop.StatusCode != http.StatusNoContent {
+				t.Fatalf("the Stop: %s, want 204", stop.Status)
+			}
+			rest, _ := io.ReadAll(r) // the stream ends: the turn stopped
+			open.Body.Close()
+			if !strings.Contains(string(rest), `"finish"`) && !strings.Contains(string(rest), `"RUN_FINISHED"`) {
+				t.Errorf("the stopped stream's end: %.300q", rest)
+			}
+			events, _ := sse(t, tc.post("hello"))
+			var text strings.Builder
+			for _, ev := range events {
+				if d, ok := ev["delta"].(string); ok {
+					text.WriteString(d)
+				}
+			}
+			if got := text.String(); got != "echo: hello" {
+				t.Errorf("the next message's answer: %.200q, want echo: hello alone", got)
+			}
+		})
+	}
+	if resp := b.post("/api/chat/never/cancel", "", nil); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("a Stop of a chat this browser does not have: %s, want 204", resp.Status)
 	}
 }

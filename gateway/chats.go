@@ -31,6 +31,11 @@ const (
 	RouteAISDK       = "/api/chat"
 	RouteAISDKResume = "/api/chat/{id}/stream"
 	RouteAGUI        = "/ag-ui"
+	// The Stop buttons' routes: the chat's model turn and its open calls
+	// stop, as /ws's cancel stops them. An aborted request cannot say it:
+	// a reload aborts it too, and the chat resumes.
+	RouteAISDKCancel = "/api/chat/{id}/cancel"
+	RouteAGUICancel  = "/ag-ui/{id}/cancel"
 )
 
 // DefaultChatBodyLimit is Options.ChatBodyLimit's default: the AI SDK posts
@@ -198,11 +203,13 @@ func (s *Server) stopStreams() {
 type chatError struct {
 	status int
 	err    error
+	retry  time.Duration // when to try again (Retry-After); 0: not said
 }
 
-func (e *chatError) Error() string   { return e.err.Error() }
-func (e *chatError) Unwrap() error   { return e.err }
-func (e *chatError) StatusCode() int { return e.status }
+func (e *chatError) Error() string             { return e.err.Error() }
+func (e *chatError) Unwrap() error             { return e.err }
+func (e *chatError) StatusCode() int           { return e.status }
+func (e *chatError) RetryAfter() time.Duration { return e.retry }
 
 // chatSession returns the session of the request's browser for a front
 // end's conversation key, opening it when create is set and there is none.
@@ -212,7 +219,7 @@ func (e *chatError) StatusCode() int { return e.status }
 func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool) (*engine.Session, error) {
 	browser, _ := r.Context().Value(browserCtxKey{}).(string)
 	if browser == "" {
-		return nil, &chatError{http.StatusInternalServerError, errors.New("the request was not admitted")}
+		return nil, &chatError{status: http.StatusInternalServerError, err: errors.New("the request was not admitted")}
 	}
 	id := chatSessionID(frontEnd, browser, key)
 	eng := s.opts.Engine
@@ -224,28 +231,29 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 		case err == nil && sess.Owner() == browser:
 			return sess, nil
 		case err == nil:
-			return nil, &chatError{http.StatusNotFound, fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
+			return nil, &chatError{status: http.StatusNotFound, err: fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
 		case errors.Is(err, engine.ErrOwnedElsewhere):
-			return nil, &chatError{http.StatusServiceUnavailable, fmt.Errorf("chat %q runs on another gateway node: route this browser to it (sticky sessions), or retry: %w", key, err)}
+			return nil, &chatError{status: http.StatusServiceUnavailable, err: fmt.Errorf("chat %q runs on another gateway node: route this browser to it (sticky sessions), or retry: %w", key, err)}
 		case errors.Is(err, engine.ErrSessionClosed):
-			return nil, &chatError{http.StatusGone, fmt.Errorf("chat %q has ended: start a new chat", key)}
+			return nil, &chatError{status: http.StatusGone, err: fmt.Errorf("chat %q has ended: start a new chat", key)}
 		case errors.Is(err, engine.ErrCorrupt):
 			if s.firstUnreadable(id) {
 				s.logger.Error("a session's journal cannot be read: its chat cannot go on until it is repaired (docs/storage.md)", "session", id, "err", err)
 			}
 			// Its id is this browser's own (derived from it), so saying
 			// what is wrong tells no other browser anything.
-			return nil, &chatError{http.StatusInternalServerError, fmt.Errorf("chat %q cannot be opened: the gateway cannot read what it stored of it: start a new chat", key)}
+			return nil, &chatError{status: http.StatusInternalServerError, err: fmt.Errorf("chat %q cannot be opened: the gateway cannot read what it stored of it: start a new chat", key)}
 		case !errors.Is(err, engine.ErrNoSession):
 			s.logger.Error("failed to load a session", "session", id, "err", err)
-			return nil, &chatError{http.StatusServiceUnavailable, fmt.Errorf("failed to load chat %q: %w", key, err)}
+			return nil, &chatError{status: http.StatusServiceUnavailable, err: fmt.Errorf("failed to load chat %q: %w", key, err)}
 		}
 		if !create {
-			return nil, &chatError{http.StatusNotFound, fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
+			return nil, &chatError{status: http.StatusNotFound, err: fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
 		}
 		if ok, wait := s.allowNewSession(browser); !ok {
 			s.opts.Metrics.LimitHit(string(engine.WireRateLimited))
-			return nil, &chatError{http.StatusTooManyRequests, fmt.Errorf("this browser opened %d sessions in the last minute, the most it may: try again in %v", s.opts.NewSessionsPerMinute, wait.Round(time.Second)+time.Second)}
+			wait = wait.Round(time.Second) + time.Second
+			return nil, &chatError{status: http.StatusTooManyRequests, err: fmt.Errorf("this browser opened %d sessions in the last minute, the most it may: try again in %v", s.opts.NewSessionsPerMinute, wait), retry: wait}
 		}
 		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: browser, ID: id})
 		switch {
@@ -255,12 +263,12 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 		case errors.Is(err, engine.ErrSessionExists):
 			continue // a request of the same chat opened it first
 		case errors.Is(err, engine.ErrLimitExceeded):
-			return nil, &chatError{http.StatusTooManyRequests, err}
+			return nil, &chatError{status: http.StatusTooManyRequests, err: err}
 		default:
-			return nil, &chatError{http.StatusServiceUnavailable, err}
+			return nil, &chatError{status: http.StatusServiceUnavailable, err: err}
 		}
 	}
-	return nil, &chatError{http.StatusConflict, fmt.Errorf("chat %q could not be opened: try again", key)}
+	return nil, &chatError{status: http.StatusConflict, err: fmt.Errorf("chat %q could not be opened: try again", key)}
 }
 
 // chatSessionID derives a session id from a front end, a browser and the
@@ -297,8 +305,57 @@ func (s *Server) chatRoutes() {
 	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))
 	run := agui.New(agui.Options{Find: find("agui"), Options: streams})
 	s.mux.Handle("POST "+RouteAGUI, s.chatRoute(run))
+	s.mux.Handle("POST "+RouteAISDKCancel, s.cancelChat("aisdk"))
+	s.mux.Handle("POST "+RouteAGUICancel, s.cancelChat("agui"))
 	preflight := s.chatRoute(http.NotFoundHandler()) // chatRoute answers OPTIONS itself
-	for _, route := range []string{RouteAISDK, RouteAISDKResume, RouteAGUI} {
+	for route, allow := range map[string]string{RouteAISDK: "POST, OPTIONS", RouteAISDKResume: "GET, HEAD, OPTIONS", RouteAGUI: "POST, OPTIONS",
+		RouteAISDKCancel: "POST, OPTIONS", RouteAGUICancel: "POST, OPTIONS"} {
 		s.mux.Handle("OPTIONS "+route, preflight)
+		s.mux.Handle(route, s.wrongMethod(allow))
 	}
+}
+
+// cancelChat serves a front end's Stop: the model turn of the browser's
+// chat {id} and its open calls stop, as /ws's cancel stops them, and the
+// answer is 204, whether there was anything to stop or not (a chat this
+// browser does not have included, as a resume answers). It holds none of
+// the browser's sockets: the stream it stops may not have left yet.
+func (s *Server) cancelChat(frontEnd string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.admitOrigin(w, r, "chat request refused") {
+			return
+		}
+		_, browser, err := s.browserFor(w, r)
+		if err != nil {
+			s.logger.Error("failed to identify browser", "err", err)
+			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+			return
+		}
+		// A chat with work in flight is in memory: one that is not has
+		// nothing to stop on this node.
+		if sess, loaded := s.opts.Engine.Session(chatSessionID(frontEnd, browser, r.PathValue("id"))); loaded && sess.Owner() == browser {
+			ctx, cancel := opContext(r.Context())
+			defer cancel()
+			if err := sess.Cancel(ctx); err != nil && !errors.Is(err, engine.ErrSessionClosed) && !errors.Is(err, engine.ErrUnloaded) {
+				status, err := frontend.Status(err)
+				frontend.Refuse(w, err, status)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// wrongMethod answers a front end's route asked with a method it does not
+// take: 405 with the methods it does, and, for a page of an allowed
+// origin, the CORS headers every answer carries, so the page reads the 405
+// rather than a CORS failure.
+func (s *Server) wrongMethod(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.admitOrigin(w, r, "chat request refused") {
+			return
+		}
+		w.Header().Set("Allow", allow)
+		http.Error(w, fmt.Sprintf("%s is not a method of %s: it takes %s", r.Method, r.URL.Path, allow), http.StatusMethodNotAllowed)
+	})
 }

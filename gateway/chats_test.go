@@ -267,8 +267,9 @@ func TestAISDKBadInputOfAClientCall(t *testing.T) {
 	if len(in) != 1 || len(out) != 1 {
 		t.Fatalf("want one tool-input-error and one tool-output-error for the call, got %v", events)
 	}
-	if in[0]["providerExecuted"] != true || out[0]["providerExecuted"] != true {
-		t.Errorf("providerExecuted: the input's error %v, the output's %v; want both true (the gateway settled it)", in[0]["providerExecuted"], out[0]["providerExecuted"])
+	start := find(events, "tool-input-start", "toolCallId", "call_bad_time")
+	if len(start) != 1 || start[0]["providerExecuted"] != true || in[0]["providerExecuted"] != true || out[0]["providerExecuted"] != true {
+		t.Errorf("providerExecuted: the input's start %v, its error %v, the output's %v; want all true (the gateway settled it)", start, in[0]["providerExecuted"], out[0]["providerExecuted"])
 	}
 	if avail := find(events, "tool-input-available", "toolCallId", "call_bad_time"); len(avail) != 0 {
 		t.Errorf("the app was asked to run it: %v", avail)

@@ -88,7 +88,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if h.opts.Refused != nil {
 		h.opts.Refused(err)
 	}
-	http.Error(w, err.Error(), status)
+	frontend.Refuse(w, err, status)
 }
 
 // decode reads and checks the posted body.

@@ -362,7 +362,9 @@ func (st *stream) showInput(c *callState, id string) {
 	c.shown = true
 	st.openStep()
 	chunk := map[string]any{"type": "tool-input-start", "toolCallId": id, "toolName": c.name}
-	if !c.client {
+	if !c.client || c.in.Status == engine.InputMalformed || c.in.Status == engine.InputInvalid {
+		// It runs on the server, or the gateway settles it (its input
+		// is bad): the app runs nothing.
 		chunk["providerExecuted"] = true
 	}
 	st.chunk(chunk)

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/jsonfields"
@@ -28,6 +30,17 @@ func (e *StatusError) StatusCode() int { return e.Status }
 // BadRequest is a request refused with 400.
 func BadRequest(format string, args ...any) error {
 	return &StatusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+// Refuse answers a refused request with status and err's text, and a
+// Retry-After header when err says when to try again (a RetryAfter()
+// time.Duration method: a rate limit).
+func Refuse(w http.ResponseWriter, err error, status int) {
+	var later interface{ RetryAfter() time.Duration }
+	if errors.As(err, &later) && later.RetryAfter() > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(later.RetryAfter().Seconds()))))
+	}
+	http.Error(w, err.Error(), status)
 }
 
 // DecodeJSON reads the request's JSON body into v: 415 when it is not
