@@ -2,7 +2,8 @@
 // `ai` package as a useChat app runs it) against the built gateway's
 // POST /api/chat and GET /api/chat/{id}/stream: a turn with a worker tool
 // and a client tool answered in onToolCall with addToolOutput, a client
-// tool that times out, and a resumed stream. docs/integrations.md.
+// tool that times out, a resumed stream, and Stop with the cancel route.
+// docs/integrations.md.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -170,4 +171,22 @@ test("a stream cut mid-reply resumes from the session's log (resume: the GET rou
     // Another browser cannot resume this chat: to it, the chat does not exist.
     const other = await browser()(`${gw.url}/api/chat/chat-resume/stream`);
     assert.equal(other.status, 204);
+});
+
+test("Stop with the cancel route stops the turn: the next message's answer starts clean", async () => {
+    const fetch = browser();
+    const chat = new Chat({ id: "chat-stop", transport: transport(gw.url, fetch) });
+    const sent = chat.sendMessage({ text: "slow stream" });
+    await until(() => {
+        const m = lastAssistant(chat);
+        return m && textOf(m).split(" ").length >= 3;
+    }, "the first words");
+    // The app's Stop button, as docs/integrations.md writes it.
+    await chat.stop();
+    const res = await fetch(`${gw.url}/api/chat/${encodeURIComponent(chat.id)}/cancel`, { method: "POST" });
+    assert.equal(res.status, 204);
+    await sent;
+    await chat.sendMessage({ text: "hello" });
+    await until(() => chat.status === "ready", "the next answer");
+    assert.equal(textOf(lastAssistant(chat)), "No rule for: hello", "the stopped reply did not run on into the next answer");
 });
