@@ -37,6 +37,7 @@ type stream struct {
 	seq   int64 // the last session event seen: the metadata's seq
 
 	step     bool   // a step is open
+	reset    bool   // the open step was reset (reset-step): the turn run again goes on in it
 	text     string // the open text part's id; "": none
 	turnText bool   // the model turn streamed text (deltas)
 	textN    int
@@ -157,6 +158,12 @@ func (st *stream) closeStep() {
 // newTurn closes the step of the previous model turn when its calls have
 // all finished: a new model turn is a new step.
 func (st *stream) newTurn() {
+	if st.reset {
+		// The client emptied the step and keeps it (reset-step): the
+		// turn that runs again fills it, where a new step left it empty.
+		st.reset = false
+		return
+	}
 	if st.step && st.text == "" && st.track.Open() == 0 && st.turnDone() {
 		st.closeStep()
 	}
@@ -229,6 +236,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		st.turnText = false
 		if st.step {
 			st.chunk(map[string]any{"type": "reset-step"})
+			st.reset = true
 		}
 	case engine.EventToolStarted:
 		var e engine.ToolStartedEvent
