@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,8 +62,12 @@ func startGatewayLogs(t *testing.T, args []string, env map[string]string) (addr 
 	stderr = &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		// Each gateway has a data directory of its own, unless args say.
-		base := []string{"--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}
+		// Each gateway has a data directory of its own, unless args say
+		// (--store memory refuses one).
+		base := []string{"--listen", "127.0.0.1:0"}
+		if !slices.Contains(args, "memory") {
+			base = append(base, "--data-dir", t.TempDir())
+		}
 		err := run(ctx, append(base, args...), func(k string) string { return env[k] }, stdoutW, stderr)
 		stdoutW.Close()
 		done <- err
