@@ -148,7 +148,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sess, err := h.opts.Find(r, in.ThreadID, userMessage)
-	if status, _ := frontend.Status(err); len(in.Messages) == 0 && status == http.StatusNotFound {
+	if status, _ := frontend.Status(err); err != nil && len(in.Messages) == 0 && status == http.StatusNotFound {
 		// Nothing to do on a thread this browser has not begun: the run
 		// says so, as on one it has, and opens no session.
 		run := newRun(w, h.opts, in)
