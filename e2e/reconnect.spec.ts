@@ -89,3 +89,12 @@ test("a message that reaches the gateway twice is taken once", async ({ page }) 
     expect(users.map((e) => e.message.id)).toEqual([sent.frame.id]);
     expect(wire.refusals()).toEqual([]);
 });
+
+// A wire attached after the page opened its socket routes nothing; its
+// waits say so, where they timed out with an empty record and no hint.
+test("a wire attached too late says no socket came through it", async ({ page }) => {
+    const chat = await Chat.open(page);
+    const late = await attachWire(page, { timeout: 300 });
+    await chat.send("what time is it");
+    await expect(late.toolCall("get_local_time")).rejects.toThrow("wire: a tool.call of get_local_time did not come within 300 ms (no socket of the page came through the wire: attach it before page.goto");
+});

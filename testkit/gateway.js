@@ -57,7 +57,8 @@ export async function startGateway(options = {}) {
         child.once("error", () => child.pid === undefined && done({ code: null, signal: null }));
     });
     const listening = new Promise((ok, fail) => {
-        child.once("error", (err) => fail(new Error(`startGateway: cannot run ${binary}: ${err.message} (build it: make build, or set binary / GATEWAY_BIN)`)));
+        child.once("error", (err) => fail(new Error(`startGateway: cannot run ${binary}: ${err.message} (${
+            /** @type {any} */ (err).code === "EACCES" ? "it is not an executable this user may run: chmod +x it, or set binary / GATEWAY_BIN" : "build it: make build, or set binary / GATEWAY_BIN"})`)));
         exited.then(({ code, signal }) => fail(new Error(
             `startGateway: ${binary} exited (${signal ?? `code ${code}`}) before listening:\n${output.join("\n")}`)));
         child.stdout.setEncoding("utf8").on("data", (text) => {

@@ -66,7 +66,7 @@ export interface WireFrame {
     socket: number;
     /** "received": the gateway sent it to the page; "sent": the page (or the test, byTest) sent it. */
     direction: "received" | "sent";
-    /** The frame, parsed; the raw text if it is not a JSON object. */
+    /** The frame, parsed; a text that is not a JSON object is `{type: "", raw}`. */
     frame: Frame;
     /** The test sent it (ToolCall.answer, fail, Wire.send), not the page. */
     byTest: boolean;
@@ -141,8 +141,12 @@ export declare const fakeSocketPath: string;
 /** Adds the fake WebSocket to every document of page; replaceWebSocket: window.WebSocket is the fake. */
 export declare function installFakeSocket(page: Page, options?: { replaceWebSocket?: boolean }): Promise<void>;
 
-/** Every event of session, as the gateway replays it from the start to a tool-less socket from page's origin. */
-export declare function replay(page: Page, session: string, options?: { timeout?: number }): Promise<Frame[]>;
+/**
+ * Every event of session, as the gateway replays it from the start to a tool-less socket of page's browser:
+ * to `url` (the gateway's WebSocket URL, `gateway.wsURL`; a page of another origin needs it), else /ws on the page's origin.
+ * The socket is not one of the page's: a wire passes it through unrecorded.
+ */
+export declare function replay(page: Page, session: string, options?: { timeout?: number; url?: string | URL }): Promise<Frame[]>;
 
 export interface TestkitFixtures {
     /** attachWire's options for the `wire` fixture. */

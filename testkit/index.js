@@ -45,17 +45,21 @@ export async function installFakeSocket(page, options = {}) {
 }
 
 /**
- * Opens a second, tool-less socket to session from page's origin (same
- * cookie, so the same browser) and returns every event the gateway replays
- * from the start: the gateway's own record of the session.
+ * Opens a second, tool-less socket to session from page (its cookie, so the
+ * same browser) and returns every event the gateway replays from the start:
+ * the gateway's own record of the session. The socket goes to options.url,
+ * the gateway's WebSocket URL (`gateway.wsURL`: a page of another origin
+ * needs it), or to /ws on the page's origin; it is marked (?testkit=replay),
+ * and a wire passes it through unrecorded: it is not one of the page's.
  * @param {import("@playwright/test").Page} page
  * @param {string} session
- * @param {{timeout?: number}} [options]
+ * @param {{timeout?: number, url?: string | URL}} [options]
  */
 export async function replay(page, session, options = {}) {
-    return page.evaluate(async ([session, timeout]) => {
-        const url = new URL("/ws", location.href);
-        url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    return page.evaluate(async ([session, timeout, given]) => {
+        const url = new URL(given || "/ws", location.href);
+        url.protocol = url.protocol === "https:" || url.protocol === "wss:" ? "wss:" : "ws:";
+        url.searchParams.set("testkit", "replay");
         const ws = new WebSocket(url);
         /** @type {any[]} */
         const frames = [];
@@ -86,10 +90,15 @@ export async function replay(page, session, options = {}) {
                 }
             };
             ws.onclose = (e) => {
-                if (until < 0) reject(new Error(`the gateway closed the replay: ${e.code} ${e.reason}`));
+                if (until < 0) {
+                    clearTimeout(timer);
+                    reject(new Error(e.code === 1006
+                        ? `the replay's socket to ${url.origin}${url.pathname} closed before it opened (1006: no gateway answered there; a page of another origin than the gateway's gives replay {url: gateway.wsURL})`
+                        : `the gateway closed the replay: ${e.code} ${e.reason}`));
+                }
             };
         });
-    }, /** @type {const} */ ([session, options.timeout ?? 5000]));
+    }, /** @type {const} */ ([session, options.timeout ?? 5000, options.url ? String(options.url) : ""]));
 }
 
 export const test = base.extend(/** @type {any} */ ({

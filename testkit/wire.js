@@ -64,6 +64,9 @@ export class Wire {
     /** Playwright's route handler: one socket of the page. @param {any} ws */
     route(ws) {
         const server = ws.connectToServer();
+        if (new URL(ws.url()).searchParams.get("testkit") === "replay") {
+            return; // replay()'s socket, not the page's: passed through unrecorded
+        }
         /** @type {Socket} */
         const sock = { n: this.#sockets.length + 1, page: ws, server, open: true, opened: false };
         this.#sockets.push(sock);
@@ -137,7 +140,7 @@ export class Wire {
      */
     async toolCall(name, options = {}) {
         const call = await this.#until(() => this.#calls.find((c) => c.name === name && !this.#taken.has(c)),
-            `tool.call of ${name}`, options.timeout);
+            `a tool.call of ${name}`, options.timeout);
         this.#taken.add(call);
         return call;
     }
@@ -149,7 +152,7 @@ export class Wire {
      */
     async waitForFrame(match, options = {}) {
         const wf = await this.#until(() => this.#frames.find((f) => (!options.direction || f.direction === options.direction) && match(f.frame, f)),
-            "matching frame", options.timeout);
+            "a matching frame", options.timeout);
         return wf.frame;
     }
 
@@ -176,7 +179,7 @@ export class Wire {
      */
     async reconnected(options = {}) {
         const after = options.after ?? this.#sockets.length;
-        await this.#until(() => this.#sockets.find((s) => s.n > after && s.opened), `a socket after #${after} to open its session`, options.timeout);
+        await this.#until(() => this.#sockets.find((s) => s.n > after && s.opened), `a socket after #${after} with its session open`, options.timeout);
     }
 
     /**
@@ -208,7 +211,7 @@ export class Wire {
             forward = !held;
             this.#calls.push(new ToolCall(this, sock, frame, held));
         }
-        this.#record(sock, "received", frame ?? data, false);
+        this.#record(sock, "received", frame ?? unparsed(data), false);
         if (forward && sock.open) sock.page.send(data);
         this.#wake();
     }
@@ -216,7 +219,7 @@ export class Wire {
     /** @param {Socket} sock @param {string} data */
     #fromPage(sock, data) {
         const frame = parse(data);
-        this.#record(sock, "sent", frame ?? data, false);
+        this.#record(sock, "sent", frame ?? unparsed(data), false);
         const name = (frame?.type === "tool.result" || frame?.type === "tool.error") ? this.#names.get(frame.id) : undefined;
         const message = frame?.type === "message";
         const copies = message ? this.#messageCopies : (name && this.#copies.get(name)) || 1;
@@ -261,7 +264,10 @@ export class Wire {
             };
             const timer = setTimeout(() => {
                 this.#waiters.delete(check);
-                reject(new Error(`wire: no ${what} within ${timeout} ms; frames so far:\n${this.#summary()}`));
+                const none = this.#sockets.length === 0
+                    ? " (no socket of the page came through the wire: attach it before page.goto, and check wireOptions.url)"
+                    : "";
+                reject(new Error(`wire: ${what} did not come within ${timeout} ms${none}; frames so far:\n${this.#summary()}`));
             }, timeout);
             this.#waiters.add(check);
         });
@@ -325,6 +331,11 @@ export class ToolCall {
         this.#delivered = true;
         this.#sock.page.send(JSON.stringify(this.frame));
     }
+}
+
+/** A text that is not a JSON object, as the wire records it. @param {string} raw */
+function unparsed(raw) {
+    return { type: "", raw };
 }
 
 /** @param {string} data */

@@ -108,3 +108,19 @@ test("a duplicated answer is refused, and the call settles once", async ({ page,
     await expect.poll(() => wire.refusals().map((f) => f.code)).toContain("settled");
     expect(await settled(page, wire, call.id)).toBe(1);
 });
+
+test("the gateway's record, read mid-test, is not one of the page's sockets", async ({ page, wire, gateway }) => {
+    await chat.open(page);
+    await chat.send(page, "what time is it");
+    const call = await wire.toolCall("get_local_time");
+    await expect(chat.reply(page, "Your clock says")).toBeVisible();
+    const opens = () => wire.frames("sent").filter((f) => f.frame.type === "session.open").length;
+    const reconnect = wire.reconnected({ after: 1, timeout: 1500 }).then(() => "resolved", () => "timed out");
+    expect(await settled(page, wire, call.id)).toBe(1);
+    // Read from the gateway's own URL, as a page of another origin reads it.
+    const record = await replay(page, await sessionOf(wire), { url: gateway.wsURL });
+    expect(record.filter((e) => e.type === "tool.finished" && e.id === call.id)).toHaveLength(1);
+    expect(wire.sockets).toBe(1);
+    expect(opens()).toBe(1);
+    expect(await reconnect).toBe("timed out");
+});

@@ -4,6 +4,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startGateway } from "../index.js";
 
@@ -43,6 +46,17 @@ test("with a script, the scripted model plays every model, even where a provider
 
 test("a binary that is not there: the error names it and says how to build it", async () => {
     await assert.rejects(startGateway({ binary: "/nonexistent/gateway" }), /cannot run \/nonexistent\/gateway: .*ENOENT.*make build/);
+});
+
+test("a binary this user may not run: the error says so, not how to build it", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "testkit-"));
+    const file = join(dir, "gateway");
+    await writeFile(file, "not a program", { mode: 0o644 });
+    try {
+        await assert.rejects(startGateway({ binary: file }), /EACCES \(it is not an executable this user may run: chmod \+x it/);
+    } finally {
+        await rm(dir, { recursive: true, force: true });
+    }
 });
 
 test("a gateway that exits at once: the error has its output", async () => {

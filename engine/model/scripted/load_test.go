@@ -43,7 +43,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad delay", `{"delay": "5 sec"}`, `delay: want a Go duration like "40ms"`},
 		{"delay as number", `{"delay": 40}`, "delay must be a string, not number"},
 		{"negative rule delay", `{"rules": [{"match": "x", "say": "y", "delay": "-1s"}]}`, "rules[0].delay: must not be negative"},
-		{"negative chunkWords", `{"chunkWords": -1}`, "chunkWords: must be positive"},
+		{"negative chunkWords", `{"chunkWords": -1}`, "chunkWords: must not be negative (0: the default), not -1"},
 		{"after without template", `{"afterTool": [{"tool": "t"}]}`, `afterTool[0]: needs "ok", "error" or both`},
 		{"after bad regexp", `{"afterTool": [{"match": "[", "ok": "x"}]}`, "afterTool[0].match: error parsing regexp"},
 		{"after error in ok", `{"afterTool": [{"ok": "${error}"}]}`, "afterTool[0].ok: ${error} is not known here (known: tool, result)"},

@@ -550,7 +550,7 @@ func listNames(names []string) string {
 func chunkWords(n, inherit int, path string) (int, error) {
 	switch {
 	case n < 0:
-		return 0, fmt.Errorf("%s: must be positive, not %d", path, n)
+		return 0, fmt.Errorf("%s: must not be negative (0: the default), not %d", path, n)
 	case n == 0:
 		return inherit, nil
 	}
