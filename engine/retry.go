@@ -125,7 +125,10 @@ func parseDuration(field, text string, def time.Duration, zeroOK bool) (time.Dur
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s %q is not a Go duration such as \"30s\" or \"1m30s\"", ErrBadRetry, field, text)
 	}
-	if d < 0 || (d == 0 && !zeroOK) {
+	switch {
+	case d < 0 && zeroOK:
+		return 0, fmt.Errorf("%w: %s %q must not be negative (\"0s\": at once)", ErrBadRetry, field, text)
+	case d <= 0 && !zeroOK:
 		return 0, fmt.Errorf("%w: %s %q must be positive", ErrBadRetry, field, text)
 	}
 	return d, nil

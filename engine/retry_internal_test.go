@@ -44,9 +44,9 @@ func TestRetryPolicyParse(t *testing.T) {
 		{"zero timeout", `{"timeout":"0s"}`, retrySpec{}, `timeout "0s" must be positive`},
 		{"negative timeout", `{"timeout":"-5s"}`, retrySpec{}, `timeout "-5s" must be positive`},
 		{"backoff that is not a duration", `{"backoff":"1 second"}`, retrySpec{}, `backoff "1 second" is not a Go duration`},
-		{"negative backoff", `{"backoff":"-1s"}`, retrySpec{}, `backoff "-1s" must be positive`},
+		{"negative backoff", `{"backoff":"-1s"}`, retrySpec{}, `backoff "-1s" must not be negative ("0s": at once)`},
 		{"maxBackoff that is not a duration", `{"maxBackoff":"forever"}`, retrySpec{}, `maxBackoff "forever" is not a Go duration`},
-		{"negative maxBackoff", `{"maxBackoff":"-1m"}`, retrySpec{}, `maxBackoff "-1m" must be positive`},
+		{"negative maxBackoff", `{"maxBackoff":"-1m"}`, retrySpec{}, `maxBackoff "-1m" must not be negative ("0s": at once)`},
 		{"multiplier below 1", `{"multiplier":0.5}`, retrySpec{}, "multiplier is 0.5, want at least 1"},
 		{"negative multiplier", `{"multiplier":-2}`, retrySpec{}, "multiplier is -2, want at least 1"},
 	}
