@@ -372,6 +372,13 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 				d = Decision{Actions: []Action{ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
 					Error: fmt.Sprintf("%s failed in the worker: %v", t.Name, err)}}}
 			}
+			// An agent sent with the answer replaces the session's, as
+			// from any trigger (a login tool that unlocks more tools).
+			if d.Agent != nil {
+				if err := s.setAgent(*d.Agent); err != nil {
+					s.report(WireBadConfig, err)
+				}
+			}
 			s.apply(d, def)
 		})
 	})

@@ -195,3 +195,44 @@ func TestClientEventAction(t *testing.T) {
 	// The worker held the message: the session still reports idle.
 	h.waitIdle()
 }
+
+// TestAgentFromAToolExecuteDecision: the agent a worker sends with its
+// answer to tool.execute replaces the session's, as from any other
+// trigger (a login tool that unlocks more tools), and a bad one is refused
+// with bad_config; it was dropped without a word.
+func TestAgentFromAToolExecuteDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		agent engine.AgentConfig
+		check func(t *testing.T, h *harness, m *fakeModel)
+	}{
+		{"a new tool", engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "login"}, {Name: "secret"}}}, func(t *testing.T, h *harness, m *fakeModel) {
+			h.waitIdle()
+			var names []string
+			for _, tool := range m.last(t).Tools {
+				names = append(names, tool.Name)
+			}
+			if got := strings.Join(names, " "); got != "login secret" {
+				t.Errorf("the model's tools after the login: %q, want login secret", got)
+			}
+		}},
+		{"a bad one", engine.AgentConfig{Tools: []engine.AgentTool{{Name: "login"}}}, func(t *testing.T, h *harness, m *fakeModel) {
+			if f := h.waitType(engine.EventError); f.Code != string(engine.WireBadConfig) {
+				t.Errorf("the error: %s, want bad_config", f.Raw)
+			}
+			h.waitIdle()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "login"}}}}
+			w.execute = func(ctx context.Context, tr engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+				agent := tc.agent
+				return engine.Decision{Agent: &agent, Actions: []engine.Action{engine.ToolResult{ID: tr.ID, Result: json.RawMessage(`"welcome"`)}}}, nil
+			}
+			m := callsThenSummary(use("call_1", "login", `{}`))
+			h := setup(t, w, m, engine.Options{})
+			h.send("log me in")
+			tc.check(t, h, m)
+		})
+	}
+}
