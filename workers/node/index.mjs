@@ -171,12 +171,15 @@ export function createHandler({
      * One call of decide, which one request or more wait for (a tool.execute
      * sent again while it runs joins it). Resolves to the answer,
      * {status, text}; never rejects. Its signal aborts at the deadline, or
-     * once every request waiting for it has gone.
+     * once every request waiting for it has gone: the run is then
+     * abandoned, and a failure it ends with is not the attempt's answer (the
+     * gateway, restarted, sends the attempt again and means it to run).
      */
     function run(input, deadlineHeader, traceparent) {
         const { trigger } = input;
         const controller = new AbortController();
         let waiting = 0;
+        let abandoned = false;
         let deadline;
         let timer;
         if (deadlineHeader) {
@@ -216,9 +219,13 @@ export function createHandler({
         })().finally(() => clearTimeout(timer));
         return {
             answer,
+            get abandoned() { return abandoned; },
             /** A request waits for the answer; when the last one goes, decide's signal aborts. */
             join(request) {
-                const gone = () => controller.abort(new Error("the gateway closed the request"));
+                const gone = () => {
+                    abandoned = true;
+                    controller.abort(new Error("the gateway closed the request"));
+                };
                 if (request.gone) {
                     if (waiting === 0) gone(); // nobody waits for it
                 } else {
@@ -261,16 +268,23 @@ export function createHandler({
         const key = attemptKey(input);
         if (key) {
             const seen = memory.get(key);
-            if (seen?.run) return seen.run.join(request);
+            // A run every request left is not joined: decide runs anew.
+            if (seen?.run && !seen.run.abandoned) return seen.run.join(request);
             if (seen?.answer) return seen.answer;
-            if (seen) {
+            if (seen && !seen.run) {
                 throw new HttpError(409, `replayed request: attempt ${trigger.attempt} of call ${trigger.id} was answered already, ` +
                     "and its answer is no longer kept");
             }
             const r = run(input, req.headers[HEADER_DEADLINE], req.headers.traceparent);
             memory.start(key, r);
-            // Recorded before any request reads the answer, so a repeat after it finds it.
-            r.answer.then((answer) => memory.finish(key, answer, Buffer.byteLength(answer.text), signedAt));
+            // Recorded before any request reads the answer, so a repeat after
+            // it finds it; not a failure of a run every request left, which
+            // the attempt sent again (after a gateway's restart) runs anew.
+            r.answer.then((answer) => {
+                if (memory.get(key)?.run !== r) return; // a newer run has the key
+                if (r.abandoned && answer.status !== 200) memory.forget(key);
+                else memory.finish(key, answer, Buffer.byteLength(answer.text), signedAt);
+            });
             return r.join(request);
         }
         if (!memory.see(`signature:${signature}`, signedAt)) {

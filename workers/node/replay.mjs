@@ -130,6 +130,14 @@ export class ReplayMemory {
         }
     }
 
+    /**
+     * Forgets key: a later request for it is new.
+     * @param {string} key
+     */
+    forget(key) {
+        this.#delete(key);
+    }
+
     /** @param {number} signedAt */
     #expiry(signedAt) {
         return Math.max(signedAt, this.#now()) + this.#ttlMs;

@@ -13,6 +13,7 @@ let url;
 let runs; // decide's calls, by trigger
 let gate; // while set, tool.execute waits for it
 let signals; // decide's signals, in call order
+let honour; // decide throws once its signal aborted, as workers.md asks
 
 async function decide({ trigger, proposed, signal }) {
     const key = trigger.type === "tool.execute" ? `${trigger.id}#${trigger.attempt}` : trigger.type;
@@ -20,6 +21,7 @@ async function decide({ trigger, proposed, signal }) {
     signals.push(signal);
     if (trigger.type !== "tool.execute") return proposed;
     if (gate) await gate.promise;
+    if (honour && signal.aborted) throw new Error(`stopped: ${signal.reason.message}`);
     return { actions: [{ type: "tool.result", result: { run: runs[key], attempt: trigger.attempt } }] };
 }
 
@@ -32,6 +34,7 @@ beforeEach(() => {
     runs = {};
     signals = [];
     gate = null;
+    honour = false;
 });
 
 /** A request as the gateway signs it, at the fake clock's time unless ts is given. */
@@ -221,4 +224,26 @@ test("a tool.execute whose answer was dropped for room is refused, not run again
     } finally {
         await new Promise((resolve) => small.close(resolve));
     }
+});
+
+test("a run every request left, that fails, is not the attempt's answer: the attempt sent again runs anew", async () => {
+    // A decide that stops when its signal aborts, as workers.md asks: the
+    // gateway crashed mid-run, and sends the attempt again once restarted.
+    gate = released();
+    honour = true;
+    const payload = execute();
+    const crashed = new AbortController();
+    const first = post(signed(payload), crashed.signal).catch((err) => err.name);
+    await until(() => signals.length === 1);
+    const stop = new Promise((resolve) => signals[0].addEventListener("abort", resolve, { once: true }));
+    crashed.abort();
+    assert.equal(await first, "AbortError");
+    await stop;
+    gate.release(); // decide goes on, sees its signal aborted, and throws
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    gate = null;
+    const again = await post(signed(payload));
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(JSON.parse(again.text), { actions: [{ type: "tool.result", result: { run: 2, attempt: 1 } }] });
 });
