@@ -379,9 +379,38 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 					s.report(WireBadConfig, err)
 				}
 			}
+			if err == nil && !answers(d, def.id) {
+				// Allowed (a later decision may answer it), and a worker
+				// that returned proposed ({}) for a tool it runs meant
+				// something else: said, as the call waits for its deadline.
+				s.logger.Warn("the worker's answer to tool.execute neither answers nor delegates the call: it stays open until its attempt's deadline, or an answer in a later decision",
+					"call", def.id, "tool", t.Name, "attempt", def.attempt, "deadline", t.Deadline)
+			}
 			s.apply(d, def)
 		})
 	})
+}
+
+// answers reports whether d answers, fails or delegates call id (an
+// action naming no call means the one its tool.execute is for).
+func answers(d Decision, id string) bool {
+	for _, a := range d.Actions {
+		var named string
+		switch a := a.(type) {
+		case ToolResult:
+			named = a.ID
+		case ToolError:
+			named = a.ID
+		case ToolDelegate:
+			named = a.ID
+		default:
+			continue
+		}
+		if named == "" || named == id {
+			return true
+		}
+	}
+	return false
 }
 
 // target finds the call an answer or a delegation is for, and the attempt

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -234,5 +235,25 @@ func TestAgentFromAToolExecuteDecision(t *testing.T) {
 			h.send("log me in")
 			tc.check(t, h, m)
 		})
+	}
+}
+
+// TestToolExecuteLeftOpenIsSaid: a worker's answer to tool.execute that
+// neither answers nor delegates the call (proposed, {}, returned for a tool
+// it runs) leaves the attempt open until its deadline, as documented, and
+// the log says so at WARN; it hung without a word.
+func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
+	logs := &syncBuffer{}
+	w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "lookup"}}}}
+	w.execute = func(ctx context.Context, _ engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
+		return proposed, nil
+	}
+	h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h.send("look it up")
+	waitUntil(t, "the warning", func() bool {
+		return strings.Contains(logs.String(), "neither answers nor delegates the call") && strings.Contains(logs.String(), "call=call_1")
+	})
+	if n := h.count(engine.EventToolFinished, "call_1"); n != 0 {
+		t.Errorf("the call settled %d times before its deadline", n)
 	}
 }
