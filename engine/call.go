@@ -544,8 +544,12 @@ func (s *Session) attemptFailed(c *call, o outcome, abort CancelReason) {
 			if ran := c.ranFor(); ran > c.spec.timeout {
 				moved = fmt.Sprintf(" (the last ran %s: progress reports moved its deadline)", ran)
 			}
+			peer := c.handler.peer()
+			if c.child != nil {
+				peer = "sub-agent the worker delegated it to" // the worker answered: tool.delegate
+			}
 			o.err = fmt.Sprintf("%s timed out: %s of %s%s, no answer from the %s.", c.name,
-				plural(c.spec.attempts, "attempt"), c.spec.timeout, moved, c.handler.peer())
+				plural(c.spec.attempts, "attempt"), c.spec.timeout, moved, peer)
 		} else if c.attempt > 1 {
 			o.err = fmt.Sprintf("%s (after %s)", o.err, plural(c.attempt, "attempt"))
 		}

@@ -254,8 +254,8 @@ type failure struct {
 }
 
 func (f *failure) detail() string {
-	if f.cause == nil {
-		return f.why
+	if f.cause == nil || errors.Is(f.cause, context.DeadlineExceeded) {
+		return f.why // the deadline's error says no more than why does
 	}
 	return f.why + " (" + f.cause.Error() + ")"
 }
