@@ -163,6 +163,7 @@ export function createHandler({
     }
     onError ??= (err, { trigger }) =>
         console.error(`worker: decide failed on ${trigger?.type ?? "a request"}:`, err);
+    const MAX_TIMER_MS = 2 ** 31 - 1;
     const memory = new ReplayMemory({
         ttlMs: windowSeconds * 1000 + REPLAY_MARGIN_MS, maxEntries: maxReplayEntries, maxBytes: maxReplayBytes, now,
     });
@@ -186,9 +187,16 @@ export function createHandler({
             const at = new Date(deadlineHeader);
             if (!Number.isNaN(at.getTime())) {
                 deadline = at;
-                timer = setTimeout(() => controller.abort(new Error(`the deadline ${deadlineHeader} passed`)),
-                    Math.max(0, at.getTime() - now()));
-                timer.unref();
+                // setTimeout holds at most 2^31-1 ms (24.8 days): a longer
+                // wait is one timer after another.
+                const arm = () => {
+                    const left = at.getTime() - now();
+                    timer = left > MAX_TIMER_MS
+                        ? setTimeout(arm, MAX_TIMER_MS)
+                        : setTimeout(() => controller.abort(new Error(`the deadline ${deadlineHeader} passed`)), Math.max(0, left));
+                    timer.unref();
+                };
+                arm();
             }
         }
         const answer = (async () => {

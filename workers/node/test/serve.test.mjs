@@ -95,6 +95,24 @@ test("the deadline header aborts decide's signal", async () => {
     assert.equal(seen.deadline.toISOString(), deadline);
 });
 
+test("a deadline further than a timer holds (24.8 days) does not abort decide's signal at once", async () => {
+    const deadline = new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString();
+    const payload = { ...execute("waits", {}), session: "s-far" }; // not test 6's call, which the helper remembers
+    const gone = new AbortController();
+    const answer = fetch(url, {
+        method: "POST", signal: gone.signal, body: JSON.stringify(payload),
+        headers: (() => {
+            const ts = Math.floor(Date.now() / 1000);
+            return { "content-type": "application/json", "x-gateway-timestamp": String(ts), "x-gateway-signature": sign(secret, ts, JSON.stringify(payload)), "x-gateway-deadline": deadline };
+        })(),
+    }).catch((err) => err.name);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(seen.session, "s-far", "decide runs");
+    assert.equal(seen.signal.aborted, false, `aborted long before a deadline 30 days away: ${seen.signal.reason?.message}`);
+    gone.abort(); // the request goes, and the run's signal aborts with it
+    assert.equal(await answer, "AbortError");
+});
+
 test("refused requests", async (t) => {
     const payload = execute("echo", {});
     const cases = [
