@@ -114,6 +114,9 @@ func compileTools(tools []AgentTool, cache *schemaCache) (agentTools, error) {
 		if t.Name == "" {
 			return nil, fmt.Errorf("%w: tools[%d] has no name", ErrBadConfig, i)
 		}
+		if !toolName(t.Name) {
+			return nil, fmt.Errorf("%w: tool name %.80q: a model's providers take 1 to 64 letters, digits, _ and - (Claude's and OpenAI's APIs refuse others at the first turn)", ErrBadConfig, t.Name)
+		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("%w: tool %q is declared twice", ErrBadConfig, t.Name)
 		}
@@ -270,4 +273,18 @@ func schemaErrorText(err error) string {
 	walk(ve)
 	sort.Strings(leaves)
 	return strings.Join(leaves, "; ")
+}
+
+// toolName reports whether name is one a model's providers take:
+// ^[a-zA-Z0-9_-]{1,64}$.
+func toolName(name string) bool {
+	if len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return name != ""
 }

@@ -301,10 +301,11 @@ func TestOutputSchemaOnClientResult(t *testing.T) {
 	}
 }
 
-// TestSchemaToolNames: any tool name compiles; the name is not part of the
-// schema's URL (a "#" in it used to panic the schema library).
+// TestSchemaToolNames: every name a provider takes compiles; the name is
+// not part of the schema's URL (a "#" in it used to panic the schema
+// library, before names were limited to what providers take).
 func TestSchemaToolNames(t *testing.T) {
-	for _, name := range []string{"get_weather", "with space", "hash#tag", "query?x", "per%cent", "../../etc/passwd", "ünï"} {
+	for _, name := range []string{"get_weather", "A-1", "_", strings.Repeat("n", 64)} {
 		t.Run(name, func(t *testing.T) {
 			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: name, Input: engine.Schema(weatherInput)}}}}
 			h := setup(t, w, callsThenSummary(use("call_1", name, `{"city":1}`)), engine.Options{})

@@ -173,6 +173,8 @@ func TestOpenBadConfig(t *testing.T) {
 			engine.ErrBadConfig, `schemas must be self-contained`},
 		{"tool without a name", agentWith(engine.AgentTool{Description: "x"}), engine.ErrBadConfig, `tools[0] has no name`},
 		{"tool declared twice", agentWith(engine.AgentTool{Name: "t"}, engine.AgentTool{Name: "t"}), engine.ErrBadConfig, `tool "t" is declared twice`},
+		{"tool name with a space", agentWith(engine.AgentTool{Name: "my tool"}), engine.ErrBadConfig, `tool name "my tool": a model's providers take 1 to 64 letters, digits, _ and -`},
+		{"tool name past 64", agentWith(engine.AgentTool{Name: strings.Repeat("t", 65)}), engine.ErrBadConfig, `a model's providers take 1 to 64`},
 		{"unknown handler", agentWith(engine.AgentTool{Name: "t", Handler: "server"}), engine.ErrBadConfig, `handler "server" is neither`},
 		{"bad default retry", agentWith(engine.AgentTool{Name: "t", Retry: &engine.RetryPolicy{Timeout: "soon"}}), engine.ErrBadRetry, `timeout "soon" is not a Go duration`},
 		{"no model", func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
