@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/clienttools/gateway/jsonfields"
 )
 
 // Action types.
@@ -171,9 +175,9 @@ func DecodeAction(data []byte) (Action, error) {
 	case TypeMessageAppend:
 		a, err = decodeAs[MessageAppend](data)
 	case TypeModelPrompt:
-		a = ModelPrompt{}
+		a, err = decodeAs[ModelPrompt](data)
 	case TypeHold:
-		a = Hold{}
+		a, err = decodeAs[Hold](data)
 	case TypeEndSession:
 		a, err = decodeAs[EndSession](data)
 	case TypeToolDelegate:
@@ -202,13 +206,20 @@ func DecodeAction(data []byte) (Action, error) {
 // UnmarshalJSON decodes a decision, its actions by their "type".
 func (d *Decision) UnmarshalJSON(data []byte) error {
 	var raw struct {
-		Agent   *AgentConfig      `json:"agent"`
+		Agent   json.RawMessage   `json:"agent"`
 		Actions []json.RawMessage `json:"actions"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("failed to decode decision: %w", err)
 	}
-	d.Agent = raw.Agent
+	d.Agent = nil
+	if len(raw.Agent) > 0 && string(raw.Agent) != "null" {
+		agent, err := decodeStrict[AgentConfig](raw.Agent)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		d.Agent = &agent
+	}
 	d.Actions = nil
 	for i, r := range raw.Actions {
 		a, err := DecodeAction(r)
@@ -255,8 +266,39 @@ func peekType(data []byte) (string, error) {
 	return *head.Type, nil
 }
 
+// decodeAs decodes an action's members (its "type" aside) into a T,
+// refusing one T has no field for, at any depth (a misspelt "retriable"
+// would otherwise make an error terminal without a word), and naming a
+// member of the wrong kind by its path.
 func decodeAs[T any](data []byte) (T, error) {
+	return decodeStrict[T](data, "type")
+}
+
+// decodeStrict decodes data into a T, refusing members T has no field for
+// at any depth, but allow at its top level.
+func decodeStrict[T any](data []byte, allow ...string) (T, error) {
 	var v T
-	err := json.Unmarshal(data, &v)
-	return v, err
+	if err := json.Unmarshal(data, &v); err != nil {
+		var mistyped *json.UnmarshalTypeError
+		if errors.As(err, &mistyped) && mistyped.Field != "" {
+			return v, fmt.Errorf("%q is %s, want %s", mistyped.Field, article(mistyped.Value), jsonfields.Kind(mistyped.Type))
+		}
+		return v, err
+	}
+	if path := jsonfields.Unknown(data, reflect.TypeFor[T](), allow...); path != "" {
+		return v, fmt.Errorf("unknown member %q", path)
+	}
+	return v, nil
+}
+
+// article puts "a" or "an" before a JSON value's kind as encoding/json
+// names it ("number", "array", ...).
+func article(kind string) string {
+	if kind == "bool" {
+		kind = "boolean"
+	}
+	if strings.HasPrefix(kind, "a") || strings.HasPrefix(kind, "o") {
+		return "an " + kind
+	}
+	return "a " + kind
 }

@@ -302,6 +302,27 @@ func TestDecideFailures(t *testing.T) {
 			want:    `unknown member "action" (a decision has "agent" and "actions")`,
 		},
 		{
+			name: "misspelt member of an action",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"actions":[{"type":"tool.error","error":"x","retriable":true}]}`)
+			},
+			want: `actions[0]: failed to decode tool.error action: unknown member "retriable"`,
+		},
+		{
+			name: "misspelt member deep in the agent",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"agent":{"model":"m","tools":[{"name":"t"},{"name":"u","inputs":{}}]}}`)
+			},
+			want: `agent: unknown member "tools[1].inputs"`,
+		},
+		{
+			name: "a member of the wrong kind in the agent",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"agent":{"model":"m","tools":[{"name":"t","idempotent":"yes"}]}}`)
+			},
+			want: `agent: "tools.idempotent" is a string, want a boolean`,
+		},
+		{
 			name: "unknown action",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				io.WriteString(w, `{"actions":[{"type":"tool.result","result":1},{"type":"tool.done"}]}`)

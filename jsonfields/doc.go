@@ -5,5 +5,6 @@
 // frame, a worker's decision, a script), so the type stays the one list;
 // Kind names, for their error texts, what JSON value a field takes.
 // Embedded structs are not flattened: none of the types it is given has
-// one. Its functions are pure and safe for concurrent use.
+// one. Unknown finds, at any depth, a JSON member a type has no field for.
+// Its functions are pure and safe for concurrent use.
 package jsonfields

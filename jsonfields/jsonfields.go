@@ -1,7 +1,11 @@
 package jsonfields
 
 import (
+	"encoding/json"
+	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -57,4 +61,75 @@ func Kind(t reflect.Type) string {
 	default:
 		return "an object"
 	}
+}
+
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+// Unknown returns the path of the first member of the JSON value data that
+// t has no field for, at any depth (within t's struct, slice, array, map and
+// pointer fields): "tools[0].inputs"; "" when every member is t's. allow
+// names members t's top level may have besides (an action's "type").
+// Members match field names as encoding/json matches them, in any case. A
+// json.RawMessage field is free JSON and not looked into; neither is data
+// that does not decode, whose fault json.Unmarshal says.
+func Unknown(data []byte, t reflect.Type, allow ...string) string {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return ""
+	}
+	return unknown(v, t, "", allow)
+}
+
+func unknown(v any, t reflect.Type, path string, allow []string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessage {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		fields := Of(t)
+		// In name order, so the first unknown member is always the same.
+		names := make([]string, 0, len(obj))
+		for name := range obj {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			i := slices.IndexFunc(fields, func(f Field) bool { return strings.EqualFold(f.Name, name) })
+			at := name
+			if path != "" {
+				at = path + "." + name
+			}
+			if i < 0 {
+				if slices.Contains(allow, name) {
+					continue
+				}
+				return at
+			}
+			if p := unknown(obj[name], fields[i].Type, at, nil); p != "" {
+				return p
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		arr, _ := v.([]any)
+		for i, e := range arr {
+			if p := unknown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), nil); p != "" {
+				return p
+			}
+		}
+	case reflect.Map:
+		obj, _ := v.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if p := unknown(obj[k], t.Elem(), path+"."+k, nil); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }

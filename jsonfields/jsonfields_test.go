@@ -69,3 +69,39 @@ func TestKind(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknown: a member the type has no field for is found at any depth, by
+// its path; free JSON (json.RawMessage) is not looked into; names match in
+// any case, as encoding/json matches them; allow spares top-level members.
+func TestUnknown(t *testing.T) {
+	type leaf struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema,omitempty"`
+	}
+	type root struct {
+		Model string           `json:"model"`
+		Tools []leaf           `json:"tools"`
+		Limit *struct{ N int } `json:"limit"`
+		ByKey map[string]leaf  `json:"byKey"`
+	}
+	for _, tc := range []struct {
+		data  string
+		allow []string
+		want  string
+	}{
+		{`{"model":"m","tools":[{"name":"a","schema":{"anything":[1]}}]}`, nil, ""},
+		{`{"Model":"m","TOOLS":[]}`, nil, ""},
+		{`{"model":"m","modle":"x"}`, nil, "modle"},
+		{`{"tools":[{"name":"a"},{"name":"b","inputs":{}}]}`, nil, "tools[1].inputs"},
+		{`{"limit":{"N":1,"M":2}}`, nil, "limit.M"},
+		{`{"byKey":{"k":{"nme":"x"}}}`, nil, "byKey.k.nme"},
+		{`{"type":"x","model":"m"}`, []string{"type"}, ""},
+		{`{"type":"x"}`, nil, "type"},
+		{`{"tools":"not an array"}`, nil, ""}, // a kind json.Unmarshal refuses
+		{`not JSON`, nil, ""},
+	} {
+		if got := jsonfields.Unknown([]byte(tc.data), reflect.TypeFor[root](), tc.allow...); got != tc.want {
+			t.Errorf("Unknown(%s, allow %v) = %q, want %q", tc.data, tc.allow, got, tc.want)
+		}
+	}
+}
