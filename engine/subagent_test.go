@@ -234,25 +234,6 @@ func TestSubagentTimeout(t *testing.T) {
 	}
 }
 
-// TestSubagentTimeoutSaysWhoDidNotAnswer: a delegated call that runs out of
-// attempts says the sub-agent did not answer: the worker did, with
-// tool.delegate ("no answer from the worker" sent the model, and the
-// operator, to the wrong party).
-func TestSubagentTimeoutSaysWhoDidNotAnswer(t *testing.T) {
-	root := callsThenSummary(use("call_1", "research", `{}`))
-	helper, started, cut := blockingHelper()
-	w := delegating(engine.AgentTool{Name: "research", Retry: &engine.RetryPolicy{Attempts: 1, Timeout: "10s"}})
-	h := setup(t, w, root, engine.Options{Models: models(root, helper)})
-	h.send("go")
-	recv(t, started, "the helper's model turn")
-	h.clock.Advance(10 * time.Second)
-	recv(t, cut, "the helper's turn cut by the timeout")
-	fin := h.waitFinished("call_1")
-	if want := "research timed out: 1 attempt of 10s, no answer from the sub-agent the worker delegated it to."; fin.OK || fin.Error != want {
-		t.Errorf("research finished %s, want the error %q", fin.Raw, want)
-	}
-}
-
 // TestSubagentClientTool: a helper's client call goes to the page that
 // declared the tool, in a tool.call frame naming its parent; the page's
 // answer settles it once, and the helper's answer settles the call.
