@@ -375,7 +375,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 			// An agent sent with the answer replaces the session's, as
 			// from any trigger (a login tool that unlocks more tools).
 			if d.Agent != nil {
-				if err := s.setAgent(*d.Agent); err != nil {
+				if err := s.takeAgent(*d.Agent); err != nil {
 					s.report(WireBadConfig, err)
 				}
 			}

@@ -100,7 +100,7 @@ func (s *Session) decideQueued() {
 			continue
 		}
 		if d.Agent != nil {
-			if err := s.setAgent(*d.Agent); err != nil {
+			if err := s.takeAgent(*d.Agent); err != nil {
 				s.report(WireBadConfig, err)
 			}
 		}

@@ -114,9 +114,6 @@ func compileTools(tools []AgentTool, cache *schemaCache) (agentTools, error) {
 		if t.Name == "" {
 			return nil, fmt.Errorf("%w: tools[%d] has no name", ErrBadConfig, i)
 		}
-		if !toolName(t.Name) {
-			return nil, fmt.Errorf("%w: tool name %.80q: a model's providers take 1 to 64 letters, digits, _ and - (Claude's and OpenAI's APIs refuse others at the first turn)", ErrBadConfig, t.Name)
-		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("%w: tool %q is declared twice", ErrBadConfig, t.Name)
 		}

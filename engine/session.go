@@ -456,7 +456,7 @@ func (s *Session) start(ctx context.Context) error {
 		if d.Agent == nil {
 			return fmt.Errorf("%w: the worker answered session.start without an agent", ErrBadConfig)
 		}
-		if err := s.setAgent(*d.Agent); err != nil {
+		if err := s.takeAgent(*d.Agent); err != nil {
 			return err
 		}
 		s.logger.Info("session opened", "model", s.agent.Model)
@@ -475,6 +475,19 @@ func (s *Session) tool(name string) AgentTool {
 }
 
 // setAgent checks and takes an agent config.
+// takeAgent is setAgent for an agent a worker sent (session.start, a
+// decision, tool.delegate): its tool names must be ones the model's
+// providers take. A stored agent is loaded as it was taken (restore):
+// one an earlier version took opens still.
+func (s *Session) takeAgent(a AgentConfig) error {
+	for _, t := range a.Tools {
+		if t.Name != "" && !toolName(t.Name) {
+			return fmt.Errorf("%w: tool name %.80q: a model's providers take 1 to 64 letters, digits, _ and - (Claude's and OpenAI's APIs refuse others at the first turn)", ErrBadConfig, t.Name)
+		}
+	}
+	return s.setAgent(a)
+}
+
 func (s *Session) setAgent(a AgentConfig) error {
 	if a.Model == "" {
 		return fmt.Errorf("%w: no model", ErrBadConfig)

@@ -195,7 +195,7 @@ func (s *Session) newChild(c *call, agent AgentConfig) (*Session, error) {
 		userTurnCtx: c.attemptCtx, // the child's spans belong to the attempt it answers
 		created:     s.e.opts.Clock.Now(),
 	}
-	if err := ch.setAgent(agent); err != nil {
+	if err := ch.takeAgent(agent); err != nil {
 		stop(ErrSessionClosed)
 		return nil, err
 	}
