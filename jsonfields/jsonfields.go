@@ -107,7 +107,7 @@ func unknown(v any, t reflect.Type, path string, allow []string) string {
 				at = path + "." + name
 			}
 			if i < 0 {
-				if slices.Contains(allow, name) {
+				if slices.ContainsFunc(allow, func(a string) bool { return strings.EqualFold(a, name) }) {
 					continue
 				}
 				return at

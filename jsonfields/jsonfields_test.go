@@ -96,6 +96,7 @@ func TestUnknown(t *testing.T) {
 		{`{"limit":{"N":1,"M":2}}`, nil, "limit.M"},
 		{`{"byKey":{"k":{"nme":"x"}}}`, nil, "byKey.k.nme"},
 		{`{"type":"x","model":"m"}`, []string{"type"}, ""},
+		{`{"Type":"x","Model":"m"}`, []string{"type"}, ""}, // as encoding/json, and peekType, take it
 		{`{"type":"x"}`, nil, "type"},
 		{`{"tools":"not an array"}`, nil, ""}, // a kind json.Unmarshal refuses
 		{`not JSON`, nil, ""},
