@@ -230,6 +230,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		st.chunk(map[string]any{"type": "text-delta", "id": st.text, "delta": e.Text})
 	case engine.EventModelFinished:
 		st.closeText()
+		st.reset = false // the turn run again is done: the next one opens its own step
 	case engine.EventModelDiscarded:
 		// The partial reply will never finish: drop the step's parts.
 		st.closeText()

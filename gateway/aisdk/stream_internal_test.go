@@ -22,6 +22,41 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // drops the step's parts but keeps the step, so a new step left an empty
 // one behind in the client's message.
 func TestResetStepKeepsTheStep(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rerun func(event func(typ string, v any))
+		want  string
+	}{
+		{"a turn of text", func(event func(string, any)) {
+			event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "whole"})
+			event(engine.EventModelFinished, engine.ModelFinishedEvent{})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "whole"}})
+		}, "start start-step text-start text-delta text-end reset-step text-start text-delta text-end finish-step finish"},
+		// The turn run again calls a tool only: the turn after it is a
+		// step of its own, not one with it.
+		{"a turn of a tool call, then text", func(event func(string, any)) {
+			event(engine.EventModelFinished, engine.ModelFinishedEvent{})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant"}})
+			event(engine.EventToolStarted, engine.ToolStartedEvent{ID: "call_1", Name: "lookup", Handler: engine.HandlerWorker, Attempt: 1})
+			event(engine.EventToolFinished, engine.ToolFinishedEvent{ID: "call_1", OK: true, Name: "lookup", Result: "found"})
+			event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "after"})
+			event(engine.EventModelFinished, engine.ModelFinishedEvent{})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "after"}})
+		}, "start start-step text-start text-delta text-end reset-step tool-input-start tool-input-available tool-output-available finish-step start-step text-start text-delta text-end finish-step finish"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resetStepChunks(t, tc.rerun); got != tc.want {
+				t.Errorf("chunks:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// resetStepChunks streams a user message, a cut turn's delta, its
+// model.discarded, then rerun's events and session.idle, and returns the
+// chunks' types.
+func resetStepChunks(t *testing.T, rerun func(event func(typ string, v any))) string {
+	t.Helper()
 	eng, err := engine.New(engine.Options{
 		Worker: &engine.ToolWorker{Agent: engine.AgentConfig{Model: "m"}},
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return nil, nil }),
@@ -52,9 +87,7 @@ func TestResetStepKeepsTheStep(t *testing.T) {
 	event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hi"}})
 	event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "cut "})
 	event(engine.EventModelDiscarded, engine.ModelDiscardedEvent{Reason: "restarted"})
-	event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "whole"})
-	event(engine.EventModelFinished, engine.ModelFinishedEvent{})
-	event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "whole"}})
+	rerun(event)
 	event(engine.EventSessionIdle, struct{}{})
 
 	var types []string
@@ -68,8 +101,5 @@ func TestResetStepKeepsTheStep(t *testing.T) {
 		_ = json.Unmarshal([]byte(data), &c)
 		types = append(types, c.Type)
 	}
-	want := "start start-step text-start text-delta text-end reset-step text-start text-delta text-end finish-step finish"
-	if got := strings.Join(types, " "); got != want {
-		t.Errorf("chunks:\n got %s\nwant %s", got, want)
-	}
+	return strings.Join(types, " ")
 }
