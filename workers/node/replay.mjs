@@ -5,7 +5,10 @@
 // The handler (index.mjs) keys a tool.execute by its session, call id and
 // attempt, and any other request by its signature. An attempt's entry holds
 // its run while decide works (a repeat waits for it), then its answer (a
-// repeat gets it again); a signature's entry only says it was seen.
+// repeat gets it again); a signature's entry only says it was seen. One
+// exception: a run every request left (the gateway crashed) that failed is
+// forgotten, so the attempt the restarted gateway sends again runs; a
+// captured copy of that attempt, replayed within the window, runs too.
 //
 // Memory is bounded three ways:
 // - an entry expires ttlMs after the later of the request's signing time

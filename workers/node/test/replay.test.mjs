@@ -247,3 +247,21 @@ test("a run every request left, that fails, is not the attempt's answer: the att
     assert.equal(again.status, 200, again.text);
     assert.deepEqual(JSON.parse(again.text), { actions: [{ type: "tool.result", result: { run: 2, attempt: 1 } }] });
 });
+
+test("a run every request left that succeeds is the attempt's answer: the attempt sent again gets it, decide does not run again", async () => {
+    gate = released(); // decide ignores its signal, and finishes its work
+    const payload = execute();
+    const crashed = new AbortController();
+    const first = post(signed(payload), crashed.signal).catch((err) => err.name);
+    await until(() => signals.length === 1);
+    crashed.abort();
+    assert.equal(await first, "AbortError");
+    await until(() => signals[0].aborted);
+    gate.release();
+    await new Promise((resolve) => setTimeout(resolve, 20)); // its answer is remembered
+
+    const again = await post(signed(payload));
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(JSON.parse(again.text), { actions: [{ type: "tool.result", result: { run: 1, attempt: 1 } }] });
+    assert.deepEqual(runs, { [`${payload.trigger.id}#1`]: 1 }, "the tool ran once");
+});
