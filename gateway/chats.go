@@ -331,9 +331,25 @@ func (s *Server) cancelChat(frontEnd string) http.Handler {
 			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
 			return
 		}
-		// A chat with work in flight is in memory: one that is not has
-		// nothing to stop on this node.
-		if sess, loaded := s.opts.Engine.Session(chatSessionID(frontEnd, browser, r.PathValue("id"))); loaded && sess.Owner() == browser {
+		// A chat with work in flight is in memory, here or, in a cluster,
+		// on the node that holds its lease: that one is named (503, as
+		// the other routes do), not taken for a chat with nothing to stop.
+		sess, loaded := s.opts.Engine.Session(chatSessionID(frontEnd, browser, r.PathValue("id")))
+		if !loaded && s.opts.Relay != nil {
+			var err error
+			sess, err = s.chatSession(r.WithContext(context.WithValue(r.Context(), browserCtxKey{}, browser)), frontEnd, r.PathValue("id"), false)
+			if err != nil {
+				status, err := frontend.Status(err)
+				if status == http.StatusNotFound || status == http.StatusGone {
+					w.WriteHeader(http.StatusNoContent) // no such chat, or one that ended: nothing to stop
+					return
+				}
+				frontend.Refuse(w, err, status)
+				return
+			}
+			loaded = true
+		}
+		if loaded && sess.Owner() == browser {
 			ctx, cancel := opContext(r.Context())
 			defer cancel()
 			if err := sess.Cancel(ctx); err != nil && !errors.Is(err, engine.ErrSessionClosed) && !errors.Is(err, engine.ErrUnloaded) {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"os/exec"
@@ -500,5 +502,46 @@ func TestOrphanedSessionIsTakenOver(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("node B never settled the dead node's call\nB's log:\n%s", p.b.stderr.String())
 		}
+	}
+}
+
+// TestStopNamesTheNodeThatRunsTheChat: a front end's Stop that reaches a
+// node other than the one that runs the chat answers 503, naming why, as
+// the front end's other routes do; it answered 204 and stopped nothing.
+func TestStopNamesTheNodeThatRunsTheChat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	p := newPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	body := `{"id":"chat-1","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"stream a long answer"}]}]}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.baseA+"/api/chat", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.br.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("node A's stream: %q, %v", line, err)
+	}
+	stop, err := p.br.http.Post(p.baseB+"/api/chat/chat-1/cancel", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said, _ := io.ReadAll(stop.Body)
+	stop.Body.Close()
+	if stop.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(said), "runs on another gateway node") {
+		t.Errorf("a Stop on node B of node A's chat: %s %q, want 503 naming another node", stop.Status, said)
+	}
+	// On node A, the one that runs it, it stops.
+	stop, err = p.br.http.Post(p.baseA+"/api/chat/chat-1/cancel", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop.Body.Close()
+	if stop.StatusCode != http.StatusNoContent {
+		t.Errorf("a Stop on node A: %s, want 204", stop.Status)
 	}
 }
