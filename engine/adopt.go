@@ -91,9 +91,11 @@ func (e *Engine) readBusy(ctx context.Context) error {
 		cursor = 0
 	}
 	ch, err := l.feed.SummariesChanged(ctx, cursor)
-	if err != nil {
-		return err
+	if err != nil && (ch.Whole || ch.Cursor <= cursor) {
+		return err // nothing read to keep
 	}
+	// What was read before an error is kept, and the next look goes on
+	// from it: a backlog read in pieces is read all the same.
 	if ch.Whole {
 		clear(l.busy)
 		l.wholeAt = now
@@ -111,5 +113,5 @@ func (e *Engine) readBusy(ctx context.Context) error {
 			delete(l.unadoptable, id) // restored, deleted, or idle
 		}
 	}
-	return nil
+	return err
 }

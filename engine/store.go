@@ -56,7 +56,8 @@ type SummaryFeed interface {
 	// as last written, and the cursor to pass next time. Cursor 0 lists
 	// every summary the store keeps, and so may a store that cannot read
 	// from cursor: Changes.Whole says so. A summary deleted after cursor
-	// does not come.
+	// does not come. On an error, Changes may hold what was read before
+	// it, and the cursor that follows that.
 	SummariesChanged(ctx context.Context, cursor uint64) (Changes, error)
 }
 

@@ -116,3 +116,40 @@ func TestFeedWithoutBatchedGets(t *testing.T) {
 		t.Error("the store forgot the server knows no batched get")
 	}
 }
+
+// TestFeedReadsABacklogAndABucketBegunAgain: more summaries written since
+// the cursor than the feed reads a get each come whole, in batches; a
+// cursor past the stream's end (its bucket lost and made again, its
+// sequences begun anew) reads every summary, said whole.
+func TestFeedReadsABacklogAndABucketBegunAgain(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	put := func(id string) {
+		t.Helper()
+		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Created: now, Updated: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("first")
+	first, err := s.SummariesChanged(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog = 3 * feedGets
+	for i := range backlog {
+		put(fmt.Sprintf("s%03d", i))
+	}
+	ch, err := s.SummariesChanged(ctx, first.Cursor)
+	if err != nil || ch.Whole || len(ch.Summaries) != backlog || ch.Cursor != first.Cursor+backlog {
+		t.Errorf("a backlog of %d: %d summaries, cursor %d (whole %t), %v; want them all, cursor %d", backlog, len(ch.Summaries), ch.Cursor, ch.Whole, err, first.Cursor+backlog)
+	}
+	begun, err := s.SummariesChanged(ctx, ch.Cursor+1_000_000)
+	if err != nil || !begun.Whole || len(begun.Summaries) != backlog+1 {
+		t.Errorf("a cursor past the stream's end: %d summaries (whole %t), %v; want every one, whole", len(begun.Summaries), begun.Whole, err)
+	}
+}
