@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/clienttools/gateway/jsonfields"
 )
@@ -281,7 +280,7 @@ func decodeStrict[T any](data []byte, allow ...string) (T, error) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		var mistyped *json.UnmarshalTypeError
 		if errors.As(err, &mistyped) && mistyped.Field != "" {
-			return v, fmt.Errorf("%q is %s, want %s", mistyped.Field, article(mistyped.Value), jsonfields.Kind(mistyped.Type))
+			return v, fmt.Errorf("%q is %s, want %s", mistyped.Field, jsonfields.Article(mistyped.Value), jsonfields.Kind(mistyped.Type))
 		}
 		return v, err
 	}
@@ -289,16 +288,4 @@ func decodeStrict[T any](data []byte, allow ...string) (T, error) {
 		return v, fmt.Errorf("unknown member %q", path)
 	}
 	return v, nil
-}
-
-// article puts "a" or "an" before a JSON value's kind as encoding/json
-// names it ("number", "array", ...).
-func article(kind string) string {
-	if kind == "bool" {
-		kind = "boolean"
-	}
-	if strings.HasPrefix(kind, "a") || strings.HasPrefix(kind, "o") {
-		return "an " + kind
-	}
-	return "a " + kind
 }

@@ -379,7 +379,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 					s.report(WireBadConfig, err)
 				}
 			}
-			if err == nil && !answers(d, def.id) {
+			if c := s.calls[def.id]; err == nil && c != nil && !c.settled && !c.backingOff && c.attempt == def.attempt && !s.ending && !answers(d, def.id) && !ends(d) {
 				// Allowed (a later decision may answer it), and a worker
 				// that returned proposed ({}) for a tool it runs meant
 				// something else: said, as the call waits for its deadline.
@@ -389,6 +389,11 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 			s.apply(d, def)
 		})
 	})
+}
+
+// ends reports whether d ends the session.
+func ends(d Decision) bool {
+	return slices.ContainsFunc(d.Actions, func(a Action) bool { _, ok := a.(EndSession); return ok })
 }
 
 // answers reports whether d answers, fails or delegates call id (an

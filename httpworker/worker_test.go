@@ -323,6 +323,13 @@ func TestDecideFailures(t *testing.T) {
 			want: `agent: "tools.idempotent" is a string, want a boolean`,
 		},
 		{
+			name: "an attempt that is not a whole number",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"actions":[{"type":"tool.result","result":1,"attempt":1.5}]}`)
+			},
+			want: `actions[0]: failed to decode tool.result action: "attempt" is a number, want a whole number`,
+		},
+		{
 			name: "unknown action",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				io.WriteString(w, `{"actions":[{"type":"tool.result","result":1},{"type":"tool.done"}]}`)

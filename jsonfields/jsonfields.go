@@ -51,8 +51,9 @@ func Kind(t reflect.Type) string {
 	case reflect.Bool:
 		return "a boolean"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.Slice, reflect.Array:
 		return "an array"
@@ -61,6 +62,21 @@ func Kind(t reflect.Type) string {
 	default:
 		return "an object"
 	}
+}
+
+// Article puts "a" or "an" before a JSON value's kind as encoding/json's
+// UnmarshalTypeError names it ("number", "array", "bool", ...), and says a
+// number that is one ("number 1.5") as a number.
+func Article(kind string) string {
+	switch {
+	case kind == "bool":
+		return "a boolean"
+	case strings.HasPrefix(kind, "number"):
+		return "a number"
+	case strings.HasPrefix(kind, "a") || strings.HasPrefix(kind, "o"):
+		return "an " + kind
+	}
+	return "a " + kind
 }
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()

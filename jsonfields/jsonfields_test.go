@@ -55,8 +55,8 @@ func TestKind(t *testing.T) {
 	}{
 		{reflect.TypeFor[string](), "a string"},
 		{reflect.TypeFor[bool](), "a boolean"},
-		{reflect.TypeFor[int](), "a number"},
-		{reflect.TypeFor[uint8](), "a number"},
+		{reflect.TypeFor[int](), "a whole number"},
+		{reflect.TypeFor[uint8](), "a whole number"},
 		{reflect.TypeFor[float64](), "a number"},
 		{reflect.TypeFor[*float64](), "a number"},
 		{reflect.TypeFor[[]string](), "an array"},
@@ -103,6 +103,16 @@ func TestUnknown(t *testing.T) {
 	} {
 		if got := jsonfields.Unknown([]byte(tc.data), reflect.TypeFor[root](), tc.allow...); got != tc.want {
 			t.Errorf("Unknown(%s, allow %v) = %q, want %q", tc.data, tc.allow, got, tc.want)
+		}
+	}
+}
+
+// TestArticle: encoding/json's names of the values it met, said as a person
+// writing JSON says them; a number it quotes ("number 1.5") is a number.
+func TestArticle(t *testing.T) {
+	for in, want := range map[string]string{"string": "a string", "bool": "a boolean", "number": "a number", "number 1.5": "a number", "array": "an array", "object": "an object"} {
+		if got := jsonfields.Article(in); got != want {
+			t.Errorf("Article(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -92,7 +92,11 @@ func (st *stream) End(why frontend.End, _ []string) {
 		st.chunk(map[string]any{"type": "error", "errorText": "the stream fell behind the session: resume the chat"})
 		st.done()
 	case frontend.EndStopping:
-		st.start("")
+		if !st.fresh || st.started {
+			// A new response's start waits for its message's id; the
+			// error needs none.
+			st.start("")
+		}
 		st.closeText()
 		st.chunk(map[string]any{"type": "error", "errorText": StoppingText})
 		st.done()

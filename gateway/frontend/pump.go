@@ -61,6 +61,12 @@ func (p Pump) Run(ctx context.Context, page *engine.Page, replay []engine.Event,
 		if p.SSE.Err() != nil {
 			return // the browser stopped reading
 		}
+		if errors.Is(context.Cause(ctx), ErrStopping) {
+			// Between batches too: a page that streams without a pause
+			// never reaches the select below.
+			s.End(EndStopping, nil)
+			return
+		}
 		if frames == nil {
 			buf = page.Take(buf)
 			frames = buf

@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
@@ -50,7 +49,9 @@ func DecodeJSON(r *http.Request, v any, what string) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		// A media type's name is case-insensitive; its parameters (a
 		// charset) are not read.
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		// Its parameters are not read: one that does not parse leaves
+		// the type (mime.ErrInvalidMediaParameter).
+		if mt, _, err := mime.ParseMediaType(ct); (err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter)) || mt != "application/json" {
 			return &StatusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
 		}
 	}
@@ -79,23 +80,11 @@ func DecodeJSON(r *http.Request, v any, what string) error {
 			if mistyped.Field != "" {
 				where = strconv.Quote(mistyped.Field)
 			}
-			return BadRequest("the body is not %s: %s is %s, want %s", what, where, article(mistyped.Value), jsonfields.Kind(mistyped.Type))
+			return BadRequest("the body is not %s: %s is %s, want %s", what, where, jsonfields.Article(mistyped.Value), jsonfields.Kind(mistyped.Type))
 		}
 		return BadRequest("the body is not %s: %v", what, err)
 	}
 	return nil
-}
-
-// article puts "a" or "an" before a JSON value's kind as encoding/json
-// names it ("number", "array", ...).
-func article(kind string) string {
-	if kind == "bool" {
-		kind = "boolean"
-	}
-	if strings.HasPrefix(kind, "a") || strings.HasPrefix(kind, "o") {
-		return "an " + kind
-	}
-	return "a " + kind
 }
 
 // Status is the HTTP status a request is refused with for err (which may
