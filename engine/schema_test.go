@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 )
 
 // TestInputClassification: the engine classifies the model's raw arguments
@@ -330,4 +331,45 @@ func TestSchemaHelper(t *testing.T) {
 		}
 	}()
 	engine.Schema(`{type: string}`)
+}
+
+// TestStoredToolNamesLoad: a stored session whose agent declared a tool
+// name the gateway now refuses from a worker (a dot, which an earlier
+// version took) loads as it was stored: the rule is for agents the worker
+// sends, not for chats already kept.
+func TestStoredToolNamesLoad(t *testing.T) {
+	ctx := context.Background()
+	old := engine.NewMemoryStore()
+	w := &testWorker{agent: engine.AgentConfig{Model: "fake-model", Tools: []engine.AgentTool{{Name: "get_weather"}}}}
+	e1, err := engine.New(engine.Options{Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: old, Logger: quiet(), Retain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e1.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop(t, e1)
+	// The same journal, as a version that took "get.weather" wrote it.
+	batches, err := old.Load(ctx, s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := engine.NewMemoryStore()
+	for _, b := range batches {
+		b.State = json.RawMessage(strings.ReplaceAll(string(b.State), "get_weather", "get.weather"))
+		if err := stored.Append(ctx, s.ID(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e2, err := engine.New(engine.Options{Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: stored, Logger: quiet(), Retain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e2)
+	if _, err := e2.Load(ctx, s.ID()); err != nil {
+		t.Errorf("loading a session stored with the tool get.weather: %v", err)
+	}
 }
