@@ -38,6 +38,79 @@ func (f *feedReads) all() []engine.Changes {
 	return append([]engine.Changes(nil), f.reads...)
 }
 
+// lookNodes is a NATS server that nodes' stores share, and the engines
+// the look's tests start on them: node A runs a session, node B looks.
+type lookNodes struct {
+	t   *testing.T
+	url string
+	ttl time.Duration
+	w   *testWorker
+	m   *fakeModel
+}
+
+func newLookNodes(t *testing.T, ttl time.Duration) *lookNodes {
+	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+	w.agent.Model = "fake-model"
+	return &lookNodes{t: t, url: natstest.Server(t, nil), ttl: ttl, w: w, m: callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))}
+}
+
+func (n *lookNodes) node(name string) *jetstream.Store {
+	n.t.Helper()
+	s, err := jetstream.Open(context.Background(), jetstream.Options{URL: n.url, Node: name, LeaseTTL: n.ttl, Logger: quiet()})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// start starts an engine on store, looking every adopt (0: never).
+func (n *lookNodes) start(store engine.Store, clk *clock.Fake, adopt time.Duration) *engine.Engine {
+	n.t.Helper()
+	e, err := engine.New(engine.Options{
+		Worker: n.w, Models: model.ResolverFunc(func(string) (model.Model, error) { return n.m, nil }),
+		Store: store, Clock: clk, Logger: quiet(), Retain: -1, Rand: half, Adopt: adopt,
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		_ = e.Close(ctx) // a node whose store the test closed fails to
+	})
+	return e
+}
+
+// callInFlight opens a session on e and runs it until its browser call is
+// in flight: the session is busy.
+func callInFlight(t *testing.T, e *engine.Engine) *engine.Session {
+	t.Helper()
+	s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0, "confirm")
+	if err := p.page.Send(context.Background(), "delete my draft"); err != nil {
+		t.Fatal(err)
+	}
+	p.until("tool.call", isType(engine.FrameToolCall))
+	return s
+}
+
+// look lets the adopter of the engine on clk, whose store is b, run once
+// more.
+func look(t *testing.T, b *feedReads, clk *clock.Fake) {
+	t.Helper()
+	n := len(b.all())
+	for deadline := time.Now().Add(hangGuard); len(b.all()) == n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node B did not look")
+		}
+		clk.Advance(100 * time.Millisecond) // its next look, once it armed it
+	}
+}
+
 // TestLookReadsWhatChanged: a node's look for sessions no node runs reads
 // every summary at its first look and each hour, and in between only those
 // written since the look before: with 2,000 idle sessions kept, the looks
@@ -48,70 +121,26 @@ func TestLookReadsWhatChanged(t *testing.T) {
 		t.Skip("2,000 summaries on a NATS server")
 	}
 	ctx := context.Background()
-	url := natstest.Server(t, nil)
-	node := func(name string) *jetstream.Store {
-		t.Helper()
-		s, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: name, LeaseTTL: 2 * time.Second, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
-	w.agent.Model = "fake-model"
-	m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
-	start := func(store engine.Store, clk *clock.Fake, adopt time.Duration) *engine.Engine {
-		t.Helper()
-		e, err := engine.New(engine.Options{
-			Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
-			Store: store, Clock: clk, Logger: quiet(), Retain: -1, Rand: half, Adopt: adopt,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { stop(t, e) })
-		return e
-	}
-
-	a := node("node-a")
+	nodes := newLookNodes(t, 2*time.Second)
+	a := nodes.node("node-a")
 	const kept = 2000
 	for i := range kept {
 		if err := a.Summarize(ctx, engine.Summary{ID: fmt.Sprintf("kept-%d", i), Owner: "bob", Created: epoch, Updated: epoch}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b := &feedReads{Store: node("node-b")}
+	b := &feedReads{Store: nodes.node("node-b")}
 	clockB := clock.NewFake(epoch)
-	eb := start(b, clockB, time.Second)
-	// look lets node B's adopter run once more.
-	look := func() {
-		t.Helper()
-		n := len(b.all())
-		for deadline := time.Now().Add(hangGuard); len(b.all()) == n; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("node B did not look")
-			}
-			clockB.Advance(100 * time.Millisecond) // its next look, once it armed it
-		}
-	}
-	look()
+	eb := nodes.start(b, clockB, time.Second)
+	look(t, b, clockB)
 	if first := b.all()[0]; !first.Whole || len(first.Summaries) < kept {
 		t.Fatalf("the first look read %d summaries (whole %t), want every one of the %d kept", len(first.Summaries), first.Whole, kept)
 	}
 
 	// Node A runs a session until its browser call is in flight, and
 	// stops: the session, busy, waits in the store with no lease.
-	ea := start(a, clock.NewFake(epoch), 0)
-	s, err := ea.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := attach(t, s, 0, "confirm")
-	if err := p.page.Send(ctx, "delete my draft"); err != nil {
-		t.Fatal(err)
-	}
-	p.until("tool.call", isType(engine.FrameToolCall))
+	ea := nodes.start(a, clock.NewFake(epoch), 0)
+	s := callInFlight(t, ea)
 	stop(t, ea)
 
 	for deadline := time.Now().Add(hangGuard); ; {
@@ -121,7 +150,7 @@ func TestLookReadsWhatChanged(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("node B never took the stopped node's busy session over")
 		}
-		look()
+		look(t, b, clockB)
 	}
 	for i, ch := range b.all()[1:] {
 		if ch.Whole || len(ch.Summaries) > 10 {
@@ -131,7 +160,7 @@ func TestLookReadsWhatChanged(t *testing.T) {
 
 	before := len(b.all())
 	clockB.Advance(time.Hour) // the looks of that hour run as it passes
-	look()
+	look(t, b, clockB)
 	wholes := 0
 	for _, ch := range b.all()[before:] {
 		if ch.Whole && len(ch.Summaries) >= kept {
@@ -140,5 +169,45 @@ func TestLookReadsWhatChanged(t *testing.T) {
 	}
 	if wholes != 1 {
 		t.Errorf("the looks of the next hour read every summary %d times, want once", wholes)
+	}
+}
+
+// TestLookRemembersBusySessions: a busy session another node runs, seen at
+// one look, is remembered by the looks after it, which read only what was
+// written since: when its node dies without a word (no summary more, its
+// lease left to expire), a later look takes it over from that memory.
+func TestLookRemembersBusySessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a lease's time to live on a NATS server")
+	}
+	nodes := newLookNodes(t, time.Second)
+	a := nodes.node("node-a")
+	ea := nodes.start(a, clock.NewFake(epoch), 0)
+	s := callInFlight(t, ea)
+
+	b := &feedReads{Store: nodes.node("node-b")}
+	clockB := clock.NewFake(epoch)
+	eb := nodes.start(b, clockB, time.Second)
+	look(t, b, clockB) // every summary: the session is busy, and node A holds it
+	if _, loaded := eb.Session(s.ID()); loaded {
+		t.Fatal("node B took a session node A runs")
+	}
+	// Node A dies without a word: no summary more, its lease unrenewed.
+	_ = a.Close()
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(50 * time.Millisecond) {
+		look(t, b, clockB)
+		if _, loaded := eb.Session(s.ID()); loaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node B never took over the session node A left")
+		}
+	}
+	for i, ch := range b.all()[1:] {
+		for _, sum := range ch.Summaries {
+			if sum.ID == s.ID() {
+				t.Fatalf("look %d read the session's summary again: the take-over did not come from what the first look saw", i+2)
+			}
+		}
 	}
 }
