@@ -89,14 +89,13 @@ var rawMessage = reflect.TypeFor[json.RawMessage]()
 // json.RawMessage field is free JSON and not looked into; neither is data
 // that does not decode, whose fault json.Unmarshal says.
 func Unknown(data []byte, t reflect.Type, allow ...string) string {
-	var v any
-	if json.Unmarshal(data, &v) != nil {
-		return ""
-	}
-	return unknown(v, t, "", allow)
+	return unknown(data, t, "", allow)
 }
 
-func unknown(v any, t reflect.Type, path string, allow []string) string {
+// unknown walks data one level at a time, as raw members: what a
+// json.RawMessage field holds (a tool's result, a schema: megabytes, maybe)
+// is skipped, never decoded.
+func unknown(data []byte, t reflect.Type, path string, allow []string) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -105,18 +104,13 @@ func unknown(v any, t reflect.Type, path string, allow []string) string {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(data, &obj) != nil {
 			return ""
 		}
 		fields := Of(t)
 		// In name order, so the first unknown member is always the same.
-		names := make([]string, 0, len(obj))
-		for name := range obj {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(obj)) {
 			i := slices.IndexFunc(fields, func(f Field) bool { return strings.EqualFold(f.Name, name) })
 			at := name
 			if path != "" {
@@ -133,14 +127,20 @@ func unknown(v any, t reflect.Type, path string, allow []string) string {
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		arr, _ := v.([]any)
+		var arr []json.RawMessage
+		if json.Unmarshal(data, &arr) != nil {
+			return ""
+		}
 		for i, e := range arr {
 			if p := unknown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), nil); p != "" {
 				return p
 			}
 		}
 	case reflect.Map:
-		obj, _ := v.(map[string]any)
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(data, &obj) != nil {
+			return ""
+		}
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			if p := unknown(obj[k], t.Elem(), path+"."+k, nil); p != "" {
 				return p

@@ -116,3 +116,29 @@ func TestArticle(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnknownLargeRaw is a tool.result whose result holds 1 MiB of
+// JSON: what a json.RawMessage field holds is skipped, not decoded.
+func BenchmarkUnknownLargeRaw(b *testing.B) {
+	type result struct {
+		ID     string          `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	var big bytes.Buffer
+	big.WriteString(`{"type":"tool.result","id":"call_1","result":[`)
+	for i := 0; big.Len() < 1<<20; i++ {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		big.WriteString(`{"n":1,"text":"a line of a long result"}`)
+	}
+	big.WriteString(`]}`)
+	data := big.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := jsonfields.Unknown(data, reflect.TypeFor[result](), "type"); p != "" {
+			b.Fatalf("unknown %q", p)
+		}
+	}
+}
