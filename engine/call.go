@@ -362,7 +362,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 		_ = s.post(context.Background(), func() {
 			s.workersRunning--
 			if err != nil {
-				if c := s.calls[def.id]; c == nil || c.settled || c.backingOff || c.attempt != def.attempt {
+				if !s.attemptOpen(def) {
 					// The attempt already ended (timeout, cancel): its
 					// context was cancelled, so an error is expected.
 					s.logger.Debug("ignored worker error for an ended attempt", "call", def.id, "attempt", def.attempt, "err", err)
@@ -374,12 +374,8 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 			}
 			// An agent sent with the answer replaces the session's, as
 			// from any trigger (a login tool that unlocks more tools).
-			if d.Agent != nil {
-				if err := s.takeAgent(*d.Agent); err != nil {
-					s.report(WireBadConfig, err)
-				}
-			}
-			if c := s.calls[def.id]; err == nil && c != nil && !c.settled && !c.backingOff && c.attempt == def.attempt && !s.ending && !answers(d, def.id) && !ends(d) {
+			s.decisionAgent(d)
+			if err == nil && s.attemptOpen(def) && !s.ending && !answers(d, def.id) && !ends(d) {
 				// Allowed (a later decision may answer it), and a worker
 				// that returned proposed ({}) for a tool it runs meant
 				// something else: said, as the call waits for its deadline.
@@ -389,6 +385,24 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 			s.apply(d, def)
 		})
 	})
+}
+
+// attemptOpen reports whether the attempt def names is still the call's
+// running one: it did not settle, time out or back off meanwhile.
+func (s *Session) attemptOpen(def answerDefaults) bool {
+	c := s.calls[def.id]
+	return c != nil && !c.settled && !c.backingOff && c.attempt == def.attempt
+}
+
+// decisionAgent takes the agent a worker's decision carries, if any: a bad
+// one is an error event (bad_config), and the old agent stays.
+func (s *Session) decisionAgent(d Decision) {
+	if d.Agent == nil {
+		return
+	}
+	if err := s.takeAgent(*d.Agent); err != nil {
+		s.report(WireBadConfig, err)
+	}
 }
 
 // ends reports whether d ends the session.

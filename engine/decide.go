@@ -99,11 +99,7 @@ func (s *Session) decideQueued() {
 			s.apply(transcriptOnly(q.proposed), answerDefaults{})
 			continue
 		}
-		if d.Agent != nil {
-			if err := s.takeAgent(*d.Agent); err != nil {
-				s.report(WireBadConfig, err)
-			}
-		}
+		s.decisionAgent(d)
 		s.apply(d, answerDefaults{})
 		if _, ok := q.trigger.(GuardTripped); ok && s.promptWanted {
 			s.usage.Granted = true // the worker asked for one more turn

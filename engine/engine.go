@@ -201,12 +201,11 @@ func New(opts Options) (*Engine, error) {
 	if opts.Retain > 0 {
 		e.every(&e.sweep, time.Minute, time.Hour, e.sweepExpired) // retention: soon after start, then hourly
 	}
-	_, shared := opts.Store.(Owners)
-	feed, fed := opts.Store.(SummaryFeed)
-	if shared && !fed && opts.Adopt > 0 {
-		return nil, errors.New("engine: Options.Adopt needs a Store that is a SummaryFeed, which a shared one (Owners) should be: its nodes would never look for sessions no node runs")
-	}
-	if shared && opts.Adopt > 0 {
+	if _, shared := opts.Store.(Owners); shared && opts.Adopt > 0 {
+		feed, ok := opts.Store.(SummaryFeed)
+		if !ok {
+			return nil, errors.New("engine: Options.Adopt needs a Store that is a SummaryFeed, which a shared one (Owners) should be: its nodes would never look for sessions no node runs")
+		}
 		e.look = &look{feed: feed, busy: map[string]struct{}{}, unadoptable: map[string]time.Time{}}
 		e.every(&e.adopter, opts.Adopt, opts.Adopt, e.adoptOrphans)
 	}

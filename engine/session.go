@@ -474,7 +474,6 @@ func (s *Session) tool(name string) AgentTool {
 	return AgentTool{}
 }
 
-// setAgent checks and takes an agent config.
 // takeAgent is setAgent for an agent a worker sent (session.start, a
 // decision, tool.delegate): its tool names must be ones the model's
 // providers take. A stored agent is loaded as it was taken (restore):
@@ -488,6 +487,7 @@ func (s *Session) takeAgent(a AgentConfig) error {
 	return s.setAgent(a)
 }
 
+// setAgent checks and takes an agent config.
 func (s *Session) setAgent(a AgentConfig) error {
 	if a.Model == "" {
 		return fmt.Errorf("%w: no model", ErrBadConfig)

@@ -316,22 +316,28 @@ func TestShutdownWhileABodyComes(t *testing.T) {
 func TestShutdownSaysTheReplyWasCut(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	b := h.newBrowser(nil)
-	firstLine := func(resp *http.Response) *bufio.Reader {
+	// midReply reads the stream up to its first piece of text: the reply
+	// has begun (the gated flood then waits for the gate).
+	midReply := func(resp *http.Response, text string) *bufio.Reader {
 		t.Helper()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %s", resp.Status)
 		}
 		r := bufio.NewReader(resp.Body)
-		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
-			t.Fatalf("the stream's first line: %q, %v", line, err)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended before its text: %v", err)
+			}
+			if strings.Contains(line, text) {
+				return r
+			}
 		}
-		return r
 	}
-	// "gated flood" streams, then waits for the gate: mid-reply.
 	chat := b.post(gateway.RouteAISDK, userMessage("chat-a", "gated flood"), nil)
-	chatBody := firstLine(chat)
+	chatBody := midReply(chat, `"type":"text-delta"`)
 	run := b.post(gateway.RouteAGUI, map[string]any{"threadId": "th", "runId": "r1", "messages": []any{map[string]any{"id": "u1", "role": "user", "content": "gated flood"}}}, nil)
-	runBody := firstLine(run)
+	runBody := midReply(run, `"type":"TEXT_MESSAGE_CONTENT"`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()

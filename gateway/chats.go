@@ -63,10 +63,8 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 			s.preflight(w, r)
 			return
 		}
-		_, browser, err := s.browserFor(w, r)
-		if err != nil {
-			s.logger.Error("failed to identify browser", "err", err)
-			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+		_, browser, ok := s.browserOrRefuse(w, r)
+		if !ok {
 			return
 		}
 		if !s.admitSocket(browser) {
@@ -325,10 +323,8 @@ func (s *Server) cancelChat(frontEnd string) http.Handler {
 		if !s.admitOrigin(w, r, "chat request refused") {
 			return
 		}
-		_, browser, err := s.browserFor(w, r)
-		if err != nil {
-			s.logger.Error("failed to identify browser", "err", err)
-			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+		_, browser, ok := s.browserOrRefuse(w, r)
+		if !ok {
 			return
 		}
 		// A chat with work in flight is in memory, here or, in a cluster,

@@ -97,10 +97,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseOrigin(w, r, err)
 		return
 	}
-	_, browser, err := s.browserFor(w, r)
-	if err != nil {
-		s.logger.Error("failed to identify browser", "err", err)
-		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+	_, browser, ok := s.browserOrRefuse(w, r)
+	if !ok {
 		return
 	}
 	cw := &corkWriter{ResponseWriter: w}

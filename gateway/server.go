@@ -317,14 +317,24 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Cookie")
-		ctx, _, err := s.browserFor(w, r)
-		if err != nil {
-			s.logger.Error("failed to identify browser", "err", err)
-			http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+		ctx, _, ok := s.browserOrRefuse(w, r)
+		if !ok {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// browserOrRefuse is browserFor, answering 500 (and logging why) when the
+// cookie session cannot be loaded.
+func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (context.Context, string, bool) {
+	ctx, browser, err := s.browserFor(w, r)
+	if err != nil {
+		s.logger.Error("failed to identify browser", "err", err)
+		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+		return nil, "", false
+	}
+	return ctx, browser, true
 }
 
 // browserFor loads the request's cookie session and returns the browser's

@@ -9,7 +9,6 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/gateway/frontend"
-	"github.com/clienttools/gateway/gateway/sse"
 )
 
 // Options configure a Handler.
@@ -152,8 +151,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Nothing to do on a thread this browser has not begun: the run
 		// says so, as on one it has, and opens no session.
 		run := newRun(w, h.opts, in)
-		run.sse = sse.New(w, nil, h.opts.WriteTimeout)
-		run.emit(map[string]any{"type": "RUN_STARTED", "threadId": run.thread, "runId": run.runID})
+		run.begin()
 		run.finish(nil)
 		return
 	}

@@ -69,9 +69,14 @@ func (r *run) showCall(seq int64, id, name, args string) {
 
 // run streams until the run ends or ctx does.
 func (r *run) run(ctx context.Context, page *engine.Page) {
+	r.begin()
+	frontend.Pump{SSE: r.sse, KeepAlive: r.opts.KeepAlive, Calls: &r.track, Input: r.input}.Run(ctx, page, nil, r)
+}
+
+// begin starts the response: its event stream, RUN_STARTED first.
+func (r *run) begin() {
 	r.sse = sse.New(r.w, nil, r.opts.WriteTimeout)
 	r.emit(map[string]any{"type": "RUN_STARTED", "threadId": r.thread, "runId": r.runID})
-	frontend.Pump{SSE: r.sse, KeepAlive: r.opts.KeepAlive, Calls: &r.track, Input: r.input}.Run(ctx, page, nil, r)
 }
 
 // Ended reports whether RUN_FINISHED or RUN_ERROR is written.

@@ -48,9 +48,8 @@ func Refuse(w http.ResponseWriter, err error, status int) {
 func DecodeJSON(r *http.Request, v any, what string) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		// A media type's name is case-insensitive; its parameters (a
-		// charset) are not read.
-		// Its parameters are not read: one that does not parse leaves
-		// the type (mime.ErrInvalidMediaParameter).
+		// charset) are not read, and one that does not parse leaves the
+		// type (mime.ErrInvalidMediaParameter).
 		if mt, _, err := mime.ParseMediaType(ct); (err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter)) || mt != "application/json" {
 			return &StatusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
 		}

@@ -97,35 +97,32 @@ var _ engine.SummaryFeed = (*Store)(nil)
 // walk of every key, 3 ms at 10,000). An end before the cursor is a stream
 // begun again (the bucket was lost): every summary is read.
 func (s *Store) SummariesChanged(ctx context.Context, cursor uint64) (engine.Changes, error) {
-	if cursor > 0 {
+	whole := cursor == 0
+	if !whole {
 		info, err := s.summaryStream.Info(ctx)
 		if err != nil {
 			return engine.Changes{Cursor: cursor}, fmt.Errorf("failed to read the session summaries' stream: %w", err)
 		}
 		switch last := info.State.LastSeq; {
 		case last < cursor:
-			cursor = 0
-		case last-cursor > feedGets:
-			return readDirect(s,
-				func() (engine.Changes, error) {
-					sums, last, err := s.readSummaries(ctx, "", cursor)
-					return engine.Changes{Summaries: sums, Cursor: last}, err
-				},
-				func() (engine.Changes, error) {
-					sums, last, err := s.summariesAfter(ctx, cursor)
-					return engine.Changes{Summaries: sums, Cursor: last}, err
-				})
-		default:
-			sums, last, err := s.summariesAfter(ctx, cursor)
-			return engine.Changes{Summaries: sums, Cursor: last}, err
+			whole, cursor = true, 0 // the stream begun again
+		case last-cursor <= feedGets:
+			sums, at, err := s.summariesAfter(ctx, cursor)
+			return engine.Changes{Summaries: sums, Cursor: at}, err
 		}
 	}
+	// Many, or all: in batches, or, from a server that knows no batched
+	// get, a get each, or by key.
 	return readDirect(s,
 		func() (engine.Changes, error) {
-			sums, last, err := s.readSummaries(ctx, "", 0)
-			return engine.Changes{Summaries: sums, Cursor: last, Whole: true}, err
+			sums, at, err := s.readSummaries(ctx, "", cursor)
+			return engine.Changes{Summaries: sums, Cursor: at, Whole: whole}, err
 		},
 		func() (engine.Changes, error) {
+			if !whole {
+				sums, at, err := s.summariesAfter(ctx, cursor)
+				return engine.Changes{Summaries: sums, Cursor: at}, err
+			}
 			// The stream's end before the listing: a summary written
 			// meanwhile may come twice, the second time as last written.
 			info, err := s.summaryStream.Info(ctx)
