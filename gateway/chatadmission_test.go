@@ -386,32 +386,30 @@ func TestShutdownSaysTheReplyWasCut(t *testing.T) {
 // page saw a CORS failure, not the 405.
 func TestChatRouteWrongMethod(t *testing.T) {
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"app.example.com"}}})
-	for _, tc := range []struct{ method, path, allow string }{
-		{http.MethodGet, gateway.RouteAISDK, "POST, OPTIONS"},
-		{http.MethodPut, gateway.RouteAGUI, "POST, OPTIONS"},
-		{http.MethodPost, "/api/chat/c1/stream", "GET, HEAD, OPTIONS"},
-	} {
-		req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, nil)
-		req.Header.Set("Origin", "https://app.example.com")
+	ask := func(method, path, origin string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.srv.URL+path, nil)
+		req.Header.Set("Origin", origin)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodGet, gateway.RouteAISDK, "POST, OPTIONS"},
+		{http.MethodPut, gateway.RouteAGUI, "POST, OPTIONS"},
+		{http.MethodPost, "/api/chat/c1/stream", "GET, HEAD, OPTIONS"},
+	} {
+		resp := ask(tc.method, tc.path, "https://app.example.com")
 		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
 			t.Errorf("%s %s: %s, Allow %q, CORS %q %q; want 405, %q, and the origin's CORS headers", tc.method, tc.path, resp.Status,
 				resp.Header.Get("Allow"), resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Credentials"), tc.allow)
 		}
 	}
 	// Another site's page is refused first, as on every route.
-	req, _ := http.NewRequest(http.MethodGet, h.srv.URL+gateway.RouteAISDK, nil)
-	req.Header.Set("Origin", "https://evil.example")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
+	if resp := ask(http.MethodGet, gateway.RouteAISDK, "https://evil.example"); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("another site's GET %s: %s, want 403", gateway.RouteAISDK, resp.Status)
 	}
 }

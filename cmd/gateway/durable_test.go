@@ -121,23 +121,30 @@ type gatewayProc struct {
 
 func startGatewayProc(t *testing.T, name, bin, addr, dir string, extra ...string) *gatewayProc {
 	t.Helper()
-	p := &gatewayProc{t: t, name: name, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	level := "warn"
-	var logFile *os.File
+	var log io.Writer
 	if logDir := os.Getenv("GATEWAY_DURABLE_TEST_LOGS"); logDir != "" {
 		level = "debug"
 		f, err := os.Create(filepath.Join(logDir, strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()+"-"+name)+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		logFile = f
+		log = f
 		t.Cleanup(func() { f.Close() })
 	}
-	p.cmd = exec.Command(bin, append([]string{"--listen", addr, "--data-dir", dir, "--log-level", level}, extra...)...)
+	return startCmd(t, name, exec.Command(bin, append([]string{"--listen", addr, "--data-dir", dir, "--log-level", level}, extra...)...), log)
+}
+
+// startCmd runs cmd, the binary or what execs it, as a gatewayProc named
+// name, its stderr kept (and written to log too, unless nil): waited for,
+// and killed when t ends if it has not exited.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd, log io.Writer) *gatewayProc {
+	t.Helper()
+	p := &gatewayProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout = &syncBuffer{}
 	p.cmd.Stderr = p.stderr
-	if logFile != nil {
-		p.cmd.Stderr = io.MultiWriter(p.stderr, logFile)
+	if log != nil {
+		p.cmd.Stderr = io.MultiWriter(p.stderr, log)
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s: start: %v", name, err)

@@ -197,9 +197,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			return c, err
 		}
 	}
-	modelSet := getenv("GATEWAY_MODEL") != ""
-	fs.Visit(func(f *flag.Flag) { modelSet = modelSet || f.Name == "model" })
-	if !modelSet {
+	if getenv("GATEWAY_MODEL") == "" && !given(fs, "model") {
 		// The default follows --offline as parsed: the flag wins over
 		// GATEWAY_OFFLINE, which the default was drawn from.
 		c.model = defaultModel(c.offline, getenv)
@@ -263,13 +261,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		// after a wait.
 		return c, fmt.Errorf("nats-replicas %d needs a NATS cluster (--nats-url): the embedded NATS server is one node and keeps one copy", c.natsReplicas)
 	}
-	// given: the flag is on the command line.
-	given := func(name string) bool {
-		on := false
-		fs.Visit(func(f *flag.Flag) { on = on || f.Name == name })
-		return on
-	}
-	fsyncSet := getenv("GATEWAY_FSYNC") != "" || given("fsync")
+	fsyncSet := getenv("GATEWAY_FSYNC") != "" || given(fs, "fsync")
 	switch {
 	case *fsync == "always":
 		c.fsync = jetstream.SyncEveryWrite
@@ -299,9 +291,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		switch {
 		case c.natsURL != "":
 			return c, fmt.Errorf("nats-url is for --store jetstream: --store memory keeps sessions in this process")
-		case c.natsReplicas > 1 || given("nats-replicas"):
+		case c.natsReplicas > 1 || given(fs, "nats-replicas"):
 			return c, fmt.Errorf("nats-replicas %d is for --store jetstream: --store memory keeps sessions in this process", c.natsReplicas)
-		case given("data-dir"):
+		case given(fs, "data-dir"):
 			// On the command line, not from an environment that sets it
 			// for every run: whoever typed it meant chats to be kept.
 			return c, fmt.Errorf("data-dir is for --store jetstream: --store memory writes nothing there, and every chat is lost when the process stops")
@@ -385,6 +377,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return c, nil
 }
 
+// given reports whether flag name is on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	on := false
+	fs.Visit(func(f *flag.Flag) { on = on || f.Name == name })
+	return on
+}
+
 // fromEnv says which environment variable a bad value came from: err
 // names a flag first ("drain \"x\" is not ..."), and when that flag was not
 // given, its value is its variable's (the variable its usage names).
@@ -394,14 +393,12 @@ func fromEnv(fs *flag.FlagSet, getenv func(string) string, err error) error {
 	if f == nil {
 		return err
 	}
-	given := false
-	fs.Visit(func(v *flag.Flag) { given = given || v == f })
 	_, variable, ok := strings.Cut(f.Usage, "(env ")
 	// The name alone: "(env NAME)", "(env NAME=1)", "(env NAME; see ...)".
 	if end := strings.IndexFunc(variable, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') }); end >= 0 {
 		variable = variable[:end]
 	}
-	if given || !ok || variable == "" || getenv(variable) == "" {
+	if given(fs, f.Name) || !ok || variable == "" || getenv(variable) == "" {
 		return err
 	}
 	return fmt.Errorf("%w (from the environment: %s)", err, variable)

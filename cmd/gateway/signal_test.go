@@ -31,19 +31,7 @@ func TestSecondSignalEndsTheProcess(t *testing.T) {
 			addr := durableFreeAddr(t)
 			base := "http://" + addr
 			// The shell ignores SIGINT, and exec keeps that for the gateway.
-			cmd := exec.Command("sh", "-c", `trap "" INT; exec "$0" "$@"`, bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-level", "warn")
-			stderr := &syncBuffer{}
-			cmd.Stderr = stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				<-exited
-			})
-			p := &gatewayProc{t: t, name: "gateway", cmd: cmd, stderr: stderr, exited: make(chan struct{})}
+			p := startCmd(t, "gateway", exec.Command("sh", "-c", `trap "" INT; exec "$0" "$@"`, bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-level", "warn"), nil)
 			p.waitHealthy(base)
 			// A page that reads nothing: the shutdown waits for its close.
 			ctx, cancel := context.WithTimeout(context.Background(), hang)
@@ -53,19 +41,13 @@ func TestSecondSignalEndsTheProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ws.CloseNow()
-			_ = cmd.Process.Signal(tc.sig)
+			_ = p.cmd.Process.Signal(tc.sig)
 			time.Sleep(300 * time.Millisecond) // the shutdown under way
-			_ = cmd.Process.Signal(tc.sig)
-			select {
-			case err := <-exited:
-				var exit *exec.ExitError
-				if !errors.As(err, &exit) || exitCode(exit) != tc.code {
-					t.Errorf("after a second %v: %v, want exit status %d\nstderr:\n%s", tc.sig, err, tc.code, stderr.String())
-				}
-			case <-time.After(hang):
-				t.Fatalf("the process did not end after a second %v", tc.sig)
+			_ = p.cmd.Process.Signal(tc.sig)
+			var exit *exec.ExitError
+			if err := p.wait(); !errors.As(err, &exit) || exitCode(exit) != tc.code {
+				t.Errorf("after a second %v: %v, want exit status %d\nstderr:\n%s", tc.sig, err, tc.code, p.stderr.String())
 			}
-			exited <- nil // for the cleanup
 		})
 	}
 }

@@ -43,6 +43,11 @@ function transport(url, fetch) {
 const lastAssistant = (chat) => chat.messages.findLast((m) => m.role === "assistant");
 const textOf = (m) => m.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
 const toolPart = (m, name) => m.parts.find((p) => p.type === `tool-${name}`);
+/** Waits until the chat's reply has its first words: mid-stream. */
+const firstWords = (chat) => until(() => {
+    const m = lastAssistant(chat);
+    return m && textOf(m).split(" ").length >= 3;
+}, "the first words");
 
 test("a turn with a worker tool and a client tool answered by onToolCall and addToolOutput", async () => {
     const fetch = browser();
@@ -146,10 +151,7 @@ test("a stream cut mid-reply resumes from the session's log (resume: the GET rou
     const fetch = browser();
     const first = new Chat({ id: "chat-resume", transport: transport(gw.url, fetch) });
     const sent = first.sendMessage({ text: "slow stream" });
-    await until(() => {
-        const m = lastAssistant(first);
-        return m && textOf(m).split(" ").length >= 3;
-    }, "the first words");
+    await firstWords(first);
     await first.stop(); // the page goes away mid-stream
     await sent;
     const partial = textOf(lastAssistant(first));
@@ -177,10 +179,7 @@ test("Stop with the cancel route stops the turn: the next message's answer start
     const fetch = browser();
     const chat = new Chat({ id: "chat-stop", transport: transport(gw.url, fetch) });
     const sent = chat.sendMessage({ text: "slow stream" });
-    await until(() => {
-        const m = lastAssistant(chat);
-        return m && textOf(m).split(" ").length >= 3;
-    }, "the first words");
+    await firstWords(chat);
     // The app's Stop button, as docs/integrations.md writes it.
     await chat.stop();
     const res = await fetch(`${gw.url}/api/chat/${encodeURIComponent(chat.id)}/cancel`, { method: "POST" });

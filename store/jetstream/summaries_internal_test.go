@@ -82,18 +82,7 @@ func TestDamagedSummaryIsLeftOut(t *testing.T) {
 // written since.
 func TestFeedWithoutBatchedGets(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now()
-	put := func(id string, busy bool) {
-		t.Helper()
-		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Created: now, Updated: now, Busy: busy}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, put := feedStore(t)
 	put("s1", false)
 	put("s2", true)
 	s.noBatchGet.Store(true)
@@ -123,26 +112,15 @@ func TestFeedWithoutBatchedGets(t *testing.T) {
 // sequences begun anew) reads every summary, said whole.
 func TestFeedReadsABacklogAndABucketBegunAgain(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now()
-	put := func(id string) {
-		t.Helper()
-		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Created: now, Updated: now}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("first")
+	s, put := feedStore(t)
+	put("first", false)
 	first, err := s.SummariesChanged(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const backlog = 3 * feedGets
 	for i := range backlog {
-		put(fmt.Sprintf("s%03d", i))
+		put(fmt.Sprintf("s%03d", i), false)
 	}
 	ch, err := s.SummariesChanged(ctx, first.Cursor)
 	if err != nil || ch.Whole || len(ch.Summaries) != backlog || ch.Cursor != first.Cursor+backlog {
@@ -151,5 +129,24 @@ func TestFeedReadsABacklogAndABucketBegunAgain(t *testing.T) {
 	begun, err := s.SummariesChanged(ctx, ch.Cursor+1_000_000)
 	if err != nil || !begun.Whole || len(begun.Summaries) != backlog+1 {
 		t.Errorf("a cursor past the stream's end: %d summaries (whole %t), %v; want every one, whole", len(begun.Summaries), begun.Whole, err)
+	}
+}
+
+// feedStore is a store on an embedded server of its own, closed when t
+// ends, and put, which writes alice's session id's summary.
+func feedStore(t *testing.T) (*Store, func(id string, busy bool)) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Now()
+	return s, func(id string, busy bool) {
+		t.Helper()
+		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Created: now, Updated: now, Busy: busy}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
