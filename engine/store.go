@@ -160,15 +160,19 @@ type MemoryStore struct {
 	Fail func(session string, b Batch) error
 }
 
-// memJournal is what a MemoryStore keeps of a session's journal.
+// memJournal is what a MemoryStore keeps of a session's journal. It stays
+// within a map's largest inline value (128 bytes): a larger one is an
+// object of its own per session, which a parked session keeps among the
+// freed objects of its time in memory, holding their spans in use
+// (TestMemJournalFitsItsMap). Its last event's seq is its events' count:
+// a batch's events follow the last (CheckBatch), from 1.
 type memJournal struct {
 	events     eventList
-	lastSeq    int64
 	state      json.RawMessage // the last state appended
-	stateAgent bool            // state carries the agent: it is agent
-	stateAt    int             // events appended up to state's batch
 	agent      json.RawMessage // the last state that carried the agent
+	stateAt    int             // events appended up to state's batch
 	agentAt    int             // events appended up to agent's batch
+	stateAgent bool            // state carries the agent: it is agent
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -188,14 +192,12 @@ func (m *MemoryStore) Append(_ context.Context, session string, b Batch) error {
 		}
 	}
 	j := m.journals[session]
-	last, err := CheckBatch(j.lastSeq, b)
-	if err != nil {
+	if _, err := CheckBatch(int64(j.events.len()), b); err != nil {
 		return err
 	}
 	// The events are never written to again (Store.Append): keep them,
 	// not copies of their frames.
 	j.events.append(b.Events...)
-	j.lastSeq = last
 	if b.State != nil {
 		n := j.events.len()
 		if b.Agent {
