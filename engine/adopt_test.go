@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -15,20 +16,32 @@ import (
 )
 
 // feedReads is a node's store that keeps what each read of its summary
-// feed returned.
+// feed returned, and the cursor each started from.
 type feedReads struct {
 	*jetstream.Store
-	mu    sync.Mutex
-	reads []engine.Changes
+	mu      sync.Mutex
+	reads   []engine.Changes
+	cursors []uint64
+	// cut, when set, is what the next read returns instead of the
+	// store's, with an error: a read that failed part way.
+	cut *engine.Changes
 }
 
 func (f *feedReads) SummariesChanged(ctx context.Context, cursor uint64) (engine.Changes, error) {
-	ch, err := f.Store.SummariesChanged(ctx, cursor)
-	if err == nil {
-		f.mu.Lock()
-		f.reads = append(f.reads, ch)
-		f.mu.Unlock()
+	f.mu.Lock()
+	cut := f.cut
+	f.cut = nil
+	f.mu.Unlock()
+	ch, err := engine.Changes{}, error(nil)
+	if cut != nil {
+		ch, err = *cut, errors.New("the server went away part way")
+	} else {
+		ch, err = f.Store.SummariesChanged(ctx, cursor)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, ch)
+	f.cursors = append(f.cursors, cursor)
 	return ch, err
 }
 
@@ -209,5 +222,61 @@ func TestLookRemembersBusySessions(t *testing.T) {
 				t.Fatalf("look %d read the session's summary again: the take-over did not come from what the first look saw", i+2)
 			}
 		}
+	}
+}
+
+// TestLookKeepsWhatItReadBeforeAnError: a look whose read of the
+// summaries fails part way keeps what it read, and the next look reads on
+// from there, not again from where the failed one began: a busy session
+// in the part read is taken over, as one in the part after it.
+func TestLookKeepsWhatItReadBeforeAnError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sessions on a NATS server")
+	}
+	ctx := context.Background()
+	nodes := newLookNodes(t, time.Second)
+	a := nodes.node("node-a")
+	if err := a.Summarize(ctx, engine.Summary{ID: "kept", Owner: "bob", Created: epoch, Updated: epoch}); err != nil {
+		t.Fatal(err)
+	}
+	b := &feedReads{Store: nodes.node("node-b")}
+	clockB := clock.NewFake(epoch)
+	eb := nodes.start(b, clockB, time.Second)
+	look(t, b, clockB) // every summary: one, idle
+	began := b.all()[0].Cursor
+
+	// Node A runs two sessions until their browser calls are in flight,
+	// and stops: both wait in the store, busy, with no lease. The failed
+	// read returns what the store held once the first was busy.
+	ea := nodes.start(a, clock.NewFake(epoch), 0)
+	first := callInFlight(t, ea)
+	part, err := b.Store.SummariesChanged(ctx, began)
+	if err != nil || part.Cursor <= began {
+		t.Fatalf("reading the first session's summaries: cursor %d after %d, %v", part.Cursor, began, err)
+	}
+	second := callInFlight(t, ea)
+	stop(t, ea)
+
+	b.mu.Lock()
+	b.cut = &part
+	b.mu.Unlock()
+	look(t, b, clockB)
+	look(t, b, clockB)
+	b.mu.Lock()
+	got := b.cursors[len(b.cursors)-1]
+	b.mu.Unlock()
+	if got != part.Cursor {
+		t.Errorf("the look after the failed read began at %d, want %d, where the failed one stopped (it began at %d)", got, part.Cursor, began)
+	}
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(10 * time.Millisecond) {
+		_, firstLoaded := eb.Session(first.ID())
+		_, secondLoaded := eb.Session(second.ID())
+		if firstLoaded && secondLoaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node B took over the session read before the error: %t, the one after it: %t; want both", firstLoaded, secondLoaded)
+		}
+		look(t, b, clockB)
 	}
 }
