@@ -25,6 +25,18 @@ type feedReads struct {
 	// cut, when set, is what the next read returns instead of the
 	// store's, with an error: a read that failed part way.
 	cut *engine.Changes
+	// owns counts the leases the node tried to take, by session.
+	owns map[string]int
+}
+
+func (f *feedReads) Own(ctx context.Context, session string, lost func()) (engine.Ownership, error) {
+	f.mu.Lock()
+	if f.owns == nil {
+		f.owns = map[string]int{}
+	}
+	f.owns[session]++
+	f.mu.Unlock()
+	return f.Store.Own(ctx, session, lost)
 }
 
 func (f *feedReads) SummariesChanged(ctx context.Context, cursor uint64) (engine.Changes, error) {
@@ -187,8 +199,9 @@ func TestLookReadsWhatChanged(t *testing.T) {
 
 // TestLookRemembersBusySessions: a busy session another node runs, seen at
 // one look, is remembered by the looks after it, which read only what was
-// written since: when its node dies without a word (no summary more, its
-// lease left to expire), a later look takes it over from that memory.
+// written since, and read its lease without trying to take it: when its
+// node dies without a word (no summary more, its lease left to expire), a
+// later look takes it over from that memory.
 func TestLookRemembersBusySessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a lease's time to live on a NATS server")
@@ -202,8 +215,15 @@ func TestLookRemembersBusySessions(t *testing.T) {
 	clockB := clock.NewFake(epoch)
 	eb := nodes.start(b, clockB, time.Second)
 	look(t, b, clockB) // every summary: the session is busy, and node A holds it
+	look(t, b, clockB)
 	if _, loaded := eb.Session(s.ID()); loaded {
 		t.Fatal("node B took a session node A runs")
+	}
+	b.mu.Lock()
+	tried := b.owns[s.ID()]
+	b.mu.Unlock()
+	if tried != 0 {
+		t.Errorf("node B's looks tried %d times to take the lease node A holds, want none: reading it says A holds it, for half the requests", tried)
 	}
 	// Node A dies without a word: no summary more, its lease unrenewed.
 	_ = a.Close()

@@ -37,6 +37,16 @@ type Owners interface {
 	Own(ctx context.Context, session string, lost func()) (Ownership, error)
 }
 
+// LeaseReader is what Owners that can read a lease without taking it
+// offer. The look for sessions no node runs (Options.Adopt) asks it first
+// of each busy session: one request, where trying to take the lease of a
+// session another node runs costs two (a create refused, then a read of
+// who holds it), every look, on every node.
+type LeaseReader interface {
+	// HeldElsewhere reports whether another node holds session's lease.
+	HeldElsewhere(ctx context.Context, session string) (bool, error)
+}
+
 // Ownership is a held lease.
 type Ownership interface {
 	// Release gives the lease back, so another node may run the session

@@ -11,7 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-var _ engine.Owners = (*Store)(nil)
+var (
+	_ engine.Owners      = (*Store)(nil)
+	_ engine.LeaseReader = (*Store)(nil)
+)
 
 // ownership is a session's lease held by this node: a key of the owners
 // bucket whose value is the node, rewritten every third of the lease's time
@@ -66,6 +69,21 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 	s.owned[session] = o
 	s.mu.Unlock()
 	return o, nil
+}
+
+// HeldElsewhere implements engine.LeaseReader: one read of the lease.
+func (s *Store) HeldElsewhere(ctx context.Context, session string) (bool, error) {
+	if !validID(session) {
+		return false, fmt.Errorf("session id %q cannot name a lease", session)
+	}
+	e, err := s.owners.Get(ctx, session)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		return false, nil // none, or given back, or expired
+	case err != nil:
+		return false, fmt.Errorf("failed to read session %s's lease: %w", session, err)
+	}
+	return string(e.Value()) != s.opts.Node, nil
 }
 
 // validFrom is when a lease written at start stops being safe to use.
