@@ -59,3 +59,22 @@ test("two tabs: the first answer wins, and the other tab stops asking", async ({
     expect(ofType(events, "tool.approved")).toHaveLength(1);
     expect(ofType(events, "tool.started")).toHaveLength(1);
 });
+
+test("Stop while asking: the question goes, the call is cancelled, and the page says it stopped", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.send("test approval");
+    const card = chat.cards("delete_file");
+    await expect(card.getByTestId("tool-approval")).toBeVisible();
+    await page.getByTestId("stop").click();
+    await expect(card).toHaveAttribute("data-status", "error");
+    await expect(card.getByTestId("tool-approval")).toBeHidden();
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toHaveCount(1);
+    await chat.idle();
+    expect(ofType(await chat.events(), "tool.finished")[0]).toMatchObject({ ok: false, code: "cancelled" });
+    // A reload rebuilds the same: no question to answer, one notice.
+    await page.reload();
+    await chat.connected();
+    await expect(chat.cards("delete_file")).toHaveAttribute("data-status", "error");
+    await expect(chat.cards("delete_file").getByTestId("tool-approval")).toBeHidden();
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toHaveCount(1);
+});

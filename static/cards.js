@@ -71,6 +71,7 @@
  * @property {*} [value]          Set when done: the result as a value, result parsed as
  *     JSON when it is JSON, else the text itself.
  * @property {string} [error]     Set on error.
+ * @property {string} [code]      Set on error: why it failed (TOOL_ERROR: cancelled, timeout, denied, ...).
  * @property {boolean} local      This page was delivered the call.
  * @property {LocalState | null} localState  What this page's run of the current attempt did.
  * @property {{ content: string, isError: boolean } | null} transcript
@@ -91,7 +92,7 @@
  * @property {string | null} error  Its last error or guard message.
  */
 
-import { parentOf } from "./events.js";
+import { jsonValue, parentOf } from "./events.js";
 
 /** @param {ToolStatus} s */
 export function isSettled(s) {
@@ -274,6 +275,10 @@ export class ToolCards {
                 card.result = f.result;
                 card.value = f.ok ? jsonValue(f.result) : undefined;
                 card.error = f.error;
+                card.code = f.ok ? undefined : f.code;
+                // Settled (a Stop, a timeout) while it asked: it asks no more.
+                card.approval = null;
+                card.approve = undefined;
                 card.backoff = null;
                 card.progress = null; // the attempt ended
                 this.#changed(card, replayed);
@@ -386,14 +391,4 @@ export class ToolCards {
 function subagentCopy(s) {
     const { model, tools, depth, attempt, turns, text, error } = s;
     return { model, tools: tools.slice(), depth, attempt, turns: turns.slice(), text, error };
-}
-
-/** The value of a result text: its JSON, or the text when it is not JSON. */
-function jsonValue(/** @type {string | undefined} */ text) {
-    if (text === undefined) return undefined;
-    try {
-        return JSON.parse(text);
-    } catch {
-        return text;
-    }
 }

@@ -21,9 +21,9 @@
  */
 
 import { isSettled } from "./cards.js";
-import { FRAME_ERROR, SESSION_ERROR } from "./codes.js";
+import { FRAME_ERROR, SESSION_ERROR, TOOL_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
-import { renderToolCard, subagentCalls, tickText } from "./toolcard.js";
+import { renderToolCard, subagentCalls, tickAll } from "./toolcard.js";
 import { mountStatus } from "./status.js";
 import { mountAnnouncer } from "./announce.js";
 import { mountComposer } from "./composer.js";
@@ -74,6 +74,9 @@ export function mountChat(root, client) {
     // The model is due to answer: a message went or was taken, or the turn's
     // calls all settled; a word, the turn's end, Stop or idleness ends it.
     let awaiting = false, stopped = false;
+    // "Stopped." was said of this turn (a turn stopped at its calls has no
+    // model.finished to say it); eventSeq: the session event being handled.
+    let stopSaid = false, eventSeq = 0;
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
     let refusal = ""; // the gateway's last refusal of session.open, said once
     let afterReset = ""; // a notice for the new chat the SDK opens next
@@ -152,6 +155,13 @@ export function mountChat(root, client) {
         append(el);
     }
 
+    /** Says "Stopped." of the turn, once. @param {number} [seq] */
+    function stoppedNotice(seq) {
+        if (stopSaid) return;
+        stopSaid = true;
+        notice("info", "Stopped.", { seq });
+    }
+
     /** A call's card; a sub-agent's call goes in its parent's card. @param {string} id @param {string} [name] @param {string | null} [parent] */
     function cardFor(id, name, parent = null) {
         let el = cards.get(id);
@@ -173,12 +183,7 @@ export function mountChat(root, client) {
 
     /** Ticks the running cards' countdowns every second, while there are any. */
     function tick() {
-        const now = Date.now();
-        let any = false;
-        for (const [id, c] of cardState) {
-            const el = cards.get(id);
-            if (el && tickText(el, c, now)) any = true;
-        }
+        const any = tickAll(cards, cardState, Date.now());
         if (any && !ticker) ticker = setInterval(tick, 1000);
         else if (!any && ticker) ticker = (clearInterval(ticker), 0);
     }
@@ -256,6 +261,7 @@ export function mountChat(root, client) {
                 else must(messageItem("user"), "[data-testid=message-text]").textContent = content;
                 awaiting = true;
                 stopped = false;
+                stopSaid = false;
                 setBusy(true);
             } else if (message.role === "assistant") {
                 const el = streaming ?? unclaimed;
@@ -295,11 +301,17 @@ export function mountChat(root, client) {
             if (error) {
                 console.warn(`The model failed: ${error}`);
                 notice("error", modelErrorText(error), { retry: true, seq });
-            } else if (stopReason === "cancelled") notice("info", "Stopped.", { seq });
+            } else if (stopReason === "cancelled") stoppedNotice(seq);
             setBusy();
         }),
+        client.on("frame", (f) => {
+            if (typeof f?.seq === "number") eventSeq = f.seq;
+        }),
         client.on("tool", (card) => {
+            const was = cardState.get(card.id)?.status;
             cardState.set(card.id, card);
+            // Stop while the turn waited for its calls: said as of a reply.
+            if (card.code === TOOL_ERROR.CANCELLED && !card.parent && !(was && isSettled(was))) stoppedNotice(eventSeq);
             renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now());
             tick();
             // The last open call settled: the model reads the results next.

@@ -10,7 +10,7 @@
  * `subagent` ({seq, parent, type, event, replayed}); the tool cards show it
  * (cards.js).
  *
- * Exports: clientEvent(f, replayed), parentOf(f).
+ * Exports: clientEvent(f, replayed), parentOf(f), jsonValue(text).
  *
  * @module events
  */
@@ -48,4 +48,18 @@ export function clientEvent(f, replayed) {
         case "session.ended": return ["ended", { seq, reason: f.reason, replayed }];
     }
     return null;
+}
+
+/**
+ * The value of a result text: its JSON, or the text when it is not JSON
+ * (a tool card's `value`).
+ * @param {string | undefined} text
+ */
+export function jsonValue(text) {
+    if (text === undefined) return undefined;
+    try {
+        return JSON.parse(text);
+    } catch {
+        return text;
+    }
 }

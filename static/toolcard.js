@@ -14,7 +14,7 @@
  * which model answers it and the sub-agent's text as it streams; the chat
  * page puts the sub-agent's own cards in its list (subagentCalls).
  *
- * Exports: renderToolCard(el, card, now), tickText(el, card, now),
+ * Exports: renderToolCard(el, card, now), tickText(el, card, now), tickAll(els, states, now),
  * subagentCalls(el), statusText(card), pretty(value), duration(goDuration),
  * friendlyMs(ms).
  *
@@ -22,6 +22,7 @@
  */
 
 import { must } from "./dom.js";
+import { jsonValue } from "./events.js";
 
 /** @typedef {import("./cards.js").ToolCard} ToolCard */
 
@@ -117,6 +118,20 @@ export function renderToolCard(el, c, now) {
 }
 
 /**
+ * Ticks the countdowns of the cards in states (the last state of each, by
+ * id) whose elements els holds; whether any still counts down.
+ * @param {Map<string, HTMLElement>} els @param {Map<string, ToolCard>} states @param {number} now
+ */
+export function tickAll(els, states, now) {
+    let any = false;
+    for (const [id, c] of states) {
+        const el = els.get(id);
+        if (el && tickText(el, c, now)) any = true;
+    }
+    return any;
+}
+
+/**
  * Updates the card's time (a countdown ticks every second while it runs).
  * Returns whether the text will change as time passes.
  * @param {HTMLElement} el
@@ -161,14 +176,7 @@ export function statusText(c) {
  * @param {unknown} v  A value, or a string that may hold JSON.
  */
 export function pretty(v) {
-    let value = v;
-    if (typeof v === "string") {
-        try {
-            value = JSON.parse(v);
-        } catch {
-            return v;
-        }
-    }
+    const value = typeof v === "string" ? jsonValue(v) : v;
     if (typeof value === "string") return value;
     const oneLine = JSON.stringify(value, null, 1)?.replace(/\n\s*/g, " ") ?? "";
     return oneLine.length <= 80 ? oneLine : JSON.stringify(value, null, 2);

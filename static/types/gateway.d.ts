@@ -162,6 +162,8 @@ export interface ToolCard {
     value?: any;
     /** Set on error. */
     error?: string;
+    /** Set on error: why it failed (TOOL_ERROR: "cancelled", "timeout", "denied", ...). */
+    code?: string;
     local: boolean;
     localState: "running" | "answered" | "cancelled" | null;
     transcript: { content: string; isError: boolean } | null;
