@@ -97,6 +97,20 @@ test("a chat the gateway will not open says so once, however many tries", async 
     await expect(page.getByTestId("connection-status")).not.toHaveAttribute("data-state", "open");
 });
 
+test("a refusal whose text counts down is said once", async ({ page }) => {
+    const refuse = (n: number, message: string) => page.evaluate(async ({ n, message }) => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === n, 15_000);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "error", code: "rate_limited", message });
+    }, { n, message });
+    await page.evaluate(() => (window as any).FakeSocket.last().drop());
+    await refuse(2, "this browser opened 30 sessions in the last minute, the most it may: try again in 2s");
+    await refuse(3, "this browser opened 30 sessions in the last minute, the most it may: try again in 1s");
+    await expect(page.getByTestId("notice-text")).toHaveText(["The chat could not be opened: this browser opened 30 sessions in the last minute, the most it may: try again in 2s"]);
+});
+
 test("a chat the gateway cannot read: a new chat opens on the same socket, and the page says why", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
     await expect(page.getByTestId("message")).toHaveCount(1);

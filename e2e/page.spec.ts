@@ -59,6 +59,22 @@ test("New chat starts another session", async ({ page }) => {
     await expect(chat.reply("Hello!")).toHaveCount(1);
 });
 
+test("New chat on a chat with nothing in it keeps it: clicks open no sessions", async ({ page }) => {
+    const chat = await Chat.open(page);
+    await chat.connected();
+    const first = await chat.session();
+    await chat.recordFrames();
+    const newChat = page.getByRole("button", { name: "New chat" });
+    for (let i = 0; i < 5; i++) await newChat.click();
+    await expect(page.getByTestId("prompt")).toBeFocused();
+    await expect(page.getByTestId("empty-chat")).toBeVisible();
+    expect(await chat.session()).toBe(first);
+    expect((await chat.sent()).filter((f: any) => f.type === "session.open")).toHaveLength(0);
+    await chat.send("hello");
+    await expect(chat.reply("Hello!")).toBeVisible();
+    expect(await chat.session()).toBe(first);
+});
+
 test.describe("on a phone", () => {
     test.use({ viewport: { width: 360, height: 700 }, isMobile: true, hasTouch: true });
 

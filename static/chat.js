@@ -78,7 +78,7 @@ export function mountChat(root, client) {
     // model.finished to say it); eventSeq: the session event being handled.
     let stopSaid = false, eventSeq = 0;
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
-    let refusal = ""; // the gateway's last refusal of session.open, said once
+    let refusal = ""; // the code of the gateway's last refusal of session.open, said once (its text counts down)
     let afterReset = ""; // a notice for the new chat the SDK opens next
 
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
@@ -352,8 +352,8 @@ export function mountChat(root, client) {
                 afterReset = "That chat could not be opened: the gateway cannot read what it stored of it. This is a new chat.";
             } else if (retrying) {
                 // session.open refused, and the SDK tries again: the page says so once.
-                if (message !== refusal) notice("error", `The chat could not be opened: ${message}`);
-                refusal = message;
+                if (code !== refusal) notice("error", `The chat could not be opened: ${message}`);
+                refusal = code;
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
         client.on("ended", ({ reason, seq }) => {

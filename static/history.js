@@ -4,7 +4,8 @@
  * newest first, each chat by its title (its first message); chats without a
  * title yet (nothing said) are left out. Clicking one switches this tab to it
  * with the SDK's `client.open(id)`, which replays it from the start; the chat
- * shown is marked `aria-current`. New chat is `client.reset()`.
+ * shown is marked `aria-current`. New chat is `client.reset()`, unless the
+ * chat shown has nothing in it yet.
  *
  * The list is asked for again when a session opens (the page loaded, a switch,
  * New chat, a reconnect after a restart), when a message of the user's
@@ -126,7 +127,10 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         announce(`Opened the chat ${item.title}.`);
     });
     newChat.addEventListener("click", () => {
-        client.reset();
+        // A chat with nothing in it (welcome.js's data-empty) is a new chat
+        // already: another would be one more session, refused past the
+        // browser's limits, for each click.
+        if (/** @type {HTMLElement | null} */ (doc.querySelector("[data-chat]"))?.dataset.empty !== "true") client.reset();
         focusPrompt();
         announce("New chat.");
     });
