@@ -23,6 +23,8 @@ test("a reload while confirm waits restores the conversation and settles the cal
     await card.getByTestId("confirm-approve").click();
 
     await expect(card).toHaveAttribute("data-status", "done");
+    // This page did not see the call begin: it gives no time it took.
+    await expect(card.getByTestId("tool-time")).toHaveText("");
     await expect(chat.reply("Okay, I deleted your draft.")).toHaveCount(1);
     await chat.idle();
     const answers = (await chat.sent()).filter((f) => f.id === id);

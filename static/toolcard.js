@@ -32,7 +32,7 @@ const WHERE_TEXT = { elsewhere: "Running in another tab", waiting: "Waiting for 
 /**
  * When this page saw each card start and settle (ms since the epoch), by
  * element: the SDK's cards carry no clock, and replayed events are old news.
- * @type {WeakMap<HTMLElement, {seen?: number, settled?: number}>}
+ * @type {WeakMap<HTMLElement, {seen?: number, settled?: number, replayedFirst?: boolean}>}
  */
 const times = new WeakMap();
 /** Each card element's current approve(), while its call asks for approval. */
@@ -50,7 +50,10 @@ export function renderToolCard(el, c, now) {
     const t = times.get(el) ?? {};
     times.set(el, t);
     const settled = c.status === "done" || c.status === "error";
-    if (!c.replayed && t.seen === undefined && !settled) t.seen = now;
+    // Timed only from a start this page saw: a call it first knew from a
+    // replay (a reload) began before it, however it goes on here.
+    t.replayedFirst ??= c.replayed;
+    if (!t.replayedFirst && t.seen === undefined && !settled) t.seen = now;
     if (settled && t.seen !== undefined && t.settled === undefined) t.settled = now;
 
     el.dataset.status = c.status;
