@@ -86,6 +86,25 @@ test.describe("on a phone", () => {
         expect(scroll).toBeLessThanOrEqual(width);
         await expect(page.getByRole("button", { name: "Send" })).toBeInViewport();
     });
+
+    test("after a reload the strip of chats shows the one open", async ({ page }) => {
+        const chat = await Chat.open(page);
+        const items = page.getByRole("navigation", { name: "Chats" }).getByTestId("history-item");
+        for (const [i, text] of ["first chat here", "second chat here", "third chat here", "fourth chat here"].entries()) {
+            if (i > 0) await page.getByRole("button", { name: "New chat" }).click();
+            await chat.connected();
+            await chat.send(text);
+            await expect(items).toHaveCount(i + 1);
+            await chat.idle();
+        }
+        // The oldest is last in the strip, beyond the screen's edge.
+        await items.last().click();
+        await expect(items.last()).toHaveAttribute("aria-current", "true");
+        await page.reload();
+        await chat.connected();
+        await expect(items.and(page.locator("[aria-current]"))).toHaveText("first chat here");
+        await expect(items.and(page.locator("[aria-current]"))).toBeInViewport({ ratio: 0.9 });
+    });
 });
 
 test("a stored session the gateway does not know starts a new conversation", async ({ page }) => {

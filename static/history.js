@@ -47,6 +47,8 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
     /** @type {ChatSummary[] | null} the gateway's last answer; null before the first */
     let chats = null;
     let loading = false, again = false, retries = 0, retryTimer = 0;
+    /** @type {string | null} the chat last scrolled into view */
+    let scrolledTo = null;
 
     /** Asks the gateway for the list; one request at a time, the last ask wins. */
     async function refresh() {
@@ -115,6 +117,13 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         list.replaceChildren(...items);
         none.hidden = items.length > 0;
         if (focusedId) list.querySelector(`[data-session="${CSS.escape(focusedId)}"]`)?.focus();
+        // The chat shown, in view once it is marked (a phone's strip scrolls
+        // sideways): not at each refresh, which would undo the user's scroll.
+        const current = list.querySelector("[aria-current]");
+        if (current && client.session !== scrolledTo) {
+            scrolledTo = client.session;
+            current.scrollIntoView({ block: "nearest", inline: "nearest" });
+        }
     }
 
     list.addEventListener("click", (e) => {
