@@ -33,6 +33,9 @@ test.describe("on the gateway", () => {
         await expect(page.locator("[data-chat]")).toHaveAttribute("data-busy", "false");
         expect(ofType(await chat.sent(), "message"), "nothing was sent").toEqual([]);
         expect(await chat.messages("user").count()).toBe(0);
+        // Nothing said yet: the suggestions stay, below the notice.
+        await expect(page.getByTestId("empty-chat")).toBeVisible();
+        await expect(page.getByTestId("notice")).toBeVisible();
 
         // The connection is the same one, and the session takes the next message.
         await chat.send("hello");

@@ -5,6 +5,9 @@
  * on one sends it, as if typed. `<main data-chat>` carries `data-empty` so the
  * stylesheet gives the screen the log's room.
  *
+ * Notices alone (a message refused for its size) leave the conversation
+ * empty: they show above the suggestions.
+ *
  * A chat that is being opened (a switch, a reload whose copy was too large
  * to keep) is not empty until the gateway has replayed it: the screen waits
  * for `session.opened`'s seq, so it never flashes before the messages.
@@ -54,7 +57,9 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
 
     function update() {
         const known = client.session === null || (opened && client.seq >= until);
-        const empty = known && log.childElementCount === 0;
+        // Nothing said: notices alone (a message refused for its size, a
+        // chat that would not open) leave the suggestions, below them.
+        const empty = known && !log.querySelector(":scope > :not([data-testid=notice])");
         screen.hidden = !empty;
         root.dataset.empty = String(empty);
         // The log is a Tab stop for scrolling it with the keys; empty, it is a stop on nothing.
