@@ -131,3 +131,24 @@ test("a chat the gateway cannot read: a new chat opens on the same socket, and t
     await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
     expect(await page.evaluate(() => (window as any).FakeSocket.sockets.length), "no other socket").toBe(2);
 });
+
+test("an approval given offline says it goes once the page is back, and goes then", async ({ page }) => {
+    await push(page, { type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: '{"path":"notes.txt"}', digest: "d1", handler: "worker" });
+    const card = page.locator('[data-testid="tool-card"][data-tool-id="c1"]');
+    await expect(card.getByTestId("tool-approval")).toBeVisible();
+    await page.evaluate(() => (window as any).FakeSocket.last().drop());
+    await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", /^(closed|connecting)$/);
+    await card.getByTestId("approve").click();
+    await expect(card.getByTestId("approval-held")).toHaveText("Approved: it is sent once the page is back online.");
+    await expect(card.getByTestId("deny")).toBeEnabled(); // a later answer replaces it
+    const sent = await page.evaluate(async () => {
+        const w = window as any;
+        await w.until(() => w.FakeSocket.sockets.length === 2, 15_000);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "me" });
+        await w.until(() => ws.sent.some((f: any) => f.type === "tool.approve"));
+        return ws.sent.find((f: any) => f.type === "tool.approve");
+    });
+    expect(sent).toEqual({ type: "tool.approve", id: "c1", digest: "d1", approved: true });
+});

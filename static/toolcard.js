@@ -250,7 +250,14 @@ function approvalPart(el, c) {
             b.dataset.testid = testid;
             b.textContent = /** @type {string} */ (label);
             b.addEventListener("click", () => {
-                if (!approvers.get(el)?.(Boolean(yes)) || !box) return;
+                const approve = approvers.get(el);
+                if (!approve || !box) return;
+                if (!approve(Boolean(yes))) {
+                    // Offline: kept, and sent once the page is back; another
+                    // click before then replaces it, so the buttons stay.
+                    heldAnswer(box, `${yes ? "Approved" : "Denied"}: it is sent once the page is back online.`);
+                    return;
+                }
                 keepFocus(el, box);
                 box.querySelectorAll("button").forEach((x) => { x.disabled = true; });
             });
@@ -260,6 +267,22 @@ function approvalPart(el, c) {
         part(el, "tool-where").before(box);
     }
     box.hidden = false;
+}
+
+/**
+ * Says in box, and to screen readers, what becomes of an answer given
+ * while the page is offline. @param {HTMLElement} box @param {string} text
+ */
+function heldAnswer(box, text) {
+    let p = /** @type {HTMLElement | null} */ (box.querySelector("[data-testid=approval-held]"));
+    if (!p) {
+        p = box.ownerDocument.createElement("p");
+        p.dataset.testid = "approval-held";
+        p.className = "confirm-answer";
+        box.append(p);
+    }
+    p.textContent = text;
+    box.dispatchEvent(new CustomEvent("announce", { bubbles: true, detail: text }));
 }
 
 /**
