@@ -58,7 +58,7 @@ func (e *Engine) adoptOrphans() {
 		if at, ok := l.unadoptable[id]; ok && e.opts.Clock.Now().Sub(at) < time.Hour {
 			continue
 		}
-		if e.heldElsewhere(ctx, id) {
+		if node, err := e.RunsElsewhere(ctx, id); err == nil && node != "" {
 			continue // as ErrOwnedElsewhere below, for half the requests
 		}
 		switch _, err := e.loadBusy(ctx, id); {
@@ -117,15 +117,4 @@ func (e *Engine) readBusy(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// heldElsewhere reports whether the store says another node holds id's
-// lease; false when the store cannot say, and the load finds out.
-func (e *Engine) heldElsewhere(ctx context.Context, id string) bool {
-	r, ok := e.opts.Store.(LeaseReader)
-	if !ok {
-		return false
-	}
-	held, err := r.HeldElsewhere(ctx, id)
-	return err == nil && held
 }

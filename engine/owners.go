@@ -43,8 +43,20 @@ type Owners interface {
 // session another node runs costs two (a create refused, then a read of
 // who holds it), every look, on every node.
 type LeaseReader interface {
-	// HeldElsewhere reports whether another node holds session's lease.
-	HeldElsewhere(ctx context.Context, session string) (bool, error)
+	// HeldElsewhere returns the node, other than this one, that holds
+	// session's lease: "" when none does, or this one.
+	HeldElsewhere(ctx context.Context, session string) (node string, err error)
+}
+
+// RunsElsewhere returns the node, other than this one, that runs session
+// now (it holds its lease): "" when none does, this one does, or the store
+// cannot say (it is not shared, LeaseReader). One read of the store.
+func (e *Engine) RunsElsewhere(ctx context.Context, session string) (string, error) {
+	r, ok := e.opts.Store.(LeaseReader)
+	if !ok {
+		return "", nil
+	}
+	return r.HeldElsewhere(ctx, session)
 }
 
 // Ownership is a held lease.

@@ -102,8 +102,12 @@ func (r *Relay) runWatch(node string, w *nodeWatch) {
 		ctx, cancel := context.WithTimeout(context.Background(), nodeCheck)
 		_, err := r.nc.RequestWithContext(ctx, openSubject(node), nil)
 		cancel()
+		if err == nil {
+			continue // there
+		}
 		if !errors.Is(err, nats.ErrNoResponders) {
-			continue // there, or slow: the pipes' own checks judge a slow one
+			r.leftBehind(node, w) // silent: slow, or hung
+			continue
 		}
 		r.mu.Lock()
 		for p := range w.pipes {
@@ -113,6 +117,40 @@ func (r *Relay) runWatch(node string, w *nodeWatch) {
 			}
 		}
 		r.mu.Unlock()
+	}
+}
+
+// leftBehind moves w's pages whose session node no longer runs: node is
+// silent (a hung process, a partition: a dead one says "no responders" at
+// once), its lease expired, and another node, this one included, took the
+// session over, or will once the page moves. The pages would otherwise
+// wait for their own pings, --ping-interval, while their calls time out. A
+// node only slow to answer still holds its leases: its pages stay. One
+// read of a lease a session, each nodeCheck, while node is silent.
+func (r *Relay) leftBehind(node string, w *nodeWatch) {
+	r.mu.Lock()
+	pipes := make([]*pipe, 0, len(w.pipes))
+	for p := range w.pipes {
+		pipes = append(pipes, p)
+	}
+	r.mu.Unlock()
+	runs := map[string]string{} // by session: the node that holds it, "" none or this one
+	for _, p := range pipes {
+		id := p.open.Session
+		holder, asked := runs[id]
+		if !asked {
+			ctx, cancel := context.WithTimeout(context.Background(), nodeCheck)
+			var err error
+			holder, err = p.c.s.opts.Engine.RunsElsewhere(ctx, id)
+			cancel()
+			if err != nil {
+				continue // the store cannot say now: asked again next time
+			}
+			runs[id] = holder
+		}
+		if holder != node {
+			p.moveSoon("its node is silent, and no longer runs the session", true)
+		}
 	}
 }
 
@@ -323,15 +361,18 @@ type pipe struct {
 	c    *conn
 	open SessionOpen // the page's session.open, whose after moves on
 
-	mu      sync.Mutex
-	id      string
-	node    string // the serving node the relay watches for the page (watchNode)
-	subs    []*nats.Subscription
-	parts   bool     // the serving node joins frames sent in parts
-	moving  bool     // between two nodes: the page's frames wait
-	waiting [][]byte // the page's frames while moving
-	after   int64    // the last event the page was sent
-	ended   bool
+	mu     sync.Mutex
+	id     string
+	node   string // the serving node the relay watches for the page (watchNode)
+	subs   []*nats.Subscription
+	parts  bool // the serving node joins frames sent in parts
+	moving bool // between two nodes: the page's frames wait
+	// reopening: moved, the page's session.open sent for it, and no
+	// session.opened back yet.
+	reopening bool
+	waiting   [][]byte // the page's frames while moving
+	after     int64    // the last event the page was sent
+	ended     bool
 	// unconfirmed are the page's messages and cancels sent since the
 	// serving node last answered a ping: each asks for one at once
 	// (check), and if that node is gone (no responders: its subscriptions
@@ -439,19 +480,7 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 		switch engine.CloseCode(n) {
 		case engine.CloseGoingAway, engine.CloseElsewhere:
 			// That node stops, or let the session go: it runs elsewhere next.
-			// The move is counted under p.mu unless the pipe ended: close
-			// ends it under p.mu before it waits for what was counted.
-			p.mu.Lock()
-			if p.ended {
-				p.mu.Unlock()
-				return
-			}
-			p.stopped.Add(1)
-			p.mu.Unlock()
-			go func() {
-				defer p.stopped.Done()
-				p.move("node closed the page: "+reason, false)
-			}()
+			p.moveSoon("node closed the page: "+reason, false)
 		default:
 			p.end()
 			p.c.closeAfterReplies(engine.CloseCode(n), reason)
@@ -470,15 +499,54 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 		Type string
 		Seq  int64
 	}
-	if json.Unmarshal(data, &ev) == nil && ev.Seq > 0 && ev.Type != engine.FrameSessionOpened {
-		p.mu.Lock()
+	_ = json.Unmarshal(data, &ev)
+	p.mu.Lock()
+	reopening, after := p.reopening, p.after
+	switch {
+	case ev.Type == engine.FrameSessionOpened:
+		p.reopening = false
+	case ev.Seq > 0:
 		p.after = max(p.after, ev.Seq)
-		p.mu.Unlock()
+	}
+	p.mu.Unlock()
+	switch {
+	case reopening && ev.Type == FrameError && ev.Seq == 0:
+		// The node the page moved to refused the session.open the page
+		// never sent (a store that lost its quorum): the page, told
+		// nothing it can act on, would wait for good. It reconnects, and
+		// its SDK opens the session again after its backoff.
+		p.c.logger.Warn("the node the relayed page moved to refused its session: the page reconnects", "session", p.open.Session, "refusal", string(data))
+		p.end()
+		p.c.close(engine.CloseElsewhere, "the session's gateway node is gone: reconnect")
+		return
+	case ev.Seq > after+1 && ev.Type != engine.FrameSessionOpened:
+		// An event between them never came: published while one of the
+		// nodes was away from NATS (a server of the cluster died, and its
+		// client moved to another), which core NATS does not keep.
+		p.lost("relayed page missed an event, closing", "after", after, "got", ev.Seq)
+		return
 	}
 	if ev.Type == "" {
 		ev.Type = "other" // as the frame counters name a type they do not know
 	}
 	p.c.reply(ev.Type, data)
+}
+
+// moveSoon moves the page on a goroutine of its own (move), unless it
+// moves already or ended. The move is counted under p.mu: close ends the
+// pipe under p.mu before it waits for what was counted.
+func (p *pipe) moveSoon(why string, resend bool) {
+	p.mu.Lock()
+	if p.ended || p.moving {
+		p.mu.Unlock()
+		return
+	}
+	p.stopped.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.stopped.Done()
+		p.move(why, resend)
+	}()
 }
 
 // lost ends the pipe and closes the page, which missed frames, to resume
@@ -533,7 +601,7 @@ func (p *pipe) move(why string, resend bool) {
 		p.mu.Unlock()
 		return
 	}
-	p.moving = true
+	p.moving, p.reopening = true, true
 	if resend {
 		p.waiting = append(p.unconfirmed, p.waiting...)
 	}

@@ -138,6 +138,69 @@ func TestRelayedPageTooSlow(t *testing.T) {
 	}
 }
 
+// TestRelayedPageMissesAnEvent: an event the serving node published while
+// one of the nodes was away from NATS (a server of the cluster died, and
+// its client moved to another) never comes, and core NATS says nothing of
+// it. The page's node sees the gap in the events' seqs and closes the page
+// with 1008, to resume from what it has: no event after the gap reaches it.
+func TestRelayedPageMissesAnEvent(t *testing.T) {
+	nc := natsConn(t)
+	s := testServer(t)
+	page := newRecordingSocket()
+	c := openPage(t, s, page, page)
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.gap", after: 4, check: make(chan struct{}, 1), stop: make(chan struct{})}
+	sub, err := nc.SubscribeSync(p.id + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for _, frame := range []string{`{"type":"message","seq":5,"message":{"role":"user","content":"hi"}}`, `{"type":"model.delta","seq":7,"text":"after the gap"}`} {
+		p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(frame)})
+	}
+	select {
+	case code := <-page.closed:
+		if code != websocket.StatusCode(engine.CloseTooSlow) {
+			t.Errorf("the page was closed with %d, want %d", code, engine.CloseTooSlow)
+		}
+	case <-time.After(hang):
+		t.Fatal("the page was not closed")
+	}
+	if w := page.written(); len(w) != 1 || !strings.Contains(w[0], `"seq":5`) {
+		t.Errorf("the page got %q, want event 5 and nothing after the gap", w)
+	}
+}
+
+// TestMovedPageRefused: a page its node moved to another node (its serving
+// node went) whose session.open, sent for it, that node refuses (a store
+// that lost its quorum) is not left on a refusal of an open it never sent,
+// and no more frames: it is closed with 4001, and its SDK opens the
+// session again, after its backoff, wherever it reconnects.
+func TestMovedPageRefused(t *testing.T) {
+	nc := natsConn(t)
+	s := testServer(t)
+	page := newRecordingSocket()
+	c := openPage(t, s, page, page)
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.refused", after: 4, reopening: true, check: make(chan struct{}, 1), stop: make(chan struct{})}
+	sub, err := nc.SubscribeSync(p.id + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	refusal := `{"type":"error","code":"store_unavailable","message":"failed to load session s1: nats: no response from stream"}`
+	p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(refusal)})
+	select {
+	case code := <-page.closed:
+		if code != websocket.StatusCode(engine.CloseElsewhere) {
+			t.Errorf("the page was closed with %d, want %d", code, engine.CloseElsewhere)
+		}
+	case <-time.After(hang):
+		t.Fatal("the page was not closed")
+	}
+	if w := page.written(); len(w) != 0 {
+		t.Errorf("the page got %q, want nothing: it sent no session.open", w)
+	}
+}
+
 // TestRelayedFramesInParts: a frame larger than a NATS message (a large
 // tool result, on a server's default max_payload of 1 MiB) crosses between
 // the nodes in parts, both ways, and arrives whole and in order with the

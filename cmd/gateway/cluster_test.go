@@ -410,41 +410,61 @@ func twoNodes(t *testing.T, flags ...string) (url string, a, b *gatewayProc, bas
 }
 
 // TestRelayedPageMovesAfterTheLease: a relayed page that only waits (a
-// confirm open, nothing sent) is moved soon after its dead node's lease
+// confirm open, nothing sent) is moved soon after its node's lease
 // expired, not at its own next ping, which here is minutes away: its node
-// watches the serving node for all its pages.
+// watches the serving node for all its pages. A dead node has no
+// subscriptions left, and says so at once; a paused one (a hung process,
+// a partition) answers nothing, and the page's node moves the page when
+// it takes the session over itself.
 func TestRelayedPageMovesAfterTheLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	p := newPair(t, "--lease-ttl", "2s", "--ping-interval", "5m")
-	a, br, must := p.a, p.br, p.must
-	ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
-	defer cancel()
-	session := p.openOnA(ctx)
+	for _, tc := range []struct {
+		name string
+		stop func(a *gatewayProc) (resume func())
+	}{
+		{"the serving node dies", func(a *gatewayProc) func() {
+			_ = a.cmd.Process.Kill()
+			_ = a.wait()
+			return func() {}
+		}},
+		{"the serving node hangs", func(a *gatewayProc) func() {
+			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
+			return func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, "--lease-ttl", "2s", "--ping-interval", "5m")
+			br, must := p.br, p.must
+			ctx, cancel := context.WithTimeout(context.Background(), 4*hang)
+			defer cancel()
+			session := p.openOnA(ctx)
 
-	second, err := br.dial(ctx, p.baseB, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = second.send(ctx, map[string]any{"type": "session.open", "session": session, "tools": durableTools})
-	must(second.until("session.opened through node B", func(f wireFrame) bool { return f.Type == "session.opened" }))
-	_ = second.send(ctx, map[string]any{"type": "message", "content": "delete my draft"})
-	call := must(second.until("tool.call through node B", func(f wireFrame) bool { return f.Type == "tool.call" }))
+			second, err := br.dial(ctx, p.baseB, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = second.send(ctx, map[string]any{"type": "session.open", "session": session, "tools": durableTools})
+			must(second.until("session.opened through node B", func(f wireFrame) bool { return f.Type == "session.opened" }))
+			_ = second.send(ctx, map[string]any{"type": "message", "content": "delete my draft"})
+			call := must(second.until("tool.call through node B", func(f wireFrame) bool { return f.Type == "tool.call" }))
 
-	_ = a.cmd.Process.Kill()
-	_ = a.wait()
-	moved := must(second.until("session.opened on node B after A died", func(f wireFrame) bool { return f.Type == "session.opened" }))
-	if moved.f.Session != session {
-		t.Errorf("the moved page opened %s, want %s", moved.raw, session)
-	}
-	again := must(second.until("the call delivered again", func(f wireFrame) bool { return f.Type == "tool.call" && f.ID == call.f.ID }))
-	if again.f.Attempt != call.f.Attempt {
-		t.Errorf("the call came back as attempt %d, want the same attempt %d", again.f.Attempt, call.f.Attempt)
-	}
-	_ = second.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt, "result": map[string]bool{"approved": true}})
-	if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
-		t.Fatalf("%v\nframes:\n%s", err, br.dump())
+			resume := tc.stop(p.a)
+			defer resume()
+			moved := must(second.until("session.opened on node B after A stopped", func(f wireFrame) bool { return f.Type == "session.opened" }))
+			if moved.f.Session != session {
+				t.Errorf("the moved page opened %s, want %s", moved.raw, session)
+			}
+			again := must(second.until("the call delivered again", func(f wireFrame) bool { return f.Type == "tool.call" && f.ID == call.f.ID }))
+			if again.f.Attempt != call.f.Attempt || again.f.Deadline != call.f.Deadline {
+				t.Errorf("the call came back as attempt %d, deadline %s; want the same attempt %d, deadline %s", again.f.Attempt, again.f.Deadline, call.f.Attempt, call.f.Deadline)
+			}
+			_ = second.send(ctx, map[string]any{"type": "tool.result", "id": call.f.ID, "attempt": call.f.Attempt, "result": map[string]bool{"approved": true}})
+			if err := second.untilReplyIdle("Okay, I deleted your draft."); err != nil {
+				t.Fatalf("%v\nframes:\n%s", err, br.dump())
+			}
+		})
 	}
 }
 

@@ -72,18 +72,21 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 }
 
 // HeldElsewhere implements engine.LeaseReader: one read of the lease.
-func (s *Store) HeldElsewhere(ctx context.Context, session string) (bool, error) {
+func (s *Store) HeldElsewhere(ctx context.Context, session string) (string, error) {
 	if !validID(session) {
-		return false, fmt.Errorf("session id %q cannot name a lease", session)
+		return "", fmt.Errorf("session id %q cannot name a lease", session)
 	}
 	e, err := s.owners.Get(ctx, session)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-		return false, nil // none, or given back, or expired
+		return "", nil // none, or given back, or expired
 	case err != nil:
-		return false, fmt.Errorf("failed to read session %s's lease: %w", session, err)
+		return "", fmt.Errorf("failed to read session %s's lease: %w", session, err)
 	}
-	return string(e.Value()) != s.opts.Node, nil
+	if node := string(e.Value()); node != s.opts.Node {
+		return node, nil
+	}
+	return "", nil
 }
 
 // validFrom is when a lease written at start stops being safe to use.

@@ -45,13 +45,13 @@ func TestOwnership(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	a, b := node(t, url, "node-a", ttl), node(t, url, "node-b", ttl)
 
-	heldElsewhere(t, b, "s1", false) // no lease yet
+	heldElsewhere(t, b, "s1", "") // no lease yet
 	own, err := a.Own(ctx, "s1", func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldElsewhere(t, b, "s1", true)
-	heldElsewhere(t, a, "s1", false) // its own
+	heldElsewhere(t, b, "s1", "node-a")
+	heldElsewhere(t, a, "s1", "") // its own
 	if _, err := b.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) || !strings.Contains(err.Error(), "node-a") {
 		t.Fatalf("b.Own while a holds it: %v, want ErrOwnedElsewhere naming node-a", err)
 	}
@@ -59,11 +59,11 @@ func TestOwnership(t *testing.T) {
 	if _, err := b.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) {
 		t.Fatalf("b.Own after two TTLs of a renewing: %v", err)
 	}
-	heldElsewhere(t, b, "s1", true) // renewed
+	heldElsewhere(t, b, "s1", "node-a") // renewed
 	if err := own.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	heldElsewhere(t, b, "s1", false) // given back
+	heldElsewhere(t, b, "s1", "") // given back
 	ownB, err := b.Own(ctx, "s1", func() {})
 	if err != nil {
 		t.Fatalf("b.Own after a released: %v", err)
@@ -103,13 +103,13 @@ func TestOwnership(t *testing.T) {
 	}
 }
 
-// heldElsewhere checks what s says of whether another node holds
-// session's lease (engine.LeaseReader).
-func heldElsewhere(t *testing.T, s *jetstream.Store, session string, want bool) {
+// heldElsewhere checks which other node s says holds session's lease
+// (engine.LeaseReader).
+func heldElsewhere(t *testing.T, s *jetstream.Store, session, want string) {
 	t.Helper()
 	got, err := s.HeldElsewhere(context.Background(), session)
 	if err != nil || got != want {
-		t.Errorf("HeldElsewhere(%q) = %t, %v; want %t", session, got, err, want)
+		t.Errorf("HeldElsewhere(%q) = %q, %v; want %q", session, got, err, want)
 	}
 }
 
