@@ -128,7 +128,10 @@ type Engine struct {
 	wg       sync.WaitGroup
 	schemas  schemaCache
 	runners  runners.Pool          // the goroutines that run sessions' messages, model turns and worker attempts
-	storeErr atomic.Pointer[error] // a session's last failed append, until one succeeds
+	// failing: the sessions in memory whose events wait for the store,
+	// each with the error its last append met.
+	failMu  sync.Mutex
+	failing map[string]error
 	sweep    clock.Timer           // retention
 	adopter  clock.Timer           // Options.Adopt
 	look     *look                 // what adoptOrphans knows between looks; nil: no look
@@ -361,8 +364,10 @@ func (e *Engine) Health() error {
 	if err := e.StoreHealth(); err != nil {
 		return err
 	}
-	if err := e.storeErr.Load(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, *err)
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	for _, err := range e.failing {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 	return nil
 }
@@ -383,13 +388,20 @@ func (e *Engine) StoreHealth() error {
 	return nil
 }
 
-// storeResult records a session's last append: nil clears the error.
-func (e *Engine) storeResult(err error) {
-	if err == nil {
-		e.storeErr.Store(nil)
+// storeResult records session's last append: nil clears its error. A
+// fenced append is not the store's failure: another node took the session
+// (its lease lapsed), and it leaves memory here.
+func (e *Engine) storeResult(session string, err error) {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	if err == nil || errors.Is(err, ErrFenced) {
+		delete(e.failing, session)
 		return
 	}
-	e.storeErr.Store(&err)
+	if e.failing == nil {
+		e.failing = map[string]error{}
+	}
+	e.failing[session] = err
 }
 
 func (e *Engine) forget(s *Session) {
@@ -397,6 +409,7 @@ func (e *Engine) forget(s *Session) {
 	defer e.mu.Unlock()
 	if e.sessions[s.id] == s {
 		delete(e.sessions, s.id)
+		e.storeResult(s.id, nil) // what waited goes with it: its journal is the truth
 		if e.perOwner[s.owner]--; e.perOwner[s.owner] <= 0 {
 			delete(e.perOwner, s.owner)
 		}

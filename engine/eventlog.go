@@ -67,7 +67,7 @@ type eventLog struct {
 	lastTook  time.Duration  // how long the last Append took
 	lastState json.RawMessage
 	storeErr  error // the last Append's error, until one succeeds
-	onStore   func(error)
+	onStore   func(session string, err error)
 	metrics   *metrics.Metrics
 	woken     []*Page // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
 	saidAhead bool    // a page's after past the last event was logged
@@ -202,7 +202,7 @@ func (l *eventLog) flush(until int64) {
 			}
 			l.storeErr = err
 			if l.onStore != nil {
-				l.onStore(err)
+				l.onStore(l.session, err)
 			}
 			return
 		}
@@ -210,7 +210,7 @@ func (l *eventLog) flush(until int64) {
 			l.logger.Info("the store took the session's events again", "session", l.session)
 			l.storeErr = nil
 			if l.onStore != nil {
-				l.onStore(nil)
+				l.onStore(l.session, nil)
 			}
 		}
 		l.events.append(batch.Events...)

@@ -313,6 +313,38 @@ func TestAttach(t *testing.T) {
 	})
 }
 
+// TestHealthIsTheStoresWord: the node's health (readiness, the
+// store-failing metric) is the store's. An append fenced because another
+// node took the session (its lease lapsed) is no store failure: the
+// session leaves memory, and the node stays healthy, where it answered
+// not ready until another session's append failed and then succeeded.
+func TestHealthIsTheStoresWord(t *testing.T) {
+	store := engine.NewMemoryStore()
+	var mu sync.Mutex
+	var fail error
+	store.Fail = func(string, engine.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return fail
+	}
+	setFail := func(err error) { mu.Lock(); fail = err; mu.Unlock() }
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store})
+	setFail(fmt.Errorf("%w: this node's lease on session %s was lost", engine.ErrFenced, h.s.ID()))
+	_ = h.s.Send(context.Background(), "hi")
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+		if _, loaded := h.e.Session(h.s.ID()); !loaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fenced session stayed in memory")
+		}
+	}
+	if err := h.e.Health(); err != nil {
+		t.Errorf("Health after another node took a session: %v, want nil", err)
+	}
+
+}
+
 // TestStoreFailure: write-ahead. While the store refuses a session's
 // events, no page sees them and the session takes no new turn, with an
 // error that names the cause; once the store takes them again, every page
