@@ -50,7 +50,7 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
 	return s.loadThrough(ctx, session, last.Sequence)
 }
@@ -62,8 +62,11 @@ func (s *Store) loadThrough(ctx context.Context, session string, through uint64)
 		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, through) },
 		// The stream's leader serves a consumer: the journal whole.
 		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, through) })
-	if err != nil {
+	switch {
+	case errors.Is(err, engine.ErrCorrupt):
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
 	return out, nil
 }

@@ -48,7 +48,7 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 		case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
 			rev, err = s.owners.Create(ctx, session, node) // it expired meanwhile
 		case gerr != nil:
-			return nil, fmt.Errorf("failed to read session %s's lease: %w", session, gerr)
+			return nil, fmt.Errorf("%w: failed to read session %s's lease: %w", engine.ErrStoreUnavailable, session, gerr)
 		case string(e.Value()) == s.opts.Node:
 			rev, err = s.owners.Update(ctx, session, node, e.Revision()) // ours already
 		default:
@@ -59,7 +59,9 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("%w: session %s was taken meanwhile", engine.ErrOwnedElsewhere, session)
 		}
-		return nil, fmt.Errorf("failed to take session %s's lease: %w", session, err)
+		// The store's trouble (no quorum, NATS away): a page is told
+		// store_unavailable, and tries again.
+		return nil, fmt.Errorf("%w: failed to take session %s's lease: %w", engine.ErrStoreUnavailable, session, err)
 	}
 	// Another node may have appended since this one last did: read the
 	// journal's end again.

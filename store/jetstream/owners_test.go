@@ -462,3 +462,25 @@ func TestReplicasOnASingleServer(t *testing.T) {
 		t.Errorf("the refusal: %v; want it at once, naming nats-replicas 3 and the single server", err)
 	}
 }
+
+// TestStoreTroubleIsUnavailable: a lease or a journal the store cannot
+// reach (NATS gone, a cluster without its quorum) is ErrStoreUnavailable,
+// so a page asking for the session is told store_unavailable and tries
+// again, not internal, the code of the gateway's own bugs.
+func TestStoreTroubleIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	s := node(t, natsServer(t), "node-a", time.Second)
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Errorf("Own with NATS gone: %v, want ErrStoreUnavailable", err)
+	}
+	if _, err := s.Load(ctx, "s1"); !errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Errorf("Load with NATS gone: %v, want ErrStoreUnavailable", err)
+	}
+}
