@@ -280,6 +280,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	switch c.store {
 	case "jetstream":
+		if err := checkNATSURLs(c.natsURL); err != nil {
+			return c, err
+		}
 		if c.natsURL == "" && strings.TrimSpace(c.dataDir) == "" {
 			// filepath.Abs("") is the working directory: not a place
 			// anyone meant for every chat.
@@ -655,4 +658,31 @@ func describeModel(cfg config, models model.Resolver) string {
 		return cfg.model + " (" + provider + "; --model chooses another)"
 	}
 	return cfg.model + " (--model chooses another)"
+}
+
+// checkNATSURLs refuses an entry of --nats-url that names no NATS server:
+// the client would skip it in silence, and a cluster's node meant to
+// reach three servers would reach fewer. An entry is a URL of scheme
+// nats, tls, ws or wss, or host:port.
+func checkNATSURLs(list string) error {
+	if list == "" {
+		return nil
+	}
+	for _, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		raw := entry
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw
+		}
+		u, err := url.Parse(raw)
+		switch {
+		case entry == "":
+			return fmt.Errorf("nats-url %q has an empty entry: give the servers' URLs, comma-separated", redactedURLs(list))
+		case err != nil || u.Host == "":
+			return fmt.Errorf("nats-url entry %q is not a NATS server's URL (nats://host:port, or host:port)", redactedURLs(entry))
+		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
+			return fmt.Errorf("nats-url entry %q is not a NATS server's URL: its scheme is %s, where nats, tls, ws or wss is", redactedURLs(entry), u.Scheme)
+		}
+	}
+	return nil
 }
