@@ -439,7 +439,9 @@ func (s *Session) do(ctx context.Context, f func() error) error {
 		case err := <-reply:
 			return err
 		default:
-			return ErrSessionClosed
+			// It ended, or left memory (another node runs it now): a
+			// page's frame is then taken again there, not refused.
+			return leftErr(s.ctx)
 		}
 	case <-ctx.Done():
 		return ctx.Err()
