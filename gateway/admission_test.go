@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -462,5 +463,43 @@ func TestIdentityLivesAfterTheLastVisit(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), session) {
 		t.Errorf("GET /sessions 52 h after the first visit: %s, want the chat %s", body, session)
+	}
+}
+
+// downCookies is a cookie store whose server does not answer (NATS
+// without its quorum).
+type downCookies struct{}
+
+func (downCookies) Find(string) ([]byte, bool, error) {
+	return nil, false, errors.New("nats: no response from stream")
+}
+func (downCookies) Commit(string, []byte, time.Time) error {
+	return errors.New("nats: no response from stream")
+}
+func (downCookies) Delete(string) error { return errors.New("nats: no response from stream") }
+
+// TestIdentityStoreDown: a browser whose identity the store cannot read or
+// make is told the gateway is unavailable for now (503, Retry-After), as
+// for any refusal it should try again after, not that it failed (500).
+func TestIdentityStoreDown(t *testing.T) {
+	eng := newHarness(t, harnessOptions{}).eng
+	gw, err := gateway.New(gateway.Options{Engine: eng, CookieStore: downCookies{}, PingInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/", "/sessions"} {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.AddCookie(&http.Cookie{Name: "gateway_session", Value: "a-token-the-store-cannot-read"})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "store is unavailable") {
+			t.Errorf("GET %s with the identities' store down: %d, Retry-After %q, %q; want 503, a Retry-After, and the store named", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
 	}
 }

@@ -330,8 +330,10 @@ func (s *Server) identify(next http.Handler) http.Handler {
 func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (context.Context, string, bool) {
 	ctx, browser, err := s.browserFor(w, r)
 	if err != nil {
+		// The identities are the store's (NATS): the browser tries again.
 		s.logger.Error("failed to identify browser", "err", err)
-		http.Error(w, "could not load the cookie session", http.StatusInternalServerError)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "the gateway's session store is unavailable, and with it who this browser is: try again in a moment", http.StatusServiceUnavailable)
 		return nil, "", false
 	}
 	return ctx, browser, true
