@@ -23,6 +23,10 @@ type look struct {
 	listingWarned time.Time
 }
 
+// lookFailing is the look's entry among the engine's failing writers
+// (Engine.failing): no session's id, which CheckID refuses.
+const lookFailing = "\x00the look for sessions no node runs"
+
 // lookWhole is how often the look reads every summary, not only those
 // written since: a backstop for what an incremental read cannot see (a
 // summaries' bucket lost and begun again, its sequence numbers with it).
@@ -40,7 +44,12 @@ func (e *Engine) adoptOrphans() {
 	l := e.look
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := e.readBusy(ctx); err != nil {
+	err := e.readBusy(ctx)
+	// The look's read is the node's own word on the store, every look,
+	// when no session of its own writes (an idle node, a cluster without
+	// its quorum): the node's health says it too.
+	e.storeResult(lookFailing, err)
+	if err != nil {
 		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {
 			l.listingWarned = now
 			e.opts.Logger.Warn("failed to list sessions to find those no node runs; tried again every look, said again in an hour", "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ type feedReads struct {
 	cut *engine.Changes
 	// owns counts the leases the node tried to take, by session.
 	owns map[string]int
+	// down, when set, fails every read: a store that does not answer.
+	down error
 }
 
 func (f *feedReads) Own(ctx context.Context, session string, lost func()) (engine.Ownership, error) {
@@ -41,11 +44,13 @@ func (f *feedReads) Own(ctx context.Context, session string, lost func()) (engin
 
 func (f *feedReads) SummariesChanged(ctx context.Context, cursor uint64) (engine.Changes, error) {
 	f.mu.Lock()
-	cut := f.cut
+	cut, down := f.cut, f.down
 	f.cut = nil
 	f.mu.Unlock()
 	ch, err := engine.Changes{}, error(nil)
-	if cut != nil {
+	if down != nil {
+		err = down
+	} else if cut != nil {
 		ch, err = *cut, errors.New("the server went away part way")
 	} else {
 		ch, err = f.Store.SummariesChanged(ctx, cursor)
@@ -299,4 +304,46 @@ func TestLookKeepsWhatItReadBeforeAnError(t *testing.T) {
 		}
 		look(t, b, clockB)
 	}
+}
+
+// TestLookSaysTheStoreIsDown: a node that writes nothing (no session of
+// its own) still reads the store at each look; a read that fails makes
+// the node's health say the store is down (its readiness, the store's
+// failing metric), and the next that works, that it is back.
+func TestLookSaysTheStoreIsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a NATS server")
+	}
+	nodes := newLookNodes(t, time.Second)
+	b := &feedReads{Store: nodes.node("node-b")}
+	clockB := clock.NewFake(epoch)
+	eb := nodes.start(b, clockB, time.Second)
+	// The look records its read's outcome just after the read returns.
+	health := func(want func(error) bool, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+			err := eb.Health()
+			if want(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Health %s: %v", what, err)
+			}
+		}
+	}
+	ok := func(err error) bool { return err == nil }
+	look(t, b, clockB)
+	health(ok, "after a look that read the store, want nil")
+	b.mu.Lock()
+	b.down = errors.New("nats: no response from stream")
+	b.mu.Unlock()
+	look(t, b, clockB)
+	health(func(err error) bool {
+		return errors.Is(err, engine.ErrStoreUnavailable) && strings.Contains(err.Error(), "no response from stream")
+	}, "after a look the store did not answer, want ErrStoreUnavailable with its cause")
+	b.mu.Lock()
+	b.down = nil
+	b.mu.Unlock()
+	look(t, b, clockB)
+	health(ok, "after the store answered a look again, want nil")
 }

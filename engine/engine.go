@@ -129,7 +129,8 @@ type Engine struct {
 	schemas  schemaCache
 	runners  runners.Pool          // the goroutines that run sessions' messages, model turns and worker attempts
 	// failing: the sessions in memory whose events wait for the store,
-	// each with the error its last append met.
+	// each with the error its last append met, and the look's last read
+	// when it failed (lookFailing).
 	failMu  sync.Mutex
 	failing map[string]error
 	sweep    clock.Timer           // retention
