@@ -127,16 +127,16 @@ type Engine struct {
 	closing  atomic.Bool // Closing or Close was called: pages leave with the process
 	wg       sync.WaitGroup
 	schemas  schemaCache
-	runners  runners.Pool          // the goroutines that run sessions' messages, model turns and worker attempts
+	runners  runners.Pool // the goroutines that run sessions' messages, model turns and worker attempts
 	// failing: the sessions in memory whose events wait for the store,
 	// each with the error its last append met, and the look's last read
 	// when it failed (lookFailing).
 	failMu  sync.Mutex
 	failing map[string]error
-	sweep    clock.Timer           // retention
-	adopter  clock.Timer           // Options.Adopt
-	look     *look                 // what adoptOrphans knows between looks; nil: no look
-	tracer   trace.Tracer
+	sweep   clock.Timer // retention
+	adopter clock.Timer // Options.Adopt
+	look    *look       // what adoptOrphans knows between looks; nil: no look
+	tracer  trace.Tracer
 	// untilGlobalSet: tracer is the global provider's, which records
 	// nothing until otel.SetTracerProvider; make no spans until then.
 	untilGlobalSet bool
