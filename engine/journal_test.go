@@ -182,8 +182,10 @@ func TestLongResultsStoredOnce(t *testing.T) {
 
 		stop(t, e1)
 		close(release)
+		// From where the first process stopped: the session loaded anew
+		// may have replied before the page attaches.
 		s2 := r.loaded(w, m, s.ID())
-		p2 := attach(t, s2, s2.LastSeq())
+		p2 := attach(t, s2, s.LastSeq())
 		p2.until("the reply", finalIdle("saw: "))
 		transcript, err := s2.Transcript(context.Background())
 		if err != nil {
