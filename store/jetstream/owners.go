@@ -249,13 +249,25 @@ func (o *ownership) renew() {
 		// The bucket's Update, as Summarize writes a summary: a
 		// publish on the key's subject, fenced by its revision.
 		newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), rev)
+		unsure := false
 		if wrongLast(err) {
 			// A renewal given up on (a timeout while NATS was away) may
 			// have landed once NATS was back: the lease is still this
 			// node's, at a later revision. From that one, renew again.
-			if e, gerr := o.s.owners.Get(ctx, o.session); gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev {
+			e, gerr := o.s.owners.Get(ctx, o.session)
+			switch {
+			case gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev:
 				start = o.s.opts.Clock.Now()
 				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), e.Revision())
+			case gerr == nil && string(e.Value()) != o.s.opts.Node,
+				errors.Is(gerr, jetstream.ErrKeyNotFound), errors.Is(gerr, jetstream.ErrKeyDeleted):
+				// Another node's, or gone: lost.
+			default:
+				// Unread (a cluster without its quorum), or this node's
+				// at no later revision (a replica behind its leader):
+				// nobody else can have taken it before it expired, so it
+				// is tried again at the next tick, until expiredBy.
+				unsure = true
 			}
 		}
 		if alone && wrongLast(err) {
@@ -268,7 +280,7 @@ func (o *ownership) renew() {
 		cancel()
 		// Refused: the lease is another node's, or gone. Unanswered (NATS
 		// away): try again at the next tick, until expiredBy.
-		lost = wrongLast(err) || errors.Is(err, jetstream.ErrKeyNotFound)
+		lost = (wrongLast(err) && !unsure) || errors.Is(err, jetstream.ErrKeyNotFound)
 	}
 	o.mu.Lock()
 	o.renewing = nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/clock"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // BenchmarkRenew rewrites one held lease, as the renewer does every third
@@ -128,5 +130,50 @@ func TestLateRenewalKeepsTheLease(t *testing.T) {
 	}
 	if e, err := s.owners.Get(ctx, "s1"); err != nil || string(e.Value()) != "n1" {
 		t.Errorf("the lease's key after: %v, %v; want it n1's", e, err)
+	}
+}
+
+// unreadableKV is a bucket whose reads go unanswered, as a cluster's
+// without its quorum may.
+type unreadableKV struct{ jetstream.KeyValue }
+
+func (unreadableKV) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
+	return nil, errors.New("nats: timeout")
+}
+
+// TestRenewThatCannotTellWhoseTheLeaseIs: a renewal refused for its
+// revision whose read of the lease goes unanswered (a cluster without its
+// quorum) cannot tell a renewal of its own that landed late from another
+// node's lease. Nobody can have taken the lease before it expired, so it
+// is not lost: the next renewal, with the read answered, goes on from the
+// revision that landed. It was lost at once, halfway through the lease.
+func TestRenewThatCannotTellWhoseTheLeaseIs(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: natstest.Server(t, nil), Node: "n1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	lost := false
+	if _, err := s.Own(ctx, "s1", func() { lost = true }); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	o := s.owned["s1"]
+	s.mu.Unlock()
+	landed, err := s.publish(ctx, ownersSubject+"s1", []byte("n1"), o.rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := s.owners
+	s.owners = unreadableKV{owners}
+	o.renew()
+	if lost || o.gone {
+		t.Fatalf("a renewal that could not read the lease lost it (gone %v)", o.gone)
+	}
+	s.owners = owners
+	o.renew()
+	if lost || o.gone || o.rev <= landed {
+		t.Errorf("the next renewal: lost %v (gone %v), revision %d; want the lease kept, past %d", lost, o.gone, o.rev, landed)
 	}
 }
