@@ -56,7 +56,11 @@ func (s *Store) Own(ctx context.Context, session string, lost func()) (engine.Ow
 		}
 	}
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		// The key changed between the read and the write: a create
+		// refused (ErrKeyExists), or an update of this node's own lease
+		// refused for its revision, which a replicated stream says with
+		// a code ErrKeyExists does not match (wrongLast).
+		if errors.Is(err, jetstream.ErrKeyExists) || wrongLast(err) {
 			return nil, fmt.Errorf("%w: session %s was taken meanwhile", engine.ErrOwnedElsewhere, session)
 		}
 		// The store's trouble (no quorum, NATS away): a page is told

@@ -3,10 +3,12 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/clock"
+	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -175,5 +177,41 @@ func TestRenewThatCannotTellWhoseTheLeaseIs(t *testing.T) {
 	o.renew()
 	if lost || o.gone || o.rev <= landed {
 		t.Errorf("the next renewal: lost %v (gone %v), revision %d; want the lease kept, past %d", lost, o.gone, o.rev, landed)
+	}
+}
+
+// racedKV is a bucket in which this node's own lease changes between its
+// read and its update, as a replicated stream says it: code 10164.
+type racedKV struct{ jetstream.KeyValue }
+
+type ownEntry struct{ jetstream.KeyValueEntry }
+
+func (ownEntry) Value() []byte    { return []byte("n1") }
+func (ownEntry) Revision() uint64 { return 7 }
+
+func (racedKV) Create(context.Context, string, []byte, ...jetstream.KVCreateOpt) (uint64, error) {
+	return 0, jetstream.ErrKeyExists
+}
+func (racedKV) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
+	return ownEntry{}, nil
+}
+func (racedKV) Update(context.Context, string, []byte, uint64) (uint64, error) {
+	return 0, fmt.Errorf("%w: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}, jetstream.ErrKeyRevisionMismatch)
+}
+
+// TestOwnRacedOnAReplicatedStream: a lease that changed between Own's read
+// and its write is another node's meanwhile, whichever code the stream
+// refuses the write with: a replicated one's (10164) is not
+// ErrKeyExists, and a page was told the store was down.
+func TestOwnRacedOnAReplicatedStream(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: natstest.Server(t, nil), Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.owners = racedKV{s.owners}
+	if _, err := s.Own(ctx, "s1", func() {}); !errors.Is(err, engine.ErrOwnedElsewhere) || errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Errorf("Own raced on a replicated stream: %v, want ErrOwnedElsewhere", err)
 	}
 }
