@@ -136,6 +136,17 @@ func (r *Relay) leftBehind(node string, w *nodeWatch) {
 	r.mu.Unlock()
 	runs := map[string]string{} // by session: the node that holds it, "" none or this one
 	for _, p := range pipes {
+		select {
+		case <-w.stop:
+			return // no page of this node's on node any more
+		default:
+		}
+		p.mu.Lock()
+		pipeID, on := p.id, p.node == node
+		p.mu.Unlock()
+		if !on {
+			continue // moved meanwhile
+		}
 		id := p.open.Session
 		holder, asked := runs[id]
 		if !asked {
@@ -149,7 +160,7 @@ func (r *Relay) leftBehind(node string, w *nodeWatch) {
 			runs[id] = holder
 		}
 		if holder != node {
-			p.moveSoon("its node is silent, and no longer runs the session", true)
+			p.moveSoon("its node is silent, and no longer runs the session", true, pipeID)
 		}
 	}
 }
@@ -480,7 +491,7 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 		switch engine.CloseCode(n) {
 		case engine.CloseGoingAway, engine.CloseElsewhere:
 			// That node stops, or let the session go: it runs elsewhere next.
-			p.moveSoon("node closed the page: "+reason, false)
+			p.moveSoon("node closed the page: "+reason, false, id)
 		default:
 			p.end()
 			p.c.closeAfterReplies(engine.CloseCode(n), reason)
@@ -532,12 +543,13 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 	p.c.reply(ev.Type, data)
 }
 
-// moveSoon moves the page on a goroutine of its own (move), unless it
-// moves already or ended. The move is counted under p.mu: close ends the
-// pipe under p.mu before it waits for what was counted.
-func (p *pipe) moveSoon(why string, resend bool) {
+// moveSoon moves the page from pipe from on a goroutine of its own
+// (move), unless it moved from it already, moves, or ended. The move is
+// counted under p.mu: close ends the pipe under p.mu before it waits for
+// what was counted.
+func (p *pipe) moveSoon(why string, resend bool, from string) {
 	p.mu.Lock()
-	if p.ended || p.moving {
+	if p.ended || p.moving || p.id != from {
 		p.mu.Unlock()
 		return
 	}
@@ -545,7 +557,7 @@ func (p *pipe) moveSoon(why string, resend bool) {
 	p.mu.Unlock()
 	go func() {
 		defer p.stopped.Done()
-		p.move(why, resend)
+		p.move(why, resend, from)
 	}()
 }
 
@@ -592,12 +604,14 @@ func mustArrive(frame []byte) bool {
 }
 
 // move finds where the session runs next and carries the page there, or
-// closes it when it cannot (4001: the page reconnects and resumes). With
-// resend, the unconfirmed frames did not reach the node that is gone, and
-// go first to the next.
-func (p *pipe) move(why string, resend bool) {
+// closes it when it cannot (4001: the page reconnects and resumes). It
+// leaves pipe from, and does nothing when the page left it already (a
+// ping that failed after another check moved the page on). With resend,
+// the unconfirmed frames did not reach the node that is gone, and go
+// first to the next.
+func (p *pipe) move(why string, resend bool, from string) {
 	p.mu.Lock()
-	if p.moving || p.ended {
+	if p.moving || p.ended || p.id != from {
 		p.mu.Unlock()
 		return
 	}
@@ -607,11 +621,16 @@ func (p *pipe) move(why string, resend bool) {
 	}
 	p.unconfirmed = nil
 	old := p.subs
-	p.subs = nil
+	p.subs, p.id = nil, "" // what the node left still sends is not the page's
 	p.mu.Unlock()
 	for _, sub := range old {
 		_ = sub.Unsubscribe()
 	}
+	// The node left, if it is there after all (slow, or hung and back),
+	// lets its copy of the page go, and the calls it held with it.
+	leave := nats.NewMsg(from + ".in")
+	leave.Header.Set(closeHeader, "1000 the page moved to another node")
+	_ = p.r.nc.PublishMsg(leave)
 	c := p.c
 	c.logger.Info("the session's node is gone: moving the relayed page", "session", p.open.Session, "why", why)
 	deadline := time.Now().Add(time.Minute)
@@ -700,7 +719,7 @@ func (p *pipe) watch(every time.Duration) {
 		// No responders: the node's subscriptions are gone, and with them
 		// what was sent since it last answered. A node that is slow to
 		// answer may still take them: they do not go again.
-		p.move("its node stopped answering: "+err.Error(), errors.Is(err, nats.ErrNoResponders))
+		p.move("its node stopped answering: "+err.Error(), errors.Is(err, nats.ErrNoResponders), id)
 	}
 }
 
@@ -747,9 +766,11 @@ func (p *pipe) close() {
 	p.mu.Lock()
 	id := p.id
 	p.mu.Unlock()
-	m := nats.NewMsg(id + ".in")
-	m.Header.Set(closeHeader, "1000 the page left")
-	_ = p.r.nc.PublishMsg(m)
+	if id != "" { // "": between two nodes, the one left was told (move)
+		m := nats.NewMsg(id + ".in")
+		m.Header.Set(closeHeader, "1000 the page left")
+		_ = p.r.nc.PublishMsg(m)
+	}
 	p.end()
 	p.stopped.Wait()
 }

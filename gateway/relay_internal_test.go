@@ -527,3 +527,31 @@ func (r *recordingSocket) Close(code websocket.StatusCode, _ string) error {
 func (r *recordingSocket) CloseNow() error {
 	return r.Close(websocket.StatusCode(engine.CloseGoingAway), "")
 }
+
+// TestAMoveLeavesOnlyThePipeItMeant: a check that judged the page's
+// serving node gone (a ping that failed, a silent node's lease read)
+// moves the page from the pipe it checked, and does nothing once the
+// page left that pipe: a ping to a hung node, in flight as another check
+// moved the page, failed after, and moved it again, off the node that
+// runs its session, its copy left holding the call there.
+func TestAMoveLeavesOnlyThePipeItMeant(t *testing.T) {
+	nc := natsConn(t)
+	s := testServer(t)
+	page := newRecordingSocket()
+	c := openPage(t, s, page, page)
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.now", check: make(chan struct{}, 1), stop: make(chan struct{})}
+	p.move("a ping to the node before failed", true, "gateway.relay.pipe.before")
+	p.moveSoon("a ping to the node before failed", true, "gateway.relay.pipe.before")
+	p.stopped.Wait()
+	p.mu.Lock()
+	id, moving := p.id, p.moving
+	p.mu.Unlock()
+	if id != "gateway.relay.pipe.now" || moving {
+		t.Errorf("after a move from a pipe the page had left: pipe %q, moving %v; want the page where it is", id, moving)
+	}
+	select {
+	case code := <-page.closed:
+		t.Errorf("the page was closed with %d", code)
+	default:
+	}
+}

@@ -420,19 +420,21 @@ func TestRelayedPageMovesAfterTheLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	killNode := func(a *gatewayProc) func() {
+		_ = a.cmd.Process.Kill()
+		_ = a.wait()
+		return func() {}
+	}
+	hangNode := func(a *gatewayProc) func() {
+		_ = a.cmd.Process.Signal(syscall.SIGSTOP)
+		return func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }
+	}
 	for _, tc := range []struct {
 		name string
 		stop func(a *gatewayProc) (resume func())
 	}{
-		{"the serving node dies", func(a *gatewayProc) func() {
-			_ = a.cmd.Process.Kill()
-			_ = a.wait()
-			return func() {}
-		}},
-		{"the serving node hangs", func(a *gatewayProc) func() {
-			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
-			return func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }
-		}},
+		{"the serving node dies", killNode},
+		{"the serving node hangs", hangNode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, "--lease-ttl", "2s", "--ping-interval", "5m")
