@@ -151,4 +151,11 @@ test("an approval given offline says it goes once the page is back, and goes the
         return ws.sent.find((f: any) => f.type === "tool.approve");
     });
     expect(sent).toEqual({ type: "tool.approve", id: "c1", digest: "d1", approved: true });
+    // Online again, the answer that went stands: a Deny now is not sent,
+    // nor said to go later.
+    await card.getByTestId("deny").click();
+    await expect(card.getByTestId("deny")).toBeDisabled();
+    await expect(card.getByTestId("approval-held")).toHaveCount(0);
+    const approves = await page.evaluate(() => (window as any).FakeSocket.last().sent.filter((f: any) => f.type === "tool.approve"));
+    expect(approves).toHaveLength(1);
 });

@@ -252,12 +252,17 @@ function approvalPart(el, c) {
             b.addEventListener("click", () => {
                 const approve = approvers.get(el);
                 if (!approve || !box) return;
-                if (!approve(Boolean(yes))) {
-                    // Offline: kept, and sent once the page is back; another
-                    // click before then replaces it, so the buttons stay.
+                // Not sent now: kept while the page is offline (chat.js's
+                // data-connection), sent once it is back, and another click
+                // before then replaces it, so the buttons stay; online, an
+                // answer written before stands (a double-click, or one kept
+                // offline that went as the page came back).
+                const connection = el.closest("[data-connection]")?.getAttribute("data-connection");
+                if (!approve(Boolean(yes)) && connection && connection !== "open") {
                     heldAnswer(box, `${yes ? "Approved" : "Denied"}: it is sent once the page is back online.`);
                     return;
                 }
+                box.querySelector("[data-testid=approval-held]")?.remove();
                 keepFocus(el, box);
                 box.querySelectorAll("button").forEach((x) => { x.disabled = true; });
             });
