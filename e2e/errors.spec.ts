@@ -52,6 +52,7 @@ for (const { raw, said } of [
     { raw: "openai: status 400: Invalid 'messages[3].content': too long. See https://10.0.0.5:8443/debug", said: "The model failed: Invalid 'messages[3].content': too long. See." },
     { raw: "openai: request body: field tools[12] is not valid", said: "The model failed: request body: field tools[12] is not valid." },
     { raw: "openai: dial tcp [2001:db8::1]:443: connect: connection refused", said: "The model could not be reached." },
+    { raw: "openai: status 400: the endpoint [2001:db8::1]:443 refused the request", said: "The model failed: the endpoint refused the request." },
 ]) {
     test(`a provider's failure in words: ${raw.slice(0, 40)}`, async ({ page }) => {
         await failingTurn(page, raw);

@@ -48,13 +48,17 @@ type LeaseReader interface {
 	HeldElsewhere(ctx context.Context, session string) (node string, err error)
 }
 
+// ErrNoLeases: the store keeps no leases it can read (it is not shared,
+// or not a LeaseReader), so it cannot say which node runs a session.
+var ErrNoLeases = errors.New("the store cannot say which node runs a session")
+
 // RunsElsewhere returns the node, other than this one, that runs session
-// now (it holds its lease): "" when none does, this one does, or the store
-// cannot say (it is not shared, LeaseReader). One read of the store.
+// now (it holds its lease): "" when none does, or this one does.
+// ErrNoLeases when the store cannot say. One read of the store.
 func (e *Engine) RunsElsewhere(ctx context.Context, session string) (string, error) {
 	r, ok := e.opts.Store.(LeaseReader)
 	if !ok {
-		return "", nil
+		return "", ErrNoLeases
 	}
 	return r.HeldElsewhere(ctx, session)
 }

@@ -527,8 +527,7 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 		// nothing it can act on, would wait for good. It reconnects, and
 		// its SDK opens the session again after its backoff.
 		p.c.logger.Warn("the node the relayed page moved to refused its session: the page reconnects", "session", p.open.Session, "refusal", string(data))
-		p.end()
-		p.c.close(engine.CloseElsewhere, "the session's gateway node is gone: reconnect")
+		p.giveUp()
 		return
 	case ev.Seq > after+1 && ev.Type != engine.FrameSessionOpened:
 		// An event between them never came: published while one of the
@@ -649,8 +648,15 @@ func (p *pipe) move(why string, resend bool, from string) {
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+	p.giveUp()
+}
+
+// giveUp ends the pipe and closes the page with 4001, when it cannot be
+// moved in place: it reconnects, and its SDK opens the session again
+// wherever it lands, after its backoff.
+func (p *pipe) giveUp() {
 	p.end()
-	c.close(engine.CloseElsewhere, "the session's gateway node is gone: reconnect")
+	p.c.close(engine.CloseElsewhere, "the session's gateway node is gone: reconnect")
 }
 
 // moved sends what waited while the pipe moved, and lets send publish

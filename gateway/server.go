@@ -325,8 +325,9 @@ func (s *Server) identify(next http.Handler) http.Handler {
 	})
 }
 
-// browserOrRefuse is browserFor, answering 500 (and logging why) when the
-// cookie session cannot be loaded.
+// browserOrRefuse is browserFor, answering 503 with Retry-After (and
+// logging why) when the cookie session cannot be loaded: the identities
+// are the store's.
 func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (context.Context, string, bool) {
 	ctx, browser, err := s.browserFor(w, r)
 	if err != nil {

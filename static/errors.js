@@ -17,7 +17,7 @@ export const UNREACHABLE = "The model could not be reached.";
 const TRANSPORT = /\b(?:dial|lookup|no such host|connection (?:refused|reset)|network is unreachable|i\/o timeout|tls|x509|certificate|EOF|broken pipe|deadline exceeded|timeout|stream cut off|proxyconnect)\b/i;
 // Anything that looks like an address, which the reader has no use for.
 // An IPv6 one in brackets has two colons at least: "[3]" is an index.
-const ADDRESS = /\b(?:https?:\/\/\S+|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|\[[0-9a-f]*:[0-9a-f]*:[0-9a-f:]*\](?::\d+)?)/gi;
+const ADDRESS = /\bhttps?:\/\/\S+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|\[[0-9a-f]*:[0-9a-f]*:[0-9a-f:]*\](?::\d+)?/gi;
 const MAX = 120;
 
 /**

@@ -137,9 +137,11 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
     });
     newChat.addEventListener("click", () => {
         // A chat with nothing in it (welcome.js's data-empty) is a new chat
-        // already: another would be one more session, refused past the
-        // browser's limits, for each click.
-        if (/** @type {HTMLElement | null} */ (doc.querySelector("[data-chat]"))?.dataset.empty !== "true") client.reset();
+        // already, unless it ended (its box closed): another would be one
+        // more session, refused past the browser's limits, for each click.
+        const empty = /** @type {HTMLElement | null} */ (doc.querySelector("[data-chat]"))?.dataset.empty === "true";
+        const ended = /** @type {HTMLTextAreaElement | null} */ (doc.querySelector("[data-testid=prompt]"))?.disabled;
+        if (!empty || ended) client.reset();
         focusPrompt();
         announce("New chat.");
     });
