@@ -197,7 +197,12 @@ func (l *eventLog) flush(until int64) {
 		l.mu.Lock()
 		l.lastTook = took
 		if err != nil {
-			if l.storeErr == nil {
+			switch {
+			case errors.Is(err, ErrFenced):
+				// Another node runs the session now: a take-over, not a
+				// store that fails (the session leaves memory).
+				l.logger.Warn("the session's events were refused: another node runs it now", "session", l.session, "err", err)
+			case l.storeErr == nil:
 				l.logger.Error("failed to store the session's events: they wait, and the session takes no new turn", "session", l.session, "err", err)
 			}
 			l.storeErr = err
