@@ -21,7 +21,16 @@ type look struct {
 	// hour later); listingWarned: when a failed read was last said.
 	unadoptable   map[string]time.Time
 	listingWarned time.Time
+	// failedReads: the looks in a row whose read of the store failed.
+	failedReads int
 }
+
+// lookFailures is how many looks in a row must fail to read the store
+// before the node's health says the store is down: one is a stream
+// electing its leader after a NATS server died (seconds), which every
+// node would see at once, and report together, taking the whole cluster
+// out of its load balancer's rotation for nothing.
+const lookFailures = 2
 
 // lookFailing is the look's entry among the engine's failing writers
 // (Engine.failing): no session's id, which CheckID refuses.
@@ -47,8 +56,14 @@ func (e *Engine) adoptOrphans() {
 	err := e.readBusy(ctx)
 	// The look's read is the node's own word on the store, every look,
 	// when no session of its own writes (an idle node, a cluster without
-	// its quorum): the node's health says it too.
-	e.storeResult(lookFailing, err)
+	// its quorum): the node's health says it too, once it lasts.
+	l.failedReads++
+	if err == nil {
+		l.failedReads = 0
+	}
+	if err == nil || l.failedReads >= lookFailures {
+		e.storeResult(lookFailing, err)
+	}
 	if err != nil {
 		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {
 			l.listingWarned = now
@@ -101,6 +116,13 @@ func (e *Engine) readBusy(ctx context.Context) error {
 	cursor := l.cursor
 	if l.wholeAt.IsZero() || now.Sub(l.wholeAt) >= lookWhole {
 		cursor = 0
+	} else {
+		// What a look reads between its whole reads takes milliseconds:
+		// one that waits on a stream without a leader fails by the next
+		// look, not a minute later, when the store may be back.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(e.opts.Adopt, 5*time.Second))
+		defer cancel()
 	}
 	ch, err := l.feed.SummariesChanged(ctx, cursor)
 	if err != nil && (ch.Whole || ch.Cursor <= cursor) {
