@@ -39,132 +39,6 @@ type Relay struct {
 	nodes map[string]*nodeWatch // the nodes serving this node's pages
 }
 
-// nodeWatch asks a node that serves pages of this node's whether it is
-// there, every nodeCheck, while it serves any: a node that died has no
-// subscriptions left ("no responders"), and the pipes to it check at once
-// and move, where each alone checks its node every --ping-interval (20 s
-// by default, longer than a lease). One a node, whatever its pages.
-type nodeWatch struct {
-	pipes map[*pipe]struct{}
-	stop  chan struct{}
-}
-
-// nodeCheck is how often a nodeWatch asks: a second, against the lease's
-// seconds, so a relayed page moves soon after its dead node's lease
-// expired.
-const nodeCheck = time.Second
-
-// watchNode counts p among node's pipes, and starts watching node with
-// the first.
-func (r *Relay) watchNode(node string, p *pipe) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.nodes[node]
-	if w == nil {
-		if r.nodes == nil {
-			r.nodes = map[string]*nodeWatch{}
-		}
-		w = &nodeWatch{pipes: map[*pipe]struct{}{}, stop: make(chan struct{})}
-		r.nodes[node] = w
-		go r.runWatch(node, w)
-	}
-	w.pipes[p] = struct{}{}
-}
-
-// unwatchNode takes p from node's pipes, and stops watching node after the
-// last.
-func (r *Relay) unwatchNode(node string, p *pipe) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.nodes[node]
-	if w == nil {
-		return
-	}
-	delete(w.pipes, p)
-	if len(w.pipes) == 0 {
-		close(w.stop)
-		delete(r.nodes, node)
-	}
-}
-
-// runWatch asks node every nodeCheck until w stops. The question is an
-// empty request to serve a page, which every version of the gateway
-// refuses at once: any answer is a node that is there.
-func (r *Relay) runWatch(node string, w *nodeWatch) {
-	t := time.NewTicker(nodeCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), nodeCheck)
-		_, err := r.nc.RequestWithContext(ctx, openSubject(node), nil)
-		cancel()
-		if err == nil {
-			continue // there
-		}
-		if !errors.Is(err, nats.ErrNoResponders) {
-			r.leftBehind(node, w) // silent: slow, or hung
-			continue
-		}
-		r.mu.Lock()
-		for p := range w.pipes {
-			select {
-			case p.check <- struct{}{}:
-			default:
-			}
-		}
-		r.mu.Unlock()
-	}
-}
-
-// leftBehind moves w's pages whose session node no longer runs: node is
-// silent (a hung process, a partition: a dead one says "no responders" at
-// once), its lease expired, and another node, this one included, took the
-// session over, or will once the page moves. The pages would otherwise
-// wait for their own pings, --ping-interval, while their calls time out. A
-// node only slow to answer still holds its leases: its pages stay. One
-// read of a lease a session, each nodeCheck, while node is silent.
-func (r *Relay) leftBehind(node string, w *nodeWatch) {
-	r.mu.Lock()
-	pipes := make([]*pipe, 0, len(w.pipes))
-	for p := range w.pipes {
-		pipes = append(pipes, p)
-	}
-	r.mu.Unlock()
-	runs := map[string]string{} // by session: the node that holds it, "" none or this one
-	for _, p := range pipes {
-		select {
-		case <-w.stop:
-			return // no page of this node's on node any more
-		default:
-		}
-		p.mu.Lock()
-		pipeID, on := p.id, p.node == node
-		p.mu.Unlock()
-		if !on {
-			continue // moved meanwhile
-		}
-		id := p.open.Session
-		holder, asked := runs[id]
-		if !asked {
-			ctx, cancel := context.WithTimeout(context.Background(), nodeCheck)
-			var err error
-			holder, err = p.c.s.opts.Engine.RunsElsewhere(ctx, id)
-			cancel()
-			if err != nil {
-				continue // the store cannot say now: asked again next time
-			}
-			runs[id] = holder
-		}
-		if holder != node {
-			p.moveSoon("its node is silent, and no longer runs the session", true, pipeID)
-		}
-	}
-}
-
 // NewRelay returns a relay for this node on nc; the Server that gets it in
 // Options.Relay serves other nodes' pages through it.
 func NewRelay(nc *nats.Conn, node string) *Relay { return &Relay{nc: nc, node: node} }
@@ -381,9 +255,13 @@ type pipe struct {
 	// reopening: moved, the page's session.open sent for it, and no
 	// session.opened back yet.
 	reopening bool
-	waiting   [][]byte // the page's frames while moving
-	after     int64    // the last event the page was sent
-	ended     bool
+	// movedAt: when the page last moved; bounces: the moves in a row that
+	// came soon after the one before.
+	movedAt time.Time
+	bounces int
+	waiting [][]byte // the page's frames while moving
+	after   int64    // the last event the page was sent
+	ended   bool
 	// unconfirmed are the page's messages and cancels sent since the
 	// serving node last answered a ping: each asks for one at once
 	// (check), and if that node is gone (no responders: its subscriptions
@@ -632,6 +510,24 @@ func (p *pipe) move(why string, resend bool, from string) {
 	_ = p.r.nc.PublishMsg(leave)
 	c := p.c
 	c.logger.Info("the session's node is gone: moving the relayed page", "session", p.open.Session, "why", why)
+	// A node that takes the page and lets it go at once (it gave the
+	// session up, and its lease, which it could not delete, still names
+	// it: a cluster without its quorum) is asked again after a pause
+	// that grows, not a thousand times a second.
+	p.mu.Lock()
+	if !p.movedAt.IsZero() && time.Since(p.movedAt) < 2*time.Second {
+		p.bounces++
+	} else {
+		p.bounces = 0
+	}
+	pause := min(50*time.Millisecond<<min(p.bounces, 6), 2*time.Second)
+	p.mu.Unlock()
+	if p.bounces > 0 {
+		select {
+		case <-time.After(pause):
+		case <-c.ctx.Done():
+		}
+	}
 	deadline := time.Now().Add(time.Minute)
 	wait := 100 * time.Millisecond
 	for c.ctx.Err() == nil && time.Now().Before(deadline) {
@@ -669,7 +565,7 @@ func (p *pipe) moved() {
 	for _, f := range p.waiting {
 		_ = publishFrame(p.r.nc, p.id+".in", f, p.parts)
 	}
-	p.waiting, p.moving = nil, false
+	p.waiting, p.moving, p.movedAt = nil, false, time.Now()
 }
 
 // moveOnce pipes the page to where the session runs now: the node that
