@@ -7,6 +7,19 @@ test.beforeEach(({ page }) => openOnFakeSocket(page));
 
 const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
 
+// reopened plays the gateway for the page's second socket, once the SDK
+// reconnects: the session opens at seq, and the first frame of type the
+// page sends on it comes back.
+const reopened = (page: any, seq: number, type: string) => page.evaluate(async ({ seq, type }: any) => {
+    const w = window as any;
+    await w.until(() => w.FakeSocket.sockets.length === 2, 15_000);
+    const ws = w.FakeSocket.last();
+    ws.accept();
+    ws.push({ type: "session.opened", session: "s1", seq, page: "me" });
+    await w.until(() => ws.sent.some((f: any) => f.type === type));
+    return ws.sent.find((f: any) => f.type === type);
+}, { seq, type });
+
 test("a reply cut by a restart is dropped, and the new one streams in its place", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
     await push(page, { type: "model.delta", seq: 2, text: "Hel" });
@@ -46,15 +59,7 @@ test("offline, a message waits as Queued with no Thinking, and goes once the pag
     await prompt.press("Enter");
     await expect(page.locator("[data-queued=true]").getByTestId("message-queued")).toBeVisible();
     await expect(page.getByTestId("thinking")).toBeHidden();
-    const sent = await page.evaluate(async () => {
-        const w = window as any;
-        await w.until(() => w.FakeSocket.sockets.length === 2, 5000);
-        const ws = w.FakeSocket.last();
-        ws.accept();
-        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "me" });
-        await w.until(() => ws.sent.some((f: any) => f.type === "message"));
-        return ws.sent.find((f: any) => f.type === "message");
-    });
+    const sent = await reopened(page, 0, "message");
     expect(sent).toMatchObject({ type: "message", content: "sent while offline" });
     await expect(page.getByTestId("thinking")).toBeVisible();
 });
@@ -141,15 +146,7 @@ test("an approval given offline says it goes once the page is back, and goes the
     await card.getByTestId("approve").click();
     await expect(card.getByTestId("approval-held")).toHaveText("Approved: it is sent once the page is back online.");
     await expect(card.getByTestId("deny")).toBeEnabled(); // a later answer replaces it
-    const sent = await page.evaluate(async () => {
-        const w = window as any;
-        await w.until(() => w.FakeSocket.sockets.length === 2, 15_000);
-        const ws = w.FakeSocket.last();
-        ws.accept();
-        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "me" });
-        await w.until(() => ws.sent.some((f: any) => f.type === "tool.approve"));
-        return ws.sent.find((f: any) => f.type === "tool.approve");
-    });
+    const sent = await reopened(page, 1, "tool.approve");
     expect(sent).toEqual({ type: "tool.approve", id: "c1", digest: "d1", approved: true });
     // Online again, the answer that went stands: a Deny now is not sent,
     // nor said to go later.

@@ -117,24 +117,54 @@ func TestRelayedFramesLostOnTheWayIn(t *testing.T) {
 // what it has, as a direct page that cannot keep up is; no frame after the
 // gap reaches it.
 func TestRelayedPageTooSlow(t *testing.T) {
-	nc := natsConn(t)
-	s := testServer(t)
-	page := newRecordingSocket()
-	c := openPage(t, s, page, page)
-	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.test", check: make(chan struct{}, 1), stop: make(chan struct{})}
+	p, page, nc := relayedPage(t, "gateway.relay.pipe.test")
 	sub := dropOne(t, nc, p.id+".out")
+	receive(p, sub, `{"type":"model.delta","seq":7,"text":"after the gap"}`)
+	closedWith(t, page, engine.CloseTooSlow)
+	if w := page.written(); len(w) != 0 {
+		t.Errorf("the page got %q after frames were dropped", w)
+	}
+}
 
-	p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(`{"type":"model.delta","seq":7,"text":"after the gap"}`)})
+// relayedPage is a page on a test server relayed through pipe id; the
+// test plays its serving node, handing what that node sends to received
+// (receive).
+func relayedPage(t *testing.T, id string) (*pipe, *recordingSocket, *nats.Conn) {
+	t.Helper()
+	nc := natsConn(t)
+	page := newRecordingSocket()
+	c := openPage(t, testServer(t), page, page)
+	return &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: id, check: make(chan struct{}, 1), stop: make(chan struct{})}, page, nc
+}
+
+// outSub subscribes to what p's serving node sends, as the pipe does.
+func outSub(t *testing.T, nc *nats.Conn, p *pipe) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(p.id + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return sub
+}
+
+// receive hands p the frames its serving node sent on sub.
+func receive(p *pipe, sub *nats.Subscription, frames ...string) {
+	for _, f := range frames {
+		p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(f)})
+	}
+}
+
+// closedWith waits for page to be closed, with want.
+func closedWith(t *testing.T, page *recordingSocket, want engine.CloseCode) {
+	t.Helper()
 	select {
 	case code := <-page.closed:
-		if code != websocket.StatusCode(engine.CloseTooSlow) {
-			t.Errorf("the page was closed with %d, want %d", code, engine.CloseTooSlow)
+		if code != websocket.StatusCode(want) {
+			t.Errorf("the page was closed with %d, want %d", code, want)
 		}
 	case <-time.After(hang):
 		t.Fatal("the page was not closed")
-	}
-	if w := page.written(); len(w) != 0 {
-		t.Errorf("the page got %q after frames were dropped", w)
 	}
 }
 
@@ -144,27 +174,10 @@ func TestRelayedPageTooSlow(t *testing.T) {
 // it. The page's node sees the gap in the events' seqs and closes the page
 // with 1008, to resume from what it has: no event after the gap reaches it.
 func TestRelayedPageMissesAnEvent(t *testing.T) {
-	nc := natsConn(t)
-	s := testServer(t)
-	page := newRecordingSocket()
-	c := openPage(t, s, page, page)
-	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.gap", after: 4, check: make(chan struct{}, 1), stop: make(chan struct{})}
-	sub, err := nc.SubscribeSync(p.id + ".out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	for _, frame := range []string{`{"type":"message","seq":5,"message":{"role":"user","content":"hi"}}`, `{"type":"model.delta","seq":7,"text":"after the gap"}`} {
-		p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(frame)})
-	}
-	select {
-	case code := <-page.closed:
-		if code != websocket.StatusCode(engine.CloseTooSlow) {
-			t.Errorf("the page was closed with %d, want %d", code, engine.CloseTooSlow)
-		}
-	case <-time.After(hang):
-		t.Fatal("the page was not closed")
-	}
+	p, page, nc := relayedPage(t, "gateway.relay.pipe.gap")
+	p.after = 4
+	receive(p, outSub(t, nc, p), `{"type":"message","seq":5,"message":{"role":"user","content":"hi"}}`, `{"type":"model.delta","seq":7,"text":"after the gap"}`)
+	closedWith(t, page, engine.CloseTooSlow)
 	if w := page.written(); len(w) != 1 || !strings.Contains(w[0], `"seq":5`) {
 		t.Errorf("the page got %q, want event 5 and nothing after the gap", w)
 	}
@@ -176,26 +189,10 @@ func TestRelayedPageMissesAnEvent(t *testing.T) {
 // and no more frames: it is closed with 4001, and its SDK opens the
 // session again, after its backoff, wherever it reconnects.
 func TestMovedPageRefused(t *testing.T) {
-	nc := natsConn(t)
-	s := testServer(t)
-	page := newRecordingSocket()
-	c := openPage(t, s, page, page)
-	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.refused", after: 4, reopening: true, check: make(chan struct{}, 1), stop: make(chan struct{})}
-	sub, err := nc.SubscribeSync(p.id + ".out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	refusal := `{"type":"error","code":"store_unavailable","message":"failed to load session s1: nats: no response from stream"}`
-	p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(refusal)})
-	select {
-	case code := <-page.closed:
-		if code != websocket.StatusCode(engine.CloseElsewhere) {
-			t.Errorf("the page was closed with %d, want %d", code, engine.CloseElsewhere)
-		}
-	case <-time.After(hang):
-		t.Fatal("the page was not closed")
-	}
+	p, page, nc := relayedPage(t, "gateway.relay.pipe.refused")
+	p.after, p.reopening = 4, true
+	receive(p, outSub(t, nc, p), `{"type":"error","code":"store_unavailable","message":"failed to load session s1: nats: no response from stream"}`)
+	closedWith(t, page, engine.CloseElsewhere)
 	if w := page.written(); len(w) != 0 {
 		t.Errorf("the page got %q, want nothing: it sent no session.open", w)
 	}
@@ -535,11 +532,7 @@ func (r *recordingSocket) CloseNow() error {
 // moved the page, failed after, and moved it again, off the node that
 // runs its session, its copy left holding the call there.
 func TestAMoveLeavesOnlyThePipeItMeant(t *testing.T) {
-	nc := natsConn(t)
-	s := testServer(t)
-	page := newRecordingSocket()
-	c := openPage(t, s, page, page)
-	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: "gateway.relay.pipe.now", check: make(chan struct{}, 1), stop: make(chan struct{})}
+	p, page, _ := relayedPage(t, "gateway.relay.pipe.now")
 	p.move("a ping to the node before failed", true, "gateway.relay.pipe.before")
 	p.moveSoon("a ping to the node before failed", true, "gateway.relay.pipe.before")
 	p.stopped.Wait()
