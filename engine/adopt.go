@@ -32,10 +32,6 @@ type look struct {
 // out of its load balancer's rotation for nothing.
 const lookFailures = 2
 
-// lookFailing is the look's entry among the engine's failing writers
-// (Engine.failing): no session's id, which CheckID refuses.
-const lookFailing = "\x00the look for sessions no node runs"
-
 // lookWhole is how often the look reads every summary, not only those
 // written since: a backstop for what an incremental read cannot see (a
 // summaries' bucket lost and begun again, its sequence numbers with it).
@@ -62,7 +58,7 @@ func (e *Engine) adoptOrphans() {
 		l.failedReads = 0
 	}
 	if err == nil || l.failedReads >= lookFailures {
-		e.storeResult(lookFailing, err)
+		e.lookResult(err)
 	}
 	if err != nil {
 		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {

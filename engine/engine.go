@@ -129,10 +129,11 @@ type Engine struct {
 	schemas  schemaCache
 	runners  runners.Pool // the goroutines that run sessions' messages, model turns and worker attempts
 	// failing: the sessions in memory whose events wait for the store,
-	// each with the error its last append met, and the look's last read
-	// when it failed (lookFailing).
+	// each with the error its last append met; lookErr: the look's reads
+	// of the store, failing (adoptOrphans).
 	failMu  sync.Mutex
 	failing map[string]error
+	lookErr error
 	sweep   clock.Timer // retention
 	adopter clock.Timer // Options.Adopt
 	look    *look       // what adoptOrphans knows between looks; nil: no look
@@ -370,7 +371,18 @@ func (e *Engine) Health() error {
 	for _, err := range e.failing {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
+	if e.lookErr != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, e.lookErr)
+	}
 	return nil
+}
+
+// lookResult records whether the look's reads of the store fail: nil,
+// they work again.
+func (e *Engine) lookResult(err error) {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	e.lookErr = err
 }
 
 // StoreHealth is what the store says of itself now (its Healthy method,

@@ -520,9 +520,9 @@ func (p *pipe) move(why string, resend bool, from string) {
 	} else {
 		p.bounces = 0
 	}
-	pause := min(50*time.Millisecond<<min(p.bounces, 6), 2*time.Second)
+	bounced, pause := p.bounces > 0, min(50*time.Millisecond<<min(p.bounces, 6), 2*time.Second)
 	p.mu.Unlock()
-	if p.bounces > 0 {
+	if bounced {
 		select {
 		case <-time.After(pause):
 		case <-c.ctx.Done():
