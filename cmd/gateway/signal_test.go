@@ -14,8 +14,8 @@ import (
 )
 
 // TestSecondSignalEndsTheProcess: a second SIGINT or SIGTERM ends the
-// process at once, with the signal's exit status, while the shutdown waits
-// (here, for a page that never answers the close), even where the process
+// process at once, with the signal's exit status, while the shutdown is
+// under way (here with a page that never answers the close), even where the process
 // started with SIGINT ignored, as a background job of a script does: the
 // second SIGINT put back that disposition and did nothing.
 func TestSecondSignalEndsTheProcess(t *testing.T) {
