@@ -4,22 +4,17 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
 )
 
 // TestClusterFailover is the cluster's test (make cluster-test): three NATS
@@ -41,7 +36,10 @@ func TestClusterFailover(t *testing.T) {
 	if os.Getenv("CLUSTER_TEST") != "1" {
 		t.Skip("the cluster test runs with CLUSTER_TEST=1 (make cluster-test)")
 	}
-	urls := natsCluster(t, 3)
+	var urls []string
+	for _, m := range natstest.Cluster(t, 3) {
+		urls = append(urls, m.URL)
+	}
 	bin := buildGatewayBinary(t)
 	worker := newClusterWorker(t)
 	workerFlags := worker.flags(t)
@@ -341,78 +339,6 @@ func checkClusterFrames(b *durableBrowser) error {
 		}
 	}
 	return nil
-}
-
-// natsCluster runs n NATS servers with JetStream, clustered on loopback, and
-// returns their client URLs.
-func natsCluster(t *testing.T, n int) []string {
-	t.Helper()
-	routes := make([]*url.URL, n)
-	ports := make([]int, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		routes[i], _ = url.Parse("nats://127.0.0.1:" + strconv.Itoa(ports[i]))
-	}
-	var urls []string
-	var servers []*server.Server
-	for i := range n {
-		ns, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
-			Cluster: server.ClusterOpts{Name: "gateway", Host: "127.0.0.1", Port: ports[i]},
-			Routes:  routes,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		servers = append(servers, ns)
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	}
-	for _, ns := range servers {
-		if !ns.ReadyForConnections(hang) {
-			t.Fatal("a NATS server did not start")
-		}
-		urls = append(urls, ns.ClientURL())
-	}
-	// JetStream needs its meta leader before the gateways create streams:
-	// wait until every server answers a JetStream request.
-	deadline := time.Now().Add(time.Minute)
-	for _, u := range urls {
-		for {
-			if jetStreamAnswers(u) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the NATS cluster's JetStream did not come up")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	return urls
-}
-
-// jetStreamAnswers reports whether the server at u answers a JetStream
-// request.
-func jetStreamAnswers(u string) bool {
-	nc, err := nats.Connect(u)
-	if err != nil {
-		return false
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	return err == nil
 }
 
 // callRate runs sessions browsers, each on a random one of bases, each

@@ -210,13 +210,21 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	// Someone wrote after the end this node knew: the session's owner
 	// now, or this node's own earlier try landing late, maybe part by
 	// part while this one goes on (each try's remaining parts wait to
-	// land after its last).
+	// land after its last). Or no one did yet: the stream's leader
+	// refuses a publish on a subject that has one in process, this
+	// node's earlier try, which a cluster without its quorum holds
+	// there until the quorum is back.
 	for try := 0; wrongLast(err) && try < maxLandedTries; try++ {
 		s.forgetHead(session)
 		rest, lh, ours, lerr := s.landed(ctx, session, b)
 		switch {
 		case lerr != nil:
 			return lerr
+		case !ours && (lh.stream == h.stream || lh.stream > 0 && lh.stream < h.stream):
+			// No one wrote after this node's last append (a replica
+			// behind its leader may read from before it): the lease,
+			// which holds checked, is still this node's.
+			return fmt.Errorf("failed to append to session %s's journal: it ends where this node's appends left it, and the server refused the next all the same (%w): an earlier try may be in process there, in a cluster without its quorum", session, err)
 		case !ours:
 			return fmt.Errorf("%w: session %s: %w", ErrFenced, session, err)
 		case empty(rest):
@@ -224,6 +232,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 			return nil
 		}
 		seq, err = s.publishBatch(ctx, session, rest, lh)
+		h = lh
 	}
 	if err != nil {
 		if wrongLast(err) {
@@ -346,8 +355,10 @@ func wrongLast(err error) bool {
 // (the engine joins what waited meanwhile into its next try) and then no
 // state (only the last batch joined carries one); a step with no event,
 // the same state. It returns what of b is left to append (nothing: all of
-// it landed) and where the journal ends. A message that is not such a try
-// is someone else's, which the caller refuses as it would have.
+// it landed) and where the journal ends: its last message's stream
+// sequence, whoever wrote it. A message that is not such a try is someone
+// else's, or this node's last stored, which the caller tells apart by that
+// sequence.
 func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (rest engine.Batch, h head, ours bool, err error) {
 	msg, err := s.lastMsg(ctx, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -369,7 +380,7 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 		s.mu.Unlock()
 		switch {
 		case !trying || try.set != p.set:
-			return b, head{}, false, nil // another writer's
+			return b, h, false, nil // another writer's
 		case p.index < p.count:
 			// A try of b in parts that stopped part way: b goes whole
 			// after it.
@@ -396,11 +407,11 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 			return b, head{}, false, err
 		}
 	case n == 0 || n > len(b.Events) || n < len(b.Events) && got.State != nil || n == len(b.Events) && !bytes.Equal(got.State, b.State):
-		return b, head{}, false, nil
+		return b, h, false, nil
 	default:
 		for i, ev := range got.Events {
 			if ev.Seq != b.Events[i].Seq || !bytes.Equal(ev.Frame, b.Events[i].Frame) {
-				return b, head{}, false, nil
+				return b, h, false, nil
 			}
 		}
 		h.seq = got.Events[n-1].Seq
