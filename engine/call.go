@@ -601,6 +601,29 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
+// settledNote is a settled call's log line and metric, said once the step
+// that settled it is stored (afterStored).
+type settledNote struct {
+	s    *Session // the call's own: a sub-agent's logger names it
+	c    *call
+	ok   bool
+	code ErrorCode
+	took time.Duration // -1: unknown
+}
+
+// say logs and counts the settled call.
+func (n settledNote) say() {
+	s, c := n.s, n.c
+	if s.logs(slog.LevelInfo) {
+		s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", n.ok, "code", n.code, "attempt", c.attempt)
+	}
+	code := ""
+	if !n.ok {
+		code = string(n.code)
+	}
+	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), n.took)
+}
+
 // endAttempt stops the current attempt's timer, context and delivery.
 func (s *Session) endAttempt(c *call, abort CancelReason) {
 	if c.timer != nil {
@@ -643,19 +666,12 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	} else {
 		c.finished.Error = o.err
 	}
-	if s.logs(slog.LevelInfo) {
-		s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", o.ok, "code", o.code, "attempt", c.attempt)
-	}
-	code := ""
-	if !o.ok {
-		code = string(o.code)
-	}
 	c.endCallSpan(o)
 	took := time.Duration(-1) // unknown: a call loaded from a journal that did not keep its start
 	if !c.started.IsZero() {
 		took = s.e.opts.Clock.Now().Sub(c.started)
 	}
-	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), took)
+	s.afterStored(settledNote{s: s, c: c, ok: o.ok, code: o.code, took: took})
 	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
 	if !o.ok {
 		ev.Code = o.code

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/store/storetest"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // stored flattens a session's journal into its events.
@@ -533,7 +536,10 @@ func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batc
 // TestFencedAnswerIsNotTaken: a page's answer whose step the store fences
 // (another node runs the session now) is not reported as taken: Answer
 // returns ErrUnloaded, and the page resends it to the node that runs the
-// session.
+// session. Nor is the call logged or counted as settled: the node that
+// runs the session settles it its own way (a node woken from a pause
+// logged a call timed out that the node which took its session over had
+// settled ok).
 func TestFencedAnswerIsNotTaken(t *testing.T) {
 	store := engine.NewMemoryStore()
 	store.Fail = func(_ string, b engine.Batch) error {
@@ -543,8 +549,11 @@ func TestFencedAnswerIsNotTaken(t *testing.T) {
 		return nil
 	}
 	b := newBrowser()
+	logs := &syncBuffer{}
+	m := metrics.New()
 	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)), engine.Options{Store: store}, b)
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)),
+		engine.Options{Store: store, Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}, b)
 	h.send("where am I")
 	c := recv(t, b.calls, "the client call")
 	err := h.s.Answer(context.Background(), engine.ToolResult{ID: c.ID, Attempt: c.Attempt, Result: json.RawMessage(`"Tokyo"`)})
@@ -552,4 +561,10 @@ func TestFencedAnswerIsNotTaken(t *testing.T) {
 		t.Fatalf("Answer of a fenced step: %v, want ErrUnloaded", err)
 	}
 	recv(t, h.s.Done(), "the fenced session's leaving")
+	if strings.Contains(logs.String(), "tool call settled") {
+		t.Errorf("the fenced step's call was logged as settled:\n%s", logs.String())
+	}
+	if n := testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total"); n != 0 {
+		t.Errorf("the fenced step's call was counted as settled (%d series)", n)
+	}
 }
