@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -270,4 +271,17 @@ func (s *Server) firstUnreadable(session string) bool {
 	}
 	s.unreadable[session] = now
 	return true
+}
+
+// logLoadFailure logs a session the engine could not load, for a reason
+// other than those a caller answers in its own words: at WARN when the
+// store is unavailable (its own trouble, said where it fails: the store's
+// health, its appends; the page or front end is told to try again), at
+// ERROR otherwise.
+func logLoadFailure(logger *slog.Logger, session string, err error) {
+	if errors.Is(err, engine.ErrStoreUnavailable) {
+		logger.Warn("the store could not load a session", "session", session, "err", err)
+		return
+	}
+	logger.Error("failed to load a session", "session", session, "err", err)
 }

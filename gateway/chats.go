@@ -242,7 +242,7 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 			// what is wrong tells no other browser anything.
 			return nil, &chatError{status: http.StatusInternalServerError, err: fmt.Errorf("chat %q cannot be opened: the gateway cannot read what it stored of it: start a new chat", key)}
 		case !errors.Is(err, engine.ErrNoSession):
-			s.logger.Error("failed to load a session", "session", id, "err", err)
+			logLoadFailure(s.logger, id, err)
 			return nil, &chatError{status: http.StatusServiceUnavailable, err: fmt.Errorf("failed to load chat %q: %w", key, err)}
 		}
 		if !create {

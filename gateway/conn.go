@@ -505,13 +505,8 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 			c.logger.Debug("a session's journal cannot be read", "session", id, "err", err)
 		}
 		return nil, fmt.Errorf("%w: session %q cannot be opened: %w", errUnreadable, id, err)
-	case errors.Is(err, engine.ErrStoreUnavailable):
-		// The store's own trouble, said where it fails (the store's
-		// health, its appends): the page is told store_unavailable.
-		c.logger.Warn("the store could not load a session", "session", id, "err", err)
-		return nil, fmt.Errorf("failed to load session %q: %w", id, err)
 	default:
-		c.logger.Error("failed to load a session", "session", id, "err", err)
+		logLoadFailure(c.logger, id, err)
 		return nil, fmt.Errorf("failed to load session %q: %w", id, err)
 	}
 }
