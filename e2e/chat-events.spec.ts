@@ -156,3 +156,29 @@ test("an approval given offline says it goes once the page is back, and goes the
     const approves = await page.evaluate(() => (window as any).FakeSocket.last().sent.filter((f: any) => f.type === "tool.approve"));
     expect(approves).toHaveLength(1);
 });
+
+const started = (seq: number, id: string) => ({ type: "tool.started", seq, id, name: "lookup", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", attempt: 1, attempts: 1, deadline: "2026-01-01T00:00:00Z" });
+const cancelled = (seq: number, id: string, why: string) => ({ type: "tool.finished", seq, id, ok: false, name: "lookup", error: `lookup was cancelled: ${why}.`, code: "cancelled" });
+
+test("calls the session's end cancelled say it ended, not Stopped.", async ({ page }) => {
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "look it up" } });
+    await push(page, started(2, "c1"));
+    await push(page, cancelled(3, "c1", "the session ended"));
+    await push(page, { type: "session.ended", seq: 4 });
+    await expect(page.getByTestId("notice").filter({ hasText: "The conversation ended." })).toBeVisible();
+    await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toHaveCount(0);
+});
+
+test("a Stop at the calls of each turn is said, a turn no message started too", async ({ page }) => {
+    const stopped = page.getByTestId("notice").filter({ hasText: "Stopped." });
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "look it up" } });
+    await push(page, started(2, "c1"));
+    await push(page, cancelled(3, "c1", "cancelled by the user"));
+    await push(page, { type: "session.idle", seq: 4 });
+    await expect(stopped).toHaveCount(1);
+    // A trigger's turn: no user message.
+    await push(page, started(5, "c2"));
+    await push(page, cancelled(6, "c2", "cancelled by the user"));
+    await push(page, { type: "session.idle", seq: 7 });
+    await expect(stopped).toHaveCount(2);
+});

@@ -1,6 +1,6 @@
 /**
  * chat.js renders a GatewayClient's events into the chat page that
- * web.ChatPage serves: the message log with streaming Markdown (markdown.js),
+ * web.ChatPage serves: the message log with streaming Markdown (reply.js),
  * a compact card per tool call (toolcard.js), errors in words (errors.js), a
  * "Thinking…" indicator until the model's first word, and the composer
  * (composer.js: Enter sends, Send becomes Stop while a turn runs); a
@@ -23,6 +23,7 @@
 import { isSettled } from "./cards.js";
 import { FRAME_ERROR, SESSION_ERROR, TOOL_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
+import { streamReply } from "./reply.js";
 import { renderToolCard, subagentCalls, tickAll } from "./toolcard.js";
 import { mountStatus } from "./status.js";
 import { mountAnnouncer } from "./announce.js";
@@ -33,9 +34,6 @@ import { followLog } from "./follow.js";
 
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
-
-/** Streamed Markdown is rendered at most this often (ms): a fast model sends hundreds of deltas. */
-const RENDER_EVERY = 50;
 
 /**
  * Renders client into root and wires the composer.
@@ -63,20 +61,18 @@ export function mountChat(root, client) {
     const cards = new Map();
     /** @type {Map<string, ToolCard>} the last state of each card, for its ticking time */
     const cardState = new Map();
-    /** @type {HTMLElement | null} the assistant message the current turn streams into */
-    let streaming = null;
-    let streamText = "", renderTimer = 0, renderedAt = 0;
-    /** @type {HTMLElement | null} a finished turn's text, waiting for its transcript message */
-    let unclaimed = null;
+    const reply = streamReply(() => messageItem("assistant"));
     /** @type {{el: HTMLElement, text: string}[]} messages sent, not yet taken by the gateway, oldest first */
     let pending = [];
     let busy = false, ticker = 0;
     // The model is due to answer: a message went or was taken, or the turn's
     // calls all settled; a word, the turn's end, Stop or idleness ends it.
     let awaiting = false, stopped = false;
-    // "Stopped." was said of this turn (a turn stopped at its calls has no
-    // model.finished to say it); eventSeq: the session event being handled.
-    let stopSaid = false, eventSeq = 0;
+    // "Stopped." was said of this turn; a turn stopped at its calls has no
+    // model.finished to say it, and says it at its end (stopAt, the seq of
+    // its first call cancelled) unless the session ended, which cancels
+    // them too. eventSeq: the session event being handled.
+    let stopSaid = false, stopAt = 0, eventSeq = 0;
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
     let refusal = ""; // the code of the gateway's last refusal of session.open, said once (its text counts down)
     let afterReset = ""; // a notice for the new chat the SDK opens next
@@ -88,7 +84,7 @@ export function mountChat(root, client) {
         composer.running(on);
         if (!on) awaiting = false;
         // Offline, nothing is thinking: the status line says what is.
-        thinking.hidden = !(on && awaiting && !streaming && client.state === "open");
+        thinking.hidden = !(on && awaiting && !reply.streaming && client.state === "open");
         followBottom();
     }
 
@@ -109,29 +105,6 @@ export function mountChat(root, client) {
         if (last) list.append(el);
         else append(el);
         return el;
-    }
-
-    function assistantTurn() {
-        if (!streaming) {
-            streaming = messageItem("assistant");
-            streaming.dataset.streaming = "true";
-            streaming.setAttribute("aria-busy", "true");
-            streamText = "";
-            setBusy();
-        }
-        return streaming;
-    }
-
-    /** Renders the streamed text now. */
-    function renderStream() {
-        renderTimer = (clearTimeout(renderTimer), 0);
-        renderedAt = performance.now();
-        if (streaming) renderMarkdown(must(streaming, "[data-testid=message-text]"), streamText);
-    }
-
-    function finishStreaming(/** @type {HTMLElement} */ el) {
-        el.dataset.streaming = "false";
-        el.removeAttribute("aria-busy");
     }
 
     /**
@@ -157,9 +130,15 @@ export function mountChat(root, client) {
 
     /** Says "Stopped." of the turn, once. @param {number} [seq] */
     function stoppedNotice(seq) {
-        if (stopSaid) return;
+        if (!stopSaid) notice("info", "Stopped.", { seq });
         stopSaid = true;
-        notice("info", "Stopped.", { seq });
+        stopAt = 0;
+    }
+
+    /** The turn is over: a Stop at its calls is said; the next turn's may be. */
+    function turnOver() {
+        if (stopAt) stoppedNotice(stopAt);
+        stopSaid = false;
     }
 
     /** A call's card; a sub-agent's call goes in its parent's card. @param {string} id @param {string} [name] @param {string | null} [parent] */
@@ -235,7 +214,7 @@ export function mountChat(root, client) {
             cards.clear();
             cardState.clear();
             tick();
-            streaming = unclaimed = null;
+            reply.reset();
             pending = [];
             lastUser = "";
             setBusy(false);
@@ -259,44 +238,30 @@ export function mountChat(root, client) {
                 const i = pending.findIndex((p) => p.text === content);
                 if (i >= 0) markQueued(pending.splice(i, 1)[0].el, false);
                 else must(messageItem("user"), "[data-testid=message-text]").textContent = content;
+                turnOver();
                 awaiting = true;
                 stopped = false;
-                stopSaid = false;
                 setBusy(true);
             } else if (message.role === "assistant") {
-                const el = streaming ?? unclaimed;
-                if (streaming) renderStream();
-                streaming = unclaimed = null;
+                const el = reply.claim();
                 if (!message.content && !el) return; // tool uses only: their cards follow
                 const target = el ?? messageItem("assistant");
                 renderMarkdown(must(target, "[data-testid=message-text]"), message.content ?? "");
-                finishStreaming(target);
+                reply.finish(target);
                 setBusy();
             }
         }),
         client.on("delta", ({ text }) => {
-            assistantTurn();
-            streamText += text;
-            const wait = RENDER_EVERY - (performance.now() - renderedAt);
-            if (wait <= 0) renderStream();
-            else if (!renderTimer) renderTimer = setTimeout(renderStream, wait);
+            reply.delta(text);
             setBusy(true);
         }),
         client.on("discarded", () => {
-            // A restart cut the turn: its partial text goes; the turn streams anew.
-            renderTimer = (clearTimeout(renderTimer), 0);
-            streaming?.remove();
-            streaming = null;
+            reply.discard(); // a restart cut the turn: its partial text goes; the turn streams anew
             setBusy();
         }),
         client.on("model.finished", ({ error, stopReason, seq }) => {
             awaiting = false;
-            if (streaming) {
-                renderStream();
-                finishStreaming(streaming);
-                unclaimed = streaming;
-                streaming = null;
-            }
+            reply.end();
             // Said once, here; the error event that follows goes to the console.
             if (error) {
                 console.warn(`The model failed: ${error}`);
@@ -311,7 +276,7 @@ export function mountChat(root, client) {
             const was = cardState.get(card.id)?.status;
             cardState.set(card.id, card);
             // Stop while the turn waited for its calls: said as of a reply.
-            if (card.code === TOOL_ERROR.CANCELLED && !card.parent && !(was && isSettled(was))) stoppedNotice(eventSeq);
+            if (card.code === TOOL_ERROR.CANCELLED && !card.parent && !(was && isSettled(was))) stopAt ||= eventSeq;
             renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now());
             tick();
             // The last open call settled: the model reads the results next.
@@ -319,7 +284,7 @@ export function mountChat(root, client) {
             awaiting = !open && (card.status === "done" || card.status === "error") && !card.replayed && !stopped;
             setBusy(busy || card.status === "running");
         }),
-        client.on("idle", () => setBusy(false)),
+        client.on("idle", () => { turnOver(); setBusy(false); }),
         // A limit stopped the model: say why, in the gateway's words.
         client.on("guard", ({ message, guard, seq }) => {
             awaiting = false;
@@ -357,6 +322,7 @@ export function mountChat(root, client) {
             } else console.warn(`gateway refused a frame: ${code}: ${message}`);
         }),
         client.on("ended", ({ reason, seq }) => {
+            stopAt = 0; // its calls were cancelled by the end, not a Stop
             notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.", { seq });
             setBusy(false);
             prompt.disabled = true;
@@ -393,7 +359,7 @@ export function mountChat(root, client) {
         unmount() {
             offs.forEach((off) => off());
             clearInterval(ticker);
-            clearTimeout(renderTimer);
+            reply.reset();
         },
     };
 }
