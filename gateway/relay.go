@@ -390,6 +390,12 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 	}
 	_ = json.Unmarshal(data, &ev)
 	p.mu.Lock()
+	if id != p.id || p.ended {
+		// The page moved on meanwhile: judged with the state of its next
+		// pipe, an error of this one would refuse that one's open.
+		p.mu.Unlock()
+		return
+	}
 	reopening, after := p.reopening, p.after
 	switch {
 	case ev.Type == engine.FrameSessionOpened:
