@@ -285,10 +285,12 @@ test("messages, cancel and answers wait for the session while offline", async ({
         return { first, second: ws.sent.slice(1) };
     });
     expect(out.first).toEqual([{ type: "message", content: "queued before open", id: expect.stringMatching(/^[\w-]{22}$/) }]);
+    // The Stop goes before the message queued before it: it stops the turn
+    // that ran, not the one that message starts.
     expect(out.second).toEqual([
         { type: "tool.result", id: "c1", attempt: 1, result: "yes" },
-        { type: "message", content: "typed offline", id: expect.stringMatching(/^[\w-]{22}$/) },
         { type: "cancel" },
+        { type: "message", content: "typed offline", id: expect.stringMatching(/^[\w-]{22}$/) },
     ]);
 });
 

@@ -189,7 +189,7 @@ export class GatewayClient extends EventTarget {
         this.#post(frame);
     }
 
-    /** Stops the current model turn and its open calls. */
+    /** Stops the current model turn and its open calls; offline, it goes once the page is back, before the messages queued before it. */
     cancel() {
         if (!this.#opened && this.#outbox.waits("cancel")) return;
         this.#post({ type: "cancel" });

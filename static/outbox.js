@@ -66,9 +66,18 @@ export class Outbox {
         return frame;
     }
 
-    /** Everything to send on a new session's connection, in order: the unconfirmed messages, then what waited. Empties both. */
+    /**
+     * Everything to send on a new session's connection, in order: the
+     * unconfirmed messages, then what waited, where a Stop goes before the
+     * messages that waited before it: it stops the turn the page showed
+     * running, not one that a message queued offline starts. Empties both.
+     */
     take() {
-        const out = [...this.#unsent, ...this.#waiting];
+        const waiting = this.#waiting;
+        const stop = waiting.findIndex((f) => f.type === "cancel");
+        const first = waiting.findIndex((f) => f.type === "message");
+        if (first >= 0 && first < stop) waiting.splice(first, 0, ...waiting.splice(stop, 1));
+        const out = [...this.#unsent, ...waiting];
         this.#unsent = [];
         this.#waiting = [];
         // What is written again comes back (written); what is not (over
