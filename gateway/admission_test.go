@@ -2,7 +2,7 @@ package gateway_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/alexedwards/scs/v2/memstore"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
@@ -470,36 +471,56 @@ func TestIdentityLivesAfterTheLastVisit(t *testing.T) {
 // without its quorum).
 type downCookies struct{}
 
-func (downCookies) Find(string) ([]byte, bool, error) {
-	return nil, false, errors.New("nats: no response from stream")
-}
-func (downCookies) Commit(string, []byte, time.Time) error {
-	return errors.New("nats: no response from stream")
-}
-func (downCookies) Delete(string) error { return errors.New("nats: no response from stream") }
+var errNoStream = fmt.Errorf("%w: nats: no response from stream", engine.ErrStoreUnavailable)
+
+func (downCookies) Find(string) ([]byte, bool, error)      { return nil, false, errNoStream }
+func (downCookies) Commit(string, []byte, time.Time) error { return errNoStream }
+func (downCookies) Delete(string) error                    { return errNoStream }
+
+// damagedCookies keeps every identity as bytes that do not decode.
+type damagedCookies struct{}
+
+func (damagedCookies) Find(string) ([]byte, bool, error)      { return []byte("not an identity"), true, nil }
+func (damagedCookies) Commit(string, []byte, time.Time) error { return nil }
+func (damagedCookies) Delete(string) error                    { return nil }
 
 // TestIdentityStoreDown: a browser whose identity the store cannot read or
 // make is told the gateway is unavailable for now (503, Retry-After), as
 // for any refusal it should try again after, not that it failed (500).
+//
+// An identity the store keeps that does not read back is no outage: the
+// browser would be told to come back for ever, and is told it failed.
 func TestIdentityStoreDown(t *testing.T) {
 	eng := newHarness(t, harnessOptions{}).eng
-	gw, err := gateway.New(gateway.Options{Engine: eng, CookieStore: downCookies{}, PingInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	for _, path := range []string{"/", "/sessions"} {
-		req, _ := http.NewRequest("GET", srv.URL+path, nil)
-		req.AddCookie(&http.Cookie{Name: "gateway_session", Value: "a-token-the-store-cannot-read"})
-		resp, err := http.DefaultClient.Do(req)
+	for _, tc := range []struct {
+		store      scs.Store
+		status     int
+		retryAfter bool
+	}{
+		{downCookies{}, http.StatusServiceUnavailable, true},
+		{damagedCookies{}, http.StatusInternalServerError, false},
+	} {
+		gw, err := gateway.New(gateway.Options{Engine: eng, CookieStore: tc.store, PingInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "store is unavailable") {
-			t.Errorf("GET %s with the identities' store down: %d, Retry-After %q, %q; want 503, a Retry-After, and the store named", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		srv := httptest.NewServer(gw.Handler())
+		t.Cleanup(srv.Close)
+		for _, path := range []string{"/", "/sessions"} {
+			req, _ := http.NewRequest("GET", srv.URL+path, nil)
+			req.AddCookie(&http.Cookie{Name: "gateway_session", Value: "a-token-the-store-cannot-read"})
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || (resp.Header.Get("Retry-After") != "") != tc.retryAfter {
+				t.Errorf("GET %s with %T: %d, Retry-After %q, %q; want %d, a Retry-After %v", path, tc.store, resp.StatusCode, resp.Header.Get("Retry-After"), body, tc.status, tc.retryAfter)
+			}
+			if tc.retryAfter && !strings.Contains(string(body), "store is unavailable") {
+				t.Errorf("GET %s with the identities' store down: %q, want the store named", path, body)
+			}
 		}
 	}
 }

@@ -40,7 +40,9 @@ type Options struct {
 	CookieLifetime time.Duration
 	// CookieStore keeps the browsers' identities for the default Sessions.
 	// Default: scs's in memory, so browsers get new identities when the
-	// process restarts; the JetStream store's Cookies keeps them.
+	// process restarts; the JetStream store's Cookies keeps them. An error
+	// wrapping engine.ErrStoreUnavailable tells a browser to come back
+	// (503, Retry-After); any other, that it failed (500).
 	CookieStore scs.Store
 	// Clock tells when an identity is due for renewal (browserFor).
 	// Default: clock.Real.
@@ -325,16 +327,24 @@ func (s *Server) identify(next http.Handler) http.Handler {
 	})
 }
 
-// browserOrRefuse is browserFor, answering 503 with Retry-After (and
-// logging why) when the cookie session cannot be loaded: the identities
-// are the store's.
+// browserOrRefuse is browserFor, answering (and logging why) when the
+// cookie session cannot be loaded: 503 with Retry-After while the store
+// that keeps the identities is unavailable (a CookieStore says so with
+// engine.ErrStoreUnavailable), 500 for anything else.
 func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (context.Context, string, bool) {
 	ctx, browser, err := s.browserFor(w, r)
-	if err != nil {
+	switch {
+	case errors.Is(err, engine.ErrStoreUnavailable):
 		// The identities are the store's (NATS): the browser tries again.
-		s.logger.Error("failed to identify browser", "err", err)
+		s.logger.Warn("failed to identify browser: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "the gateway's session store is unavailable, and with it who this browser is: try again in a moment", http.StatusServiceUnavailable)
+		return nil, "", false
+	case err != nil:
+		// Not the store's trouble (an identity it keeps that does not
+		// read back): trying again would find the same.
+		s.logger.Error("failed to identify browser", "err", err)
+		http.Error(w, "the gateway could not tell who this browser is", http.StatusInternalServerError)
 		return nil, "", false
 	}
 	return ctx, browser, true

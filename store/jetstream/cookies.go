@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/clienttools/gateway/engine"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,7 +33,7 @@ func (c cookieStore) FindCtx(ctx context.Context, token string) ([]byte, bool, e
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("failed to read a cookie session: %w", err)
+		return nil, false, fmt.Errorf("%w: failed to read a cookie session: %w", engine.ErrStoreUnavailable, err)
 	}
 	data, ok := unexpired(e.Value())
 	return data, ok, nil
@@ -55,7 +56,7 @@ func (c cookieStore) CommitCtx(ctx context.Context, token string, b []byte, expi
 	binary.BigEndian.PutUint64(v, uint64(expiry.UnixNano()))
 	copy(v[8:], b)
 	if _, err := c.kv.Put(ctx, token, v); err != nil {
-		return fmt.Errorf("failed to store a cookie session: %w", err)
+		return fmt.Errorf("%w: failed to store a cookie session: %w", engine.ErrStoreUnavailable, err)
 	}
 	return nil
 }
@@ -65,7 +66,7 @@ func (c cookieStore) DeleteCtx(ctx context.Context, token string) error {
 		return nil
 	}
 	if err := c.kv.Delete(ctx, token); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("failed to delete a cookie session: %w", err)
+		return fmt.Errorf("%w: failed to delete a cookie session: %w", engine.ErrStoreUnavailable, err)
 	}
 	return nil
 }

@@ -483,4 +483,11 @@ func TestStoreTroubleIsUnavailable(t *testing.T) {
 	if _, err := s.Load(ctx, "s1"); !errors.Is(err, engine.ErrStoreUnavailable) {
 		t.Errorf("Load with NATS gone: %v, want ErrStoreUnavailable", err)
 	}
+	// A browser's identity too: the gateway tells it to come back.
+	if _, _, err := s.Cookies().Find("tok_1"); !errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Errorf("a cookie session's Find with NATS gone: %v, want ErrStoreUnavailable", err)
+	}
+	if err := s.Cookies().Commit("tok_1", []byte("alice"), time.Now().Add(time.Hour)); !errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Errorf("a cookie session's Commit with NATS gone: %v, want ErrStoreUnavailable", err)
+	}
 }
