@@ -283,6 +283,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		if err := checkNATSURLs(c.natsURL); err != nil {
 			return c, err
 		}
+		if err := checkNodeID(c.nodeID); err != nil {
+			return c, err
+		}
 		if c.natsURL == "" && strings.TrimSpace(c.dataDir) == "" {
 			// filepath.Abs("") is the working directory: not a place
 			// anyone meant for every chat.
@@ -658,6 +661,23 @@ func describeModel(cfg config, models model.Resolver) string {
 		return cfg.model + " (" + provider + "; --model chooses another)"
 	}
 	return cfg.model + " (--model chooses another)"
+}
+
+// checkNodeID refuses a --node-id NATS subjects cannot carry: the node's
+// relay, its leases and its key in the leases' bucket are named by it.
+// Letters, digits, '-', '_', and '.' between them (a host's name).
+func checkNodeID(id string) error {
+	if id == "" {
+		return nil // a random one
+	}
+	for _, part := range strings.Split(id, ".") {
+		if part == "" || strings.IndexFunc(part, func(r rune) bool {
+			return !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) >= 0 {
+			return fmt.Errorf("node-id %q cannot name a node: use letters, digits, '-' and '_', with '.' only between them (a pod's or a host's name)", id)
+		}
+	}
+	return nil
 }
 
 // checkNATSURLs refuses an entry of --nats-url that names no NATS server:
