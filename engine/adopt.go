@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -21,7 +22,8 @@ type look struct {
 	// hour later); listingWarned: when a failed read was last said.
 	unadoptable   map[string]time.Time
 	listingWarned time.Time
-	// failedReads: the looks in a row whose read of the store failed.
+	// failedReads: the looks in a row whose read of the store, or write
+	// (WriteProber), failed.
 	failedReads int
 }
 
@@ -50,9 +52,13 @@ func (e *Engine) adoptOrphans() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := e.readBusy(ctx)
-	// The look's read is the node's own word on the store, every look,
-	// when no session of its own writes (an idle node, a cluster without
-	// its quorum): the node's health says it too, once it lasts.
+	if err == nil {
+		err = e.probeWrite(ctx)
+	}
+	// The look's read and write are the node's own word on the store,
+	// every look, when no session of its own writes (an idle node, a
+	// cluster without its quorum): the node's health says it too, once it
+	// lasts.
 	l.failedReads++
 	if err == nil {
 		l.failedReads = 0
@@ -63,7 +69,7 @@ func (e *Engine) adoptOrphans() {
 	if err != nil {
 		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {
 			l.listingWarned = now
-			e.opts.Logger.Warn("failed to list sessions to find those no node runs; tried again every look, said again in an hour", "err", err)
+			e.opts.Logger.Warn("the look for sessions no node runs could not read or write the store; tried again every look, said again in an hour", "err", err)
 		}
 		return
 	}
@@ -101,6 +107,21 @@ func (e *Engine) adoptOrphans() {
 	if len(adopted) > 0 {
 		e.opts.Logger.Info("took over sessions with work in flight that no node ran", "sessions", len(adopted), "first", adopted[0])
 	}
+}
+
+// probeWrite asks a WriteProber store whether it takes writes, within a
+// look's time (max(Options.Adopt, 5s)): nil for a store that cannot say.
+func (e *Engine) probeWrite(ctx context.Context) error {
+	p, ok := e.opts.Store.(WriteProber)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(e.opts.Adopt, 5*time.Second))
+	defer cancel()
+	if err := p.ProbeWrite(ctx); err != nil {
+		return fmt.Errorf("the store takes no writes: %w", err)
+	}
+	return nil
 }
 
 // readBusy brings the look's busy sessions up to date: from every summary

@@ -30,6 +30,19 @@ type feedReads struct {
 	owns map[string]int
 	// down, when set, fails every read: a store that does not answer.
 	down error
+	// readOnly, when set, fails every write probe: a cluster without its
+	// quorum, whose replicas still answer reads.
+	readOnly error
+}
+
+func (f *feedReads) ProbeWrite(ctx context.Context) error {
+	f.mu.Lock()
+	err := f.readOnly
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Store.ProbeWrite(ctx)
 }
 
 func (f *feedReads) Own(ctx context.Context, session string, lost func()) (engine.Ownership, error) {
@@ -310,7 +323,8 @@ func TestLookKeepsWhatItReadBeforeAnError(t *testing.T) {
 // its own) still reads the store at each look; two looks in a row that
 // fail to read it make the node's health say the store is down (its
 // readiness, the store's failing metric), and the next that works, that
-// it is back. One alone does not.
+// it is back. One alone does not. So do two whose write of a key of its
+// own the store refuses, while it answers the reads.
 func TestLookSaysTheStoreIsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a NATS server")
@@ -353,4 +367,21 @@ func TestLookSaysTheStoreIsDown(t *testing.T) {
 	b.mu.Unlock()
 	look(t, b, clockB)
 	health(ok, "after the store answered a look again, want nil")
+
+	// Reads answered, writes refused: a cluster without its quorum, whose
+	// replicas answer reads. An idle node, which writes nothing else,
+	// said it was ready while no session could be opened on it.
+	b.mu.Lock()
+	b.readOnly = errors.New("nats: timeout")
+	b.mu.Unlock()
+	look(t, b, clockB)
+	look(t, b, clockB)
+	health(func(err error) bool {
+		return errors.Is(err, engine.ErrStoreUnavailable) && strings.Contains(err.Error(), "takes no writes")
+	}, "after two looks whose writes the store refused, want ErrStoreUnavailable saying so")
+	b.mu.Lock()
+	b.readOnly = nil
+	b.mu.Unlock()
+	look(t, b, clockB)
+	health(ok, "after the store took a look's write again, want nil")
 }

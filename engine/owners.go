@@ -48,6 +48,16 @@ type LeaseReader interface {
 	HeldElsewhere(ctx context.Context, session string) (node string, err error)
 }
 
+// WriteProber is a shared Store that can say whether it takes writes now,
+// with a write of its own that no session reads. A NATS cluster without
+// its quorum still answers reads, from a replica, and refuses every write:
+// the look for sessions no node runs (every Options.Adopt), which only
+// reads, asks it too, so that a node with no session of its own to write
+// says the store is down while a new session could not be opened on it.
+type WriteProber interface {
+	ProbeWrite(ctx context.Context) error
+}
+
 // ErrNoLeases: the store keeps no leases it can read (it is not shared,
 // or not a LeaseReader), so it cannot say which node runs a session.
 var ErrNoLeases = errors.New("the store cannot say which node runs a session")

@@ -14,7 +14,19 @@ import (
 var (
 	_ engine.Owners      = (*Store)(nil)
 	_ engine.LeaseReader = (*Store)(nil)
+	_ engine.WriteProber = (*Store)(nil)
 )
+
+// ProbeWrite implements engine.WriteProber: it writes the key
+// node.<node> of the leases' bucket, which names no session (a session's
+// id has no dot) and expires as a lease does. It is the write a new
+// session's lease needs: a cluster that refuses it opens no session.
+func (s *Store) ProbeWrite(ctx context.Context) error {
+	if err := s.put(ctx, ownersSubject+"node."+s.opts.Node, []byte(s.opts.Node)); err != nil {
+		return fmt.Errorf("failed to write this node's key in the leases' bucket: %w", err)
+	}
+	return nil
+}
 
 // ownership is a session's lease held by this node: a key of the owners
 // bucket whose value is the node, rewritten every third of the lease's time

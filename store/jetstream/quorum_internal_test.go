@@ -22,7 +22,8 @@ import (
 // store that is down, the session waits, and its events are stored once,
 // when the quorum is back. The store took it for another node's write
 // (fenced), and the node gave the session up seconds before its lease's
-// time (an outside audit of a three-server cluster).
+// time (an outside audit of a three-server cluster). Meanwhile a write of
+// the node's own, which an idle node's look makes, fails too.
 func TestAppendThroughAQuorumLoss(t *testing.T) {
 	members := natstest.Cluster(t, 3)
 	urls := make([]string, len(members))
@@ -79,6 +80,14 @@ func TestAppendThroughAQuorumLoss(t *testing.T) {
 	if err := s.Append(ctx, "s1", delta(2)); err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("the append's next try without a quorum: %v, want it to fail unfenced", err)
 	}
+	// A write says what an idle node's look must tell, where a read may
+	// be answered (engine.WriteProber).
+	short, cancel = context.WithTimeout(ctx, time.Second)
+	err = s.ProbeWrite(short)
+	cancel()
+	if err == nil {
+		t.Error("ProbeWrite without a quorum: nil, want an error")
+	}
 
 	// A server back, the quorum with it: the step is stored, once.
 	for _, m := range members {
@@ -101,5 +110,14 @@ func TestAppendThroughAQuorumLoss(t *testing.T) {
 	}
 	if err := s.Append(ctx, "s1", delta(3)); err != nil {
 		t.Errorf("the append after: %v", err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		err := s.ProbeWrite(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ProbeWrite once the quorum is back: %v", err)
+		}
 	}
 }
