@@ -53,6 +53,7 @@ type call struct {
 	avoid          *Page           // the page whose attempt timed out: the next goes elsewhere if it can
 	run            *Session        // the agent run that made the call: the session, or a sub-agent
 	child          *Session        // the sub-agent answering the current attempt; nil: none
+	progress       *progressWindow // the current attempt's reports; nil: none yet
 }
 
 // toolLabel is the call's tool as a metric label: the model may name tools
@@ -646,6 +647,8 @@ func (s *Session) endAttempt(c *call, abort CancelReason) {
 		}
 	}
 	c.holder = nil
+	c.progress.stop()
+	c.progress = nil
 	c.endAttemptSpan(abort)
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/clienttools/gateway/clock"
 )
 
 // TypeToolProgress is the browser's frame, and the event pages see, when a
@@ -13,8 +16,9 @@ const TypeToolProgress = "tool.progress"
 
 // ToolProgress is an attempt's report that it is still working: a long
 // browser tool (an upload, a form the user fills) or worker tool. Each
-// moves the attempt's deadline to its timeout from now, never past the
-// policy's maxTimeout from the attempt's start.
+// moves the attempt's deadline to its timeout from when it came, never
+// past the policy's maxTimeout from the attempt's start; at most one each
+// progressEvery is stored and sent, the latest.
 type ToolProgress struct {
 	ID      string `json:"id"`
 	Attempt int    `json:"attempt"`
@@ -131,7 +135,70 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 		return staleAttempt(pr.ID, pr.Attempt, c)
 	}
 	now := s.e.opts.Clock.Now()
-	deadline := now.Add(c.spec.timeout)
+	w := c.progress
+	if w == nil {
+		w = &progressWindow{}
+		c.progress = w
+	}
+	if !w.at.IsZero() && now.Sub(w.at) < progressEvery && c.deadline.Sub(now) > 2*progressEvery {
+		// Within the window, the deadline not near: the latest report
+		// waits for the window's end.
+		w.next, w.nextAt, w.waiting = pr, now, true
+		if w.timer == nil {
+			id, attempt := c.id, c.attempt
+			w.timer = s.e.opts.Clock.AfterFunc(w.at.Add(progressEvery).Sub(now), func() {
+				_ = s.post(context.Background(), func() { s.flushProgress(id, attempt) })
+			})
+		}
+		return nil
+	}
+	s.applyProgress(c, pr, now)
+	return nil
+}
+
+// progressEvery is how often an attempt's reports are stored and sent at
+// most: a page that reports every chunk of an upload, or a flood, grows
+// the journal by four events a second, not one a report.
+const progressEvery = 250 * time.Millisecond
+
+// progressWindow coalesces an attempt's reports: the first of a window is
+// taken at once, the latest of the others when it ends (flushProgress).
+type progressWindow struct {
+	at      time.Time    // when the last report was taken
+	next    ToolProgress // the latest report since, waiting
+	nextAt  time.Time    // when it came: its deadline counts from then
+	waiting bool
+	timer   clock.Timer // ends the window; nil: none armed
+}
+
+// stop ends w's window, its waiting report dropped (the attempt ended).
+func (w *progressWindow) stop() {
+	if w != nil && w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+}
+
+// flushProgress takes the report that waited for its window's end, unless
+// the attempt ended meanwhile.
+func (s *Session) flushProgress(id string, attempt int) {
+	c, ok := s.lookup(id)
+	if !ok || c.run != s || c.settled || c.attempt != attempt || c.backingOff || c.progress == nil {
+		return
+	}
+	w := c.progress
+	w.timer = nil
+	if w.waiting {
+		s.applyProgress(c, w.next, w.nextAt)
+	}
+}
+
+// applyProgress takes report pr, which came at arrived: the attempt's
+// deadline moves, and pages see it.
+func (s *Session) applyProgress(c *call, pr ToolProgress, arrived time.Time) {
+	now := s.e.opts.Clock.Now()
+	c.progress.at, c.progress.waiting = now, false
+	deadline := arrived.Add(c.spec.timeout)
 	if limit := c.attemptStarted.Add(c.spec.maxTimeout); !c.attemptStarted.IsZero() && deadline.After(limit) {
 		deadline = limit
 	}
@@ -147,5 +214,4 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 	}
 	s.publish(EventToolProgress, ToolProgressEvent{ID: c.id, Name: c.name, Attempt: c.attempt,
 		Progress: pr.Progress, Total: pr.Total, Message: pr.Message, Deadline: FormatDeadline(c.deadline)})
-	return nil
 }

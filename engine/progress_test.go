@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +51,73 @@ func TestProgressExtendsTheDeadline(t *testing.T) {
 	// The text says how long the attempt ran, not only its timeout.
 	if want := "upload timed out: 1 attempt of 1s (the last ran 3s: progress reports moved its deadline), no answer from the browser."; fin.Error != want {
 		t.Errorf("tool.finished error %q, want %q", fin.Error, want)
+	}
+}
+
+// TestProgressCoalesced: reports that come faster than four a second are
+// stored and sent once each 250 ms, the latest of them, its deadline from
+// when it came; one near the deadline counts at once. Every report was an
+// event and a state in the journal, sent to every page: an outside audit's
+// page stored 120 MB in 5 s.
+func TestProgressCoalesced(t *testing.T) {
+	store := engine.NewMemoryStore()
+	var appends atomic.Int64
+	store.Fail = func(string, engine.Batch) error { appends.Add(1); return nil }
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
+		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: "1s", MaxTimeout: "2s"}},
+	}}}
+	b := newBrowser()
+	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), engine.Options{Store: store}, b)
+	h.send("go")
+	call := recv(t, b.calls, "the upload")
+	start := h.clock.Now()
+	report := func(at time.Duration, chunk int) {
+		t.Helper()
+		h.clock.Advance(at - h.clock.Now().Sub(start))
+		done := float64(chunk)
+		if err := h.page.Progress(context.Background(), engine.ToolProgress{ID: call.ID, Attempt: 1, Progress: &done, Message: fmt.Sprintf("chunk %d", chunk)}); err != nil {
+			t.Fatalf("report %d: %v", chunk, err)
+		}
+	}
+	progressed := func() []string {
+		var out []string
+		for _, ev := range stored(t, store, h.s.ID()) {
+			if ev.Type == engine.EventToolProgress {
+				var f frame
+				_ = json.Unmarshal(ev.Frame, &f)
+				out = append(out, fmt.Sprintf("%s until %s", f.Message, f.Deadline))
+			}
+		}
+		return out
+	}
+	until := func(d time.Duration) string { return engine.FormatDeadline(start.Add(d)) }
+	h.transcript()
+	before := appends.Load()
+	for i := 0; i <= 20; i++ {
+		report(time.Duration(i)*10*time.Millisecond, i) // 0 to 200 ms
+	}
+	h.transcript()
+	if got, want := progressed(), []string{`"chunk 0" until ` + until(time.Second)}; !slices.Equal(got, want) {
+		t.Fatalf("stored after 21 reports in 200 ms: %q, want %q", got, want)
+	}
+	if n := appends.Load() - before; n != 1 {
+		t.Errorf("21 reports in 200 ms made %d appends, want 1", n)
+	}
+	h.clock.Advance(50 * time.Millisecond) // 250 ms: the window ends
+	h.transcript()
+	want := []string{`"chunk 0" until ` + until(time.Second), `"chunk 20" until ` + until(1200*time.Millisecond)}
+	if got := progressed(); !slices.Equal(got, want) {
+		t.Fatalf("stored at the window's end: %q, want %q", got, want)
+	}
+	// Past the window, at once; within it but 350 ms from the deadline
+	// (the cap), at once too.
+	report(1100*time.Millisecond, 21)
+	report(1550*time.Millisecond, 22)
+	report(1650*time.Millisecond, 23)
+	h.transcript()
+	want = append(want, `"chunk 21" until `+until(2*time.Second), `"chunk 22" until `+until(2*time.Second), `"chunk 23" until `+until(2*time.Second))
+	if got := progressed(); !slices.Equal(got, want) {
+		t.Fatalf("stored near the deadline: %q, want %q", got, want)
 	}
 }
 
