@@ -434,6 +434,55 @@ func TestLoadForAnotherOwner(t *testing.T) {
 	}
 }
 
+// TestLoadForKeepsTheOwnersShare: going back to a chat counts against
+// MaxLiveSessions as opening one does: another of the owner's sessions
+// with no page and no work leaves memory to make room, and with none such
+// the load is refused and the session leaves again. A browser loaded
+// every chat it had, past any limit (an outside audit: 13 in memory with
+// a limit of 3).
+func TestLoadForKeepsTheOwnersShare(t *testing.T) {
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute, MaxLiveSessions: 2})
+	ctx := context.Background()
+	open := func() *engine.Session {
+		t.Helper()
+		s, err := h.e.Open(ctx, engine.OpenOptions{Owner: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	old := open()
+	h.clock.Advance(time.Minute)
+	recv(t, old.Done(), "the old chat's unload")
+	a, c := open(), open()
+	if _, err := a.Attach(ctx, engine.AttachOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := c.Attach(ctx, engine.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := h.e.LoadFor(ctx, old.ID(), "b"); !errors.Is(err, engine.ErrLimitExceeded) {
+		t.Fatalf("going back to a chat with 2 in memory, each with a page: %v, %v; want ErrLimitExceeded", s, err)
+	}
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+		if _, loaded := h.e.Session(old.ID()); !loaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the chat refused stayed in memory")
+		}
+	}
+	pc.Detach() // before makeRoom's look at it: its mailbox is in order
+	if _, err := h.e.LoadFor(ctx, old.ID(), "b"); err != nil {
+		t.Fatalf("going back to a chat once another has no page: %v", err)
+	}
+	recv(t, c.Done(), "the chat with no page leaving to make room")
+	if _, loaded := h.e.Session(a.ID()); !loaded {
+		t.Error("the chat with a page left memory")
+	}
+}
+
 // TestOpenedSessionWithNoPageUnloads: a session opened and never attached
 // to (its opener refused the request after opening it) leaves memory after
 // Unload like any other with no page; it stayed for good.

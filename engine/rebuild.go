@@ -75,7 +75,11 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 // once, not after Options.Unload (whatever Unload is: it keeps sessions
 // their owners use): a client that names other browsers' sessions holds no
 // memory with them.
+//
+// A session it brings into memory counts against Options.MaxLiveSessions
+// as a new one does (MakeRoom).
 func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error) {
+	_, was := e.Session(id)
 	s, err := e.Load(ctx, id)
 	if errors.Is(err, ErrCorrupt) {
 		// Its owner is in the state that could not be read: the list of
@@ -87,6 +91,11 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 			return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
 		}
 	}
+	if err == nil && s.owner == owner && !was {
+		if err := e.MakeRoom(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	if err != nil || s.owner == owner {
 		return s, err
 	}
@@ -96,6 +105,47 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 		}
 	})
 	return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
+}
+
+// MakeRoom keeps s's owner within Options.MaxLiveSessions once s, loaded
+// for them, joined their sessions in memory: another of theirs with no
+// page and no work in flight leaves first (a browser going back through
+// its chats), and when none can, s leaves again and the load is refused
+// (ErrLimitExceeded). Going back to chats had no bound: a browser could
+// hold every chat it had in memory. LoadFor calls it; a caller that loads
+// an owner's session with Load, and checks the owner itself, calls it
+// when the session was not in memory before.
+func (e *Engine) MakeRoom(ctx context.Context, s *Session) error {
+	limit := e.opts.MaxLiveSessions
+	if limit <= 0 || s.owner == "" {
+		return nil
+	}
+	e.mu.Lock()
+	n := e.perOwner[s.owner]
+	var others []*Session
+	if n > limit {
+		for _, o := range e.sessions {
+			if o.owner == s.owner && o != s {
+				others = append(others, o)
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, o := range others {
+		if n <= limit {
+			break
+		}
+		left := false
+		if o.do(ctx, func() error { left = o.unloadIfIdle(); return nil }) == nil && left {
+			o.logger.Debug("session unloaded: its browser went back to another chat, past its sessions in memory")
+			n--
+		}
+	}
+	if n <= limit {
+		return nil
+	}
+	_ = s.post(ctx, func() { s.unloadIfIdle() })
+	return fmt.Errorf("%w: this browser has %d other sessions in memory here, each with a page or work in flight, and goes back to a chat only with fewer than %d", ErrLimitExceeded, n-1, limit)
 }
 
 // listedFor reports whether session id is among owner's in the store's

@@ -247,6 +247,35 @@ func TestLiveSessionsPerBrowser(t *testing.T) {
 	h.newBrowser(nil).open(pageTools)
 }
 
+// TestLiveSessionsWhenGoingBack: going back to a chat that left memory
+// counts against MaxLiveSessions too: with two chats in memory, each with
+// its page, a third is refused (limit_exceeded); once one of them has no
+// page, it leaves to make room. A browser held every chat it had.
+func TestLiveSessionsWhenGoingBack(t *testing.T) {
+	h := newHarness(t, harnessOptions{
+		engine:  engine.Options{MaxLiveSessions: 2, Unload: 100 * time.Millisecond},
+		gateway: gateway.Options{NewSessionsPerMinute: -1},
+	})
+	b := h.newBrowser(nil)
+	first, old := b.open(pageTools)
+	_ = first.ws.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the first chat's unload", func() bool { _, in := h.eng.Session(old); return !in })
+	b.open(pageTools)
+	third, _ := b.open(pageTools)
+	back := b.dial(nil)
+	back.send(map[string]any{"type": "session.open", "session": old, "tools": pageTools})
+	if f := back.untilError(); f.Code != string(engine.WireLimitExceeded) || !strings.Contains(f.errorText(), "goes back to a chat only with fewer than 2") {
+		t.Fatalf("going back with two chats in memory, each with a page: %s, want limit_exceeded", f.raw)
+	}
+	_ = third.ws.Close(websocket.StatusNormalClosure, "")
+	again := b.dial(nil)
+	again.send(map[string]any{"type": "session.open", "session": old, "tools": pageTools})
+	if f := again.untilType("session.opened"); f.Session != old {
+		t.Fatalf("going back once a chat has no page: %s", f.raw)
+	}
+	waitFor(t, "two sessions in memory", func() bool { return h.eng.Loaded() <= 2 })
+}
+
 // waitFor polls ok until it holds, failing the test after hang.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()

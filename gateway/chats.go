@@ -224,8 +224,15 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
 	for range 3 {
+		_, was := eng.Session(id)
 		sess, err := eng.Load(ctx, id)
 		switch {
+		case err == nil && sess.Owner() == browser && !was:
+			// Back into memory: it counts against the browser's share.
+			if err := eng.MakeRoom(ctx, sess); err != nil {
+				return nil, &chatError{status: http.StatusTooManyRequests, err: err}
+			}
+			return sess, nil
 		case err == nil && sess.Owner() == browser:
 			return sess, nil
 		case err == nil:

@@ -492,7 +492,7 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 	switch {
 	case err == nil:
 		return sess, nil
-	case errors.Is(err, engine.ErrOwnedElsewhere):
+	case errors.Is(err, engine.ErrOwnedElsewhere), errors.Is(err, engine.ErrLimitExceeded):
 		return nil, err
 	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
 		return nil, fmt.Errorf("%w: there is no session %.64q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one", errUnknownSession, id)
