@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -62,32 +63,76 @@ func (m *memberSet) value(name string) []byte {
 	return v
 }
 
-// caseCheck refuses a member whose name is one of want in other letter
-// case: encoding/json would take "ID" for "id", so two spellings of one
-// field could disagree.
+// caseCheck refuses a member whose name one of want was surely meant by
+// (nearMiss): encoding/json would take "ID" for "id", so two spellings of
+// one field could disagree, and a name a letter off or with a suffix
+// ("retriable", "sessionId") would be ignored, as a member a frame does
+// not have is (so later versions can add members), and the frame would
+// mean something else than its sender meant.
 func (m *memberSet) caseCheck(typ string, want []string) error {
-	check := func(name string) error {
+	check := func(name []byte) error {
 		for _, w := range want {
-			if name != w && strings.EqualFold(name, w) {
+			if string(name) == w {
+				return nil
+			}
+		}
+		for _, w := range want {
+			switch {
+			case bytes.EqualFold(name, []byte(w)):
 				return fmt.Errorf("%w: %s has %q: member names are case-sensitive, write %q", ErrBadFrame, typ, name, w)
+			case nearMiss(name, w):
+				return fmt.Errorf("%w: %s has %q, which it does not define: write %q (a member a frame does not define is ignored, but not one this near a name it does)", ErrBadFrame, typ, name, w)
 			}
 		}
 		return nil
 	}
 	if m.slow != nil {
 		for name := range m.slow {
-			if err := check(name); err != nil {
+			if err := check([]byte(name)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, mb := range m.fast[:m.n] {
-		if err := check(string(mb.name)); err != nil {
+		if err := check(mb.name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nearMiss reports whether name, not w, is w misspelt: w with a suffix
+// ("sessionId", "session_id" for "session"), or one letter added, left out
+// or changed ("retriable" for "retryable"), in any letter case. Short
+// names (id, code) are left alone: too many other words are near them.
+func nearMiss(name []byte, w string) bool {
+	if len(w) < 5 {
+		return false
+	}
+	if len(name) > len(w) && bytes.EqualFold(name[:len(w)], []byte(w)) {
+		return true
+	}
+	n, m := len(name), len(w)
+	if n < m-1 || n > m+1 {
+		return false
+	}
+	i := 0
+	for i < n && i < m && lower(name[i]) == lower(w[i]) {
+		i++
+	}
+	j, k := n, m // the common suffix
+	for j > i && k > i && lower(name[j-1]) == lower(w[k-1]) {
+		j, k = j-1, k-1
+	}
+	return j-i <= 1 && k-i <= 1
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // scan reads the members of data, valid JSON, on the fast path; false
