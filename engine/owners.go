@@ -88,15 +88,18 @@ func (e *Engine) own(ctx context.Context, s *Session) (Ownership, error) {
 		return nil, nil
 	}
 	return owners.Own(ctx, s.id, func() {
-		_ = s.post(context.Background(), func() { s.leaseLost() })
+		_ = s.post(context.Background(), func() {
+			s.leaseLost("lost the session's lease: another node may run it; unloading")
+		})
 	})
 }
 
 // leaseLost leaves memory at once: another node may run the session now,
 // from the journal; what this node has not stored is not its to store, and
 // work its steps started and that has not begun asks no one (leaseGone).
-func (s *Session) leaseLost() {
-	s.logger.Warn("lost the session's lease: another node may run it; unloading", "pending", s.log.failing() != nil)
+// why is the log line's.
+func (s *Session) leaseLost(why string) {
+	s.logger.Warn(why, "pending", s.log.failing() != nil)
 	s.lost.Store(true)
 	s.unloading = true
 }

@@ -218,10 +218,12 @@ func (s *Session) commit() {
 	s.stepping = false
 	fenced := errors.Is(err, ErrFenced)
 	if fenced {
-		// Another node runs the session now, and its journal does not
-		// hold this step: what the step started returns without asking
-		// the model or the worker (leaseGone).
-		s.leaseLost()
+		// Another node runs the session now, or this node's idea of it is
+		// behind its journal (loaded from a replica behind its leader),
+		// and the journal does not hold this step: what the step started
+		// returns without asking the model or the worker (leaseGone), and
+		// the session loads again from the journal when next asked.
+		s.leaseLost("the journal refused the session's step: another node runs it, or wrote to it since this node read it; unloading")
 	}
 	for _, a := range s.afterCommit {
 		if a.start != nil {
