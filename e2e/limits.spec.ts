@@ -224,8 +224,8 @@ test.describe("on a fake gateway", () => {
             { code: "limit_exceeded", message: out.thrown, refused: 300_000 },
             { code: "limit_exceeded", message: "The message is 200 bytes; the gateway takes at most 100.", refused: 200 },
         ]);
-        // The Stop goes before the messages queued before it (sdk.md, cancel()).
-        expect(out.sent).toEqual([{ type: "cancel" }, { type: "message", content: "short", id: expect.any(String) }]);
+        // No turn ran: the Stop stops the queued message's (sdk.md, cancel()).
+        expect(out.sent).toEqual([{ type: "message", content: "short", id: expect.any(String) }, { type: "cancel" }]);
     });
 
     test("without limits in session.opened the last ones hold; without frameBytes, frames are not bounded", async ({ page }) => {

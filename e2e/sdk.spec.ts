@@ -271,6 +271,7 @@ test("messages, cancel and answers wait for the session while offline", async ({
         ws.push({ type: "session.opened", session: "s1", seq: 0 });
         const first = ws.sent.slice(1);
         ws.push({ type: "message.taken", id: first[0].id });
+        ws.push({ type: "message", seq: 1, message: { role: "user", content: "queued before open" } }); // its turn runs
         ws.push({ type: "tool.call", id: "c1", name: "ask", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "" });
         await w.sleep(0); // the tool runs
         ws.drop();
@@ -281,12 +282,13 @@ test("messages, cancel and answers wait for the session while offline", async ({
         await w.until(() => w.FakeSocket.sockets.length === 2);
         ws = w.FakeSocket.last();
         ws.accept();
-        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push({ type: "session.opened", session: "s1", seq: 1 });
         return { first, second: ws.sent.slice(1) };
     });
     expect(out.first).toEqual([{ type: "message", content: "queued before open", id: expect.stringMatching(/^[\w-]{22}$/) }]);
-    // The Stop goes before the message queued before it: it stops the turn
-    // that ran, not the one that message starts.
+    // A turn ran: the Stop goes before the message queued before it, and
+    // stops that turn, not the one the message starts (on an idle chat it
+    // goes after: limits.spec.ts).
     expect(out.second).toEqual([
         { type: "tool.result", id: "c1", attempt: 1, result: "yes" },
         { type: "cancel" },

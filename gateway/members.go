@@ -43,6 +43,12 @@ func (m *memberSet) read(data []byte) error {
 	return err
 }
 
+// has reports whether the frame has the member name.
+func (m *memberSet) has(name string) bool {
+	_, ok := m.get(name)
+	return ok
+}
+
 // get returns the value of the member name.
 func (m *memberSet) get(name string) ([]byte, bool) {
 	if m.slow != nil {
@@ -63,12 +69,13 @@ func (m *memberSet) value(name string) []byte {
 	return v
 }
 
-// caseCheck refuses a member whose name one of want was surely meant by
-// (nearMiss): encoding/json would take "ID" for "id", so two spellings of
-// one field could disagree, and a name a letter off or with a suffix
-// ("retriable", "sessionId") would be ignored, as a member a frame does
-// not have is (so later versions can add members), and the frame would
-// mean something else than its sender meant.
+// caseCheck refuses a member whose name one of want was surely meant by:
+// that name in another letter case (encoding/json would take "ID" for
+// "id", so two spellings of one field could disagree), or, in its place,
+// a name a letter off or with a suffix (nearMiss: "retriable",
+// "sessionId"), which would be ignored as a member a frame does not
+// define is (so later versions can add members), and the frame would mean
+// something else than its sender meant.
 func (m *memberSet) caseCheck(typ string, want []string) error {
 	check := func(name []byte) error {
 		for _, w := range want {
@@ -80,8 +87,10 @@ func (m *memberSet) caseCheck(typ string, want []string) error {
 			switch {
 			case bytes.EqualFold(name, []byte(w)):
 				return fmt.Errorf("%w: %s has %q: member names are case-sensitive, write %q", ErrBadFrame, typ, name, w)
-			case nearMiss(name, w):
-				return fmt.Errorf("%w: %s has %q, which it does not define: write %q (a member a frame does not define is ignored, but not one this near a name it does)", ErrBadFrame, typ, name, w)
+			case nearMiss(name, w) && !m.has(w):
+				// Only in place of w: beside it, a name near it (context
+				// and content) is another member, ignored.
+				return fmt.Errorf("%w: %s has %q and no %q: write %q (a member a frame does not define is ignored, but not one this near a name it does, in its place)", ErrBadFrame, typ, name, w, w)
 			}
 		}
 		return nil

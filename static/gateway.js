@@ -189,10 +189,10 @@ export class GatewayClient extends EventTarget {
         this.#post(frame);
     }
 
-    /** Stops the current model turn and its open calls; offline, it goes once the page is back, before the messages queued before it. */
+    /** Stops the current model turn and its open calls; offline, it goes once the page is back: before the messages queued offline when a turn was running, which it stops, else after them, stopping theirs. */
     cancel() {
         if (!this.#opened && this.#outbox.waits("cancel")) return;
-        this.#post({ type: "cancel" });
+        this.#post({ type: "cancel" }, this.#events.length > 0 && this.#events.at(-1).type !== "session.idle");
     }
 
     /**
@@ -251,9 +251,9 @@ export class GatewayClient extends EventTarget {
     }
 
     /** Sends now when the session is open, else queues until it is. */
-    #post(frame) {
+    #post(frame, ahead = false) {
         if (this.#opened) this.#write(frame);
-        else this.#outbox.wait(frame);
+        else this.#outbox.wait(frame, ahead);
     }
 
     #write(frame) {

@@ -37,9 +37,15 @@ export class Outbox {
         return waiting.length === 0 ? this.#unsent : [...this.#unsent, ...waiting];
     }
 
-    /** Keeps frame until a session opens. */
-    wait(frame) {
-        this.#waiting.push(frame);
+    /**
+     * Keeps frame until a session opens; ahead: before the messages that
+     * wait (a Stop of the turn the page showed running, which those
+     * messages' turns come after).
+     */
+    wait(frame, ahead = false) {
+        const i = ahead ? this.#waiting.findIndex((f) => f.type === "message") : -1;
+        if (i >= 0) this.#waiting.splice(i, 0, frame);
+        else this.#waiting.push(frame);
         if (frame.type === "message") this.#changed();
     }
 
@@ -66,18 +72,9 @@ export class Outbox {
         return frame;
     }
 
-    /**
-     * Everything to send on a new session's connection, in order: the
-     * unconfirmed messages, then what waited, where a Stop goes before the
-     * messages that waited before it: it stops the turn the page showed
-     * running, not one that a message queued offline starts. Empties both.
-     */
+    /** Everything to send on a new session's connection, in order: the unconfirmed messages, then what waited. Empties both. */
     take() {
-        const waiting = this.#waiting;
-        const stop = waiting.findIndex((f) => f.type === "cancel");
-        const first = waiting.findIndex((f) => f.type === "message");
-        if (first >= 0 && first < stop) waiting.splice(first, 0, ...waiting.splice(stop, 1));
-        const out = [...this.#unsent, ...waiting];
+        const out = [...this.#unsent, ...this.#waiting];
         this.#unsent = [];
         this.#waiting = [];
         // What is written again comes back (written); what is not (over

@@ -242,7 +242,7 @@ export declare class GatewayClient extends EventTarget {
     on<K extends keyof GatewayEvents>(type: K, fn: (detail: GatewayEvents[K]) => void): () => void;
     /** Sends a user message; queued while the connection is down. @throws {LimitError} */
     send(content: string): void;
-    /** Stops the current model turn and its open calls; offline, it goes once the page is back, before the messages queued before it. */
+    /** Stops the current model turn and its open calls; offline, it goes once the page is back: before the messages queued offline when a turn was running, which it stops, else after them, stopping theirs. */
     cancel(): void;
     /** Closes for good and aborts this page's running tools; the stored session stays. */
     close(): void;
