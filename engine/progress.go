@@ -140,26 +140,42 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 		w = &progressWindow{}
 		c.progress = w
 	}
-	if !w.at.IsZero() && now.Sub(w.at) < progressEvery && c.deadline.Sub(now) > 2*progressEvery {
-		// Within the window, the deadline not near: the latest report
-		// waits for the window's end.
-		w.next, w.nextAt, w.waiting = pr, now, true
-		if w.timer == nil {
-			id, attempt := c.id, c.attempt
-			w.timer = s.e.opts.Clock.AfterFunc(w.at.Add(progressEvery).Sub(now), func() {
-				_ = s.post(context.Background(), func() { s.flushProgress(id, attempt) })
-			})
-		}
+	if w.at.IsZero() || now.Sub(w.at) >= progressEvery {
+		s.applyProgress(c, pr, now)
 		return nil
 	}
-	s.applyProgress(c, pr, now)
+	// Within the window: the latest report waits for its end, or, when it
+	// moves the deadline and the deadline comes first, until just before.
+	w.next, w.nextAt, w.waiting = pr, now, true
+	due := w.at.Add(progressEvery)
+	if progressDeadline(c, now).After(c.deadline) && c.deadline.Before(due.Add(progressGuard)) {
+		due = c.deadline.Add(-progressGuard)
+	}
+	if !due.After(now) {
+		s.applyProgress(c, pr, now)
+		return nil
+	}
+	if w.timer == nil || due.Before(w.due) {
+		w.stop()
+		id, attempt := c.id, c.attempt
+		w.due = due
+		w.timer = s.e.opts.Clock.AfterFunc(due.Sub(now), func() {
+			_ = s.post(context.Background(), func() { s.flushProgress(id, attempt) })
+		})
+	}
 	return nil
 }
 
 // progressEvery is how often an attempt's reports are stored and sent at
-// most: a page that reports every chunk of an upload, or a flood, grows
-// the journal by four events a second, not one a report.
-const progressEvery = 250 * time.Millisecond
+// most (but for a timeout under progressEvery+progressGuard, whose
+// reports count before the deadline they move): a page that reports every
+// chunk of an upload, or a flood, grows the journal by four events a
+// second, not one a report. progressGuard: how long before the deadline a
+// report that moves it counts.
+const (
+	progressEvery = 250 * time.Millisecond
+	progressGuard = 25 * time.Millisecond
+)
 
 // progressWindow coalesces an attempt's reports: the first of a window is
 // taken at once, the latest of the others when it ends (flushProgress).
@@ -168,7 +184,19 @@ type progressWindow struct {
 	next    ToolProgress // the latest report since, waiting
 	nextAt  time.Time    // when it came: its deadline counts from then
 	waiting bool
-	timer   clock.Timer // ends the window; nil: none armed
+	timer   clock.Timer // takes next at due; nil: none armed
+	due     time.Time
+}
+
+// progressDeadline is the deadline a report that came at arrived gives
+// c's attempt: its timeout from then, never past maxTimeout from the
+// attempt's start.
+func progressDeadline(c *call, arrived time.Time) time.Time {
+	deadline := arrived.Add(c.spec.timeout)
+	if limit := c.attemptStarted.Add(c.spec.maxTimeout); !c.attemptStarted.IsZero() && deadline.After(limit) {
+		deadline = limit
+	}
+	return deadline
 }
 
 // stop ends w's window, its waiting report dropped (the attempt ended).
@@ -198,11 +226,7 @@ func (s *Session) flushProgress(id string, attempt int) {
 func (s *Session) applyProgress(c *call, pr ToolProgress, arrived time.Time) {
 	now := s.e.opts.Clock.Now()
 	c.progress.at, c.progress.waiting = now, false
-	deadline := arrived.Add(c.spec.timeout)
-	if limit := c.attemptStarted.Add(c.spec.maxTimeout); !c.attemptStarted.IsZero() && deadline.After(limit) {
-		deadline = limit
-	}
-	if deadline.After(c.deadline) {
+	if deadline := progressDeadline(c, arrived); deadline.After(c.deadline) {
 		c.deadline = deadline
 		if c.timer != nil {
 			c.timer.Stop()

@@ -109,15 +109,74 @@ func TestProgressCoalesced(t *testing.T) {
 	if got := progressed(); !slices.Equal(got, want) {
 		t.Fatalf("stored at the window's end: %q, want %q", got, want)
 	}
-	// Past the window, at once; within it but 350 ms from the deadline
-	// (the cap), at once too.
+	// Past the window, at once. Within it, at its end: the deadline at its
+	// cap, the latest report moves nothing, and it waits for the window's
+	// end (it was stored at once, near the deadline, every one).
 	report(1100*time.Millisecond, 21)
 	report(1550*time.Millisecond, 22)
 	report(1650*time.Millisecond, 23)
 	h.transcript()
-	want = append(want, `"chunk 21" until `+until(2*time.Second), `"chunk 22" until `+until(2*time.Second), `"chunk 23" until `+until(2*time.Second))
+	want = append(want, `"chunk 21" until `+until(2*time.Second), `"chunk 22" until `+until(2*time.Second))
 	if got := progressed(); !slices.Equal(got, want) {
-		t.Fatalf("stored near the deadline: %q, want %q", got, want)
+		t.Fatalf("stored within the window, the deadline at its cap: %q, want %q", got, want)
+	}
+	h.clock.Advance(150 * time.Millisecond) // 1.8 s: the window ends
+	h.transcript()
+	want = append(want, `"chunk 23" until `+until(2*time.Second))
+	if got := progressed(); !slices.Equal(got, want) {
+		t.Fatalf("stored at the window's end: %q, want %q", got, want)
+	}
+}
+
+// TestProgressCoalescedShortTimeout: an attempt whose timeout is shorter
+// than the window takes a report that moves its deadline just before that
+// deadline, not at the window's end (when it would have timed out), and
+// still not each report; a report waiting when the attempt ends is
+// dropped.
+func TestProgressCoalescedShortTimeout(t *testing.T) {
+	store := engine.NewMemoryStore()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
+		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: "100ms", MaxTimeout: "10s"}},
+	}}}
+	b := newBrowser()
+	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), engine.Options{Store: store}, b)
+	h.send("go")
+	call := recv(t, b.calls, "the upload")
+	count := func() int {
+		n := 0
+		for _, ev := range stored(t, store, h.s.ID()) {
+			if ev.Type == engine.EventToolProgress {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 100 { // a report each 10 ms for a second
+		if err := h.page.Progress(context.Background(), engine.ToolProgress{ID: call.ID, Attempt: 1, Message: fmt.Sprint(i)}); err != nil {
+			t.Fatalf("report %d, after %d stored: %v", i, count(), err)
+		}
+		h.transcript()
+		h.clock.Advance(10 * time.Millisecond)
+	}
+	h.transcript()
+	if n := count(); n < 10 || n > 16 {
+		t.Errorf("100 reports in a second, each 75 ms before a deadline 100 ms away: %d stored, want one each 75 ms or so", n)
+	}
+	// One waits as the call is answered (the second of two at one
+	// instant): it goes with the attempt.
+	for _, m := range []string{"late", "later"} {
+		if err := h.page.Progress(context.Background(), engine.ToolProgress{ID: call.ID, Attempt: 1, Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.transcript()
+	before := count()
+	h.answer(engine.ToolResult{ID: call.ID, Attempt: 1, Result: json.RawMessage(`"done"`)})
+	h.waitFinished(call.ID)
+	h.clock.Advance(time.Second)
+	h.transcript()
+	if n := count(); n != before {
+		t.Errorf("a report waiting as the attempt ended was stored after it: %d, want %d", n, before)
 	}
 }
 

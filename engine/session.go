@@ -365,6 +365,7 @@ func (s *Session) leave() {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
+		c.progress.stop()
 	}
 	for _, c := range s.calls {
 		c.endAttemptSpan("unloaded")
