@@ -603,26 +603,28 @@ func plural(n int, word string) string {
 }
 
 // settledNote is a settled call's log line and metric, said once the step
-// that settled it is stored (afterStored).
+// that settled it is stored (afterStored), maybe by another goroutine:
+// it holds what it says.
 type settledNote struct {
-	s    *Session // the call's own: a sub-agent's logger names it
-	c    *call
-	ok   bool
-	code ErrorCode
-	took time.Duration // -1: unknown
+	s              *Session // the call's own: a sub-agent's logger names it
+	id, name, tool string
+	handler        Handler
+	attempt        int
+	ok             bool
+	code           ErrorCode
+	took           time.Duration // -1: unknown
 }
 
 // say logs and counts the settled call.
 func (n settledNote) say() {
-	s, c := n.s, n.c
-	if s.logs(slog.LevelInfo) {
-		s.logger.Info("tool call settled", "call", c.id, "tool", c.name, "ok", n.ok, "code", n.code, "attempt", c.attempt)
+	if n.s.logs(slog.LevelInfo) {
+		n.s.logger.Info("tool call settled", "call", n.id, "tool", n.name, "ok", n.ok, "code", n.code, "attempt", n.attempt)
 	}
 	code := ""
 	if !n.ok {
 		code = string(n.code)
 	}
-	s.e.opts.Metrics.CallSettled(c.toolLabel(), string(c.handler), code, max(c.attempt, 1), n.took)
+	n.s.e.opts.Metrics.CallSettled(n.tool, string(n.handler), code, max(n.attempt, 1), n.took)
 }
 
 // endAttempt stops the current attempt's timer, context and delivery.
@@ -674,7 +676,6 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 	if !c.started.IsZero() {
 		took = s.e.opts.Clock.Now().Sub(c.started)
 	}
-	s.afterStored(settledNote{s: s, c: c, ok: o.ok, code: o.code, took: took})
 	ev := ToolFinishedEvent{ID: c.id, OK: o.ok, Name: c.name, Result: c.finished.Result, Error: c.finished.Error}
 	if !o.ok {
 		ev.Code = o.code
@@ -683,6 +684,7 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 		}
 	}
 	c.refer(s.publish(EventToolFinished, ev))
+	s.afterStored(settledNote{s: s, id: c.id, name: c.name, tool: c.toolLabel(), handler: c.handler, attempt: c.attempt, ok: o.ok, code: o.code, took: took})
 	if s.ending {
 		return
 	}

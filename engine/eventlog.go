@@ -97,13 +97,27 @@ const maxCombined = 256 << 10
 type pendingBatch struct {
 	items []pendingItem
 	state json.RawMessage
-	agent bool // state carries the agent (Batch.Agent)
-	refs  bool // state leaves a result to its event (Batch.Refs)
+	agent bool          // state carries the agent (Batch.Agent)
+	refs  bool          // state leaves a result to its event (Batch.Refs)
+	notes []settledNote // said once the batch is stored
 }
 
 type pendingItem struct {
 	ev   Event
 	page *Page // nil: a session event, for every page
+}
+
+// note keeps n with the step's batch, to be said once the store took it
+// (a fenced batch is never said). Outside a step it is said at once.
+func (l *eventLog) note(n settledNote) {
+	l.mu.Lock()
+	if l.batch == nil {
+		l.mu.Unlock()
+		n.say()
+		return
+	}
+	l.batch.notes = append(l.batch.notes, n)
+	l.mu.Unlock()
 }
 
 // begin opens the batch of one step of the session goroutine.
@@ -130,6 +144,9 @@ func (l *eventLog) commit(state json.RawMessage, agent, refs bool) (changed bool
 	if b == nil || (len(b.items) == 0 && bytes.Equal(state, l.lastState)) {
 		if b != nil {
 			l.spare = b.items
+			for _, n := range b.notes {
+				n.say()
+			}
 		}
 		l.flush(l.queued) // what the store refused before, again
 		return false, l.storeErr
@@ -225,6 +242,10 @@ func (l *eventLog) flush(until int64) {
 			if b.state != nil {
 				l.lastState = b.state
 			}
+			for _, n := range b.notes {
+				n.say()
+			}
+			b.notes = nil
 			for _, it := range b.items {
 				if it.page == nil {
 					for p := range l.pages {

@@ -533,6 +533,63 @@ func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batc
 	return err
 }
 
+// TestSettledOnceStored: a settled call is logged and counted once the
+// store takes its step. A step the store refused first (NATS away) and
+// then fenced (another node took the session meanwhile) is never said:
+// it was said at its first refusal, and the quorum loss's node counted a
+// call the node that took over settled too. One refused, then taken, is
+// said once, then.
+func TestSettledOnceStored(t *testing.T) {
+	for _, later := range []error{engine.ErrFenced, nil} {
+		t.Run(fmt.Sprintf("then %v", later), func(t *testing.T) {
+			store := engine.NewMemoryStore()
+			var mu sync.Mutex
+			tries := 0
+			store.Fail = func(_ string, b engine.Batch) error {
+				if !slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == engine.EventToolFinished }) {
+					return nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if tries++; tries == 1 {
+					return errors.New("nats: timeout")
+				}
+				return later
+			}
+			b := newBrowser()
+			logs := &syncBuffer{}
+			m := metrics.New()
+			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
+			h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)),
+				engine.Options{Store: store, Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}, b)
+			h.send("where am I")
+			c := recv(t, b.calls, "the client call")
+			if err := h.s.Answer(context.Background(), engine.ToolResult{ID: c.ID, Attempt: c.Attempt, Result: json.RawMessage(`"Tokyo"`)}); err != nil {
+				t.Fatalf("Answer with the store refusing its step: %v", err)
+			}
+			said := func() int { return strings.Count(logs.String(), "tool call settled") }
+			if n := said(); n != 0 {
+				t.Fatalf("said %d times while the store refused its step, want 0", n)
+			}
+			h.clock.Advance(time.Second) // the step is tried again
+			if later != nil {
+				recv(t, h.s.Done(), "the fenced session's leaving")
+				if n := said(); n != 0 {
+					t.Errorf("a step refused, then fenced, was said %d times", n)
+				}
+				if n := testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total"); n != 0 {
+					t.Errorf("a step refused, then fenced, was counted (%d series)", n)
+				}
+				return
+			}
+			h.waitFinished(c.ID)
+			if n := said(); n != 1 {
+				t.Errorf("a step refused, then taken, was said %d times, want 1", n)
+			}
+		})
+	}
+}
+
 // TestFencedAnswerIsNotTaken: a page's answer whose step the store fences
 // (another node runs the session now) is not reported as taken: Answer
 // returns ErrUnloaded, and the page resends it to the node that runs the

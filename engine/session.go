@@ -234,9 +234,6 @@ func (s *Session) commit() {
 		s.agentDirty = false
 	}
 	for i, a := range s.afterCommit {
-		if a.settled.c != nil && !fenced {
-			a.settled.say()
-		}
 		if a.reply != nil {
 			if fenced {
 				a.err = fmt.Errorf("%w: another gateway node runs the session now, and what this asked was not stored", ErrUnloaded)
@@ -280,30 +277,24 @@ func (s *Session) goAfterCommit(f func()) {
 	root.afterCommit = append(root.afterCommit, afterStep{start: f})
 }
 
-// afterStored says a settled call's outcome once the step that settled it
-// is committed, and not at all when it is fenced: that outcome is not the
-// session's, whose node now settles the call its own way (a node woken
-// from a pause said a call timed out that the node which took its session
-// over had settled ok). Outside a step it says it at once.
+// afterStored says a settled call's outcome once the store took the step
+// that settled it, and not at all when the step is fenced: that outcome
+// is not the session's, whose node now settles the call its own way (a
+// node woken from a pause said a call timed out that the node which took
+// its session over had settled ok). A step the store refused first waits
+// with its note, and is said if it is stored later.
 func (s *Session) afterStored(n settledNote) {
-	root := s.top()
-	if !root.stepping {
-		n.say()
-		return
-	}
-	root.afterCommit = append(root.afterCommit, afterStep{settled: n})
+	s.log.note(n)
 }
 
 // afterStep is what a step leaves for after its commit: work it started
-// (start, on a runner: goAfterCommit), a settled call to log and count
-// (afterStored), or a caller's reply (Session.do), given after every start
-// so a caller that learns its step is stored finds that work under way. A
-// fenced step's callers get ErrUnloaded instead.
+// (start, on a runner: goAfterCommit), or a caller's reply (Session.do),
+// given after every start so a caller that learns its step is stored finds
+// that work under way. A fenced step's callers get ErrUnloaded instead.
 type afterStep struct {
-	start   func()
-	settled settledNote
-	reply   chan<- error
-	err     error
+	start func()
+	reply chan<- error
+	err   error
 }
 
 // retryStore tries the waiting batches again in a second, until the store
