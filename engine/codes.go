@@ -92,7 +92,7 @@ var FrameErrors = []Code[WireCode]{
 	{WireSettled, "SETTLED", "a repeat of the answer that settled the call"},
 	{WireSessionClosed, "SESSION_CLOSED", "the session has ended"},
 	{WireRateLimited, "RATE_LIMITED", "the page sent too many refused frames: the gateway reads its frames more slowly"},
-	{WireLimitExceeded, "LIMIT_EXCEEDED", "the frame asks for more than a documented limit (tools declared, a tool name's length)"},
+	{WireLimitExceeded, "LIMIT_EXCEEDED", "the frame asks for more than a documented limit (tools declared, a tool name's length, a browser's sessions in memory)"},
 	{WireStoreFailed, "STORE_UNAVAILABLE", "the session store fails (a full disk, the store unreachable): the message was not taken, and none is until the store recovers"},
 	{WireUnreadable, "SESSION_UNREADABLE", "the session's stored journal cannot be read back (damaged, or written by a later gateway version): it cannot be opened; the SDK starts a new one"},
 	{WireBadConfig, "BAD_CONFIG", "a new session cannot start: the worker's agent config cannot be used"},

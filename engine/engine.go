@@ -81,8 +81,10 @@ type Options struct {
 	// MaxLiveSessions is how many sessions one owner (OpenOptions.Owner: a
 	// browser) may have in memory when it opens another; default
 	// DefaultMaxLiveSessions (32), negative: no limit. Past it Open fails
-	// with ErrLimitExceeded; resuming a session it has is not refused.
-	// Sessions with no page leave memory after Unload, which frees room.
+	// with ErrLimitExceeded, and so does LoadFor (or LoadOwn) of one of its
+	// sessions not in memory, unless another of its sessions with no page
+	// and no work for 5 s leaves to make room. Sessions with no page leave
+	// memory after Unload, which frees room too.
 	MaxLiveSessions int
 	// MaxMessageBytes is the longest user message a session takes, in
 	// bytes of UTF-8; default DefaultMaxMessageBytes (256 KiB). A longer one

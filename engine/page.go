@@ -637,6 +637,7 @@ func (s *Session) deliverCall(c *call) {
 // comes back (Engine.Load) or retention deletes it.
 func (s *Session) armUnload() {
 	gen := s.activity
+	s.idleSince = s.e.opts.Clock.Now()
 	s.idleTimer = s.e.opts.Clock.AfterFunc(s.e.opts.Unload, func() {
 		_ = s.post(context.Background(), func() {
 			if s.activity != gen {

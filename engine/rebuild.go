@@ -77,10 +77,9 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 // memory with them.
 //
 // A session it brings into memory counts against Options.MaxLiveSessions
-// as a new one does (MakeRoom).
+// as a new one does (LoadOwn).
 func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error) {
-	_, was := e.Session(id)
-	s, err := e.Load(ctx, id)
+	s, err := e.LoadOwn(ctx, id, owner)
 	if errors.Is(err, ErrCorrupt) {
 		// Its owner is in the state that could not be read: the list of
 		// chats says whose it is, so another browser learns nothing of it.
@@ -89,11 +88,6 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 			return nil, fmt.Errorf("%w: the list of sessions: %w", ErrStoreUnavailable, lerr)
 		case !listed:
 			return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
-		}
-	}
-	if err == nil && s.owner == owner && !was {
-		if err := e.MakeRoom(ctx, s); err != nil {
-			return nil, err
 		}
 	}
 	if err != nil || s.owner == owner {
@@ -107,45 +101,66 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 	return nil, fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
 }
 
-// MakeRoom keeps s's owner within Options.MaxLiveSessions once s, loaded
-// for them, joined their sessions in memory: another of theirs with no
-// page and no work in flight leaves first (a browser going back through
-// its chats), and when none can, s leaves again and the load is refused
-// (ErrLimitExceeded). Going back to chats had no bound: a browser could
-// hold every chat it had in memory. LoadFor calls it; a caller that loads
-// an owner's session with Load, and checks the owner itself, calls it
-// when the session was not in memory before.
-func (e *Engine) MakeRoom(ctx context.Context, s *Session) error {
+// LoadOwn is Load for a caller that asks as owner and checks the
+// session's owner itself: a session it brings into memory counts against
+// owner's Options.MaxLiveSessions as a new one does. Before the load,
+// another of owner's sessions that has had no page and no work for
+// idleGrace leaves memory to make room (a browser going back through its
+// chats); when none can, the load is refused (ErrLimitExceeded) without
+// reading the journal. Going back to chats had no bound: a browser could
+// hold every chat it had in memory.
+func (e *Engine) LoadOwn(ctx context.Context, id, owner string) (*Session, error) {
+	if _, ok := e.Session(id); !ok {
+		if err := e.roomFor(ctx, owner); err != nil {
+			return nil, err
+		}
+	}
+	return e.Load(ctx, id)
+}
+
+// idleGrace is how long a session has had no page and no work before
+// roomFor takes it out of memory: one just loaded or opened for a tab
+// that has not attached yet stays.
+const idleGrace = 5 * time.Second
+
+// roomFor makes room for one more of owner's sessions in memory, or says
+// there is none.
+func (e *Engine) roomFor(ctx context.Context, owner string) error {
 	limit := e.opts.MaxLiveSessions
-	if limit <= 0 || s.owner == "" {
+	if limit <= 0 || owner == "" {
 		return nil
 	}
 	e.mu.Lock()
-	n := e.perOwner[s.owner]
+	n := e.perOwner[owner]
 	var others []*Session
-	if n > limit {
+	if n >= limit {
 		for _, o := range e.sessions {
-			if o.owner == s.owner && o != s {
+			if o.owner == owner {
 				others = append(others, o)
 			}
 		}
 	}
 	e.mu.Unlock()
 	for _, o := range others {
-		if n <= limit {
+		if n < limit {
 			break
 		}
 		left := false
-		if o.do(ctx, func() error { left = o.unloadIfIdle(); return nil }) == nil && left {
+		err := o.do(ctx, func() error {
+			if o.idleTimer != nil && e.opts.Clock.Now().Sub(o.idleSince) >= idleGrace {
+				left = o.unloadIfIdle()
+			}
+			return nil
+		})
+		if err == nil && left {
 			o.logger.Debug("session unloaded: its browser went back to another chat, past its sessions in memory")
 			n--
 		}
 	}
-	if n <= limit {
+	if n < limit {
 		return nil
 	}
-	_ = s.post(ctx, func() { s.unloadIfIdle() })
-	return fmt.Errorf("%w: this browser has %d other sessions in memory here, each with a page or work in flight, and goes back to a chat only with fewer than %d", ErrLimitExceeded, n-1, limit)
+	return fmt.Errorf("%w: this browser has %d sessions in memory here, none without a page and work for %v, and goes back to a chat only with fewer than %d", ErrLimitExceeded, n, idleGrace, limit)
 }
 
 // listedFor reports whether session id is among owner's in the store's

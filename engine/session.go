@@ -74,6 +74,7 @@ type Session struct {
 	departed  []toolSet   // the tools of the last pages to leave
 	turnPage  *Page       // the page that sent the running turn's message
 	activity  uint64      // ticks: pages' last activity
+	idleSince time.Time   // when idleTimer was armed: the session's last page and work ended
 	idleTimer clock.Timer // unloads the session when no page returns
 
 	// Kept in the journal's state (state.go), besides the above.

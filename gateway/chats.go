@@ -224,19 +224,15 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
 	for range 3 {
-		_, was := eng.Session(id)
-		sess, err := eng.Load(ctx, id)
+		sess, err := eng.LoadOwn(ctx, id, browser)
 		switch {
-		case err == nil && sess.Owner() == browser && !was:
-			// Back into memory: it counts against the browser's share.
-			if err := eng.MakeRoom(ctx, sess); err != nil {
-				return nil, &chatError{status: http.StatusTooManyRequests, err: err}
-			}
-			return sess, nil
 		case err == nil && sess.Owner() == browser:
 			return sess, nil
 		case err == nil:
 			return nil, &chatError{status: http.StatusNotFound, err: fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
+		case errors.Is(err, engine.ErrLimitExceeded):
+			// Back into memory, past the browser's share.
+			return nil, &chatError{status: http.StatusTooManyRequests, err: err}
 		case errors.Is(err, engine.ErrOwnedElsewhere):
 			return nil, &chatError{status: http.StatusServiceUnavailable, err: fmt.Errorf("chat %q runs on another gateway node: route this browser to it (sticky sessions), or retry: %w", key, err)}
 		case errors.Is(err, engine.ErrSessionClosed):
