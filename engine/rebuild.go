@@ -498,6 +498,10 @@ func (s *Session) resume(turnCut, textCut bool) {
 				"%s reached the user's page, then the gateway restarted before its answer; it is declared idempotent: false, so it was not run again: whether it took effect is unknown. Check before calling it again.", c.name)}, "")
 		case c.handler == HandlerClient:
 			s.armTimeout(c, c.deadline.Sub(now))
+			// The page that held it went with the process that ran the
+			// session: pages see the call wait for one, as when a page
+			// leaves, until one that runs the tool attaches.
+			s.publish(EventToolLeased, ToolLeasedEvent{ID: c.id, Name: c.name, Attempt: c.attempt})
 			s.logger.Info("client call waiting for a page after a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)
 		case idempotent != nil && *idempotent:
 			s.armTimeout(c, c.deadline.Sub(now))

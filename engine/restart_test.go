@@ -275,6 +275,14 @@ func TestRestartClientAttemptDeliveredAgain(t *testing.T) {
 		if s2.Owner() != "alice" {
 			t.Errorf("owner after the restart: %q", s2.Owner())
 		}
+		// The page that held it went with the process: pages are told the
+		// call waits for one, where the last word was tool.started naming
+		// that page (an outside audit: "running in another tab" until the
+		// deadline).
+		events := stored(t, r.store, s1.ID())
+		if ev := events[len(events)-1]; ev.Type != engine.EventToolLeased || strings.Contains(string(ev.Frame), `"page"`) || !strings.Contains(string(ev.Frame), `"id":"call_1"`) {
+			t.Errorf("the journal's last event after the restart: %s, want tool.leased for call_1 naming no page", ev.Frame)
+		}
 		p2 := attach(t, s2, last, "confirm")
 		again := p2.until("tool.call again", isType(engine.FrameToolCall))
 		if got, want := string(again[len(again)-1].Frame), string(before[len(before)-1].Frame); got != want {
