@@ -34,6 +34,12 @@ type look struct {
 // out of its load balancer's rotation for nothing.
 const lookFailures = 2
 
+// probeTimeout bounds the look's write: one a store answers takes
+// milliseconds, and a look that waited for an unanswered one as long as
+// for a read would space the looks out, and the word that the store is
+// down with them.
+const probeTimeout = 2 * time.Second
+
 // lookWhole is how often the look reads every summary, not only those
 // written since: a backstop for what an incremental read cannot see (a
 // summaries' bucket lost and begun again, its sequence numbers with it).
@@ -109,14 +115,14 @@ func (e *Engine) adoptOrphans() {
 	}
 }
 
-// probeWrite asks a WriteProber store whether it takes writes, within a
-// look's time (max(Options.Adopt, 5s)): nil for a store that cannot say.
+// probeWrite asks a WriteProber store whether it takes writes, within
+// probeTimeout: nil for a store that cannot say.
 func (e *Engine) probeWrite(ctx context.Context) error {
 	p, ok := e.opts.Store.(WriteProber)
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(e.opts.Adopt, 5*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if err := p.ProbeWrite(ctx); err != nil {
 		return fmt.Errorf("the store takes no writes: %w", err)

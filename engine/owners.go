@@ -97,9 +97,9 @@ func (e *Engine) own(ctx context.Context, s *Session) (Ownership, error) {
 // leaseLost leaves memory at once: another node may run the session now,
 // from the journal; what this node has not stored is not its to store, and
 // work its steps started and that has not begun asks no one (leaseGone).
-// why is the log line's.
-func (s *Session) leaseLost(why string) {
-	s.logger.Warn(why, "pending", s.log.failing() != nil)
+// why and args are the log line's.
+func (s *Session) leaseLost(why string, args ...any) {
+	s.logger.Warn(why, append(args, "pending", s.log.failing() != nil)...)
 	s.lost.Store(true)
 	s.unloading = true
 }

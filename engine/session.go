@@ -224,7 +224,7 @@ func (s *Session) commit() {
 		// and the journal does not hold this step: what the step started
 		// returns without asking the model or the worker (leaseGone), and
 		// the session loads again from the journal when next asked.
-		s.leaseLost("the journal refused the session's step: another node runs it, or wrote to it since this node read it; unloading")
+		s.leaseLost("the session's step was fenced: another node runs it, or this node's copy is behind its journal; unloading", "err", err)
 	}
 	for _, a := range s.afterCommit {
 		if a.start != nil {

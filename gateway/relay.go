@@ -371,8 +371,9 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 			// That node stops, or let the session go: it runs elsewhere next.
 			p.moveSoon("node closed the page: "+reason, false, id)
 		default:
-			p.end()
-			p.c.closeAfterReplies(engine.CloseCode(n), reason)
+			if p.endFrom(id) {
+				p.c.closeAfterReplies(engine.CloseCode(n), reason)
+			}
 		}
 		return
 	}
@@ -633,7 +634,18 @@ func (p *pipe) watch(every time.Duration) {
 
 // end stops taking the serving node's frames.
 func (p *pipe) end() {
+	p.endFrom("")
+}
+
+// endFrom ends the pipe if it is still on the pipe from ("": whichever it
+// is on), and reports whether it did: a close the node a page moved from
+// sent as it moved is not the next node's.
+func (p *pipe) endFrom(from string) bool {
 	p.mu.Lock()
+	if from != "" && (p.id != from || p.ended) {
+		p.mu.Unlock()
+		return false
+	}
 	p.ended = true
 	subs := p.subs
 	p.subs = nil
@@ -642,6 +654,7 @@ func (p *pipe) end() {
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
+	return true
 }
 
 // watchNode has the relay watch node, the page's serving node now, and not

@@ -25,13 +25,16 @@ import (
 // time (an outside audit of a three-server cluster). Meanwhile a write of
 // the node's own, which an idle node's look makes, fails too.
 func TestAppendThroughAQuorumLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three NATS servers")
+	}
 	members := natstest.Cluster(t, 3)
 	urls := make([]string, len(members))
 	for i, m := range members {
 		urls[i] = m.URL
 	}
 	ctx := context.Background()
-	s, err := Open(ctx, Options{URL: strings.Join(urls, ","), Node: "a", Replicas: 3, LeaseTTL: time.Minute})
+	s, err := Open(ctx, Options{URL: strings.Join(urls, ","), Node: "a", Replicas: 3, LeaseTTL: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
