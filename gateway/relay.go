@@ -585,9 +585,12 @@ func (p *pipe) moveOnce() error {
 	switch {
 	case errors.As(err, &owned):
 		return p.dial(owned.Node)
-	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed), errors.Is(err, engine.ErrCorrupt):
-		// Trying again would not change it: the page reconnects, and is
-		// told why by the node it reaches.
+	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed), errors.Is(err, engine.ErrCorrupt),
+		errors.Is(err, engine.ErrLimitExceeded):
+		// Trying again now would not change it (the browser's share of
+		// this node is full until one of its chats idles): the page
+		// reconnects, and is told why by the node it reaches, and its SDK
+		// tries again after its backoff.
 		return errUnknownSession
 	case err != nil:
 		return err
