@@ -22,8 +22,9 @@ var (
 // id has no dot) and expires as a lease does. It is the write a new
 // session's lease needs: a cluster that refuses it opens no session.
 func (s *Store) ProbeWrite(ctx context.Context) error {
-	if err := s.put(ctx, ownersSubject+"node."+s.opts.Node, []byte(s.opts.Node)); err != nil {
-		return fmt.Errorf("failed to write this node's key in the leases' bucket: %w", err)
+	subj := ownersSubject + "node." + s.opts.Node
+	if err := s.put(ctx, subj, []byte(s.opts.Node)); err != nil {
+		return fmt.Errorf("failed to write this node's key in the leases' bucket (%s): %w", subj, err)
 	}
 	return nil
 }
