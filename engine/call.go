@@ -603,7 +603,7 @@ func plural(n int, word string) string {
 }
 
 // settledNote is a settled call's log line and metric, said once the step
-// that settled it is stored (afterStored), maybe by another goroutine:
+// that settled it is stored (eventLog.note), maybe by another goroutine:
 // it holds what it says.
 type settledNote struct {
 	s              *Session // the call's own: a sub-agent's logger names it
@@ -684,7 +684,7 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 		}
 	}
 	c.refer(s.publish(EventToolFinished, ev))
-	s.afterStored(settledNote{s: s, id: c.id, name: c.name, tool: c.toolLabel(), handler: c.handler, attempt: c.attempt, ok: o.ok, code: o.code, took: took})
+	s.log.note(settledNote{s: s, id: c.id, name: c.name, tool: c.toolLabel(), handler: c.handler, attempt: c.attempt, ok: o.ok, code: o.code, took: took})
 	if s.ending {
 		return
 	}

@@ -107,8 +107,12 @@ type pendingItem struct {
 	page *Page // nil: a session event, for every page
 }
 
-// note keeps n with the step's batch, to be said once the store took it
-// (a fenced batch is never said). Outside a step it is said at once.
+// note keeps n, a settled call's, with the step's batch, to be said once
+// the store takes the batch, and not at all when it is fenced: that
+// outcome is not the session's, whose node now settles the call its own
+// way (a node woken from a pause said a call timed out that the node
+// which took its session over had settled ok). A batch the store refused
+// first waits with its notes. Outside a step n is said at once.
 func (l *eventLog) note(n settledNote) {
 	l.mu.Lock()
 	if l.batch == nil {
@@ -143,10 +147,7 @@ func (l *eventLog) commit(state json.RawMessage, agent, refs bool) (changed bool
 	l.batch = nil
 	if b == nil || (len(b.items) == 0 && bytes.Equal(state, l.lastState)) {
 		if b != nil {
-			l.spare = b.items
-			for _, n := range b.notes {
-				n.say()
-			}
+			l.spare = b.items // and its notes go with it: nothing was stored
 		}
 		l.flush(l.queued) // what the store refused before, again
 		return false, l.storeErr

@@ -533,6 +533,42 @@ func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batc
 	return err
 }
 
+// answered answers a client call whose tool.finished step the store
+// meets with fail (each try of it numbered from 1), on a session whose log
+// and metrics are kept. It returns the harness, the call's id, the log,
+// the metrics, and Answer's error.
+func answered(t *testing.T, fail func(try int) error) (*harness, string, *syncBuffer, *metrics.Metrics, error) {
+	t.Helper()
+	store := engine.NewMemoryStore()
+	var mu sync.Mutex
+	tries := 0
+	store.Fail = func(_ string, b engine.Batch) error {
+		if !slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == engine.EventToolFinished }) {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		tries++
+		return fail(tries)
+	}
+	b := newBrowser()
+	logs := &syncBuffer{}
+	m := metrics.New()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)),
+		engine.Options{Store: store, Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}, b)
+	h.send("where am I")
+	c := recv(t, b.calls, "the client call")
+	err := h.s.Answer(context.Background(), engine.ToolResult{ID: c.ID, Attempt: c.Attempt, Result: json.RawMessage(`"Tokyo"`)})
+	return h, c.ID, logs, m, err
+}
+
+// settledSaid counts the settled calls logged, and the series of the
+// settled calls' counter.
+func settledSaid(logs *syncBuffer, m *metrics.Metrics) (logged, counted int) {
+	return strings.Count(logs.String(), "tool call settled"), testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total")
+}
+
 // TestSettledOnceStored: a settled call is logged and counted once the
 // store takes its step. A step the store refused first (NATS away) and
 // then fenced (another node took the session meanwhile) is never said:
@@ -542,48 +578,28 @@ func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batc
 func TestSettledOnceStored(t *testing.T) {
 	for _, later := range []error{engine.ErrFenced, nil} {
 		t.Run(fmt.Sprintf("then %v", later), func(t *testing.T) {
-			store := engine.NewMemoryStore()
-			var mu sync.Mutex
-			tries := 0
-			store.Fail = func(_ string, b engine.Batch) error {
-				if !slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == engine.EventToolFinished }) {
-					return nil
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if tries++; tries == 1 {
+			h, id, logs, m, err := answered(t, func(try int) error {
+				if try == 1 {
 					return errors.New("nats: timeout")
 				}
 				return later
-			}
-			b := newBrowser()
-			logs := &syncBuffer{}
-			m := metrics.New()
-			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-			h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)),
-				engine.Options{Store: store, Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}, b)
-			h.send("where am I")
-			c := recv(t, b.calls, "the client call")
-			if err := h.s.Answer(context.Background(), engine.ToolResult{ID: c.ID, Attempt: c.Attempt, Result: json.RawMessage(`"Tokyo"`)}); err != nil {
+			})
+			if err != nil {
 				t.Fatalf("Answer with the store refusing its step: %v", err)
 			}
-			said := func() int { return strings.Count(logs.String(), "tool call settled") }
-			if n := said(); n != 0 {
+			if n, _ := settledSaid(logs, m); n != 0 {
 				t.Fatalf("said %d times while the store refused its step, want 0", n)
 			}
 			h.clock.Advance(time.Second) // the step is tried again
 			if later != nil {
 				recv(t, h.s.Done(), "the fenced session's leaving")
-				if n := said(); n != 0 {
-					t.Errorf("a step refused, then fenced, was said %d times", n)
-				}
-				if n := testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total"); n != 0 {
-					t.Errorf("a step refused, then fenced, was counted (%d series)", n)
+				if n, series := settledSaid(logs, m); n != 0 || series != 0 {
+					t.Errorf("a step refused, then fenced, was said %d times and counted (%d series)", n, series)
 				}
 				return
 			}
-			h.waitFinished(c.ID)
-			if n := said(); n != 1 {
+			h.waitFinished(id)
+			if n, _ := settledSaid(logs, m); n != 1 {
 				t.Errorf("a step refused, then taken, was said %d times, want 1", n)
 			}
 		})
@@ -598,30 +614,15 @@ func TestSettledOnceStored(t *testing.T) {
 // logged a call timed out that the node which took its session over had
 // settled ok).
 func TestFencedAnswerIsNotTaken(t *testing.T) {
-	store := engine.NewMemoryStore()
-	store.Fail = func(_ string, b engine.Batch) error {
-		if slices.ContainsFunc(b.Events, func(ev engine.Event) bool { return ev.Type == engine.EventToolFinished }) {
-			return engine.ErrFenced
-		}
-		return nil
-	}
-	b := newBrowser()
-	logs := &syncBuffer{}
-	m := metrics.New()
-	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)),
-		engine.Options{Store: store, Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}, b)
-	h.send("where am I")
-	c := recv(t, b.calls, "the client call")
-	err := h.s.Answer(context.Background(), engine.ToolResult{ID: c.ID, Attempt: c.Attempt, Result: json.RawMessage(`"Tokyo"`)})
+	h, _, logs, m, err := answered(t, func(int) error { return engine.ErrFenced })
 	if !errors.Is(err, engine.ErrUnloaded) {
 		t.Fatalf("Answer of a fenced step: %v, want ErrUnloaded", err)
 	}
 	recv(t, h.s.Done(), "the fenced session's leaving")
-	if strings.Contains(logs.String(), "tool call settled") {
+	if n, _ := settledSaid(logs, m); n != 0 {
 		t.Errorf("the fenced step's call was logged as settled:\n%s", logs.String())
 	}
-	if n := testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total"); n != 0 {
-		t.Errorf("the fenced step's call was counted as settled (%d series)", n)
+	if _, series := settledSaid(logs, m); series != 0 {
+		t.Errorf("the fenced step's call was counted as settled (%d series)", series)
 	}
 }

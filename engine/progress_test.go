@@ -15,18 +15,26 @@ import (
 	"github.com/clienttools/gateway/engine"
 )
 
+// uploading starts a session whose model calls the client tool upload,
+// with timeout and maxTimeout, and returns it with the call delivered to
+// its page.
+func uploading(t *testing.T, timeout, maxTimeout string, opts engine.Options) (*harness, engine.ClientCall) {
+	t.Helper()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
+		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: timeout, MaxTimeout: maxTimeout}},
+	}}}
+	b := newBrowser()
+	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), opts, b)
+	h.send("go")
+	return h, recv(t, b.calls, "the upload")
+}
+
 // TestProgressExtendsTheDeadline: each tool.progress moves the attempt's
 // deadline to its timeout from then, never past maxTimeout from the
 // attempt's start; pages see each report with the new deadline; without
 // more reports the attempt times out at the cap.
 func TestProgressExtendsTheDeadline(t *testing.T) {
-	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
-		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: "1s", MaxTimeout: "3s"}},
-	}}}
-	b := newBrowser()
-	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), engine.Options{}, b)
-	h.send("go")
-	call := recv(t, b.calls, "the upload")
+	h, call := uploading(t, "1s", "3s", engine.Options{})
 	start := h.clock.Now()
 	half := 0.5
 	report := func(at time.Duration, want time.Duration) {
@@ -63,13 +71,7 @@ func TestProgressCoalesced(t *testing.T) {
 	store := engine.NewMemoryStore()
 	var appends atomic.Int64
 	store.Fail = func(string, engine.Batch) error { appends.Add(1); return nil }
-	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
-		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: "1s", MaxTimeout: "2s"}},
-	}}}
-	b := newBrowser()
-	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), engine.Options{Store: store}, b)
-	h.send("go")
-	call := recv(t, b.calls, "the upload")
+	h, call := uploading(t, "1s", "2s", engine.Options{Store: store})
 	start := h.clock.Now()
 	report := func(at time.Duration, chunk int) {
 		t.Helper()
@@ -135,13 +137,7 @@ func TestProgressCoalesced(t *testing.T) {
 // dropped.
 func TestProgressCoalescedShortTimeout(t *testing.T) {
 	store := engine.NewMemoryStore()
-	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{
-		{Name: "upload", Handler: engine.HandlerClient, Retry: &engine.RetryPolicy{Timeout: "100ms", MaxTimeout: "10s"}},
-	}}}
-	b := newBrowser()
-	h := setup(t, w, callsThenSummary(use("call_1", "upload", `{}`)), engine.Options{Store: store}, b)
-	h.send("go")
-	call := recv(t, b.calls, "the upload")
+	h, call := uploading(t, "100ms", "10s", engine.Options{Store: store})
 	count := func() int {
 		n := 0
 		for _, ev := range stored(t, store, h.s.ID()) {

@@ -278,16 +278,6 @@ func (s *Session) goAfterCommit(f func()) {
 	root.afterCommit = append(root.afterCommit, afterStep{start: f})
 }
 
-// afterStored says a settled call's outcome once the store took the step
-// that settled it, and not at all when the step is fenced: that outcome
-// is not the session's, whose node now settles the call its own way (a
-// node woken from a pause said a call timed out that the node which took
-// its session over had settled ok). A step the store refused first waits
-// with its note, and is said if it is stored later.
-func (s *Session) afterStored(n settledNote) {
-	s.log.note(n)
-}
-
 // afterStep is what a step leaves for after its commit: work it started
 // (start, on a runner: goAfterCommit), or a caller's reply (Session.do),
 // given after every start so a caller that learns its step is stored finds

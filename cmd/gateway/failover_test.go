@@ -36,10 +36,7 @@ func TestClusterFailover(t *testing.T) {
 	if os.Getenv("CLUSTER_TEST") != "1" {
 		t.Skip("the cluster test runs with CLUSTER_TEST=1 (make cluster-test)")
 	}
-	var urls []string
-	for _, m := range natstest.Cluster(t, 3) {
-		urls = append(urls, m.URL)
-	}
+	urls := natstest.URLs(natstest.Cluster(t, 3))
 	bin := buildGatewayBinary(t)
 	worker := newClusterWorker(t)
 	workerFlags := worker.flags(t)

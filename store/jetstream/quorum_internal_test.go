@@ -29,12 +29,8 @@ func TestAppendThroughAQuorumLoss(t *testing.T) {
 		t.Skip("three NATS servers")
 	}
 	members := natstest.Cluster(t, 3)
-	urls := make([]string, len(members))
-	for i, m := range members {
-		urls[i] = m.URL
-	}
 	ctx := context.Background()
-	s, err := Open(ctx, Options{URL: strings.Join(urls, ","), Node: "a", Replicas: 3, LeaseTTL: 5 * time.Minute})
+	s, err := Open(ctx, Options{URL: strings.Join(natstest.URLs(members), ","), Node: "a", Replicas: 3, LeaseTTL: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

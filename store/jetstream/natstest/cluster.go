@@ -59,6 +59,15 @@ func Cluster(t testing.TB, n int) []*Member {
 	return members
 }
 
+// URLs is the members' client URLs, in order.
+func URLs(members []*Member) []string {
+	urls := make([]string, len(members))
+	for i, m := range members {
+		urls[i] = m.URL
+	}
+	return urls
+}
+
 // Start starts m, stopped or not yet started, with its files as they were.
 func (m *Member) Start(t testing.TB) {
 	t.Helper()
