@@ -349,39 +349,36 @@ func TestLookSaysTheStoreIsDown(t *testing.T) {
 	ok := func(err error) bool { return err == nil }
 	look(t, b, clockB)
 	health(ok, "after a look that read the store, want nil")
-	b.mu.Lock()
-	b.down = errors.New("nats: no response from stream")
-	b.mu.Unlock()
-	// One look that fails is a blip (a stream electing its leader), which
-	// every node sees at once: the node stays ready.
-	look(t, b, clockB)
-	if err := eb.Health(); err != nil {
-		t.Fatalf("Health after one look the store did not answer: %v, want nil", err)
+	// The store does not answer the reads; or it answers them and refuses
+	// the writes: a cluster without its quorum, whose replicas answer
+	// reads (an idle node, which writes nothing else, said it was ready
+	// while no session could be opened on it).
+	for _, fault := range []struct {
+		name  string
+		field *error
+		err   error
+		cause string
+	}{
+		{"reads", &b.down, errors.New("nats: no response from stream"), "no response from stream"},
+		{"writes", &b.readOnly, errors.New("nats: timeout"), "takes no writes"},
+	} {
+		b.mu.Lock()
+		*fault.field = fault.err
+		b.mu.Unlock()
+		// One look that fails is a blip (a stream electing its leader),
+		// which every node sees at once: the node stays ready.
+		look(t, b, clockB)
+		if err := eb.Health(); err != nil {
+			t.Fatalf("Health after one look whose %s failed: %v, want nil", fault.name, err)
+		}
+		look(t, b, clockB)
+		health(func(err error) bool {
+			return errors.Is(err, engine.ErrStoreUnavailable) && strings.Contains(err.Error(), fault.cause)
+		}, "after two looks whose "+fault.name+" failed, want ErrStoreUnavailable with its cause")
+		b.mu.Lock()
+		*fault.field = nil
+		b.mu.Unlock()
+		look(t, b, clockB)
+		health(ok, "after the store took a look's "+fault.name+" again, want nil")
 	}
-	look(t, b, clockB)
-	health(func(err error) bool {
-		return errors.Is(err, engine.ErrStoreUnavailable) && strings.Contains(err.Error(), "no response from stream")
-	}, "after a look the store did not answer, want ErrStoreUnavailable with its cause")
-	b.mu.Lock()
-	b.down = nil
-	b.mu.Unlock()
-	look(t, b, clockB)
-	health(ok, "after the store answered a look again, want nil")
-
-	// Reads answered, writes refused: a cluster without its quorum, whose
-	// replicas answer reads. An idle node, which writes nothing else,
-	// said it was ready while no session could be opened on it.
-	b.mu.Lock()
-	b.readOnly = errors.New("nats: timeout")
-	b.mu.Unlock()
-	look(t, b, clockB)
-	look(t, b, clockB)
-	health(func(err error) bool {
-		return errors.Is(err, engine.ErrStoreUnavailable) && strings.Contains(err.Error(), "takes no writes")
-	}, "after two looks whose writes the store refused, want ErrStoreUnavailable saying so")
-	b.mu.Lock()
-	b.readOnly = nil
-	b.mu.Unlock()
-	look(t, b, clockB)
-	health(ok, "after the store took a look's write again, want nil")
 }
