@@ -11,7 +11,6 @@ import (
 	"path"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/coder/websocket"
@@ -152,13 +151,7 @@ func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, why error)
 }
 
 // clipReason fits a close reason in a close frame (123 bytes).
-func clipReason(s string) string {
-	for len(s) > 123 {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return s
-}
+func clipReason(s string) string { return cutAt(s, 123) }
 
 // share is one browser's use of this node.
 type share struct {

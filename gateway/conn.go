@@ -547,8 +547,17 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 	c.refuseMessage("", code, message)
 }
 
+// maxErrorText bounds an error frame's message. Replies wait for the
+// writer in a queue of 64 frames, and a page that reads nothing would
+// otherwise have that queue hold 64 texts that each repeat a refused value
+// of up to a frame's size.
+const maxErrorText = 1024
+
 // refuseMessage is refuse for the message of id (none: "").
 func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
+	if len(message) > maxErrorText {
+		message = cutAt(message, maxErrorText) + "..."
+	}
 	c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: code, Message: message, ID: id}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))

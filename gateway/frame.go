@@ -88,8 +88,8 @@ func refusedMessageID(data []byte) string {
 		Type string `json:"type"`
 		ID   string `json:"id"`
 	}
-	if json.Unmarshal(data, &f) != nil || f.Type != FrameMessage {
-		return ""
+	if json.Unmarshal(data, &f) != nil || f.Type != FrameMessage || engine.CheckMessageID(f.ID) != nil {
+		return "" // not an id the session could have taken: not repeated
 	}
 	return f.ID
 }
@@ -242,7 +242,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 	case FrameCancel:
 		return CancelFrame{}, nil
 	default:
-		return nil, fmt.Errorf("%w %q: want session.open, message, tool.result, tool.error, tool.progress, tool.approve or cancel", ErrUnknownFrame, typ)
+		return nil, fmt.Errorf("%w %s: want session.open, message, tool.result, tool.error, tool.progress, tool.approve or cancel", ErrUnknownFrame, quoteAtMost(typ, 64))
 	}
 }
 
@@ -252,10 +252,18 @@ func quoteAtMost(s string, n int) string {
 	if len(s) <= n {
 		return strconv.Quote(s)
 	}
+	return strconv.Quote(cutAt(s, n)) + "..."
+}
+
+// cutAt is s cut to at most n bytes, at the start of a character.
+func cutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return strconv.Quote(s[:n]) + "..."
+	return s[:n]
 }
 
 func checkAnswer(typ, id string, attempt int) error {
@@ -403,6 +411,9 @@ func mistyped(te *json.UnmarshalTypeError, raw json.RawMessage, inArray bool) st
 	}
 	if len(bad) == 0 {
 		return fmt.Sprintf("%s should be %s, not %s", field, jsonfields.Kind(te.Type), te.Value)
+	}
+	if len(bad) > 64 {
+		bad = append(bytes.Clone(bad[:64]), "..."...)
 	}
 	isNumber := kindOf(bad) == "a number"
 	switch kind := te.Type.Kind(); {
