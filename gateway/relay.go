@@ -128,7 +128,8 @@ type remoteSocket struct {
 	parts  bool        // the page's node joins frames sent in parts
 	joiner frameJoiner // Read's
 	subs   []*nats.Subscription
-	once   sync.Once
+	once   sync.Once // Close's
+	ended  sync.Once // end's: Read ends the pipe too, on its own goroutine
 	closed chan struct{}
 }
 
@@ -223,16 +224,15 @@ func (s *remoteSocket) CloseNow() error {
 	return s.Close(websocket.StatusCode(engine.CloseGoingAway), "")
 }
 
-// end stops reading the pipe.
+// end stops reading the pipe, once: Close and Read's close from the
+// page's node may come together.
 func (s *remoteSocket) end() {
-	select {
-	case <-s.closed:
-	default:
+	s.ended.Do(func() {
 		close(s.closed)
-	}
-	for _, sub := range s.subs {
-		_ = sub.Unsubscribe()
-	}
+		for _, sub := range s.subs {
+			_ = sub.Unsubscribe()
+		}
+	})
 }
 
 // pipe is the page's node's end: the socket's frames go to the node that

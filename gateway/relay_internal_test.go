@@ -548,3 +548,30 @@ func TestAMoveLeavesOnlyThePipeItMeant(t *testing.T) {
 	default:
 	}
 }
+
+// TestRelayedPageEndsOnce: a relayed page's close from its own node (Read)
+// and the serving node's close of it (Close) may end the pipe together;
+// the second must not close its channel again, which panicked and took the
+// serving node down with every session it ran.
+func TestRelayedPageEndsOnce(t *testing.T) {
+	nc := natsConn(t)
+	for i := range 2000 {
+		in := make(chan *nats.Msg, 1)
+		sock := &remoteSocket{nc: nc, pipe: fmt.Sprintf("gateway.relay.pipe.ends.%d", i), in: in, closed: make(chan struct{})}
+		closeMsg := nats.NewMsg(sock.pipe + ".in")
+		closeMsg.Header.Set(closeHeader, "1001 going")
+		in <- closeMsg
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			_, _, _ = sock.Read(context.Background())
+		})
+		wg.Go(func() {
+			<-start
+			_ = sock.Close(websocket.StatusNormalClosure, "")
+		})
+		close(start)
+		wg.Wait()
+	}
+}
