@@ -636,12 +636,14 @@ func (s *Session) deliverCall(c *call) {
 // Options.Unload: it leaves memory, and the journal keeps it until a page
 // comes back (Engine.Load) or retention deletes it.
 func (s *Session) armUnload() {
-	gen := s.activity
 	s.idleSince = s.e.opts.Clock.Now()
-	s.idleTimer = s.e.opts.Clock.AfterFunc(s.e.opts.Unload, func() {
+	var t clock.Timer
+	t = s.e.opts.Clock.AfterFunc(s.e.opts.Unload, func() {
 		_ = s.post(context.Background(), func() {
-			if s.activity != gen {
-				return // a page came since: this timer was stopped
+			if s.idleTimer != t {
+				// Stopped since (a page came or work began), its post
+				// already on its way; another may be armed.
+				return
 			}
 			s.idleTimer = nil
 			if s.unloadIfIdle() {
@@ -649,6 +651,7 @@ func (s *Session) armUnload() {
 			}
 		})
 	})
+	s.idleTimer = t
 }
 
 // unloadIfIdle takes the session out of memory at the end of this step if

@@ -539,6 +539,19 @@ func TestIdleSessionUnloads(t *testing.T) {
 	}
 }
 
+// TestIdleSessionUnloadsAfterALeftPageActs: a page's frame read after it
+// left (its connection closes while its reader still takes what the page
+// sent) does not keep the session in memory: it stayed for good, its
+// unload timer spent and none armed again.
+func TestIdleSessionUnloadsAfterALeftPageActs(t *testing.T) {
+	h := leftAfterATurn(t)
+	if err := h.page.Cancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Minute)
+	recv(t, h.s.Done(), "the idle session's unload")
+}
+
 // TestAttachGivenUpLeavesNoPage: an Attach whose context ends while the
 // session is busy returns the context's error, and the page it queued
 // leaves once the session gets to it: the session, with no page, unloads.
