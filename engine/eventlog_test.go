@@ -484,14 +484,20 @@ func TestWorkStartsOnceItsStepIsStored(t *testing.T) {
 						return engine.Decision{Actions: []engine.Action{engine.ToolResult{ID: t.ID, Result: json.RawMessage(`"found"`)}}}, nil
 					}}
 				h := setup(t, w, tc.model, engine.Options{Store: store})
-				h.send("hi")
 				if fenced {
+					// The sender of a message whose own step was refused
+					// hears so: it was not stored.
+					err := h.s.Send(context.Background(), "hi")
+					if tc.holdOn == engine.EventMessage && !errors.Is(err, engine.ErrUnloaded) || tc.holdOn != engine.EventMessage && err != nil {
+						t.Fatalf("Send: %v", err)
+					}
 					recv(t, h.s.Done(), "the fenced session's leaving")
 					if n := ran.Load(); n != 0 {
 						t.Fatalf("the %s ran %d times for a step another node's journal refused", tc.name, n)
 					}
 					return
 				}
+				h.send("hi")
 				h.waitIdle()
 				switch {
 				case ran.Load() == 0:

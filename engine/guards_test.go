@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -325,6 +326,69 @@ func budgetWorker(agent engine.AgentConfig, raises bool, raised engine.Limits) *
 		return req.Proposed, nil
 	}
 	return w
+}
+
+// TestWaitingMessagesCountedWhole: the messages waiting for a running turn
+// are bounded in number, and their ids count in their bytes: each rides in
+// every step's state, so one-byte messages with long ids had no bound but
+// their contents', and a page could make every step store megabytes. The
+// bound holds for messages that come together: each is checked in the
+// step that adds it.
+func TestWaitingMessagesCountedWhole(t *testing.T) {
+	hold := func(t *testing.T, opts engine.Options) *harness {
+		started := make(chan struct{}, 1)
+		m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // held until the session closes
+			return model.Response{}, ctx.Err()
+		}}
+		h := setup(t, &testWorker{}, m, opts)
+		h.send("hold")
+		recv(t, started, "the held turn")
+		return h
+	}
+	ctx := context.Background()
+	refused := func(t *testing.T, err error, says string) {
+		t.Helper()
+		if !errors.Is(err, engine.ErrLimitExceeded) || !strings.Contains(err.Error(), says) {
+			t.Errorf("a message past the waiting messages' bound: %v, want ErrLimitExceeded saying %q", err, says)
+		}
+	}
+	t.Run("count", func(t *testing.T) {
+		h := hold(t, engine.Options{})
+		for i := range 64 {
+			if err := h.page.SendOnce(ctx, fmt.Sprint("m", i), "x"); err != nil {
+				t.Fatalf("waiting message %d: %v", i, err)
+			}
+		}
+		refused(t, h.page.SendOnce(ctx, "m64", "x"), "64 messages wait for the running turn")
+	})
+	t.Run("ids", func(t *testing.T) {
+		h := hold(t, engine.Options{MaxMessageBytes: 100})
+		if err := h.page.SendOnce(ctx, strings.Repeat("i", 60), strings.Repeat("a", 10)); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, h.page.SendOnce(ctx, strings.Repeat("j", 30), strings.Repeat("b", 10)), "hold 70 bytes")
+	})
+	t.Run("together", func(t *testing.T) {
+		h := hold(t, engine.Options{MaxMessageBytes: 100})
+		var taken atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				if h.s.Send(ctx, strings.Repeat("a", 60)) == nil {
+					taken.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := taken.Load(); n != 1 {
+			t.Errorf("%d messages of 60 bytes wait, with at most 100 bytes waiting", n)
+		}
+	})
 }
 
 // TestMessagesWaitingForATurnAreBounded: the user messages that wait for a

@@ -570,9 +570,8 @@ func TestAttachGivenUpLeavesNoPage(t *testing.T) {
 	h := setup(t, w, textModel(), engine.Options{Unload: time.Minute})
 	h.page.Detach()
 	h.transcript() // a barrier: the page has left
-	if err := h.s.Send(context.Background(), "hold"); err != nil {
-		t.Fatal(err)
-	}
+	sent := make(chan error, 1)
+	go func() { sent <- h.s.Send(context.Background(), "hold") }() // returns once its step, held, is stored
 	recv(t, busy, "the worker holding the session")
 	ctx, cancel := context.WithCancel(context.Background())
 	attached := make(chan error, 1)
@@ -586,6 +585,9 @@ func TestAttachGivenUpLeavesNoPage(t *testing.T) {
 		t.Fatalf("Attach with its context ended: %v, want context.Canceled", err)
 	}
 	close(release)
+	if err := recv(t, sent, "Send"); err != nil {
+		t.Fatal(err)
+	}
 	// The turn the held message started ends when it ends: the unload
 	// timer starts then, so time moves until the session unloads.
 	for deadline := time.Now().Add(hangGuard); ; {

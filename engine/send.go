@@ -11,7 +11,10 @@ import (
 
 // Send hands the session a user message that no page sent: the turn's
 // client calls go to the most recently active page (Page.Send says which
-// page sent it).
+// page sent it). It returns once the step that takes the message is
+// committed, or with why it was not taken: ErrLimitExceeded (too many
+// waiting, too long), ErrUnloaded (the session left memory first, or
+// another node's journal refused the step: send it there again).
 func (s *Session) Send(ctx context.Context, content string) error {
 	return s.send(ctx, nil, Message{Content: content})
 }
@@ -34,9 +37,15 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		return nil
 	}
 	msg.Role = model.RoleUser
-	return s.post(ctx, func() {
+	// do, not post: the caller learns whether the session took the
+	// message. One posted to a session that was leaving (its lease lost, a
+	// step fenced) never ran, and its sender heard nothing.
+	return s.do(ctx, func() error {
 		if s.takenAgain(from, msg.ID) {
-			return
+			return nil
+		}
+		if err := s.roomToWait(msg); err != nil {
+			return err
 		}
 		if msg.ID != "" {
 			s.rememberMessage(msg.ID)
@@ -49,6 +58,7 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		// worker answers with nothing to do.
 		s.idle = false
 		s.addWaiting(waitingMessage{msg: msg, page: from})
+		return nil
 	})
 }
 
@@ -67,20 +77,40 @@ func (s *Session) refusal(msg Message) error {
 	if err := s.log.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
-	if waiting := s.waitingBytes.Load(); waiting > 0 && waiting+int64(len(msg.Content)) > int64(s.e.opts.MaxMessageBytes) {
-		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, waiting, s.e.opts.MaxMessageBytes)
-	}
 	if why := s.budgetUsed.Load(); why != nil {
 		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
 	}
 	return nil
 }
 
+// maxWaitingMessages bounds the messages waiting for a running turn, as
+// MaxMessageBytes bounds their bytes: each rides in every step's state
+// until it joins the transcript.
+const maxWaitingMessages = 64
+
+// roomToWait refuses msg when the messages waiting for the running turn
+// are already as many, or would with it hold more bytes (contents and
+// ids), than a session keeps waiting. It runs in the step that adds msg:
+// checked before, the messages a page's reader hands over together would
+// each pass against the same total.
+func (s *Session) roomToWait(msg Message) error {
+	if len(s.waiting) >= maxWaitingMessages {
+		return fmt.Errorf("%w: %d messages wait for the running turn to end, as many as a session keeps waiting: send this one once the turn ends", ErrLimitExceeded, len(s.waiting))
+	}
+	if n := waitingSize(msg); s.waitingBytes > 0 && s.waitingBytes+n > int64(s.e.opts.MaxMessageBytes) {
+		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, s.waitingBytes, s.e.opts.MaxMessageBytes)
+	}
+	return nil
+}
+
+// waitingSize is what a waiting message costs each step's state.
+func waitingSize(m Message) int64 { return int64(len(m.Content) + len(m.ID)) }
+
 // addWaiting puts w after the messages waiting for the running turn, and
-// counts its bytes (waitingBytes, which send reads).
+// counts its bytes (waitingBytes).
 func (s *Session) addWaiting(w waitingMessage) {
 	s.waiting = append(s.waiting, w)
-	s.waitingBytes.Add(int64(len(w.msg.Content)))
+	s.waitingBytes += waitingSize(w.msg)
 }
 
 // Answer settles a client attempt with a ToolResult or ToolError, whose ID

@@ -39,11 +39,6 @@ type Session struct {
 	// budgetUsed says why the session takes no more messages, its token
 	// budget used up (noteBudget); nil while it takes them.
 	budgetUsed atomic.Pointer[string]
-	// waitingBytes is the content of the user messages waiting for the
-	// running turn (waiting), which send bounds: they ride in every step's
-	// state until they join the transcript, and a state must fit the
-	// store's message.
-	waitingBytes atomic.Int64
 
 	// reading is the read of the journal under way for replays from the
 	// store, which the pages that resume meanwhile share (page.go).
@@ -65,7 +60,11 @@ type Session struct {
 	usage        usage            // what the guards count (guards.go)
 	turnStarted  time.Time        // when the running model turn started
 	waiting      []waitingMessage // user messages that arrived mid-turn
-	messageIDs   []string         // the ids of the last user messages taken (messageid.go)
+	// waitingBytes is their contents' and ids' bytes, which roomToWait
+	// bounds: they ride in every step's state until they join the
+	// transcript, and a state must fit the store's message.
+	waitingBytes int64
+	messageIDs   []string // the ids of the last user messages taken (messageid.go)
 	idle         bool
 	ending       bool
 

@@ -243,7 +243,7 @@ func (s *Session) stopChild(why string) {
 		s.chatSpan = nil
 	}
 	s.queue, s.waiting = nil, nil
-	s.waitingBytes.Store(0)
+	s.waitingBytes = 0
 	s.stop(ErrSessionClosed)
 }
 
