@@ -302,11 +302,26 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s.updated = s.created
 	e.remember(s)
 	e.wg.Add(1) // done when the session leaves memory (Session.depart)
+	// Counted now, against the owner's share, but given to no one until
+	// it holds its lease and has started: Load and Session wait for, or
+	// pass over, a session being opened, as one being loaded.
+	lc := &loadCall{done: make(chan struct{})}
+	e.loading[id] = lc
 	e.mu.Unlock()
+	lc.s, lc.err = e.open(ctx, s)
+	e.mu.Lock()
+	delete(e.loading, id)
+	e.mu.Unlock()
+	close(lc.done)
+	return lc.s, lc.err
+}
+
+// open takes a remembered new session's lease and runs session.start.
+func (e *Engine) open(ctx context.Context, s *Session) (*Session, error) {
 	own, err := e.own(ctx, s)
 	if err != nil {
 		e.forget(s)
-		e.wg.Done()
+		e.wg.Done() // no one else has s: it never ran a step
 		return nil, fmt.Errorf("failed to open session: %w", err)
 	}
 	s.ownership = own
@@ -324,6 +339,9 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 func (e *Engine) Session(id string) (*Session, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if _, opening := e.loading[id]; opening {
+		return nil, false // not given out before it has started
+	}
 	s, ok := e.sessions[id]
 	return s, ok
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 )
@@ -33,4 +34,59 @@ func TestOpenWithID(t *testing.T) {
 		t.Errorf("a second Open with the id: %v, want ErrSessionExists", err)
 	}
 
+}
+
+// TestOpenGivesTheSessionOutOnceStarted: a session being opened is not
+// given to anyone else (a second request for the same chat, whose id the
+// front ends derive) before it holds its lease and session.start has run:
+// its steps ran before session.start, and a failed open left it running
+// in another's hands, uncounted.
+func TestOpenGivesTheSessionOutOnceStarted(t *testing.T) {
+	starting, release := make(chan struct{}), make(chan struct{})
+	w := &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if s, ok := req.Trigger.(engine.SessionStart); ok {
+			if s.Session == "chat_new" {
+				close(starting)
+				<-release
+			}
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		return req.Proposed, nil
+	}}
+	h := setup(t, w, textModel(), engine.Options{})
+	ctx := context.Background()
+	opened := make(chan *engine.Session, 1)
+	go func() {
+		s, err := h.e.Open(ctx, engine.OpenOptions{Owner: "browser-1", ID: "chat_new"})
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}()
+	recv(t, starting, "session.start")
+	if _, ok := h.e.Session("chat_new"); ok {
+		t.Error("Session gave the session out while session.start runs")
+	}
+	loaded := make(chan *engine.Session, 1)
+	go func() {
+		s, err := h.e.Load(ctx, "chat_new")
+		if err != nil {
+			t.Error(err)
+		}
+		loaded <- s
+	}()
+	var early *engine.Session
+	select {
+	case early = <-loaded:
+		t.Error("Load gave the session out while session.start runs")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	s := recv(t, opened, "Open")
+	if early == nil {
+		early = recv(t, loaded, "Load")
+	}
+	if early != s {
+		t.Error("Load gave out another session than the one opened")
+	}
 }

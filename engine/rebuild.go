@@ -39,7 +39,10 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
 	}
 	e.mu.Lock()
-	if s, ok := e.sessions[id]; ok {
+	// A session being opened or loaded is remembered before it has
+	// started: it is given out once it has.
+	lc, loading := e.loading[id]
+	if s, ok := e.sessions[id]; ok && !loading {
 		e.mu.Unlock()
 		return s, nil
 	}
@@ -47,7 +50,6 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 		e.mu.Unlock()
 		return nil, ErrSessionClosed
 	}
-	lc, loading := e.loading[id]
 	if !loading {
 		lc = &loadCall{done: make(chan struct{})}
 		e.loading[id] = lc
@@ -229,8 +231,9 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 		return nil, err
 	}
 	s.ownership = own
+	remembered := false // from then on the session gives its lease back when it leaves
 	defer func() {
-		if err != nil && own != nil {
+		if err != nil && own != nil && !remembered {
 			_ = own.Release(context.WithoutCancel(ctx))
 		}
 	}()
@@ -322,8 +325,12 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	}
 	e.remember(s)
 	e.wg.Add(1) // done when the session leaves memory (Session.depart)
+	remembered = true
 	e.mu.Unlock()
-	if err := s.do(ctx, func() error {
+	// Not ctx: a caller gone while the resume step is stored would have
+	// the load fail for a session that runs. The step fails only when the
+	// session left memory, giving its lease back.
+	if err := s.do(context.WithoutCancel(ctx), func() error {
 		s.logger.Info("session loaded", "events", len(events), "open calls", s.open, "turn cut", st.Turn)
 		calls.restore(s)
 		s.resume(st.Turn, st.Turn && streamedSinceFinished(events))
