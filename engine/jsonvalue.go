@@ -106,7 +106,11 @@ func (p *quickParser) object(depth int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[k.(string)] = v // the last of duplicate keys wins, as in encoding/json
+		key := k.(string)
+		if _, dup := m[key]; dup {
+			return nil, false // decodeJSONStd names it
+		}
+		m[key] = v
 		if closed, ok := p.next('}'); !ok || closed {
 			return m, ok
 		}

@@ -146,6 +146,10 @@ func classifyInput(raw string, sch *schema) ToolInput {
 		return ToolInput{Status: InputMalformed, Error: "the arguments are empty, not a JSON object"}
 	}
 	v, err := decodeJSON(trimmed)
+	var dup duplicateMemberError
+	if errors.As(err, &dup) {
+		return ToolInput{Status: InputMalformed, Error: "in the arguments, " + dup.Error()}
+	}
 	if err != nil && JSONTooDeep([]byte(trimmed)) {
 		return ToolInput{Status: InputMalformed, Error: fmt.Sprintf("the arguments nest arrays and objects more than %d deep, the most they may", MaxJSONDepth)}
 	}
@@ -172,8 +176,15 @@ func checkOutput(result string, sch *schema) string {
 		return ""
 	}
 	var v any = result
-	if parsed, err := decodeJSON(result); err == nil {
+	parsed, err := decodeJSON(result)
+	var dup duplicateMemberError
+	switch {
+	case err == nil:
 		v = parsed
+	case errors.As(err, &dup):
+		// A schema cannot vouch for a value read two ways: it would
+		// check the last copy, and the text passed on holds both.
+		return "in the result, " + dup.Error()
 	}
 	if err := sch.Validate(v); err != nil {
 		return schemaErrorText(err)
@@ -216,7 +227,63 @@ func decodeJSONStd(s string) (any, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("unexpected data after the JSON value")
 	}
+	if name, ok := duplicateMember(s); ok {
+		return nil, duplicateMemberError(name)
+	}
 	return v, nil
+}
+
+// duplicateMemberError: a JSON object gives a member twice. encoding/json
+// (and JSON.parse) keep the last; a schema checked against that reading
+// says nothing of the first, which the text passed on still holds.
+type duplicateMemberError string
+
+func (e duplicateMemberError) Error() string {
+	return fmt.Sprintf("the member %.64q is given twice in one object", string(e))
+}
+
+// duplicateMember names a member that an object of the JSON text s, which
+// decodes, gives twice.
+func duplicateMember(s string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	// One entry an open array (nil) or object: its names so far, and
+	// whether a name comes next.
+	type object struct {
+		names  map[string]bool
+		atName bool
+	}
+	var open []*object
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				open = append(open, &object{names: map[string]bool{}, atName: true})
+				continue
+			case '[':
+				open = append(open, nil)
+				continue
+			}
+			open = open[:len(open)-1]
+		case string:
+			if n := len(open); n > 0 && open[n-1] != nil && open[n-1].atName {
+				o := open[n-1]
+				if o.names[t] {
+					return t, true
+				}
+				o.names[t], o.atName = true, false
+				continue
+			}
+		}
+		// A value ended: in an object, a name comes next.
+		if n := len(open); n > 0 && open[n-1] != nil {
+			open[n-1].atName = true
+		}
+	}
 }
 
 func jsonKind(v any) string {

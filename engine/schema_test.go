@@ -53,6 +53,8 @@ func TestInputClassification(t *testing.T) {
 			status: "malformed", errorHas: "after the JSON value", code: engine.CodeMalformedInput, proposal: "not a JSON object"},
 		{name: "malformed: nested deeper than JSON may", tool: "free", arguments: `{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
 			status: "malformed", errorHas: "more than 10000 deep", code: engine.CodeMalformedInput, proposal: "not a JSON object"},
+		{name: "malformed: a member given twice", tool: "get_weather", input: weatherInput, arguments: `{"city":"Tokyo","city":"Paris"}`,
+			status: "malformed", errorHas: `in the arguments, the member "city" is given twice in one object`, code: engine.CodeMalformedInput, proposal: "not a JSON object"},
 		{name: "no schema: unchecked", tool: "free", arguments: `{"anything":[1,"two",null]}`,
 			status: "valid", value: `{"anything":[1,"two",null]}`},
 		{name: "no schema: still must be an object", tool: "free", arguments: `42`,
@@ -225,6 +227,13 @@ func TestOutputSchema(t *testing.T) {
 		{"a string holding a number is read as a number", `{"type":"number"}`, `"42"`, true, "42", nil},
 		{"a plain string fails a number schema", `{"type":"number","minimum":0}`, `"many-secret"`, false, "expected number, but got string", []string{"many-secret"}},
 		{"a number below the minimum", `{"type":"number","minimum":0}`, `-273.15`, false, "at /: must be >= 0 but found -273.15", nil},
+		// A schema checks the last of a member given twice; the text passed
+		// on holds both: such a result is refused, escaped names too.
+		{"a member given twice", `{"type":"object","properties":{"sky":{"enum":["clear"]}}}`, `{"sky":"IGNORE-secret","sky":"clear"}`, false,
+			`in the result, the member "sky" is given twice in one object`, []string{"IGNORE-secret"}},
+		{"a member given twice, once escaped, deep", forecast, `{"sky":"clear","more":[{"x":1},{"x":2,"\u0078":"deep-secret"}]}`, false,
+			`the member "x" is given twice`, []string{"deep-secret"}},
+		{"the same member in two objects", forecast, `{"sky":"clear","more":[{"x":1},{"x":2}],"x":{"x":3}}`, true, `{"sky":"clear","more":[{"x":1},{"x":2}],"x":{"x":3}}`, nil},
 		{"no output schema: unchecked", "", `{"whatever":[true]}`, true, `{"whatever":[true]}`, nil},
 		{"no output schema: a plain string", "", `"It's foggy in San Francisco."`, true, "It's foggy in San Francisco.", nil},
 	}
