@@ -481,39 +481,6 @@ func TestMalformedFrames(t *testing.T) {
 	}
 }
 
-// TestRefusalsQuoteLittle: a refused frame's reply quotes only the start of
-// what was refused. Replies wait in a queue of 64 for a page that may read
-// nothing: each quoting a value of up to a frame's size, one socket held
-// 64 of them, about 100 MiB.
-func TestRefusalsQuoteLittle(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
-	c, _ := h.newBrowser(nil).open(pageTools)
-	big := strings.Repeat("x", 200_000)
-	tests := []struct {
-		name, data, code, mention string
-	}{
-		{"unknown type", `{"type":"` + big + `"}`, "unknown_frame", `"` + big[:64] + `"...`},
-		{"unknown call", `{"type":"tool.result","id":"` + big + `","attempt":1,"result":{}}`, "unknown_call", big[:64]},
-		{"a number past 64 bits", `{"type":"session.open","after":1` + strings.Repeat("0", 200_000) + `}`, "bad_frame", "1" + strings.Repeat("0", 63) + "..."},
-		{"a long message id", `{"type":"message","content":"hi","id":"` + big + `"}`, "bad_frame", `"id" is 200000 bytes, at most 128`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c.sendRaw(websocket.MessageText, []byte(tc.data))
-			f := c.untilError()
-			if f.Code != tc.code || !strings.Contains(f.errorText(), tc.mention) {
-				t.Errorf("got %.300s; want code %s and a message naming %.100s", f.raw, tc.code, tc.mention)
-			}
-			if len(f.raw) > 1200 {
-				t.Errorf("the reply is %d bytes: %.300s...", len(f.raw), f.raw)
-			}
-			if f.ID != "" {
-				t.Errorf("the reply names an id no message could have: %.100s...", f.ID)
-			}
-		})
-	}
-}
-
 // TestHTMLComesAsItIs: a tool's result with HTML's <, > and & in it reaches
 // the pages, the transcript and the reply as it was sent. They were written
 // \u003c, \u003e and \u0026, as encoding/json does for HTML pages: a
