@@ -238,7 +238,32 @@ func (s *Server) logRefusal(level slog.Level, msg string, args ...any) {
 	if n := s.refusalsUnlogged.Swap(0); n > 0 {
 		args = append(args, "refusals not logged before this", n)
 	}
+	for i, a := range args {
+		args[i] = clipLogged(a)
+	}
 	s.logger.Log(context.Background(), level, msg, args...)
+}
+
+// maxLoggedValue bounds a value in a refusal's log line: a header, a
+// field or an error that quotes one is the sender's to make as long as a
+// request may be, and anyone may send one.
+const maxLoggedValue = 256
+
+// clipLogged is a, a string or an error cut to maxLoggedValue bytes.
+func clipLogged(a any) any {
+	var s string
+	switch v := a.(type) {
+	case string:
+		s = v
+	case error:
+		s = v.Error()
+	default:
+		return a
+	}
+	if len(s) <= maxLoggedValue {
+		return a
+	}
+	return cutAt(s, maxLoggedValue) + "..."
 }
 
 // unreadableEvery is how often one session's damaged journal is logged at

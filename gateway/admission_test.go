@@ -566,3 +566,33 @@ func TestIdentityStoreDown(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontEndRefusalsLogBounded: a front end's refused requests, which
+// anyone may send without a cookie, log as /ws's refused upgrades do: a
+// burst, then a line a second, each value cut short. A trigger of 8 MB was
+// quoted whole, in the answer and in a log line each.
+func TestFrontEndRefusalsLogBounded(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Clock: clk}})
+	big := strings.Repeat("x", 1<<20)
+	for range 30 {
+		b := h.newBrowser(nil)
+		req := userMessage("chat-a", "hi")
+		req["trigger"] = big
+		resp := b.post(gateway.RouteAISDK, req, nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || len(body) > 1024 || !strings.Contains(string(body), "trigger") {
+			t.Fatalf("a refused trigger: %s, %d bytes: %.200s", resp.Status, len(body), body)
+		}
+	}
+	logged := h.logs.String()
+	if n := strings.Count(logged, "AI SDK request refused"); n != 20 {
+		t.Errorf("30 refused requests at once logged %d lines, want a burst of 20", n)
+	}
+	for line := range strings.Lines(logged) {
+		if len(line) > 2048 {
+			t.Errorf("a log line of %d bytes: %.200s...", len(line), line)
+		}
+	}
+}

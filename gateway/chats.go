@@ -300,7 +300,9 @@ func (s *Server) chatRoutes() {
 			if errors.Is(err, engine.ErrLimitExceeded) {
 				s.opts.Metrics.LimitHit(string(engine.WireLimitExceeded))
 			}
-		}}
+		},
+		LogRefusal: func(msg string, args ...any) { s.logRefusal(slog.LevelInfo, msg, args...) },
+	}
 	chat := aisdk.New(aisdk.Options{Find: find("aisdk"), Options: streams})
 	s.mux.Handle("POST "+RouteAISDK, s.chatRoute(http.HandlerFunc(chat.Post)))
 	s.mux.Handle("GET "+RouteAISDKResume, s.chatRoute(http.HandlerFunc(chat.Resume)))

@@ -83,7 +83,7 @@ func (m message) text() string {
 // fail answers a run the handler cannot serve, before any event.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, err := frontend.Status(err, engine.ErrBadRequest)
-	h.opts.Logger.Info("AG-UI run refused", "status", status, "err", err)
+	h.opts.LogRefused("AG-UI run refused", "path", r.URL.Path, "status", status, "err", err)
 	if h.opts.Refused != nil {
 		h.opts.Refused(err)
 	}

@@ -84,7 +84,7 @@ type metadata struct {
 // fail answers a request the handler cannot serve, before any chunk.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, err := frontend.Status(err)
-	h.opts.Logger.Info("AI SDK request refused", "path", r.URL.Path, "status", status, "err", err)
+	h.opts.LogRefused("AI SDK request refused", "path", r.URL.Path, "status", status, "err", err)
 	if h.opts.Refused != nil {
 		h.opts.Refused(err)
 	}
@@ -107,7 +107,7 @@ func decode(r *http.Request) (request, error) {
 	case req.Trigger == "regenerate-message":
 		return req, frontend.BadRequest("regenerate is not supported: the session's transcript cannot be rewritten; send the message again instead")
 	case req.Trigger != "" && req.Trigger != "submit-message":
-		return req, frontend.BadRequest("trigger %q is not one the gateway takes: submit-message", req.Trigger)
+		return req, frontend.BadRequest("trigger %.64q is not one the gateway takes: submit-message", req.Trigger)
 	}
 	switch last := req.Messages[len(req.Messages)-1]; last.Role {
 	case "user":
@@ -116,7 +116,7 @@ func decode(r *http.Request) (request, error) {
 		}
 	case "assistant":
 	default:
-		return req, frontend.BadRequest("the last message's role is %q: want user (a new message) or assistant (tool outputs)", last.Role)
+		return req, frontend.BadRequest("the last message's role is %.64q: want user (a new message) or assistant (tool outputs)", last.Role)
 	}
 	return req, nil
 }

@@ -33,6 +33,19 @@ type Options struct {
 	// before its stream starts, with the error it answers (the gateway
 	// counts those at a browser's limit).
 	Refused func(error)
+	// LogRefusal, when set, logs such a refusal (the gateway's bounds what
+	// anyone without a cookie can write to its log); else Logger does, at
+	// INFO.
+	LogRefusal func(msg string, args ...any)
+}
+
+// LogRefused logs a request refused before its stream started.
+func (o Options) LogRefused(msg string, args ...any) {
+	if o.LogRefusal != nil {
+		o.LogRefusal(msg, args...)
+		return
+	}
+	o.Logger.Info(msg, args...)
 }
 
 // Defaults of Options.
