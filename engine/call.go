@@ -371,7 +371,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 				}
 				s.report(WireWorkerFailed, err)
 				d = Decision{Actions: []Action{ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
-					Error: fmt.Sprintf("%s failed in the worker: %v", t.Name, err)}}}
+					Error: fmt.Sprintf("%s failed in the worker: %s", t.Name, PublicText(err))}}}
 			}
 			// An agent sent with the answer replaces the session's, as
 			// from any trigger (a login tool that unlocks more tools).

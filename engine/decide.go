@@ -92,7 +92,7 @@ func (s *Session) decideQueued() {
 		d, err := s.decide(q.trigger, q.proposed)
 		if err != nil {
 			s.report(WireWorkerFailed, err)
-			s.failed = "the worker failed: " + err.Error()
+			s.failed = "the worker failed: " + PublicText(err)
 			// Keep the transcript whole: what happened (the user's words,
 			// the model's text, the tools' outcomes) is recorded; nothing new
 			// is started on a decision nobody made.
@@ -228,5 +228,5 @@ func (s *Session) publish(typ string, payload any) (seq int64) {
 // report tells the browsers and the log about a session-level problem.
 func (s *Session) report(code WireCode, err error) {
 	s.logger.Warn("session error", "code", code, "err", err)
-	s.publish(EventError, ErrorEvent{Code: code, Message: err.Error()})
+	s.publish(EventError, ErrorEvent{Code: code, Message: PublicText(err)})
 }

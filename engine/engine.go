@@ -326,6 +326,8 @@ func (e *Engine) open(ctx context.Context, s *Session) (*Session, error) {
 	}
 	s.ownership = own
 	if err := s.start(ctx); err != nil {
+		// Its page reads the error's public text: the whole is here.
+		s.logger.Warn("session failed to start", "err", err)
 		s.End(context.WithoutCancel(ctx), "failed to start")
 		_ = e.opts.Store.Delete(context.WithoutCancel(ctx), s.id)
 		return nil, fmt.Errorf("failed to open session: %w", err)

@@ -27,6 +27,20 @@ var (
 	ErrWorker = errors.New("worker failed")
 )
 
+// PublicText is what pages and the model may read of err: the public text
+// of an error that has one (an HTTP worker's failure, whose own text names
+// the worker's address and quotes its answer for the operator's log),
+// else err's own text.
+func PublicText(err error) string {
+	if p, ok := errors.AsType[interface {
+		error
+		PublicText() string
+	}](err); ok {
+		return p.PublicText()
+	}
+	return err.Error()
+}
+
 // RequestError is an ErrBadRequest: What says what was wrong, in words a
 // client can act on, without the kind's name, which a transport says in
 // its own words (the gateway's "bad frame", an HTTP 400).

@@ -332,7 +332,7 @@ func wireText(err error, frame string) string {
 	if errors.Is(err, engine.ErrBadRequest) {
 		return ErrBadFrame.Error() + ": " + frame + badRequestWhat(err)
 	}
-	return frame + err.Error()
+	return frame + engine.PublicText(err)
 }
 
 // badRequestWhat is what an engine's bad request says was wrong, without

@@ -232,10 +232,11 @@ func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.D
 			Error:     fmt.Sprintf("%s failed in the worker: %s", exec.Name, f.why),
 		}}}, nil
 	}
+	e := &decideError{trigger: typ, where: w.where, f: f}
 	if f.cause != nil && (errors.Is(f.cause, context.DeadlineExceeded) || errors.Is(f.cause, context.Canceled)) {
-		return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s: %w", engine.ErrWorker, typ, w.where, f.why, ctxErr(f.cause))
+		e.ctx = ctxErr(f.cause)
 	}
-	return engine.Decision{}, fmt.Errorf("%w: %s at %s: %s", engine.ErrWorker, typ, w.where, f.detail())
+	return engine.Decision{}, e
 }
 
 func ctxErr(err error) error {
@@ -248,16 +249,52 @@ func ctxErr(err error) error {
 // failure says why a request failed: why is short and fit for the model (no
 // addresses); cause, when set, is the underlying error for logs and the
 // returned error.
+// failure is why a request to the worker failed: why, which pages and the
+// model may read, and for the operator's log what the worker's answer
+// said (its error, what in it is not a decision: it may quote the agent's
+// config or the worker's internals) and the cause.
 type failure struct {
 	why   string
+	said  string
 	cause error
 }
 
 func (f *failure) detail() string {
-	if f.cause == nil || errors.Is(f.cause, context.DeadlineExceeded) {
-		return f.why // the deadline's error says no more than why does
+	d := f.why
+	if f.said != "" {
+		d += ": " + f.said
 	}
-	return f.why + " (" + f.cause.Error() + ")"
+	if f.cause == nil || errors.Is(f.cause, context.DeadlineExceeded) {
+		return d // the deadline's error says no more than why does
+	}
+	return d + " (" + f.cause.Error() + ")"
+}
+
+// decideError is a trigger's failure at the worker (not a tool.execute's):
+// its text, for the log, names the worker's address and quotes its answer;
+// its public text, which pages read, says what failed alone.
+type decideError struct {
+	trigger, where string
+	f              *failure
+	ctx            error // the context's, when that is why
+}
+
+func (e *decideError) Error() string {
+	if e.ctx != nil {
+		return fmt.Sprintf("%v: %s at %s: %s: %v", engine.ErrWorker, e.trigger, e.where, e.f.why, e.ctx)
+	}
+	return fmt.Sprintf("%v: %s at %s: %s", engine.ErrWorker, e.trigger, e.where, e.f.detail())
+}
+
+func (e *decideError) PublicText() string {
+	return fmt.Sprintf("%v: %s: %s", engine.ErrWorker, e.trigger, e.f.why)
+}
+
+func (e *decideError) Unwrap() []error {
+	if e.ctx != nil {
+		return []error{engine.ErrWorker, e.ctx}
+	}
+	return []error{engine.ErrWorker}
 }
 
 func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
@@ -302,10 +339,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		why := fmt.Sprintf("the worker answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-		if ex := w.excerpt(data); ex != "" {
-			why += ": " + ex
-		}
-		return engine.Decision{}, &failure{why: why}
+		return engine.Decision{}, &failure{why: why, said: w.excerpt(data)}
 	}
 	if int64(len(data)) > limit {
 		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s (its request's %s and MaxResponseBytes, %s)",
@@ -320,10 +354,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 			err = again
 		}
 		why := w.redact("the worker's answer is not a decision: " + err.Error())
-		if ex := w.excerpt(data); ex != "" {
-			why += ": " + ex
-		}
-		return engine.Decision{}, &failure{why: why}
+		return engine.Decision{}, &failure{why: why, said: w.excerpt(data)}
 	}
 	return d, nil
 }

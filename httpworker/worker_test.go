@@ -277,14 +277,16 @@ func TestDecideFailures(t *testing.T) {
 		name    string
 		handler http.HandlerFunc // nil: the worker is down
 		ctx     time.Duration    // the context's deadline, as the engine sets one
-		want    string           // in the tool error and the returned error
+		want    string           // in the tool error, the returned error and its public text
+		said    string           // what the answer said: in the returned error alone, for the log
 		wantCtx error            // the returned error also wraps this
 	}{
 		{name: "worker down", want: "could not reach the worker (connection refused)"},
 		{
 			name:    "not JSON",
 			handler: func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "It's sunny!") },
-			want:    "the worker's answer is not a decision: want a JSON object such as {\"actions\": [...]}: It's sunny!",
+			want:    "the worker's answer is not a decision: want a JSON object such as {\"actions\": [...]}",
+			said:    "It's sunny!",
 		},
 		{
 			name:    "empty body",
@@ -342,7 +344,8 @@ func TestDecideFailures(t *testing.T) {
 				w.WriteHeader(http.StatusInternalServerError)
 				io.WriteString(w, `{"error":"tool is not a function"}`)
 			},
-			want: "the worker answered 500 Internal Server Error: tool is not a function",
+			want: "the worker answered 500 Internal Server Error",
+			said: "tool is not a function",
 		},
 		{
 			name: "502 from a proxy, excerpted",
@@ -350,14 +353,16 @@ func TestDecideFailures(t *testing.T) {
 				w.WriteHeader(http.StatusBadGateway)
 				io.WriteString(w, "<html>\n<body>"+strings.Repeat("upstream down ", 100)+"</body></html>")
 			},
-			want: "the worker answered 502 Bad Gateway: <html> <body>upstream down upstream down",
+			want: "the worker answered 502 Bad Gateway",
+			said: "<html> <body>upstream down upstream down",
 		},
 		{
 			name: "a body quoting the secret is redacted",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "secret is "+string(testSecret), http.StatusInternalServerError)
 			},
-			want: "the worker answered 500 Internal Server Error: secret is [redacted]",
+			want: "the worker answered 500 Internal Server Error",
+			said: "secret is [redacted]",
 		},
 		{
 			name: "an action's type quoting the secret",
@@ -382,7 +387,8 @@ func TestDecideFailures(t *testing.T) {
 					fmt.Fprintf(w, `{"error":%q}`, err.Error())
 				}
 			},
-			want: "the worker answered 401 Unauthorized: signature does not match",
+			want: "the worker answered 401 Unauthorized",
+			said: "signature does not match",
 		},
 		{
 			name: "redirect not followed",
@@ -449,6 +455,9 @@ func TestDecideFailures(t *testing.T) {
 				if strings.Contains(te.Error, "127.0.0.1") || strings.Contains(te.Error, string(testSecret[:12])) {
 					t.Errorf("tool.error %q names the worker's address or the secret; the model reads it", te.Error)
 				}
+				if tt.said != "" && strings.Contains(te.Error, tt.said) {
+					t.Errorf("tool.error %q quotes the worker's answer; the model and the pages read it", te.Error)
+				}
 			})
 			t.Run("session.start", func(t *testing.T) {
 				ctx, cancel := ctx()
@@ -466,6 +475,14 @@ func TestDecideFailures(t *testing.T) {
 				}
 				if strings.Contains(msg, string(testSecret[:12])) {
 					t.Errorf("error %q contains the secret", msg)
+				}
+				if !strings.Contains(msg, tt.said) {
+					t.Errorf("error %q, want it to quote the answer, %q, for the log", msg, tt.said)
+				}
+				// What pages read of it: no address, nothing the answer said.
+				public := engine.PublicText(err)
+				if !strings.Contains(public, tt.want) || strings.Contains(public, "127.0.0.1") || tt.said != "" && strings.Contains(public, tt.said) {
+					t.Errorf("public text %q, want it to say %q, and neither the address nor %q", public, tt.want, tt.said)
 				}
 			})
 		})

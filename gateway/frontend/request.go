@@ -39,7 +39,7 @@ func Refuse(w http.ResponseWriter, err error, status int) {
 	if errors.As(err, &later) && later.RetryAfter() > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(later.RetryAfter().Seconds()))))
 	}
-	http.Error(w, err.Error(), status)
+	http.Error(w, engine.PublicText(err), status)
 }
 
 // DecodeJSON reads the request's JSON body into v: 415 when it is not
