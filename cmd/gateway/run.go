@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -431,6 +432,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Settings the docs say are never for production, said at start.
+	if slices.Contains(cfg.origins, "*") {
+		logger.Warn(`--origins "*": the pages of every site may use this gateway, with its browsers' cookies, and every Host is answered: never in production`)
+	}
+	if slices.Contains(cfg.hosts, "*") {
+		logger.Warn(`--hosts "*": the gateway answers to any Host name, which lets any site reach it by a name of its own (DNS rebinding): only behind a proxy that checks the Host`)
+	}
 	var worker engine.Worker = demo.Worker(cfg.model)
 	if cfg.workerURL != "" {
 		hw, err := httpworker.New(httpworker.Options{URL: cfg.workerURL, Secret: []byte(cfg.workerSecret), Logger: logger})
@@ -445,6 +453,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		worker = hw
 		if cfg.pageTools {
 			worker = demo.WithPageTools(hw)
+			logger.Info("the demo page's browser tools are added to the worker's agent where it lacks them: --page-tools none leaves the agent as the worker wrote it")
 		}
 	}
 	stopTracing, err := startTracing(ctx, getenv, logger)
