@@ -606,7 +606,8 @@ func plural(n int, word string) string {
 // that settled it is stored (eventLog.note), maybe by another goroutine:
 // it holds what it says.
 type settledNote struct {
-	s              *Session // the call's own: a sub-agent's logger names it
+	s              *Session     // the call's own
+	logger         *slog.Logger // s's at the settle, taken on its goroutine: say may run on another
 	id, name, tool string
 	handler        Handler
 	attempt        int
@@ -617,8 +618,8 @@ type settledNote struct {
 
 // say logs and counts the settled call.
 func (n settledNote) say() {
-	if n.s.logs(slog.LevelInfo) {
-		n.s.logger.Info("tool call settled", "call", n.id, "tool", n.name, "ok", n.ok, "code", n.code, "attempt", n.attempt)
+	if n.logger.Enabled(context.Background(), slog.LevelInfo) {
+		n.logger.Info("tool call settled", "call", n.id, "tool", n.name, "ok", n.ok, "code", n.code, "attempt", n.attempt)
 	}
 	code := ""
 	if !n.ok {
@@ -684,7 +685,7 @@ func (s *Session) settle(c *call, o outcome, abort CancelReason) {
 		}
 	}
 	c.refer(s.publish(EventToolFinished, ev))
-	s.log.note(settledNote{s: s, id: c.id, name: c.name, tool: c.toolLabel(), handler: c.handler, attempt: c.attempt, ok: o.ok, code: o.code, took: took})
+	s.log.note(settledNote{s: s, logger: s.logger, id: c.id, name: c.name, tool: c.toolLabel(), handler: c.handler, attempt: c.attempt, ok: o.ok, code: o.code, took: took})
 	if s.ending {
 		return
 	}

@@ -88,8 +88,13 @@ func (e *Engine) own(ctx context.Context, s *Session) (Ownership, error) {
 		return nil, nil
 	}
 	return owners.Own(ctx, s.id, func() {
-		_ = s.post(context.Background(), func() {
-			s.leaseLost("lost the session's lease: another node may run it; unloading")
+		// On a runner, not the store's goroutine: a full inbox would hold
+		// up every renewal on the node until this session took a message.
+		// The post ends once taken, or with the session.
+		s.e.runners.Go(func() {
+			_ = s.post(context.Background(), func() {
+				s.leaseLost("lost the session's lease: another node may run it; unloading")
+			})
 		})
 	})
 }

@@ -426,9 +426,9 @@ func (s *Session) readJournal(ctx context.Context) ([]Event, error) {
 			r.events, r.err = s.loadEvents(ctx)
 			s.e.opts.Metrics.ReplayRead(time.Since(start), r.err)
 			if r.err == nil {
-				s.logger.Info("journal read for a replay", "events", len(r.events), "took", time.Since(start))
+				s.baseLogger.Info("journal read for a replay", "events", len(r.events), "took", time.Since(start))
 			} else if ctx.Err() == nil {
-				s.logger.Warn("failed to read the journal for a replay", "took", time.Since(start), "err", r.err)
+				s.baseLogger.Warn("failed to read the journal for a replay", "took", time.Since(start), "err", r.err)
 			}
 			s.readingMu.Lock()
 			s.reading = nil

@@ -48,7 +48,12 @@ func (s *Session) startTurn() {
 		// BenchmarkWorkerToolCall took 33 µs a call instead of 28 on two
 		// cores, while the model turn's made the gateway's calls cheaper.)
 		s.wg.Done()
-		_ = s.postHere(context.Background(), func() { s.turnDone(ctx, resp, err) })
+		_ = s.postHere(context.Background(), func() {
+			s.turnDone(ctx, resp, err)
+			// Once read: the turn's context leaves s.ctx's children,
+			// where each turn stayed while the session was loaded.
+			cancel()
+		})
 	})
 }
 

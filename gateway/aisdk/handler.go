@@ -269,7 +269,16 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	// Attach queues session.opened and its replay at once, in one step of
 	// the session: one Take has them all. A message another tab sent since
 	// the peek starts the response.
-	replay, _ := lastResponse(append(response, page.Take(nil)[1:]...))
+	frames := page.Take(nil)
+	if len(frames) == 0 {
+		// Dropped as slow before its first Take (the peek's Detach waited
+		// for a busy session while a turn streamed): as a stream would end.
+		err := errors.New("the chat's stream went on faster than this response could start: resume again")
+		h.opts.LogRefused("AI SDK request refused", "path", r.URL.Path, "status", http.StatusServiceUnavailable, "err", err)
+		frontend.Refuse(w, err, http.StatusServiceUnavailable)
+		return
+	}
+	replay, _ := lastResponse(append(response, frames[1:]...))
 	if !inProgress(replay) {
 		w.WriteHeader(http.StatusNoContent)
 		return

@@ -221,8 +221,14 @@ func (s *Store) summariesByKey(ctx context.Context, filter string) ([]engine.Sum
 	if err != nil {
 		return nil, fmt.Errorf("failed to list session summaries: %w", err)
 	}
-	var out []engine.Summary
+	// The lister's goroutine sends each key with no way out but a reader:
+	// read them all before a Get may fail and return (cookies.go does too).
+	var names []string
 	for k := range keys.Keys() {
+		names = append(names, k)
+	}
+	var out []engine.Summary
+	for _, k := range names {
 		e, err := s.summaries.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			continue // deleted meanwhile
