@@ -115,10 +115,29 @@ type ToolFinishedEvent struct {
 	ID     string          `json:"id"`
 	OK     bool            `json:"ok"`
 	Name   string          `json:"name"`
-	Result string          `json:"result,omitempty"`
+	Result string          `json:"result,omitempty"` // given whenever OK: "" is a result
 	Error  string          `json:"error,omitempty"`
 	Code   ErrorCode       `json:"code,omitempty"`
 	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// MarshalJSON gives result whenever the call settled ok, "" included: a
+// page reads an empty result, not a result left out.
+func (e ToolFinishedEvent) MarshalJSON() ([]byte, error) {
+	if e.OK {
+		type settledOK struct {
+			ID     string          `json:"id"`
+			OK     bool            `json:"ok"`
+			Name   string          `json:"name"`
+			Result string          `json:"result"`
+			Error  string          `json:"error,omitempty"`
+			Code   ErrorCode       `json:"code,omitempty"`
+			Detail json.RawMessage `json:"detail,omitempty"`
+		}
+		return Marshal(settledOK(e))
+	}
+	type plain ToolFinishedEvent
+	return Marshal(plain(e))
 }
 
 // ErrorEvent: something went wrong in the session (the worker, the model);

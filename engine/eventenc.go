@@ -76,7 +76,13 @@ func (e ToolFinishedEvent) appendJSON(b []byte) ([]byte, bool) {
 	b = strconv.AppendBool(b, e.OK)
 	b = append(b, `,"name":`...)
 	b = AppendJSONString(b, e.Name)
-	b = appendStringField(b, `,"result":`, e.Result)
+	if e.OK {
+		// Always, when ok: an empty result is "", not a result left out.
+		b = append(b, `,"result":`...)
+		b = AppendJSONString(b, e.Result)
+	} else {
+		b = appendStringField(b, `,"result":`, e.Result)
+	}
 	b = appendStringField(b, `,"error":`, e.Error)
 	b = appendStringField(b, `,"code":`, string(e.Code))
 	return append(b, '}'), true

@@ -382,3 +382,32 @@ func TestStoredToolNamesLoad(t *testing.T) {
 		t.Errorf("loading a session stored with the tool get.weather: %v", err)
 	}
 }
+
+// TestEmptyResultIsGiven: a result of "" settles ok with "result":"" in
+// the page's tool.finished and in the worker's trigger, where it was left
+// out: a reader of result got undefined for an empty result.
+func TestEmptyResultIsGiven(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "clear_notes"}}}}
+	w.execute = func(context.Context, engine.ToolExecute, engine.Decision) (engine.Decision, error) {
+		return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`""`)}}}, nil
+	}
+	h := setup(t, w, callsThenSummary(use("call_1", "clear_notes", `{}`)), engine.Options{})
+	h.send("clear")
+	fin := h.waitFinished("call_1")
+	h.waitIdle()
+	if !fin.OK || !strings.Contains(string(fin.Raw), `"result":""`) {
+		t.Errorf("tool.finished %s, want ok with \"result\":\"\"", fin.Raw)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, req := range w.seen {
+		if tf, ok := req.Trigger.(engine.ToolFinished); ok {
+			b, err := json.Marshal(tf)
+			if err != nil || !strings.Contains(string(b), `"result":""`) {
+				t.Errorf("the worker's tool.finished: %s, %v; want \"result\":\"\"", b, err)
+			}
+			return
+		}
+	}
+	t.Error("the worker got no tool.finished")
+}

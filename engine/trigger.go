@@ -114,6 +114,18 @@ func (t ToolExecute) MarshalJSON() ([]byte, error) {
 }
 
 func (t ToolFinished) MarshalJSON() ([]byte, error) {
+	if t.OK {
+		// result even when empty: a worker reads "" for an empty result,
+		// not a result left out.
+		type settledOK struct {
+			ID     string `json:"id"`
+			OK     bool   `json:"ok"`
+			Name   string `json:"name"`
+			Result string `json:"result"`
+			Error  string `json:"error,omitempty"`
+		}
+		return EncodeFrame(TypeToolFinished, settledOK(t))
+	}
 	type plain ToolFinished
 	return EncodeFrame(TypeToolFinished, plain(t))
 }
