@@ -43,6 +43,7 @@ type call struct {
 	holder         *Page           // the page that runs the current client attempt; nil: none now
 	started        time.Time       // when the call started, for its duration
 	delivered      time.Time       // when the current client attempt reached its page
+	awaitedPage    bool            // loaded waiting for a page, which pages were told before
 	undeclared     bool            // the model named a tool the agent does not have
 	attemptStarted time.Time       // the progress cap counts from it
 	notTwice       bool            // its tool declares idempotent: false (nottwice.go)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -91,4 +92,37 @@ func (l gateLease) Release(context.Context) error {
 	defer l.g.mu.Unlock()
 	l.g.released++
 	return nil
+}
+
+// TestRestartWaitingCallSaidOnce: a client call that waited for a page
+// when the gateway stopped is not said to wait again by the load: pages
+// saw a second tool.leased naming no page, a change that did not happen.
+func TestRestartWaitingCallSaidOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
+		e := r.start(w, m)
+		ctx := context.Background()
+		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0, "confirm")
+		if err := p.page.Send(ctx, "delete my draft"); err != nil {
+			t.Fatal(err)
+		}
+		p.until("tool.call", isType(engine.FrameToolCall))
+		p.page.Detach()
+		var before []engine.Event
+		waitUntil(t, "the call waiting for a page", func() bool {
+			before = stored(t, r.store, s.ID())
+			last := before[len(before)-1]
+			return last.Type == engine.EventToolLeased && !strings.Contains(string(last.Frame), `"page"`)
+		})
+		stop(t, e)
+		r.loaded(w, m, s.ID())
+		if after := stored(t, r.store, s.ID()); len(after) != len(before) {
+			t.Errorf("the load added %s to the journal, after %s", after[len(before)].Frame, before[len(before)-1].Frame)
+		}
+	})
 }

@@ -399,6 +399,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		if cs.Reached {
 			c.delivered = cs.AttemptStarted // before the restart; its exact time died with the process
 		}
+		c.awaitedPage = cs.AwaitsPage
 		if cs.Finished != nil {
 			c.finished = *cs.Finished
 			c.refer(cs.FinishedSeq)
@@ -507,8 +508,11 @@ func (s *Session) resume(turnCut, textCut bool) {
 			s.armTimeout(c, c.deadline.Sub(now))
 			// The page that held it went with the process that ran the
 			// session: pages see the call wait for one, as when a page
-			// leaves, until one that runs the tool attaches.
-			s.publish(EventToolLeased, ToolLeasedEvent{ID: c.id, Name: c.name, Attempt: c.attempt})
+			// leaves, until one that runs the tool attaches. One that
+			// waited already was said so.
+			if !c.awaitedPage {
+				s.publish(EventToolLeased, ToolLeasedEvent{ID: c.id, Name: c.name, Attempt: c.attempt})
+			}
 			s.logger.Info("client call waiting for a page after a restart", "call", c.id, "tool", c.name, "attempt", c.attempt)
 		case idempotent != nil && *idempotent:
 			s.armTimeout(c, c.deadline.Sub(now))

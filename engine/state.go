@@ -83,7 +83,10 @@ type callState struct {
 	// cap counts from it.
 	AttemptStarted time.Time `json:"attemptStarted,omitzero"`
 	// Reached: the current attempt reached its page (client calls).
-	Reached  bool `json:"reached,omitempty"`
+	Reached bool `json:"reached,omitempty"`
+	// AwaitsPage: the current client attempt waits for a page (pages were
+	// told so): a load need not tell them again.
+	AwaitsPage bool `json:"awaitsPage,omitempty"`
 	NotTwice bool `json:"notTwice,omitempty"`
 	// Approving: the call waits for the user's approval until Deadline.
 	Approving bool          `json:"approving,omitempty"`
@@ -201,6 +204,7 @@ func (c *call) state(spec *specState) callState {
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
 	cs.Started, cs.AttemptStarted = c.started, c.attemptStarted
 	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
+	cs.AwaitsPage = c.handler == HandlerClient && c.attempt > 0 && !c.settled && !c.backingOff && c.holder == nil
 	switch {
 	case c.settled && c.ref != nil:
 		cs.Finished, cs.FinishedSeq = &c.ref.stub, c.ref.seq

@@ -165,6 +165,7 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 		}
 	}
 	b = appendBoolField(b, `,"reached":true`, c.Reached)
+	b = appendBoolField(b, `,"awaitsPage":true`, c.AwaitsPage)
 	b = appendBoolField(b, `,"notTwice":true`, c.NotTwice)
 	b = appendBoolField(b, `,"approving":true`, c.Approving)
 	if c.Finished != nil {
@@ -177,7 +178,12 @@ func appendCallState(b []byte, c *callState) ([]byte, error) {
 			b = append(b, `,"ok":false,"name":`...)
 		}
 		b = AppendJSONString(b, c.Finished.Name)
-		b = appendStringField(b, `,"result":`, c.Finished.Result)
+		if c.Finished.OK {
+			b = append(b, `,"result":`...) // "" too, as its MarshalJSON
+			b = AppendJSONString(b, c.Finished.Result)
+		} else {
+			b = appendStringField(b, `,"result":`, c.Finished.Result)
+		}
 		b = appendStringField(b, `,"error":`, c.Finished.Error)
 		b = append(b, '}')
 	}

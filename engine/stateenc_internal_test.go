@@ -34,6 +34,7 @@ func TestAppendStateIsMarshal(t *testing.T) {
 				Finished: &ToolFinished{ID: "call_2", OK: true, Name: "x", Result: `{"ok":1}`, Error: "e"}},
 			{ID: "call_3", Handler: HandlerWorker, Spec: &big, Input: &ToolInput{}, Proposed: &ToolError{Error: ""},
 				Finished: &ToolFinished{ID: "call_3"}},
+			{ID: "call_4", Handler: HandlerClient, Attempt: 1, AwaitsPage: true, Finished: &ToolFinished{ID: "call_4", OK: true, Name: "empty"}},
 		}},
 		"queue and the rest": {V: stateVersion, Created: at, Updated: at, Prompt: true, Idle: true, Ended: true,
 			Queue: []queueState{{Trigger: json.RawMessage(`{"type":"message","content":"hi"}`),
