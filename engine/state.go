@@ -87,7 +87,7 @@ type callState struct {
 	// AwaitsPage: the current client attempt waits for a page (pages were
 	// told so): a load need not tell them again.
 	AwaitsPage bool `json:"awaitsPage,omitempty"`
-	NotTwice bool `json:"notTwice,omitempty"`
+	NotTwice   bool `json:"notTwice,omitempty"`
 	// Approving: the call waits for the user's approval until Deadline.
 	Approving bool          `json:"approving,omitempty"`
 	Finished  *ToolFinished `json:"finished,omitempty"`
