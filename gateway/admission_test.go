@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -594,5 +596,77 @@ func TestFrontEndRefusalsLogBounded(t *testing.T) {
 		if len(line) > 2048 {
 			t.Errorf("a log line of %d bytes: %.200s...", len(line), line)
 		}
+	}
+}
+
+// TestSecureIdentityCookie: a Secure identity cookie is named
+// __Host-gateway_session, which no other site may set: under the plain
+// name, a page of a sibling subdomain set one for the whole domain, the
+// requests carried it first, and the victim chatted as the attacker, who
+// read those chats. A browser that kept its identity under the plain name
+// (the gateway was not Secure before) keeps it under the new one, unless
+// it holds two of them.
+func TestSecureIdentityCookie(t *testing.T) {
+	eng := newHarness(t, harnessOptions{}).eng
+	cookies := memstore.New() // its cleanup goroutine outlives the test (TestMain)
+	serve := func(secure bool) string {
+		gw, err := gateway.New(gateway.Options{Engine: eng, CookieStore: cookies, CookieSecure: secure, PingInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw.Handler())
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	do := func(req *http.Request, sent []*http.Cookie) (set map[string]*http.Cookie, body string) {
+		t.Helper()
+		for _, c := range sent {
+			req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		set = map[string]*http.Cookie{}
+		for _, c := range resp.Cookies() {
+			set[c.Name] = c
+		}
+		return set, string(b)
+	}
+	list := func(base string, sent ...*http.Cookie) (map[string]*http.Cookie, string) {
+		req, _ := http.NewRequest("GET", base+"/sessions", nil)
+		return do(req, sent)
+	}
+	plain, secure := serve(false), serve(true)
+
+	set, _ := list(plain)
+	legacy := set[gateway.CookieName]
+	if legacy == nil {
+		t.Fatal("the plain gateway set no identity")
+	}
+	body, _ := json.Marshal(userMessage("chat-a", "kept chat"))
+	req, _ := http.NewRequest("POST", plain+gateway.RouteAISDK, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	do(req, []*http.Cookie{legacy})
+
+	set, listed := list(secure, legacy)
+	moved := set[gateway.SecureCookieName]
+	switch {
+	case moved == nil || !moved.Secure || moved.Path != "/" || moved.Domain != "":
+		t.Fatalf("the identity under the plain name moved to %+v, want a Secure __Host- cookie for / and no domain", moved)
+	case !strings.Contains(listed, "kept chat"):
+		t.Errorf("the moved identity lists %s, want its chat", listed)
+	case set[gateway.CookieName] == nil || set[gateway.CookieName].MaxAge >= 0:
+		t.Errorf("the plain cookie was not expired: %+v", set[gateway.CookieName])
+	}
+
+	tossed := &http.Cookie{Name: gateway.CookieName, Value: "another-browsers-token"}
+	if set, listed := list(secure, tossed, moved); !strings.Contains(listed, "kept chat") || set[gateway.SecureCookieName] != nil {
+		t.Errorf("with a plain cookie tossed before it, the identity lists %s and sets %v, want its chat and no new identity", listed, set)
+	}
+	if set, listed := list(secure, tossed, legacy); strings.Contains(listed, "kept chat") || set[gateway.SecureCookieName] == nil {
+		t.Errorf("two plain cookies: %s and %v, want neither taken, a new identity", listed, set)
 	}
 }

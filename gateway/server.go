@@ -196,13 +196,19 @@ func New(opts Options) (*Server, error) {
 		if sm.Lifetime <= 0 {
 			sm.Lifetime = CookieLifetime
 		}
-		sm.Cookie.Name = "gateway_session"
+		sm.Cookie.Name = CookieName
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode
 		if opts.CookieSameSite != 0 {
 			sm.Cookie.SameSite = opts.CookieSameSite
 		}
 		sm.Cookie.Secure = opts.CookieSecure || sm.Cookie.SameSite == http.SameSiteNoneMode
+		if sm.Cookie.Secure {
+			// A page of a sibling subdomain may set a cookie of the plain
+			// name for the whole domain (cookie tossing), which a request
+			// then carries first; none may set one named __Host-.
+			sm.Cookie.Name = SecureCookieName
+		}
 		opts.Sessions = sm
 	}
 	if opts.Clock == nil {
@@ -366,11 +372,24 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	if c, err := r.Cookie(sm.Cookie.Name); err == nil {
 		token = c.Value
 	}
+	moving := false // the identity comes under the plain name, to set under __Host-
+	if token == "" && sm.Cookie.Name == SecureCookieName {
+		token, moving = plainCookie(r), true
+	}
 	ctx, err := sm.Load(r.Context(), token)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
 	}
 	id := sm.GetString(ctx, browserKey)
+	if id != "" && moving {
+		token, expiry, err := sm.Commit(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("failed to save cookie session: %w", err)
+		}
+		sm.WriteSessionCookie(ctx, w, token, expiry)
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true})
+		return ctx, id, nil
+	}
 	if id != "" {
 		// Renewed when the last renewal is an hour old or more, and when
 		// it was made for a longer lifetime (--retain made shorter): the
@@ -398,6 +417,28 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	}
 	sm.WriteSessionCookie(ctx, w, token, expiry)
 	return ctx, id, nil
+}
+
+// CookieName is the browser identity's cookie; SecureCookieName is its
+// name when the cookie is Secure (CookieSecure, or SameSite=None).
+const (
+	CookieName       = "gateway_session"
+	SecureCookieName = "__Host-gateway_session"
+)
+
+// plainCookie is the identity a browser kept under CookieName before the
+// cookie was Secure (an upgrade, or --cookie-secure set since), which it
+// keeps under SecureCookieName from then on: "" when it has none, or more
+// than one (one may be another site's, tossed from a sibling subdomain).
+func plainCookie(r *http.Request) string {
+	var token string
+	for _, c := range r.CookiesNamed(CookieName) {
+		if token != "" && c.Value != token {
+			return ""
+		}
+		token = c.Value
+	}
+	return token
 }
 
 // health answers GET /healthz, the liveness probe: 200 {"status":"ok"}, or
