@@ -128,6 +128,11 @@ func (s *Session) dropSettled(b *batch) {
 // is not c's current one: c runs another, or backs off before its next,
 // when none is current.
 func staleAttempt(id string, attempt int, c *call) error {
+	if attempt > c.attempt && c.attempt == 0 {
+		// Made by the decision that answers it: its attempts start once
+		// the whole decision is applied.
+		return fmt.Errorf("%w: %w: %q has not started its first attempt: the calls a decision makes start after all its actions, so answer one in a later decision (tool.started says it began)", ErrStaleAttempt, errAttemptNotStarted, id)
+	}
 	if attempt > c.attempt {
 		return fmt.Errorf("%w: %w: %q attempt %d (current: %d)", ErrStaleAttempt, errAttemptNotStarted, id, attempt, c.attempt)
 	}

@@ -662,3 +662,28 @@ func TestSubagentTimeoutSaysWhoDidNotAnswer(t *testing.T) {
 		t.Errorf("research finished %s, want the error %q", fin.Raw, want)
 	}
 }
+
+// TestWorkerAnswerInTheDecisionThatCalls: a decision that makes a call and
+// answers it finds no attempt started (they start once the whole decision
+// has run), and is told so in words that say what to do.
+func TestWorkerAnswerInTheDecisionThatCalls(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup"}}}}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model", Tools: w.agent.Tools}}, nil
+		}
+		if m, ok := req.Trigger.(engine.UserMessage); ok && m.Message.Content == "settle" {
+			return engine.Decision{Actions: []engine.Action{
+				engine.ToolCall{ID: "cc1", Name: "lookup", Arguments: json.RawMessage(`{}`)},
+				engine.ToolResult{ID: "cc1", Attempt: 1, Result: json.RawMessage(`"by the worker"`)},
+			}}, nil
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, textModel(), engine.Options{})
+	h.send("settle")
+	e := h.waitType(engine.EventError)
+	if e.Code != string(engine.WireBadDecision) || !strings.Contains(e.errorText(), `"cc1" has not started its first attempt`) || !strings.Contains(e.errorText(), "answer one in a later decision") {
+		t.Errorf("the error for an answer in the decision that made the call: %s", e.Raw)
+	}
+}
