@@ -103,6 +103,8 @@ func TestDecodeJSON(t *testing.T) {
 		{"application/json", `{"parts":[{"text":true}]}`, http.StatusBadRequest, `"parts.text" is a boolean, want a string`},
 		{"application/json", `{"parts":{}}`, http.StatusBadRequest, `"parts" is an object, want an array`},
 		{"application/json", `[]`, http.StatusBadRequest, `the body is an array, want an object`},
+		// As /ws: not read with U+FFFD in place of what was sent.
+		{"application/json", "{\"id\":\"\xff\"}", http.StatusBadRequest, "it is not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/jsonfields"
@@ -54,23 +56,28 @@ func DecodeJSON(r *http.Request, v any, what string) error {
 			return &StatusError{http.StatusUnsupportedMediaType, fmt.Errorf("the body must be application/json, not %q", ct)}
 		}
 	}
-	dec := json.NewDecoder(r.Body)
-	err := dec.Decode(v)
-	if err == nil {
-		// One value, then nothing but white space.
-		if _, next := dec.Token(); next != io.EOF {
-			var tooLarge *http.MaxBytesError
-			if errors.As(next, &tooLarge) {
-				return next
-			}
-			return BadRequest("the body is not %s: something follows the JSON value", what)
-		}
-	}
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return err
 		}
+		return BadRequest("the body is not %s: %v", what, err)
+	}
+	if !utf8.Valid(body) {
+		// As /ws refuses a frame: a decoder would take the text with
+		// U+FFFD in place of what the page meant.
+		return BadRequest("the body is not %s: it is not valid UTF-8", what)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	err = dec.Decode(v)
+	if err == nil {
+		// One value, then nothing but white space.
+		if _, next := dec.Token(); next != io.EOF {
+			return BadRequest("the body is not %s: something follows the JSON value", what)
+		}
+	}
+	if err != nil {
 		var mistyped *json.UnmarshalTypeError
 		if errors.As(err, &mistyped) {
 			// Named by the body's own field path and JSON's words, not
