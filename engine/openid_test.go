@@ -1,12 +1,18 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 )
 
 // TestOpenWithID: an adapter that keys sessions by an id of its own (the
@@ -88,5 +94,27 @@ func TestOpenGivesTheSessionOutOnceStarted(t *testing.T) {
 	}
 	if early != s {
 		t.Error("Load gave out another session than the one opened")
+	}
+}
+
+// TestFailedStartIsLogged: a session whose session.start fails is logged
+// with the whole error: the page reads its public text alone, and the log
+// said only "failed to start".
+func TestFailedStartIsLogged(t *testing.T) {
+	var log bytes.Buffer
+	w := &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		return engine.Decision{}, fmt.Errorf("%w: session.start at http://10.0.0.7/decide: the worker answered 500: host db-7 is down", engine.ErrWorker)
+	}}
+	e, err := engine.New(engine.Options{Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Logger: slog.New(slog.NewTextHandler(&log, nil)), Clock: clock.NewFake(epoch), Retain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Open(context.Background(), engine.OpenOptions{}); !errors.Is(err, engine.ErrWorker) {
+		t.Errorf("Open: %v, want the worker's failure", err)
+	}
+	stop(t, e) // its goroutines write no more
+	if got := log.String(); !strings.Contains(got, "session failed to start") || !strings.Contains(got, "host db-7 is down") {
+		t.Errorf("the log:\n%s\nwant a line saying the session failed to start, and why", got)
 	}
 }
