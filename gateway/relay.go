@@ -568,11 +568,29 @@ func (p *pipe) giveUp() {
 // parts of one that waited.
 func (p *pipe) moved() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, f := range p.waiting {
-		_ = publishFrame(p.r.nc, p.id+".in", f, p.parts)
-	}
+	waited := p.waiting
 	p.waiting, p.moving, p.movedAt = nil, false, time.Now()
+	var failed error
+	for _, f := range waited {
+		if failed = publishFrame(p.r.nc, p.id+".in", f, p.parts); failed != nil {
+			break
+		}
+		// Tracked as send tracks them: should the next node die too, the
+		// move after it sends them again.
+		if mustArrive(f) && len(p.unconfirmed) < maxWaiting {
+			p.unconfirmed = append(p.unconfirmed, f)
+			select {
+			case p.check <- struct{}{}:
+			default:
+			}
+		}
+	}
+	p.mu.Unlock()
+	if failed != nil {
+		// The page reconnects, and its SDK sends again what was not
+		// confirmed, where the frames were dropped.
+		p.lost("failed to send a relayed page's frames after its move: closing it to reconnect", "session", p.open.Session, "err", failed)
+	}
 }
 
 // moveOnce pipes the page to where the session runs now: the node that

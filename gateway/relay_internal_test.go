@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -573,5 +574,35 @@ func TestRelayedPageEndsOnce(t *testing.T) {
 		})
 		close(start)
 		wg.Wait()
+	}
+}
+
+// TestFramesAfterAMoveTracked: the messages and cancels that waited while a
+// relayed page moved are tracked once sent to the next node, as those sent
+// after: should that node die too, the move after it sends them again. They
+// were sent untracked, and a message was lost until the page reloaded.
+func TestFramesAfterAMoveTracked(t *testing.T) {
+	nc := natsConn(t)
+	const pipeID = "gateway.relay.pipe.moved"
+	in, err := nc.SubscribeSync(pipeID + ".in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	message := []byte(`{"type":"message","content":"hi","id":"m1"}`)
+	answer := []byte(`{"type":"tool.result","id":"call_1","attempt":1,"result":{}}`)
+	p := &pipe{r: &Relay{nc: nc, node: "here"}, id: pipeID, check: make(chan struct{}, 1), moving: true,
+		waiting: [][]byte{message, answer}}
+	p.moved()
+	for _, want := range [][]byte{message, answer} {
+		m, err := in.NextMsg(hang)
+		if err != nil || !bytes.Equal(m.Data, want) {
+			t.Fatalf("the next node got %s, %v; want %s", m.Data, err, want)
+		}
+	}
+	if len(p.unconfirmed) != 1 || !bytes.Equal(p.unconfirmed[0], message) {
+		t.Errorf("tracked after the move: %q, want the message alone (the SDK sends an answer again itself)", p.unconfirmed)
+	}
+	if p.moving || len(p.waiting) != 0 {
+		t.Errorf("moving %v with %d frames waiting, after the move", p.moving, len(p.waiting))
 	}
 }
