@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -192,4 +195,33 @@ func TestACopyOfATakenMessageIsConfirmed(t *testing.T) {
 	if got := strings.Join(users, " "); got != "slow queued" {
 		t.Errorf("the user messages: %s; want slow queued", got)
 	}
+}
+
+// TestSendFromDecide: a worker's Decide that sends the session a message,
+// with the context it got, is not held: the step that takes the message
+// waits for Decide. Since Send waits for its step (it reports whether the
+// message was taken), it would have waited for Decide itself.
+func TestSendFromDecide(t *testing.T) {
+	var s atomic.Pointer[engine.Session]
+	var once atomic.Bool
+	sent := make(chan error, 1)
+	w := &testWorker{}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		if mf, ok := req.Trigger.(engine.ModelFinished); ok && mf.Message.Content == "done" && once.CompareAndSwap(false, true) {
+			sent <- s.Load().Send(ctx, "and one more thing")
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, textModel(), engine.Options{DecideTimeout: time.Hour})
+	s.Store(h.s)
+	h.send("hi")
+	if err := recv(t, sent, "Send from Decide"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the message sent from Decide in the transcript", func() bool {
+		return slices.ContainsFunc(h.transcript(), func(m model.Message) bool { return m.Content == "and one more thing" })
+	})
 }

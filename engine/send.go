@@ -37,10 +37,7 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		return nil
 	}
 	msg.Role = model.RoleUser
-	// do, not post: the caller learns whether the session took the
-	// message. One posted to a session that was leaving (its lease lost, a
-	// step fenced) never ran, and its sender heard nothing.
-	return s.do(ctx, func() error {
+	take := func() error {
 		if s.takenAgain(from, msg.ID) {
 			return nil
 		}
@@ -59,7 +56,17 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		s.idle = false
 		s.addWaiting(waitingMessage{msg: msg, page: from})
 		return nil
-	})
+	}
+	if ctx.Value(decidingKey{}) == s.top() {
+		// From the worker's own Decide (or its attempt's): the step that
+		// takes the message waits for Decide to return, so its sender
+		// cannot wait for it.
+		return s.post(ctx, func() { _ = take() })
+	}
+	// do, not post: the caller learns whether the session took the
+	// message. One posted to a session that was leaving (its lease lost, a
+	// step fenced) never ran, and its sender heard nothing.
+	return s.do(ctx, take)
 }
 
 // refusal says why the session takes no new message msg now: its length,

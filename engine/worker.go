@@ -42,8 +42,10 @@ func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 // attempt ends; the trigger's Deadline says when that is at the latest), so
 // an implementation must be safe for concurrent use. Returning req.Proposed
 // gets the engine's default behaviour. Decide must not call the Session's
-// blocking methods (End, Answer): it runs on the session's goroutine; return
-// actions instead.
+// blocking methods (Answer, Cancel; End and Send only ask, given Decide's
+// context): it runs on the session's goroutine; return actions instead. A
+// tool.execute's Decide, or a tool's own goroutine, that calls them gives
+// them its attempt's context, which ends with the session.
 type Worker interface {
 	Decide(ctx context.Context, req DecideRequest) (Decision, error)
 }
