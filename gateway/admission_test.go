@@ -658,8 +658,28 @@ func TestSecureIdentityCookie(t *testing.T) {
 		t.Fatalf("the identity under the plain name moved to %+v, want a Secure __Host- cookie for / and no domain", moved)
 	case !strings.Contains(listed, "kept chat"):
 		t.Errorf("the moved identity lists %s, want its chat", listed)
-	case set[gateway.CookieName] == nil || set[gateway.CookieName].MaxAge >= 0:
-		t.Errorf("the plain cookie was not expired: %+v", set[gateway.CookieName])
+	case set[gateway.CookieName] != nil:
+		// A node of the version before (a rolling deploy, a rollback)
+		// reads it: the same identity, its chats listed.
+		t.Errorf("the plain cookie was set again: %+v", set[gateway.CookieName])
+	}
+	if _, listed := list(plain, legacy); !strings.Contains(listed, "kept chat") {
+		t.Errorf("the plain cookie, after the move, lists %s on the gateway before, want its chat", listed)
+	}
+
+	// A token given under __Host- (an attacker's, here) that comes under
+	// the plain name alone was put there by someone else: not taken.
+	set, _ = list(secure)
+	attacker := set[gateway.SecureCookieName]
+	body, _ = json.Marshal(userMessage("chat-b", "attacker chat"))
+	req, _ = http.NewRequest("POST", secure+gateway.RouteAISDK, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	do(req, []*http.Cookie{attacker})
+	for _, token := range []string{attacker.Value, moved.Value} {
+		set, listed := list(secure, &http.Cookie{Name: gateway.CookieName, Value: token})
+		if given := set[gateway.SecureCookieName]; given == nil || given.Value == token || strings.Contains(listed, "chat") {
+			t.Errorf("a __Host- token tossed under the plain name: lists %s, sets %+v; want a new identity, no chats", listed, given)
+		}
 	}
 
 	tossed := &http.Cookie{Name: gateway.CookieName, Value: "another-browsers-token"}

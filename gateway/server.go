@@ -155,6 +155,11 @@ type Server struct {
 
 const browserKey = "browser"
 
+// hostKey marks an identity given, or moved, under SecureCookieName: one
+// that comes under the plain name after that was put there by someone
+// else (cookie tossing), and is not moved.
+const hostKey = "host"
+
 // Defaults of Options.
 const (
 	DefaultSendQueue    = 256
@@ -381,13 +386,23 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 		return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
 	}
 	id := sm.GetString(ctx, browserKey)
+	if id != "" && moving && sm.GetBool(ctx, hostKey) {
+		// Given under __Host- (or moved there) already: under the plain
+		// name, it was put there by someone else, for the whole domain.
+		if ctx, err = sm.Load(r.Context(), ""); err != nil {
+			return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
+		}
+		id = ""
+	}
 	if id != "" && moving {
+		// Kept under the plain name too (not expired): a node of the
+		// version before, in a rolling deploy or after a rollback, reads it.
+		sm.Put(ctx, hostKey, true)
 		token, expiry, err := sm.Commit(ctx)
 		if err != nil {
 			return nil, "", fmt.Errorf("failed to save cookie session: %w", err)
 		}
 		sm.WriteSessionCookie(ctx, w, token, expiry)
-		http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true})
 		return ctx, id, nil
 	}
 	if id != "" {
@@ -411,6 +426,9 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	}
 	id = newBrowserID()
 	sm.Put(ctx, browserKey, id)
+	if sm.Cookie.Name == SecureCookieName {
+		sm.Put(ctx, hostKey, true)
+	}
 	token, expiry, err := sm.Commit(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to save cookie session: %w", err)
@@ -430,6 +448,9 @@ const (
 // cookie was Secure (an upgrade, or --cookie-secure set since), which it
 // keeps under SecureCookieName from then on: "" when it has none, or more
 // than one (one may be another site's, tossed from a sibling subdomain).
+// One given under SecureCookieName is not moved (hostKey): an identity
+// from before the switch can still be tossed until it expires, --retain
+// after its last visit.
 func plainCookie(r *http.Request) string {
 	var token string
 	for _, c := range r.CookiesNamed(CookieName) {
