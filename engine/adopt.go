@@ -84,7 +84,7 @@ func (e *Engine) adoptOrphans() {
 		if e.closing.Load() {
 			break
 		}
-		if _, loaded := e.Session(id); loaded {
+		if e.inMemory(id) {
 			continue // its next summary says when it is idle
 		}
 		if at, ok := l.unadoptable[id]; ok && e.opts.Clock.Now().Sub(at) < time.Hour {

@@ -336,8 +336,9 @@ func (e *Engine) open(ctx context.Context, s *Session) (*Session, error) {
 	return s, nil
 }
 
-// Session returns a session that is in memory now, by id; Load also loads
-// one from the store.
+// Session returns a session that is in memory now and has started, by id
+// (not one being opened or loaded: Load waits for it); Load also loads one
+// from the store.
 func (e *Engine) Session(id string) (*Session, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -368,9 +369,16 @@ func (e *Engine) List(ctx context.Context, owner string) ([]Summary, error) {
 		if !e.expired(sum.Updated) {
 			return false
 		}
-		_, loaded := e.Session(sum.ID)
-		return !loaded
+		return !e.inMemory(sum.ID)
 	}), err
+}
+
+// inMemory reports whether session id is in memory here, or being opened
+// or loaded: Session gives out only one that has started.
+func (e *Engine) inMemory(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessions[id] != nil || e.loading[id] != nil
 }
 
 // expired reports whether a session last updated then is past Retain.

@@ -118,3 +118,41 @@ func TestFailedStartIsLogged(t *testing.T) {
 		t.Errorf("the log:\n%s\nwant a line saying the session failed to start, and why", got)
 	}
 }
+
+// TestOpeningChatCountsOnce: a second request for a chat being opened, from
+// a browser at its limit of sessions in memory, waits for it: it was
+// refused for the browser's limit, counting the very chat it asked for.
+func TestOpeningChatCountsOnce(t *testing.T) {
+	starting, release := make(chan struct{}), make(chan struct{})
+	w := &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if s, ok := req.Trigger.(engine.SessionStart); ok {
+			if s.Session == "chat_new" {
+				close(starting)
+				<-release
+			}
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		return req.Proposed, nil
+	}}
+	h := setup(t, w, textModel(), engine.Options{MaxLiveSessions: 1})
+	ctx := context.Background()
+	opened := make(chan error, 1)
+	go func() {
+		_, err := h.e.Open(ctx, engine.OpenOptions{Owner: "browser-1", ID: "chat_new"})
+		opened <- err
+	}()
+	recv(t, starting, "session.start")
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := h.e.LoadOwn(ctx, "chat_new", "browser-1")
+		loaded <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // LoadOwn past its room check, waiting for the open
+	close(release)
+	if err := recv(t, opened, "Open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, loaded, "LoadOwn"); err != nil {
+		t.Errorf("LoadOwn of the chat being opened: %v, want it once opened", err)
+	}
+}

@@ -112,7 +112,7 @@ func (e *Engine) LoadFor(ctx context.Context, id, owner string) (*Session, error
 // reading the journal. Going back to chats had no bound: a browser could
 // hold every chat it had in memory.
 func (e *Engine) LoadOwn(ctx context.Context, id, owner string) (*Session, error) {
-	if _, ok := e.Session(id); !ok {
+	if !e.inMemory(id) {
 		if err := e.roomFor(ctx, owner); err != nil {
 			return nil, err
 		}
@@ -136,8 +136,8 @@ func (e *Engine) roomFor(ctx context.Context, owner string) error {
 	n := e.perOwner[owner]
 	var others []*Session
 	if n >= limit {
-		for _, o := range e.sessions {
-			if o.owner == owner {
+		for id, o := range e.sessions {
+			if _, opening := e.loading[id]; o.owner == owner && !opening {
 				others = append(others, o)
 			}
 		}
@@ -596,7 +596,7 @@ func (e *Engine) sweepExpired() {
 		if !e.expired(sum.Updated) {
 			continue
 		}
-		if _, loaded := e.Session(sum.ID); loaded {
+		if e.inMemory(sum.ID) {
 			continue
 		}
 		if e.deleteUnowned(ctx, sum.ID) {
