@@ -412,12 +412,12 @@ func mistyped(te *json.UnmarshalTypeError, raw json.RawMessage, inArray bool) st
 	if len(bad) == 0 {
 		return fmt.Sprintf("%s should be %s, not %s", field, jsonfields.Kind(te.Type), te.Value)
 	}
+	isNumber, fraction := kindOf(bad) == "a number", bytes.ContainsAny(bad, ".eE")
 	if len(bad) > 64 {
-		bad = append(bytes.Clone(bad[:64]), "..."...)
+		bad = append(bytes.Clone(bad[:64]), "..."...) // told, not repeated whole
 	}
-	isNumber := kindOf(bad) == "a number"
 	switch kind := te.Type.Kind(); {
-	case isNumber && kind >= reflect.Int && kind <= reflect.Int64 && bytes.ContainsAny(bad, ".eE"):
+	case isNumber && kind >= reflect.Int && kind <= reflect.Int64 && fraction:
 		return fmt.Sprintf("%s should be a whole number (digits only), not %s", field, bad)
 	case isNumber && kind >= reflect.Int && kind <= reflect.Int64:
 		return fmt.Sprintf("%s should be a whole number that fits in 64 bits, not %s", field, bad)

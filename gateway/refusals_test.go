@@ -20,7 +20,7 @@ func TestRefusalsQuoteLittle(t *testing.T) {
 	}{
 		{"unknown type", `{"type":"` + big + `"}`, "unknown_frame", `"` + big[:64] + `"...`},
 		{"unknown call", `{"type":"tool.result","id":"` + big + `","attempt":1,"result":{}}`, "unknown_call", big[:64]},
-		{"a number past 64 bits", `{"type":"session.open","after":1` + strings.Repeat("0", 200_000) + `}`, "bad_frame", "1" + strings.Repeat("0", 63) + "..."},
+		{"a number past 64 bits", `{"type":"session.open","after":1` + strings.Repeat("0", 200_000) + `}`, "bad_frame", `"after" should be a whole number that fits in 64 bits, not 1` + strings.Repeat("0", 63) + "..."},
 		{"a long message id", `{"type":"message","content":"hi","id":"` + big + `"}`, "bad_frame", `"id" is 200000 bytes, at most 128`},
 	}
 	for _, tc := range tests {
