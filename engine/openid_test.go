@@ -48,17 +48,7 @@ func TestOpenWithID(t *testing.T) {
 // its steps ran before session.start, and a failed open left it running
 // in another's hands, uncounted.
 func TestOpenGivesTheSessionOutOnceStarted(t *testing.T) {
-	starting, release := make(chan struct{}), make(chan struct{})
-	w := &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
-		if s, ok := req.Trigger.(engine.SessionStart); ok {
-			if s.Session == "chat_new" {
-				close(starting)
-				<-release
-			}
-			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
-		}
-		return req.Proposed, nil
-	}}
+	w, starting, release := holdingStart()
 	h := setup(t, w, textModel(), engine.Options{})
 	ctx := context.Background()
 	opened := make(chan *engine.Session, 1)
@@ -123,17 +113,7 @@ func TestFailedStartIsLogged(t *testing.T) {
 // a browser at its limit of sessions in memory, waits for it: it was
 // refused for the browser's limit, counting the very chat it asked for.
 func TestOpeningChatCountsOnce(t *testing.T) {
-	starting, release := make(chan struct{}), make(chan struct{})
-	w := &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
-		if s, ok := req.Trigger.(engine.SessionStart); ok {
-			if s.Session == "chat_new" {
-				close(starting)
-				<-release
-			}
-			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
-		}
-		return req.Proposed, nil
-	}}
+	w, starting, release := holdingStart()
 	h := setup(t, w, textModel(), engine.Options{MaxLiveSessions: 1})
 	ctx := context.Background()
 	opened := make(chan error, 1)
@@ -155,4 +135,21 @@ func TestOpeningChatCountsOnce(t *testing.T) {
 	if err := recv(t, loaded, "LoadOwn"); err != nil {
 		t.Errorf("LoadOwn of the chat being opened: %v, want it once opened", err)
 	}
+}
+
+// holdingStart is a worker whose session.start of the session chat_new
+// says it began (starting) and waits for release.
+func holdingStart() (w *testWorker, starting, release chan struct{}) {
+	starting, release = make(chan struct{}), make(chan struct{})
+	w = &testWorker{decide: func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if s, ok := req.Trigger.(engine.SessionStart); ok {
+			if s.Session == "chat_new" {
+				close(starting)
+				<-release
+			}
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		return req.Proposed, nil
+	}}
+	return w, starting, release
 }

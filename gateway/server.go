@@ -398,11 +398,9 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 		// Kept under the plain name too (not expired): a node of the
 		// version before, in a rolling deploy or after a rollback, reads it.
 		sm.Put(ctx, hostKey, true)
-		token, expiry, err := sm.Commit(ctx)
-		if err != nil {
-			return nil, "", fmt.Errorf("failed to save cookie session: %w", err)
+		if err := giveIdentity(ctx, w, sm); err != nil {
+			return nil, "", err
 		}
-		sm.WriteSessionCookie(ctx, w, token, expiry)
 		return ctx, id, nil
 	}
 	if id != "" {
@@ -429,12 +427,20 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	if sm.Cookie.Name == SecureCookieName {
 		sm.Put(ctx, hostKey, true)
 	}
+	if err := giveIdentity(ctx, w, sm); err != nil {
+		return nil, "", err
+	}
+	return ctx, id, nil
+}
+
+// giveIdentity stores the cookie session of ctx and sets its cookie on w.
+func giveIdentity(ctx context.Context, w http.ResponseWriter, sm *scs.SessionManager) error {
 	token, expiry, err := sm.Commit(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("failed to save cookie session: %w", err)
+		return fmt.Errorf("failed to save cookie session: %w", err)
 	}
 	sm.WriteSessionCookie(ctx, w, token, expiry)
-	return ctx, id, nil
+	return nil
 }
 
 // CookieName is the browser identity's cookie; SecureCookieName is its
