@@ -2,14 +2,17 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestDamagedSummaryIsLeftOut: a summary that does not decode is left out
@@ -149,4 +152,41 @@ func feedStore(t *testing.T) (*Store, func(id string, busy bool)) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestSummariesByKeyFailingLeavesNoLister: a listing key by key that fails
+// on a read leaves no lister behind. The NATS client's lister sends each
+// key with no way out but a reader; with more keys left than its buffer
+// holds, its goroutine and its consumer stayed for good, one each failed
+// listing (a cluster without its quorum, every hour's retention).
+func TestSummariesByKeyFailingLeavesNoLister(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	for i := range 300 {
+		if err := s.Summarize(ctx, engine.Summary{ID: fmt.Sprint("s", i), Owner: "alice", Created: now, Updated: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := runtime.NumGoroutine()
+	s.summaries = failingGets{s.summaries}
+	if _, err := s.summariesByKey(ctx, ">"); err == nil {
+		t.Fatal("a listing whose reads fail did not fail")
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after the failed listing, %d before", runtime.NumGoroutine(), before)
+		}
+	}
+}
+
+// failingGets is a bucket whose reads fail.
+type failingGets struct{ jetstream.KeyValue }
+
+func (failingGets) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
+	return nil, errors.New("no quorum")
 }
