@@ -155,10 +155,14 @@ type Server struct {
 
 const browserKey = "browser"
 
-// hostKey marks an identity given, or moved, under SecureCookieName: one
-// that comes under the plain name after that was put there by someone
-// else (cookie tossing), and is not moved.
-const hostKey = "host"
+// hostMintedKey marks an identity given under SecureCookieName: one that
+// comes under the plain name alone was put there by someone else (cookie
+// tossing), and is not moved. hostSinceKey is when an identity from before
+// the switch first came under SecureCookieName (Unix seconds).
+const (
+	hostMintedKey = "hostMinted"
+	hostSinceKey  = "hostSince"
+)
 
 // Defaults of Options.
 const (
@@ -377,28 +381,30 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	if c, err := r.Cookie(sm.Cookie.Name); err == nil {
 		token = c.Value
 	}
+	secure := sm.Cookie.Name == SecureCookieName
 	moving := false // the identity comes under the plain name, to set under __Host-
-	if token == "" && sm.Cookie.Name == SecureCookieName {
+	if token == "" && secure {
 		token, moving = plainCookie(r), true
 	}
 	ctx, err := sm.Load(r.Context(), token)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
 	}
+	now := s.opts.Clock.Now()
 	id := sm.GetString(ctx, browserKey)
-	if id != "" && moving && sm.GetBool(ctx, hostKey) {
-		// Given under __Host- (or moved there) already: under the plain
-		// name, it was put there by someone else, for the whole domain.
+	if id != "" && moving && !movable(sm, ctx, now) {
+		// Put under the plain name by someone else, for the whole
+		// domain (cookie tossing): not this browser's.
 		if ctx, err = sm.Load(r.Context(), ""); err != nil {
 			return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
 		}
 		id = ""
 	}
-	if id != "" && moving {
-		// Kept under the plain name too (not expired): a node of the
-		// version before, in a rolling deploy or after a rollback, reads it.
-		sm.Put(ctx, hostKey, true)
-		if err := giveIdentity(ctx, w, sm); err != nil {
+	if id != "" && secure && !sm.GetBool(ctx, hostMintedKey) && sm.GetInt64(ctx, hostSinceKey) == 0 {
+		// First under __Host- (moved now, or sent so by hand): from now
+		// on it moves from the plain name only for moveWindow.
+		sm.Put(ctx, hostSinceKey, now.Unix())
+		if err := s.giveIdentity(ctx, w, sm); err != nil {
 			return nil, "", err
 		}
 		return ctx, id, nil
@@ -408,38 +414,58 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 		// it was made for a longer lifetime (--retain made shorter): the
 		// store forgets an entry its lifetime after the entry was written,
 		// so one not written again would go with the browser still here.
-		now := s.opts.Clock.Now()
 		slack := min(time.Hour, sm.Lifetime/24)
-		if left := sm.Deadline(ctx).Sub(now); sm.Lifetime <= 0 || left >= sm.Lifetime-slack && left <= sm.Lifetime+slack {
+		if left := sm.Deadline(ctx).Sub(now); !moving && (sm.Lifetime <= 0 || left >= sm.Lifetime-slack && left <= sm.Lifetime+slack) {
 			return ctx, id, nil
 		}
 		sm.SetDeadline(ctx, now.Add(sm.Lifetime).UTC())
-		token, expiry, err := sm.Commit(ctx)
-		if err != nil {
+		if err := s.giveIdentity(ctx, w, sm); err != nil {
 			s.logger.Warn("failed to renew a browser's identity; it lives to its deadline", "browser", id, "err", err)
-			return ctx, id, nil
 		}
-		sm.WriteSessionCookie(ctx, w, token, expiry)
 		return ctx, id, nil
 	}
 	id = newBrowserID()
 	sm.Put(ctx, browserKey, id)
-	if sm.Cookie.Name == SecureCookieName {
-		sm.Put(ctx, hostKey, true)
+	if secure {
+		sm.Put(ctx, hostMintedKey, true)
 	}
-	if err := giveIdentity(ctx, w, sm); err != nil {
+	if err := s.giveIdentity(ctx, w, sm); err != nil {
 		return nil, "", err
 	}
 	return ctx, id, nil
 }
 
-// giveIdentity stores the cookie session of ctx and sets its cookie on w.
-func giveIdentity(ctx context.Context, w http.ResponseWriter, sm *scs.SessionManager) error {
+// moveWindow is how long after it first came under __Host- an identity
+// may still come under the plain name alone and be moved: a browser's
+// other tabs, or the AI SDK's resume beside its post, sent the plain
+// cookie before the move's answer set the new one.
+const moveWindow = 10 * time.Minute
+
+// movable reports whether the identity of ctx, which came under the plain
+// name alone, is this browser's to keep under __Host-: one given under
+// __Host- never is (another site put it there), one from before the
+// switch is until moveWindow after it first came under __Host-.
+func movable(sm *scs.SessionManager, ctx context.Context, now time.Time) bool {
+	if sm.GetBool(ctx, hostMintedKey) {
+		return false
+	}
+	since := sm.GetInt64(ctx, hostSinceKey)
+	return since == 0 || now.Sub(time.Unix(since, 0)) < moveWindow
+}
+
+// giveIdentity stores the cookie session of ctx and sets its cookie on w;
+// a Secure one under the plain name too, for nodes of the version before
+// (a rolling deploy, a rollback), which read that name alone.
+func (s *Server) giveIdentity(ctx context.Context, w http.ResponseWriter, sm *scs.SessionManager) error {
 	token, expiry, err := sm.Commit(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to save cookie session: %w", err)
 	}
 	sm.WriteSessionCookie(ctx, w, token, expiry)
+	if sm.Cookie.Name == SecureCookieName {
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", Expires: time.Unix(expiry.Unix()+1, 0).UTC(),
+			MaxAge: int(time.Until(expiry).Seconds() + 1), HttpOnly: true, Secure: true, SameSite: sm.Cookie.SameSite})
+	}
 	return nil
 }
 
