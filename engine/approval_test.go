@@ -170,3 +170,17 @@ func TestApprovalOfAToolNoPageRuns(t *testing.T) {
 		t.Errorf("the user was asked to approve it %d times; seen %s", n, h.types())
 	}
 }
+
+// TestAnswerWhileApprovalAsked: an answer to a call that waits for the
+// user's approval says so, where it told the page to answer in a later
+// decision, a worker's matter.
+func TestAnswerWhileApprovalAsked(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: engine.HandlerClient, Approval: engine.ApprovalAlways}}}}
+	h := setup(t, w, callsThenSummary(use("call_1", "pay", `{"amount":5}`)), engine.Options{}, newBrowser())
+	h.send("pay")
+	asked(t, h)
+	err := h.page.Answer(context.Background(), engine.ToolResult{ID: "call_1", Attempt: 1, Result: json.RawMessage(`"paid"`)})
+	if !errors.Is(err, engine.ErrStaleAttempt) || !strings.Contains(err.Error(), `"call_1" waits for the user's approval`) {
+		t.Errorf("an answer while the approval is asked: %v, want a stale attempt that says it waits for approval", err)
+	}
+}

@@ -128,6 +128,9 @@ func (s *Session) dropSettled(b *batch) {
 // is not c's current one: c runs another, or backs off before its next,
 // when none is current.
 func staleAttempt(id string, attempt int, c *call) error {
+	if attempt > c.attempt && c.approving {
+		return fmt.Errorf("%w: %w: %q waits for the user's approval: its first attempt starts once approved", ErrStaleAttempt, errAttemptNotStarted, id)
+	}
 	if attempt > c.attempt && c.attempt == 0 {
 		// Made by the decision that answers it: its attempts start once
 		// the whole decision is applied.

@@ -124,6 +124,11 @@ func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
 // goroutine that waits for Decide.
 type decidingKey struct{}
 
+// inStepKey marks the context of a Decide that runs in the session's step,
+// on its goroutine (decideCtx alone: a tool.execute's runs on the
+// attempt's): what it asks of the session waits for the step to end.
+type inStepKey struct{}
+
 // callWorker runs the worker's Decide with ctx, a decideCtx or an
 // attemptCtx (both say which session decides); a panic is an error.
 func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (d Decision, err error) {

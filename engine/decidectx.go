@@ -29,7 +29,8 @@ func (c *decideCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *decideCtx) Done() <-chan struct{}       { return c.ctx().Done() }
 func (c *decideCtx) Err() error                  { return c.ctx().Err() }
 func (c *decideCtx) Value(key any) any {
-	if _, ok := key.(decidingKey); ok {
+	switch key.(type) {
+	case decidingKey, inStepKey:
 		return c.deciding // a sub-agent's Decide is its session's
 	}
 	return c.ctx().Value(key)

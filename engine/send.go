@@ -14,7 +14,10 @@ import (
 // page sent it). It returns once the step that takes the message is
 // committed, or with why it was not taken: ErrLimitExceeded (too many
 // waiting, too long), ErrUnloaded (the session left memory first, or
-// another node's journal refused the step: send it there again).
+// another node's journal refused the step: send it there again). Called
+// from the worker's Decide with its context, it only asks (as End does):
+// the step that takes it runs after Decide returns, and a refusal is
+// logged.
 func (s *Session) Send(ctx context.Context, content string) error {
 	return s.send(ctx, nil, Message{Content: content})
 }
@@ -57,11 +60,15 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		s.addWaiting(waitingMessage{msg: msg, page: from})
 		return nil
 	}
-	if ctx.Value(decidingKey{}) == s.top() {
-		// From the worker's own Decide (or its attempt's): the step that
-		// takes the message waits for Decide to return, so its sender
-		// cannot wait for it.
-		return s.post(ctx, func() { _ = take() })
+	if ctx.Value(inStepKey{}) == s.top() {
+		// From the worker's Decide in a step: the step that takes the
+		// message waits for Decide to return, so its sender cannot wait
+		// for it, nor hear why it was not taken: the log says.
+		return s.post(ctx, func() {
+			if err := take(); err != nil {
+				s.logger.Warn("a message sent from the worker's Decide was not taken", "err", err)
+			}
+		})
 	}
 	// do, not post: the caller learns whether the session took the
 	// message. One posted to a session that was leaving (its lease lost, a
