@@ -90,6 +90,7 @@ func (s *Session) decideQueued() {
 			s.publish(EventGuardTripped, GuardTrippedEvent(g))
 		}
 		d, err := s.decide(q.trigger, q.proposed)
+		s.top().takeDecidedSends()
 		if err != nil {
 			s.report(WireWorkerFailed, err)
 			s.failed = "the worker failed: " + PublicText(err)

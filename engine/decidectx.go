@@ -30,8 +30,15 @@ func (c *decideCtx) Done() <-chan struct{}       { return c.ctx().Done() }
 func (c *decideCtx) Err() error                  { return c.ctx().Err() }
 func (c *decideCtx) Value(key any) any {
 	switch key.(type) {
-	case decidingKey, inStepKey:
+	case decidingKey:
 		return c.deciding // a sub-agent's Decide is its session's
+	case inStepKey:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.ended {
+			return nil // Decide returned: its step is over
+		}
+		return c.deciding
 	}
 	return c.ctx().Value(key)
 }

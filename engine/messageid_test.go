@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -224,4 +225,40 @@ func TestSendFromDecide(t *testing.T) {
 	waitUntil(t, "the message sent from Decide in the transcript", func() bool {
 		return slices.ContainsFunc(h.transcript(), func(m model.Message) bool { return m.Content == "and one more thing" })
 	})
+}
+
+// TestSendFromDecideIntoAFullInbox: a Decide that sends while the
+// session's inbox is full is not held either: the message was posted, and
+// the post waited for room the inbox made only once Decide returned.
+func TestSendFromDecideIntoAFullInbox(t *testing.T) {
+	var s atomic.Pointer[engine.Session]
+	var once atomic.Bool
+	deciding, release := make(chan struct{}), make(chan struct{})
+	sent := make(chan error, 1)
+	w := &testWorker{}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		if _, ok := req.Trigger.(engine.SessionStart); ok {
+			return engine.Decision{Agent: &engine.AgentConfig{Model: "fake-model"}}, nil
+		}
+		if _, ok := req.Trigger.(engine.ModelFinished); ok && once.CompareAndSwap(false, true) {
+			close(deciding)
+			<-release
+			sent <- s.Load().Send(ctx, "and one more thing")
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, textModel(), engine.Options{DecideTimeout: time.Hour})
+	s.Store(h.s)
+	h.send("hi")
+	recv(t, deciding, "the Decide of the reply")
+	var others sync.WaitGroup
+	for range 70 {
+		others.Go(func() { _ = h.s.Send(context.Background(), "x") })
+	}
+	waitUntil(t, "the inbox full", func() bool { return h.s.Waiting() >= 64 })
+	close(release)
+	if err := recv(t, sent, "Send from Decide"); err != nil {
+		t.Fatal(err)
+	}
+	others.Wait()
 }

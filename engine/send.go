@@ -60,15 +60,19 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 		s.addWaiting(waitingMessage{msg: msg, page: from})
 		return nil
 	}
-	if ctx.Value(inStepKey{}) == s.top() {
-		// From the worker's Decide in a step: the step that takes the
-		// message waits for Decide to return, so its sender cannot wait
-		// for it, nor hear why it was not taken: the log says.
-		return s.post(ctx, func() {
+	if root := s.top(); ctx.Value(inStepKey{}) == root {
+		// From the worker's Decide in a step: taken by that step once
+		// Decide returns, so its sender cannot wait for it, nor hear why
+		// it was not taken: the log says. Not posted: the inbox may be
+		// full, and its next message waits for this step.
+		root.decidedMu.Lock()
+		root.decidedSends = append(root.decidedSends, func() {
 			if err := take(); err != nil {
 				s.logger.Warn("a message sent from the worker's Decide was not taken", "err", err)
 			}
 		})
+		root.decidedMu.Unlock()
+		return nil
 	}
 	// do, not post: the caller learns whether the session took the
 	// message. One posted to a session that was leaving (its lease lost, a
@@ -95,6 +99,18 @@ func (s *Session) refusal(msg Message) error {
 		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
 	}
 	return nil
+}
+
+// takeDecidedSends takes the messages the worker's Decide sent during this
+// step, on the session goroutine, once that Decide has returned.
+func (s *Session) takeDecidedSends() {
+	s.decidedMu.Lock()
+	sends := s.decidedSends
+	s.decidedSends = nil
+	s.decidedMu.Unlock()
+	for _, take := range sends {
+		take()
+	}
 }
 
 // maxWaitingMessages bounds the messages waiting for a running turn, as

@@ -36,6 +36,10 @@ type Session struct {
 	stop    context.CancelCauseFunc
 	wg      *sync.WaitGroup        // model turns and worker attempts, the sub-agents' too
 	endReq  atomic.Pointer[string] // End called from inside Decide: end once it returns
+	// decidedSends are the messages Send took from inside a Decide of a
+	// step (takeDecidedSends runs them once it returns).
+	decidedMu    sync.Mutex
+	decidedSends []func()
 	// budgetUsed says why the session takes no more messages, its token
 	// budget used up (noteBudget); nil while it takes them.
 	budgetUsed atomic.Pointer[string]
@@ -182,6 +186,7 @@ func (s *Session) step(f func()) {
 	s.log.begin()
 	s.stepping = true
 	f()
+	s.takeDecidedSends()
 	if reason := s.endReq.Load(); reason != nil {
 		s.end(*reason)
 	}
