@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,12 @@ func TestOpeningChatCountsOnce(t *testing.T) {
 		_, err := h.e.LoadOwn(ctx, "chat_new", "browser-1")
 		loaded <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // LoadOwn past its room check, waiting for the open
+	// LoadOwn past its room check, waiting for the open (before, it was
+	// refused at once and never got there).
+	waitUntil(t, "LoadOwn waiting for the open", func() bool {
+		buf := make([]byte, 1<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("engine.(*Engine).Load("))
+	})
 	close(release)
 	if err := recv(t, opened, "Open"); err != nil {
 		t.Fatal(err)
