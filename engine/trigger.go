@@ -114,20 +114,9 @@ func (t ToolExecute) MarshalJSON() ([]byte, error) {
 }
 
 func (t ToolFinished) MarshalJSON() ([]byte, error) {
-	if t.OK {
-		// result even when empty: a worker reads "" for an empty result,
-		// not a result left out.
-		type settledOK struct {
-			ID     string `json:"id"`
-			OK     bool   `json:"ok"`
-			Name   string `json:"name"`
-			Result string `json:"result"`
-			Error  string `json:"error,omitempty"`
-		}
-		return EncodeFrame(TypeToolFinished, settledOK(t))
-	}
-	type plain ToolFinished
-	return EncodeFrame(TypeToolFinished, plain(t))
+	// The pages' event's shape: result whenever ok, "" included, so a
+	// worker reads an empty result, not a result left out.
+	return EncodeFrame(TypeToolFinished, ToolFinishedEvent{ID: t.ID, OK: t.OK, Name: t.Name, Result: t.Result, Error: t.Error})
 }
 
 func (t SessionEnd) MarshalJSON() ([]byte, error) {
