@@ -584,16 +584,23 @@ func settledSaid(logs *syncBuffer, m *metrics.Metrics) (logged, counted int) {
 func TestSettledOnceStored(t *testing.T) {
 	for _, later := range []error{engine.ErrFenced, nil} {
 		t.Run(fmt.Sprintf("then %v", later), func(t *testing.T) {
+			// The next try waits for the test: a flusher at work (kicked
+			// by a step before) may try the refused step again at once.
+			again := make(chan struct{})
 			h, id, logs, m, err := answered(t, func(try int) error {
 				if try == 1 {
 					return errors.New("nats: timeout")
 				}
+				<-again
 				return later
 			})
 			if err != nil {
+				close(again)
 				t.Fatalf("Answer with the store refusing its step: %v", err)
 			}
-			if n, _ := settledSaid(logs, m); n != 0 {
+			n, _ := settledSaid(logs, m)
+			close(again)
+			if n != 0 {
 				t.Fatalf("said %d times while the store refused its step, want 0", n)
 			}
 			h.clock.Advance(time.Second) // the step is tried again
