@@ -48,7 +48,6 @@ func (s *Session) drain() {
 		}
 		w := s.waiting[0]
 		s.waiting = s.waiting[1:]
-		s.waitingBytes -= waitingSize(w.msg)
 		s.updated = s.e.opts.Clock.Now()
 		if s.title == "" {
 			s.title = titleOf(w.msg.Content)

@@ -309,10 +309,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	e.loading[id] = lc
 	e.mu.Unlock()
 	lc.s, lc.err = e.open(ctx, s)
-	e.mu.Lock()
-	delete(e.loading, id)
-	e.mu.Unlock()
-	close(lc.done)
+	e.loaded(id, lc)
 	return lc.s, lc.err
 }
 

@@ -57,10 +57,7 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 	e.mu.Unlock()
 	if !loading {
 		lc.s, lc.err = e.rebuild(ctx, id)
-		e.mu.Lock()
-		delete(e.loading, id)
-		e.mu.Unlock()
-		close(lc.done)
+		e.loaded(id, lc)
 	}
 	select {
 	case <-lc.done:
@@ -68,6 +65,15 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// loaded ends the load (or open) of session id that lc stands for, its
+// outcome set, and lets the callers that waited for it have it.
+func (e *Engine) loaded(id string, lc *loadCall) {
+	e.mu.Lock()
+	delete(e.loading, id)
+	e.mu.Unlock()
+	close(lc.done)
 }
 
 // LoadFor is Load for a session of owner's. Another owner's is refused

@@ -127,8 +127,14 @@ func (s *Session) roomToWait(msg Message) error {
 	if len(s.waiting) >= maxWaitingMessages {
 		return fmt.Errorf("%w: %d messages wait for the running turn to end, as many as a session keeps waiting: send this one once the turn ends", ErrLimitExceeded, len(s.waiting))
 	}
-	if n := waitingSize(msg); s.waitingBytes > 0 && s.waitingBytes+n > int64(s.e.opts.MaxMessageBytes) {
-		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, s.waitingBytes, s.e.opts.MaxMessageBytes)
+	// Their contents and ids: each rides in every step's state until it
+	// joins the transcript, and a state must fit the store's message.
+	var waiting int64
+	for _, w := range s.waiting {
+		waiting += waitingSize(w.msg)
+	}
+	if waiting > 0 && waiting+waitingSize(msg) > int64(s.e.opts.MaxMessageBytes) {
+		return fmt.Errorf("%w: the messages waiting for the running turn to end hold %d bytes, and with this one would pass %d (the longest message): send it once the turn ends", ErrLimitExceeded, waiting, s.e.opts.MaxMessageBytes)
 	}
 	return nil
 }
@@ -136,11 +142,9 @@ func (s *Session) roomToWait(msg Message) error {
 // waitingSize is what a waiting message costs each step's state.
 func waitingSize(m Message) int64 { return int64(len(m.Content) + len(m.ID)) }
 
-// addWaiting puts w after the messages waiting for the running turn, and
-// counts its bytes (waitingBytes).
+// addWaiting puts w after the messages waiting for the running turn.
 func (s *Session) addWaiting(w waitingMessage) {
 	s.waiting = append(s.waiting, w)
-	s.waitingBytes += waitingSize(w.msg)
 }
 
 // Answer settles a client attempt with a ToolResult or ToolError, whose ID

@@ -64,11 +64,7 @@ type Session struct {
 	usage        usage            // what the guards count (guards.go)
 	turnStarted  time.Time        // when the running model turn started
 	waiting      []waitingMessage // user messages that arrived mid-turn
-	// waitingBytes is their contents' and ids' bytes, which roomToWait
-	// bounds: they ride in every step's state until they join the
-	// transcript, and a state must fit the store's message.
-	waitingBytes int64
-	messageIDs   []string // the ids of the last user messages taken (messageid.go)
+	messageIDs   []string         // the ids of the last user messages taken (messageid.go)
 	idle         bool
 	ending       bool
 

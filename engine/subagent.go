@@ -243,7 +243,6 @@ func (s *Session) stopChild(why string) {
 		s.chatSpan = nil
 	}
 	s.queue, s.waiting = nil, nil
-	s.waitingBytes = 0
 	s.stop(ErrSessionClosed)
 }
 

@@ -467,16 +467,21 @@ func (p *pipe) send(frame []byte) error {
 	if err := publishFrame(p.r.nc, p.id+".in", frame, p.parts); err != nil {
 		return err
 	}
+	p.track(frame)
+	return nil
+}
+
+// track keeps a message or a cancel the serving node was sent until it
+// answers a ping: should it be gone, the move sends them again. An answer
+// the SDK sends again after a move itself. p.mu is held.
+func (p *pipe) track(frame []byte) {
 	if mustArrive(frame) && len(p.unconfirmed) < maxWaiting {
-		// An answer the SDK sends again after a move; a message or a
-		// cancel it does not: see that the serving node is there.
 		p.unconfirmed = append(p.unconfirmed, frame)
 		select {
 		case p.check <- struct{}{}:
 		default:
 		}
 	}
-	return nil
 }
 
 // mustArrive: frame is a message or a cancel.
@@ -575,15 +580,7 @@ func (p *pipe) moved() {
 		if failed = publishFrame(p.r.nc, p.id+".in", f, p.parts); failed != nil {
 			break
 		}
-		// Tracked as send tracks them: should the next node die too, the
-		// move after it sends them again.
-		if mustArrive(f) && len(p.unconfirmed) < maxWaiting {
-			p.unconfirmed = append(p.unconfirmed, f)
-			select {
-			case p.check <- struct{}{}:
-			default:
-			}
-		}
+		p.track(f) // should the next node die too, the move after it sends them again
 	}
 	p.mu.Unlock()
 	if failed != nil {

@@ -404,7 +404,7 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 		// First under __Host- (moved now, or sent so by hand): from now
 		// on it moves from the plain name only for moveWindow.
 		sm.Put(ctx, hostSinceKey, now.Unix())
-		if err := s.giveIdentity(ctx, w, sm); err != nil {
+		if err := giveIdentity(ctx, w, sm); err != nil {
 			return nil, "", err
 		}
 		return ctx, id, nil
@@ -419,7 +419,7 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 			return ctx, id, nil
 		}
 		sm.SetDeadline(ctx, now.Add(sm.Lifetime).UTC())
-		if err := s.giveIdentity(ctx, w, sm); err != nil {
+		if err := giveIdentity(ctx, w, sm); err != nil {
 			s.logger.Warn("failed to renew a browser's identity; it lives to its deadline", "browser", id, "err", err)
 		}
 		return ctx, id, nil
@@ -429,7 +429,7 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	if secure {
 		sm.Put(ctx, hostMintedKey, true)
 	}
-	if err := s.giveIdentity(ctx, w, sm); err != nil {
+	if err := giveIdentity(ctx, w, sm); err != nil {
 		return nil, "", err
 	}
 	return ctx, id, nil
@@ -456,7 +456,7 @@ func movable(sm *scs.SessionManager, ctx context.Context, now time.Time) bool {
 // giveIdentity stores the cookie session of ctx and sets its cookie on w;
 // a Secure one under the plain name too, for nodes of the version before
 // (a rolling deploy, a rollback), which read that name alone.
-func (s *Server) giveIdentity(ctx context.Context, w http.ResponseWriter, sm *scs.SessionManager) error {
+func giveIdentity(ctx context.Context, w http.ResponseWriter, sm *scs.SessionManager) error {
 	token, expiry, err := sm.Commit(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to save cookie session: %w", err)

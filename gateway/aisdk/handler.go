@@ -273,9 +273,8 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	if len(frames) == 0 {
 		// Dropped as slow before its first Take (the peek's Detach waited
 		// for a busy session while a turn streamed): as a stream would end.
-		err := errors.New("the chat's stream went on faster than this response could start: resume again")
-		h.opts.LogRefused("AI SDK request refused", "path", r.URL.Path, "status", http.StatusServiceUnavailable, "err", err)
-		frontend.Refuse(w, err, http.StatusServiceUnavailable)
+		h.fail(w, r, &frontend.StatusError{Status: http.StatusServiceUnavailable,
+			Err: errors.New("the chat's stream went on faster than this response could start: resume again")})
 		return
 	}
 	replay, _ := lastResponse(append(response, frames[1:]...))
