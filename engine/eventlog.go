@@ -69,8 +69,9 @@ type eventLog struct {
 	storeErr  error // the last Append's error, until one succeeds
 	onStore   func(session string, err error)
 	metrics   *metrics.Metrics
-	woken     []*Page // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
-	saidAhead bool    // a page's after past the last event was logged
+	woken     []*Page       // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
+	saying    []settledNote // the notes of batches just stored, to say once l.mu is released
+	saidAhead bool          // a page's after past the last event was logged
 }
 
 // maxWaiting is how many batches may wait for the store before a publisher
@@ -243,9 +244,7 @@ func (l *eventLog) flush(until int64) {
 			if b.state != nil {
 				l.lastState = b.state
 			}
-			for _, n := range b.notes {
-				n.say()
-			}
+			l.saying = append(l.saying, b.notes...)
 			b.notes = nil
 			for _, it := range b.items {
 				if it.page == nil {
@@ -273,23 +272,30 @@ func (l *eventLog) flush(until int64) {
 }
 
 // writeNow lets the pages that asked write what was just pushed to them,
-// with l.mu released (it is held, and held again on return); flushing
-// keeps other publishers' batches for this loop meanwhile.
+// then says the stored batches' notes, with l.mu released (it is held, and
+// held again on return): a log line's write holds up no publisher.
+// Flushing keeps other publishers' batches for this loop meanwhile, and
+// l.saying is the flusher's alone.
 func (l *eventLog) writeNow() {
-	if len(l.woken) == 0 {
+	if len(l.woken) == 0 && len(l.saying) == 0 {
 		return
 	}
-	woken := l.woken
+	woken, saying := l.woken, l.saying
 	l.woken = nil
 	l.mu.Unlock()
 	for i, p := range woken {
 		p.now()
 		woken[i] = nil
 	}
+	for i, n := range saying {
+		n.say()
+		saying[i] = settledNote{}
+	}
 	l.mu.Lock()
 	if l.woken == nil {
 		l.woken = woken[:0] // keep the array
 	}
+	l.saying = saying[:0]
 }
 
 // combine makes one Append of the batches at the head of pending: the

@@ -268,3 +268,73 @@ func TestCombine(t *testing.T) {
 		})
 	}
 }
+
+// blockingHandler is a log that stops at its first record until released:
+// a log written to a full pipe or a slow disk.
+type blockingHandler struct {
+	slog.Handler
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *blockingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.entered <- struct{}{}
+	<-h.release
+	return nil
+}
+
+// A settled call's log line is written with the log's lock released: a log
+// that blocks holds up the step that settled the call, not the model's
+// deltas to the pages.
+func TestSettledNoteHoldsNoPublisher(t *testing.T) {
+	l, p, _ := newGatedLog(NewMemoryStore())
+	l.spawn = nil // publishers store their own deltas
+	h := &blockingHandler{Handler: slog.DiscardHandler, entered: make(chan struct{}), release: make(chan struct{})}
+	s := &Session{e: &Engine{}}
+	l.begin()
+	if _, err := l.publish(EventToolFinished, "", ToolFinishedEvent{ID: "c1", OK: true, Name: "echo", Result: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	l.note(settledNote{s: s, logger: slog.New(h), id: "c1", name: "echo", ok: true, attempt: 1})
+	committed := make(chan error, 1)
+	go func() {
+		_, err := l.commit([]byte(`{"v":1}`), false, false)
+		committed <- err
+	}()
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the settled call was never logged")
+	}
+	published := make(chan error, 1)
+	go func() {
+		_, err := l.publish(EventModelDelta, "", ModelDeltaEvent{Text: "next"})
+		published <- err
+	}()
+	waited := false
+	select {
+	case err := <-published:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a delta waited for the settled call's log line")
+		waited = true
+	}
+	close(h.release)
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if waited {
+		<-published
+	}
+	var types []string
+	for _, ev := range p.queue {
+		types = append(types, ev.Type)
+	}
+	if len(types) != 2 || types[0] != EventToolFinished || types[1] != EventModelDelta {
+		t.Errorf("the page got %v, want the tool.finished then the delta", types)
+	}
+}
