@@ -432,3 +432,24 @@ func TestMessagesWaitingForATurnAreBounded(t *testing.T) {
 		t.Errorf("a message once none waits: %v", err)
 	}
 }
+
+// TestNegativeUsageCountsNothing: a server that reports a negative token
+// count lowers no budget's sum: it counts as none, the page reads none.
+func TestNegativeUsageCountsNothing(t *testing.T) {
+	w := budgetWorker(engine.AgentConfig{Model: "fake-model", Limits: &engine.Limits{MaxSessionTokens: 300}}, false, engine.Limits{})
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		return model.Response{Text: "done", StopReason: model.StopEndTurn, Usage: model.Usage{InputTokens: -1_000_000, OutputTokens: 400}}, nil
+	}}
+	h := setup(t, w, m, engine.Options{})
+	h.send("hi")
+	var finished engine.ModelFinishedEvent
+	if err := json.Unmarshal(h.waitType(engine.EventModelFinished).Raw, &finished); err != nil {
+		t.Fatal(err)
+	}
+	if finished.Usage != (engine.Usage{OutputTokens: 400}) {
+		t.Errorf("model.finished usage %+v, want 0 in, 400 out", finished.Usage)
+	}
+	if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardSessionTokens {
+		t.Errorf("guard.tripped %+v, want session_tokens: 400 tokens used a budget of 300", g)
+	}
+}

@@ -71,6 +71,7 @@ func generate(ctx context.Context, m model.Model, req model.Request, onDelta fun
 func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) {
 	s.turn = nil
 	cancelled := ctx.Err() != nil
+	resp.Usage = resp.Usage.Bounded()
 	ev := ModelFinishedEvent{StopReason: resp.StopReason, Usage: resp.Usage}
 	msg := Message{Role: model.RoleAssistant, Content: resp.Text}
 	switch {

@@ -69,6 +69,17 @@ type Usage struct {
 	OutputTokens int `json:"outputTokens"`
 }
 
+// MaxTokenCount bounds each count of a Usage the engine takes: far above
+// any turn's, and far below an int's end, so sums of them never wrap.
+const MaxTokenCount = 1 << 40
+
+// Bounded is u with each count between 0 and MaxTokenCount: a server's
+// report is not trusted to be sane, and a negative count would lower the
+// token budgets' sums.
+func (u Usage) Bounded() Usage {
+	return Usage{InputTokens: min(max(u.InputTokens, 0), MaxTokenCount), OutputTokens: min(max(u.OutputTokens, 0), MaxTokenCount)}
+}
+
 // Stop reasons, normalised across providers.
 const (
 	StopEndTurn   = "end_turn"
@@ -125,7 +136,14 @@ type Error struct {
 	Message  string // the provider's words, without secrets
 	// Truncated is set when a stream was cut off mid-turn.
 	Truncated bool
+	// Err is what failed underneath, when something did (a timeout, a
+	// reset connection), for errors.Is and errors.As; Message already
+	// says it in words.
+	Err error
 }
+
+// Unwrap returns e.Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	switch {

@@ -11,8 +11,10 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/engine/model/internal/retry"
+	"github.com/clienttools/gateway/engine/model/internal/upstream"
 )
 
 // Provider names this package in a *model.Error.
@@ -42,9 +44,9 @@ type Options struct {
 	// so point it only at a server you trust (a proxy, a test server).
 	BaseURL string
 	// HTTPClient sends the requests; default a client that waits at most ten
-	// minutes for response headers and puts no limit on the body. Do not give
-	// it a Client.Timeout: that bounds the whole stream and would cut long
-	// turns off; bound a turn with the context instead.
+	// minutes for response headers. Do not give it a Client.Timeout: that
+	// bounds the whole stream and would cut long turns off; the stream is
+	// bounded by StreamIdleTimeout and MaxResponseBytes, whatever the client.
 	HTTPClient *http.Client
 	// MaxRetries bounds the retries after the first attempt; zero means
 	// DefaultMaxRetries, negative means none. Each retry can cost the user
@@ -64,6 +66,14 @@ type Options struct {
 	// Now turns a retry-after given as an HTTP date into a wait; default
 	// time.Now.
 	Now func() time.Time
+	// StreamIdleTimeout cuts a stream off that sends nothing (not even the
+	// API's pings) for this long; default upstream.DefaultIdle (10 min).
+	StreamIdleTimeout time.Duration
+	// MaxResponseBytes cuts an answer off past this many bytes; default
+	// upstream.DefaultMaxBytes (64 MiB).
+	MaxResponseBytes int64
+	// Clock times StreamIdleTimeout; default the system's.
+	Clock clock.Clock
 }
 
 // Model is Claude behind the Messages API. Build it with New.
@@ -100,6 +110,7 @@ func New(opts Options) (*Model, error) {
 		// Retries are ours: the SDK's sleep cannot be injected, and it cannot
 		// know whether text has already reached the user.
 		option.WithMaxRetries(0),
+		option.WithMiddleware(guard(upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock})),
 	}
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
@@ -134,19 +145,32 @@ func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(st
 	})
 }
 
-// attempt sends the request once and reads its stream to the end.
+// guard bounds each answer (upstream.Limits.Guard): the SDK reads an
+// error status's body whole, and a stream for as long as it lasts.
+func guard(l upstream.Limits) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		res, err := next(req)
+		if err != nil {
+			return res, err
+		}
+		return l.Guard(res)
+	}
+}
+
+// attempt sends the request once and reads its stream to message_stop.
 func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit func(string)) (model.Response, *retry.Failure) {
 	stream := m.client.Messages.NewStreaming(ctx, params)
 	defer stream.Close()
 	var acc accumulator
 	for stream.Next() {
 		acc.add(stream.Current(), emit)
+		if acc.stopped {
+			// The turn is whole: what the connection does next (stays
+			// open, is reset) is not the turn's.
+			return acc.response(), nil
+		}
 	}
-	err := stream.Err()
-	if err == nil && acc.stopped {
-		return acc.response(), nil
-	}
-	return acc.partial(), m.classify(err, &acc)
+	return acc.partial(), m.classify(stream.Err(), &acc)
 }
 
 // classify turns what ended an attempt early into a *model.Error.
@@ -160,18 +184,21 @@ func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 				Provider: Provider,
 				Status:   apiErr.StatusCode,
 				Message:  apiMessage(apiErr),
+				Err:      err,
 			},
-			Retryable: retry.Status(apiErr.StatusCode),
 		}
+		var header http.Header
 		if apiErr.Response != nil {
-			f.Wait, f.HasWait = retry.After(apiErr.Response.Header, m.now())
+			header = apiErr.Response.Header
+			f.Wait, f.HasWait = retry.After(header, m.now())
 		}
+		f.Retryable = retry.Status(apiErr.StatusCode, header)
 		return f
 	case errors.As(err, &apiErr):
 		// An SSE error event: the API gave up mid-turn.
 		kind := string(apiErr.Type())
 		return &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: true},
+			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: true, Err: err},
 			Retryable: kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error",
 		}
 	case err == nil:
@@ -179,30 +206,24 @@ func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 			Err:       &model.Error{Provider: Provider, Message: "the stream ended before message_stop", Truncated: true},
 			Retryable: true,
 		}
-	case acc.started:
-		return &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Message: err.Error(), Truncated: true},
-			Retryable: true,
-		}
 	default:
-		// No answer at all: a refused or reset connection, a DNS failure.
-		return &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
-			Retryable: true,
-		}
+		return retry.Failed(Provider, err, acc.started)
 	}
 }
 
 // apiMessage is the API's own explanation, or the error type or status text
-// when the body had none (a proxy's HTML page, say). Headers never go in.
+// when the body had none (a proxy's HTML page, say), cut to
+// upstream.MaxMessage. Headers never go in.
 func apiMessage(e *sdk.Error) string {
 	switch {
 	case e.Message != "":
-		return e.Message
+		return upstream.Message(e.Message)
 	case e.Type() != "":
 		return string(e.Type())
-	case e.StatusCode != 0 && http.StatusText(e.StatusCode) != "":
+	case e.StatusCode >= 400 && http.StatusText(e.StatusCode) != "":
 		return http.StatusText(e.StatusCode)
+	case e.StatusCode < 400:
+		return "an error event without a message"
 	default:
 		return "unknown error"
 	}
@@ -222,7 +243,8 @@ func checkURL(raw string) error {
 
 // defaultHTTPClient bounds the wait for response headers, so a server that
 // accepts the connection and never answers does not hang a session, and
-// leaves the body unbounded, because a turn streams for as long as it needs.
+// leaves the body's length to the guard (upstream.Limits), because a turn
+// streams for as long as it needs.
 func defaultHTTPClient() *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {

@@ -302,9 +302,9 @@ func TestGenerateRetries(t *testing.T) {
 			if !errors.As(err, &me) {
 				t.Fatalf("error = %v (%T), want *model.Error", err, err)
 			}
-			want := &model.Error{Provider: Provider, Status: tt.status, Message: tt.message}
-			if !reflect.DeepEqual(me, want) {
-				t.Errorf("error = %+v, want %+v", me, want)
+			want := model.Error{Provider: Provider, Status: tt.status, Message: tt.message}
+			if got := *me; got.Err == nil || !reflect.DeepEqual(got, model.Error{Provider: want.Provider, Status: want.Status, Message: want.Message, Err: got.Err}) {
+				t.Errorf("error = %+v, want %+v and the SDK's error underneath", got, want)
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Errorf("error text %q contains the API key", err)

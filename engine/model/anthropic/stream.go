@@ -25,6 +25,7 @@ type toolBlock struct {
 	id, name string
 	input    string // the block's input at content_block_start, raw JSON
 	args     strings.Builder
+	whole    bool // its content_block_stop came
 }
 
 func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
@@ -57,6 +58,10 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
 				t.args.WriteString(ev.Delta.PartialJSON)
 			}
 		}
+	case "content_block_stop":
+		if t := a.tools[ev.Index]; t != nil {
+			t.whole = true
+		}
 	case "message_delta":
 		if ev.Delta.StopReason != "" {
 			a.stop = ev.Delta.StopReason
@@ -73,11 +78,15 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
 	}
 }
 
-// response is the finished turn.
+// response is the finished turn. A tool use whose block did not end (the
+// turn reached max_tokens in its input) is left out: half a call must
+// never run, and its input so far may be valid JSON ({} when none came).
 func (a *accumulator) response() model.Response {
 	r := model.Response{Text: a.text.String(), StopReason: stopReason(a.stop), Usage: a.usage}
 	for _, t := range a.order {
-		r.ToolUses = append(r.ToolUses, model.ToolUse{ID: t.id, Name: t.name, Arguments: t.arguments()})
+		if t.whole {
+			r.ToolUses = append(r.ToolUses, model.ToolUse{ID: t.id, Name: t.name, Arguments: t.arguments()})
+		}
 	}
 	return r
 }

@@ -9,14 +9,17 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/engine/model/internal/retry"
+	"github.com/clienttools/gateway/engine/model/internal/upstream"
 )
 
 // Provider names this package in a *model.Error.
@@ -45,9 +48,9 @@ type Options struct {
 	APIKey string
 	// HTTPClient sends the requests; default a client that waits at most ten
 	// minutes for response headers (a local server may think that long over a
-	// big prompt) and puts no limit on the body. Do not give it a
-	// Client.Timeout: that bounds the whole stream and would cut long turns
-	// off; bound a turn with the context instead.
+	// big prompt). Do not give it a Client.Timeout: that bounds the whole
+	// stream and would cut long turns off; the stream is bounded by
+	// StreamIdleTimeout and MaxResponseBytes, whatever the client.
 	HTTPClient *http.Client
 	// MaxRetries bounds the retries after the first attempt; zero means
 	// DefaultMaxRetries, negative means none. Each retry can cost the user
@@ -71,6 +74,15 @@ type Options struct {
 	// Now turns a retry-after given as an HTTP date into a wait; default
 	// time.Now.
 	Now func() time.Time
+	// StreamIdleTimeout cuts a stream off that sends nothing for this
+	// long; default upstream.DefaultIdle (10 min, as long as a local
+	// server may think over a big prompt).
+	StreamIdleTimeout time.Duration
+	// MaxResponseBytes cuts an answer off past this many bytes; default
+	// upstream.DefaultMaxBytes (64 MiB).
+	MaxResponseBytes int64
+	// Clock times StreamIdleTimeout; default the system's.
+	Clock clock.Clock
 }
 
 // Model is a Chat Completions server. Build it with New.
@@ -114,7 +126,7 @@ func New(opts Options) (*Model, error) {
 		// Retries are ours: the SDK's sleep cannot be injected, and it cannot
 		// know whether text has already reached the user.
 		option.WithMaxRetries(0),
-		option.WithMiddleware(statusErrors),
+		option.WithMiddleware(statusErrors(upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock})),
 	}
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
@@ -150,8 +162,8 @@ func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(st
 	})
 }
 
-func truncated(msg string) *retry.Failure {
-	return &retry.Failure{Err: &model.Error{Provider: Provider, Message: msg, Truncated: true}, Retryable: true}
+func truncated(msg string, retryable bool) *retry.Failure {
+	return &retry.Failure{Err: &model.Error{Provider: Provider, Message: upstream.Message(msg), Truncated: true}, Retryable: retryable}
 }
 
 // attempt sends the request once and reads its stream to data: [DONE].
@@ -163,7 +175,7 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 	var res *http.Response
 	err := m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true))
 	if err != nil {
-		return acc.partial(), m.classify(err)
+		return acc.partial(), m.classify(err, false)
 	}
 	dec := ssestream.NewDecoder(res)
 	defer dec.Close()
@@ -178,18 +190,51 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		}
 		var chunk sdk.ChatCompletionChunk
 		if err := json.Unmarshal(data, &chunk); err != nil {
-			return acc.partial(), truncated("a chunk is not JSON: " + err.Error())
+			return acc.partial(), truncated("a chunk is not JSON: "+err.Error(), true)
 		}
-		// A server that fails mid-stream sends {"error": {...}} as a chunk.
-		if _, isErr := chunk.JSON.ExtraFields["error"]; isErr || ev.Type == "error" {
-			return acc.partial(), truncated(errorMessage(data, 0))
+		// A server that fails mid-stream sends {"error": {...}} as a chunk
+		// (some write "error": null in every chunk: no error).
+		if e, isErr := chunk.JSON.ExtraFields["error"]; (isErr && e.Raw() != "null") || ev.Type == "error" {
+			return acc.partial(), truncated(errorMessage(data, 0), streamErrorRetryable(data))
 		}
 		acc.add(chunk, emit)
 	}
 	if err := dec.Err(); err != nil {
-		return acc.partial(), truncated(err.Error())
+		return acc.partial(), m.classify(err, true)
 	}
-	return acc.partial(), truncated("the stream ended before data: [DONE]")
+	return acc.partial(), truncated("the stream ended before data: [DONE]", true)
+}
+
+// streamErrorRetryable reads an error a server sent as a chunk: a request
+// the server refuses (a prompt too long, a bad tool schema; vLLM and
+// LiteLLM send these in a stream that began with 200) fails the same way
+// again, while an overload, a rate limit or a server's own failure may
+// pass. An error that says neither is tried again.
+func streamErrorRetryable(data []byte) bool {
+	var v struct {
+		Error struct {
+			Type string          `json:"type"`
+			Code json.RawMessage `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return true
+	}
+	var code int
+	if json.Unmarshal(v.Error.Code, &code) != nil {
+		var s string
+		if json.Unmarshal(v.Error.Code, &s) == nil {
+			code, _ = strconv.Atoi(s)
+		}
+	}
+	switch {
+	case code >= 400:
+		return retry.Status(code, nil)
+	case v.Error.Type == "invalid_request_error" || v.Error.Type == "authentication_error" || v.Error.Type == "permission_error" || v.Error.Type == "not_found_error":
+		return false
+	default:
+		return true
+	}
 }
 
 // statusError is an HTTP answer with an error status, caught by the
@@ -204,32 +249,36 @@ type statusError struct {
 
 func (e *statusError) Error() string { return fmt.Sprintf("status %d", e.status) }
 
-func statusErrors(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res.StatusCode < 400 {
-		return res, err
+// statusErrors is the middleware that takes error statuses as statusError
+// and bounds every other answer (upstream.Limits.Guard).
+func statusErrors(l upstream.Limits) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		res, err := next(req)
+		if err != nil {
+			return res, err
+		}
+		if res, err = l.Guard(res); err != nil || res.StatusCode < 400 {
+			return res, err
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body) // Guard read it, up to upstream.MaxErrorBody
+		return nil, &statusError{status: res.StatusCode, header: res.Header, body: body}
 	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	return nil, &statusError{status: res.StatusCode, header: res.Header, body: body}
 }
 
-// classify turns a request that got no stream into a *model.Error.
-func (m *Model) classify(err error) *retry.Failure {
+// classify turns what ended an attempt into a *model.Error: a request
+// that got no stream, or a stream whose reading failed (started).
+func (m *Model) classify(err error, started bool) *retry.Failure {
 	var se *statusError
 	if errors.As(err, &se) {
 		f := &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Status: se.status, Message: errorMessage(se.body, se.status)},
-			Retryable: retry.Status(se.status),
+			Err:       &model.Error{Provider: Provider, Status: se.status, Message: upstream.Message(errorMessage(se.body, se.status))},
+			Retryable: retry.Status(se.status, se.header),
 		}
 		f.Wait, f.HasWait = retry.After(se.header, m.now())
 		return f
 	}
-	// No answer at all: a refused or reset connection, a DNS failure.
-	return &retry.Failure{
-		Err:       &model.Error{Provider: Provider, Message: "request failed: " + err.Error()},
-		Retryable: true,
-	}
+	return retry.Failed(Provider, err, started)
 }
 
 // errorMessage finds the server's explanation in an error body, in the shapes
@@ -280,7 +329,8 @@ func checkURL(raw string) (*url.URL, error) {
 
 // defaultHTTPClient bounds the wait for response headers, so a server that
 // accepts the connection and never answers does not hang a session, and
-// leaves the body unbounded, because a turn streams for as long as it needs.
+// leaves the body's length to the guard (upstream.Limits), because a turn
+// streams for as long as it needs.
 func defaultHTTPClient() *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {

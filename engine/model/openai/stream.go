@@ -43,8 +43,9 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 		for _, tc := range ch.Delta.ToolCalls {
 			c := a.calls[tc.Index]
 			// Some servers (older Ollama) send every whole call at index 0;
-			// a new id at a busy index is a new call, not more of the old one.
-			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) {
+			// a new id, or a name with no id, at a busy index is a new
+			// call, not more of the old one.
+			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) || (tc.ID == "" && tc.Function.Name != "" && c.name != "") {
 				c = &call{}
 				if a.calls == nil {
 					a.calls = make(map[int64]*call)
@@ -66,9 +67,15 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 	}
 }
 
-// response is the finished turn.
+// response is the finished turn. A turn cut by its token limit
+// (finish_reason "length") runs no call: the stream does not say which
+// calls ended before the limit, and half a call must never run.
 func (a *accumulator) response() model.Response {
 	r := model.Response{Text: a.text.String(), Usage: a.usage}
+	if a.finish == "length" {
+		r.StopReason = model.StopMaxTokens
+		return r
+	}
 	for _, c := range a.order {
 		args := c.args.String()
 		if strings.TrimSpace(args) == "" {

@@ -22,6 +22,12 @@ type Reply struct {
 	// Abort drops the connection after the events instead of ending the
 	// response cleanly.
 	Abort bool
+	// Hold keeps the response open after the events, sending nothing,
+	// until the client goes away: a stalled server, or a proxy that holds
+	// a finished stream open.
+	Hold bool
+	// ContentType replaces text/event-stream on a 200 answer.
+	ContentType string
 }
 
 // Server is an httptest server that answers POSTs to one path with its
@@ -69,6 +75,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
+	if rp.ContentType != "" {
+		w.Header().Set("Content-Type", rp.ContentType)
+	}
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher := w.(http.Flusher)
@@ -88,6 +97,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if rp.Abort {
 		panic(http.ErrAbortHandler)
+	}
+	if rp.Hold {
+		<-r.Context().Done()
 	}
 }
 

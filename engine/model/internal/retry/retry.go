@@ -1,14 +1,19 @@
 package retry
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/upstream"
 )
 
 // Retry defaults. They are small because a person is waiting for the turn:
@@ -31,7 +36,7 @@ func After(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	}
 	if v := h.Get("retry-after-ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+			return duration(ms, time.Millisecond), true
 		}
 	}
 	v := h.Get("retry-after")
@@ -39,12 +44,22 @@ func After(h http.Header, now time.Time) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second)), true
+		return duration(s, time.Second), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, t.Sub(now)), true
 	}
 	return 0, false
+}
+
+// duration is n units, or the longest Duration when that is more (a
+// server that asks for a wait of centuries, or of +Inf, is asking for
+// longer than MaxWait, not for none).
+func duration(n float64, unit time.Duration) time.Duration {
+	if d := n * float64(unit); d < math.MaxInt64 {
+		return time.Duration(d)
+	}
+	return math.MaxInt64
 }
 
 // Backoff is the wait before retry number attempt+1 when the server gave no
@@ -70,11 +85,37 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Status reports whether an HTTP status is worth another attempt: rate
-// limits, overload (Anthropic's 529, which some proxies also send) and server
-// errors.
-func Status(code int) bool {
-	return code == http.StatusTooManyRequests || code >= 500
+// Status reports whether an HTTP status is worth another attempt: a
+// request timeout, a conflict, rate limits, overload (Anthropic's 529,
+// which some proxies also send) and server errors, as the APIs' own SDKs
+// retry; the server's x-should-retry (true or false), when h has one, says
+// otherwise.
+func Status(code int, h http.Header) bool {
+	switch h.Get("x-should-retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
+}
+
+// Failed is an attempt that got no answer, or whose answer was cut off
+// (started) by what its reading returned. A refused or reset connection
+// or a failed DNS lookup is worth another attempt; a timeout (no headers
+// in time, or a stream that sent nothing: upstream.ErrStalled) and an
+// answer the upstream package refused, or a line longer than the SDK's
+// decoder reads, are not: the same server would
+// keep the user waiting as long again, or answer the same.
+func Failed(provider string, err error, started bool) *Failure {
+	var netErr net.Error
+	retryable := !(errors.As(err, &netErr) && netErr.Timeout()) &&
+		!errors.Is(err, upstream.ErrStalled) && !errors.Is(err, upstream.ErrTooLarge) && !errors.Is(err, upstream.ErrNotEventStream) &&
+		!errors.Is(err, bufio.ErrTooLong)
+	if started {
+		return &Failure{Err: &model.Error{Provider: provider, Message: upstream.Message(err.Error()), Truncated: true, Err: err}, Retryable: retryable}
+	}
+	return &Failure{Err: &model.Error{Provider: provider, Message: upstream.Message("request failed: " + err.Error()), Err: err}, Retryable: retryable}
 }
 
 // Failure is one failed attempt and what it says about the next one.

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"reflect"
 	"slices"
@@ -27,6 +28,12 @@ func TestAfter(t *testing.T) {
 		{map[string]string{"retry-after": now.Add(-time.Minute).Format(http.TimeFormat)}, 0, true},
 		{map[string]string{"retry-after": "soon"}, 0, false},
 		{map[string]string{"retry-after": "-1"}, 0, false},
+		{map[string]string{"retry-after": "NaN"}, 0, false},
+		// Longer than a Duration holds: the longest, never a negative wait
+		// that would retry at once.
+		{map[string]string{"retry-after": "1e11"}, math.MaxInt64, true},
+		{map[string]string{"retry-after": "Inf"}, math.MaxInt64, true},
+		{map[string]string{"retry-after-ms": "1e20"}, math.MaxInt64, true},
 		{nil, 0, false},
 	}
 	for _, tt := range tests {
@@ -56,10 +63,30 @@ func TestBackoffBounded(t *testing.T) {
 func TestStatus(t *testing.T) {
 	for code, want := range map[int]bool{
 		400: false, 401: false, 403: false, 404: false,
-		429: true, 500: true, 502: true, 503: true, 529: true,
+		408: true, 409: true, 429: true, 500: true, 502: true, 503: true, 529: true,
 	} {
-		if got := Status(code); got != want {
+		if got := Status(code, nil); got != want {
 			t.Errorf("Status(%d) = %v, want %v", code, got, want)
+		}
+	}
+	// The server's word wins: Anthropic marks a 5xx not worth another try,
+	// or a 4xx worth one.
+	for _, tt := range []struct {
+		code   int
+		header string
+		want   bool
+	}{
+		{500, "false", false},
+		{400, "true", true},
+		{429, "maybe", true},
+		{400, "", false},
+	} {
+		h := http.Header{}
+		if tt.header != "" {
+			h.Set("x-should-retry", tt.header)
+		}
+		if got := Status(tt.code, h); got != tt.want {
+			t.Errorf("Status(%d, x-should-retry %q) = %v, want %v", tt.code, tt.header, got, tt.want)
 		}
 	}
 }

@@ -1,0 +1,148 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/clock"
+	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/internal/fakeapi"
+	"github.com/clienttools/gateway/engine/model/internal/upstream"
+)
+
+// A stream that goes silent is cut off after StreamIdleTimeout, and not
+// tried again.
+func TestGenerateStalledStream(t *testing.T) {
+	srv := newServer(t, reply{Events: []string{roleChunk()}, Hold: true}, reply{Events: textTurn("again")})
+	c := clock.NewFake(time.Unix(1000, 0))
+	m, sl := newModel(t, srv, Options{StreamIdleTimeout: time.Minute, Clock: c})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Generate(context.Background(), request(), nil)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); c.Pending() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream's idle timer was never set")
+		}
+	}
+	c.Advance(time.Minute)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream silent past StreamIdleTimeout was not cut off")
+	}
+	var me *model.Error
+	if !errors.As(err, &me) || !me.Truncated || !errors.Is(err, upstream.ErrStalled) {
+		t.Fatalf("error = %v, want a truncated *model.Error wrapping upstream.ErrStalled", err)
+	}
+	if srv.Requests() != 1 || len(sl.Got()) != 0 {
+		t.Errorf("requests %d, waits %v: a stalled stream was tried again", srv.Requests(), sl.Got())
+	}
+}
+
+// Errors a server sends in a stream that began with 200: one that refuses
+// the request is not tried again, an overload is, and "error": null in
+// every chunk is no error.
+func TestGenerateStreamedErrors(t *testing.T) {
+	nullError := func(ev string) string {
+		return strings.Replace(ev, `"usage":null}`, `"usage":null,"error":null}`, 1)
+	}
+	tests := []struct {
+		name     string
+		events   []string
+		requests int
+		err      string
+	}{
+		{"a refused request (code 400)", []string{data(`{"error":{"message":"This model's maximum context length is 8192 tokens","type":"BadRequestError","code":400}}`)}, 1, "maximum context length"},
+		{"an invalid request (type)", []string{data(`{"error":{"message":"bad tool schema","type":"invalid_request_error","code":null}}`)}, 1, "bad tool schema"},
+		{"an overload", []string{errorChunk("overloaded")}, 2, ""},
+		{"an error of null", []string{roleChunk(), nullError(textChunk("fine")), nullError(finishChunk("stop")), done()}, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, reply{Events: tt.events}, reply{Events: textTurn("fine")})
+			m, _ := newModel(t, srv, Options{})
+			resp, _, err := fakeapi.Generate(t, m, request())
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("error = %v, want one saying %q", err, tt.err)
+				}
+			} else if err != nil || resp.Text != "fine" {
+				t.Errorf("text %q, %v; want fine", resp.Text, err)
+			}
+			if srv.Requests() != tt.requests {
+				t.Errorf("%d requests, want %d", srv.Requests(), tt.requests)
+			}
+		})
+	}
+}
+
+// A turn cut by its token limit runs none of its calls: the stream does
+// not say which ended before the limit ({} when no argument came yet).
+func TestGenerateLengthRunsNoCall(t *testing.T) {
+	srv := newServer(t, reply{Events: []string{
+		roleChunk(), callStart(0, "call_1", "delete_files"), finishChunk("length"), done(),
+	}})
+	m, _ := newModel(t, srv, Options{})
+	resp, _, err := fakeapi.Generate(t, m, request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolUses) != 0 || resp.StopReason != model.StopMaxTokens {
+		t.Errorf("tool uses %+v, stop %q; want none, max_tokens", resp.ToolUses, resp.StopReason)
+	}
+}
+
+// A server that sends each whole call at index 0 with no ids gives as many
+// calls, not one merged.
+func TestGenerateCallsAtIndexZeroWithoutIDs(t *testing.T) {
+	call := func(name, args string) string {
+		return chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":`+quote(name)+`,"arguments":`+quote(args)+`}}]}`, "")
+	}
+	srv := newServer(t, reply{Events: []string{roleChunk(), call("a", `{"x":1}`), call("b", `{"y":2}`), finishChunk("tool_calls"), done()}})
+	m, _ := newModel(t, srv, Options{})
+	resp, _, err := fakeapi.Generate(t, m, request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]string
+	for _, u := range resp.ToolUses {
+		got = append(got, [2]string{u.Name, u.Arguments})
+	}
+	if want := [][2]string{{"a", `{"x":1}`}, {"b", `{"y":2}`}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("calls %v, want %v", got, want)
+	}
+}
+
+// A 200 that is not an event stream (a server that ignored "stream": true,
+// a proxy's page) is said as such, once.
+func TestGenerateNotAnEventStream(t *testing.T) {
+	srv := newServer(t, reply{Events: []string{`{"choices":[]}`}, ContentType: "application/json"})
+	m, sl := newModel(t, srv, Options{})
+	_, _, err := fakeapi.Generate(t, m, request())
+	if !errors.Is(err, upstream.ErrNotEventStream) || !strings.Contains(err.Error(), "application/json") {
+		t.Errorf("error = %v, want upstream.ErrNotEventStream naming application/json", err)
+	}
+	if srv.Requests() != 1 || len(sl.Got()) != 0 {
+		t.Errorf("requests %d, waits %v, want one request", srv.Requests(), sl.Got())
+	}
+}
+
+// An answer past MaxResponseBytes is cut off, and not asked for again.
+func TestGenerateTooLarge(t *testing.T) {
+	srv := newServer(t, reply{Events: textTurn(strings.Repeat("x", 4096))})
+	m, sl := newModel(t, srv, Options{MaxResponseBytes: 1024})
+	resp, _, err := fakeapi.Generate(t, m, request())
+	if !errors.Is(err, upstream.ErrTooLarge) || len(resp.Text) != 0 {
+		t.Errorf("text of %d bytes, %v; want upstream.ErrTooLarge", len(resp.Text), err)
+	}
+	if srv.Requests() != 1 || len(sl.Got()) != 0 {
+		t.Errorf("requests %d, waits %v, want one request", srv.Requests(), sl.Got())
+	}
+}
