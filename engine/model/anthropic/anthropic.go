@@ -66,8 +66,9 @@ type Options struct {
 	// Now turns a retry-after given as an HTTP date into a wait; default
 	// time.Now.
 	Now func() time.Time
-	// StreamIdleTimeout cuts a stream off that sends nothing (not even the
-	// API's pings) for this long; default upstream.DefaultIdle (10 min).
+	// StreamIdleTimeout cuts a turn off whose stream sends no event (the
+	// API's pings do not count) for this long, from the request on;
+	// default upstream.DefaultIdle (10 min).
 	StreamIdleTimeout time.Duration
 	// MaxResponseBytes cuts an answer off past this many bytes; default
 	// upstream.DefaultMaxBytes (64 MiB).
@@ -82,6 +83,7 @@ type Model struct {
 	retry     retry.Policy
 	maxTokens int
 	now       func() time.Time
+	limits    upstream.Limits
 }
 
 var _ model.Model = (*Model)(nil)
@@ -100,6 +102,7 @@ func New(opts Options) (*Model, error) {
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}
+	limits := upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock}
 	reqOpts := []option.RequestOption{
 		// The environment is the providers package's business: a library that
 		// reads ANTHROPIC_* behind its caller's back makes configuration
@@ -110,7 +113,7 @@ func New(opts Options) (*Model, error) {
 		// Retries are ours: the SDK's sleep cannot be injected, and it cannot
 		// know whether text has already reached the user.
 		option.WithMaxRetries(0),
-		option.WithMiddleware(guard(upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock})),
+		option.WithMiddleware(guard(limits)),
 	}
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
@@ -125,6 +128,7 @@ func New(opts Options) (*Model, error) {
 		},
 		maxTokens: opts.MaxTokens,
 		now:       opts.Now,
+		limits:    limits,
 	}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxTokens
@@ -159,10 +163,13 @@ func guard(l upstream.Limits) option.Middleware {
 
 // attempt sends the request once and reads its stream to message_stop.
 func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit func(string)) (model.Response, *retry.Failure) {
+	ctx, progress, stop := m.limits.Watch(ctx)
+	defer stop()
 	stream := m.client.Messages.NewStreaming(ctx, params)
 	defer stream.Close()
 	var acc accumulator
-	for stream.Next() {
+	for stream.Next() { // pings are not events here: the SDK skips them
+		progress()
 		acc.add(stream.Current(), emit)
 		if acc.stopped {
 			// The turn is whole: what the connection does next (stays
@@ -170,7 +177,7 @@ func (m *Model) attempt(ctx context.Context, params sdk.MessageNewParams, emit f
 			return acc.response(), nil
 		}
 	}
-	return acc.partial(), m.classify(stream.Err(), &acc)
+	return acc.partial(), m.classify(upstream.Stalled(ctx, stream.Err()), &acc)
 }
 
 // classify turns what ended an attempt early into a *model.Error.

@@ -15,37 +15,39 @@ import (
 	"github.com/clienttools/gateway/engine/model/internal/upstream"
 )
 
-// generateAsync runs Generate on its own goroutine, for a test that moves
-// a fake clock meanwhile.
-func generateAsync(m *Model) <-chan error {
+// generateUntilText runs Generate on its own goroutine, for a test that
+// moves a fake clock meanwhile, and returns once the first text came.
+func generateUntilText(t *testing.T, m *Model) <-chan error {
+	t.Helper()
 	done := make(chan error, 1)
+	text := make(chan struct{}, 1)
 	go func() {
-		_, err := m.Generate(context.Background(), request(), nil)
+		_, err := m.Generate(context.Background(), request(), func(string) {
+			select {
+			case text <- struct{}{}:
+			default:
+			}
+		})
 		done <- err
 	}()
+	select {
+	case <-text:
+	case err := <-done:
+		t.Fatalf("Generate ended before any text: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no text came")
+	}
 	return done
 }
 
-// waitForTimer waits until the guard of the stream has set its idle timer.
-func waitForTimer(t *testing.T, c *clock.Fake) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); c.Pending() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the stream's idle timer was never set")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// A stream that goes silent (pings included) is cut off after
+// A stream that sends no event (its pings aside) is cut off after
 // StreamIdleTimeout, and not tried again: the same server would keep the
 // user waiting as long again.
 func TestGenerateStalledStream(t *testing.T) {
-	srv := newServer(t, reply{Events: []string{messageStart(1), ping()}, Hold: true}, reply{Events: textTurn("again")})
+	srv := newServer(t, reply{Events: []string{messageStart(1), textStart(0), textDelta(0, "Let me"), ping()}, Hold: true}, reply{Events: textTurn("again")})
 	c := clock.NewFake(time.Unix(1000, 0))
 	m, sl := newModel(t, srv, Options{StreamIdleTimeout: time.Minute, Clock: c})
-	done := generateAsync(m)
-	waitForTimer(t, c)
+	done := generateUntilText(t, m)
 	c.Advance(time.Minute)
 	var err error
 	select {

@@ -74,9 +74,10 @@ type Options struct {
 	// Now turns a retry-after given as an HTTP date into a wait; default
 	// time.Now.
 	Now func() time.Time
-	// StreamIdleTimeout cuts a stream off that sends nothing for this
-	// long; default upstream.DefaultIdle (10 min, as long as a local
-	// server may think over a big prompt).
+	// StreamIdleTimeout cuts a turn off whose stream sends no event
+	// (comments do not count) for this long, from the request on; default
+	// upstream.DefaultIdle (10 min, as long as a local server may think
+	// over a big prompt).
 	StreamIdleTimeout time.Duration
 	// MaxResponseBytes cuts an answer off past this many bytes; default
 	// upstream.DefaultMaxBytes (64 MiB).
@@ -91,6 +92,7 @@ type Model struct {
 	retry               retry.Policy
 	maxCompletionTokens bool // send max_completion_tokens, not max_tokens
 	now                 func() time.Time
+	limits              upstream.Limits
 }
 
 var _ model.Model = (*Model)(nil)
@@ -120,13 +122,14 @@ func New(opts Options) (*Model, error) {
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}
+	limits := upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock}
 	reqOpts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),
 		// Retries are ours: the SDK's sleep cannot be injected, and it cannot
 		// know whether text has already reached the user.
 		option.WithMaxRetries(0),
-		option.WithMiddleware(statusErrors(upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock})),
+		option.WithMiddleware(statusErrors(limits)),
 	}
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
@@ -144,6 +147,7 @@ func New(opts Options) (*Model, error) {
 		},
 		maxCompletionTokens: completionTokens,
 		now:                 opts.Now,
+		limits:              limits,
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -169,18 +173,21 @@ func truncated(msg string, retryable bool) *retry.Failure {
 // attempt sends the request once and reads its stream to data: [DONE].
 func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, emit func(string)) (model.Response, *retry.Failure) {
 	var acc accumulator
+	ctx, progress, stop := m.limits.Watch(ctx)
+	defer stop()
 	// Post rather than Chat.Completions.NewStreaming: the SDK's stream ends
 	// the same way on [DONE] and on a connection that just closes, and only
 	// the first is a whole turn.
 	var res *http.Response
 	err := m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true))
 	if err != nil {
-		return acc.partial(), m.classify(err, false)
+		return acc.partial(), m.classify(upstream.Stalled(ctx, err), false)
 	}
 	dec := ssestream.NewDecoder(res)
 	defer dec.Close()
-	for dec.Next() {
+	for dec.Next() { // comments are not events here: the decoder skips them
 		ev := dec.Event()
+		progress()
 		data := bytes.TrimSpace(ev.Data)
 		switch {
 		case len(data) == 0:
@@ -200,7 +207,7 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		acc.add(chunk, emit)
 	}
 	if err := dec.Err(); err != nil {
-		return acc.partial(), m.classify(err, true)
+		return acc.partial(), m.classify(upstream.Stalled(ctx, err), true)
 	}
 	return acc.partial(), truncated("the stream ended before data: [DONE]", true)
 }

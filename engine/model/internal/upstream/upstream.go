@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,8 @@ const (
 )
 
 var (
-	// ErrStalled: the stream sent nothing for Limits.Idle.
+	// ErrStalled: the stream sent no event (pings and comments aside)
+	// for Limits.Idle.
 	ErrStalled = errors.New("the server sent nothing")
 	// ErrTooLarge: the answer passed Limits.MaxBytes.
 	ErrTooLarge = errors.New("the answer is too large")
@@ -42,7 +44,7 @@ var (
 
 // Limits bound one answer. The zero value of each field means its default.
 type Limits struct {
-	// Idle is the longest the stream may send nothing.
+	// Idle is the longest the stream may send no event (Watch).
 	Idle time.Duration
 	// MaxBytes bounds the bytes read of one answer's body.
 	MaxBytes int64
@@ -66,8 +68,8 @@ func (l Limits) withDefaults() Limits {
 // Guard applies l to an answer, as the SDKs' middleware does once the
 // request is sent: an error status's body is replaced by its first
 // MaxErrorBody bytes, read now; a successful answer must be an event
-// stream (else ErrNotEventStream, the body closed); its body is bounded
-// by l. It returns res, changed in place.
+// stream (else ErrNotEventStream, the body closed); its body ends with
+// ErrTooLarge past MaxBytes. It returns res, changed in place.
 func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 	if res.StatusCode >= 400 {
 		b, err := io.ReadAll(io.LimitReader(res.Body, MaxErrorBody))
@@ -87,80 +89,87 @@ func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("%w (it is %s, status %d): does the server stream?", ErrNotEventStream, clip(got, 64), res.StatusCode)
 	}
-	l = l.withDefaults()
-	b := &body{rc: res.Body, limits: l}
-	b.last.Store(l.Clock.Now().UnixNano())
-	b.timer = l.Clock.AfterFunc(l.Idle, b.check)
-	res.Body = b
+	res.Body = &body{ReadCloser: res.Body, max: l.withDefaults().MaxBytes}
 	return res, nil
 }
 
 // body is a guarded answer's body.
 type body struct {
-	rc     io.ReadCloser
-	limits Limits
-	read   int64
-	last   atomic.Int64 // when bytes last came, in ns
-
-	mu      sync.Mutex
-	timer   clock.Timer
-	stalled bool // the idle timer closed rc
-	closed  bool
-}
-
-// check runs when Idle has passed since the timer was set: it closes the
-// body, which ends a Read that waits, unless bytes came since, in which
-// case it waits out the rest.
-func (b *body) check() {
-	idle := b.limits.Idle
-	since := b.limits.Clock.Now().Sub(time.Unix(0, b.last.Load()))
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	if since < idle {
-		b.timer = b.limits.Clock.AfterFunc(idle-since, b.check)
-		return
-	}
-	b.stalled = true
-	b.closed = true
-	_ = b.rc.Close()
+	io.ReadCloser
+	max, read int64
 }
 
 func (b *body) Read(p []byte) (int, error) {
-	if left := b.limits.MaxBytes - b.read; int64(len(p)) > left {
+	if left := b.max - b.read; int64(len(p)) > left {
 		if left <= 0 {
-			_ = b.Close()
-			return 0, fmt.Errorf("%w: more than %s", ErrTooLarge, size(b.limits.MaxBytes))
+			return 0, fmt.Errorf("%w: more than %s", ErrTooLarge, size(b.max))
 		}
 		p = p[:left]
 	}
-	n, err := b.rc.Read(p)
+	n, err := b.ReadCloser.Read(p)
 	b.read += int64(n)
-	if n > 0 {
-		b.last.Store(b.limits.Clock.Now().UnixNano())
-	}
-	if err != nil {
-		b.mu.Lock()
-		stalled := b.stalled
-		b.mu.Unlock()
-		if stalled {
-			return n, fmt.Errorf("%w for %s", ErrStalled, b.limits.Idle)
-		}
-	}
 	return n, err
 }
 
-func (b *body) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.timer.Stop()
-	if b.closed {
-		return nil
+// Watch returns a context, under ctx, that ends once Idle passes with no
+// call of progress: a provider calls it at each event of the stream, so
+// a server that sends only pings or comments (a proxy's keep-alive before
+// a stuck backend) is cut off too, not only one that sends nothing. Its
+// cause is then ErrStalled (Stalled reads it). stop ends the watch and the
+// context; call it once the attempt is done.
+func (l Limits) Watch(ctx context.Context) (watched context.Context, progress func(), stop func()) {
+	l = l.withDefaults()
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &watch{limits: l, cancel: cancel}
+	w.last.Store(l.Clock.Now().UnixNano())
+	w.mu.Lock()
+	w.timer = l.Clock.AfterFunc(l.Idle, w.check)
+	w.mu.Unlock()
+	return ctx, func() { w.last.Store(l.Clock.Now().UnixNano()) }, w.stop
+}
+
+// Stalled returns the ErrStalled that ended ctx, a context of Watch, or
+// err when nothing did.
+func Stalled(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
+		return cause
 	}
-	b.closed = true
-	return b.rc.Close()
+	return err
+}
+
+type watch struct {
+	limits Limits
+	cancel context.CancelCauseFunc
+	last   atomic.Int64 // the last progress, in ns
+
+	mu      sync.Mutex
+	timer   clock.Timer
+	stopped bool
+}
+
+// check runs once Idle passed since the timer was set: it ends the
+// context, unless progress came since, in which case it waits out the
+// rest.
+func (w *watch) check() {
+	since := w.limits.Clock.Now().Sub(time.Unix(0, w.last.Load()))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if since < w.limits.Idle {
+		w.timer = w.limits.Clock.AfterFunc(w.limits.Idle-since, w.check)
+		return
+	}
+	w.cancel(fmt.Errorf("%w for %s", ErrStalled, w.limits.Idle))
+}
+
+func (w *watch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.timer.Stop()
+	w.cancel(nil)
 }
 
 // size says n bytes in MiB when it is whole MiB.

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -21,62 +22,34 @@ func stream(contentType string) (*http.Response, *io.PipeWriter) {
 	return res, w
 }
 
-// waitTimers waits until c has n timers scheduled: the guard set its idle
-// timer, or set it again.
-func waitTimers(t *testing.T, c *clock.Fake, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); c.Pending() != n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timers scheduled, want %d", c.Pending(), n)
-		}
-		time.Sleep(time.Millisecond)
+// A watch ends its context once Idle passes without progress, with
+// ErrStalled as its cause; progress starts the wait again.
+func TestWatch(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	ctx, progress, stop := Limits{Idle: time.Minute, Clock: c}.Watch(context.Background())
+	defer stop()
+	c.Advance(40 * time.Second)
+	progress()
+	// The progress at 40 s moves the end to 100 s: at 60 s it waits on.
+	c.Advance(20 * time.Second)
+	if ctx.Err() != nil || c.Pending() != 1 {
+		t.Fatalf("at 60 s, 20 s after progress: %v, %d timers; want the watch waiting", ctx.Err(), c.Pending())
+	}
+	c.Advance(40 * time.Second)
+	err := Stalled(ctx, context.Canceled)
+	if ctx.Err() == nil || !errors.Is(err, ErrStalled) || err.Error() != "the server sent nothing for 1m0s" {
+		t.Errorf("after a minute without progress: %v, %v; want the context ended by ErrStalled", ctx.Err(), err)
 	}
 }
 
-// A stream that sends nothing for Idle is cut off with ErrStalled; bytes
-// that come start the wait again.
-func TestGuardStalled(t *testing.T) {
+// stop ends a watch: its timer and its context, with no ErrStalled.
+func TestWatchStop(t *testing.T) {
 	c := clock.NewFake(time.Unix(1000, 0))
-	res, w := stream("text/event-stream; charset=utf-8")
-	res, err := Limits{Idle: time.Minute, Clock: c}.Guard(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		io.WriteString(w, "data: 1\n\n")
-	}()
-	buf := make([]byte, 64)
-	c.Advance(40 * time.Second)
-	if n, err := res.Body.Read(buf); n == 0 || err != nil {
-		t.Fatalf("first read: %d bytes, %v", n, err)
-	}
-	// The byte at 40 s moves the cut to 100 s: at 60 s the guard waits on.
-	c.Advance(20 * time.Second)
-	waitTimers(t, c, 1)
-	read := make(chan error, 1)
-	go func() {
-		_, err := res.Body.Read(buf)
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		t.Fatalf("a read ended at 60 s, 20 s after the last byte: %v", err)
-	case <-time.After(10 * time.Millisecond):
-	}
-	c.Advance(40 * time.Second)
-	select {
-	case err := <-read:
-		if !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), "1m0s") {
-			t.Errorf("read after a minute of nothing: %v, want ErrStalled naming the minute", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a stream silent for a minute was not cut off")
-	}
-	if err := res.Body.Close(); err != nil {
-		t.Errorf("Close after the cut: %v", err)
-	}
-	if c.Pending() != 0 {
-		t.Errorf("%d timers left after Close", c.Pending())
+	ctx, _, stop := Limits{Idle: time.Minute, Clock: c}.Watch(context.Background())
+	stop()
+	c.Advance(time.Hour)
+	if ctx.Err() == nil || c.Pending() != 0 || Stalled(ctx, nil) != nil {
+		t.Errorf("after stop: %v, %d timers, %v; want the context ended, no timer, no ErrStalled", ctx.Err(), c.Pending(), Stalled(ctx, nil))
 	}
 }
 
