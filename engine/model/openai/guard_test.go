@@ -147,3 +147,19 @@ func TestGenerateTooLarge(t *testing.T) {
 		t.Errorf("requests %d, waits %v, want one request", srv.Requests(), sl.Got())
 	}
 }
+
+// A stream with CR line ends, whose last data: [DONE] has no blank line
+// after it, is a whole turn, read once.
+func TestGenerateLenientStream(t *testing.T) {
+	var events []string
+	for _, ev := range textTurn("fine") {
+		events = append(events, strings.ReplaceAll(ev, "\n", "\r"))
+	}
+	events[len(events)-1] = "data: [DONE]\r"
+	srv := newServer(t, reply{Events: events})
+	m, _ := newModel(t, srv, Options{})
+	resp, _, err := fakeapi.Generate(t, m, request())
+	if err != nil || resp.Text != "fine" || srv.Requests() != 1 {
+		t.Errorf("text %q, %v, after %d requests; want fine, at once", resp.Text, err, srv.Requests())
+	}
+}

@@ -14,7 +14,6 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
@@ -183,10 +182,10 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 	if err != nil {
 		return acc.partial(), m.classify(upstream.Stalled(ctx, err), false)
 	}
-	dec := ssestream.NewDecoder(res)
-	defer dec.Close()
-	for dec.Next() { // comments are not events here: the decoder skips them
-		ev := dec.Event()
+	defer res.Body.Close()
+	dec := newSSEReader(res.Body)
+	for dec.next() { // comments are not events here: the reader skips them
+		ev := dec.event()
 		progress()
 		data := bytes.TrimSpace(ev.Data)
 		switch {
@@ -206,7 +205,7 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		}
 		acc.add(chunk, emit)
 	}
-	if err := dec.Err(); err != nil {
+	if err := dec.err; err != nil {
 		return acc.partial(), m.classify(upstream.Stalled(ctx, err), true)
 	}
 	return acc.partial(), truncated("the stream ended before data: [DONE]", true)
