@@ -271,8 +271,8 @@ func (l *eventLog) flush(until int64) {
 	}
 }
 
-// writeNow lets the pages that asked write what was just pushed to them,
-// then says the stored batches' notes, with l.mu released (it is held, and
+// writeNow says the stored batches' notes, then lets the pages that asked
+// write what was just pushed to them, with l.mu released (it is held, and
 // held again on return): a log line's write holds up no publisher.
 // Flushing keeps other publishers' batches for this loop meanwhile, and
 // l.saying is the flusher's alone.
@@ -283,13 +283,13 @@ func (l *eventLog) writeNow() {
 	woken, saying := l.woken, l.saying
 	l.woken = nil
 	l.mu.Unlock()
-	for i, p := range woken {
-		p.now()
-		woken[i] = nil
-	}
 	for i, n := range saying {
 		n.say()
 		saying[i] = settledNote{}
+	}
+	for i, p := range woken {
+		p.now()
+		woken[i] = nil
 	}
 	l.mu.Lock()
 	if l.woken == nil {
