@@ -182,3 +182,22 @@ test("a Stop at the calls of each turn is said, a turn no message started too", 
     await push(page, { type: "session.idle", seq: 7 });
     await expect(stopped).toHaveCount(2);
 });
+
+test("a turn the model declined, or a filter withheld, with no text says so; one with text does not", async ({ page }) => {
+    const notices = page.getByTestId("notice-text");
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
+    await push(page, { type: "model.finished", seq: 2, stopReason: "refusal", usage: { inputTokens: 0, outputTokens: 0 } });
+    await push(page, { type: "session.idle", seq: 3 });
+    await expect(notices.last()).toHaveText("The model declined to answer.");
+    await push(page, { type: "message", seq: 4, message: { role: "user", content: "again" } });
+    await push(page, { type: "model.finished", seq: 5, stopReason: "content_filter", usage: { inputTokens: 0, outputTokens: 0 } });
+    await push(page, { type: "session.idle", seq: 6 });
+    await expect(notices.last()).toHaveText("The provider's content filter withheld the reply.");
+    await push(page, { type: "message", seq: 7, message: { role: "user", content: "once more" } });
+    await push(page, { type: "model.delta", seq: 8, text: "I can't help with that." });
+    await push(page, { type: "model.finished", seq: 9, stopReason: "refusal", usage: { inputTokens: 0, outputTokens: 0 } });
+    await push(page, { type: "message", seq: 10, message: { role: "assistant", content: "I can't help with that." } });
+    await push(page, { type: "session.idle", seq: 11 });
+    await expect(page.locator('[data-testid="message"][data-role="assistant"]').getByTestId("message-text")).toHaveText("I can't help with that.");
+    await expect(notices).toHaveCount(2);
+});

@@ -130,12 +130,25 @@ func TestBadDecisions(t *testing.T) {
 	}
 }
 
-// TestDuplicateCallID: a tool.call whose id is taken is refused, and the
-// first call is unaffected.
+// TestDuplicateCallID: a worker's tool.call whose id is taken is refused,
+// and the first call is unaffected. (A model's duplicate gets an id of its
+// own: TestToolUseIDsGivenTwice.)
 func TestDuplicateCallID(t *testing.T) {
 	b := newBrowser()
-	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
-	h := setup(t, w, callsThenSummary(use("same", "get_location", `{}`), use("same", "get_location", `{}`)), engine.Options{}, b)
+	agent := engine.AgentConfig{Model: "fake-model", Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}
+	w := &testWorker{agent: agent}
+	w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+		switch req.Trigger.(type) {
+		case engine.SessionStart:
+			return engine.Decision{Agent: &agent}, nil
+		case engine.ModelFinished:
+			d := req.Proposed
+			d.Actions = append(d.Actions, engine.ToolCall{ID: "same", Name: "get_location", Arguments: json.RawMessage(`"{}"`), Handler: engine.HandlerClient})
+			return d, nil
+		}
+		return req.Proposed, nil
+	}
+	h := setup(t, w, callsThenSummary(use("same", "get_location", `{}`)), engine.Options{}, b)
 	h.send("go")
 	ev := h.waitType(engine.EventError)
 	if ev.Code != "bad_decision" || !strings.Contains(ev.errorText(), `id "same" is already in use`) {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -59,4 +60,31 @@ type countingLoads struct {
 func (c *countingLoads) Load(ctx context.Context, session string) ([]engine.Batch, error) {
 	c.loads++
 	return c.Store.Load(ctx, session)
+}
+
+// TestToolUseIDsGivenTwice: a server that numbers a turn's calls alike
+// (call_0, call_0) gets both run, the second under an id of its own, and
+// no bad_decision error blaming a decision nobody made.
+func TestToolUseIDsGivenTwice(t *testing.T) {
+	m := callsThenSummary(use("call_0", "get_weather", `{"city":"Oslo"}`), use("call_0", "get_weather", `{"city":"Rome"}`))
+	w := recordingToolWorker(&engine.ToolWorker{Agent: engine.AgentConfig{Model: "fake-model"}, Tools: []engine.Tool{weatherTool()}})
+	h := setup(t, w, m, engine.Options{})
+	h.send("Oslo and Rome?")
+	h.waitIdle()
+	if n := h.count(engine.EventError, ""); n != 0 {
+		t.Errorf("%d error events", n)
+	}
+	ids := map[string]bool{}
+	for _, f := range h.seen {
+		if f.Type == engine.EventToolFinished {
+			var fin engine.ToolFinishedEvent
+			if err := json.Unmarshal(f.Raw, &fin); err != nil {
+				t.Fatal(err)
+			}
+			ids[fin.ID] = true
+		}
+	}
+	if len(ids) != 2 || !ids["call_0"] {
+		t.Errorf("calls settled: %v, want call_0 and another", ids)
+	}
 }

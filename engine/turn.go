@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/clienttools/gateway/engine/model"
 )
@@ -85,7 +86,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		// tool call must never execute.
 		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
 		for i := range msg.ToolUses {
-			if id := msg.ToolUses[i].ID; id == "" || s.known(id) {
+			if id := msg.ToolUses[i].ID; id == "" || s.known(id) || slices.ContainsFunc(msg.ToolUses[:i], func(u ToolUse) bool { return u.ID == id }) {
 				// Mint the id here, not in startCall: the transcript's tool
 				// use and its tool message must name the same call. Each
 				// agent's model numbers its calls from its own transcript,

@@ -35,6 +35,12 @@ import { followLog } from "./follow.js";
 /** @typedef {import("./gateway.js").GatewayClient} GatewayClient */
 /** @typedef {import("./gateway.js").ToolCard} ToolCard */
 
+/** What a turn that ended blank says, by its stop reason: else a user could not tell it from a model that said nothing. */
+const WITHHELD = /** @type {Record<string, string>} */ ({
+    refusal: "The model declined to answer.",
+    content_filter: "The provider's content filter withheld the reply.",
+});
+
 /**
  * Renders client into root and wires the composer.
  * @param {HTMLElement} root  The element with data-chat (web.ChatPage's <main>).
@@ -261,12 +267,14 @@ export function mountChat(root, client) {
         }),
         client.on("model.finished", ({ error, stopReason, seq }) => {
             awaiting = false;
+            const blank = !reply.streaming;
             reply.end();
             // Said once, here; the error event that follows goes to the console.
             if (error) {
                 console.warn(`The model failed: ${error}`);
                 notice("error", modelErrorText(error), { retry: true, seq });
             } else if (stopReason === "cancelled") stoppedNotice(seq);
+            else if (blank && WITHHELD[stopReason]) notice("info", WITHHELD[stopReason], { seq });
             setBusy();
         }),
         client.on("frame", (f) => {

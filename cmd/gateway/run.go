@@ -428,7 +428,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	models, err := buildModels(cfg, getenv)
+	models, err := buildModels(cfg, getenv, logger)
 	if err != nil {
 		return err
 	}
@@ -601,7 +601,7 @@ const idleTimeout = 2 * time.Minute
 
 // buildModels resolves the agent's model id: "scripted" (or any id, with
 // --offline) to the scripted model, others to the configured providers.
-func buildModels(cfg config, getenv func(string) string) (model.Resolver, error) {
+func buildModels(cfg config, getenv func(string) string, logger *slog.Logger) (model.Resolver, error) {
 	var sm *scripted.Model
 	var err error
 	if cfg.script != "" {
@@ -616,8 +616,8 @@ func buildModels(cfg config, getenv func(string) string) (model.Resolver, error)
 		return model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }), nil
 	}
 	r, err := providers.New(providers.Config{
-		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL},
-		OpenAI:       openai.Options{BaseURL: cfg.openaiURL},
+		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL, Logger: logger},
+		OpenAI:       openai.Options{BaseURL: cfg.openaiURL, Logger: logger},
 		OpenAIModels: cfg.openaiModels,
 		Scripted:     sm,
 	}, getenv)

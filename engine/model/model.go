@@ -87,6 +87,11 @@ const (
 	StopMaxTokens = "max_tokens"
 	StopCancelled = "cancelled"
 	StopError     = "error"
+	// StopRefusal: the model declined (Claude's refusal, an OpenAI
+	// refusal); its words, when it gave any, are the turn's text.
+	StopRefusal = "refusal"
+	// StopContentFilter: the server's filter ended the turn.
+	StopContentFilter = "content_filter"
 )
 
 // Response is a finished assistant turn.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -75,6 +76,8 @@ type Options struct {
 	MaxResponseBytes int64
 	// Clock times StreamIdleTimeout; default the system's.
 	Clock clock.Clock
+	// Logger hears of each retry; nil: none.
+	Logger *slog.Logger
 }
 
 // Model is Claude behind the Messages API. Build it with New.
@@ -84,6 +87,7 @@ type Model struct {
 	maxTokens int
 	now       func() time.Time
 	limits    upstream.Limits
+	key       string // for upstream.Redact
 }
 
 var _ model.Model = (*Model)(nil)
@@ -125,7 +129,9 @@ func New(opts Options) (*Model, error) {
 			MaxRetries: opts.MaxRetries,
 			MaxWait:    opts.MaxRetryWait,
 			Sleep:      opts.Sleep,
+			Logger:     opts.Logger,
 		},
+		key:       opts.APIKey,
 		maxTokens: opts.MaxTokens,
 		now:       opts.Now,
 		limits:    limits,
@@ -145,7 +151,11 @@ func New(opts Options) (*Model, error) {
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
 	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
-		return m.attempt(ctx, params, emit)
+		resp, f := m.attempt(ctx, params, emit)
+		if f != nil {
+			f.Err.Message = upstream.Redact(f.Err.Message, m.key)
+		}
+		return resp, f
 	})
 }
 
@@ -202,11 +212,13 @@ func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 		f.Retryable = retry.Status(apiErr.StatusCode, header)
 		return f
 	case errors.As(err, &apiErr):
-		// An SSE error event: the API gave up mid-turn.
+		// An SSE error event: the API gave up mid-turn, or refused the
+		// request (a prompt too long), which is not a stream cut off.
 		kind := string(apiErr.Type())
+		retryable := kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error"
 		return &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: true, Err: err},
-			Retryable: kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error",
+			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: retryable || kind == "", Err: err},
+			Retryable: retryable,
 		}
 	case err == nil:
 		return &retry.Failure{

@@ -133,7 +133,8 @@ func TestGenerateStopReasons(t *testing.T) {
 	tests := []struct{ api, want string }{
 		{"end_turn", model.StopEndTurn},
 		{"stop_sequence", model.StopEndTurn},
-		{"refusal", model.StopEndTurn},
+		{"refusal", model.StopRefusal},
+		{"pause_turn", model.StopEndTurn},
 		{"tool_use", model.StopToolUse},
 		{"max_tokens", model.StopMaxTokens},
 		{"model_context_window_exceeded", model.StopMaxTokens},

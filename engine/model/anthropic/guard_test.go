@@ -91,21 +91,60 @@ func TestGenerateEndsAtMessageStop(t *testing.T) {
 }
 
 // A tool use whose input max_tokens cut off never runs, whether its input
-// so far is {} (none came) or half an object.
+// so far is {} (none came) or half an object, and whether or not the API
+// closed its block (it closes the block it cut like any other); a whole
+// call before it runs.
 func TestGenerateMaxTokensInAToolUse(t *testing.T) {
-	for _, events := range [][]string{
-		{messageStart(5), textStart(0), textDelta(0, "Deleting."), blockStop(0), toolStart(1, "toolu_01", "delete_files", "{}"), messageDelta("max_tokens", 9), messageStop()},
-		{messageStart(5), toolStart(0, "toolu_01", "delete_files", "{}"), jsonDelta(0, `{"path": "/`), messageDelta("max_tokens", 9), messageStop()},
+	whole := model.ToolUse{ID: "toolu_00", Name: "get_weather", Arguments: `{"city":"Oslo"}`}
+	for _, tt := range []struct {
+		name   string
+		events []string
+		want   []model.ToolUse
+	}{
+		{"cut before its input, block open", []string{messageStart(5), textStart(0), textDelta(0, "Deleting."), blockStop(0), toolStart(1, "toolu_01", "delete_files", "{}"), messageDelta("max_tokens", 9), messageStop()}, nil},
+		{"cut in its input, block open", []string{messageStart(5), toolStart(0, "toolu_01", "delete_files", "{}"), jsonDelta(0, `{"path": "/`), messageDelta("max_tokens", 9), messageStop()}, nil},
+		{"cut before its input, block closed", []string{messageStart(5), toolStart(0, "toolu_01", "delete_files", "{}"), blockStop(0), messageDelta("max_tokens", 9), messageStop()}, nil},
+		{"cut in its input, block closed", []string{messageStart(5), toolStart(0, "toolu_01", "delete_files", "{}"), jsonDelta(0, `{"path": "/`), blockStop(0), messageDelta("max_tokens", 9), messageStop()}, nil},
+		{"a whole call, then one cut", []string{
+			messageStart(5), toolStart(0, "toolu_00", "get_weather", "{}"), jsonDelta(0, `{"city":"Oslo"}`), blockStop(0),
+			toolStart(1, "toolu_01", "delete_files", "{}"), blockStop(1), messageDelta("max_tokens", 9), messageStop(),
+		}, []model.ToolUse{whole}},
+		{"a whole call, then text cut", []string{
+			messageStart(5), toolStart(0, "toolu_00", "get_weather", "{}"), jsonDelta(0, `{"city":"Oslo"}`), blockStop(0),
+			textStart(1), textDelta(1, "and then"), blockStop(1), messageDelta("max_tokens", 9), messageStop(),
+		}, []model.ToolUse{whole}},
 	} {
-		srv := newServer(t, reply{Events: events})
+		srv := newServer(t, reply{Events: tt.events})
 		m, _ := newModel(t, srv, Options{})
 		resp, _, err := fakeapi.Generate(t, m, request())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.ToolUses) != 0 || resp.StopReason != model.StopMaxTokens {
-			t.Errorf("tool uses %+v, stop %q; want none, max_tokens", resp.ToolUses, resp.StopReason)
+		if !reflect.DeepEqual(resp.ToolUses, tt.want) || resp.StopReason != model.StopMaxTokens {
+			t.Errorf("%s: tool uses %+v, stop %q; want %+v, max_tokens", tt.name, resp.ToolUses, resp.StopReason, tt.want)
 		}
+	}
+}
+
+// An API that quotes the key it refused does not pass it on: the error
+// goes to pages, the worker, the log and the journal.
+func TestGenerateErrorQuotesTheKey(t *testing.T) {
+	srv := newServer(t, reply{Status: http.StatusUnauthorized, Body: errorBody("authentication_error", "invalid key "+testKey+" (and "+testKey[:17]+"…)")})
+	m, _ := newModel(t, srv, Options{})
+	_, _, err := fakeapi.Generate(t, m, request())
+	if err == nil || strings.Contains(err.Error(), testKey[:16]) || !strings.Contains(err.Error(), "invalid key [key] (and [key]…)") {
+		t.Errorf("error = %v, want the key said as [key]", err)
+	}
+}
+
+// A streamed error that refuses the request is said as the API says it,
+// not as a stream cut off, and is not tried again.
+func TestGenerateRefusedMidStream(t *testing.T) {
+	srv := newServer(t, reply{Events: []string{messageStart(1), errorEvent("invalid_request_error", "prompt is too long")}})
+	m, sl := newModel(t, srv, Options{})
+	_, _, err := fakeapi.Generate(t, m, request())
+	if err == nil || err.Error() != "anthropic: prompt is too long" || len(sl.Got()) != 0 {
+		t.Errorf("error = %v after waits %v, want \"anthropic: prompt is too long\" at once", err, sl.Got())
 	}
 }
 

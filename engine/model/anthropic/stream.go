@@ -17,6 +17,7 @@ type accumulator struct {
 	text    strings.Builder
 	tools   map[int64]*toolBlock // by content block index
 	order   []*toolBlock         // in the order the blocks started
+	last    *toolBlock           // the last block started, when a tool use
 	stop    sdk.StopReason
 	usage   model.Usage
 }
@@ -36,6 +37,7 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
 		a.usage.OutputTokens = int(ev.Message.Usage.OutputTokens)
 	case "content_block_start":
 		cb := ev.ContentBlock
+		a.last = nil
 		switch cb.Type {
 		case "text":
 			a.text.WriteString(cb.Text)
@@ -47,6 +49,7 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
 			t := &toolBlock{id: cb.ID, name: cb.Name, input: cb.JSON.Input.Raw()}
 			a.tools[ev.Index] = t
 			a.order = append(a.order, t)
+			a.last = t
 		}
 	case "content_block_delta":
 		switch ev.Delta.Type {
@@ -78,13 +81,16 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
 	}
 }
 
-// response is the finished turn. A tool use whose block did not end (the
-// turn reached max_tokens in its input) is left out: half a call must
-// never run, and its input so far may be valid JSON ({} when none came).
+// response is the finished turn. A tool use whose block did not end is
+// left out, and so is the last block when the turn reached its token
+// limit and that block is a tool use: the API closes the block it cut
+// like any other. Half a call must never run, and its input so far may be
+// valid JSON ({} when none came).
 func (a *accumulator) response() model.Response {
 	r := model.Response{Text: a.text.String(), StopReason: stopReason(a.stop), Usage: a.usage}
+	cut := r.StopReason == model.StopMaxTokens
 	for _, t := range a.order {
-		if t.whole {
+		if t.whole && !(cut && t == a.last) {
 			r.ToolUses = append(r.ToolUses, model.ToolUse{ID: t.id, Name: t.name, Arguments: t.arguments()})
 		}
 	}
@@ -115,8 +121,11 @@ func stopReason(r sdk.StopReason) string {
 		return model.StopToolUse
 	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
 		return model.StopMaxTokens
+	case sdk.StopReasonRefusal:
+		return model.StopRefusal
 	default:
-		// end_turn, stop_sequence, refusal, pause_turn: the model is done and
+		// end_turn, stop_sequence, pause_turn (the gateway declares no
+		// server tools, whose long turns pause): the model is done and
 		// waits for the user.
 		return model.StopEndTurn
 	}

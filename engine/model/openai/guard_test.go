@@ -163,3 +163,27 @@ func TestGenerateLenientStream(t *testing.T) {
 		t.Errorf("text %q, %v, after %d requests; want fine, at once", resp.Text, err, srv.Requests())
 	}
 }
+
+// A refusal's words are the turn's text, and the stop says so; a filter's
+// stop says so too.
+func TestGenerateRefusal(t *testing.T) {
+	srv := newServer(t, reply{Events: []string{
+		roleChunk(), chunk(`{"refusal":"I can't "}`, ""), chunk(`{"refusal":"help with that."}`, ""), finishChunk("stop"), done(),
+	}})
+	m, _ := newModel(t, srv, Options{})
+	resp, deltas, err := fakeapi.Generate(t, m, request())
+	if err != nil || resp.Text != "I can't help with that." || resp.StopReason != model.StopRefusal || len(deltas) != 2 {
+		t.Errorf("text %q, stop %q, deltas %q, %v; want the refusal's words streamed, stop refusal", resp.Text, resp.StopReason, deltas, err)
+	}
+}
+
+// An API that quotes the key it refused does not pass it on.
+func TestGenerateErrorQuotesTheKey(t *testing.T) {
+	key := "sk-proj-0123456789abcdefghij"
+	srv := newServer(t, reply{Status: 401, Body: errorBody("Incorrect API key provided: " + key + ".")})
+	m, _ := newModel(t, srv, Options{APIKey: key})
+	_, _, err := fakeapi.Generate(t, m, request())
+	if err == nil || strings.Contains(err.Error(), key[:16]) || !strings.Contains(err.Error(), "provided: [key].") {
+		t.Errorf("error = %v, want the key said as [key]", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -83,6 +84,8 @@ type Options struct {
 	MaxResponseBytes int64
 	// Clock times StreamIdleTimeout; default the system's.
 	Clock clock.Clock
+	// Logger hears of each retry; nil: none.
+	Logger *slog.Logger
 }
 
 // Model is a Chat Completions server. Build it with New.
@@ -92,6 +95,7 @@ type Model struct {
 	maxCompletionTokens bool // send max_completion_tokens, not max_tokens
 	now                 func() time.Time
 	limits              upstream.Limits
+	key                 string // for upstream.Redact
 }
 
 var _ model.Model = (*Model)(nil)
@@ -143,7 +147,9 @@ func New(opts Options) (*Model, error) {
 			MaxRetries: opts.MaxRetries,
 			MaxWait:    opts.MaxRetryWait,
 			Sleep:      opts.Sleep,
+			Logger:     opts.Logger,
 		},
+		key:                 opts.APIKey,
 		maxCompletionTokens: completionTokens,
 		now:                 opts.Now,
 		limits:              limits,
@@ -161,7 +167,11 @@ func New(opts Options) (*Model, error) {
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
 	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
-		return m.attempt(ctx, params, emit)
+		resp, f := m.attempt(ctx, params, emit)
+		if f != nil {
+			f.Err.Message = upstream.Redact(f.Err.Message, m.key)
+		}
+		return resp, f
 	})
 }
 
@@ -201,7 +211,10 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		// A server that fails mid-stream sends {"error": {...}} as a chunk
 		// (some write "error": null in every chunk: no error).
 		if e, isErr := chunk.JSON.ExtraFields["error"]; (isErr && e.Raw() != "null") || ev.Type == "error" {
-			return acc.partial(), truncated(errorMessage(data, 0), streamErrorRetryable(data))
+			f := truncated(errorMessage(data, 0), streamErrorRetryable(data))
+			// A refused request is not a stream cut off.
+			f.Err.Truncated = f.Retryable
+			return acc.partial(), f
 		}
 		acc.add(chunk, emit)
 	}

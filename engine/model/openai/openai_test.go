@@ -155,7 +155,7 @@ func TestGenerateSynthesizesMissingCallIDs(t *testing.T) {
 func TestGenerateStopReasons(t *testing.T) {
 	tests := []struct{ api, want string }{
 		{"stop", model.StopEndTurn},
-		{"content_filter", model.StopEndTurn},
+		{"content_filter", model.StopContentFilter},
 		{"length", model.StopMaxTokens},
 		{"tool_calls", model.StopToolUse},
 		{"function_call", model.StopToolUse},

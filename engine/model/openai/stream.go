@@ -14,11 +14,12 @@ import (
 // pieces of the argument text, which is kept raw because whether it is valid
 // JSON is the engine's question, not ours.
 type accumulator struct {
-	text   strings.Builder
-	calls  map[int64]*call // the latest call at each index
-	order  []*call         // in the order they started
-	finish string
-	usage  model.Usage
+	text    strings.Builder
+	refused bool            // the text is a refusal (delta.refusal)
+	calls   map[int64]*call // the latest call at each index
+	order   []*call         // in the order they started
+	finish  string
+	usage   model.Usage
 }
 
 type call struct {
@@ -37,6 +38,13 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 			continue // only one choice is asked for
 		}
 		if c := ch.Delta.Content; c != "" {
+			a.text.WriteString(c)
+			emit(c)
+		}
+		// A refusal's words come in their own member: they are the
+		// turn's answer, which the user reads and the transcript keeps.
+		if c := ch.Delta.Refusal; c != "" {
+			a.refused = true
 			a.text.WriteString(c)
 			emit(c)
 		}
@@ -90,6 +98,9 @@ func (a *accumulator) response() model.Response {
 		r.ToolUses = append(r.ToolUses, model.ToolUse{ID: id, Name: c.name, Arguments: args})
 	}
 	r.StopReason = stopReason(a.finish, len(r.ToolUses) > 0)
+	if a.refused && r.StopReason == model.StopEndTurn {
+		r.StopReason = model.StopRefusal
+	}
 	return r
 }
 
@@ -106,8 +117,10 @@ func stopReason(finish string, calls bool) string {
 	case finish == "tool_calls" || finish == "function_call" || calls:
 		// Some servers say "stop" even when the turn ends in tool calls.
 		return model.StopToolUse
+	case finish == "content_filter":
+		return model.StopContentFilter
 	default:
-		// stop, content_filter: the model is done and waits for the user.
+		// stop: the model is done and waits for the user.
 		return model.StopEndTurn
 	}
 }

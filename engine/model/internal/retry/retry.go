@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -134,23 +135,30 @@ type Policy struct {
 	// MaxRetries bounds the retries after the first attempt; zero means
 	// DefaultMaxRetries, negative means none.
 	MaxRetries int
-	// MaxWait is the longest retry-after Loop waits for; when the server asks
-	// for longer, its error is returned at once. Zero or less means
-	// DefaultMaxWait.
+	// MaxWait bounds the waits of one turn together; when the next wait
+	// (the server's retry-after, or the backoff) would pass it, the error
+	// is returned at once. Zero or less means DefaultMaxWait.
 	MaxWait time.Duration
 	// Sleep waits between attempts; nil means the package's Sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Logger hears of each retry (INFO): an operator sees rate limits
+	// and overloads being absorbed. Nil: none.
+	Logger *slog.Logger
 }
 
 // Loop runs attempt until it succeeds or its failure is not worth another
-// try: not retryable, out of retries, asking for a wait beyond MaxWait, or
-// after text has reached onDelta, so the user never sees a sentence twice.
+// try: not retryable, out of retries, asking for a wait that would take the
+// turn's waits together beyond MaxWait (a person waits, with no word, for
+// each), or after text has reached onDelta, so the user never sees a
+// sentence twice.
 //
 // attempt passes the turn's text to emit as it arrives. When stream is set,
 // emit forwards it to onDelta (which may be nil); otherwise onDelta gets the
 // whole text of the successful attempt once, at the end. A failed turn
-// returns the last attempt's response and its Failure.Err; a turn cut short by
-// ctx returns model.StopCancelled and ctx's error, prefixed with the provider.
+// returns the last attempt's response (without its text when none was
+// shown) and its Failure.Err; a turn cut short by ctx returns
+// model.StopCancelled and ctx's error, prefixed with the provider. The
+// usage returned counts every attempt's: failed attempts are billed too.
 func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), attempt func(ctx context.Context, emit func(string)) (model.Response, *Failure)) (model.Response, error) {
 	p = p.withDefaults()
 	shown := false
@@ -163,13 +171,19 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 			onDelta(text)
 		}
 	}
+	var spent model.Usage // the failed attempts'
+	var waited time.Duration
 	for n := 0; ; n++ {
 		resp, fail := attempt(ctx, emit)
+		resp.Usage = add(resp.Usage, spent)
 		if fail == nil {
 			if !stream && resp.Text != "" && onDelta != nil {
 				onDelta(resp.Text)
 			}
 			return resp, nil
+		}
+		if !shown {
+			resp.Text = "" // the user saw none of it: the turn has no text
 		}
 		if err := ctx.Err(); err != nil {
 			resp.StopReason = model.StopCancelled
@@ -180,16 +194,26 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 		}
 		wait := Backoff(n)
 		if fail.HasWait {
-			if fail.Wait > p.MaxWait {
-				return resp, fail.Err
-			}
 			wait = fail.Wait
+		}
+		if wait > p.MaxWait-waited {
+			return resp, fail.Err
+		}
+		waited += wait
+		spent = resp.Usage
+		if p.Logger != nil {
+			p.Logger.Info("model request failed, trying again", "provider", p.Provider, "attempt", n+1, "wait", wait, "err", fail.Err)
 		}
 		if err := p.Sleep(ctx, wait); err != nil {
 			resp.StopReason = model.StopCancelled
 			return resp, fmt.Errorf("%s: waiting to retry: %w", p.Provider, err)
 		}
 	}
+}
+
+// add sums two usages.
+func add(a, b model.Usage) model.Usage {
+	return model.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 
 func (p Policy) withDefaults() Policy {

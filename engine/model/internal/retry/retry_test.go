@@ -3,10 +3,12 @@ package retry
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,7 +142,7 @@ func script(steps []step) (attempt func(context.Context, func(string)) (model.Re
 func TestLoop(t *testing.T) {
 	ok := step{emit: []string{"fi", "ne"}}
 	unavailable, unauthorized, cut := failure(503, true), failure(401, false), failure(0, true)
-	later, never := asking(7*time.Second), asking(time.Hour)
+	later, never, slow := asking(7*time.Second), asking(time.Hour), asking(40*time.Second)
 	tests := []struct {
 		name     string
 		steps    []step
@@ -163,6 +165,8 @@ func TestLoop(t *testing.T) {
 		{name: "negative MaxRetries: none", steps: []step{{fail: unavailable}, ok}, policy: Policy{MaxRetries: -1}, stream: true, attempts: 1, err: unavailable.Err},
 		{name: "text shown: no retry", steps: []step{{emit: []string{"half"}, fail: cut}, ok}, stream: true, attempts: 1, deltas: []string{"half"}, err: cut.Err},
 		{name: "text not streamed: retried", steps: []step{{emit: []string{"half"}, fail: cut}, ok}, attempts: 2, deltas: []string{"fine"}},
+		// The person waits through every wait of the turn, with no word.
+		{name: "the turn's waits together beyond MaxWait give up", steps: []step{{fail: slow}}, stream: true, attempts: 2, waits: []time.Duration{40 * time.Second}, err: slow.Err},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,6 +207,29 @@ func TestLoop(t *testing.T) {
 				t.Errorf("stop reason = %q, want %q", resp.StopReason, model.StopError)
 			}
 		})
+	}
+}
+
+// A failed turn: the usage of every attempt (each was billed), no text
+// when the user saw none, and each retry told to the log.
+func TestLoopFailedTurn(t *testing.T) {
+	var log strings.Builder
+	n := 0
+	p := Policy{Provider: "test", MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil },
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	resp, err := Loop(context.Background(), p, false, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
+		n++
+		emit("half a sent")
+		return model.Response{Text: "half a sent", StopReason: model.StopError, Usage: model.Usage{InputTokens: 100, OutputTokens: n}}, failure(0, true)
+	})
+	if err == nil || resp.Text != "" {
+		t.Errorf("Loop = %+v, %v; want an error and no text: none was shown", resp, err)
+	}
+	if resp.Usage != (model.Usage{InputTokens: 300, OutputTokens: 6}) {
+		t.Errorf("usage %+v, want the three attempts' together", resp.Usage)
+	}
+	if got := strings.Count(log.String(), "model request failed, trying again"); got != 2 {
+		t.Errorf("%d retries logged, want 2:\n%s", got, log.String())
 	}
 }
 

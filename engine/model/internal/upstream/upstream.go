@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,3 +198,34 @@ const MaxMessage = 1 << 10
 
 // Message is an API's explanation, cut to MaxMessage bytes.
 func Message(s string) string { return clip(s, MaxMessage) }
+
+// Redact is msg with key, and any part of it of 16 bytes or more that msg
+// quotes from its start (a proxy that echoes the key it refused, in whole
+// or cut), replaced by "[key]": what an API says goes to pages, workers and
+// logs, and the key must not. Shorter parts are left: a key's kind
+// ("sk-ant-api03-", "sk-proj-") is no secret, and an API that masks a key
+// shows it.
+func Redact(msg, key string) string {
+	const least = 16
+	if len(key) < least {
+		return msg
+	}
+	var out strings.Builder
+	for {
+		i := strings.Index(msg, key[:least])
+		if i < 0 {
+			if out.Len() == 0 {
+				return msg
+			}
+			out.WriteString(msg)
+			return out.String()
+		}
+		n := least
+		for n < len(key) && i+n < len(msg) && msg[i+n] == key[n] {
+			n++
+		}
+		out.WriteString(msg[:i])
+		out.WriteString("[key]")
+		msg = msg[i+n:]
+	}
+}

@@ -116,3 +116,21 @@ func TestMessage(t *testing.T) {
 		t.Error("Message cut a character in two")
 	}
 }
+
+func TestRedact(t *testing.T) {
+	key := "sk-proj-AUDITSECREToai9876543210"
+	for _, tt := range []struct{ in, want string }{
+		{"Incorrect API key provided: " + key + ". You can find…", "Incorrect API key provided: [key]. You can find…"},
+		{"key " + key[:20] + "… refused, and " + key + " again", "key [key]… refused, and [key] again"},
+		{"masked: sk-proj-****3210", "masked: sk-proj-****3210"},
+		{"its kind alone: " + key[:15], "its kind alone: " + key[:15]},
+		{"nothing here", "nothing here"},
+	} {
+		if got := Redact(tt.in, key); got != tt.want {
+			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := Redact("short keys are left alone: abc", "abc"); got != "short keys are left alone: abc" {
+		t.Errorf("a key under 16 bytes: %q", got)
+	}
+}
