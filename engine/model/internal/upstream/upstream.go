@@ -37,9 +37,9 @@ var (
 	ErrStalled = errors.New("the server sent nothing")
 	// ErrTooLarge: the answer passed Limits.MaxBytes.
 	ErrTooLarge = errors.New("the answer is too large")
-	// ErrNotEventStream: a successful answer that is not an event stream
-	// (text/event-stream), such as a proxy's login page or a server that
-	// ignored "stream": true.
+	// ErrNotEventStream: a successful answer that is a page or JSON, not
+	// an event stream: a proxy's sign-in page, or a server that ignored
+	// "stream": true.
 	ErrNotEventStream = errors.New("the server's answer is not an event stream")
 )
 
@@ -68,9 +68,9 @@ func (l Limits) withDefaults() Limits {
 
 // Guard applies l to an answer, as the SDKs' middleware does once the
 // request is sent: an error status's body is replaced by its first
-// MaxErrorBody bytes, read now; a successful answer must be an event
-// stream (else ErrNotEventStream, the body closed); its body ends with
-// ErrTooLarge past MaxBytes. It returns res, changed in place.
+// MaxErrorBody bytes, read now; a successful answer that is a page or
+// JSON is refused (ErrNotEventStream, the body closed); a stream's body
+// ends with ErrTooLarge past MaxBytes. It returns res, changed in place.
 func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 	if res.StatusCode >= 400 {
 		b, err := io.ReadAll(io.LimitReader(res.Body, MaxErrorBody))
@@ -82,16 +82,25 @@ func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 		res.ContentLength = int64(len(b))
 		return res, nil
 	}
-	if t, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); t != "text/event-stream" {
+	if t, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); notAStream(t) {
 		res.Body.Close()
-		got := res.Header.Get("Content-Type")
-		if got == "" {
-			got = "no Content-Type"
-		}
-		return nil, fmt.Errorf("%w (it is %s, status %d): does the server stream?", ErrNotEventStream, clip(got, 64), res.StatusCode)
+		return nil, fmt.Errorf("%w (it is %s, status %d): does the server stream?", ErrNotEventStream, clip(t, 64), res.StatusCode)
 	}
 	res.Body = &body{ReadCloser: res.Body, max: l.withDefaults().MaxBytes}
 	return res, nil
+}
+
+// notAStream: a media type no event stream comes as: a page (a proxy's
+// sign-in) or JSON (a server that ignored "stream": true). Any other is
+// read as a stream, as the SDKs do: a server that labels its stream
+// wrongly, or not at all, still streams.
+func notAStream(mediaType string) bool {
+	switch {
+	case mediaType == "text/html", mediaType == "application/xhtml+xml", mediaType == "application/json":
+		return true
+	default:
+		return strings.HasSuffix(mediaType, "+json")
+	}
 }
 
 // body is a guarded answer's body.

@@ -87,11 +87,19 @@ func TestGuardAnswers(t *testing.T) {
 		t.Errorf("error body: %d bytes read, closed %v; want %d, true", len(got), closed, MaxErrorBody)
 	}
 
-	for _, ct := range []string{"text/html", "application/json", ""} {
+	for _, ct := range []string{"text/html; charset=utf-8", "application/json", "application/problem+json"} {
 		closed = false
 		res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {ct}}, Body: readCloser{strings.NewReader("<html>"), &closed}}
 		if _, err := (Limits{}).Guard(res); !errors.Is(err, ErrNotEventStream) || !closed {
 			t.Errorf("a 200 of %q: %v, closed %v; want ErrNotEventStream, closed", ct, err, closed)
+		}
+	}
+	// A stream labelled wrongly, or not at all, is read as one.
+	for _, ct := range []string{"text/event-stream; charset=utf-8", "text/plain", ""} {
+		closed = false
+		res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {ct}}, Body: readCloser{strings.NewReader("data: 1\n\n"), &closed}}
+		if _, err := (Limits{}).Guard(res); err != nil || closed {
+			t.Errorf("a 200 of %q: %v, closed %v; want it read as a stream", ct, err, closed)
 		}
 	}
 }
