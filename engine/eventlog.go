@@ -273,7 +273,8 @@ func (l *eventLog) flush(until int64) {
 
 // writeNow says the stored batches' notes, then lets the pages that asked
 // write what was just pushed to them, with l.mu released (it is held, and
-// held again on return): a log line's write holds up no publisher.
+// held again on return): a log line's write holds up no delta (a step
+// that waits for its batch to be stored still waits for this flusher).
 // Flushing keeps other publishers' batches for this loop meanwhile, and
 // l.saying is the flusher's alone.
 func (l *eventLog) writeNow() {

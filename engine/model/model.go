@@ -70,8 +70,9 @@ type Usage struct {
 }
 
 // MaxTokenCount bounds each count of a Usage the engine takes: far above
-// any turn's, and far below an int's end, so sums of them never wrap.
-const MaxTokenCount = 1 << 40
+// any turn's, and far below an int's end (a 32-bit one's too), so sums of
+// a few never wrap.
+const MaxTokenCount = 1 << 28
 
 // Bounded is u with each count between 0 and MaxTokenCount: a server's
 // report is not trusted to be sane, and a negative count would lower the

@@ -44,19 +44,20 @@ type Options struct {
 	// BaseURL is the API's root; default DefaultBaseURL. The key is sent to it,
 	// so point it only at a server you trust (a proxy, a test server).
 	BaseURL string
-	// HTTPClient sends the requests; default a client that waits at most ten
-	// minutes for response headers. Do not give it a Client.Timeout: that
-	// bounds the whole stream and would cut long turns off; the stream is
-	// bounded by StreamIdleTimeout and MaxResponseBytes, whatever the client.
+	// HTTPClient sends the requests; default upstream.HTTPClient. Do not
+	// give it a Client.Timeout: that bounds the whole stream and would cut
+	// long turns off; StreamIdleTimeout (from the request on, headers
+	// included) and MaxResponseBytes bound it, whatever the client.
 	HTTPClient *http.Client
 	// MaxRetries bounds the retries after the first attempt; zero means
 	// DefaultMaxRetries, negative means none. Each retry can cost the user
 	// seconds of waiting, so a large number hides outages rather than riding
 	// them out.
 	MaxRetries int
-	// MaxRetryWait is the longest retry-after this model waits for; when the
-	// server asks for longer, its error is returned at once rather than
-	// leaving the session silent. Default DefaultMaxRetryWait.
+	// MaxRetryWait bounds a turn's waits between attempts together (the
+	// server's retry-after, or the backoff): when the next wait would pass
+	// it, the error is returned at once rather than leaving the session
+	// silent. Default DefaultMaxRetryWait.
 	MaxRetryWait time.Duration
 	// MaxTokens is sent when Request.MaxTokens is zero, since the API requires
 	// a bound; default DefaultMaxTokens.
@@ -87,7 +88,6 @@ type Model struct {
 	maxTokens int
 	now       func() time.Time
 	limits    upstream.Limits
-	key       string // for upstream.Redact
 }
 
 var _ model.Model = (*Model)(nil)
@@ -104,7 +104,7 @@ func New(opts Options) (*Model, error) {
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = upstream.HTTPClient()
 	}
 	limits := upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock}
 	reqOpts := []option.RequestOption{
@@ -130,8 +130,8 @@ func New(opts Options) (*Model, error) {
 			MaxWait:    opts.MaxRetryWait,
 			Sleep:      opts.Sleep,
 			Logger:     opts.Logger,
+			Secret:     opts.APIKey,
 		},
-		key:       opts.APIKey,
 		maxTokens: opts.MaxTokens,
 		now:       opts.Now,
 		limits:    limits,
@@ -151,11 +151,7 @@ func New(opts Options) (*Model, error) {
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
 	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
-		resp, f := m.attempt(ctx, params, emit)
-		if f != nil {
-			f.Err.Message = upstream.Redact(f.Err.Message, m.key)
-		}
-		return resp, f
+		return m.attempt(ctx, params, emit)
 	})
 }
 
@@ -214,10 +210,9 @@ func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 	case errors.As(err, &apiErr):
 		// An SSE error event: the API gave up mid-turn, or refused the
 		// request (a prompt too long), which is not a stream cut off.
-		kind := string(apiErr.Type())
-		retryable := kind == "overloaded_error" || kind == "api_error" || kind == "rate_limit_error" || kind == "timeout_error"
+		retryable := retry.ErrorType(string(apiErr.Type()))
 		return &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: retryable || kind == "", Err: err},
+			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: retryable, Err: err},
 			Retryable: retryable,
 		}
 	case err == nil:
@@ -238,7 +233,7 @@ func apiMessage(e *sdk.Error) string {
 	case e.Message != "":
 		return upstream.Message(e.Message)
 	case e.Type() != "":
-		return string(e.Type())
+		return upstream.Message(string(e.Type()))
 	case e.StatusCode >= 400 && http.StatusText(e.StatusCode) != "":
 		return http.StatusText(e.StatusCode)
 	case e.StatusCode < 400:
@@ -258,20 +253,6 @@ func checkURL(raw string) error {
 		return fmt.Errorf("%q is not an http(s) URL", shownURL(raw, u))
 	}
 	return nil
-}
-
-// defaultHTTPClient bounds the wait for response headers, so a server that
-// accepts the connection and never answers does not hang a session, and
-// leaves the body's length to the guard (upstream.Limits), because a turn
-// streams for as long as it needs.
-func defaultHTTPClient() *http.Client {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return &http.Client{}
-	}
-	t = t.Clone()
-	t.ResponseHeaderTimeout = 10 * time.Minute
-	return &http.Client{Transport: t}
 }
 
 // shownURL is raw as an error may quote it: as written, or without its

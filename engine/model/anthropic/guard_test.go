@@ -67,6 +67,32 @@ func TestGenerateStalledStream(t *testing.T) {
 	}
 }
 
+// Pings are not events: a server that sends only pings after its last
+// event (a stuck backend behind a live connection) is cut off as one that
+// sends nothing.
+func TestGeneratePingsDoNotCount(t *testing.T) {
+	gate := make(chan struct{})
+	pinged := make(chan struct{})
+	srv := newServer(t, reply{Events: []string{messageStart(1), textStart(0), textDelta(0, "Let me"), ping(), ping()}, Hold: true,
+		Gate: map[int]chan struct{}{2: gate, 3: pinged}})
+	c := clock.NewFake(time.Unix(1000, 0))
+	m, _ := newModel(t, srv, Options{StreamIdleTimeout: time.Minute, Clock: c})
+	done := generateUntilText(t, m)
+	c.Advance(40 * time.Second)
+	close(gate) // a ping at 40 s
+	close(pinged)
+	time.Sleep(50 * time.Millisecond) // for the client to read it: counted, it would move the cut to 100 s
+	c.Advance(20 * time.Second)
+	select {
+	case err := <-done:
+		if !errors.Is(err, upstream.ErrStalled) {
+			t.Errorf("error = %v, want upstream.ErrStalled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream of pings alone was not cut off a minute after its last event")
+	}
+}
+
 // A turn is whole at message_stop: a server (or a proxy) that holds the
 // answer open after it, or resets it, takes nothing from the turn.
 func TestGenerateEndsAtMessageStop(t *testing.T) {
@@ -109,6 +135,7 @@ func TestGenerateMaxTokensInAToolUse(t *testing.T) {
 			messageStart(5), toolStart(0, "toolu_00", "get_weather", "{}"), jsonDelta(0, `{"city":"Oslo"}`), blockStop(0),
 			toolStart(1, "toolu_01", "delete_files", "{}"), blockStop(1), messageDelta("max_tokens", 9), messageStop(),
 		}, []model.ToolUse{whole}},
+		{"a refusal in its input, block closed", []string{messageStart(5), toolStart(0, "toolu_01", "delete_files", "{}"), jsonDelta(0, `{"path": "/`), blockStop(0), messageDelta("refusal", 9), messageStop()}, nil},
 		{"a whole call, then text cut", []string{
 			messageStart(5), toolStart(0, "toolu_00", "get_weather", "{}"), jsonDelta(0, `{"city":"Oslo"}`), blockStop(0),
 			textStart(1), textDelta(1, "and then"), blockStop(1), messageDelta("max_tokens", 9), messageStop(),
@@ -120,8 +147,8 @@ func TestGenerateMaxTokensInAToolUse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(resp.ToolUses, tt.want) || resp.StopReason != model.StopMaxTokens {
-			t.Errorf("%s: tool uses %+v, stop %q; want %+v, max_tokens", tt.name, resp.ToolUses, resp.StopReason, tt.want)
+		if !reflect.DeepEqual(resp.ToolUses, tt.want) || (resp.StopReason != model.StopMaxTokens && resp.StopReason != model.StopRefusal) {
+			t.Errorf("%s: tool uses %+v, stop %q; want %+v, max_tokens or refusal", tt.name, resp.ToolUses, resp.StopReason, tt.want)
 		}
 	}
 }
@@ -185,18 +212,43 @@ func TestGenerateNotAnEventStream(t *testing.T) {
 	}
 }
 
-// A server that accepts the request and never answers is not asked again:
-// each try would cost the user the whole header timeout.
-func TestGenerateHeaderTimeoutNotRetried(t *testing.T) {
-	srv := newServer(t, reply{Events: textTurn("late")})
+// A server that takes the request and never answers is cut off by the
+// same watch as one that stops sending, and not asked again: each try
+// would cost the user the whole wait.
+func TestGenerateSilentServer(t *testing.T) {
+	srv := newServer(t, reply{Silent: true}, reply{Events: textTurn("late")})
+	c := clock.NewFake(time.Unix(1000, 0))
+	m, sl := newModel(t, srv, Options{StreamIdleTimeout: time.Minute, Clock: c})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Generate(context.Background(), request(), nil)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); srv.Requests() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no request came")
+		}
+	}
+	c.Advance(time.Minute)
+	err := <-done
+	if !errors.Is(err, upstream.ErrStalled) || err.Error() != "anthropic: request failed: the server sent nothing for 1m0s" {
+		t.Errorf("error = %v, want the watch's", err)
+	}
+	if srv.Requests() != 1 || len(sl.Got()) != 0 {
+		t.Errorf("requests %d, waits %v: a silent server was asked again", srv.Requests(), sl.Got())
+	}
+}
+
+// A connection that timed out (a client's own header timeout here; a
+// dial, a TLS handshake, a DNS lookup) is a connection that failed:
+// tried again.
+func TestGenerateConnectionTimeoutRetried(t *testing.T) {
+	srv := newServer(t, reply{Silent: true})
 	client := srv.Client()
-	client.Transport.(*http.Transport).ResponseHeaderTimeout = time.Nanosecond
+	client.Transport.(*http.Transport).ResponseHeaderTimeout = 20 * time.Millisecond
 	m, sl := newModel(t, srv, Options{HTTPClient: client})
 	_, _, err := fakeapi.Generate(t, m, request())
-	if err == nil || !strings.Contains(err.Error(), "timeout awaiting response headers") {
-		t.Fatalf("error = %v, want the header timeout", err)
-	}
-	if len(sl.Got()) != 0 {
-		t.Errorf("waits %v: a header timeout was tried again", sl.Got())
+	if err == nil || !strings.Contains(err.Error(), "timeout awaiting response headers") || len(sl.Got()) != DefaultMaxRetries {
+		t.Errorf("error = %v after waits %v, want the timeout after %d retries", err, sl.Got(), DefaultMaxRetries)
 	}
 }

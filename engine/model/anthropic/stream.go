@@ -82,13 +82,14 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(string)) {
 }
 
 // response is the finished turn. A tool use whose block did not end is
-// left out, and so is the last block when the turn reached its token
-// limit and that block is a tool use: the API closes the block it cut
-// like any other. Half a call must never run, and its input so far may be
-// valid JSON ({} when none came).
+// left out, and so is the last block when the turn was cut (its token
+// limit, or a refusal, which stops generation at any token) and that
+// block is a tool use: the API closes the block it cut like any other.
+// Half a call must never run, and its input so far may be valid JSON ({}
+// when none came).
 func (a *accumulator) response() model.Response {
 	r := model.Response{Text: a.text.String(), StopReason: stopReason(a.stop), Usage: a.usage}
-	cut := r.StopReason == model.StopMaxTokens
+	cut := r.StopReason == model.StopMaxTokens || r.StopReason == model.StopRefusal
 	for _, t := range a.order {
 		if t.whole && !(cut && t == a.last) {
 			r.ToolUses = append(r.ToolUses, model.ToolUse{ID: t.id, Name: t.name, Arguments: t.arguments()})

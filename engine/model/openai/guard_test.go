@@ -84,19 +84,22 @@ func TestGenerateStreamedErrors(t *testing.T) {
 	}
 }
 
-// A turn cut by its token limit runs none of its calls: the stream does
-// not say which ended before the limit ({} when no argument came yet).
+// A turn cut by its token limit or a filter runs none of its calls: the
+// stream does not say which ended before the cut ({} when no argument
+// came yet).
 func TestGenerateLengthRunsNoCall(t *testing.T) {
-	srv := newServer(t, reply{Events: []string{
-		roleChunk(), callStart(0, "call_1", "delete_files"), finishChunk("length"), done(),
-	}})
-	m, _ := newModel(t, srv, Options{})
-	resp, _, err := fakeapi.Generate(t, m, request())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.ToolUses) != 0 || resp.StopReason != model.StopMaxTokens {
-		t.Errorf("tool uses %+v, stop %q; want none, max_tokens", resp.ToolUses, resp.StopReason)
+	for finish, stop := range map[string]string{"length": model.StopMaxTokens, "content_filter": model.StopContentFilter} {
+		srv := newServer(t, reply{Events: []string{
+			roleChunk(), callStart(0, "call_1", "delete_files"), callArgs(0, `{"path":`), finishChunk(finish), done(),
+		}})
+		m, _ := newModel(t, srv, Options{})
+		resp, _, err := fakeapi.Generate(t, m, request())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.ToolUses) != 0 || resp.StopReason != stop {
+			t.Errorf("%s: tool uses %+v, stop %q; want none, %s", finish, resp.ToolUses, resp.StopReason, stop)
+		}
 	}
 }
 
@@ -118,6 +121,20 @@ func TestGenerateCallsAtIndexZeroWithoutIDs(t *testing.T) {
 	}
 	if want := [][2]string{{"a", `{"x":1}`}, {"b", `{"y":2}`}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("calls %v, want %v", got, want)
+	}
+
+	// A server that repeats the name in every fragment of one call (and
+	// no id after the first) gives one call, not one a fragment, the
+	// first of them run as {}.
+	srv = newServer(t, reply{Events: []string{roleChunk(), callStart(0, "call_1", "delete_files"),
+		call("delete_files", `{"path":`), call("delete_files", `"/tmp/x"}`), finishChunk("tool_calls"), done()}})
+	m, _ = newModel(t, srv, Options{})
+	resp, _, err = fakeapi.Generate(t, m, request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolUses) != 1 || resp.ToolUses[0].Arguments != `{"path":"/tmp/x"}` {
+		t.Errorf("calls %+v, want one, delete_files {\"path\":\"/tmp/x\"}", resp.ToolUses)
 	}
 }
 

@@ -46,20 +46,21 @@ type Options struct {
 	// APIKey is sent as a bearer token and never logged or copied into an
 	// error. Empty sends none, which local servers usually accept.
 	APIKey string
-	// HTTPClient sends the requests; default a client that waits at most ten
-	// minutes for response headers (a local server may think that long over a
-	// big prompt). Do not give it a Client.Timeout: that bounds the whole
-	// stream and would cut long turns off; the stream is bounded by
-	// StreamIdleTimeout and MaxResponseBytes, whatever the client.
+	// HTTPClient sends the requests; default upstream.HTTPClient. Do not
+	// give it a Client.Timeout: that bounds the whole stream and would cut
+	// long turns off; StreamIdleTimeout (from the request on, headers
+	// included: a local server may think minutes over a big prompt) and
+	// MaxResponseBytes bound it, whatever the client.
 	HTTPClient *http.Client
 	// MaxRetries bounds the retries after the first attempt; zero means
 	// DefaultMaxRetries, negative means none. Each retry can cost the user
 	// seconds of waiting, so a large number hides outages rather than riding
 	// them out.
 	MaxRetries int
-	// MaxRetryWait is the longest retry-after this model waits for; when the
-	// server asks for longer, its error is returned at once rather than
-	// leaving the session silent. Default DefaultMaxRetryWait.
+	// MaxRetryWait bounds a turn's waits between attempts together (the
+	// server's retry-after, or the backoff): when the next wait would pass
+	// it, the error is returned at once rather than leaving the session
+	// silent. Default DefaultMaxRetryWait.
 	MaxRetryWait time.Duration
 	// MaxTokensField names the body field that carries Request.MaxTokens:
 	// "max_completion_tokens" or "max_tokens". Default: the first for OpenAI
@@ -95,7 +96,6 @@ type Model struct {
 	maxCompletionTokens bool // send max_completion_tokens, not max_tokens
 	now                 func() time.Time
 	limits              upstream.Limits
-	key                 string // for upstream.Redact
 }
 
 var _ model.Model = (*Model)(nil)
@@ -123,7 +123,7 @@ func New(opts Options) (*Model, error) {
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = upstream.HTTPClient()
 	}
 	limits := upstream.Limits{Idle: opts.StreamIdleTimeout, MaxBytes: opts.MaxResponseBytes, Clock: opts.Clock}
 	reqOpts := []option.RequestOption{
@@ -148,8 +148,8 @@ func New(opts Options) (*Model, error) {
 			MaxWait:    opts.MaxRetryWait,
 			Sleep:      opts.Sleep,
 			Logger:     opts.Logger,
+			Secret:     opts.APIKey,
 		},
-		key:                 opts.APIKey,
 		maxCompletionTokens: completionTokens,
 		now:                 opts.Now,
 		limits:              limits,
@@ -167,11 +167,7 @@ func New(opts Options) (*Model, error) {
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
 	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
-		resp, f := m.attempt(ctx, params, emit)
-		if f != nil {
-			f.Err.Message = upstream.Redact(f.Err.Message, m.key)
-		}
-		return resp, f
+		return m.attempt(ctx, params, emit)
 	})
 }
 
@@ -194,9 +190,11 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 	}
 	defer res.Body.Close()
 	dec := newSSEReader(res.Body)
+	started := false // an event came: a failure from here on cut a turn off
 	for dec.next() { // comments are not events here: the reader skips them
 		ev := dec.event()
 		progress()
+		started = true
 		data := bytes.TrimSpace(ev.Data)
 		switch {
 		case len(data) == 0:
@@ -219,7 +217,7 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		acc.add(chunk, emit)
 	}
 	if err := dec.err; err != nil {
-		return acc.partial(), m.classify(upstream.Stalled(ctx, err), true)
+		return acc.partial(), m.classify(upstream.Stalled(ctx, err), started)
 	}
 	return acc.partial(), truncated("the stream ended before data: [DONE]", true)
 }
@@ -246,14 +244,10 @@ func streamErrorRetryable(data []byte) bool {
 			code, _ = strconv.Atoi(s)
 		}
 	}
-	switch {
-	case code >= 400:
+	if code >= 400 {
 		return retry.Status(code, nil)
-	case v.Error.Type == "invalid_request_error" || v.Error.Type == "authentication_error" || v.Error.Type == "permission_error" || v.Error.Type == "not_found_error":
-		return false
-	default:
-		return true
 	}
+	return retry.ErrorType(v.Error.Type)
 }
 
 // statusError is an HTTP answer with an error status, caught by the
@@ -344,20 +338,6 @@ func checkURL(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q is not an http(s) URL", shownURL(raw, u))
 	}
 	return u, nil
-}
-
-// defaultHTTPClient bounds the wait for response headers, so a server that
-// accepts the connection and never answers does not hang a session, and
-// leaves the body's length to the guard (upstream.Limits), because a turn
-// streams for as long as it needs.
-func defaultHTTPClient() *http.Client {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return &http.Client{}
-	}
-	t = t.Clone()
-	t.ResponseHeaderTimeout = 10 * time.Minute
-	return &http.Client{Transport: t}
 }
 
 // shownURL is raw as an error may quote it: as written, or without its

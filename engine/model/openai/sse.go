@@ -36,7 +36,7 @@ type sseReader struct {
 func newSSEReader(r io.Reader) *sseReader {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 0, 4096), maxEvent+len("data: \r\n"))
-	s.Split(sseLines)
+	s.Split(sseLines())
 	return &sseReader{lines: s}
 }
 
@@ -85,24 +85,35 @@ func (r *sseReader) next() bool {
 // event is the event next read.
 func (r *sseReader) event() sseEvent { return r.ev }
 
-// sseLines is a bufio.SplitFunc for lines ended by LF, CRLF or CR.
-func sseLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
-	i := bytes.IndexAny(data, "\r\n")
-	switch {
-	case i < 0 && atEOF && len(data) > 0:
-		return len(data), data, nil
-	case i < 0:
-		return 0, nil, nil
-	case data[i] == '\n':
-		return i + 1, data[:i], nil
-	case i+1 < len(data):
-		if data[i+1] == '\n' {
-			return i + 2, data[:i], nil
+// sseLines is a bufio.SplitFunc for lines ended by LF, CRLF or CR. A line
+// ended by CR is given at once, not held until the next byte says whether
+// an LF follows (a server that sends CR alone, then waits, would hold its
+// events back): the LF, when it comes, is skipped.
+func sseLines() bufio.SplitFunc {
+	skipLF := false
+	return func(data []byte, atEOF bool) (advance int, token []byte, err error) {
+		skip := 0 // the LF after a CR given already
+		if skipLF && len(data) > 0 {
+			skipLF = false
+			if data[0] == '\n' {
+				skip = 1
+			}
 		}
-		return i + 1, data[:i], nil
-	case atEOF:
-		return i + 1, data[:i], nil
-	default:
-		return 0, nil, nil // a CR at the end: is an LF next?
+		line := data[skip:]
+		i := bytes.IndexAny(line, "\r\n")
+		switch {
+		case i < 0 && atEOF && len(line) > 0:
+			return len(data), line, nil
+		case i < 0 && atEOF:
+			return len(data), nil, nil // nothing, or an LF skipped
+		case i < 0:
+			// More is needed; the LF is seen again with it (a nil token
+			// that advances would end the scan at the stream's end).
+			skipLF = skip == 1
+			return 0, nil, nil
+		case line[i] == '\r':
+			skipLF = true
+		}
+		return skip + i + 1, line[:i], nil
 	}
 }

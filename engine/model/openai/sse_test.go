@@ -71,3 +71,20 @@ func FuzzSSEReader(f *testing.F) {
 		}
 	})
 }
+
+// An event is read once its blank line came, whatever its line ends: a
+// server that ends lines with CR alone, then waits, does not hold its
+// events back until its next byte.
+func TestSSEReaderDoesNotWaitPastACR(t *testing.T) {
+	for _, ends := range []string{"\r", "\n", "\r\n"} {
+		r, w := io.Pipe()
+		go io.WriteString(w, "data: a"+ends+ends+"data: [DONE]"+ends+ends) // and the stream stays open
+		dec := newSSEReader(r)
+		for _, want := range []string{"a", "[DONE]"} {
+			if !dec.next() || string(dec.event().Data) != want {
+				t.Errorf("line ends %q: event %q, %v; want %q while the stream stays open", ends, dec.event().Data, dec.err, want)
+			}
+		}
+		w.Close()
+	}
+}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -51,9 +52,12 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 		for _, tc := range ch.Delta.ToolCalls {
 			c := a.calls[tc.Index]
 			// Some servers (older Ollama) send every whole call at index 0;
-			// a new id, or a name with no id, at a busy index is a new
-			// call, not more of the old one.
-			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) || (tc.ID == "" && tc.Function.Name != "" && c.name != "") {
+			// a new id at a busy index is a new call, not more of the old
+			// one, and so is a name with no id once the busy call's
+			// arguments are whole (other servers repeat the name in every
+			// fragment of one call).
+			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) ||
+				(tc.ID == "" && tc.Function.Name != "" && c.name != "" && (tc.Function.Name != c.name || json.Valid([]byte(c.args.String())))) {
 				c = &call{}
 				if a.calls == nil {
 					a.calls = make(map[int64]*call)
@@ -76,12 +80,13 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 }
 
 // response is the finished turn. A turn cut by its token limit
-// (finish_reason "length") runs no call: the stream does not say which
-// calls ended before the limit, and half a call must never run.
+// (finish_reason "length") or a filter ("content_filter") runs no call:
+// the stream does not say which calls ended before the cut, and half a
+// call must never run.
 func (a *accumulator) response() model.Response {
 	r := model.Response{Text: a.text.String(), Usage: a.usage}
-	if a.finish == "length" {
-		r.StopReason = model.StopMaxTokens
+	if a.finish == "length" || a.finish == "content_filter" {
+		r.StopReason = stopReason(a.finish, false)
 		return r
 	}
 	for _, c := range a.order {

@@ -28,6 +28,9 @@ type Reply struct {
 	Hold bool
 	// ContentType replaces text/event-stream on a 200 answer.
 	ContentType string
+	// Silent sends nothing, not even headers, until the client goes away:
+	// a server that took the request and never answers.
+	Silent bool
 }
 
 // Server is an httptest server that answers POSTs to one path with its
@@ -65,6 +68,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.t.Errorf("request %s %s, want POST %s", r.Method, r.URL.Path, s.path)
 	}
 	rp := s.replies[min(n, len(s.replies)-1)]
+	if rp.Silent {
+		<-r.Context().Done()
+		return
+	}
 	for k, v := range rp.Header {
 		w.Header().Set(k, v)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -101,18 +100,32 @@ func Status(code int, h http.Header) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 }
 
+// ErrorType reports whether an error an API streams, by its type, is worth
+// another attempt: a request the API refuses (a prompt too long, a bad
+// tool schema, a key it does not take) fails the same way again; an
+// overload, a rate limit, the server's own failure, or a type not known
+// here, may pass.
+func ErrorType(kind string) bool {
+	switch kind {
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "request_too_large", "billing_error":
+		return false
+	default:
+		return true
+	}
+}
+
 // Failed is an attempt that got no answer, or whose answer was cut off
-// (started) by what its reading returned. A refused or reset connection
-// or a failed DNS lookup is worth another attempt; a timeout (no headers
-// in time, or a stream that sent nothing: upstream.ErrStalled) and an
-// answer the upstream package refused, or a line longer than the SDK's
-// decoder reads, are not: the same server would
-// keep the user waiting as long again, or answer the same.
+// (started: an event came) by what its reading returned. A connection
+// that failed (refused, reset, timed out, a failed DNS lookup) is worth
+// another attempt; a server that sent nothing for its turn's Watch
+// (upstream.ErrStalled), and an answer the upstream package refused or a
+// line longer than the SDK's decoder reads, are not: the same server
+// would keep the user waiting as long again, or answer the same.
 func Failed(provider string, err error, started bool) *Failure {
-	var netErr net.Error
-	retryable := !(errors.As(err, &netErr) && netErr.Timeout()) &&
-		!errors.Is(err, upstream.ErrStalled) && !errors.Is(err, upstream.ErrTooLarge) && !errors.Is(err, upstream.ErrNotEventStream) &&
-		!errors.Is(err, bufio.ErrTooLong)
+	if errors.Is(err, bufio.ErrTooLong) {
+		err = fmt.Errorf("%w: a line longer than the stream's reader takes (%w)", upstream.ErrTooLarge, err)
+	}
+	retryable := !errors.Is(err, upstream.ErrStalled) && !errors.Is(err, upstream.ErrTooLarge) && !errors.Is(err, upstream.ErrNotEventStream)
 	if started {
 		return &Failure{Err: &model.Error{Provider: provider, Message: upstream.Message(err.Error()), Truncated: true, Err: err}, Retryable: retryable}
 	}
@@ -144,6 +157,9 @@ type Policy struct {
 	// Logger hears of each retry (INFO): an operator sees rate limits
 	// and overloads being absorbed. Nil: none.
 	Logger *slog.Logger
+	// Secret is the API key, which a failure's message never carries
+	// (upstream.Redact): it goes to pages, workers and the log.
+	Secret string
 }
 
 // Loop runs attempt until it succeeds or its failure is not worth another
@@ -176,6 +192,9 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 	for n := 0; ; n++ {
 		resp, fail := attempt(ctx, emit)
 		resp.Usage = add(resp.Usage, spent)
+		if fail != nil {
+			fail.Err.Message = upstream.Redact(fail.Err.Message, p.Secret)
+		}
 		if fail == nil {
 			if !stream && resp.Text != "" && onDelta != nil {
 				onDelta(resp.Text)
@@ -211,8 +230,10 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 	}
 }
 
-// add sums two usages.
+// add sums two usages, each bounded first (model.Usage.Bounded), so that
+// a server's absurd count cannot wrap the sum.
 func add(a, b model.Usage) model.Usage {
+	a, b = a.Bounded(), b.Bounded()
 	return model.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 

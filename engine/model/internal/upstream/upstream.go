@@ -18,9 +18,9 @@ import (
 
 // Defaults of Limits.
 const (
-	// DefaultIdle is as long as the providers wait for response headers: a
-	// local server may think that long over a big prompt before its first
-	// token. The hosted APIs send a byte (a ping, a delta) every few seconds.
+	// DefaultIdle: a local server may think that long over a big prompt
+	// before its headers or its first token. The hosted APIs send an event
+	// every few seconds.
 	DefaultIdle = 10 * time.Minute
 	// DefaultMaxBytes is far above what the longest turn streams (a
 	// model's 128k output tokens, each delta with its JSON, are about 30
@@ -73,11 +73,10 @@ func (l Limits) withDefaults() Limits {
 // ends with ErrTooLarge past MaxBytes. It returns res, changed in place.
 func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 	if res.StatusCode >= 400 {
-		b, err := io.ReadAll(io.LimitReader(res.Body, MaxErrorBody))
+		// What could be read is the explanation; a read that failed
+		// part way leaves what came before it.
+		b, _ := io.ReadAll(io.LimitReader(res.Body, MaxErrorBody))
 		res.Body.Close()
-		if err != nil && len(b) == 0 {
-			b = nil
-		}
 		res.Body = io.NopCloser(bytes.NewReader(b))
 		res.ContentLength = int64(len(b))
 		return res, nil
@@ -112,6 +111,11 @@ type body struct {
 func (b *body) Read(p []byte) (int, error) {
 	if left := b.max - b.read; int64(len(p)) > left {
 		if left <= 0 {
+			// At the bound: an answer of exactly max bytes ends here.
+			var one [1]byte
+			if n, err := b.ReadCloser.Read(one[:]); n == 0 {
+				return 0, err
+			}
 			return 0, fmt.Errorf("%w: more than %s", ErrTooLarge, size(b.max))
 		}
 		p = p[:left]
@@ -130,12 +134,11 @@ func (b *body) Read(p []byte) (int, error) {
 func (l Limits) Watch(ctx context.Context) (watched context.Context, progress func(), stop func()) {
 	l = l.withDefaults()
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watch{limits: l, cancel: cancel}
-	w.last.Store(l.Clock.Now().UnixNano())
+	w := &watch{limits: l, cancel: cancel, start: l.Clock.Now()}
 	w.mu.Lock()
 	w.timer = l.Clock.AfterFunc(l.Idle, w.check)
 	w.mu.Unlock()
-	return ctx, func() { w.last.Store(l.Clock.Now().UnixNano()) }, w.stop
+	return ctx, func() { w.last.Store(int64(w.elapsed())) }, w.stop
 }
 
 // Stalled returns the ErrStalled that ended ctx, a context of Watch, or
@@ -150,7 +153,8 @@ func Stalled(ctx context.Context, err error) error {
 type watch struct {
 	limits Limits
 	cancel context.CancelCauseFunc
-	last   atomic.Int64 // the last progress, in ns
+	start  time.Time    // with its monotonic reading: a step of the wall clock moves no bound
+	last   atomic.Int64 // the last progress, as a time.Duration after start
 
 	mu      sync.Mutex
 	timer   clock.Timer
@@ -161,7 +165,7 @@ type watch struct {
 // context, unless progress came since, in which case it waits out the
 // rest.
 func (w *watch) check() {
-	since := w.limits.Clock.Now().Sub(time.Unix(0, w.last.Load()))
+	since := w.elapsed() - time.Duration(w.last.Load())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
@@ -173,6 +177,9 @@ func (w *watch) check() {
 	}
 	w.cancel(fmt.Errorf("%w for %s", ErrStalled, w.limits.Idle))
 }
+
+// elapsed is the time since the watch began.
+func (w *watch) elapsed() time.Duration { return w.limits.Clock.Now().Sub(w.start) }
 
 func (w *watch) stop() {
 	w.mu.Lock()
@@ -199,6 +206,18 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// HTTPClient is the providers' default client: its own connections, and no
+// bound on time, which a turn's Watch gives (from the request on, so a
+// server that never answers is cut off as one that stops sending), nor on
+// bytes, which Guard gives.
+func HTTPClient() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{}
+	}
+	return &http.Client{Transport: t.Clone()}
 }
 
 // MaxMessage bounds an API's explanation as an error carries it: to the

@@ -70,6 +70,17 @@ func TestGuardTooLarge(t *testing.T) {
 		t.Errorf("read %d bytes, %v; want 10, then ErrTooLarge", len(got), err)
 	}
 	res.Body.Close()
+
+	// An answer of MaxBytes exactly is whole.
+	exact, w2 := stream("text/event-stream")
+	exact, _ = Limits{MaxBytes: 10}.Guard(exact)
+	go func() {
+		io.WriteString(w2, strings.Repeat("x", 10))
+		w2.Close()
+	}()
+	if got, err := io.ReadAll(exact.Body); len(got) != 10 || err != nil {
+		t.Errorf("an answer of MaxBytes: %d bytes, %v; want all, and its end", len(got), err)
+	}
 }
 
 // An error status's body is read now, up to MaxErrorBody, and closed; a
