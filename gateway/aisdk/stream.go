@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway/frontend"
 	"github.com/clienttools/gateway/gateway/sse"
 )
@@ -36,6 +37,7 @@ type stream struct {
 	ended bool
 	seq   int64 // the last session event seen: the metadata's seq
 
+	stop     string // the last model turn's stop reason: the finish's reason
 	step     bool   // a step is open
 	reset    bool   // the open step was reset (reset-step): the turn run again goes on in it
 	text     string // the open text part's id; "": none
@@ -87,7 +89,7 @@ func (st *stream) End(why frontend.End, _ []string) {
 	case frontend.EndPending:
 		st.finish("tool-calls")
 	case frontend.EndIdle:
-		st.finish("stop")
+		st.finish(idleReason(st.stop))
 	case frontend.EndSlow:
 		st.chunk(map[string]any{"type": "error", "errorText": "the stream fell behind the session: resume the chat"})
 		st.done()
@@ -176,6 +178,20 @@ func (st *stream) newTurn() {
 // turnDone: the open step's model turn has ended (its text, if any, closed).
 func (st *stream) turnDone() bool { return !st.turnText }
 
+// idleReason is the finish's reason for a session gone idle after a model
+// turn that stopped for stop: the AI SDK's names for a turn cut by its
+// token limit or a content filter, else "stop".
+func idleReason(stop string) string {
+	switch stop {
+	case model.StopMaxTokens:
+		return "length"
+	case model.StopContentFilter:
+		return "content-filter"
+	default:
+		return "stop"
+	}
+}
+
 // finish ends the response.
 func (st *stream) finish(reason string) {
 	st.start("")
@@ -235,6 +251,11 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 	case engine.EventModelFinished:
 		st.closeText()
 		st.reset = false // the turn run again is done: the next one opens its own step
+		var e struct {
+			StopReason string `json:"stopReason"`
+		}
+		_ = json.Unmarshal(ev.Frame, &e)
+		st.stop = e.StopReason
 	case engine.EventModelDiscarded:
 		// The partial reply will never finish: drop the step's parts.
 		st.closeText()
@@ -352,7 +373,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		st.chunk(map[string]any{"type": "error", "errorText": e.Message})
 		st.done()
 	case engine.EventSessionIdle:
-		st.finish("stop")
+		st.finish(idleReason(st.stop))
 	case engine.EventSessionEnded:
 		st.finish("other")
 	}

@@ -57,6 +57,40 @@ func TestResetStepKeepsTheStep(t *testing.T) {
 // chunks' types.
 func resetStepChunks(t *testing.T, rerun func(event func(typ string, v any))) string {
 	t.Helper()
+	var types []string
+	for _, c := range streamChunks(t, func(event func(string, any)) {
+		event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hi"}})
+		event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "cut "})
+		event(engine.EventModelDiscarded, engine.ModelDiscardedEvent{Reason: "restarted"})
+		rerun(event)
+		event(engine.EventSessionIdle, struct{}{})
+	}) {
+		types = append(types, c["type"].(string))
+	}
+	return strings.Join(types, " ")
+}
+
+// TestFinishReason: the finish of a session gone idle names why its last
+// model turn stopped, in the AI SDK's words.
+func TestFinishReason(t *testing.T) {
+	for stop, want := range map[string]string{
+		model.StopEndTurn: "stop", model.StopRefusal: "stop", model.StopMaxTokens: "length", model.StopContentFilter: "content-filter",
+	} {
+		chunks := streamChunks(t, func(event func(string, any)) {
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hi"}})
+			event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: stop})
+			event(engine.EventSessionIdle, struct{}{})
+		})
+		if last := chunks[len(chunks)-1]; last["type"] != "finish" || last["finishReason"] != want {
+			t.Errorf("stop reason %s: the last chunk %v, want finish, %s", stop, last, want)
+		}
+	}
+}
+
+// streamChunks streams the events play gives to a new response of a
+// session, and returns its chunks.
+func streamChunks(t *testing.T, play func(event func(typ string, v any))) []map[string]any {
+	t.Helper()
 	eng, err := engine.New(engine.Options{
 		Worker: &engine.ToolWorker{Agent: engine.AgentConfig{Model: "m"}},
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return nil, nil }),
@@ -84,22 +118,18 @@ func resetStepChunks(t *testing.T, rerun func(event func(typ string, v any))) st
 		frame, _ := json.Marshal(v)
 		st.Event(context.Background(), nil, engine.Event{Seq: seq, Type: typ, Frame: frame})
 	}
-	event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hi"}})
-	event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "cut "})
-	event(engine.EventModelDiscarded, engine.ModelDiscardedEvent{Reason: "restarted"})
-	rerun(event)
-	event(engine.EventSessionIdle, struct{}{})
+	play(event)
 
-	var types []string
+	var chunks []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(rec.Body.String()))
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok || data == "[DONE]" {
 			continue
 		}
-		var c struct{ Type string }
+		var c map[string]any
 		_ = json.Unmarshal([]byte(data), &c)
-		types = append(types, c.Type)
+		chunks = append(chunks, c)
 	}
-	return strings.Join(types, " ")
+	return chunks
 }
