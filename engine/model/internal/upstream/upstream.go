@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,8 +83,16 @@ func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 		return res, nil
 	}
 	if t, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); notAStream(t) {
+		said := ""
+		if t != "text/html" && t != "application/xhtml+xml" {
+			// JSON may say why (a proxy that answers its errors with 200).
+			b, _ := io.ReadAll(io.LimitReader(res.Body, MaxErrorBody))
+			if m := jsonMessage(b); m != "" {
+				said = ": " + Message(m)
+			}
+		}
 		res.Body.Close()
-		return nil, fmt.Errorf("%w (it is %s, status %d): does the server stream?", ErrNotEventStream, clip(t, 64), res.StatusCode)
+		return nil, fmt.Errorf("%w (it is %s, status %d%s): does the server stream?", ErrNotEventStream, clip(t, 64), res.StatusCode, said)
 	}
 	res.Body = &body{ReadCloser: res.Body, max: l.withDefaults().MaxBytes}
 	return res, nil
@@ -99,6 +108,31 @@ func notAStream(mediaType string) bool {
 		return true
 	default:
 		return strings.HasSuffix(mediaType, "+json")
+	}
+}
+
+// jsonMessage is what a JSON answer says went wrong, in the shapes APIs and
+// proxies use ({"error": {"message"}}, {"error": "..."}, {"message"}), or
+// "" when it says nothing so.
+func jsonMessage(b []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	var s string
+	switch {
+	case json.Unmarshal(v.Error, &e) == nil && e.Message != "":
+		return e.Message
+	case json.Unmarshal(v.Error, &s) == nil && s != "":
+		return s
+	default:
+		return v.Message
 	}
 }
 

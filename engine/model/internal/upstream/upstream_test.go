@@ -105,6 +105,13 @@ func TestGuardAnswers(t *testing.T) {
 			t.Errorf("a 200 of %q: %v, closed %v; want ErrNotEventStream, closed", ct, err, closed)
 		}
 	}
+	// JSON may say why: a proxy that answers its errors with 200.
+	res = &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: readCloser{strings.NewReader(`{"error":{"message":"budget exceeded for this key"}}`), &closed}}
+	if _, err := (Limits{}).Guard(res); !errors.Is(err, ErrNotEventStream) || !strings.Contains(err.Error(), "status 200: budget exceeded for this key)") {
+		t.Errorf("a 200 of JSON that says why: %v, want its message", err)
+	}
+
 	// A stream labelled wrongly, or not at all, is read as one.
 	for _, ct := range []string{"text/event-stream; charset=utf-8", "text/plain", ""} {
 		closed = false
