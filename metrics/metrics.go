@@ -30,6 +30,7 @@ type Metrics struct {
 	roundTrip               prometheus.Histogram
 	leaseMoves              prometheus.Counter
 	modelTurns              *prometheus.CounterVec
+	modelRetries            *prometheus.CounterVec
 	modelTokens             *prometheus.CounterVec
 	modelDuration           *prometheus.HistogramVec
 	storeAppend             *prometheus.HistogramVec
@@ -77,6 +78,8 @@ func New() *Metrics {
 		Help: "Client attempts moved to another page (tool.leased) because their page left or stopped answering."})
 	m.modelTurns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_model_turns_total",
 		Help: "Model turns, by model and outcome (ok, error or cancelled)."}, []string{"model", "outcome"})
+	m.modelRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_model_retries_total",
+		Help: "Model requests tried again after a failure (a rate limit, an overload, a connection that failed), by provider."}, []string{"provider"})
 	m.modelTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_model_tokens_total",
 		Help: "Tokens the providers reported, by model and direction (input or output)."}, []string{"model", "direction"})
 	m.modelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_model_turn_duration_seconds",
@@ -90,7 +93,7 @@ func New() *Metrics {
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_limits_hit_total",
 		Help: "Requests refused at one of a browser's limits, by limit."}, []string{"limit"})
 	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.streams, m.framesIn, m.framesOut,
-		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns,
+		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns, m.modelRetries,
 		m.modelTokens, m.modelDuration, m.storeAppend, m.replayRead, m.guards, m.limits} {
 		f(c)
 	}
@@ -197,6 +200,15 @@ func (m *Metrics) ModelTurn(model, outcome string, inputTokens, outputTokens int
 	m.modelTokens.WithLabelValues(model, "input").Add(float64(inputTokens))
 	m.modelTokens.WithLabelValues(model, "output").Add(float64(outputTokens))
 	m.modelDuration.WithLabelValues(model).Observe(took.Seconds())
+}
+
+// ModelRetry records a model request tried again, by provider
+// ("anthropic", "openai").
+func (m *Metrics) ModelRetry(provider string) {
+	if m == nil {
+		return
+	}
+	m.modelRetries.WithLabelValues(provider).Inc()
 }
 
 // StoreAppend records one append to the store.

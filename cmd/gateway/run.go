@@ -428,7 +428,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	models, err := buildModels(cfg, getenv, logger)
+	m := metrics.New()
+	models, err := buildModels(cfg, getenv, logger, m)
 	if err != nil {
 		return err
 	}
@@ -484,7 +485,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer mln.Close()
 	}
-	m := metrics.New()
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return startErr(ctx, err)
@@ -601,7 +601,7 @@ const idleTimeout = 2 * time.Minute
 
 // buildModels resolves the agent's model id: "scripted" (or any id, with
 // --offline) to the scripted model, others to the configured providers.
-func buildModels(cfg config, getenv func(string) string, logger *slog.Logger) (model.Resolver, error) {
+func buildModels(cfg config, getenv func(string) string, logger *slog.Logger, m *metrics.Metrics) (model.Resolver, error) {
 	var sm *scripted.Model
 	var err error
 	if cfg.script != "" {
@@ -616,8 +616,8 @@ func buildModels(cfg config, getenv func(string) string, logger *slog.Logger) (m
 		return model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }), nil
 	}
 	r, err := providers.New(providers.Config{
-		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL, Logger: logger},
-		OpenAI:       openai.Options{BaseURL: cfg.openaiURL, Logger: logger},
+		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL, Logger: logger, OnRetry: func() { m.ModelRetry(anthropic.Provider) }},
+		OpenAI:       openai.Options{BaseURL: cfg.openaiURL, Logger: logger, OnRetry: func() { m.ModelRetry(openai.Provider) }},
 		OpenAIModels: cfg.openaiModels,
 		Scripted:     sm,
 	}, getenv)

@@ -157,6 +157,8 @@ type Policy struct {
 	// Logger hears of each retry (INFO): an operator sees rate limits
 	// and overloads being absorbed. Nil: none.
 	Logger *slog.Logger
+	// OnRetry hears of each retry, before its wait (a metric); nil: none.
+	OnRetry func()
 	// Secret is the API key, which a failure's message never carries
 	// (upstream.Redact): it goes to pages, workers and the log.
 	Secret string
@@ -222,6 +224,9 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 		spent = resp.Usage
 		if p.Logger != nil {
 			p.Logger.Info("model request failed, trying again", "provider", p.Provider, "attempt", n+1, "wait", wait, "err", fail.Err)
+		}
+		if p.OnRetry != nil {
+			p.OnRetry()
 		}
 		if err := p.Sleep(ctx, wait); err != nil {
 			resp.StopReason = model.StopCancelled

@@ -214,9 +214,9 @@ func TestLoop(t *testing.T) {
 // when the user saw none, and each retry told to the log.
 func TestLoopFailedTurn(t *testing.T) {
 	var log strings.Builder
-	n := 0
+	n, retries := 0, 0
 	p := Policy{Provider: "test", MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil },
-		Logger: slog.New(slog.NewTextHandler(&log, nil))}
+		Logger: slog.New(slog.NewTextHandler(&log, nil)), OnRetry: func() { retries++ }}
 	resp, err := Loop(context.Background(), p, false, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
 		n++
 		emit("half a sent")
@@ -228,8 +228,8 @@ func TestLoopFailedTurn(t *testing.T) {
 	if resp.Usage != (model.Usage{InputTokens: 300, OutputTokens: 6}) {
 		t.Errorf("usage %+v, want the three attempts' together", resp.Usage)
 	}
-	if got := strings.Count(log.String(), "model request failed, trying again"); got != 2 {
-		t.Errorf("%d retries logged, want 2:\n%s", got, log.String())
+	if got := strings.Count(log.String(), "model request failed, trying again"); got != 2 || retries != 2 {
+		t.Errorf("%d retries logged, %d counted, want 2:\n%s", got, retries, log.String())
 	}
 }
 
