@@ -350,8 +350,7 @@ func (s *Session) leave() {
 		c.progress.stop()
 	}
 	for _, c := range s.calls {
-		c.endAttemptSpan("unloaded")
-		c.endCallSpan(outcome{code: "unloaded", err: "the session left this process"})
+		c.leaveSpans()
 	}
 	if s.chatSpan != nil {
 		s.chatSpan.End()

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/lazylog"
 )
 
@@ -109,7 +110,9 @@ func endChatSpan(span trace.Span, ev ModelFinishedEvent, err error) {
 	if ev.StopReason != "" {
 		span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{ev.StopReason}))
 	}
-	if err != nil {
+	// A turn the user stopped did not fail: its finish reason says so, as
+	// the metrics count it cancelled, not an error.
+	if err != nil && ev.StopReason != model.StopCancelled {
 		span.SetAttributes(attribute.String("error.type", ev.StopReason))
 		span.SetStatus(codes.Error, err.Error())
 	}
@@ -121,8 +124,11 @@ func (s *Session) startCallSpan(c *call) {
 	if !s.e.tracing() {
 		return // c.span stays nil, as for a call restored from the journal
 	}
-	_, c.span = s.e.tracer.Start(s.turnContext(), "execute_tool "+c.name, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(opName("execute_tool"), attribute.String("gen_ai.tool.name", c.name),
+	// A tool the model made up is named as the metrics name it: its name
+	// is the model's text, and span names are indexed.
+	name := c.toolLabel()
+	_, c.span = s.e.tracer.Start(s.turnContext(), "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(opName("execute_tool"), attribute.String("gen_ai.tool.name", name),
 			attribute.String("gen_ai.tool.call.id", c.id), attribute.String("gen_ai.tool.type", "function"),
 			attribute.String("gen_ai.conversation.id", s.id), attrHandler.String(string(c.handler))))
 }
@@ -175,6 +181,20 @@ func (c *call) endCallSpan(o outcome) {
 	}
 	c.span.End()
 	c.span = nil
+}
+
+// leaveSpans ends c's spans as its session leaves this process (a
+// restart, an unload, a move to another node): the call is not over, and
+// goes on where the session loads next, so its spans end with an event
+// that says so, and no error.
+func (c *call) leaveSpans() {
+	for _, sp := range []trace.Span{c.attemptSpan, c.span} {
+		if sp != nil {
+			sp.AddEvent("session left this process")
+			sp.End()
+		}
+	}
+	c.attemptSpan, c.attemptCtx, c.span = nil, nil, nil
 }
 
 // guardSpanEvent notes a tripped guard on the user message's span.

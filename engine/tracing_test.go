@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/clienttools/gateway/engine/model"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +182,65 @@ func TestSpansOnceGlobalProviderSet(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"attempt", "chat fake-model", "chat fake-model", "execute_tool lookup", "invoke_agent"}; !slices.Equal(names, want) {
 		t.Errorf("spans after the global provider was set: %q, want %q", names, want)
+	}
+}
+
+// TestSpansSayNoFailureWhereNoneWas: a turn the user stopped, and a call
+// whose session left this process (it goes on where the session loads
+// next), end their spans with no error status; a tool the model made up
+// is named as the metrics name it, (undeclared), not by its made-up name.
+func TestSpansSayNoFailureWhereNoneWas(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_time", Handler: engine.HandlerClient}}}}
+	stop := make(chan struct{})
+	var turns atomic.Int32
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		switch turns.Add(1) {
+		case 1: // stopped by the user
+			close(stop)
+			<-ctx.Done()
+			return model.Response{StopReason: model.StopCancelled}, ctx.Err()
+		case 2:
+			return model.Response{ToolUses: []model.ToolUse{{ID: "call_1", Name: "ghost_user_text"}, {ID: "call_2", Name: "get_time", Arguments: "{}"}}, StopReason: model.StopToolUse}, nil
+		default:
+			return model.Response{Text: "ok", StopReason: model.StopEndTurn}, nil
+		}
+	}}
+	b := newBrowser()
+	h := setup(t, w, m, engine.Options{TracerProvider: tp}, b)
+	h.send("long")
+	<-stop
+	if err := h.s.Cancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.waitIdle()
+	h.send("tools")
+	recv(t, b.calls, "get_time delivered")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range exp.GetSpans() {
+		got = append(got, s.Name)
+		switch {
+		case s.Name == "execute_tool (undeclared)":
+			if attr(s, "gen_ai.tool.name") != "(undeclared)" {
+				t.Errorf("the made-up tool's span: gen_ai.tool.name %q", attr(s, "gen_ai.tool.name"))
+			}
+		case strings.Contains(s.Name, "ghost"):
+			t.Errorf("a span named by the model's made-up tool: %q", s.Name)
+		case s.Name == "chat fake-model" && strings.Contains(attr(s, "gen_ai.response.finish_reasons"), "cancelled"),
+			s.Name == "execute_tool get_time", s.Name == "attempt":
+			if s.Status.Code == codes.Error {
+				t.Errorf("span %q: error status %q, where nothing failed", s.Name, s.Status.Description)
+			}
+		}
+	}
+	if !slices.Contains(got, "execute_tool (undeclared)") || !slices.Contains(got, "execute_tool get_time") {
+		t.Errorf("spans %q", got)
 	}
 }

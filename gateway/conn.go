@@ -198,6 +198,7 @@ func (c *conn) serve() {
 		}
 		switch {
 		case typ != websocket.MessageText:
+			c.s.opts.Metrics.FrameIn("invalid")
 			c.refuse(engine.WireBadFrame, ErrBadFrame.Error()+": binary frames are not accepted: send JSON text frames")
 		case c.pipe != nil:
 			// Another node serves this page: its frames go there as they

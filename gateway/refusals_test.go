@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/metrics"
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestRefusalsQuoteLittle: a refused frame's reply quotes only the start of
@@ -37,5 +40,27 @@ func TestRefusalsQuoteLittle(t *testing.T) {
 				t.Errorf("the reply names an id no message could have: %.100s...", f.ID)
 			}
 		})
+	}
+}
+
+// TestBinaryFrameCountedInvalid: a binary frame, refused with bad_frame
+// before it reaches the session, counts as an invalid frame, as every
+// other frame refused on its face does.
+func TestBinaryFrameCountedInvalid(t *testing.T) {
+	m := metrics.New()
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{Metrics: m}})
+	c, _ := h.newBrowser(nil).open(pageTools)
+	c.sendRaw(websocket.MessageBinary, []byte(`{"type": "cancel"}`))
+	if f := c.untilError(); f.Code != "bad_frame" {
+		t.Fatalf("got %s, want bad_frame", f)
+	}
+	want := `
+# HELP gateway_frames_received_total Frames read from pages, by type (invalid: a frame that did not decode, an unknown type or a bad field included).
+# TYPE gateway_frames_received_total counter
+gateway_frames_received_total{type="invalid"} 1
+gateway_frames_received_total{type="session.open"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_frames_received_total"); err != nil {
+		t.Error(err)
 	}
 }
