@@ -17,6 +17,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/engine/model/anthropic"
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/store/jetstream"
 )
@@ -36,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 		maxDepth:      engine.DefaultMaxDepth,
 		maxFanOut:     engine.DefaultMaxFanOut,
 		pingInterval:  gateway.DefaultPingInterval,
+		modelIdle:     anthropic.DefaultStreamIdleTimeout,
 		store:         "jetstream",
 		dataDir:       "gateway-data", // no HOME in the tests' environment
 		natsReplicas:  1,
@@ -63,6 +65,8 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{name: "defaults", want: defaults},
 		{name: "fsync always", args: []string{"--fsync", "always"}, want: with(func(c *config) { c.fsync = jetstream.SyncEveryWrite })},
+		{name: "a model's idle time", args: []string{"--model-idle-timeout", "30m"}, want: with(func(c *config) { c.modelIdle = 30 * time.Minute })},
+		{name: "a model's idle time, from the environment", env: map[string]string{"GATEWAY_MODEL_IDLE_TIMEOUT": "15m"}, want: with(func(c *config) { c.modelIdle = 15 * time.Minute })},
 		{name: "fsync every second, from the environment", env: map[string]string{"GATEWAY_FSYNC": "1s"}, want: with(func(c *config) { c.fsync = time.Second })},
 		// An environment's data directory, for every run, leaves a run on
 		// the memory store alone; the flag typed with it is refused.
@@ -265,6 +269,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"a memory store with one replica given", []string{"--store", "memory", "--nats-replicas", "1"}, nil, "nats-replicas 1 is for --store jetstream"},
 		{"a memory store with a data directory", []string{"--store", "memory", "--data-dir", "/tmp/chats"}, nil, "data-dir is for --store jetstream: --store memory writes nothing there"},
 		{"a ping interval no pong meets", []string{"--ping-interval", "1ms"}, nil, "ping-interval 1ms is under 100ms"},
+		{"a model idle time of none", []string{"--model-idle-timeout", "0s"}, nil, "model-idle-timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,7 @@ type config struct {
 	workerURL     string
 	anthropicURL  string
 	openaiURL     string
+	modelIdle     time.Duration
 	openaiModels  []string
 	offline       bool
 	workerSecret  string
@@ -153,6 +154,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
 	fs.StringVar(&c.openaiURL, "openai-base-url", "", "base URL of an OpenAI-compatible server, ending in /v1 (env OPENAI_BASE_URL); the key is read from OPENAI_API_KEY only")
+	modelIdle := fs.String("model-idle-timeout", env("GATEWAY_MODEL_IDLE_TIMEOUT", anthropic.DefaultStreamIdleTimeout.String()), "how long a model's stream (Claude, OpenAI-compatible) may send no event, from the request on, before its turn is cut off; raise it for a local server that thinks longer over a big prompt (env GATEWAY_MODEL_IDLE_TIMEOUT)")
 	openaiModels := fs.String("openai-models", "", "comma-separated model-id prefixes served by the OpenAI-compatible server; empty: "+strings.Join(providers.DefaultOpenAIModels, ",")+" (env OPENAI_MODELS)")
 	fs.StringVar(&c.workerURL, "worker-url", env("GATEWAY_WORKER_URL", ""), "URL of an HTTP worker that decides every step, replacing the embedded demo worker (env GATEWAY_WORKER_URL; docs/workers.md)")
 	sameSite := fs.String("cookie-samesite", env("GATEWAY_COOKIE_SAMESITE", "lax"), "the identity cookie's SameSite: lax, strict, or none for a chat page on another site than the gateway (none makes the cookie Secure, as browsers require) (env GATEWAY_COOKIE_SAMESITE)")
@@ -224,6 +226,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if c.pingInterval, err = positiveDuration("ping-interval", *pingInterval); err != nil {
+		return c, err
+	}
+	if c.modelIdle, err = positiveDuration("model-idle-timeout", *modelIdle); err != nil {
 		return c, err
 	}
 	if c.retain, err = positiveDuration("retain", *retain); err != nil {
@@ -616,8 +621,10 @@ func buildModels(cfg config, getenv func(string) string, logger *slog.Logger, m 
 		return model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }), nil
 	}
 	r, err := providers.New(providers.Config{
-		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL, Logger: logger, OnRetry: func() { m.ModelRetry(anthropic.Provider) }},
-		OpenAI:       openai.Options{BaseURL: cfg.openaiURL, Logger: logger, OnRetry: func() { m.ModelRetry(openai.Provider) }},
+		Anthropic: anthropic.Options{BaseURL: cfg.anthropicURL, StreamIdleTimeout: cfg.modelIdle, Logger: logger,
+			OnRetry: func() { m.ModelRetry(anthropic.Provider) }},
+		OpenAI: openai.Options{BaseURL: cfg.openaiURL, StreamIdleTimeout: cfg.modelIdle, Logger: logger,
+			OnRetry: func() { m.ModelRetry(openai.Provider) }},
 		OpenAIModels: cfg.openaiModels,
 		Scripted:     sm,
 	}, getenv)

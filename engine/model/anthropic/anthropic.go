@@ -35,6 +35,10 @@ const (
 	DefaultMaxRetryWait = retry.DefaultMaxWait
 )
 
+// DefaultStreamIdleTimeout is Options.StreamIdleTimeout's default: a local
+// server may think that long over a big prompt before its first token.
+const DefaultStreamIdleTimeout = upstream.DefaultIdle
+
 // Options configure a Model. The zero value of every field means its default.
 type Options struct {
 	// APIKey authenticates every request. It is handed to the SDK and never

@@ -37,6 +37,10 @@ const (
 	DefaultMaxRetryWait = retry.DefaultMaxWait
 )
 
+// DefaultStreamIdleTimeout is Options.StreamIdleTimeout's default: a local
+// server may think that long over a big prompt before its first token.
+const DefaultStreamIdleTimeout = upstream.DefaultIdle
+
 // Options configure a Model. The zero value of every field means its default.
 type Options struct {
 	// BaseURL is the API's root, the URL that ends in /v1; default
