@@ -179,8 +179,11 @@ func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(st
 	})
 }
 
-func truncated(msg string, retryable bool) *retry.Failure {
-	return &retry.Failure{Err: &model.Error{Provider: Provider, Message: upstream.Message(msg), Truncated: true}, Retryable: retryable}
+// streamFailed is a stream that failed with msg: cut off mid-turn when
+// another try may pass, else the server refused the request (a prompt too
+// long), which is no cut.
+func streamFailed(msg string, retryable bool) *retry.Failure {
+	return &retry.Failure{Err: &model.Error{Provider: Provider, Message: upstream.Message(msg), Truncated: retryable}, Retryable: retryable}
 }
 
 // attempt sends the request once and reads its stream to data: [DONE].
@@ -212,22 +215,19 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		}
 		var chunk sdk.ChatCompletionChunk
 		if err := json.Unmarshal(data, &chunk); err != nil {
-			return acc.partial(), truncated("a chunk is not JSON: "+err.Error(), true)
+			return acc.partial(), streamFailed("a chunk is not JSON: "+err.Error(), true)
 		}
 		// A server that fails mid-stream sends {"error": {...}} as a chunk
 		// (some write "error": null in every chunk: no error).
 		if e, isErr := chunk.JSON.ExtraFields["error"]; (isErr && e.Raw() != "null") || ev.Type == "error" {
-			f := truncated(errorMessage(data, 0), streamErrorRetryable(data))
-			// A refused request is not a stream cut off.
-			f.Err.Truncated = f.Retryable
-			return acc.partial(), f
+			return acc.partial(), streamFailed(errorMessage(data, 0), streamErrorRetryable(data))
 		}
 		acc.add(chunk, emit)
 	}
 	if err := dec.err; err != nil {
 		return acc.partial(), m.classify(upstream.Stalled(ctx, err), started)
 	}
-	return acc.partial(), truncated("the stream ended before data: [DONE]", true)
+	return acc.partial(), streamFailed("the stream ended before data: [DONE]", true)
 }
 
 // streamErrorRetryable reads an error a server sent as a chunk: a request
@@ -302,33 +302,11 @@ func (m *Model) classify(err error, started bool) *retry.Failure {
 	return retry.Failed(Provider, err, started)
 }
 
-// errorMessage finds the server's explanation in an error body, in the shapes
-// OpenAI, llama.cpp, Ollama ({"error": {"message"}} or {"error": "..."}),
-// vLLM ({"message"}) and FastAPI ({"detail"}) use; else the status text.
+// errorMessage is the server's explanation in an error body
+// (upstream.JSONMessage's shapes), else the status text.
 func errorMessage(body []byte, status int) string {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(body, &v) == nil {
-		var e struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-		}
-		var s string
-		switch {
-		case json.Unmarshal(v.Error, &e) == nil && e.Message != "":
-			return e.Message
-		case json.Unmarshal(v.Error, &s) == nil && s != "":
-			return s
-		case e.Type != "":
-			return e.Type
-		case v.Message != "":
-			return v.Message
-		case json.Unmarshal(v.Detail, &s) == nil && s != "":
-			return s
-		}
+	if m := upstream.JSONMessage(body); m != "" {
+		return m
 	}
 	if t := http.StatusText(status); t != "" {
 		return t

@@ -55,8 +55,7 @@ func (r *sseReader) next() bool {
 				typ = ""
 				continue
 			}
-			r.ev = sseEvent{Type: typ, Data: bytes.TrimSuffix(data, []byte("\n"))}
-			return true
+			return r.dispatch(typ, data)
 		}
 		if line[0] == ':' {
 			continue // a comment: a keep-alive
@@ -76,10 +75,16 @@ func (r *sseReader) next() bool {
 		}
 	}
 	if r.err = r.lines.Err(); r.err == nil && hasData {
-		r.ev = sseEvent{Type: typ, Data: bytes.TrimSuffix(data, []byte("\n"))}
-		return true
+		return r.dispatch(typ, data)
 	}
 	return false
+}
+
+// dispatch makes the event of typ and data (each line of it ended by LF)
+// the one read.
+func (r *sseReader) dispatch(typ string, data []byte) bool {
+	r.ev = sseEvent{Type: typ, Data: bytes.TrimSuffix(data, []byte("\n"))}
+	return true
 }
 
 // event is the event next read.

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/clienttools/gateway/engine/model/internal/upstream"
 )
@@ -80,11 +82,24 @@ func TestSSEReaderDoesNotWaitPastACR(t *testing.T) {
 		r, w := io.Pipe()
 		go io.WriteString(w, "data: a"+ends+ends+"data: [DONE]"+ends+ends) // and the stream stays open
 		dec := newSSEReader(r)
-		for _, want := range []string{"a", "[DONE]"} {
-			if !dec.next() || string(dec.event().Data) != want {
-				t.Errorf("line ends %q: event %q, %v; want %q while the stream stays open", ends, dec.event().Data, dec.err, want)
+		read := make(chan []string, 1)
+		go func() {
+			var got []string
+			for dec.next() {
+				got = append(got, string(dec.event().Data))
+				if len(got) == 2 {
+					read <- got
+				}
 			}
+		}()
+		select {
+		case got := <-read:
+			if want := []string{"a", "[DONE]"}; !slices.Equal(got, want) {
+				t.Errorf("line ends %q: events %q, want %q", ends, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("line ends %q: the events were not read while the stream stays open", ends)
 		}
-		w.Close()
+		w.Close() // ends the reader's goroutine
 	}
 }

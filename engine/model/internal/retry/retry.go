@@ -194,15 +194,13 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 	for n := 0; ; n++ {
 		resp, fail := attempt(ctx, emit)
 		resp.Usage = add(resp.Usage, spent)
-		if fail != nil {
-			fail.Err.Message = upstream.Redact(fail.Err.Message, p.Secret)
-		}
 		if fail == nil {
 			if !stream && resp.Text != "" && onDelta != nil {
 				onDelta(resp.Text)
 			}
 			return resp, nil
 		}
+		fail.Err.Message = upstream.Redact(fail.Err.Message, p.Secret)
 		if !shown {
 			resp.Text = "" // the user saw none of it: the turn has no text
 		}

@@ -87,7 +87,7 @@ func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 		if t != "text/html" && t != "application/xhtml+xml" {
 			// JSON may say why (a proxy that answers its errors with 200).
 			b, _ := io.ReadAll(io.LimitReader(res.Body, MaxErrorBody))
-			if m := jsonMessage(b); m != "" {
+			if m := JSONMessage(b); m != "" {
 				said = ": " + Message(m)
 			}
 		}
@@ -111,19 +111,22 @@ func notAStream(mediaType string) bool {
 	}
 }
 
-// jsonMessage is what a JSON answer says went wrong, in the shapes APIs and
-// proxies use ({"error": {"message"}}, {"error": "..."}, {"message"}), or
-// "" when it says nothing so.
-func jsonMessage(b []byte) string {
+// JSONMessage is what a JSON answer says went wrong, in the shapes APIs,
+// local servers and proxies use: {"error": {"message"}} or {"error": "..."}
+// (OpenAI, llama.cpp, Ollama, Anthropic), the error's "type" alone,
+// {"message"} (vLLM) and {"detail"} (FastAPI); "" when it says nothing so.
+func JSONMessage(b []byte) string {
 	var v struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal(b, &v) != nil {
 		return ""
 	}
 	var e struct {
 		Message string `json:"message"`
+		Type    string `json:"type"`
 	}
 	var s string
 	switch {
@@ -131,9 +134,14 @@ func jsonMessage(b []byte) string {
 		return e.Message
 	case json.Unmarshal(v.Error, &s) == nil && s != "":
 		return s
-	default:
+	case e.Type != "":
+		return e.Type
+	case v.Message != "":
 		return v.Message
+	case json.Unmarshal(v.Detail, &s) == nil && s != "":
+		return s
 	}
+	return ""
 }
 
 // body is a guarded answer's body.
