@@ -10,10 +10,15 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // approvalRig is a session whose agent's "pay" tool asks for approval.
 func approvalRig(t *testing.T) (*harness, *atomic.Int64) {
+	return approvalRigWith(t, engine.Options{})
+}
+
+func approvalRigWith(t *testing.T, opts engine.Options) (*harness, *atomic.Int64) {
 	var runs atomic.Int64
 	w := &testWorker{
 		agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Approval: engine.ApprovalAlways, Retry: &engine.RetryPolicy{Timeout: "1m"}}}},
@@ -22,7 +27,7 @@ func approvalRig(t *testing.T) (*harness, *atomic.Int64) {
 			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"paid"`)}}}, nil
 		},
 	}
-	h := setup(t, w, callsThenSummary(use("call_1", "pay", `{"amount":5}`)), engine.Options{}, newBrowser())
+	h := setup(t, w, callsThenSummary(use("call_1", "pay", `{"amount":5}`)), opts, newBrowser())
 	return h, &runs
 }
 
@@ -68,7 +73,8 @@ func TestApprovalGate(t *testing.T) {
 		}
 	})
 	t.Run("denied", func(t *testing.T) {
-		h, runs := approvalRig(t)
+		m := metrics.New()
+		h, runs := approvalRigWith(t, engine.Options{Metrics: m})
 		h.send("pay")
 		digest := asked(t, h)
 		if err := h.s.Approve(context.Background(), engine.ToolApprove{ID: "call_1", Digest: "0000", Approved: true}); !errors.Is(err, engine.ErrBadRequest) {
@@ -84,6 +90,10 @@ func TestApprovalGate(t *testing.T) {
 		h.waitIdle()
 		if runs.Load() != 0 {
 			t.Errorf("a denied tool ran %d times", runs.Load())
+		}
+		// The call settled without an attempt: the histogram says 0, as its span does.
+		if hist := metricOf(t, m, "gateway_tool_call_attempts").GetHistogram(); hist.GetSampleCount() != 1 || hist.GetSampleSum() != 0 {
+			t.Errorf("gateway_tool_call_attempts: %d calls, %g attempts; want 1 call of 0 attempts", hist.GetSampleCount(), hist.GetSampleSum())
 		}
 	})
 	t.Run("a call that asks none", func(t *testing.T) {

@@ -634,7 +634,7 @@ func (n settledNote) say() {
 	if !n.ok {
 		code = string(n.code)
 	}
-	n.s.e.opts.Metrics.CallSettled(n.tool, string(n.handler), code, max(n.attempt, 1), n.took)
+	n.s.e.opts.Metrics.CallSettled(n.tool, string(n.handler), code, n.attempt, n.took)
 }
 
 // endAttempt stops the current attempt's timer, context and delivery.
