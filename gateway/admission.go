@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/engine"
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
@@ -151,7 +152,7 @@ func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, why error)
 }
 
 // clipReason fits a close reason in a close frame (123 bytes).
-func clipReason(s string) string { return cutAt(s, 123) }
+func clipReason(s string) string { return clip.To(s, 123) }
 
 // share is one browser's use of this node.
 type share struct {
@@ -263,7 +264,7 @@ func clipLogged(a any) any {
 	if len(s) <= maxLoggedValue {
 		return a
 	}
-	return cutAt(s, maxLoggedValue) + "..."
+	return clip.Marked(s, maxLoggedValue, "...")
 }
 
 // unreadableEvery is how often one session's damaged journal is logged at

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/lazylog"
 	"github.com/coder/websocket"
@@ -556,9 +557,7 @@ const maxErrorText = 1024
 
 // refuseMessage is refuse for the message of id (none: "").
 func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
-	if len(message) > maxErrorText {
-		message = cutAt(message, maxErrorText) + "..."
-	}
+	message = clip.Marked(message, maxErrorText, "...")
 	c.reply(FrameError, encodeFrame(FrameError, engine.ErrorEvent{Code: code, Message: message, ID: id}))
 	if code == engine.WireLimitExceeded || code == engine.WireRateLimited {
 		c.s.opts.Metrics.LimitHit(string(code))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/jsonfields"
 )
@@ -252,18 +253,7 @@ func quoteAtMost(s string, n int) string {
 	if len(s) <= n {
 		return strconv.Quote(s)
 	}
-	return strconv.Quote(cutAt(s, n)) + "..."
-}
-
-// cutAt is s cut to at most n bytes, at the start of a character.
-func cutAt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return strconv.Quote(clip.To(s, n)) + "..."
 }
 
 func checkAnswer(typ, id string, attempt int) error {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clienttools/gateway/clip"
 )
 
 // Header names of the protocol.
@@ -89,7 +91,7 @@ func Verify(secret []byte, r *http.Request, body []byte, now time.Time, window t
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || sec < 0 {
-		return fmt.Errorf("%w: %s is %q, want unix seconds", ErrBadTimestamp, HeaderTimestamp, clip(ts, 32))
+		return fmt.Errorf("%w: %s is %q, want unix seconds", ErrBadTimestamp, HeaderTimestamp, clip.Marked(ts, 32, "..."))
 	}
 	if skew := now.Sub(time.Unix(sec, 0)); skew > window || skew < -window {
 		return fmt.Errorf("%w: signed at %s, %s from now; the window is %s", ErrStale,
@@ -108,12 +110,4 @@ func Verify(secret []byte, r *http.Request, body []byte, now time.Time, window t
 		}
 	}
 	return fmt.Errorf("%w: check that the gateway and the worker share the same secret", ErrBadSignature)
-}
-
-// clip shortens s to at most n bytes for an error message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/jsonfields"
 	"go.opentelemetry.io/otel/propagation"
@@ -466,7 +466,7 @@ func decodeDecision(data []byte) (engine.Decision, error) {
 	}
 	for name := range top {
 		if !slices.Contains(decisionFields, name) {
-			return engine.Decision{}, fmt.Errorf("unknown member %q (a decision has %s)", clip(name, 40), fieldList())
+			return engine.Decision{}, fmt.Errorf("unknown member %q (a decision has %s)", clip.Marked(name, 40, "..."), fieldList())
 		}
 	}
 	var d engine.Decision
@@ -513,14 +513,7 @@ func (w *Worker) excerpt(data []byte) string {
 	s = w.redact(s)
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	if len(s) > excerptBytes {
-		cut := excerptBytes
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
-	}
-	return s
+	return clip.Marked(s, excerptBytes, "...")
 }
 
 func byteSize(n int64) string {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/clock"
 )
 
@@ -92,7 +93,7 @@ func (l Limits) Guard(res *http.Response) (*http.Response, error) {
 			}
 		}
 		res.Body.Close()
-		return nil, fmt.Errorf("%w (it is %s, status %d%s): does the server stream?", ErrNotEventStream, clip(t, 64), res.StatusCode, said)
+		return nil, fmt.Errorf("%w (it is %s, status %d%s): does the server stream?", ErrNotEventStream, clip.Marked(t, 64, "…"), res.StatusCode, said)
 	}
 	res.Body = &body{ReadCloser: res.Body, max: l.withDefaults().MaxBytes}
 	return res, nil
@@ -239,17 +240,6 @@ func size(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// clip is s cut to at most n bytes, on a character's boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // HTTPClient is the providers' default client: its own connections, and no
 // bound on time, which a turn's Watch gives (from the request on, so a
 // server that never answers is cut off as one that stops sending), nor on
@@ -267,7 +257,7 @@ func HTTPClient() *http.Client {
 const MaxMessage = 1 << 10
 
 // Message is an API's explanation, cut to MaxMessage bytes.
-func Message(s string) string { return clip(s, MaxMessage) }
+func Message(s string) string { return clip.Marked(s, MaxMessage, "…") }
 
 // Redact is msg with key, and any part of it of 16 bytes or more that msg
 // quotes from its start (a proxy that echoes the key it refused, in whole
