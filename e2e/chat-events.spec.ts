@@ -201,3 +201,26 @@ test("a turn the model declined, or a filter withheld, with no text says so; one
     await expect(page.locator('[data-testid="message"][data-role="assistant"]').getByTestId("message-text")).toHaveText("I can't help with that.");
     await expect(notices).toHaveCount(2);
 });
+
+test("while the model's request waits to go again, Thinking says why; the reply puts it back", async ({ page }) => {
+    const thinking = page.getByTestId("thinking");
+    const words = page.getByTestId("thinking-text");
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
+    await expect(thinking).toBeVisible();
+    await expect(words).toHaveText("Thinking…");
+    await push(page, { type: "model.retrying", seq: 2, attempt: 1, attempts: 4, error: "anthropic: status 529: Overloaded", backoff: "1.5s" });
+    await expect(words).toHaveText("The model's provider is busy: trying again (attempt 2 of 4)…");
+    await expect(page.getByTestId("announcer")).toContainText("The model's provider is busy: trying again (attempt 2 of 4)…");
+    await push(page, { type: "model.retrying", seq: 3, attempt: 2, attempts: 4, error: "anthropic: status 429: Number of requests has exceeded your rate limit", backoff: "7s" });
+    await expect(words).toHaveText("The model's provider is rate limiting the gateway: trying again (attempt 3 of 4)…");
+    await push(page, { type: "model.delta", seq: 4, text: "Hello." });
+    await expect(thinking).toBeHidden();
+    await push(page, { type: "model.finished", seq: 5, stopReason: "end_turn", usage: { inputTokens: 0, outputTokens: 0 } });
+    await push(page, { type: "message", seq: 6, message: { role: "assistant", content: "Hello." } });
+    await push(page, { type: "session.idle", seq: 7 });
+    await push(page, { type: "message", seq: 8, message: { role: "user", content: "again" } });
+    await expect(thinking).toBeVisible();
+    await expect(words).toHaveText("Thinking…");
+    await push(page, { type: "model.retrying", seq: 9, attempt: 1, attempts: 4, error: "openai: stream cut off mid-turn: unexpected EOF", backoff: "0.6s" });
+    await expect(words).toHaveText("The model could not be reached: trying again (attempt 2 of 4)…");
+});

@@ -15,6 +15,7 @@ const (
 	EventModelDelta     = "model.delta"
 	EventModelFinished  = "model.finished"
 	EventModelDiscarded = "model.discarded"
+	EventModelRetrying  = "model.retrying"
 	EventToolStarted    = "tool.started"
 	EventToolLeased     = "tool.leased"
 	EventToolRetrying   = "tool.retrying"
@@ -67,6 +68,17 @@ type ModelFinishedEvent struct {
 // drop it, and the turn runs again.
 type ModelDiscardedEvent struct {
 	Reason string `json:"reason"`
+}
+
+// ModelRetryingEvent: the model's request failed before any of the turn's
+// text was shown (an overload, a rate limit, a connection that failed),
+// and is sent again after Backoff. Error is the failure as model.finished
+// would have said it.
+type ModelRetryingEvent struct {
+	Attempt  int    `json:"attempt"` // the attempt that failed
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error"`
+	Backoff  string `json:"backoff"`
 }
 
 // ToolStartedEvent: an attempt of a call started, on either handler.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/clienttools/gateway/engine/model"
 )
@@ -28,6 +29,16 @@ func (s *Session) startTurn() {
 	}
 	for _, t := range s.agent.Tools {
 		req.Tools = append(req.Tools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})
+	}
+	req.OnRetry = func(r model.Retry) {
+		if s.parent != nil && ctx.Err() != nil {
+			return // as for a delta: a sub-agent that ended says no more
+		}
+		ev := ModelRetryingEvent{Attempt: r.Attempt, Attempts: r.Attempts, Backoff: r.Wait.Round(time.Millisecond).String()}
+		if r.Err != nil {
+			ev.Error = r.Err.Error() // as model.finished would say it
+		}
+		s.publish(EventModelRetrying, ev)
 	}
 	m := s.model
 	s.wg.Add(1)

@@ -2,7 +2,8 @@
  * chat.js renders a GatewayClient's events into the chat page that
  * web.ChatPage serves: the message log with streaming Markdown (reply.js),
  * a compact card per tool call (toolcard.js), errors in words (errors.js), a
- * "Thinking…" indicator until the model's first word, and the composer
+ * "Thinking…" indicator until the model's first word (saying why when the
+ * model's request is tried again: model.retrying), and the composer
  * (composer.js: Enter sends, Send becomes Stop while a turn runs); a
  * message sent mid-turn shows at once as queued. What screen readers hear
  * is announce.js's: the log is not a live region. It clones the
@@ -28,7 +29,7 @@ import { renderToolCard, subagentCalls, tickAll } from "./toolcard.js";
 import { mountStatus } from "./status.js";
 import { mountAnnouncer } from "./announce.js";
 import { mountComposer } from "./composer.js";
-import { modelErrorText, sessionErrorText } from "./errors.js";
+import { modelErrorText, retryingText, sessionErrorText } from "./errors.js";
 import { clone, idPart, must } from "./dom.js";
 import { followLog } from "./follow.js";
 
@@ -51,6 +52,8 @@ export function mountChat(root, client) {
     const log = must(root, "[data-testid=messages]");
     const list = must(log, "[data-testid=message-list]");
     const thinking = must(log, "[data-testid=thinking]");
+    const thinkingText = must(thinking, "[data-testid=thinking-text]");
+    const THINKING = thinkingText.textContent ?? "";
     const form = /** @type {HTMLFormElement} */ (must(root, "[data-testid=composer]"));
     const prompt = /** @type {HTMLTextAreaElement} */ (must(form, "[data-testid=prompt]"));
     const voice = mountAnnouncer(must(doc, "[data-testid=announcer]"), client);
@@ -91,6 +94,7 @@ export function mountChat(root, client) {
         if (!on) awaiting = false;
         // Offline, nothing is thinking: the status line says what is.
         thinking.hidden = !(on && awaiting && !reply.streaming && client.state === "open");
+        if (thinking.hidden) thinkingText.textContent = THINKING; // a retry's words last until the turn's first
         followBottom();
     }
 
@@ -257,12 +261,18 @@ export function mountChat(root, client) {
                 setBusy();
             }
         }),
+        client.on("model.retrying", ({ error, attempt, attempts, seq }) => {
+            const text = retryingText(error, attempt + 1, attempts);
+            thinkingText.textContent = text;
+            voice.say(text, seq);
+        }),
         client.on("delta", ({ text }) => {
             reply.delta(text);
             setBusy(true);
         }),
         client.on("discarded", () => {
             reply.discard(); // a restart cut the turn: its partial text goes; the turn streams anew
+            thinkingText.textContent = THINKING;
             setBusy();
         }),
         client.on("model.finished", ({ error, stopReason, seq }) => {

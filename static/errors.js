@@ -3,7 +3,8 @@
  * sentence, never infrastructure detail (a resolver's address, a URL, a Go
  * error chain). The full text goes to the console, for whoever debugs.
  *
- * Exports: modelErrorText(error), sessionErrorText(code, message).
+ * Exports: modelErrorText(error), retryingText(error, next, attempts),
+ * sessionErrorText(code, message).
  *
  * @module errors
  */
@@ -19,6 +20,8 @@ const TRANSPORT = /\b(?:dial|lookup|no such host|connection (?:refused|reset)|ne
 // An IPv6 one in brackets has two colons at least: "[3]" is an index.
 const ADDRESS = /\bhttps?:\/\/\S+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|\[[0-9a-f]*:[0-9a-f]*:[0-9a-f:]*\](?::\d+)?/gi;
 const MAX = 120;
+// "anthropic: status 429: ...": the provider answered.
+const STATUS = /^\s*[\w.-]+:\s*status (\d{3}):\s*([\s\S]*)$/;
 
 /**
  * A model failure (model.finished's error) in words.
@@ -26,8 +29,7 @@ const MAX = 120;
  */
 export function modelErrorText(error) {
     const text = String(error ?? "");
-    // "anthropic: status 429: ..." : the provider answered.
-    const m = /^\s*[\w.-]+:\s*status (\d{3}):\s*([\s\S]*)$/.exec(text);
+    const m = STATUS.exec(text);
     if (!m) return TRANSPORT.test(text) || new RegExp(ADDRESS.source, "i").test(text) ? UNREACHABLE : `The model failed: ${short(text.replace(/^\s*[\w.-]+:\s*/, ""))}`;
     const status = Number(m[1]);
     if (status === 401 || status === 403) return "The model's provider refused the gateway's key.";
@@ -35,6 +37,21 @@ export function modelErrorText(error) {
     const said = short(m[2]);
     if (status >= 500) return `The model's provider is having trouble${said ? `: ${said}` : "."}`;
     return `The model failed${said ? `: ${said}` : "."}`;
+}
+
+/**
+ * What the "Thinking…" line says while the model's request waits to go
+ * again (model.retrying): why, and that it goes again on its own.
+ * @param {string} error  The failure, as model.finished would say it.
+ * @param {number} next  The attempt that follows.
+ * @param {number} attempts  The most the turn makes.
+ */
+export function retryingText(error, next, attempts) {
+    const status = Number(STATUS.exec(String(error ?? ""))?.[1] ?? 0);
+    const why = status === 429 ? "The model's provider is rate limiting the gateway"
+        : status >= 500 ? "The model's provider is busy"
+        : "The model could not be reached";
+    return `${why}: trying again (attempt ${next} of ${attempts})…`;
 }
 
 const SESSION_TEXT = {

@@ -1,8 +1,9 @@
 /**
  * events.js: what the client emits for a session event. The gateway's
  * events (docs/protocol.md) become the client's few (docs/sdk.md#events):
- * `message`, `delta`, `model.finished`, `discarded`, `idle`, `guard`,
- * `client.event`, `error` and `ended`, each with its seq and `replayed`.
+ * `message`, `delta`, `model.retrying`, `model.finished`, `discarded`,
+ * `idle`, `guard`, `client.event`, `error` and `ended`, each with its seq
+ * and `replayed`.
  *
  * A sub-agent's event (one with `parent`: the call the sub-agent answers,
  * docs/subagents.md) is never one of those: its text is not the
@@ -41,6 +42,8 @@ export function clientEvent(f, replayed) {
         case "model.finished":
             return ["model.finished", { seq, stopReason: f.stopReason, usage: f.usage, error: f.error, replayed }];
         case "model.discarded": return ["discarded", { seq, reason: f.reason ?? "", replayed }];
+        case "model.retrying":
+            return ["model.retrying", { seq, attempt: f.attempt, attempts: f.attempts, error: String(f.error ?? ""), backoff: String(f.backoff ?? ""), replayed }];
         case "session.idle": return ["idle", { seq, replayed }];
         case "guard.tripped": return ["guard", { ...f, seq, message: String(f.message ?? ""), replayed }];
         case "client.event": return ["client.event", { seq, name: f.name, data: f.data, replayed }];

@@ -89,7 +89,7 @@ export function connect(options = {}) {
  *
  * Events: `on(name, fn)` calls fn with the detail (or addEventListener:
  * `event.detail`): state, opened, reset (clear the page), message, delta,
- * model.finished, discarded, tool (a ToolCard), idle, guard, client.event,
+ * model.retrying, model.finished, discarded, tool (a ToolCard), idle, guard, client.event,
  * error, ended, subagent, frame and send; docs/sdk.md#events says each
  * one's detail.
  * `replayed` is true for events the page has shown before.

@@ -236,7 +236,7 @@ func chat(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"><h2 class=\"visually-hidden\">Conversation</h2><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"off\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span>Thinking…</span></div></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"><h2 class=\"visually-hidden\">Conversation</h2><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"off\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span data-testid=\"thinking-text\">Thinking…</span></div></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 )
 
 // Roles of a transcript message.
@@ -61,6 +62,18 @@ type Request struct {
 	// Stream asks the provider to stream; providers that cannot stream call
 	// OnDelta once with the whole text.
 	Stream bool
+	// OnRetry, when set, hears of each retry of the turn's request, before
+	// its wait, on Generate's goroutine: the page can say why the turn is
+	// quiet. A provider that does not retry never calls it.
+	OnRetry func(Retry)
+}
+
+// Retry is a failed attempt of a turn's request that is tried again.
+type Retry struct {
+	Attempt  int           // the attempt that failed, from 1
+	Attempts int           // how many the turn may make
+	Wait     time.Duration // before the next one
+	Err      error         // why it failed: an *Error, its message without secrets
 }
 
 // Usage counts the tokens of one turn, where the provider reports them.

@@ -87,6 +87,26 @@ func TestFinishReason(t *testing.T) {
 	}
 }
 
+// TestModelRetryingSendsNothing: the AI SDK has no part for a model's
+// retry: the stream stays as it was, and the text that follows streams as
+// in a turn with no retry (integrations.md).
+func TestModelRetryingSendsNothing(t *testing.T) {
+	var types []string
+	for _, c := range streamChunks(t, func(event func(string, any)) {
+		event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hi"}})
+		event(engine.EventModelRetrying, engine.ModelRetryingEvent{Attempt: 1, Attempts: 4, Error: "anthropic: status 529: Overloaded", Backoff: "1.5s"})
+		event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "fine"})
+		event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: model.StopEndTurn})
+		event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "fine"}})
+		event(engine.EventSessionIdle, struct{}{})
+	}) {
+		types = append(types, c["type"].(string))
+	}
+	if got, want := strings.Join(types, " "), "start start-step text-start text-delta text-end finish-step finish"; got != want {
+		t.Errorf("chunks:\n got %s\nwant %s", got, want)
+	}
+}
+
 // streamChunks streams the events play gives to a new response of a
 // session, and returns its chunks.
 func streamChunks(t *testing.T, play func(event func(typ string, v any))) []map[string]any {

@@ -204,6 +204,7 @@ export interface GatewayEvents {
     reset: { reason: ResetReason };
     message: { seq: number; message: Message; replayed: boolean };
     delta: { seq: number; text: string; replayed: boolean };
+    "model.retrying": { seq: number; attempt: number; attempts: number; error: string; backoff: string; replayed: boolean };
     "model.finished": { seq: number; stopReason?: string; usage?: any; error?: string; replayed: boolean };
     discarded: { seq: number; reason: string; replayed: boolean };
     tool: ToolCard;

@@ -158,7 +158,7 @@ func New(opts Options) (*Model, error) {
 // text has reached onDelta, so the user never sees a sentence twice.
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
-	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
+	return retry.Loop(ctx, m.retry, req, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
 		return m.attempt(ctx, params, emit)
 	})
 }

@@ -174,7 +174,7 @@ func New(opts Options) (*Model, error) {
 // twice.
 func (m *Model) Generate(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	params := m.params(req)
-	return retry.Loop(ctx, m.retry, req.Stream, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
+	return retry.Loop(ctx, m.retry, req, onDelta, func(ctx context.Context, emit func(string)) (model.Response, *retry.Failure) {
 		return m.attempt(ctx, params, emit)
 	})
 }

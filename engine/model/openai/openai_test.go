@@ -373,9 +373,17 @@ func TestGenerateRetriesCutBeforeAnyText(t *testing.T) {
 		reply{Events: textTurn("ok")},
 	)
 	m, sl := newModel(t, srv, Options{})
-	resp, _, err := fakeapi.Generate(t, m, request())
+	req := request()
+	var heard []model.Retry
+	req.OnRetry = func(r model.Retry) { heard = append(heard, r) }
+	resp, _, err := fakeapi.Generate(t, m, req)
 	if err != nil || resp.Text != "ok" || srv.Requests() != 2 || len(sl.Got()) != 1 {
 		t.Errorf("resp %+v, err %v, requests %d, waits %v; want a retry then ok", resp, err, srv.Requests(), sl.Got())
+	}
+	// The request hears of the retry, before its wait: the page says why the turn is quiet.
+	var me *model.Error
+	if len(heard) != 1 || heard[0].Attempt != 1 || heard[0].Attempts != 4 || heard[0].Wait != sl.Got()[0] || !errors.As(heard[0].Err, &me) || !me.Truncated {
+		t.Errorf("OnRetry heard %+v, want attempt 1 of 4, the wait slept, the cut stream's error", heard)
 	}
 }
 

@@ -170,15 +170,17 @@ type Policy struct {
 // each), or after text has reached onDelta, so the user never sees a
 // sentence twice.
 //
-// attempt passes the turn's text to emit as it arrives. When stream is set,
-// emit forwards it to onDelta (which may be nil); otherwise onDelta gets the
-// whole text of the successful attempt once, at the end. A failed turn
+// attempt passes the turn's text to emit as it arrives. When req.Stream is
+// set, emit forwards it to onDelta (which may be nil); otherwise onDelta
+// gets the whole text of the successful attempt once, at the end.
+// req.OnRetry, when set, hears of each retry before its wait. A failed turn
 // returns the last attempt's response (without its text when none was
 // shown) and its Failure.Err; a turn cut short by ctx returns
 // model.StopCancelled and ctx's error, prefixed with the provider. The
 // usage returned counts every attempt's: failed attempts are billed too.
-func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), attempt func(ctx context.Context, emit func(string)) (model.Response, *Failure)) (model.Response, error) {
+func Loop(ctx context.Context, p Policy, req model.Request, onDelta func(string), attempt func(ctx context.Context, emit func(string)) (model.Response, *Failure)) (model.Response, error) {
 	p = p.withDefaults()
+	stream := req.Stream
 	shown := false
 	emit := func(text string) {
 		if text == "" || !stream {
@@ -225,6 +227,9 @@ func Loop(ctx context.Context, p Policy, stream bool, onDelta func(string), atte
 		}
 		if p.OnRetry != nil {
 			p.OnRetry()
+		}
+		if req.OnRetry != nil {
+			req.OnRetry(model.Retry{Attempt: n + 1, Attempts: p.MaxRetries + 1, Wait: wait, Err: fail.Err})
 		}
 		if err := p.Sleep(ctx, wait); err != nil {
 			resp.StopReason = model.StopCancelled

@@ -178,10 +178,23 @@ func TestLoop(t *testing.T) {
 				return nil
 			}
 			var deltas []string
+			var heard []model.Retry
+			req := model.Request{Stream: tt.stream, OnRetry: func(r model.Retry) { heard = append(heard, r) }}
 			attempt, attempts := script(tt.steps)
-			resp, err := Loop(context.Background(), p, tt.stream, func(s string) { deltas = append(deltas, s) }, attempt)
+			resp, err := Loop(context.Background(), p, req, func(s string) { deltas = append(deltas, s) }, attempt)
 			if got := attempts(); got != tt.attempts {
 				t.Errorf("attempts = %d, want %d", got, tt.attempts)
+			}
+			// The request hears of each retry, before its wait: the page
+			// says why the turn is quiet.
+			most := p.withDefaults().MaxRetries + 1
+			if len(heard) != tt.attempts-1 {
+				t.Errorf("OnRetry heard %d retries, want %d", len(heard), tt.attempts-1)
+			}
+			for i, r := range heard {
+				if r.Attempt != i+1 || r.Attempts != most || i >= len(waits) || r.Wait != waits[i] || r.Err == nil {
+					t.Errorf("retry %d heard as %+v, want attempt %d of %d, the wait slept (%v), its error", i, r, i+1, most, waits)
+				}
 			}
 			if tt.waits == nil {
 				if len(waits) != tt.attempts-1 {
@@ -217,7 +230,7 @@ func TestLoopFailedTurn(t *testing.T) {
 	n, retries := 0, 0
 	p := Policy{Provider: "test", MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil },
 		Logger: slog.New(slog.NewTextHandler(&log, nil)), OnRetry: func() { retries++ }}
-	resp, err := Loop(context.Background(), p, false, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
+	resp, err := Loop(context.Background(), p, model.Request{}, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
 		n++
 		emit("half a sent")
 		return model.Response{Text: "half a sent", StopReason: model.StopError, Usage: model.Usage{InputTokens: 100, OutputTokens: n}}, failure(0, true)
@@ -236,7 +249,7 @@ func TestLoopFailedTurn(t *testing.T) {
 func TestLoopDefaultSleep(t *testing.T) {
 	// A nil Sleep is the real timer; the retry-after keeps the test fast.
 	attempt, attempts := script([]step{{fail: asking(time.Millisecond)}, {emit: []string{"fine"}}})
-	resp, err := Loop(context.Background(), Policy{Provider: "test"}, true, nil, attempt)
+	resp, err := Loop(context.Background(), Policy{Provider: "test"}, model.Request{Stream: true}, nil, attempt)
 	if err != nil || resp.Text != "fine" || attempts() != 2 {
 		t.Errorf("Loop = %+v, %v after %d attempts; want a retry then fine", resp, err, attempts())
 	}
@@ -246,7 +259,7 @@ func TestLoopCancelled(t *testing.T) {
 	t.Run("during an attempt", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		resp, err := Loop(ctx, Policy{Provider: "test"}, true, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
+		resp, err := Loop(ctx, Policy{Provider: "test"}, model.Request{Stream: true}, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
 			emit("partial")
 			cancel()
 			return model.Response{Text: "partial", StopReason: model.StopError}, failure(0, true)
@@ -266,7 +279,7 @@ func TestLoopCancelled(t *testing.T) {
 			return ctx.Err()
 		}}
 		attempt, attempts := script([]step{{fail: failure(503, true)}})
-		resp, err := Loop(ctx, p, true, nil, attempt)
+		resp, err := Loop(ctx, p, model.Request{Stream: true}, nil, attempt)
 		if !errors.Is(err, context.Canceled) || err.Error() != "test: waiting to retry: context canceled" {
 			t.Errorf("error = %v, want test: waiting to retry: context canceled", err)
 		}

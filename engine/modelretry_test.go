@@ -1,0 +1,45 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
+)
+
+// TestModelRetryingSaid: a provider's retry of the turn's request is a
+// model.retrying event, before the turn's text, so a page can say why the
+// turn is quiet; its fields are the retry's.
+func TestModelRetryingSaid(t *testing.T) {
+	overloaded := &model.Error{Provider: "anthropic", Status: 529, Message: "Overloaded"}
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if req.OnRetry == nil {
+			t.Error("the request has no OnRetry: the session would not hear of retries")
+			return model.Response{Text: "fine", StopReason: model.StopEndTurn}, nil
+		}
+		req.OnRetry(model.Retry{Attempt: 1, Attempts: 4, Wait: 1500 * time.Millisecond, Err: overloaded})
+		req.OnRetry(model.Retry{Attempt: 2, Attempts: 4, Wait: 2345678 * time.Microsecond, Err: overloaded})
+		return model.Response{Text: "fine", StopReason: model.StopEndTurn}, nil
+	}}
+	h := setup(t, &testWorker{}, m, engine.Options{})
+	h.send("hello")
+	for i, backoff := range []string{"1.5s", "2.346s"} {
+		f := h.waitType(engine.EventModelRetrying)
+		if f.Attempt != i+1 || f.Attempts != 4 || f.Backoff != backoff || f.Error != "anthropic: status 529: Overloaded" {
+			t.Errorf("model.retrying %s, want attempt %d of 4, backoff %s, the error as model.finished says it", f.Raw, i+1, backoff)
+		}
+		if !strings.Contains(string(f.Raw), `"seq":`) {
+			t.Errorf("model.retrying %s is no session event: a page that reloads would not see it", f.Raw)
+		}
+	}
+	if f := h.waitType(engine.EventModelDelta); f.Text != "fine" {
+		t.Errorf("model.delta %s", f.Raw)
+	}
+	h.waitIdle()
+	if types := h.types(); !strings.Contains(types, "model.retrying model.retrying model.delta model.finished") {
+		t.Errorf("events %s: want the retries before the turn's text", types)
+	}
+}
