@@ -576,6 +576,9 @@ func (l *eventLog) kept() int64 {
 }
 
 // drop ends p's stream with err (nil: the page detached); l.mu is held.
+// A page dropped for falling behind has left the session as one that
+// detached has: its owner may take seconds to see it (a socket's close
+// handshake), and the attempts it holds move to a live page now.
 func (l *eventLog) drop(p *Page, err error) {
 	if _, ok := l.pages[p]; !ok {
 		return
@@ -584,6 +587,9 @@ func (l *eventLog) drop(p *Page, err error) {
 	p.err = err
 	close(p.done)
 	p.signal()
+	if errors.Is(err, ErrSlowSubscriber) && l.spawn != nil && p.s != nil { // (the log's own tests have pages of no session)
+		l.spawn(p.tellLeft) // not under l.mu: the inbox may be full
+	}
 }
 
 // take hands p's queued frames over; see Page.Take.

@@ -196,6 +196,12 @@ func (p *Page) Cancel(ctx context.Context) error {
 // their deadlines unchanged, or wait for one.
 func (p *Page) Detach() {
 	p.endStream()
+	p.tellLeft()
+}
+
+// tellLeft tells the session the page left (pageLeft runs once, however
+// often it is told).
+func (p *Page) tellLeft() {
 	_ = p.s.post(context.Background(), func() { p.s.pageLeft(p) })
 }
 

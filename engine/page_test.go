@@ -602,3 +602,68 @@ func TestAttachGivenUpLeavesNoPage(t *testing.T) {
 		}
 	}
 }
+
+// TestDroppedPageRunsNoCall: a page the session dropped for falling behind
+// (ErrSlowSubscriber) runs no client call, though its owner has not
+// detached it yet (a socket's close handshake may take seconds): a call
+// made after goes to a live page, and one it held moves to a live page.
+func TestDroppedPageRunsNoCall(t *testing.T) {
+	setupSlow := func(t *testing.T) (*harness, *browser) {
+		b := newBrowser()
+		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "t", Handler: engine.HandlerClient}}}}
+		return setup(t, w, callsThenSummary(use("c1", "t", `{}`)), engine.Options{}, b), b
+	}
+	ctx := context.Background()
+	t.Run("dropped before the call", func(t *testing.T) {
+		h, b := setupSlow(t)
+		slow, err := h.s.Attach(ctx, engine.AttachOptions{Tools: []string{"t"}, Buffer: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slow.Detach()
+		if err := slow.Send(ctx, "hi"); err != nil { // the turn's page, which reads nothing
+			t.Fatal(err)
+		}
+		if c := recv(t, b.calls, "the tool.call on the live page"); c.ID != "c1" {
+			t.Errorf("the live page got %+v", c)
+		}
+		// Every page hears that the live page runs it: tool.started names
+		// it, or tool.leased moves the call to it from the dropped page.
+		h.waitFor("the live page named as the call's", func(f frame) bool {
+			return (f.Type == engine.EventToolStarted || f.Type == engine.EventToolLeased) && strings.Contains(string(f.Raw), `"page":"`+h.page.ID()+`"`)
+		})
+	})
+	t.Run("dropped while it runs the call", func(t *testing.T) {
+		h, b := setupSlow(t)
+		slow, err := h.s.Attach(ctx, engine.AttachOptions{Tools: []string{"t"}, Buffer: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slow.Detach()
+		if err := slow.Send(ctx, "hi"); err != nil {
+			t.Fatal(err)
+		}
+		fctx, cancel := context.WithTimeout(ctx, hangGuard)
+		defer cancel()
+		for ev := range slow.Frames(fctx) {
+			if ev.Type == engine.FrameToolCall {
+				break // it runs c1, and reads no more
+			}
+		}
+		if fctx.Err() != nil {
+			t.Fatal("the slow page never got the tool.call")
+		}
+		for range 12 { // more deliveries than its buffer: a copy of a message gets message.taken
+			if err := slow.SendOnce(ctx, "m1", "more"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-slow.Done()
+		if !errors.Is(slow.Err(), engine.ErrSlowSubscriber) {
+			t.Fatalf("the page's stream ended with %v, want ErrSlowSubscriber", slow.Err())
+		}
+		if c := recv(t, b.calls, "the call moved to the live page"); c.ID != "c1" || c.Attempt != 1 {
+			t.Errorf("the live page got %+v, want c1's attempt 1", c)
+		}
+	})
+}
