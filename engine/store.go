@@ -26,7 +26,10 @@ import (
 type Store interface {
 	// Append adds a batch to the session's journal, after every batch
 	// before it. It returns once the batch is stored: an error means it may
-	// not be, and the engine will append it again. The engine never writes
+	// not be, and the engine will append it again. ctx has no deadline
+	// (the step waits for its batch, whatever it takes): a store bounds
+	// each call itself, as the JetStream store does, and returns an error
+	// rather than hang the session. The engine never writes
 	// to b's slices (its events, their frames, its state) once it passed
 	// them: a store may keep them as they are.
 	Append(ctx context.Context, session string, b Batch) error
@@ -38,6 +41,7 @@ type Store interface {
 	// returns every batch as appended (the JetStream store) keeps it too.
 	Load(ctx context.Context, session string) ([]Batch, error)
 	// Summarize records the session's summary, replacing the last one.
+	// As for Append, ctx has no deadline: the store bounds the call.
 	Summarize(ctx context.Context, s Summary) error
 	// Summaries lists the summaries of owner's sessions, or of every
 	// session when owner is "", newest first.

@@ -105,9 +105,6 @@ import { bytesText, frameLength } from "./connection.js";
  * @property {boolean} done Answered or aborted: nothing more to send.
  */
 
-/** How far past its deadline a cancel without a reason counts as a timeout (clock skew). */
-const SKEW_MS = 250;
-
 /** The longest tool.progress message the gateway takes, in bytes of UTF-8. */
 const PROGRESS_MESSAGE_BYTES = 500;
 
@@ -248,19 +245,13 @@ export class Runner {
     }
 
     /**
-     * A `tool.cancel`: abort that attempt.
-     * @param {{id: string, attempt?: number, reason?: string}} f
+     * A `tool.cancel`: abort that attempt. The gateway always says which
+     * attempt, and why: `timeout` or `cancelled` (docs/protocol.md).
+     * @param {{id: string, attempt: number, reason: string}} f
      */
     cancel(f) {
-        const why = f.reason ? `cancelled by the gateway: ${f.reason}` : "cancelled by the gateway";
-        const match = (/** @type {Run} */ r) => r.id === f.id && (f.attempt === undefined || r.attempt === f.attempt);
-        const run = [...this.#runs.values()].find(match);
-        // A timeout when the gateway says so, or, when its reason does not
-        // tell, when the attempt's deadline has passed (give or take a little
-        // clock skew).
-        const timeout = f.reason === TOOL_ERROR.TIMEOUT ||
-            (f.reason !== TOOL_ERROR.CANCELLED && !!run?.deadline && Date.now() >= run.deadline - SKEW_MS);
-        this.#abort(match, why, timeout);
+        const match = (/** @type {Run} */ r) => r.id === f.id && r.attempt === f.attempt;
+        this.#abort(match, `cancelled by the gateway: ${f.reason}`, f.reason === TOOL_ERROR.TIMEOUT);
     }
 
     /**

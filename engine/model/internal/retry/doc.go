@@ -4,4 +4,9 @@
 // again only while none of its text has reached the caller. It is internal
 // because its knobs surface as each provider's Options, and the errors it
 // makes carry the provider's name.
+//
+// Concurrency: its functions hold no state; Loop runs its attempts, waits
+// and hooks (OnRetry, the request's OnRetry, the logger) on the caller's
+// goroutine, one after another, and returns once the turn ends or its
+// context does.
 package retry
