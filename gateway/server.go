@@ -75,7 +75,9 @@ type Options struct {
 	// more is refused with rate_limited, saying when to try again.
 	NewSessionsPerMinute int
 	// ReadLimit is the largest frame a browser may send, in bytes; default
-	// 1 MiB. A larger frame closes the connection with 1009.
+	// DefaultReadLimit (1 MiB). A larger frame closes the connection with
+	// 1009. Lower, a tool's large result no longer fits in its answer;
+	// higher, each page may make the node hold that much per frame it reads.
 	ReadLimit int64
 	// SendQueue is how many frames may wait for a slow browser; default
 	// DefaultSendQueue (256). When it overflows, the connection is closed
@@ -171,6 +173,10 @@ const (
 	DefaultRefusedRate  = 20
 	DefaultPingInterval = 20 * time.Second
 	DefaultMaxSockets   = 32
+	// DefaultReadLimit is Options.ReadLimit's default: 1 MiB, room for a
+	// tool's large result; the SDK's copy is static/connection.js's
+	// DEFAULT_LIMITS.frameBytes.
+	DefaultReadLimit = 1 << 20
 	// DefaultNewSessionsPerMinute is Options.NewSessionsPerMinute's default.
 	DefaultNewSessionsPerMinute = 30
 	// CookieLifetime is Options.CookieLifetime's default: as long as a
@@ -224,7 +230,7 @@ func New(opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	if opts.ReadLimit <= 0 {
-		opts.ReadLimit = 1 << 20
+		opts.ReadLimit = DefaultReadLimit
 	}
 	if opts.SendQueue <= 0 {
 		opts.SendQueue = DefaultSendQueue

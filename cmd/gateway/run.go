@@ -82,6 +82,10 @@ const (
 	DefaultOpenAIModel = "gpt-4.1-mini"
 )
 
+// DefaultDrain is --drain's default: long enough for a worker tool call
+// that is nearly done, short enough for a rolling deploy's SIGTERM grace.
+const DefaultDrain = 5 * time.Second
+
 // defaultModel is the demo's model: a key alone switches it to that
 // provider's model, so a user with a key gets a real model at once.
 func defaultModel(offline bool, getenv func(string) string) string {
@@ -174,9 +178,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	unload := fs.String("unload", env("GATEWAY_UNLOAD", engine.DefaultUnload.String()), "how long an idle session with no page stays in memory before it unloads; its page loads it again (env GATEWAY_UNLOAD)")
 	fs.StringVar(&c.nodeID, "node-id", env("GATEWAY_NODE_ID", ""), "this gateway's name among the nodes sharing --nats-url, unique and stable across restarts, such as a pod's name (env GATEWAY_NODE_ID); default a random id, so a restarted node waits --lease-ttl for its sessions")
 	leaseTTL := fs.String("lease-ttl", env("GATEWAY_LEASE_TTL", jetstream.DefaultLeaseTTL.String()), "how long a session's lease lasts unrenewed: another node runs a dead node's sessions after at most this (env GATEWAY_LEASE_TTL)")
-	drain := fs.String("drain", env("GATEWAY_DRAIN", "5s"), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
+	drain := fs.String("drain", env("GATEWAY_DRAIN", DefaultDrain.String()), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
 	replayMemory := fs.String("replay-memory", env("GATEWAY_REPLAY_MEMORY", strconv.Itoa(engine.DefaultReplayBytes)), "bytes of its latest events a session in memory keeps for the pages that resume, counting 64 a frame for its bookkeeping; a page that resumes from before them (a longer chat opened from its start) is replayed from the store; -1: every event (env GATEWAY_REPLAY_MEMORY)")
-	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", "1048576"), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
+	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", strconv.Itoa(gateway.DefaultReadLimit)), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
 	maxMessage := fs.String("max-message", env("GATEWAY_MAX_MESSAGE", strconv.Itoa(engine.DefaultMaxMessageBytes)), "longest user message a session takes, in bytes; longer ones are refused with limit_exceeded (env GATEWAY_MAX_MESSAGE)")
 	maxModelTurns := fs.String("max-model-turns", env("GATEWAY_MAX_MODEL_TURNS", strconv.Itoa(engine.DefaultLimits.MaxModelTurns)), "model turns that may answer one user message, for agents whose config sets none; -1: no limit (env GATEWAY_MAX_MODEL_TURNS)")
 	maxRepeats := fs.String("max-repeats", env("GATEWAY_MAX_REPEATS", strconv.Itoa(engine.DefaultLimits.MaxRepeats)), "times the model may ask for the same tool with the same arguments while answering one message; that many stops the turn; -1: no limit (env GATEWAY_MAX_REPEATS)")
