@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/clienttools/gateway/engine/model"
+
 // The wire codes, declared once. docs/protocol.md lists every one of them
 // and static/codes.js copies them for the browser; tests hold both to these
 // tables, so a code is added here first.
@@ -148,6 +150,24 @@ var Closes = []Code[CloseCode]{
 	{CloseElsewhere, "ELSEWHERE", "the session runs on another gateway node of a cluster: reconnect (a load balancer may reach it) and resume"},
 	{CloseTooMany, "TOO_MANY", "the browser already has as many sockets open as it may (--max-sockets): close another page first"},
 	{CloseForbidden, "FORBIDDEN", "the page's origin may not use this gateway (--origins): the reason names it, and reconnecting will not change it"},
+}
+
+// StopReasons are why a model turn ended (model.finished's stopReason).
+var StopReasons = []Code[string]{
+	{model.StopEndTurn, "END_TURN", "the model finished its reply"},
+	{model.StopToolUse, "TOOL_USE", "the model asked for tool calls; their results prompt it again"},
+	{model.StopMaxTokens, "MAX_TOKENS", "the reply reached its token limit (the agent's maxTokens); a tool call it cut does not run"},
+	{model.StopRefusal, "REFUSAL", "the model declined to answer; its words, if any, are the reply"},
+	{model.StopContentFilter, "CONTENT_FILTER", "the provider's content filter ended the reply"},
+	{model.StopError, "ERROR", "the model failed (model.finished's error says how); the text so far is kept"},
+	{model.StopCancelled, "CANCELLED", "the user stopped the turn, or the session ended"},
+}
+
+// CancelReasons are why an attempt is aborted (tool.cancel's reason): the
+// tool error codes the attempt's end is said with.
+var CancelReasons = []Code[CancelReason]{
+	{CancelTimeout, "TIMEOUT", "the attempt's deadline passed; another attempt may follow"},
+	{CancelCancelled, "CANCELLED", "the user stopped the turn, the session ended, or the call a sub-agent answers ended"},
 }
 
 // Guards are the limits that stop an agent (guard.tripped's guard).

@@ -209,8 +209,8 @@ type CancelReason string
 
 // Why tool.cancel is sent.
 const (
-	CancelTimeout   CancelReason = "timeout"   // the attempt's deadline passed
-	CancelCancelled CancelReason = "cancelled" // the user stopped the turn, or the session ended
+	CancelTimeout   = CancelReason(CodeTimeout)   // the attempt's deadline passed
+	CancelCancelled = CancelReason(CodeCancelled) // the user stopped the turn, or the session ended
 )
 
 // ClientEventEvent: a free-form event the worker pushed (a client.event

@@ -22,7 +22,7 @@
  */
 
 import { isSettled } from "./cards.js";
-import { FRAME_ERROR, SESSION_ERROR, TOOL_ERROR } from "./codes.js";
+import { FRAME_ERROR, SESSION_ERROR, STOP_REASON, TOOL_ERROR } from "./codes.js";
 import { renderMarkdown } from "./markdown.js";
 import { streamReply } from "./reply.js";
 import { renderToolCard, subagentCalls, tickAll } from "./toolcard.js";
@@ -38,8 +38,8 @@ import { followLog } from "./follow.js";
 
 /** What a turn that ended blank says, by its stop reason: else a user could not tell it from a model that said nothing. */
 const WITHHELD = /** @type {Record<string, string>} */ ({
-    refusal: "The model declined to answer.",
-    content_filter: "The provider's content filter withheld the reply.",
+    [STOP_REASON.REFUSAL]: "The model declined to answer.",
+    [STOP_REASON.CONTENT_FILTER]: "The provider's content filter withheld the reply.",
 });
 
 /**
@@ -283,7 +283,7 @@ export function mountChat(root, client) {
             if (error) {
                 console.warn(`The model failed: ${error}`);
                 notice("error", modelErrorText(error), { retry: true, seq });
-            } else if (stopReason === "cancelled") stoppedNotice(seq);
+            } else if (stopReason === STOP_REASON.CANCELLED) stoppedNotice(seq);
             else if (blank && WITHHELD[stopReason]) notice("info", WITHHELD[stopReason], { seq });
             setBusy();
         }),

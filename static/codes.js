@@ -11,8 +11,10 @@
  *   page's that the gateway refused, or a session it could not open).
  * - SESSION_ERROR: the codes of the `error` session event (with seq).
  * - TOOL_ERROR: the codes of a failed tool call (`tool.error`,
- *   `tool.retrying`, `tool.finished`); `tool.cancel`'s reason is one of
- *   TIMEOUT and CANCELLED.
+ *   `tool.retrying`, `tool.finished`).
+ * - CANCEL_REASON: `tool.cancel`'s reason (the same words as TOOL_ERROR's
+ *   TIMEOUT and CANCELLED).
+ * - STOP_REASON: why a model turn ended (`model.finished`'s `stopReason`).
  * - GUARD: the limits that stop an agent (`guard.tripped`'s `guard`).
  *
  * The gateway's Go tests parse this file to check it against the server's
@@ -73,6 +75,21 @@ export const TOOL_ERROR = Object.freeze({
     OUTCOME_UNKNOWN: "outcome_unknown",        // a tool declared idempotent: false got the attempt, then timed out or lost its page; not retried
     INTERRUPTED: "interrupted",                // a worker attempt cut by a restart; its outcome is unknown
     SUBAGENT_FAILED: "subagent_failed",        // the sub-agent the call was delegated to failed, or could not start
+});
+
+export const CANCEL_REASON = Object.freeze({
+    TIMEOUT: "timeout",      // the deadline of the attempt passed; another attempt may follow
+    CANCELLED: "cancelled",  // Stop, the session ended, or the call a sub-agent answers ended
+});
+
+export const STOP_REASON = Object.freeze({
+    END_TURN: "end_turn",              // the model finished its reply
+    TOOL_USE: "tool_use",              // the model asked for tool calls
+    MAX_TOKENS: "max_tokens",          // the reply reached its token limit
+    REFUSAL: "refusal",                // the model declined to answer
+    CONTENT_FILTER: "content_filter",  // the content filter of the provider ended the reply
+    ERROR: "error",                    // the model failed (model.finished's error says how)
+    CANCELLED: "cancelled",            // Stop, or the session ended
 });
 
 export const GUARD = Object.freeze({

@@ -48,6 +48,8 @@ func TestCodesMatchTheGateway(t *testing.T) {
 		"FRAME_ERROR":   goTable(engine.FrameErrors),
 		"SESSION_ERROR": goTable(engine.SessionErrors),
 		"TOOL_ERROR":    goTable(engine.ToolErrors),
+		"CANCEL_REASON": goTable(engine.CancelReasons),
+		"STOP_REASON":   goTable(engine.StopReasons),
 		"GUARD":         goTable(engine.Guards),
 	}
 	if len(js) != len(want) {
@@ -100,6 +102,8 @@ func TestCodesAreDocumented(t *testing.T) {
 	check("### Session errors", values(goTable(engine.SessionErrors)))
 	check("### Tool errors", values(goTable(engine.ToolErrors)))
 	check("### Guards", values(goTable(engine.Guards)))
+	check("### Stop reasons", values(goTable(engine.StopReasons)))
+	check("### Cancel reasons", values(goTable(engine.CancelReasons)))
 	closes := values(goTable(engine.Closes))
 	for i, c := range closes {
 		if _, err := strconv.Atoi(c); err != nil {
@@ -121,6 +125,8 @@ func TestSDKDocListsTheCodes(t *testing.T) {
 		"FRAME_ERROR":   goTable(engine.FrameErrors),
 		"SESSION_ERROR": goTable(engine.SessionErrors),
 		"TOOL_ERROR":    goTable(engine.ToolErrors),
+		"CANCEL_REASON": goTable(engine.CancelReasons),
+		"STOP_REASON":   goTable(engine.StopReasons),
 		"GUARD":         goTable(engine.Guards),
 	}
 	token := regexp.MustCompile("`([A-Za-z_0-9]+)`")

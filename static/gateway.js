@@ -17,7 +17,7 @@
  * - codes.js: the wire codes (close codes, error codes), re-exported here.
  *
  * Exports: connect(options), GatewayClient, ToolError, LimitError, and the
- * code tables CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD.
+ * code tables of codes.js (CLOSE, FRAME_ERROR, TOOL_ERROR, STOP_REASON, ...).
  * @example
  * import { connect, ToolError } from "/static/gateway.js";
  * const client = connect({ tools: { get_local_time: () => ({ time: new Date().toISOString() }) } });
@@ -52,7 +52,7 @@ import { Outbox, newMessageId } from "./outbox.js";
 
 export { ToolError } from "./runner.js";
 export { LimitError } from "./connection.js";
-export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js";
+export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, CANCEL_REASON, STOP_REASON, GUARD } from "./codes.js";
 
 /**
  * @typedef {import("./runner.js").Tool} Tool

@@ -32,7 +32,7 @@
  * @module runner
  */
 
-import { TOOL_ERROR } from "./codes.js";
+import { CANCEL_REASON, TOOL_ERROR } from "./codes.js";
 import { bytesText, frameLength } from "./connection.js";
 
 /**
@@ -251,7 +251,7 @@ export class Runner {
      */
     cancel(f) {
         const match = (/** @type {Run} */ r) => r.id === f.id && r.attempt === f.attempt;
-        this.#abort(match, `cancelled by the gateway: ${f.reason}`, f.reason === TOOL_ERROR.TIMEOUT);
+        this.#abort(match, `cancelled by the gateway: ${f.reason}`, f.reason === CANCEL_REASON.TIMEOUT);
     }
 
     /**

@@ -79,6 +79,17 @@ func (r *run) begin() {
 	r.emit(map[string]any{"type": "RUN_STARTED", "threadId": r.thread, "runId": r.runID})
 }
 
+// The codes of RUN_ERROR besides a session error event's own (engine's
+// SessionErrors), as docs/integrations.md lists them.
+const (
+	// CodeSlow: the run fell behind the session (its buffer overflowed).
+	CodeSlow = "slow_subscriber"
+	// CodeStopping: the gateway stops (a restart, a deploy); the run was cut.
+	CodeStopping = "gateway_stopping"
+	// GuardPrefix starts a guard's code: "guard." and guard.tripped's guard.
+	GuardPrefix = "guard."
+)
+
 // Ended reports whether RUN_FINISHED or RUN_ERROR is written.
 func (r *run) Ended() bool { return r.ended }
 
@@ -87,10 +98,10 @@ func (r *run) Ended() bool { return r.ended }
 func (r *run) End(why frontend.End, pending []string) {
 	switch why {
 	case frontend.EndSlow:
-		r.fail("the run fell behind the session: run again", "slow_subscriber")
+		r.fail("the run fell behind the session: run again", CodeSlow)
 		return
 	case frontend.EndStopping:
-		r.fail("the gateway is stopping (a restart or a deploy): this run was cut; run again once the gateway is back", "gateway_stopping")
+		r.fail("the gateway is stopping (a restart or a deploy): this run was cut; run again once the gateway is back", CodeStopping)
 		return
 	}
 	r.finish(pending)
@@ -217,7 +228,7 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		_ = json.Unmarshal(ev.Frame, &e)
 		code := e.Code
 		if code == "" && e.Guard != "" {
-			code = "guard." + e.Guard
+			code = GuardPrefix + e.Guard
 		}
 		r.fail(e.Message, code)
 	case engine.EventSessionIdle:

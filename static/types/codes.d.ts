@@ -55,6 +55,21 @@ export declare const TOOL_ERROR: Readonly<{
     SUBAGENT_FAILED: "subagent_failed";
 }>;
 
+export declare const CANCEL_REASON: Readonly<{
+    TIMEOUT: "timeout";
+    CANCELLED: "cancelled";
+}>;
+
+export declare const STOP_REASON: Readonly<{
+    END_TURN: "end_turn";
+    TOOL_USE: "tool_use";
+    MAX_TOKENS: "max_tokens";
+    REFUSAL: "refusal";
+    CONTENT_FILTER: "content_filter";
+    ERROR: "error";
+    CANCELLED: "cancelled";
+}>;
+
 export declare const GUARD: Readonly<{
     MODEL_TURNS: "model_turns";
     REPEATS: "repeats";

@@ -6,7 +6,7 @@
 
 import type { CloseCode, FrameErrorCode, GuardName, SessionErrorCode, ToolErrorCode } from "./codes.js";
 
-export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, GUARD } from "./codes.js";
+export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, CANCEL_REASON, STOP_REASON, GUARD } from "./codes.js";
 export type { CloseCode, FrameErrorCode, GuardName, SessionErrorCode, ToolErrorCode } from "./codes.js";
 
 /** Any JSON value. */
