@@ -189,9 +189,10 @@ func (s *Server) allowNewSession(browser string) (ok bool, wait time.Duration) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.shareOf(browser).opens.Reserve()
-	if d := r.Delay(); d > 0 {
-		r.Cancel()
+	now := s.opts.Clock.Now()
+	r := s.shareOf(browser).opens.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
 		return false, d
 	}
 	return true, 0
@@ -201,7 +202,7 @@ func (s *Server) allowNewSession(browser string) (ok bool, wait time.Duration) {
 // of browsers with no socket and a full allowance are dropped, at most once
 // a minute, so the table holds only browsers that are active.
 func (s *Server) shareOf(browser string) *share {
-	now := time.Now()
+	now := s.opts.Clock.Now()
 	if now.Sub(s.sharesSwept) > time.Minute {
 		s.sharesSwept = now
 		for id, sh := range s.shares {

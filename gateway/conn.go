@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/clip"
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/lazylog"
 	"github.com/coder/websocket"
@@ -565,13 +566,14 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 	if c.throttle == nil {
 		c.throttle = rate.NewLimiter(rate.Limit(c.s.opts.RefusedRate), c.s.opts.RefusedBurst)
 	}
-	if c.throttled && c.throttle.Tokens() >= float64(c.s.opts.RefusedBurst) {
+	now := c.s.opts.Clock.Now()
+	if c.throttled && c.throttle.TokensAt(now) >= float64(c.s.opts.RefusedBurst) {
 		// The page stopped long enough for the whole burst to come back:
 		// the episode is over. A page that merely slowed for a moment is
 		// not told again.
 		c.throttled = false
 	}
-	if c.throttle.Allow() {
+	if c.throttle.AllowN(now, 1) {
 		return
 	}
 	if !c.throttled {
@@ -582,7 +584,26 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 			"too many refused frames: the gateway reads this connection's frames at %g a second until they stop", c.s.opts.RefusedRate)}))
 	}
 	// Reading pauses until the next token: the page is slowed, not cut off.
-	_ = c.throttle.Wait(c.ctx)
+	r := c.throttle.ReserveN(now, 1)
+	if !sleep(c.ctx, c.s.opts.Clock, r.DelayFrom(now)) {
+		r.CancelAt(c.s.opts.Clock.Now())
+	}
+}
+
+// sleep waits d on clk, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	passed := make(chan struct{})
+	t := clk.AfterFunc(d, func() { close(passed) })
+	select {
+	case <-passed:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
 }
 
 // closeAfterReplies closes the connection with code once the frames queued

@@ -44,8 +44,9 @@ type Options struct {
 	// wrapping engine.ErrStoreUnavailable tells a browser to come back
 	// (503, Retry-After); any other, that it failed (500).
 	CookieStore scs.Store
-	// Clock tells when an identity is due for renewal (browserFor).
-	// Default: clock.Real.
+	// Clock tells when an identity is due for renewal (browserFor), and
+	// times a browser's allowances: its new sessions a minute and its
+	// refused frames (the rate_limited slowdown). Default: clock.Real.
 	Clock clock.Clock
 	// CookieSameSite and CookieSecure set the default Sessions' cookie:
 	// default SameSite Lax, not Secure. A chat page on another site than

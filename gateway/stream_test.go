@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -128,14 +129,34 @@ func TestRefusedFramesAreRateLimited(t *testing.T) {
 // told again that it is slowed (it was, at every token the pause gave
 // back). One that stops for the whole burst's time starts another.
 func TestRefusedFramesEpisodeOutlastsAPause(t *testing.T) {
-	// A token every 100 ms, the burst of 5 back after 500 ms.
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 5, RefusedRate: 10}})
+	// A token every 100 ms, the burst of 5 back after 500 ms, on a clock
+	// the test moves: only the throttle's waits are its timers.
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 5, RefusedRate: 10, Clock: clk}})
 	c, _ := h.newBrowser(nil).open(pageTools)
 	flood := func() (limited int) {
 		t.Helper()
 		for range 8 {
 			c.sendRaw(websocket.MessageText, []byte(`{"type":"nonsense"}`))
 		}
+		// The reader waits a token each frame past the burst: give it one
+		// whenever it waits, until every frame is answered.
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if clk.Pending() > 0 {
+					clk.Advance(100 * time.Millisecond)
+				} else {
+					runtime.Gosched()
+				}
+			}
+		}()
+		defer close(done)
 		for unknown := 0; unknown < 8; {
 			switch f := c.untilError(); f.Code {
 			case string(engine.WireUnknownFrame):
@@ -151,11 +172,11 @@ func TestRefusedFramesEpisodeOutlastsAPause(t *testing.T) {
 	if n := flood(); n != 1 {
 		t.Fatalf("the first flood: %d rate_limited, want 1", n)
 	}
-	time.Sleep(200 * time.Millisecond) // two tokens back, not five
+	clk.Advance(200 * time.Millisecond) // two tokens back, not five
 	if n := flood(); n != 0 {
 		t.Errorf("a flood after a short pause: %d rate_limited, want 0 (the same episode)", n)
 	}
-	time.Sleep(time.Second) // the whole burst back
+	clk.Advance(time.Second) // the whole burst back
 	if n := flood(); n != 1 {
 		t.Errorf("a flood after the burst came back: %d rate_limited, want 1 (another episode)", n)
 	}
