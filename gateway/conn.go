@@ -308,6 +308,10 @@ func (c *conn) handle(data []byte) {
 		err = c.page.Approve(ctx, f)
 	case CancelFrame:
 		err = c.page.Cancel(ctx)
+	default:
+		// DecodeFrame made a frame this switch has no case for: every
+		// frame taken gets a reply, this one internal.
+		err = fmt.Errorf("the gateway decoded a %T frame it does not handle", f)
 	}
 	if errors.Is(err, engine.ErrUnloaded) {
 		// Another node runs the session now: the close that follows (4001)
