@@ -312,3 +312,32 @@ func hasAssistant(p *gatewaytest.Page, text string) bool {
 	}
 	return false
 }
+
+// Cancel is the Stop button: the open call settles cancelled, and no
+// model turn follows; Close then ends the page as a closed tab does.
+func TestCancelThenClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	_, p, call := open(t, ctx, gatewaytest.Options{})
+	if err := p.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := settle(t, ctx, p, call.ID); got.OK || got.Code != string(engine.CodeCancelled) {
+		t.Fatalf("tool.finished = %+v, want cancelled", got)
+	}
+	if _, err := p.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hasAssistant(p, "Your clock says") || hasAssistant(p, "No clock") {
+		t.Errorf("the model answered a stopped call; frames:\n%v", p.Frames())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	if err := p.Answer(ctx, call, noon); err == nil {
+		t.Error("an answer on a closed page was written")
+	}
+}
