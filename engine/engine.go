@@ -41,7 +41,8 @@ type Options struct {
 	// WorkerTimeout is a worker attempt's default limit; default 5m.
 	WorkerTimeout time.Duration
 	// DecideTimeout bounds the worker's answer to every trigger but
-	// tool.execute; default 1m. The session waits for it, so keep it short.
+	// tool.execute; default DefaultDecideTimeout (1m). The session waits
+	// for it, so keep it short.
 	DecideTimeout time.Duration
 	// Unload is how long a session stays in memory with no page attached
 	// and no work in flight; default DefaultUnload (1m), negative: never.
@@ -169,7 +170,7 @@ func New(opts Options) (*Engine, error) {
 		opts.WorkerTimeout = DefaultWorkerTimeout
 	}
 	if opts.DecideTimeout <= 0 {
-		opts.DecideTimeout = time.Minute
+		opts.DecideTimeout = DefaultDecideTimeout
 	}
 	if opts.Unload == 0 {
 		opts.Unload = DefaultUnload

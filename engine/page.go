@@ -20,6 +20,10 @@ const (
 	// MaxToolNameBytes is the longest tool name a page may declare: the
 	// providers' own limit on a tool's name.
 	MaxToolNameBytes = 64
+	// DefaultPageBuffer is AttachOptions.Buffer's default: frames a page's
+	// stream holds for a reader that has not taken them (a burst of a
+	// turn's events), past which the page is dropped (ErrSlowSubscriber).
+	DefaultPageBuffer = 256
 	// DefaultMaxMessageBytes is the longest user message a session takes:
 	// a long document pasted whole, and far less than a model's context.
 	DefaultMaxMessageBytes = 256 << 10
@@ -61,7 +65,7 @@ type AttachOptions struct {
 	// and nobody will say.
 	Handoff bool
 	// Buffer is how many frames may wait on the stream between two Takes
-	// (the replay aside); default 256. Past it the stream ends with
+	// (the replay aside); default DefaultPageBuffer (256). Past it the stream ends with
 	// ErrSlowSubscriber: the page must reconnect and resume.
 	Buffer int
 	// Wake is called when frames arrive on an empty stream and when the
@@ -316,7 +320,7 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 	}
 	tools := newToolSet(names)
 	if o.Buffer <= 0 {
-		o.Buffer = 256
+		o.Buffer = DefaultPageBuffer
 	}
 	p := &Page{
 		id: "page_" + s.e.opts.NewID(), s: s, wake: o.Wake, now: o.WriteNow, limit: o.Buffer, tools: tools, handoff: o.Handoff,

@@ -32,6 +32,9 @@ type RetryPolicy struct {
 const (
 	DefaultClientTimeout = 30 * time.Second
 	DefaultWorkerTimeout = 5 * time.Minute
+	// DefaultDecideTimeout is Options.DecideTimeout's default: how long a
+	// session waits for its worker's answer to a trigger but tool.execute.
+	DefaultDecideTimeout = time.Minute
 	DefaultBackoff       = time.Second
 	DefaultMultiplier    = 2.0
 	DefaultMaxBackoff    = 30 * time.Second

@@ -19,6 +19,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/sse"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/runners"
 	"golang.org/x/time/rate"
@@ -110,7 +111,10 @@ type Options struct {
 	// then is refused with 408, and its connection is not held open by a
 	// client that sends slowly or never ends.
 	ChatBodyTimeout time.Duration
-	// WriteTimeout bounds one frame's write; default 10s.
+	// WriteTimeout bounds one frame's write; default DefaultWriteTimeout
+	// (10s, as a front end's event: sse.DefaultWriteTimeout). A page whose
+	// socket takes no frame for that long loses it (it resumes); longer
+	// keeps a dead peer's writer and memory that much longer.
 	WriteTimeout time.Duration
 	// Relay serves pages connected to other nodes whose sessions run here,
 	// and pipes this node's pages to the node that runs their session.
@@ -169,11 +173,14 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultSendQueue    = 256
+	DefaultSendQueue    = engine.DefaultPageBuffer
 	DefaultRefusedBurst = 100
 	DefaultRefusedRate  = 20
 	DefaultPingInterval = 20 * time.Second
 	DefaultMaxSockets   = 32
+	// DefaultWriteTimeout is Options.WriteTimeout's default: a /ws frame's
+	// write is bounded as a front end's event is.
+	DefaultWriteTimeout = sse.DefaultWriteTimeout
 	// DefaultReadLimit is Options.ReadLimit's default: 1 MiB, room for a
 	// tool's large result; the SDK's copy is static/connection.js's
 	// DEFAULT_LIMITS.frameBytes.
@@ -252,7 +259,7 @@ func New(opts Options) (*Server, error) {
 		opts.ChatBodyTimeout = DefaultChatBodyTimeout
 	}
 	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = 10 * time.Second
+		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	if opts.MaxSockets == 0 {
 		opts.MaxSockets = DefaultMaxSockets

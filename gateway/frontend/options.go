@@ -3,6 +3,8 @@ package frontend
 import (
 	"log/slog"
 	"time"
+
+	"github.com/clienttools/gateway/engine"
 )
 
 // Options configure what the front ends' Handlers share: their streams,
@@ -51,7 +53,7 @@ func (o Options) LogRefused(msg string, args ...any) {
 // Defaults of Options.
 const (
 	// DefaultBuffer is Options.Buffer's default, as /ws's send queue.
-	DefaultBuffer = 256
+	DefaultBuffer = engine.DefaultPageBuffer
 	// DefaultKeepAlive is Options.KeepAlive's default.
 	DefaultKeepAlive = 15 * time.Second
 )
