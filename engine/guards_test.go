@@ -180,8 +180,8 @@ func TestNoMessageAfterTheSessionBudget(t *testing.T) {
 				if g := guardFrame(t, h.waitType(engine.EventGuardTripped)); g.Guard != engine.GuardModelTurns {
 					t.Errorf("after the raise, guard.tripped %+v, want model_turns", g)
 				}
-			case !errors.Is(err, engine.ErrLimitExceeded) || !strings.Contains(err.Error(), "used 300 tokens, its budget"):
-				t.Fatalf("Send after the budget: %v, want ErrLimitExceeded naming the budget", err)
+			case !errors.Is(err, engine.ErrBudgetSpent) || !errors.Is(err, engine.ErrLimitExceeded) || !strings.Contains(err.Error(), "used 300 tokens, its budget"):
+				t.Fatalf("Send after the budget: %v, want ErrBudgetSpent (an ErrLimitExceeded) naming the budget", err)
 			default:
 				if got := len(h.transcript()); got != before {
 					t.Errorf("the transcript grew from %d to %d messages with a refused one", before, got)

@@ -35,6 +35,12 @@ const (
 // ErrLimitExceeded: a request asks for more than a documented limit.
 var ErrLimitExceeded = errors.New("limit exceeded")
 
+// ErrBudgetSpent is an ErrLimitExceeded of its own: the session used its
+// token budget, and takes no more messages until its worker raises it. A
+// message refused for it would not be taken later either, as one too long
+// or one past a browser's allowance may be.
+var ErrBudgetSpent = fmt.Errorf("%w: the session's token budget is spent", ErrLimitExceeded)
+
 // AttachOptions describe a page joining a session.
 type AttachOptions struct {
 	// After is the seq of the last event the page has seen: the stream

@@ -96,7 +96,7 @@ func (s *Session) refusal(msg Message) error {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 	if why := s.budgetUsed.Load(); why != nil {
-		return fmt.Errorf("%w: %s", ErrLimitExceeded, *why)
+		return fmt.Errorf("%w: %s", ErrBudgetSpent, *why)
 	}
 	return nil
 }

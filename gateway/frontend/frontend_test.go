@@ -67,6 +67,7 @@ func TestStatus(t *testing.T) {
 		{frontend.BadRequest("no id"), nil, http.StatusBadRequest},
 		{&http.MaxBytesError{Limit: 10}, nil, http.StatusRequestEntityTooLarge},
 		{fmt.Errorf("send: %w", engine.ErrLimitExceeded), nil, http.StatusRequestEntityTooLarge},
+		{fmt.Errorf("send: %w: used 300 tokens, its budget", engine.ErrBudgetSpent), nil, http.StatusForbidden},
 		{fmt.Errorf("attach: %w", engine.ErrBadRequest), nil, http.StatusInternalServerError},
 		{fmt.Errorf("attach: %w", engine.ErrBadRequest), []error{engine.ErrBadRequest}, http.StatusBadRequest},
 		{engine.ErrSessionClosed, nil, http.StatusGone},

@@ -104,6 +104,8 @@ func Status(err error, bad ...error) (int, error) {
 		return coded.StatusCode(), err
 	case errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is over %d bytes, the most the gateway reads", tooLarge.Limit)
+	case errors.Is(err, engine.ErrBudgetSpent):
+		return http.StatusForbidden, err // the chat takes no more messages: a new chat does
 	case errors.Is(err, engine.ErrLimitExceeded):
 		return http.StatusRequestEntityTooLarge, err
 	}
