@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +18,23 @@ type Clock interface {
 type Timer interface {
 	// Stop cancels the callback; it reports whether that prevented it.
 	Stop() bool
+}
+
+// Sleep waits d on c, or until ctx ends, whose error it then returns.
+// A d of zero or less returns at once.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	done := make(chan struct{})
+	t := c.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Real is the system clock.

@@ -1,6 +1,9 @@
 package clock_test
 
 import (
+	"context"
+	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -202,5 +205,40 @@ func TestReal(t *testing.T) {
 	tm := (clock.Real{}).AfterFunc(time.Hour, func() { t.Error("a stopped real timer fired") })
 	if !tm.Stop() {
 		t.Error("Stop of a pending real timer reported false")
+	}
+}
+
+// Sleep returns once its time passed on the clock, at once for none, and
+// with the context's error when it ends first.
+func TestSleep(t *testing.T) {
+	c := clock.NewFake(time.Unix(0, 0))
+	if err := clock.Sleep(context.Background(), c, 0); err != nil {
+		t.Errorf("Sleep(0) = %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- clock.Sleep(context.Background(), c, time.Second) }()
+	for c.Pending() == 0 {
+		runtime.Gosched()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Sleep returned %v before its time", err)
+	default:
+	}
+	c.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Errorf("Sleep = %v once its time passed", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- clock.Sleep(ctx, c, time.Hour) }()
+	for c.Pending() == 0 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep cut by its context = %v, want context.Canceled", err)
+	}
+	if n := c.Pending(); n != 0 {
+		t.Errorf("%d timers left after a Sleep cut short", n)
 	}
 }

@@ -221,6 +221,8 @@ test("while the model's request waits to go again, Thinking says why; the reply 
     await push(page, { type: "message", seq: 8, message: { role: "user", content: "again" } });
     await expect(thinking).toBeVisible();
     await expect(words).toHaveText("Thinking…");
-    await push(page, { type: "model.retrying", seq: 9, attempt: 1, attempts: 4, error: "openai: stream cut off mid-turn: unexpected EOF", backoff: "0.6s" });
-    await expect(words).toHaveText("The model could not be reached: trying again (attempt 2 of 4)…");
+    await push(page, { type: "model.retrying", seq: 9, attempt: 1, attempts: 4, error: "anthropic: stream cut off mid-turn: Overloaded", backoff: "600ms" });
+    await expect(words).toHaveText("The model's provider is busy: trying again (attempt 2 of 4)…");
+    await push(page, { type: "model.retrying", seq: 10, attempt: 2, attempts: 4, error: "openai: stream cut off mid-turn: unexpected EOF", backoff: "1.2s" });
+    await expect(words).toHaveText("The model could not be reached: trying again (attempt 3 of 4)…");
 });

@@ -64,6 +64,7 @@ type eventLog struct {
 	kicked    bool           // a flusher was spawned and has not looked yet
 	flushed   *sync.Cond     // on l.mu: a flusher stopped (see cond)
 	spawn     func(func())   // starts a flusher; nil: publishers flush themselves
+	left      func(*Page)    // tells the session a page it dropped left; nil: none (the log's own tests)
 	lastTook  time.Duration  // how long the last Append took
 	lastState json.RawMessage
 	storeErr  error // the last Append's error, until one succeeds
@@ -587,8 +588,8 @@ func (l *eventLog) drop(p *Page, err error) {
 	p.err = err
 	close(p.done)
 	p.signal()
-	if errors.Is(err, ErrSlowSubscriber) && l.spawn != nil && p.s != nil { // (the log's own tests have pages of no session)
-		l.spawn(p.tellLeft) // not under l.mu: the inbox may be full
+	if errors.Is(err, ErrSlowSubscriber) && l.left != nil {
+		l.left(p)
 	}
 }
 

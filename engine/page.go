@@ -38,8 +38,14 @@ var ErrLimitExceeded = errors.New("limit exceeded")
 // ErrBudgetSpent is an ErrLimitExceeded of its own: the session used its
 // token budget, and takes no more messages until its worker raises it. A
 // message refused for it would not be taken later either, as one too long
-// or one past a browser's allowance may be.
-var ErrBudgetSpent = fmt.Errorf("%w: the session's token budget is spent", ErrLimitExceeded)
+// or one past a browser's allowance may be. It reads as ErrLimitExceeded:
+// the error that wraps it says what was spent.
+var ErrBudgetSpent error = budgetSpent{}
+
+type budgetSpent struct{}
+
+func (budgetSpent) Error() string { return ErrLimitExceeded.Error() }
+func (budgetSpent) Unwrap() error { return ErrLimitExceeded }
 
 // AttachOptions describe a page joining a session.
 type AttachOptions struct {
@@ -405,7 +411,7 @@ func (s *Session) olderEvents(ctx context.Context, from, through int64) ([]Event
 		if try == olderTries {
 			return nil, fmt.Errorf("%w: session %s's journal, read %d times for a replay, ends at event %d, before %d", ErrStoreUnavailable, s.id, try, len(events), through)
 		}
-		if err := sleep(ctx, s.e.opts.Clock, wait); err != nil {
+		if err := clock.Sleep(ctx, s.e.opts.Clock, wait); err != nil {
 			return nil, err
 		}
 		wait *= 2
@@ -501,19 +507,6 @@ const (
 	olderTries     = 5
 	olderRetryWait = 20 * time.Millisecond
 )
-
-// sleep waits d on c, or until ctx ends.
-func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
-	done := make(chan struct{})
-	t := c.AfterFunc(d, func() { close(done) })
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // touch records that p did something: the most recently active page runs
 // the calls the turn's own page cannot.

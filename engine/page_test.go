@@ -658,7 +658,11 @@ func TestDroppedPageRunsNoCall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		<-slow.Done()
+		select {
+		case <-slow.Done():
+		case <-time.After(hangGuard):
+			t.Fatalf("the page that read nothing was not dropped after %s", hangGuard)
+		}
 		if !errors.Is(slow.Err(), engine.ErrSlowSubscriber) {
 			t.Fatalf("the page's stream ended with %v, want ErrSlowSubscriber", slow.Err())
 		}

@@ -131,6 +131,8 @@ func newSession(e *Engine, id, owner string) *Session {
 		wg:         &sync.WaitGroup{},
 	}
 	s.mail = newMailbox(s.handle, e.runners.Go)
+	// Not under the log's lock, where drop runs: the inbox may be full.
+	s.log.left = func(p *Page) { e.runners.Go(p.tellLeft) }
 	return s
 }
 

@@ -207,7 +207,8 @@ func TestSocketsPerBrowser(t *testing.T) {
 // session is refused with rate_limited, saying when to try again; resuming
 // the sessions it has still works, and so does another browser.
 func TestNewSessionsPerMinute(t *testing.T) {
-	h := newHarness(t, harnessOptions{gateway: gateway.Options{NewSessionsPerMinute: 3}})
+	clk := clock.NewFake(time.Now()) // the cookie's expiry is on it too: a browser's jar keeps it
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{NewSessionsPerMinute: 3, Clock: clk}})
 	b := h.newBrowser(nil)
 	var ids []string
 	for range 3 {
@@ -226,6 +227,11 @@ func TestNewSessionsPerMinute(t *testing.T) {
 		t.Errorf("resumed session: reply %q", got)
 	}
 	h.newBrowser(nil).open(pageTools)
+	// One comes back every 20 s, on the gateway's clock.
+	clk.Advance(20 * time.Second)
+	c2 := b.dial(nil)
+	c2.send(map[string]any{"type": "session.open", "tools": pageTools})
+	c2.untilType("session.opened")
 }
 
 // TestLiveSessionsPerBrowser: a browser with MaxLiveSessions sessions in

@@ -312,6 +312,7 @@ func (c *conn) handle(data []byte) {
 		// DecodeFrame made a frame this switch has no case for: every
 		// frame taken gets a reply, this one internal.
 		err = fmt.Errorf("the gateway decoded a %T frame it does not handle", f)
+		c.logger.Error("frame not handled", "type", fmt.Sprintf("%T", f))
 	}
 	if errors.Is(err, engine.ErrUnloaded) {
 		// Another node runs the session now: the close that follows (4001)
@@ -589,24 +590,8 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 	}
 	// Reading pauses until the next token: the page is slowed, not cut off.
 	r := c.throttle.ReserveN(now, 1)
-	if !sleep(c.ctx, c.s.opts.Clock, r.DelayFrom(now)) {
+	if clock.Sleep(c.ctx, c.s.opts.Clock, r.DelayFrom(now)) != nil {
 		r.CancelAt(c.s.opts.Clock.Now())
-	}
-}
-
-// sleep waits d on clk, or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	passed := make(chan struct{})
-	t := clk.AfterFunc(d, func() { close(passed) })
-	select {
-	case <-passed:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
 	}
 }
 

@@ -69,7 +69,7 @@ func New() *Metrics {
 	m.callsSettled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_tool_calls_settled_total",
 		Help: "Tool calls settled, by tool, handler, outcome (ok or error) and error code."}, []string{"tool", "handler", "outcome", "code"})
 	m.attempts = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_tool_call_attempts",
-		Help: "Attempts a settled tool call took, by handler.", Buckets: []float64{1, 2, 3, 4, 5, 10}}, []string{"handler"})
+		Help: "Attempts a settled tool call took, by handler.", Buckets: []float64{0, 1, 2, 3, 4, 5, 10}}, []string{"handler"})
 	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_tool_call_duration_seconds",
 		Help: "From a tool call's start to its settling, retries included, by handler.", Buckets: durationBuckets}, []string{"handler"})
 	m.roundTrip = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_client_tool_round_trip_seconds",

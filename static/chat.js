@@ -261,10 +261,10 @@ export function mountChat(root, client) {
                 setBusy();
             }
         }),
-        client.on("model.retrying", ({ error, attempt, attempts, seq }) => {
+        client.on("model.retrying", ({ error, attempt, attempts, seq, replayed }) => {
             const text = retryingText(error, attempt + 1, attempts);
             thinkingText.textContent = text;
-            voice.say(text, seq);
+            if (!replayed) voice.say(text, seq); // a past wait, its reply next in the replay, goes unsaid
         }),
         client.on("delta", ({ text }) => {
             reply.delta(text);

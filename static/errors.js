@@ -47,10 +47,13 @@ export function modelErrorText(error) {
  * @param {number} attempts  The most the turn makes.
  */
 export function retryingText(error, next, attempts) {
-    const status = Number(STATUS.exec(String(error ?? ""))?.[1] ?? 0);
-    const why = status === 429 ? "The model's provider is rate limiting the gateway"
-        : status >= 500 ? "The model's provider is busy"
-        : "The model could not be reached";
+    const text = String(error ?? "");
+    const status = Number(STATUS.exec(text)?.[1] ?? 0);
+    // A streamed error has no status: "anthropic: stream cut off mid-turn: Overloaded".
+    const why = status === 429 || /rate.?limit/i.test(text) ? "The model's provider is rate limiting the gateway"
+        : status >= 500 || /overload|unavailable|server error|api_error/i.test(text) ? "The model's provider is busy"
+        : TRANSPORT.test(text) ? "The model could not be reached"
+        : "The model's request failed";
     return `${why}: trying again (attempt ${next} of ${attempts})…`;
 }
 

@@ -3,6 +3,9 @@ package agui
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -34,8 +37,17 @@ func FuzzDecode(f *testing.F) {
 		if in.ThreadID == "" {
 			t.Fatalf("decode(%q) took a run with no thread", body)
 		}
-		if seq, _ := lastSeen(in.Messages); seq < 0 {
-			t.Fatalf("lastSeen of %q is %d", body, seq)
+		// lastSeen is the seq of a message id of the gateway's form, or 0.
+		if seq, text := lastSeen(in.Messages); seq != 0 {
+			names := func(m message) bool {
+				rest, ok := strings.CutPrefix(m.ID, idPrefix)
+				num, result := strings.CutSuffix(rest, "r")
+				n, err := strconv.ParseInt(num, 10, 64)
+				return ok && err == nil && n == seq && result != text
+			}
+			if seq < 0 || !slices.ContainsFunc(in.Messages, names) {
+				t.Fatalf("lastSeen of %q is %d (text %v): no message id says so", body, seq, text)
+			}
 		}
 		for _, m := range in.Messages {
 			if res := resultJSON(m.text()); !json.Valid(res) {
@@ -43,4 +55,18 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRunErrorCodesDocumented: integrations.md names every RUN_ERROR code
+// the front end makes itself, as an app that switches on them reads it.
+func TestRunErrorCodesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/integrations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{CodeSlow, CodeStopping, GuardPrefix + "<guard>"} {
+		if !strings.Contains(string(doc), "`"+code+"`") {
+			t.Errorf("docs/integrations.md does not name the RUN_ERROR code %q", code)
+		}
+	}
 }

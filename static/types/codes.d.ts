@@ -85,5 +85,9 @@ export type FrameErrorCode = (typeof FRAME_ERROR)[keyof typeof FRAME_ERROR];
 export type SessionErrorCode = (typeof SESSION_ERROR)[keyof typeof SESSION_ERROR];
 /** A code of TOOL_ERROR: a failed tool call. */
 export type ToolErrorCode = (typeof TOOL_ERROR)[keyof typeof TOOL_ERROR];
+/** A reason of CANCEL_REASON: why tool.cancel aborts an attempt. */
+export type CancelReason = (typeof CANCEL_REASON)[keyof typeof CANCEL_REASON];
+/** A reason of STOP_REASON: why a model turn ended. */
+export type StopReason = (typeof STOP_REASON)[keyof typeof STOP_REASON];
 /** A guard of GUARD: the limit that stopped an agent. */
 export type GuardName = (typeof GUARD)[keyof typeof GUARD];

@@ -4,10 +4,10 @@
 // `make types` checks that they conform to these declarations and that a
 // typed consumer compiles against them.
 
-import type { CloseCode, FrameErrorCode, GuardName, SessionErrorCode, ToolErrorCode } from "./codes.js";
+import type { CancelReason, CloseCode, FrameErrorCode, GuardName, SessionErrorCode, StopReason, ToolErrorCode } from "./codes.js";
 
 export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, CANCEL_REASON, STOP_REASON, GUARD } from "./codes.js";
-export type { CloseCode, FrameErrorCode, GuardName, SessionErrorCode, ToolErrorCode } from "./codes.js";
+export type { CancelReason, CloseCode, FrameErrorCode, GuardName, SessionErrorCode, StopReason, ToolErrorCode } from "./codes.js";
 
 /** Any JSON value. */
 export type JSONValue = null | boolean | number | string | JSONValue[] | { [key: string]: JSONValue };
@@ -205,7 +205,7 @@ export interface GatewayEvents {
     message: { seq: number; message: Message; replayed: boolean };
     delta: { seq: number; text: string; replayed: boolean };
     "model.retrying": { seq: number; attempt: number; attempts: number; error: string; backoff: string; replayed: boolean };
-    "model.finished": { seq: number; stopReason?: string; usage?: any; error?: string; replayed: boolean };
+    "model.finished": { seq: number; stopReason?: StopReason | (string & {}); usage?: any; error?: string; replayed: boolean };
     discarded: { seq: number; reason: string; replayed: boolean };
     tool: ToolCard;
     idle: { seq: number; replayed: boolean };
