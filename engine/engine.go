@@ -207,7 +207,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, sessions: map[string]*Session{}, perOwner: map[string]int{}, loading: map[string]*loadCall{},
 		tracer: opts.TracerProvider.Tracer(tracerName), untilGlobalSet: global && isUnsetGlobal(opts.TracerProvider)}
 	if opts.Retain > 0 {
-		e.every(&e.sweep, time.Minute, time.Hour, e.sweepExpired) // retention: soon after start, then hourly
+		e.every(&e.sweep, time.Minute, sweepEvery(opts.Retain), e.sweepExpired) // retention: soon after start, then regularly
 	}
 	if _, shared := opts.Store.(Owners); shared && opts.Adopt > 0 {
 		feed, ok := opts.Store.(SummaryFeed)

@@ -588,6 +588,14 @@ func (e *Engine) every(timer *clock.Timer, first, next time.Duration, run func()
 	})
 }
 
+// sweepEvery is how often the retention sweep runs: hourly, or every half
+// Retain when that is shorter (a test's, a privacy policy's), at most once
+// a minute, so a session outlives its Retain by at most that much. Each
+// sweep lists every summary the store keeps.
+func sweepEvery(retain time.Duration) time.Duration {
+	return min(time.Hour, max(retain/2, time.Minute))
+}
+
 // sweepExpired deletes the sessions untouched for longer than Retain.
 func (e *Engine) sweepExpired() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -158,3 +158,41 @@ func TestRetention(t *testing.T) {
 		t.Errorf("Load of the expired session: %v", err)
 	}
 }
+
+// TestShortRetainSweptSoon: with a Retain shorter than two hours, the
+// sweep runs every half Retain (at most once a minute), so an expired
+// session leaves the store soon after its Retain, not up to an hour
+// later.
+func TestShortRetainSweptSoon(t *testing.T) {
+	c := clock.NewFake(epoch)
+	store := engine.NewMemoryStore()
+	e, err := engine.New(engine.Options{
+		Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: store, Clock: c, Logger: quiet(), Retain: 4 * time.Minute, Unload: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e)
+	s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0)
+	_ = p.page.Send(context.Background(), "hello")
+	p.until("idle", finalIdle("done"))
+	p.page.Detach()
+	if _, err := s.Transcript(context.Background()); err != nil { // a barrier: the page has left
+		t.Fatal(err)
+	}
+	c.Advance(time.Second) // Unload
+	recv(t, s.Done(), "the idle session's unload")
+	// Sweeps at 1, 3, 5 and 7 minutes: the session expires at 4.
+	for range 7 {
+		c.Advance(time.Minute)
+	}
+	waitUntil(t, "the expired session's deletion", func() bool {
+		all, _ := store.Summaries(context.Background(), "alice")
+		return len(all) == 0
+	})
+}
