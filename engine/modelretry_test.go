@@ -43,3 +43,30 @@ func TestModelRetryingSaid(t *testing.T) {
 		t.Errorf("events %s: want the retries before the turn's text", types)
 	}
 }
+
+// TestSubagentModelRetrying: a sub-agent's model.retrying carries the call
+// it answers as its parent, as its other events do: a page shows it on the
+// call's card, not as the assistant's.
+func TestSubagentModelRetrying(t *testing.T) {
+	root := callsThenSummary(use("call_1", "research", `{}`))
+	helper := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if req.OnRetry != nil {
+			req.OnRetry(model.Retry{Attempt: 1, Attempts: 4, Wait: time.Second, Err: &model.Error{Provider: "openai", Status: 503, Message: "busy"}})
+		}
+		return model.Response{Text: "sunny", StopReason: model.StopEndTurn}, nil
+	}}
+	w := delegating(engine.AgentTool{Name: "research"})
+	h := setup(t, w, root, engine.Options{Models: models(root, helper)})
+	h.send("research the weather")
+	f := h.waitType(engine.EventModelRetrying)
+	if parentOf(f) != "call_1" || f.Error != "openai: status 503: busy" {
+		t.Errorf("the sub-agent's model.retrying %s, want parent call_1 and its error", f.Raw)
+	}
+	h.waitFor("research's tool.finished", func(f frame) bool {
+		return f.Type == engine.EventToolFinished && f.ID == "call_1" && parentOf(f) == ""
+	})
+	h.waitIdle()
+	if n := h.count(engine.EventModelRetrying, ""); n != 1 {
+		t.Errorf("%d model.retrying events, want the sub-agent's one", n)
+	}
+}
