@@ -8,6 +8,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/metrics"
 )
 
 // TestModelRetryingSaid: a provider's retry of the turn's request is a
@@ -20,11 +21,12 @@ func TestModelRetryingSaid(t *testing.T) {
 			t.Error("the request has no OnRetry: the session would not hear of retries")
 			return model.Response{Text: "fine", StopReason: model.StopEndTurn}, nil
 		}
-		req.OnRetry(model.Retry{Attempt: 1, Attempts: 4, Wait: 1500 * time.Millisecond, Err: overloaded})
-		req.OnRetry(model.Retry{Attempt: 2, Attempts: 4, Wait: 2345678 * time.Microsecond, Err: overloaded})
+		req.OnRetry(model.Retry{Provider: "anthropic", Attempt: 1, Attempts: 4, Wait: 1500 * time.Millisecond, Err: overloaded})
+		req.OnRetry(model.Retry{Provider: "anthropic", Attempt: 2, Attempts: 4, Wait: 2345678 * time.Microsecond, Err: overloaded})
 		return model.Response{Text: "fine", StopReason: model.StopEndTurn}, nil
 	}}
-	h := setup(t, &testWorker{}, m, engine.Options{})
+	met := metrics.New()
+	h := setup(t, &testWorker{}, m, engine.Options{Metrics: met})
 	h.send("hello")
 	for i, backoff := range []string{"1.5s", "2.346s"} {
 		f := h.waitType(engine.EventModelRetrying)
@@ -41,6 +43,9 @@ func TestModelRetryingSaid(t *testing.T) {
 	h.waitIdle()
 	if types := h.types(); !strings.Contains(types, "model.retrying model.retrying model.delta model.finished") {
 		t.Errorf("events %s: want the retries before the turn's text", types)
+	}
+	if got := metricOf(t, met, "gateway_model_retries_total"); got.GetCounter().GetValue() != 2 || got.GetLabel()[0].GetValue() != "anthropic" {
+		t.Errorf("gateway_model_retries_total %v, want 2 of provider anthropic", got)
 	}
 }
 

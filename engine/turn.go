@@ -30,9 +30,13 @@ func (s *Session) startTurn() {
 	for _, t := range s.agent.Tools {
 		req.Tools = append(req.Tools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})
 	}
+	// A sub-agent that ended says no more: a retry's sub-agent may be
+	// streaming under the same call.
+	ended := func() bool { return s.parent != nil && ctx.Err() != nil }
 	req.OnRetry = func(r model.Retry) {
-		if s.parent != nil && ctx.Err() != nil {
-			return // as for a delta: a sub-agent that ended says no more
+		s.e.opts.Metrics.ModelRetry(r.Provider)
+		if ended() {
+			return
 		}
 		ev := ModelRetryingEvent{Attempt: r.Attempt, Attempts: r.Attempts, Backoff: r.Wait.Round(time.Millisecond).String()}
 		if r.Err != nil {
@@ -46,8 +50,8 @@ func (s *Session) startTurn() {
 		resp, err := model.Response{}, s.leaseGone()
 		if err == nil {
 			resp, err = generate(ctx, m, req, func(text string) {
-				if s.parent != nil && ctx.Err() != nil {
-					return // a sub-agent that ended says no more: a retry's sub-agent may be streaming under the same call
+				if ended() {
+					return
 				}
 				s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
 			})

@@ -353,7 +353,7 @@ func TestDescribeModel(t *testing.T) {
 		}
 		var models model.Resolver
 		if cfg.workerURL == "" {
-			if models, err = buildModels(cfg, getenv, slog.New(slog.DiscardHandler), nil); err != nil {
+			if models, err = buildModels(cfg, getenv, slog.New(slog.DiscardHandler)); err != nil {
 				t.Fatal(err)
 			}
 		}

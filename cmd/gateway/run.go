@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
 	m := metrics.New()
-	models, err := buildModels(cfg, getenv, logger, m)
+	models, err := buildModels(cfg, getenv, logger)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ const idleTimeout = 2 * time.Minute
 
 // buildModels resolves the agent's model id: "scripted" (or any id, with
 // --offline) to the scripted model, others to the configured providers.
-func buildModels(cfg config, getenv func(string) string, logger *slog.Logger, m *metrics.Metrics) (model.Resolver, error) {
+func buildModels(cfg config, getenv func(string) string, logger *slog.Logger) (model.Resolver, error) {
 	var sm *scripted.Model
 	var err error
 	if cfg.script != "" {
@@ -224,10 +224,8 @@ func buildModels(cfg config, getenv func(string) string, logger *slog.Logger, m 
 		return model.ResolverFunc(func(string) (model.Model, error) { return sm, nil }), nil
 	}
 	r, err := providers.New(providers.Config{
-		Anthropic: anthropic.Options{BaseURL: cfg.anthropicURL, StreamIdleTimeout: cfg.modelIdle, Logger: logger,
-			OnRetry: func() { m.ModelRetry(anthropic.Provider) }},
-		OpenAI: openai.Options{BaseURL: cfg.openaiURL, StreamIdleTimeout: cfg.modelIdle, Logger: logger,
-			OnRetry: func() { m.ModelRetry(openai.Provider) }},
+		Anthropic:    anthropic.Options{BaseURL: cfg.anthropicURL, StreamIdleTimeout: cfg.modelIdle, Logger: logger},
+		OpenAI:       openai.Options{BaseURL: cfg.openaiURL, StreamIdleTimeout: cfg.modelIdle, Logger: logger},
 		OpenAIModels: cfg.openaiModels,
 		Scripted:     sm,
 	}, getenv)

@@ -64,12 +64,14 @@ type Request struct {
 	Stream bool
 	// OnRetry, when set, hears of each retry of the turn's request, before
 	// its wait, on Generate's goroutine: the page can say why the turn is
-	// quiet. A provider that does not retry never calls it.
+	// quiet, and the metrics count it. A provider that does not retry
+	// never calls it.
 	OnRetry func(Retry)
 }
 
 // Retry is a failed attempt of a turn's request that is tried again.
 type Retry struct {
+	Provider string        // "anthropic", "openai": the metric's label
 	Attempt  int           // the attempt that failed, from 1
 	Attempts int           // how many the turn may make
 	Wait     time.Duration // before the next one

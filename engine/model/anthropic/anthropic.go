@@ -83,9 +83,6 @@ type Options struct {
 	Clock clock.Clock
 	// Logger hears of each retry; nil: none.
 	Logger *slog.Logger
-	// OnRetry is called at each retry, before its wait (a metric); nil:
-	// nothing.
-	OnRetry func()
 }
 
 // Model is Claude behind the Messages API. Build it with New.
@@ -137,7 +134,6 @@ func New(opts Options) (*Model, error) {
 			MaxWait:    opts.MaxRetryWait,
 			Sleep:      opts.Sleep,
 			Logger:     opts.Logger,
-			OnRetry:    opts.OnRetry,
 			Secret:     opts.APIKey,
 		},
 		maxTokens: opts.MaxTokens,

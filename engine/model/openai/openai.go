@@ -91,9 +91,6 @@ type Options struct {
 	Clock clock.Clock
 	// Logger hears of each retry; nil: none.
 	Logger *slog.Logger
-	// OnRetry is called at each retry, before its wait (a metric); nil:
-	// nothing.
-	OnRetry func()
 }
 
 // Model is a Chat Completions server. Build it with New.
@@ -155,7 +152,6 @@ func New(opts Options) (*Model, error) {
 			MaxWait:    opts.MaxRetryWait,
 			Sleep:      opts.Sleep,
 			Logger:     opts.Logger,
-			OnRetry:    opts.OnRetry,
 			Secret:     opts.APIKey,
 		},
 		maxCompletionTokens: completionTokens,

@@ -6,7 +6,7 @@
 // makes carry the provider's name.
 //
 // Concurrency: its functions hold no state; Loop runs its attempts, waits
-// and hooks (OnRetry, the request's OnRetry, the logger) on the caller's
+// and hooks (the request's OnRetry, the logger) on the caller's
 // goroutine, one after another, and returns once the turn ends or its
 // context does.
 package retry

@@ -157,8 +157,6 @@ type Policy struct {
 	// Logger hears of each retry (INFO): an operator sees rate limits
 	// and overloads being absorbed. Nil: none.
 	Logger *slog.Logger
-	// OnRetry hears of each retry, before its wait (a metric); nil: none.
-	OnRetry func()
 	// Secret is the API key, which a failure's message never carries
 	// (upstream.Redact): it goes to pages, workers and the log.
 	Secret string
@@ -180,10 +178,9 @@ type Policy struct {
 // usage returned counts every attempt's: failed attempts are billed too.
 func Loop(ctx context.Context, p Policy, req model.Request, onDelta func(string), attempt func(ctx context.Context, emit func(string)) (model.Response, *Failure)) (model.Response, error) {
 	p = p.withDefaults()
-	stream := req.Stream
 	shown := false
 	emit := func(text string) {
-		if text == "" || !stream {
+		if text == "" || !req.Stream {
 			return
 		}
 		shown = true
@@ -197,7 +194,7 @@ func Loop(ctx context.Context, p Policy, req model.Request, onDelta func(string)
 		resp, fail := attempt(ctx, emit)
 		resp.Usage = add(resp.Usage, spent)
 		if fail == nil {
-			if !stream && resp.Text != "" && onDelta != nil {
+			if !req.Stream && resp.Text != "" && onDelta != nil {
 				onDelta(resp.Text)
 			}
 			return resp, nil
@@ -225,11 +222,8 @@ func Loop(ctx context.Context, p Policy, req model.Request, onDelta func(string)
 		if p.Logger != nil {
 			p.Logger.Info("model request failed, trying again", "provider", p.Provider, "attempt", n+1, "wait", wait, "err", fail.Err)
 		}
-		if p.OnRetry != nil {
-			p.OnRetry()
-		}
 		if req.OnRetry != nil {
-			req.OnRetry(model.Retry{Attempt: n + 1, Attempts: p.MaxRetries + 1, Wait: wait, Err: fail.Err})
+			req.OnRetry(model.Retry{Provider: p.Provider, Attempt: n + 1, Attempts: p.MaxRetries + 1, Wait: wait, Err: fail.Err})
 		}
 		if err := p.Sleep(ctx, wait); err != nil {
 			resp.StopReason = model.StopCancelled

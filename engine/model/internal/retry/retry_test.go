@@ -192,8 +192,8 @@ func TestLoop(t *testing.T) {
 				t.Errorf("OnRetry heard %d retries, want %d", len(heard), tt.attempts-1)
 			}
 			for i, r := range heard {
-				if r.Attempt != i+1 || r.Attempts != most || i >= len(waits) || r.Wait != waits[i] || r.Err == nil {
-					t.Errorf("retry %d heard as %+v, want attempt %d of %d, the wait slept (%v), its error", i, r, i+1, most, waits)
+				if r.Provider != "test" || r.Attempt != i+1 || r.Attempts != most || i >= len(waits) || r.Wait != waits[i] || r.Err == nil {
+					t.Errorf("retry %d heard as %+v, want the provider's, attempt %d of %d, the wait slept (%v), its error", i, r, i+1, most, waits)
 				}
 			}
 			if tt.waits == nil {
@@ -229,8 +229,9 @@ func TestLoopFailedTurn(t *testing.T) {
 	var log strings.Builder
 	n, retries := 0, 0
 	p := Policy{Provider: "test", MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil },
-		Logger: slog.New(slog.NewTextHandler(&log, nil)), OnRetry: func() { retries++ }}
-	resp, err := Loop(context.Background(), p, model.Request{}, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	req := model.Request{OnRetry: func(model.Retry) { retries++ }}
+	resp, err := Loop(context.Background(), p, req, nil, func(ctx context.Context, emit func(string)) (model.Response, *Failure) {
 		n++
 		emit("half a sent")
 		return model.Response{Text: "half a sent", StopReason: model.StopError, Usage: model.Usage{InputTokens: 100, OutputTokens: n}}, failure(0, true)
