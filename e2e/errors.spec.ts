@@ -48,6 +48,8 @@ for (const { raw, said } of [
     { raw: "anthropic: status 401: invalid x-api-key", said: "The model's provider refused the gateway's key." },
     { raw: "anthropic: status 400: messages.1.content: " + "x".repeat(300), said: /^The model failed: messages\.1\.content: x+…$/ },
     { raw: "anthropic: stream cut off mid-turn: unexpected EOF", said: "The model could not be reached." },
+    // A streamed error has no status: its words say the provider is busy, not the network.
+    { raw: "anthropic: stream cut off mid-turn: Overloaded", said: "The model's provider is having trouble: Overloaded." },
     // An index in brackets is the provider's words, not an address.
     { raw: "openai: status 400: Invalid 'messages[3].content': too long. See https://10.0.0.5:8443/debug", said: "The model failed: Invalid 'messages[3].content': too long. See." },
     { raw: "openai: request body: field tools[12] is not valid", said: "The model failed: request body: field tools[12] is not valid." },

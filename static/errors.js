@@ -24,19 +24,42 @@ const MAX = 120;
 const STATUS = /^\s*[\w.-]+:\s*status (\d{3}):\s*([\s\S]*)$/;
 
 /**
+ * What a model failure is, from the gateway's text: `key` (refused the
+ * gateway's key), `rate` (a rate limit), `busy` (an overload or a server
+ * error), `unreachable` (the network, a cut stream) or `other`, with the
+ * provider's own words. A streamed error has no status ("anthropic: stream
+ * cut off mid-turn: Overloaded"): its words say what it is.
+ * @param {string} text
+ * @returns {{kind: "key" | "rate" | "busy" | "unreachable" | "other", said: string}}
+ */
+function failure(text) {
+    const m = STATUS.exec(text);
+    if (m) {
+        const status = Number(m[1]);
+        const kind = status === 401 || status === 403 ? "key" : status === 429 ? "rate" : status >= 500 ? "busy" : "other";
+        return { kind, said: m[2] };
+    }
+    const said = text.replace(/^\s*[\w.-]+:\s*/, "");
+    if (/rate.?limit/i.test(text)) return { kind: "rate", said };
+    if (/overload|unavailable|server error|api_error/i.test(text)) return { kind: "busy", said: said.replace(/^stream cut off mid-turn:\s*/, "") };
+    if (TRANSPORT.test(text) || new RegExp(ADDRESS.source, "i").test(text)) return { kind: "unreachable", said };
+    return { kind: "other", said };
+}
+
+/**
  * A model failure (model.finished's error) in words.
  * @param {string} error  The gateway's text: "provider: status 529: Overloaded".
  */
 export function modelErrorText(error) {
-    const text = String(error ?? "");
-    const m = STATUS.exec(text);
-    if (!m) return TRANSPORT.test(text) || new RegExp(ADDRESS.source, "i").test(text) ? UNREACHABLE : `The model failed: ${short(text.replace(/^\s*[\w.-]+:\s*/, ""))}`;
-    const status = Number(m[1]);
-    if (status === 401 || status === 403) return "The model's provider refused the gateway's key.";
-    if (status === 429) return "The model's provider is rate limiting the gateway. Try again in a moment.";
-    const said = short(m[2]);
-    if (status >= 500) return `The model's provider is having trouble${said ? `: ${said}` : "."}`;
-    return `The model failed${said ? `: ${said}` : "."}`;
+    const { kind, said } = failure(String(error ?? ""));
+    const words = short(said);
+    switch (kind) {
+        case "key": return "The model's provider refused the gateway's key.";
+        case "rate": return "The model's provider is rate limiting the gateway. Try again in a moment.";
+        case "busy": return `The model's provider is having trouble${words ? `: ${words}` : "."}`;
+        case "unreachable": return UNREACHABLE;
+    }
+    return `The model failed${words ? `: ${words}` : "."}`;
 }
 
 /**
@@ -47,13 +70,13 @@ export function modelErrorText(error) {
  * @param {number} attempts  The most the turn makes.
  */
 export function retryingText(error, next, attempts) {
-    const text = String(error ?? "");
-    const status = Number(STATUS.exec(text)?.[1] ?? 0);
-    // A streamed error has no status: "anthropic: stream cut off mid-turn: Overloaded".
-    const why = status === 429 || /rate.?limit/i.test(text) ? "The model's provider is rate limiting the gateway"
-        : status >= 500 || /overload|unavailable|server error|api_error/i.test(text) ? "The model's provider is busy"
-        : TRANSPORT.test(text) ? "The model could not be reached"
-        : "The model's request failed";
+    const why = {
+        key: "The model's provider refused the gateway's key",
+        rate: "The model's provider is rate limiting the gateway",
+        busy: "The model's provider is busy",
+        unreachable: "The model could not be reached",
+        other: "The model's request failed",
+    }[failure(String(error ?? "")).kind];
     return `${why}: trying again (attempt ${next} of ${attempts})…`;
 }
 
