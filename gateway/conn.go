@@ -312,7 +312,7 @@ func (c *conn) handle(data []byte) {
 		// DecodeFrame made a frame this switch has no case for: every
 		// frame taken gets a reply, this one internal.
 		err = fmt.Errorf("the gateway decoded a %T frame it does not handle", f)
-		c.logger.Error("frame not handled", "type", fmt.Sprintf("%T", f))
+		c.logger.Error("frame not handled", "err", err)
 	}
 	if errors.Is(err, engine.ErrUnloaded) {
 		// Another node runs the session now: the close that follows (4001)
