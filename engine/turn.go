@@ -30,12 +30,9 @@ func (s *Session) startTurn() {
 	for _, t := range s.agent.Tools {
 		req.Tools = append(req.Tools, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input})
 	}
-	// A sub-agent that ended says no more: a retry's sub-agent may be
-	// streaming under the same call.
-	ended := func() bool { return s.parent != nil && ctx.Err() != nil }
 	req.OnRetry = func(r model.Retry) {
 		s.e.opts.Metrics.ModelRetry(r.Provider)
-		if ended() {
+		if s.saysNoMore(ctx) {
 			return
 		}
 		ev := ModelRetryingEvent{Attempt: r.Attempt, Attempts: r.Attempts, Backoff: r.Wait.Round(time.Millisecond).String()}
@@ -50,7 +47,7 @@ func (s *Session) startTurn() {
 		resp, err := model.Response{}, s.leaseGone()
 		if err == nil {
 			resp, err = generate(ctx, m, req, func(text string) {
-				if ended() {
+				if s.saysNoMore(ctx) {
 					return
 				}
 				s.publish(EventModelDelta, ModelDeltaEvent{Text: text})
@@ -72,6 +69,11 @@ func (s *Session) startTurn() {
 		})
 	})
 }
+
+// saysNoMore reports whether the turn of ctx may publish no more: a
+// sub-agent that ended says nothing, while a retry's sub-agent may be
+// streaming under the same call.
+func (s *Session) saysNoMore(ctx context.Context) bool { return s.parent != nil && ctx.Err() != nil }
 
 // generate calls the model, turning a panic into an error.
 func generate(ctx context.Context, m model.Model, req model.Request, onDelta func(string)) (resp model.Response, err error) {
