@@ -170,6 +170,30 @@ test("in a short window the page follows a streamed reply, and stays put once th
     expect((await fromBottom()).top, "the reader who scrolled up stays there").toBe(0);
 });
 
+test("in a short window the list of chats showing the new one leaves the reader at the reply", async ({ page }) => {
+    await page.setViewportSize({ width: 480, height: 320 });
+    // The list answers only once the reply is in: the new chat is marked
+    // there, above the screen, while the reader is at the bottom.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/sessions", async (route) => {
+        await held;
+        await route.continue();
+    });
+    const chat = await Chat.open(page);
+    await chat.send("stream a long answer");
+    await page.evaluate(() => (document.activeElement as HTMLElement).blur());
+    await chat.idle();
+    const below = () => page.evaluate(() => {
+        const s = document.scrollingElement!;
+        return s.scrollHeight - s.scrollTop - s.clientHeight;
+    });
+    expect(await below(), "at the bottom before the list").toBeLessThan(48);
+    release();
+    await expect(page.getByTestId("history-item").and(page.locator("[aria-current]"))).toHaveText("stream a long answer");
+    expect(await below(), "still at the bottom").toBeLessThan(48);
+});
+
 test("each message is a heading, to move from message to message", async ({ page }) => {
     const chat = await Chat.open(page);
     await chat.send("what time is it");

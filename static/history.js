@@ -122,8 +122,22 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         const current = list.querySelector("[aria-current]");
         if (current && client.session !== scrolledTo) {
             scrolledTo = client.session;
-            current.scrollIntoView({ block: "nearest", inline: "nearest" });
+            reveal(current);
         }
+    }
+
+    /**
+     * Scrolls the list's own box (the nav: a column, or a phone's strip) to
+     * show item, and nothing else: scrollIntoView scrolls every box around it,
+     * and in a short window, where the page scrolls, it took a reader
+     * following a streamed reply up to the strip, and the reply on without
+     * them. @param {Element} item
+     */
+    function reveal(item) {
+        const box = nav.getBoundingClientRect(), at = item.getBoundingClientRect();
+        const past = (/** @type {number} */ lo, /** @type {number} */ hi, /** @type {number} */ from, /** @type {number} */ to) =>
+            lo < from ? lo - from : hi > to ? Math.min(hi - to, lo - from) : 0;
+        nav.scrollBy(past(at.left, at.right, box.left, box.right), past(at.top, at.bottom, box.top, box.bottom));
     }
 
     list.addEventListener("click", (e) => {
