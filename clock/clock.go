@@ -52,6 +52,7 @@ type Fake struct {
 	now    time.Time
 	timers []*fakeTimer
 	seq    int
+	armed  chan struct{} // closed at the next AfterFunc, for WaitPending; nil: no one waits
 }
 
 // NewFake returns a fake clock reading start.
@@ -79,6 +80,10 @@ func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
 	c.seq++
 	t := &fakeTimer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
 	c.timers = append(c.timers, t)
+	if c.armed != nil {
+		close(c.armed)
+		c.armed = nil
+	}
 	return t
 }
 
@@ -120,6 +125,34 @@ func (c *Fake) Advance(d time.Duration) {
 func (c *Fake) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.pending()
+}
+
+// WaitPending blocks until at least n timers are pending, or ctx ends,
+// whose error it then returns: a test waits for the code under test to
+// arm its timer before it moves the clock, without spinning on Pending.
+func (c *Fake) WaitPending(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		if c.pending() >= n {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.armed == nil {
+			c.armed = make(chan struct{})
+		}
+		armed := c.armed
+		c.mu.Unlock()
+		select {
+		case <-armed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// pending counts the live timers; c.mu is held.
+func (c *Fake) pending() int {
 	n := 0
 	for _, t := range c.timers {
 		if !t.done {

@@ -3,7 +3,6 @@ package clock_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -217,9 +216,7 @@ func TestSleep(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- clock.Sleep(context.Background(), c, time.Second) }()
-	for c.Pending() == 0 {
-		runtime.Gosched()
-	}
+	waitArmed(t, c, 1)
 	select {
 	case err := <-done:
 		t.Fatalf("Sleep returned %v before its time", err)
@@ -231,14 +228,55 @@ func TestSleep(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { done <- clock.Sleep(ctx, c, time.Hour) }()
-	for c.Pending() == 0 {
-		runtime.Gosched()
-	}
+	waitArmed(t, c, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Sleep cut by its context = %v, want context.Canceled", err)
 	}
 	if n := c.Pending(); n != 0 {
 		t.Errorf("%d timers left after a Sleep cut short", n)
+	}
+}
+
+// waitArmed waits for n timers on c, or fails the test after 10 s.
+func waitArmed(t *testing.T, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitPending(ctx, n); err != nil {
+		t.Fatalf("%d timers armed, want %d: %v", c.Pending(), n, err)
+	}
+}
+
+// WaitPending returns once as many timers are armed, at once when they
+// are already, and with the context's error when it ends first; a timer
+// stopped or fired is not pending.
+func TestWaitPending(t *testing.T) {
+	c := clock.NewFake(start)
+	first := c.AfterFunc(time.Second, func() {})
+	if err := c.WaitPending(context.Background(), 1); err != nil {
+		t.Fatalf("WaitPending(1) with one armed = %v", err)
+	}
+	waited := make(chan error, 1)
+	long, cancelLong := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelLong()
+	go func() { waited <- c.WaitPending(long, 3) }()
+	c.AfterFunc(time.Second, func() {})
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitPending(3) returned %v with two timers armed", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.AfterFunc(time.Hour, func() {})
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitPending(3) = %v once three were armed", err)
+	}
+
+	first.Stop()
+	c.Advance(time.Second) // the second fires; the third stays
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.WaitPending(ctx, 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitPending(2) with one left = %v, want context.DeadlineExceeded", err)
 	}
 }

@@ -91,10 +91,10 @@ func (r *rig) closeDraining(t *testing.T, e *engine.Engine) <-chan error {
 		defer cancel()
 		closed <- e.Close(ctx)
 	}()
-	for deadline := time.Now().Add(hangGuard); r.clock.Pending() == timers; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Close armed no Drain timer")
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := r.clock.WaitPending(ctx, timers+1); err != nil {
+		t.Fatalf("Close armed no Drain timer: %v", err)
 	}
 	return closed
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -141,22 +140,15 @@ func TestRefusedFramesEpisodeOutlastsAPause(t *testing.T) {
 		}
 		// The reader waits a token each frame past the burst: give it one
 		// whenever it waits, until every frame is answered.
-		done := make(chan struct{})
+		ctx, stop := context.WithCancel(context.Background())
+		advanced := make(chan struct{})
 		go func() {
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				if clk.Pending() > 0 {
-					clk.Advance(100 * time.Millisecond)
-				} else {
-					runtime.Gosched()
-				}
+			defer close(advanced)
+			for clk.WaitPending(ctx, 1) == nil {
+				clk.Advance(100 * time.Millisecond)
 			}
 		}()
-		defer close(done)
+		defer func() { stop(); <-advanced }()
 		for unknown := 0; unknown < 8; {
 			switch f := c.untilError(); f.Code {
 			case string(engine.WireUnknownFrame):
