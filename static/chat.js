@@ -99,7 +99,7 @@ export function mountChat(root, client) {
     }
 
     // The log follows new content while the reader is at its bottom.
-    const { follow: followBottom, stick } = followLog(log);
+    const { follow: followBottom, stick, unmount: stopFollowing } = followLog(log);
 
     /** Adds to the log, above the queued messages, which wait at its bottom. */
     function append(/** @type {HTMLElement} */ el) {
@@ -132,7 +132,7 @@ export function mountChat(root, client) {
         retry.hidden = !(opts.retry && lastUser);
         retry.addEventListener("click", () => {
             retry.disabled = true;
-            prompt.focus(); // not lost with the disabled button
+            prompt.focus({ preventScroll: true }); // not lost with the disabled button; the composer is always in view
             if (!submit(lastUser)) retry.disabled = false;
         });
         append(el);
@@ -378,6 +378,7 @@ export function mountChat(root, client) {
             offs.forEach((off) => off());
             clearInterval(ticker);
             reply.reset();
+            stopFollowing();
         },
     };
 }

@@ -65,7 +65,7 @@ export function mountComposer(form, { submit, cancel }) {
             send.hidden = on;
             stop.hidden = !on;
             stop.disabled = !on;
-            if (hadFocus) (on ? stop : send).focus();
+            if (hadFocus) (on ? stop : send).focus({ preventScroll: true }); // in view: the page must not move
         },
     };
 }

@@ -3,11 +3,13 @@
  * (streamed text, a card, a tool's own UI), for a reader who is there, and
  * stays put once they scroll up to read. The log scrolls by itself, but in
  * a short window (app.css, under 30rem tall) the page scrolls instead, with
- * the composer stuck to its bottom: then it is the page that follows.
+ * the composer stuck to its bottom: then it is the page that follows. A
+ * window that crosses that height (a phone turned) keeps a reader who was
+ * at the bottom there.
  *
- * Exports: followLog(log), which returns {follow(), stick()}: scroll to
- * the bottom if the reader is there; take the reader there from now on
- * (they just sent a message).
+ * Exports: followLog(log), which returns {follow(), stick(), unmount()}:
+ * scroll to the bottom if the reader is there; take the reader there from
+ * now on (they just sent a message); stop following.
  *
  * @module follow
  */
@@ -21,32 +23,54 @@ export function followLog(log) {
     const win = doc.defaultView;
     /** What scrolls: the log, or in a short window the page. */
     const scroller = () => (win?.getComputedStyle(log).overflowY === "visible" && doc.scrollingElement) || log;
-    // there: the reader is at the bottom. lastTop: where follow left the
-    // scroller; anywhere else, the reader (or the browser) moved it.
-    let there = true, lastTop = NaN;
-    const near = (/** @type {Element} */ s) => s.scrollHeight - s.scrollTop - s.clientHeight < NEAR;
-    const onScroll = () => {
-        const s = scroller();
-        if (s.scrollTop !== lastTop) there = near(s);
-    };
-    log.addEventListener("scroll", onScroll, { passive: true });
-    win?.addEventListener("scroll", onScroll, { passive: true });
+    // there: the reader is at the bottom. left*: the scroller follow last
+    // took to its bottom, where it left it and how tall its content was.
+    let there = true, leftIn = /** @type {Element | null} */ (null), leftAt = 0, leftHeight = 0;
+
+    /**
+     * Reads where the reader is, if the scroller moved since follow left it
+     * (its scroll event comes with the next frame, and new text may come
+     * first). Near the bottom of the content then, or of the content now,
+     * is still there: the browser moves it too, by a few pixels when an
+     * item above changes (scroll anchoring), or down to a bottom that came
+     * up. Another scroller than follow's (the window crossed the short
+     * height) says nothing of the reader.
+     * @param {Element} s
+     */
+    function read(s) {
+        if (s !== leftIn || s.scrollTop === leftAt) return;
+        const below = (/** @type {number} */ height) => height - s.scrollTop - s.clientHeight;
+        there = below(s.scrollHeight) < NEAR || below(leftHeight) < NEAR;
+    }
 
     function follow() {
         const s = scroller();
-        // Moved since, and its scroll event not in yet (it comes with the
-        // next frame): the new text must not take the reader back down.
-        if (!Number.isNaN(lastTop) && s.scrollTop !== lastTop) there = near(s);
+        read(s);
         if (!there) return;
         s.scrollTop = s.scrollHeight;
-        lastTop = s.scrollTop;
+        leftIn = s;
+        leftAt = s.scrollTop;
+        leftHeight = s.scrollHeight;
     }
-    new MutationObserver(follow).observe(log, { childList: true, subtree: true, characterData: true });
+    const onScroll = () => read(scroller());
+    log.addEventListener("scroll", onScroll, { passive: true });
+    win?.addEventListener("scroll", onScroll, { passive: true });
+    // A window resized keeps its reader at the bottom: the log's bottom
+    // moves, or the page takes over the scrolling (or gives it back).
+    win?.addEventListener("resize", follow, { passive: true });
+    const added = new MutationObserver(follow);
+    added.observe(log, { childList: true, subtree: true, characterData: true });
     return {
         follow,
         stick() {
             there = true;
-            lastTop = NaN;
+            leftIn = null;
+        },
+        unmount() {
+            added.disconnect();
+            log.removeEventListener("scroll", onScroll);
+            win?.removeEventListener("scroll", onScroll);
+            win?.removeEventListener("resize", follow);
         },
     };
 }

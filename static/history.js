@@ -116,7 +116,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         });
         list.replaceChildren(...items);
         none.hidden = items.length > 0;
-        if (focusedId) list.querySelector(`[data-session="${CSS.escape(focusedId)}"]`)?.focus();
+        if (focusedId) list.querySelector(`[data-session="${CSS.escape(focusedId)}"]`)?.focus({ preventScroll: true });
         // The chat shown, in view once it is marked (a phone's strip scrolls
         // sideways): not at each refresh, which would undo the user's scroll.
         const current = list.querySelector("[aria-current]");
@@ -160,8 +160,11 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         announce("New chat.");
     });
 
+    // The message box is always in view (in a short window, stuck to the
+    // screen's bottom): focusing it must not scroll the page, which the
+    // page's scroll padding would do, taking a new chat's welcome away.
     function focusPrompt() {
-        /** @type {HTMLElement | null} */ (doc.querySelector("[data-testid=prompt]"))?.focus();
+        /** @type {HTMLElement | null} */ (doc.querySelector("[data-testid=prompt]"))?.focus({ preventScroll: true });
     }
 
     const offs = [

@@ -45,7 +45,7 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
         button.textContent = text;
         button.addEventListener("click", () => {
             // The screen goes away with the message: the focus goes where the next one is typed.
-            prompt.focus();
+            prompt.focus({ preventScroll: true });
             send(text);
         });
         must(screen, "[data-testid=suggestions]").append(li);
@@ -60,7 +60,15 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
         // Nothing said: notices alone (a message refused for its size, a
         // chat that would not open) leave the suggestions, below them.
         const empty = known && !log.querySelector(":scope > :not([data-testid=notice])");
+        const shown = empty && screen.hidden;
         screen.hidden = !empty;
+        // Shown again (New chat after a long chat, in a short window where
+        // the page scrolls): from its greeting, not wherever the page was;
+        // at the next frame, once the log's own follow has scrolled.
+        if (shown) doc.defaultView?.requestAnimationFrame(() => {
+            const top = screen.hidden ? 0 : screen.getBoundingClientRect().top;
+            if (top < 0) doc.scrollingElement?.scrollBy(0, top);
+        });
         root.dataset.empty = String(empty);
         // The log is a Tab stop for scrolling it with the keys; empty, it is a stop on nothing.
         must(root, "[data-testid=messages]").tabIndex = log.childElementCount === 0 ? -1 : 0;

@@ -1,0 +1,103 @@
+// The chat page on small and short screens, where the page (under 30rem
+// tall) or the log scrolls: a reader at the bottom is followed there
+// whatever moves the page under them (the browser's scroll anchoring, a
+// phone turned), and what the page must show stays on the screen.
+import type { Page } from "@playwright/test";
+import { attachWire, expect, test, Chat, type Wire } from "./support";
+
+/** How far the scroller (the page in a short window, else the log) is from its bottom. */
+const below = (page: Page) => page.evaluate(() => {
+    const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+    const s = getComputedStyle(log).overflowY === "visible" ? document.scrollingElement! : log;
+    return s.scrollHeight - s.scrollTop - s.clientHeight;
+});
+
+/**
+ * Drops the page's socket and keeps it down (the browser offline, so the
+ * SDK's tries fail) until the returned function brings it back; the failed
+ * tries' console errors are expected.
+ */
+async function dropAndHold(page: Page, wire: Wire, pageErrors: string[]) {
+    await page.context().setOffline(true);
+    await wire.drop();
+    await expect(page.getByTestId("connection-status")).not.toHaveAttribute("data-state", "open");
+    return async () => {
+        await page.context().setOffline(false);
+        await expect(page.getByTestId("connection-status")).toHaveAttribute("data-state", "open");
+        const offline = /ERR_INTERNET_DISCONNECTED/;
+        pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !offline.test(e)));
+    };
+}
+
+/** Sends text with the focus left elsewhere (the browser keeps a focused box's caret in view). */
+async function sendAway(chat: Chat, page: Page, text: string) {
+    await chat.send(text);
+    await page.evaluate(() => (document.activeElement as HTMLElement).blur());
+}
+
+for (const { name, viewport } of [
+    { name: "a short window (the page scrolls)", viewport: { width: 480, height: 320 } },
+    { name: "a phone (the log scrolls)", viewport: { width: 360, height: 640 } },
+]) {
+    test(`in ${name}, the reply to a message sent offline is followed once the connection is back`, async ({ page, pageErrors }) => {
+        await page.setViewportSize(viewport);
+        const wire = await attachWire(page);
+        const chat = await Chat.open(page);
+        await sendAway(chat, page, "stream a long answer");
+        await chat.idle();
+        expect(await below(page), "at the bottom").toBeLessThan(48);
+
+        // Down, and kept down, while the reader sends.
+        const back = await dropAndHold(page, wire, pageErrors);
+        await sendAway(chat, page, "stream a long answer");
+        await expect(chat.messages("user").last().getByTestId("message-queued")).toBeVisible();
+        await back();
+
+        await expect(chat.reply("Here is")).toHaveCount(2);
+        await chat.idle();
+        expect(await below(page), "the reply followed to its end").toBeLessThan(48);
+    });
+}
+
+for (const [from, to] of [
+    [{ width: 360, height: 640 }, { width: 640, height: 360 }],
+    [{ width: 640, height: 360 }, { width: 360, height: 640 }],
+    [{ width: 1024, height: 600 }, { width: 1024, height: 400 }],
+]) {
+    test(`a window turned from ${from.width}x${from.height} to ${to.width}x${to.height} keeps the reader at the bottom, and following`, async ({ page }) => {
+        await page.setViewportSize(from);
+        const chat = await Chat.open(page);
+        await sendAway(chat, page, "stream a long answer");
+        await chat.idle();
+        await sendAway(chat, page, "stream a long answer");
+        await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
+        await page.setViewportSize(to);
+        await chat.idle();
+        expect(await below(page), "at the bottom after the turn, the reply followed").toBeLessThan(48);
+    });
+}
+
+test("in a short window a lost connection stays on the screen", async ({ page, pageErrors }) => {
+    await page.setViewportSize({ width: 480, height: 320 });
+    const wire = await attachWire(page);
+    const chat = await Chat.open(page);
+    await sendAway(chat, page, "stream a long answer");
+    await chat.idle();
+    const status = page.getByTestId("connection-status");
+    await expect(status, "scrolled away with the page while connected").not.toBeInViewport();
+    const back = await dropAndHold(page, wire, pageErrors);
+    await expect(status).toBeInViewport({ ratio: 1 });
+    await back();
+    await expect(status, "gone with the page again once connected").not.toBeInViewport();
+});
+
+test("in a short window New chat shows the welcome from its top", async ({ page }) => {
+    await page.setViewportSize({ width: 480, height: 320 });
+    const chat = await Chat.open(page);
+    await sendAway(chat, page, "what time is it");
+    await chat.idle();
+    await page.getByRole("button", { name: "New chat" }).click();
+    await expect(page.getByTestId("empty-chat")).toBeVisible();
+    await expect(page.getByTestId("prompt")).toBeFocused();
+    await expect(page.getByTestId("empty-chat").getByRole("heading")).toBeInViewport({ ratio: 1 });
+});
