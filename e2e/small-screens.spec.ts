@@ -77,6 +77,20 @@ for (const [from, to] of [
     });
 }
 
+test("a reader who scrolled up, then turned the phone, is followed again once back at the bottom", async ({ page }) => {
+    await page.setViewportSize({ width: 360, height: 640 });
+    const chat = await Chat.open(page);
+    await sendAway(chat, page, "stream a long answer");
+    await chat.idle();
+    await sendAway(chat, page, "stream a long answer");
+    await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
+    await page.getByTestId("messages").evaluate((log) => log.scrollTo(0, 0)); // up, to read
+    await page.setViewportSize({ width: 640, height: 360 });
+    await page.evaluate(() => window.scrollTo(0, document.scrollingElement!.scrollHeight)); // down again
+    await chat.idle();
+    expect(await below(page), "followed to the reply's end").toBeLessThan(48);
+});
+
 test("in a short window a lost connection stays on the screen", async ({ page, pageErrors }) => {
     await page.setViewportSize({ width: 480, height: 320 });
     const wire = await attachWire(page);

@@ -30,17 +30,26 @@ export function followLog(log) {
     /**
      * Reads where the reader is, if the scroller moved since follow left it
      * (its scroll event comes with the next frame, and new text may come
-     * first). Near the bottom of the content then, or of the content now,
-     * is still there: the browser moves it too, by a few pixels when an
+     * first). Near the bottom of the content now, or still near that of
+     * the content then, is there: the browser moves it too, by a few pixels when an
      * item above changes (scroll anchoring), or down to a bottom that came
      * up. Another scroller than follow's (the window crossed the short
-     * height) says nothing of the reader.
+     * height, or none yet) says nothing of the reader: it is taken as
+     * where they are, and read from then on.
      * @param {Element} s
      */
     function read(s) {
-        if (s !== leftIn || s.scrollTop === leftAt) return;
+        if (s !== leftIn) {
+            leftIn = s;
+            leftAt = s.scrollTop;
+            leftHeight = s.scrollHeight;
+            return;
+        }
+        if (s.scrollTop === leftAt) return;
         const below = (/** @type {number} */ height) => height - s.scrollTop - s.clientHeight;
-        there = below(s.scrollHeight) < NEAR || below(leftHeight) < NEAR;
+        // The content as it was counts for staying, not for coming back:
+        // a reader who scrolls down to where the text was is reading it.
+        there = below(s.scrollHeight) < NEAR || (there && below(leftHeight) < NEAR);
     }
 
     function follow() {
