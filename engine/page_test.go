@@ -340,7 +340,11 @@ func TestEndFromInsideDecide(t *testing.T) {
 			}
 			h = setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{})
 			h.send("go")
-			if err := recv(t, afterEnd, "End returning inside Decide"); err != nil {
+			// Decide runs in the session's goroutine, which takes the end
+			// once Decide returns: its context is live after End. A worker
+			// tool's attempt runs beside it, and the end may cancel it at
+			// once (CI saw it): there End only has to return.
+			if err := recv(t, afterEnd, "End returning inside Decide"); err != nil && trigger == engine.TypeMessage {
 				t.Errorf("Decide's context after End: %v, want still live (End only asks)", err)
 			}
 			recv(t, h.s.Done(), "the session's end")
