@@ -2,7 +2,7 @@
 // says each thing once, the log itself is silent, a replay says nothing,
 // and the focus never falls to <body> when the button under it goes.
 import type { Page } from "@playwright/test";
-import { expect, test, Chat, installFakeSocket, ofType, openOnFakeSocket } from "./support";
+import { expect, test, Chat, installFakeSocket, ofType, openOnFakeSocket, scrolled } from "./support";
 
 /** The sentences the announcer holds, oldest first. */
 const said = (page: Page) => page.getByTestId("announcer").locator("p").allTextContents();
@@ -151,15 +151,11 @@ test("in a short window a focused Approve is in view, clear of the composer", as
 test("in a short window the page follows a streamed reply, and stays put once the reader scrolls up", async ({ page }) => {
     await page.setViewportSize({ width: 480, height: 320 });
     const chat = await Chat.open(page);
-    const fromBottom = () => page.evaluate(() => {
-        const s = document.scrollingElement!;
-        return { top: s.scrollTop, below: s.scrollHeight - s.scrollTop - s.clientHeight };
-    });
     await chat.send("stream a long answer");
     // The reader's focus elsewhere (the browser keeps a focused box's caret in view).
     await page.evaluate(() => (document.activeElement as HTMLElement).blur());
     await chat.idle();
-    const followed = await fromBottom();
+    const followed = await scrolled(page);
     expect(followed.top, "the page had to scroll").toBeGreaterThan(0);
     expect(followed.below, "at the bottom: the reply's end above the composer").toBeLessThan(48);
 
@@ -167,7 +163,7 @@ test("in a short window the page follows a streamed reply, and stays put once th
     await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
     await page.evaluate(() => window.scrollTo(0, 0));
     await chat.idle();
-    expect((await fromBottom()).top, "the reader who scrolled up stays there").toBe(0);
+    expect((await scrolled(page)).top, "the reader who scrolled up stays there").toBe(0);
 });
 
 test("in a short window the list of chats showing the new one leaves the reader at the reply", async ({ page }) => {
@@ -184,14 +180,10 @@ test("in a short window the list of chats showing the new one leaves the reader 
     await chat.send("stream a long answer");
     await page.evaluate(() => (document.activeElement as HTMLElement).blur());
     await chat.idle();
-    const below = () => page.evaluate(() => {
-        const s = document.scrollingElement!;
-        return s.scrollHeight - s.scrollTop - s.clientHeight;
-    });
-    expect(await below(), "at the bottom before the list").toBeLessThan(48);
+    expect((await scrolled(page)).below, "at the bottom before the list").toBeLessThan(48);
     release();
     await expect(page.getByTestId("history-item").and(page.locator("[aria-current]"))).toHaveText("stream a long answer");
-    expect(await below(), "still at the bottom").toBeLessThan(48);
+    expect((await scrolled(page)).below, "still at the bottom").toBeLessThan(48);
 });
 
 test("each message is a heading, to move from message to message", async ({ page }) => {

@@ -3,14 +3,10 @@
 // whatever moves the page under them (the browser's scroll anchoring, a
 // phone turned), and what the page must show stays on the screen.
 import type { Page } from "@playwright/test";
-import { attachWire, expect, test, Chat, type Wire } from "./support";
+import { attachWire, expect, test, Chat, scrolled, type Wire } from "./support";
 
-/** How far the scroller (the page in a short window, else the log) is from its bottom. */
-const below = (page: Page) => page.evaluate(() => {
-    const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
-    const s = getComputedStyle(log).overflowY === "visible" ? document.scrollingElement! : log;
-    return s.scrollHeight - s.scrollTop - s.clientHeight;
-});
+/** How far what scrolls the conversation is from its bottom. */
+const below = async (page: Page) => (await scrolled(page)).below;
 
 /**
  * Drops the page's socket and keeps it down (the browser offline, so the

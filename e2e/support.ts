@@ -152,6 +152,17 @@ export class Chat {
  */
 export const replayFromGateway = (page: Page, session: string): Promise<Frame[]> => replay(page, session);
 
+/**
+ * Where what scrolls the conversation is: the page in a window under 30rem
+ * tall (the log's overflow is visible there), else the log. top: its
+ * scrollTop; below: how far it is from its bottom.
+ */
+export const scrolled = (page: Page): Promise<{ top: number; below: number }> => page.evaluate(() => {
+    const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+    const s = getComputedStyle(log).overflowY === "visible" ? document.scrollingElement! : log;
+    return { top: s.scrollTop, below: s.scrollHeight - s.scrollTop - s.clientHeight };
+});
+
 /** The events of type in frames, optionally for one tool call id. */
 export function ofType(frames: Frame[], type: string, id?: string): Frame[] {
     return frames.filter((f) => f.type === type && (id === undefined || f.id === id));

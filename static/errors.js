@@ -19,6 +19,8 @@ const TRANSPORT = /\b(?:dial|lookup|no such host|connection (?:refused|reset)|ne
 // Anything that looks like an address, which the reader has no use for.
 // An IPv6 one in brackets has two colons at least: "[3]" is an index.
 const ADDRESS = /\bhttps?:\/\/\S+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|\[[0-9a-f]*:[0-9a-f]*:[0-9a-f:]*\](?::\d+)?/gi;
+// ADDRESS without its g flag, whose lastIndex would carry from one test to the next.
+const HAS_ADDRESS = new RegExp(ADDRESS.source, "i");
 const MAX = 120;
 // "anthropic: status 429: ...": the provider answered.
 const STATUS = /^\s*[\w.-]+:\s*status (\d{3}):\s*([\s\S]*)$/;
@@ -42,7 +44,7 @@ function failure(text) {
     const said = text.replace(/^\s*[\w.-]+:\s*/, "");
     if (/rate.?limit/i.test(text)) return { kind: "rate", said };
     if (/overload|unavailable|server error|api_error/i.test(text)) return { kind: "busy", said: said.replace(/^stream cut off mid-turn:\s*/, "") };
-    if (TRANSPORT.test(text) || new RegExp(ADDRESS.source, "i").test(text)) return { kind: "unreachable", said };
+    if (TRANSPORT.test(text) || HAS_ADDRESS.test(text)) return { kind: "unreachable", said };
     return { kind: "other", said };
 }
 
