@@ -111,3 +111,43 @@ test("in a short window New chat shows the welcome from its top", async ({ page 
     await expect(page.getByTestId("prompt")).toBeFocused();
     await expect(page.getByTestId("empty-chat").getByRole("heading")).toBeInViewport({ ratio: 1 });
 });
+
+// The order a loaded machine can give the turn above: the reader is at the
+// new scroller's bottom before the page has looked at it (its resize event
+// waits for the next frame, and a delta may come first). Played on the
+// module itself, where the order is the test's.
+test("a reader already at the bottom of the scroller the window switched to is followed", async ({ page }) => {
+    await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
+    await page.goto("/healthz");
+    const below = await page.evaluate(async () => {
+        const { followLog } = await import("/static/follow.js");
+        const frames = (n: number) => new Promise<void>((resolve) => {
+            const next = () => (n-- === 0 ? resolve() : requestAnimationFrame(next));
+            next();
+        });
+        const line = () => Object.assign(document.createElement("p"), { textContent: "line", style: "height: 20px; margin: 0" });
+        document.body.replaceChildren();
+        document.body.style.margin = "0";
+        const log = document.createElement("div");
+        log.style.cssText = "height: 200px; overflow-y: auto";
+        document.body.append(log);
+        for (let i = 0; i < 60; i++) log.append(line());
+        const { follow, unmount } = followLog(log);
+        follow(); // at the bottom
+        await frames(2);
+        log.scrollTop = 0; // up, to read
+        await frames(2);
+        log.style.overflowY = "visible"; // the window switched: the page scrolls
+        window.scrollTo(0, document.scrollingElement!.scrollHeight); // down again, at once
+        log.append(line()); // the next delta, before any event
+        await frames(2);
+        for (let i = 0; i < 10; i++) {
+            log.append(line());
+            await frames(1);
+        }
+        const s = document.scrollingElement!;
+        unmount();
+        return s.scrollHeight - s.scrollTop - s.clientHeight;
+    });
+    expect(below, "followed to the end").toBeLessThan(48);
+});

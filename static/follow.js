@@ -34,19 +34,22 @@ export function followLog(log) {
      * the content then, is there: the browser moves it too, by a few pixels when an
      * item above changes (scroll anchoring), or down to a bottom that came
      * up. Another scroller than follow's (the window crossed the short
-     * height, or none yet) says nothing of the reader: it is taken as
-     * where they are, and read from then on.
+     * height, or none yet) is taken as where the reader is, and read from
+     * then on: its bottom is there (the reader may have scrolled it before
+     * its first event reached the page), and elsewhere in it a reader who
+     * was at the bottom of the other one still is.
      * @param {Element} s
      */
     function read(s) {
+        const below = (/** @type {number} */ height) => height - s.scrollTop - s.clientHeight;
         if (s !== leftIn) {
             leftIn = s;
             leftAt = s.scrollTop;
             leftHeight = s.scrollHeight;
+            there ||= below(s.scrollHeight) < NEAR;
             return;
         }
         if (s.scrollTop === leftAt) return;
-        const below = (/** @type {number} */ height) => height - s.scrollTop - s.clientHeight;
         // The content as it was counts for staying, not for coming back:
         // a reader who scrolls down to where the text was is reading it.
         there = below(s.scrollHeight) < NEAR || (there && below(leftHeight) < NEAR);

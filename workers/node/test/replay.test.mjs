@@ -4,6 +4,7 @@
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { serve, serverURL, sign, ReplayMemory, DEFAULT_WINDOW_SECONDS, REPLAY_MARGIN_MS } from "../index.mjs";
+import { closeServer } from "../testing/close.mjs";
 
 const secret = "replay-test-secret";
 const T0 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -29,7 +30,7 @@ before(async () => {
     server = await serve({ decide, secret, port: 0, now: () => clock, onError: () => {} });
     url = serverURL(server);
 });
-after(() => new Promise((resolve) => server.close(resolve)));
+after(() => closeServer(server));
 beforeEach(() => {
     runs = {};
     signals = [];

@@ -4,6 +4,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { serve, serverURL, sign } from "../index.mjs";
 import { decide } from "../../../examples/seed/server.mjs";
+import { closeServer } from "../testing/close.mjs";
 
 const secret = "seed-test-secret";
 let server;
@@ -11,7 +12,7 @@ let server;
 before(async () => {
     server = await serve({ decide, secret, port: 0 });
 });
-after(() => new Promise((resolve) => server.close(resolve)));
+after(() => closeServer(server));
 
 async function ask(trigger, proposed = {}) {
     const body = JSON.stringify({ session: "s1", trigger, proposed });

@@ -1,6 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { delegate, serve, serverURL, sign } from "../index.mjs";
+import { closeServer } from "../testing/close.mjs";
 
 const secret = "node-test-secret";
 let server;
@@ -32,7 +33,7 @@ before(async () => {
     server = await serve({ decide, secret, port: 0, onError: () => {} });
     url = serverURL(server);
 });
-after(() => new Promise((resolve) => server.close(resolve)));
+after(() => closeServer(server));
 
 // post sends a request signed as the gateway signs it; over lets a case
 // change the headers, the body or the method.
