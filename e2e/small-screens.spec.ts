@@ -87,6 +87,39 @@ test("a reader who scrolled up, then turned the phone, is followed again once ba
     expect(await below(page), "followed to the reply's end").toBeLessThan(48);
 });
 
+for (const [from, to] of [
+    [{ width: 360, height: 640 }, { width: 640, height: 360 }],
+    [{ width: 640, height: 360 }, { width: 360, height: 640 }],
+]) {
+    test(`a reader who scrolled up keeps what they read when the window turns from ${from.width}x${from.height} to ${to.width}x${to.height}`, async ({ page }) => {
+        await page.setViewportSize(from);
+        const chat = await Chat.open(page);
+        await sendAway(chat, page, "stream a long answer");
+        await chat.idle();
+        await sendAway(chat, page, "stream a long answer");
+        await chat.idle();
+        // Up, to the second message, 10 px below the top of what scrolls:
+        // the log on a phone, the page in a short window.
+        const reading = chat.messages("user").nth(1);
+        const top = () => reading.evaluate((el) => {
+            const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+            const paged = getComputedStyle(log).overflowY === "visible";
+            return Math.round(el.getBoundingClientRect().top - (paged ? 0 : log.getBoundingClientRect().top));
+        });
+        await reading.evaluate((el) => {
+            const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+            const s = getComputedStyle(log).overflowY === "visible" ? document.scrollingElement! : log;
+            s.scrollTop += el.getBoundingClientRect().top - (s === log ? log.getBoundingClientRect().top : 0) - 10;
+        });
+        const off = async () => Math.abs((await top()) - 10); // a pixel's rounding either way
+        await expect.poll(off).toBeLessThan(2);
+        await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))); // its scroll event read
+        await page.setViewportSize(to);
+        await expect.poll(off, "what they read is where it was").toBeLessThan(2);
+        await expect(reading).toBeInViewport();
+    });
+}
+
 test("in a short window a lost connection stays on the screen", async ({ page, pageErrors }) => {
     await page.setViewportSize({ width: 480, height: 320 });
     const wire = await attachWire(page);

@@ -99,7 +99,7 @@ export function mountChat(root, client) {
     }
 
     // The log follows new content while the reader is at its bottom.
-    const { follow: followBottom, stick, unmount: stopFollowing } = followLog(log);
+    const { follow: followBottom, stick, unmount: stopFollowing } = followLog(log, list);
 
     /** Adds to the log, above the queued messages, which wait at its bottom. */
     function append(/** @type {HTMLElement} */ el) {

@@ -5,11 +5,14 @@
  * a short window (app.css, under 30rem tall) the page scrolls instead, with
  * the composer stuck to its bottom: then it is the page that follows. A
  * window that crosses that height (a phone turned) keeps a reader who was
- * at the bottom there.
+ * at the bottom there, and one who had scrolled up at what they were
+ * reading.
  *
- * Exports: followLog(log), which returns {follow(), stick(), unmount()}:
- * scroll to the bottom if the reader is there; take the reader there from
- * now on (they just sent a message); stop following.
+ * Exports: followLog(log, items?), which returns {follow(), stick(),
+ * unmount()}: scroll to the bottom if the reader is there; take the reader
+ * there from now on (they just sent a message); stop following. items is
+ * the element whose children are the log's items, top to bottom (default
+ * the log): where a reader who scrolled up is reading.
  *
  * @module follow
  */
@@ -17,8 +20,11 @@
 /** How near the bottom (px) counts as there. */
 const NEAR = 48;
 
-/** @param {HTMLElement} log */
-export function followLog(log) {
+/**
+ * @param {HTMLElement} log
+ * @param {Element} [items]
+ */
+export function followLog(log, items = log) {
     const doc = log.ownerDocument;
     const win = doc.defaultView;
     /** What scrolls: the log, or in a short window the page. */
@@ -26,6 +32,25 @@ export function followLog(log) {
     // there: the reader is at the bottom. left*: the scroller follow last
     // took to its bottom, where it left it and how tall its content was.
     let there = true, leftIn = /** @type {Element | null} */ (null), leftAt = 0, leftHeight = 0;
+    // Where a reader who scrolled up reads: the first item not above the
+    // scroller's top, and how far below that top it starts.
+    let reading = /** @type {Element | null} */ (null), readingAt = 0;
+
+    /** The top of what s shows, in the window's coordinates. @param {Element} s */
+    const topOf = (s) => (s === doc.scrollingElement ? 0 : s.getBoundingClientRect().top);
+
+    /** Notes the item at the top of what s shows (a binary search: items are in order). @param {Element} s */
+    function noteReading(s) {
+        const top = topOf(s), all = items.children;
+        let lo = 0, hi = all.length;
+        while (lo < hi) {
+            const mid = (lo + hi) >> 1;
+            if (all[mid].getBoundingClientRect().bottom <= top) lo = mid + 1;
+            else hi = mid;
+        }
+        reading = all[lo] ?? null;
+        readingAt = reading ? reading.getBoundingClientRect().top - top : 0;
+    }
 
     /**
      * Reads where the reader is, if the scroller moved since follow left it
@@ -37,22 +62,29 @@ export function followLog(log) {
      * height, or none yet) is taken as where the reader is, and read from
      * then on: its bottom is there (the reader may have scrolled it before
      * its first event reached the page), and elsewhere in it a reader who
-     * was at the bottom of the other one still is.
+     * was at the bottom of the other one still is; one who was not is
+     * taken back to the item they were reading (the new one starts at its
+     * top).
      * @param {Element} s
      */
     function read(s) {
         const below = (/** @type {number} */ height) => height - s.scrollTop - s.clientHeight;
         if (s !== leftIn) {
+            const switched = leftIn !== null;
+            there ||= below(s.scrollHeight) < NEAR;
+            if (switched && !there && reading?.isConnected) {
+                s.scrollTop += reading.getBoundingClientRect().top - topOf(s) - readingAt;
+            }
             leftIn = s;
             leftAt = s.scrollTop;
             leftHeight = s.scrollHeight;
-            there ||= below(s.scrollHeight) < NEAR;
             return;
         }
         if (s.scrollTop === leftAt) return;
         // The content as it was counts for staying, not for coming back:
         // a reader who scrolls down to where the text was is reading it.
         there = below(s.scrollHeight) < NEAR || (there && below(leftHeight) < NEAR);
+        if (!there) noteReading(s);
     }
 
     function follow() {
