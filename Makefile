@@ -135,9 +135,11 @@ e2e: deps build
 # against bin/gateway), then a user's own Playwright suite
 # (examples/user-suite/, its own config), which uses only the published test
 # kit: the kit starts bin/gateway with the suite's script. docs/testing.md.
+# Then docs/ui.md's example suite, taken from the doc (e2e/ui-example.mjs).
 user-suite: build
 	cd testkit && node --test
 	cd examples/user-suite && npx playwright test
+	node e2e/ui-example.mjs
 
 # The Go benchmarks, then gatewaybench: the AI SDK's harness when
 # ../shared/peers/aisdk has it, then every phase on the memory store and on
