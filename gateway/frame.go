@@ -125,6 +125,11 @@ func DecodeFrame(data []byte) (Frame, error) {
 	need := func(names ...string) error {
 		for _, n := range names {
 			if _, ok := fields.get(n); !ok {
+				// A member sent in its place ("Content", "attempts") is
+				// named: the sender wrote it, and reads for it.
+				if err := fields.caseCheck(typ, []string{n}); err != nil {
+					return err
+				}
 				return fmt.Errorf("%w: %s frame is missing %q", ErrBadFrame, typ, n)
 			}
 		}

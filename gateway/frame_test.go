@@ -246,29 +246,36 @@ func TestDecodeFrameMemberCase(t *testing.T) {
 // audit).
 func TestDecodeFrameNearMisses(t *testing.T) {
 	for _, tc := range []struct {
-		frame, meant string // meant: the member the refusal names; "" when the frame is taken
+		frame, sent, meant string // the member sent and the one the refusal names; "" when the frame is taken
 	}{
-		{`{"type":"session.open","sessionId":"s1"}`, "session"},
-		{`{"type":"session.open","session_id":"s1"}`, "session"},
-		{`{"type":"tool.error","id":"c","attempt":1,"error":"x","retriable":true}`, "retryable"},
-		{`{"type":"tool.result","id":"c","atempt":1,"result":1}`, "attempt"},
-		{`{"type":"message","contents":"hi"}`, "content"},
-		{`{"type":"tool.progress","id":"c","attempt":1,"progres":1}`, "progress"},
-		{`{"type":"session.open","tools":["a"],"theme":"dark"}`, ""},
-		{`{"type":"message","content":"hi","id":"m1","sentAt":"12:00"}`, ""},
-		{`{"type":"tool.result","id":"c","attempt":1,"result":1,"ids":[1]}`, ""}, // "id" is too short to guess at
+		{`{"type":"session.open","sessionId":"s1"}`, "sessionId", "session"},
+		{`{"type":"session.open","session_id":"s1"}`, "session_id", "session"},
+		{`{"type":"tool.error","id":"c","attempt":1,"error":"x","retriable":true}`, "retriable", "retryable"},
+		{`{"type":"tool.progress","id":"c","attempt":1,"progres":1}`, "progres", "progress"},
+		// In place of a member the frame needs: the refusal names what was
+		// sent, not only what is missing.
+		{`{"type":"tool.result","id":"c","atempt":1,"result":1}`, "atempt", "attempt"},
+		{`{"type":"tool.result","id":"c","attempts":1,"result":1}`, "attempts", "attempt"},
+		{`{"type":"tool.result","id":"c","Attempt":1,"result":1}`, "Attempt", "attempt"},
+		{`{"type":"message","contents":"hi"}`, "contents", "content"},
+		{`{"type":"message","Content":"hi"}`, "Content", "content"},
+		{`{"type":"tool.error","id":"c","attempt":1,"eror":"x"}`, "eror", "error"},
+		{`{"type":"session.open","tools":["a"],"theme":"dark"}`, "", ""},
+		{`{"type":"message","content":"hi","id":"m1","sentAt":"12:00"}`, "", ""},
+		{`{"type":"tool.result","id":"c","attempt":1,"result":1,"ids":[1]}`, "", ""}, // "id" is too short to guess at
 		// Beside the name it is near, another member: ignored.
-		{`{"type":"message","content":"hi","context":"x"}`, ""},
-		{`{"type":"tool.result","id":"c","attempt":1,"attempts":3,"result":1,"results":[1]}`, ""},
-		{`{"type":"tool.error","id":"c","attempt":1,"error":"x","errorCode":"E42"}`, ""},
-		{`{"type":"session.open","session":"s1","sessionId":"s1","tools":["a"],"toolset":"x"}`, ""},
+		{`{"type":"message","content":"hi","context":"x"}`, "", ""},
+		{`{"type":"tool.result","id":"c","attempt":1,"attempts":3,"result":1,"results":[1]}`, "", ""},
+		{`{"type":"tool.error","id":"c","attempt":1,"error":"x","errorCode":"E42"}`, "", ""},
+		{`{"type":"session.open","session":"s1","sessionId":"s1","tools":["a"],"toolset":"x"}`, "", ""},
 	} {
 		got, err := gateway.DecodeFrame([]byte(tc.frame))
 		switch {
 		case tc.meant == "" && err != nil:
 			t.Errorf("DecodeFrame(%s): %v, want it taken: a member the frame does not define is ignored", tc.frame, err)
-		case tc.meant != "" && (!errors.Is(err, gateway.ErrBadFrame) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.meant)) || got != nil):
-			t.Errorf("DecodeFrame(%s) = %#v, %v; want a bad frame naming %q", tc.frame, got, err, tc.meant)
+		case tc.meant != "" && (!errors.Is(err, gateway.ErrBadFrame) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.meant)) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("%q", tc.sent)) || got != nil):
+			t.Errorf("DecodeFrame(%s) = %#v, %v; want a bad frame naming %q and %q", tc.frame, got, err, tc.sent, tc.meant)
 		}
 	}
 }
