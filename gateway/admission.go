@@ -278,18 +278,24 @@ const (
 // firstUnreadable reports whether session's unreadable journal has not been
 // logged at ERROR in the last unreadableEvery, and notes that it is now.
 func (s *Server) firstUnreadable(session string) bool {
+	return s.sayEvery(&s.unreadable, session, unreadableEvery, unreadableKept)
+}
+
+// sayEvery reports whether a line about key is to be logged now: not
+// within every since the last, which seen remembers. Past kept keys seen
+// starts again, so a key may be said again early: better than a map that
+// any number of keys could grow.
+func (s *Server) sayEvery(seen *map[string]time.Time, key string, every time.Duration, kept int) bool {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if at, ok := s.unreadable[session]; ok && now.Sub(at) < unreadableEvery {
+	if at, ok := (*seen)[key]; ok && now.Sub(at) < every {
 		return false
 	}
-	if s.unreadable == nil || len(s.unreadable) >= unreadableKept {
-		// Past the bound a session may be said again early: better than
-		// a map any number of damaged sessions could grow.
-		s.unreadable = map[string]time.Time{}
+	if *seen == nil || len(*seen) >= kept {
+		*seen = map[string]time.Time{}
 	}
-	s.unreadable[session] = now
+	(*seen)[key] = now
 	return true
 }
 

@@ -33,6 +33,10 @@ type conn struct {
 	cork    *corkConn // under ws; nil for a relayed page
 	browser string
 	logger  *slog.Logger
+	// cookieless: the upgrade came with no identity cookie, from origin
+	// (cookieless.go).
+	cookieless bool
+	origin     string
 
 	// ctx ends when the connection starts closing. It stops waits between
 	// frames; it is never the context of a Write or Ping, because the
@@ -99,6 +103,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseOrigin(w, r, err)
 		return
 	}
+	cookieless := s.noCookie(r)
 	_, browser, ok := s.browserOrRefuse(w, r)
 	if !ok {
 		return
@@ -122,6 +127,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.socketClosed(browser)
 		return
 	}
+	c.cookieless, c.origin = cookieless, r.Header.Get("Origin") // before serve reads them
 	// The WebSocket is hijacked, so this handler may return: the page is
 	// served on a goroutine of its own, whose reader then waits for the
 	// page's next frame on a shallow stack, not under net/http's frames
@@ -503,7 +509,7 @@ func (c *conn) resume(id string) (*engine.Session, error) {
 	case errors.Is(err, engine.ErrOwnedElsewhere), errors.Is(err, engine.ErrLimitExceeded):
 		return nil, err
 	case errors.Is(err, engine.ErrNoSession), errors.Is(err, engine.ErrSessionClosed):
-		return nil, fmt.Errorf("%w: there is no session %.64q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one", errUnknownSession, id)
+		return nil, fmt.Errorf("%w: there is no session %.64q for this browser (it ended, it is another browser's, or the store does not have it: deleted after --retain, or lost when a gateway on --store memory restarted): open a new one%s", errUnknownSession, id, c.cookielessResume())
 	case errors.Is(err, engine.ErrCorrupt):
 		// Asking again reads it again, and finds it as damaged: the
 		// operator hears of it once an hour, not at every page's try.

@@ -158,6 +158,9 @@ type Server struct {
 	// unreadable: the sessions whose damaged journal was logged at ERROR,
 	// and when (firstUnreadable).
 	unreadable map[string]time.Time
+	// cookieless: the origins whose pages resumed a session with no
+	// identity cookie, logged at WARN, and when (firstCookieless).
+	cookieless map[string]time.Time
 }
 
 const browserKey = "browser"

@@ -1,0 +1,43 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/clienttools/gateway/gateway"
+)
+
+// TestCookielessResumeSaysWhy: a page whose browser does not send the
+// identity cookie (another site's page; localhost against 127.0.0.1) is a
+// new browser at each connection, and its reconnect hears unknown_session
+// for its own chat. The refusal says the connection came with no cookie,
+// and the log says it once for the page's origin; a browser with its
+// cookie that names a session it does not have hears no such thing.
+func TestCookielessResumeSaysWhy(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{"localhost:5173"}}})
+	withCookie := h.newBrowser(nil)
+	_, id := withCookie.open(pageTools)
+
+	c := withCookie.dial(nil)
+	c.send(map[string]any{"type": "session.open", "session": "nope"})
+	if f := c.untilError(); f.Code != "unknown_session" || strings.Contains(string(f.Message), "no identity cookie") {
+		t.Errorf("a browser with its cookie naming a session it does not have: %s; want unknown_session, with no word of a cookie", f.raw)
+	}
+
+	noCookie := &browser{h: h, client: &http.Client{Transport: &http.Transport{}}}
+	t.Cleanup(noCookie.client.Transport.(*http.Transport).CloseIdleConnections)
+	for try := range 3 {
+		c := noCookie.dial(http.Header{"Origin": {"http://localhost:5173"}})
+		c.send(map[string]any{"type": "session.open", "session": id})
+		if f := c.untilError(); f.Code != "unknown_session" || !strings.Contains(string(f.Message), "no identity cookie") || !strings.Contains(string(f.Message), "another site") {
+			t.Errorf("try %d, a resume with no cookie: %s; want unknown_session saying the connection came with no identity cookie", try+1, f.raw)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "no identity cookie"); n != 1 {
+		t.Errorf("the log says it %d times over three tries, want once:\n%s", n, h.logs.String())
+	}
+	if !strings.Contains(h.logs.String(), "localhost:5173") {
+		t.Errorf("the log does not name the page's origin:\n%s", h.logs.String())
+	}
+}
