@@ -377,6 +377,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.workerURL != "" && c.workerSecret == "" {
 		return c, errors.New("worker-url needs a secret: set GATEWAY_WORKER_SECRET (or --worker-secret, which ps shows)")
 	}
+	// On the command line, not from an environment that sets them for
+	// every run: whoever typed them meant a worker, and the demo agent
+	// would answer instead, without a word (a misspelt or missing
+	// --worker-url).
+	if c.workerURL == "" {
+		for _, name := range []string{"worker-secret", "page-tools"} {
+			if given(fs, name) {
+				return c, fmt.Errorf("%s is for a worker, and there is none: give --worker-url (or GATEWAY_WORKER_URL), or leave --%s out for the demo's agent", name, name)
+			}
+		}
+	}
 	// The drain, then the sockets, the sessions and the store.
 	c.shutdownGrace = c.drain + 10*time.Second
 	return c, nil

@@ -234,6 +234,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"fsync with a memory store", []string{"--store", "memory"}, map[string]string{"GATEWAY_FSYNC": "1s"}, "fsync is for --store jetstream: --store memory writes no files"},
 		{"replicas on the embedded server, from the environment", nil, map[string]string{"GATEWAY_NATS_REPLICAS": "3"}, "(from the environment: GATEWAY_NATS_REPLICAS)"},
 		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
+		{"a worker secret and no worker", []string{"--worker-secret", "a-secret-of-32-bytes-or-more-xxxxx"}, nil, "worker-secret is for a worker, and there is none: give --worker-url"},
+		{"page tools and no worker", []string{"--page-tools", "none"}, nil, "page-tools is for a worker, and there is none"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},
 		{"a memory store with a NATS URL", []string{"--store", "memory"}, map[string]string{"GATEWAY_NATS_URL": "nats://127.0.0.1:4222"}, "for --store jetstream"},
 		{"a lease shorter than the store keeps", []string{"--lease-ttl", "1ms"}, nil, "lease-ttl 1ms is under 100ms"},
