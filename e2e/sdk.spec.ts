@@ -1114,6 +1114,29 @@ test("a socket that answers nothing after a message is taken for dead: the SDK r
     expect(out.sockets).toBe(2);
 });
 
+test("a session.open waits past answerTimeout for its answer, which may wait for the worker's decision", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const states: any[] = [];
+        const client = connect({ WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), answerTimeout: 300, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        client.on("state", (d: any) => states.push(d.state));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        await w.sleep(900); // a worker's session.start that takes its time: three answerTimeouts
+        const quiet = { sockets: w.FakeSocket.sockets.length, readyState: ws.readyState };
+        ws.push({ type: "session.opened", session: "s1", seq: 1 });
+        ws.push({ type: "session.idle", seq: 1 });
+        await w.until(() => client.session === "s1");
+        return { quiet, first: ws.sent[0], states, sockets: w.FakeSocket.sockets.length };
+    });
+    expect(out.first).toMatchObject({ type: "session.open" });
+    expect(out.quiet, "the socket was kept while the gateway decided").toEqual({ sockets: 1, readyState: 1 });
+    expect(out.states).toEqual(["connecting", "open"]);
+    expect(out.sockets).toBe(1);
+});
+
 test("a message sent while the socket is down survives a reload, and goes once the page is back", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

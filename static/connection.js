@@ -15,7 +15,8 @@
  * the gateway pings. So a frame the gateway always answers (written with
  * `answered`) arms a watch: when no frame at all arrives within
  * `answerTimeout` ms, the socket is taken for dead, let go, and another
- * opened after the backoff, as after a close with 1006.
+ * opened after the backoff, as after a close with 1006. A frame may ask
+ * for longer (session.open: OPEN_ANSWER_MS).
  *
  * The gateway reads frames of at most `frameBytes` (a larger one makes it
  * close the socket with 1009, and the page would send it again after every
@@ -28,6 +29,7 @@
  * - Connection: open(), write(frame), drop(), retryLater(), stop(), retryNow(),
  *   connected(), id.
  * - socketURL(url): a ws(s) URL from a relative or http(s) one.
+ * - OPEN_ANSWER_MS: how long a session.open's answer may take at least.
  * - DEFAULT_LIMITS, readLimits(limits, previous): the gateway's limits.
  * - LimitError, messageOverLimits(frame, limits), frameLength(frame),
  *   byteLength(text), bytesText(n): measuring against them.
@@ -117,16 +119,17 @@ export class Connection {
     /**
      * Sends frame as JSON if the socket is open.
      * @param {any} frame
-     * @param {boolean} [answered]  The gateway always answers it (session.open,
-     *     a message): no frame within answerTimeout means the socket is dead.
+     * @param {boolean | number} [answered]  The gateway always answers it
+     *     (session.open, a message): no frame within answerTimeout means the
+     *     socket is dead. A number: within that many ms at least.
      * @returns {boolean} whether it went out
      */
     write(frame, answered = false) {
         const ws = this.#ws;
         if (!ws || ws.readyState !== 1) return false;
         ws.send(JSON.stringify(frame));
-        if (answered && this.#answerTimeout !== false && this.#answerTimer === null) {
-            const timeout = this.#answerTimeout;
+        if (answered !== false && this.#answerTimeout !== false && this.#answerTimer === null) {
+            const timeout = typeof answered === "number" ? Math.max(answered, this.#answerTimeout) : this.#answerTimeout;
             this.#answerTimer = setTimeout(() => {
                 this.#answerTimer = null;
                 if (ws !== this.#ws) return;
@@ -218,6 +221,15 @@ export function socketURL(url) {
  * defaults, --read-limit (1 MiB) and --max-message (256 KiB).
  * @type {Readonly<Limits>}
  */
+/**
+ * How long a session.open's answer may take at least (ms): the gateway
+ * answers it once the worker has decided what it waits for (a new
+ * session's session.start; a message's trigger, for a session that is
+ * deciding one), each up to a minute (the engine's DecideTimeout), and the
+ * socket it goes on has just opened, so is seldom dead already.
+ */
+export const OPEN_ANSWER_MS = 65_000;
+
 export const DEFAULT_LIMITS = Object.freeze({ frameBytes: 1 << 20, messageBytes: 256 << 10 });
 
 /**

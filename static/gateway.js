@@ -43,7 +43,7 @@
  */
 
 import { FRAME_ERROR, TOOL_ERROR } from "./codes.js";
-import { Connection, DEFAULT_LIMITS, messageOverLimits, readLimits, socketURL } from "./connection.js";
+import { Connection, DEFAULT_LIMITS, OPEN_ANSWER_MS, messageOverLimits, readLimits, socketURL } from "./connection.js";
 import { DEFAULT_STORAGE_KEY, SessionStore, defaultStorage } from "./store.js";
 import { ToolCards } from "./cards.js";
 import { clientEvent, parentOf } from "./events.js";
@@ -70,8 +70,8 @@ export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, CANCEL_REASON, STOP_REAS
  * @property {string} [storageKey]  Default "gateway.session".
  * @property {{ initialDelay?: number, maxDelay?: number, factor?: number } | false} [reconnect]
  *     Backoff between reconnects in ms; defaults 250, 10000, 2. false: never reconnect.
- * @property {number | false} [answerTimeout]  ms a session.open or a message may go
- *     unanswered before the socket is taken for dead and reopened; default 15000, false: never.
+ * @property {number | false} [answerTimeout]  ms a message (a session.open: 65000 at least) may
+ *     go unanswered before the socket is taken for dead and reopened; default 15000, false: never.
  * @property {typeof WebSocket} [WebSocket]  For tests and non-browser hosts.
  */
 
@@ -257,8 +257,8 @@ export class GatewayClient extends EventTarget {
     }
 
     #write(frame) {
-        // The gateway answers both at once (session.opened, message.taken, or an error).
-        const written = this.#conn.write(frame, frame.type === "session.open" || frame.type === "message");
+        // Answered (session.opened, message.taken, an error) at once, or once the worker decided.
+        const written = this.#conn.write(frame, frame.type === "session.open" ? OPEN_ANSWER_MS : frame.type === "message");
         // A message is kept until the gateway confirms it, written or not
         // (the socket closing under it): the next connection sends it.
         this.#outbox.written(frame);

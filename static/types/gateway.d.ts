@@ -107,9 +107,10 @@ export interface ConnectOptions {
     /** false: never reconnect. */
     reconnect?: ReconnectOptions | false;
     /**
-     * How long, in ms, a session.open or a message may go without any frame from the
-     * gateway before the socket is taken for dead (a network path that dropped without
-     * closing it) and reconnected; default 15000. false: never.
+     * How long, in ms, a message may go without any frame from the gateway before the
+     * socket is taken for dead (a network path that dropped without closing it) and
+     * reconnected; default 15000. A session.open may go at least 65000 (its answer may
+     * wait for the worker's decision). false: never.
      */
     answerTimeout?: number | false;
     /** The WebSocket class: a fake in tests, or another runtime's. */
