@@ -120,6 +120,34 @@ for (const [from, to] of [
     });
 }
 
+test("a reader halfway through a long reply is halfway through it after the phone turns, though it reflows", async ({ page }) => {
+    await page.setViewportSize({ width: 360, height: 640 });
+    const chat = await Chat.open(page);
+    await sendAway(chat, page, "stream a long answer");
+    await chat.idle();
+    await sendAway(chat, page, "stream a long answer");
+    await chat.idle();
+    const reply = chat.reply("Here is").first();
+    // How far into the reply the top of what scrolls is, as a part of its height.
+    const into = () => reply.evaluate((el) => {
+        const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+        const top = getComputedStyle(log).overflowY === "visible" ? 0 : log.getBoundingClientRect().top;
+        const r = el.getBoundingClientRect();
+        return (top - r.top) / r.height;
+    });
+    await reply.evaluate((el) => {
+        const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+        const r = el.getBoundingClientRect();
+        log.scrollTop += r.top + r.height / 2 - log.getBoundingClientRect().top;
+    });
+    await expect.poll(async () => Math.abs((await into()) - 0.5)).toBeLessThan(0.02);
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))); // its scroll event read
+    const before = await reply.evaluate((el) => el.getBoundingClientRect().height);
+    await page.setViewportSize({ width: 640, height: 360 });
+    await expect.poll(async () => Math.abs((await into()) - 0.5), "halfway through it still").toBeLessThan(0.05);
+    expect(await reply.evaluate((el) => el.getBoundingClientRect().height), "the reply reflowed").toBeLessThan(before * 0.8);
+});
+
 test("in a short window a lost connection stays on the screen", async ({ page, pageErrors }) => {
     await page.setViewportSize({ width: 480, height: 320 });
     const wire = await attachWire(page);

@@ -127,7 +127,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.socketClosed(browser)
 		return
 	}
-	c.cookieless, c.origin = cookieless, r.Header.Get("Origin") // before serve reads them
+	if cookieless {
+		c.cookieless, c.origin = true, originOf(r) // before serve reads them
+	}
 	// The WebSocket is hijacked, so this handler may return: the page is
 	// served on a goroutine of its own, whose reader then waits for the
 	// page's next frame on a shallow stack, not under net/http's frames

@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/clienttools/gateway/clip"
 )
 
 // A page whose browser does not send the identity cookie (a page on
@@ -22,6 +26,22 @@ const (
 
 // cookielessHint ends the unknown_session of a resume without the cookie.
 const cookielessHint = "; this connection came with no identity cookie, so it is a new browser to the gateway: a page on another site than the gateway's (localhost and 127.0.0.1 are two) may not send it (docs/gateway.md, a chat page on another origin)"
+
+// originOf is r's Origin as the log and the once-an-hour bound key it:
+// scheme and host, lower-cased and cut short. The check of origins reads
+// the host alone, so the header's path or its length must not make a new
+// key (each would be a WARN line, and a string kept an hour).
+func originOf(r *http.Request) string {
+	raw := r.Header.Get("Origin")
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unreadable)"
+	}
+	return clip.Marked(strings.ToLower(u.Scheme+"://"+u.Host), maxLoggedValue, "...")
+}
 
 // noCookie reports whether r carries no identity cookie, under either of
 // its names.

@@ -40,4 +40,17 @@ func TestCookielessResumeSaysWhy(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "localhost:5173") {
 		t.Errorf("the log does not name the page's origin:\n%s", h.logs.String())
 	}
+
+	// The origin check reads the host alone: a path, however long, is the
+	// same origin, not a new line each (a client could fill the log).
+	for _, path := range []string{"/a", "/b", "/" + strings.Repeat("x", 100_000)} {
+		c := noCookie.dial(http.Header{"Origin": {"http://LOCALHOST:5173" + path}})
+		c.send(map[string]any{"type": "session.open", "session": id})
+		if f := c.untilError(); f.Code != "unknown_session" {
+			t.Errorf("a resume with no cookie from %.40q: %s", path, f.raw)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "no identity cookie"); n != 1 || len(h.logs.String()) > 20_000 {
+		t.Errorf("after paths on the same origin the log says it %d times in %d bytes, want once, short", n, len(h.logs.String()))
+	}
 }

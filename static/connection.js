@@ -217,11 +217,6 @@ export function socketURL(url) {
 }
 
 /**
- * The gateway's limits until its session.opened says otherwise: its
- * defaults, --read-limit (1 MiB) and --max-message (256 KiB).
- * @type {Readonly<Limits>}
- */
-/**
  * How long a session.open's answer may take at least (ms): the gateway
  * answers it once the worker has decided what it waits for (a new
  * session's session.start; a message's trigger, for a session that is
@@ -230,6 +225,11 @@ export function socketURL(url) {
  */
 export const OPEN_ANSWER_MS = 65_000;
 
+/**
+ * The gateway's limits until its session.opened says otherwise: its
+ * defaults, --read-limit (1 MiB) and --max-message (256 KiB).
+ * @type {Readonly<Limits>}
+ */
 export const DEFAULT_LIMITS = Object.freeze({ frameBytes: 1 << 20, messageBytes: 256 << 10 });
 
 /**

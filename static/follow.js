@@ -33,8 +33,10 @@ export function followLog(log, items = log) {
     // took to its bottom, where it left it and how tall its content was.
     let there = true, leftIn = /** @type {Element | null} */ (null), leftAt = 0, leftHeight = 0;
     // Where a reader who scrolled up reads: the first item not above the
-    // scroller's top, and how far below that top it starts.
-    let reading = /** @type {Element | null} */ (null), readingAt = 0;
+    // scroller's top, how far below that top it starts, and, when it starts
+    // above it, how much of it is above (a fraction: the item reflows when
+    // the window turns).
+    let reading = /** @type {Element | null} */ (null), readingAt = 0, readingIn = 0;
 
     /** The top of what s shows, in the window's coordinates. @param {Element} s */
     const topOf = (s) => (s === doc.scrollingElement ? 0 : s.getBoundingClientRect().top);
@@ -49,7 +51,9 @@ export function followLog(log, items = log) {
             else hi = mid;
         }
         reading = all[lo] ?? null;
-        readingAt = reading ? reading.getBoundingClientRect().top - top : 0;
+        const r = reading?.getBoundingClientRect();
+        readingAt = r ? r.top - top : 0;
+        readingIn = r && readingAt < 0 && r.height > 0 ? -readingAt / r.height : 0;
     }
 
     /**
@@ -73,7 +77,9 @@ export function followLog(log, items = log) {
             const switched = leftIn !== null;
             there ||= below(s.scrollHeight) < NEAR;
             if (switched && !there && reading?.isConnected) {
-                s.scrollTop += reading.getBoundingClientRect().top - topOf(s) - readingAt;
+                const r = reading.getBoundingClientRect();
+                s.scrollTop += (readingIn > 0 ? r.top + readingIn * r.height : r.top - readingAt) - topOf(s);
+                there = below(s.scrollHeight) < NEAR; // put back at the bottom: there
             }
             leftIn = s;
             leftAt = s.scrollTop;
