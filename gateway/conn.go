@@ -103,7 +103,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseOrigin(w, r, err)
 		return
 	}
-	cookieless := s.noCookie(r)
 	_, browser, ok := s.browserOrRefuse(w, r)
 	if !ok {
 		return
@@ -127,7 +126,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.socketClosed(browser)
 		return
 	}
-	if cookieless {
+	if token, _ := s.identityToken(r); token == "" {
 		c.cookieless, c.origin = true, originOf(r) // before serve reads them
 	}
 	// The WebSocket is hijacked, so this handler may return: the page is

@@ -43,15 +43,6 @@ func originOf(r *http.Request) string {
 	return clip.Marked(strings.ToLower(u.Scheme+"://"+u.Host), maxLoggedValue, "...")
 }
 
-// noCookie reports whether r carries no identity cookie, under either of
-// its names.
-func (s *Server) noCookie(r *http.Request) bool {
-	if c, err := r.Cookie(s.opts.Sessions.Cookie.Name); err == nil && c.Value != "" {
-		return false
-	}
-	return plainCookie(r) == ""
-}
-
 // cookielessResume is what a resume this page's browser cannot make adds
 // to its unknown_session: the hint when the connection came without the
 // cookie, logged once an hour for its origin; else nothing.

@@ -394,15 +394,8 @@ func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (contex
 // identity lives to its deadline.
 func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Context, string, error) {
 	sm := s.opts.Sessions
-	var token string
-	if c, err := r.Cookie(sm.Cookie.Name); err == nil {
-		token = c.Value
-	}
+	token, moving := s.identityToken(r)
 	secure := sm.Cookie.Name == SecureCookieName
-	moving := false // the identity comes under the plain name, to set under __Host-
-	if token == "" && secure {
-		token, moving = plainCookie(r), true
-	}
 	ctx, err := sm.Load(r.Context(), token)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to load cookie session: %w", err)
@@ -492,6 +485,18 @@ const (
 	CookieName       = "gateway_session"
 	SecureCookieName = "__Host-gateway_session"
 )
+
+// identityToken is the identity cookie r carries, "" for none; moving: it
+// came under the plain name, to be set under SecureCookieName.
+func (s *Server) identityToken(r *http.Request) (token string, moving bool) {
+	if c, err := r.Cookie(s.opts.Sessions.Cookie.Name); err == nil {
+		token = c.Value
+	}
+	if token == "" && s.opts.Sessions.Cookie.Name == SecureCookieName {
+		return plainCookie(r), true
+	}
+	return token, false
+}
 
 // plainCookie is the identity a browser kept under CookieName before the
 // cookie was Secure (an upgrade, or --cookie-secure set since), which it
