@@ -2,7 +2,7 @@
 // tall) or the log scrolls: a reader at the bottom is followed there
 // whatever moves the page under them (the browser's scroll anchoring, a
 // phone turned), and what the page must show stays on the screen.
-import type { Page } from "@playwright/test";
+import type { Locator, Page } from "@playwright/test";
 import { attachWire, expect, test, Chat, scrolled, type Wire } from "./support";
 
 /** How far what scrolls the conversation is from its bottom. */
@@ -29,6 +29,35 @@ async function dropAndHold(page: Page, wire: Wire, pageErrors: string[]) {
 async function sendAway(chat: Chat, page: Page, text: string) {
     await chat.send(text);
     await page.evaluate(() => (document.activeElement as HTMLElement).blur());
+}
+
+/** Opens the chat at viewport with two long answers; the second still streaming unless done. */
+async function twoLongAnswers(page: Page, viewport: { width: number; height: number }, second: "streaming" | "done") {
+    await page.setViewportSize(viewport);
+    const chat = await Chat.open(page);
+    await sendAway(chat, page, "stream a long answer");
+    await chat.idle();
+    await sendAway(chat, page, "stream a long answer");
+    if (second === "done") await chat.idle();
+    else await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
+    return chat;
+}
+
+/** Where el is: its top below the top of what scrolls the conversation (the log, or the page), and its height. */
+const placed = (el: Locator) => el.evaluate((el) => {
+    const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+    const view = getComputedStyle(log).overflowY === "visible" ? 0 : log.getBoundingClientRect().top;
+    const r = el.getBoundingClientRect();
+    return { top: r.top - view, height: r.height };
+});
+
+/** Scrolls what scrolls the conversation by dy, as the reader does, and lets the page read it (its scroll event comes with a frame). */
+async function scrollBy(page: Page, dy: number) {
+    await page.evaluate((dy) => {
+        const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
+        (getComputedStyle(log).overflowY === "visible" ? document.scrollingElement! : log).scrollTop += dy;
+    }, dy);
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
 }
 
 for (const { name, viewport } of [
@@ -61,12 +90,7 @@ for (const [from, to] of [
     [{ width: 1024, height: 600 }, { width: 1024, height: 400 }],
 ]) {
     test(`a window turned from ${from.width}x${from.height} to ${to.width}x${to.height} keeps the reader at the bottom, and following`, async ({ page }) => {
-        await page.setViewportSize(from);
-        const chat = await Chat.open(page);
-        await sendAway(chat, page, "stream a long answer");
-        await chat.idle();
-        await sendAway(chat, page, "stream a long answer");
-        await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
+        const chat = await twoLongAnswers(page, from, "streaming");
         await page.setViewportSize(to);
         await chat.idle();
         expect(await below(page), "at the bottom after the turn, the reply followed").toBeLessThan(48);
@@ -74,12 +98,7 @@ for (const [from, to] of [
 }
 
 test("a reader who scrolled up, then turned the phone, is followed again once back at the bottom", async ({ page }) => {
-    await page.setViewportSize({ width: 360, height: 640 });
-    const chat = await Chat.open(page);
-    await sendAway(chat, page, "stream a long answer");
-    await chat.idle();
-    await sendAway(chat, page, "stream a long answer");
-    await expect(chat.reply("Here is").nth(1)).toHaveAttribute("data-streaming", "true");
+    const chat = await twoLongAnswers(page, { width: 360, height: 640 }, "streaming");
     await page.getByTestId("messages").evaluate((log) => log.scrollTo(0, 0)); // up, to read
     await page.setViewportSize({ width: 640, height: 360 });
     await page.evaluate(() => window.scrollTo(0, document.scrollingElement!.scrollHeight)); // down again
@@ -92,28 +111,13 @@ for (const [from, to] of [
     [{ width: 640, height: 360 }, { width: 360, height: 640 }],
 ]) {
     test(`a reader who scrolled up keeps what they read when the window turns from ${from.width}x${from.height} to ${to.width}x${to.height}`, async ({ page }) => {
-        await page.setViewportSize(from);
-        const chat = await Chat.open(page);
-        await sendAway(chat, page, "stream a long answer");
-        await chat.idle();
-        await sendAway(chat, page, "stream a long answer");
-        await chat.idle();
+        const chat = await twoLongAnswers(page, from, "done");
         // Up, to the second message, 10 px below the top of what scrolls:
         // the log on a phone, the page in a short window.
         const reading = chat.messages("user").nth(1);
-        const top = () => reading.evaluate((el) => {
-            const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
-            const paged = getComputedStyle(log).overflowY === "visible";
-            return Math.round(el.getBoundingClientRect().top - (paged ? 0 : log.getBoundingClientRect().top));
-        });
-        await reading.evaluate((el) => {
-            const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
-            const s = getComputedStyle(log).overflowY === "visible" ? document.scrollingElement! : log;
-            s.scrollTop += el.getBoundingClientRect().top - (s === log ? log.getBoundingClientRect().top : 0) - 10;
-        });
-        const off = async () => Math.abs((await top()) - 10); // a pixel's rounding either way
+        await scrollBy(page, (await placed(reading)).top - 10);
+        const off = async () => Math.abs(Math.round((await placed(reading)).top) - 10); // a pixel's rounding either way
         await expect.poll(off).toBeLessThan(2);
-        await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))); // its scroll event read
         await page.setViewportSize(to);
         await expect.poll(off, "what they read is where it was").toBeLessThan(2);
         await expect(reading).toBeInViewport();
@@ -121,31 +125,19 @@ for (const [from, to] of [
 }
 
 test("a reader halfway through a long reply is halfway through it after the phone turns, though it reflows", async ({ page }) => {
-    await page.setViewportSize({ width: 360, height: 640 });
-    const chat = await Chat.open(page);
-    await sendAway(chat, page, "stream a long answer");
-    await chat.idle();
-    await sendAway(chat, page, "stream a long answer");
-    await chat.idle();
+    const chat = await twoLongAnswers(page, { width: 360, height: 640 }, "done");
     const reply = chat.reply("Here is").first();
     // How far into the reply the top of what scrolls is, as a part of its height.
-    const into = () => reply.evaluate((el) => {
-        const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
-        const top = getComputedStyle(log).overflowY === "visible" ? 0 : log.getBoundingClientRect().top;
-        const r = el.getBoundingClientRect();
-        return (top - r.top) / r.height;
-    });
-    await reply.evaluate((el) => {
-        const log = document.querySelector<HTMLElement>("[data-testid=messages]")!;
-        const r = el.getBoundingClientRect();
-        log.scrollTop += r.top + r.height / 2 - log.getBoundingClientRect().top;
-    });
+    const into = async () => {
+        const { top, height } = await placed(reply);
+        return -top / height;
+    };
+    const { top, height: before } = await placed(reply);
+    await scrollBy(page, top + before / 2);
     await expect.poll(async () => Math.abs((await into()) - 0.5)).toBeLessThan(0.02);
-    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))); // its scroll event read
-    const before = await reply.evaluate((el) => el.getBoundingClientRect().height);
     await page.setViewportSize({ width: 640, height: 360 });
     await expect.poll(async () => Math.abs((await into()) - 0.5), "halfway through it still").toBeLessThan(0.05);
-    expect(await reply.evaluate((el) => el.getBoundingClientRect().height), "the reply reflowed").toBeLessThan(before * 0.8);
+    expect((await placed(reply)).height, "the reply reflowed").toBeLessThan(before * 0.8);
 });
 
 test("in a short window a lost connection stays on the screen", async ({ page, pageErrors }) => {
