@@ -29,7 +29,10 @@ import (
 // an empty one asks whether the node is there, nodeWatch),
 // and per page, <pipe>.in (the page's frames), <pipe>.out (the frames for
 // the page), <pipe>.ping and <pipe>.oping (each side's liveness). A frame
-// with the header Gateway-Close ends the pipe: "<code> <reason>".
+// with the header Gateway-Close ends the pipe: "<code> <reason>"; one with
+// Gateway-Part is part of a frame (relayparts.go), one with Gateway-Sync
+// compares what went through after a node was away from NATS
+// (relaysync.go).
 type Relay struct {
 	nc   *nats.Conn
 	node string
@@ -37,6 +40,11 @@ type Relay struct {
 	mu    sync.Mutex
 	sub   *nats.Subscription
 	nodes map[string]*nodeWatch // the nodes serving this node's pages
+	pipes map[*pipe]struct{}    // this node's pages another node serves
+	// back says when the NATS client is connected again after it was
+	// away (comeBack); nil when the relay does not serve.
+	back     chan nats.Status
+	watching sync.WaitGroup
 }
 
 // NewRelay returns a relay for this node on nc; the Server that gets it in
@@ -73,6 +81,8 @@ type relayOpen struct {
 	// part to the browser as a frame: its pages get frames whole or not
 	// at all.
 	Parts bool `json:"parts,omitempty"`
+	// Sync: the page's node takes syncs, and sends them (relaysync.go).
+	Sync bool `json:"sync,omitempty"`
 }
 
 // serve answers other nodes' requests to serve their pages, until stop.
@@ -88,9 +98,10 @@ func (r *Relay) serve(s *Server) error {
 			_ = m.Respond([]byte(`{"error":` + strconv.Quote(err.Error()) + `}`))
 			return
 		}
-		sock.parts = req.Parts
-		// The answer says this node joins the page's frames sent in parts.
-		_ = m.Respond([]byte(`{"ok":true,"parts":true}`))
+		sock.parts, sock.sync = req.Parts, req.Sync
+		// The answer says this node joins the page's frames sent in parts,
+		// and takes syncs.
+		_ = m.Respond([]byte(`{"ok":true,"parts":true,"sync":true}`))
 		go s.serveRemote(sock, req.Browser, req.Remote)
 	})
 	if err != nil {
@@ -98,18 +109,26 @@ func (r *Relay) serve(s *Server) error {
 	}
 	r.mu.Lock()
 	r.sub = sub
+	r.back = r.nc.StatusChanged(nats.CONNECTED)
+	r.watching.Add(1)
+	go r.comeBack(s, r.back)
 	r.mu.Unlock()
 	return nil
 }
 
-// stop refuses new relayed pages.
+// stop refuses new relayed pages, and stops watching the NATS client.
 func (r *Relay) stop() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
 		r.sub = nil
 	}
+	if r.back != nil {
+		r.nc.RemoveStatusListener(r.back) // closes it: comeBack returns
+		r.back = nil
+	}
+	r.mu.Unlock()
+	r.watching.Wait()
 }
 
 // serveRemote serves a page relayed from another node, as serveWS serves a
@@ -126,7 +145,11 @@ type remoteSocket struct {
 	in     chan *nats.Msg
 	inSub  *nats.Subscription
 	parts  bool        // the page's node joins frames sent in parts
+	sync   bool        // the page's node takes syncs (relaysync.go)
 	joiner frameJoiner // Read's
+	got    uint64      // Read's: the messages read from the page's node
+	wmu    sync.Mutex  // a frame's messages, or a sync, at a time
+	sent   uint64      // the messages of frames sent to the page's node
 	subs   []*nats.Subscription
 	once   sync.Once // Close's
 	ended  sync.Once // end's: Read ends the pipe too, on its own goroutine
@@ -180,6 +203,13 @@ func (s *remoteSocket) Read(ctx context.Context) (websocket.MessageType, []byte,
 				s.end()
 				return 0, nil, io.EOF
 			}
+			if h := m.Header.Get(syncHeader); h != "" {
+				if !s.readSync(h) {
+					return 0, nil, errFramesLost
+				}
+				continue
+			}
+			s.got++
 			frame, whole, err := s.joiner.take(m)
 			if framesLost(s.inSub) || err != nil {
 				_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
@@ -202,7 +232,11 @@ func (s *remoteSocket) Write(_ context.Context, _ websocket.MessageType, p []byt
 		return errPipeClosed
 	default:
 	}
-	return publishFrame(s.nc, s.pipe+".out", p, s.parts)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	n, err := publishFrame(s.nc, s.pipe+".out", p, s.parts)
+	s.sent += uint64(n)
+	return err
 }
 
 func (s *remoteSocket) Ping(ctx context.Context) error {
@@ -250,8 +284,10 @@ type pipe struct {
 	id     string
 	node   string // the serving node the relay watches for the page (watchNode)
 	subs   []*nats.Subscription
-	parts  bool // the serving node joins frames sent in parts
-	moving bool // between two nodes: the page's frames wait
+	parts  bool   // the serving node joins frames sent in parts
+	sync   bool   // the serving node takes syncs (relaysync.go)
+	sent   uint64 // the messages sent on the pipe id (the page's frames)
+	moving bool   // between two nodes: the page's frames wait
 	// reopening: moved, the page's session.open sent for it, and no
 	// session.opened back yet.
 	reopening bool
@@ -287,6 +323,7 @@ func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
 		p.stopped.Add(1)
 		go p.watch(c.s.opts.PingInterval)
 	}
+	r.addPipe(p)
 	return p, nil
 }
 
@@ -294,8 +331,8 @@ func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
 func (p *pipe) dial(node string) error {
 	id := "gateway.relay.pipe." + nuid.Next()
 	nc := p.r.nc
-	var joiner frameJoiner // the subscription's: its callbacks come one at a time
-	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, &joiner, m) })
+	var in pipeIn // the subscription's: its callbacks come one at a time
+	out, err := nc.Subscribe(id+".out", func(m *nats.Msg) { p.received(id, &in, m) })
 	if err != nil {
 		return err
 	}
@@ -304,22 +341,19 @@ func (p *pipe) dial(node string) error {
 		_ = out.Unsubscribe()
 		return err
 	}
-	req, _ := json.Marshal(relayOpen{Pipe: id, Browser: p.c.browser, Remote: p.r.node, Parts: true})
+	req, _ := json.Marshal(relayOpen{Pipe: id, Browser: p.c.browser, Remote: p.r.node, Parts: true, Sync: true})
 	// A live node answers at once; one that does not is dead or paused.
 	ctx, cancel := context.WithTimeout(p.c.ctx, 2*time.Second)
 	defer cancel()
 	resp, err := nc.RequestWithContext(ctx, openSubject(node), req)
-	parts := false
+	var answer struct {
+		OK, Parts, Sync bool
+		Error           string
+	}
 	if err == nil {
-		var answer struct {
-			OK    bool
-			Parts bool
-			Error string
-		}
 		if jerr := json.Unmarshal(resp.Data, &answer); jerr != nil || !answer.OK {
 			err = fmt.Errorf("node %s refused to serve the page: %s", node, answer.Error)
 		}
-		parts = answer.Parts
 	}
 	if err != nil {
 		_ = out.Unsubscribe()
@@ -335,17 +369,23 @@ func (p *pipe) dial(node string) error {
 		_ = ping.Unsubscribe()
 		return errPipeClosed
 	}
-	p.id, p.subs, p.parts = id, []*nats.Subscription{out, ping}, parts
+	p.id, p.subs, p.parts, p.sync, p.sent = id, []*nats.Subscription{out, ping}, answer.Parts, answer.Sync, 0
 	open := p.open
 	open.After = p.after
 	p.watchNode(node) // under p.mu, as end's: never watched after the end
+	// Under p.mu, as send's: the page's first frame on the pipe, counted.
+	if err := nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open)); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	p.sent = 1
 	p.mu.Unlock()
-	return nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open))
+	return nil
 }
 
-// received takes a frame, or a part of one, from the serving node of pipe
-// id.
-func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
+// received takes a frame, a part of one, or a sync, from the serving node
+// of pipe id.
+func (p *pipe) received(id string, in *pipeIn, m *nats.Msg) {
 	p.mu.Lock()
 	current := id == p.id && !p.ended
 	p.mu.Unlock()
@@ -377,7 +417,12 @@ func (p *pipe) received(id string, joiner *frameJoiner, m *nats.Msg) {
 		}
 		return
 	}
-	data, whole, err := joiner.take(m)
+	if h := m.Header.Get(syncHeader); h != "" {
+		p.readSync(id, in, h)
+		return
+	}
+	in.got++
+	data, whole, err := in.joiner.take(m)
 	if err != nil {
 		p.lost("relayed page's frames out of order, closing", "err", err)
 		return
@@ -464,7 +509,9 @@ func (p *pipe) send(frame []byte) error {
 		p.waiting = append(p.waiting, frame)
 		return nil
 	}
-	if err := publishFrame(p.r.nc, p.id+".in", frame, p.parts); err != nil {
+	n, err := publishFrame(p.r.nc, p.id+".in", frame, p.parts)
+	p.sent += uint64(n)
+	if err != nil {
 		return err
 	}
 	p.track(frame)
@@ -521,7 +568,7 @@ func (p *pipe) move(why string, resend bool, from string) {
 	leave.Header.Set(closeHeader, "1000 the page moved to another node")
 	_ = p.r.nc.PublishMsg(leave)
 	c := p.c
-	c.logger.Info("the session's node is gone: moving the relayed page", "session", p.open.Session, "why", why)
+	c.logger.Info("moving the relayed page", "session", p.open.Session, "why", why)
 	// A node that takes the page and lets it go at once (it gave the
 	// session up, and its lease, which it could not delete, still names
 	// it: a cluster without its quorum) is asked again after a pause
@@ -577,7 +624,10 @@ func (p *pipe) moved() {
 	p.waiting, p.moving, p.movedAt = nil, false, time.Now()
 	var failed error
 	for _, f := range waited {
-		if failed = publishFrame(p.r.nc, p.id+".in", f, p.parts); failed != nil {
+		var n int
+		n, failed = publishFrame(p.r.nc, p.id+".in", f, p.parts)
+		p.sent += uint64(n)
+		if failed != nil {
 			break
 		}
 		p.track(f) // should the next node die too, the move after it sends them again
@@ -711,5 +761,6 @@ func (p *pipe) close() {
 		_ = p.r.nc.PublishMsg(m)
 	}
 	p.end()
+	p.r.removePipe(p)
 	p.stopped.Wait()
 }

@@ -152,7 +152,7 @@ func outSub(t *testing.T, nc *nats.Conn, p *pipe) *nats.Subscription {
 // receive hands p the frames its serving node sent on sub.
 func receive(p *pipe, sub *nats.Subscription, frames ...string) {
 	for _, f := range frames {
-		p.received(p.id, &frameJoiner{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(f)})
+		p.received(p.id, &pipeIn{}, &nats.Msg{Subject: p.id + ".out", Sub: sub, Data: []byte(f)})
 	}
 }
 
@@ -220,7 +220,7 @@ func TestRelayedFramesInParts(t *testing.T) {
 	}
 	t.Cleanup(sock.end)
 	for _, f := range frames {
-		if err := publishFrame(nc, pipeID+".in", f, true); err != nil {
+		if _, err := publishFrame(nc, pipeID+".in", f, true); err != nil {
 			t.Fatalf("publishing a frame of %d bytes: %v", len(f), err)
 		}
 	}
@@ -238,8 +238,8 @@ func TestRelayedFramesInParts(t *testing.T) {
 	page := newRecordingSocket()
 	c := openPage(t, s, page, page)
 	p := &pipe{r: &Relay{nc: nc, node: "here"}, c: c, id: pipeID + "2", check: make(chan struct{}, 1), stop: make(chan struct{})}
-	var parts frameJoiner
-	sub, err := nc.Subscribe(p.id+".out", func(m *nats.Msg) { p.received(p.id, &parts, m) })
+	var in pipeIn
+	sub, err := nc.Subscribe(p.id+".out", func(m *nats.Msg) { p.received(p.id, &in, m) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,8 +350,9 @@ func TestLargeFrameToAnEarlierNode(t *testing.T) {
 }
 
 // TestRelayNodesAgreeOnParts: a node of this version asks for its page to
-// be served saying it joins parts, and the serving node answers that it
-// does too: each side then sends large frames in parts.
+// be served saying it joins parts and takes syncs, and the serving node
+// answers that it does too: each side then sends large frames in parts,
+// and syncs when it is connected to NATS again (relaysync.go).
 func TestRelayNodesAgreeOnParts(t *testing.T) {
 	nc := natsConn(t)
 	owner := testServer(t)
@@ -360,13 +361,13 @@ func TestRelayNodesAgreeOnParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.stop()
-	req, _ := json.Marshal(relayOpen{Pipe: "gateway.relay.pipe.agree", Browser: "b", Remote: "page", Parts: true})
+	req, _ := json.Marshal(relayOpen{Pipe: "gateway.relay.pipe.agree", Browser: "b", Remote: "page", Parts: true, Sync: true})
 	resp, err := nc.Request(openSubject("owner"), req, hang)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(resp.Data); got != `{"ok":true,"parts":true}` {
-		t.Errorf("the serving node answered %s, want one that says it joins parts", got)
+	if got := string(resp.Data); got != `{"ok":true,"parts":true,"sync":true}` {
+		t.Errorf("the serving node answered %s, want one that says it joins parts and takes syncs", got)
 	}
 	_ = nc.Publish("gateway.relay.pipe.agree.in", nil) // an empty frame, then the page leaves
 	m := nats.NewMsg("gateway.relay.pipe.agree.in")
@@ -380,8 +381,8 @@ func TestRelayNodesAgreeOnParts(t *testing.T) {
 	if err := p.dial("owner"); err != nil {
 		t.Fatal(err)
 	}
-	if !p.parts {
-		t.Error("the page's pipe does not send parts to a serving node that joins them")
+	if !p.parts || !p.sync {
+		t.Errorf("the page's pipe sends parts %v, syncs %v, to a serving node that takes both", p.parts, p.sync)
 	}
 	p.close()
 }

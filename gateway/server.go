@@ -606,6 +606,20 @@ func (s *Server) track(c *conn) bool {
 	return true
 }
 
+// relayedConns lists the connections of pages this node serves for other
+// nodes (the relay's).
+func (s *Server) relayedConns() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var relayed []*conn
+	for c := range s.conns {
+		if _, ok := c.ws.(*remoteSocket); ok {
+			relayed = append(relayed, c)
+		}
+	}
+	return relayed
+}
+
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
