@@ -135,10 +135,12 @@ func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) 
 	defer func() {
 		if p := recover(); p != nil {
 			s.baseLogger.Error("worker panicked", "trigger", t.TriggerType(), "panic", p, "stack", string(debug.Stack()))
-			d, err = Decision{}, fmt.Errorf("%w: panic on %s: %v", ErrWorker, t.TriggerType(), p)
+			// The panic's value stays in the log: it may hold what no
+			// page or model should read (a query, a credential).
+			d, err = Decision{}, fmt.Errorf("%w: it panicked on %s (the gateway's log has why)", ErrWorker, t.TriggerType())
 		}
 	}()
-	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
+	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Owner: s.owner, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
 	}

@@ -206,6 +206,13 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, sessions: map[string]*Session{}, perOwner: map[string]int{}, loading: map[string]*loadCall{},
 		tracer: opts.TracerProvider.Tracer(tracerName), untilGlobalSet: global && isUnsetGlobal(opts.TracerProvider)}
+	if w, ok := opts.Worker.(*ToolWorker); ok {
+		// Its agent is known now: a mistake in it stops the start, not
+		// every session's.
+		if err := w.check(&e.schemas); err != nil {
+			return nil, fmt.Errorf("engine: Options.Worker: %w", err)
+		}
+	}
 	if opts.Retain > 0 {
 		e.every(&e.sweep, time.Minute, sweepEvery(opts.Retain), e.sweepExpired) // retention: soon after start, then regularly
 	}
@@ -346,6 +353,9 @@ func (e *Engine) Session(id string) (*Session, bool) {
 	s, ok := e.sessions[id]
 	return s, ok
 }
+
+// Store is the store the engine keeps its sessions in (Options.Store).
+func (e *Engine) Store() Store { return e.opts.Store }
 
 // Loaded counts the sessions in memory.
 func (e *Engine) Loaded() int {

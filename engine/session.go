@@ -486,28 +486,26 @@ func (s *Session) tool(name string) AgentTool {
 // providers take. A stored agent is loaded as it was taken (restore):
 // one an earlier version took opens still.
 func (s *Session) takeAgent(a AgentConfig) error {
+	if err := checkToolNames(a); err != nil {
+		return err
+	}
+	return s.setAgent(a)
+}
+
+// checkToolNames checks that a's tool names are ones the model's
+// providers take.
+func checkToolNames(a AgentConfig) error {
 	for _, t := range a.Tools {
 		if t.Name != "" && !toolName(t.Name) {
 			return fmt.Errorf("%w: tool name %.80q: a model's providers take 1 to 64 letters, digits, _ and - (Claude's and OpenAI's APIs refuse others at the first turn)", ErrBadConfig, t.Name)
 		}
 	}
-	return s.setAgent(a)
+	return nil
 }
 
 // setAgent checks and takes an agent config.
 func (s *Session) setAgent(a AgentConfig) error {
-	if a.Model == "" {
-		return fmt.Errorf("%w: no model", ErrBadConfig)
-	}
-	if err := a.Limits.check(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadConfig, err)
-	}
-	for i, t := range a.Tools {
-		if t.Approval != "" && t.Approval != ApprovalAlways {
-			return fmt.Errorf("%w: tools[%d] %q: approval %q: want \"always\" or none", ErrBadConfig, i, t.Name, t.Approval)
-		}
-	}
-	tools, err := compileTools(a.Tools, &s.e.schemas)
+	tools, err := checkAgent(a, &s.e.schemas)
 	if err != nil {
 		return err
 	}
@@ -518,4 +516,21 @@ func (s *Session) setAgent(a AgentConfig) error {
 	s.agent, s.tools, s.model = a, tools, m
 	s.agentDirty = true
 	return nil
+}
+
+// checkAgent checks an agent config, but for its model, which setAgent
+// resolves, and compiles its tools.
+func checkAgent(a AgentConfig, schemas *schemaCache) (agentTools, error) {
+	if a.Model == "" {
+		return nil, fmt.Errorf("%w: no model", ErrBadConfig)
+	}
+	if err := a.Limits.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	for i, t := range a.Tools {
+		if t.Approval != "" && t.Approval != ApprovalAlways {
+			return nil, fmt.Errorf("%w: tools[%d] %q: approval %q: want \"always\" or none", ErrBadConfig, i, t.Name, t.Approval)
+		}
+	}
+	return compileTools(a.Tools, schemas)
 }

@@ -191,7 +191,7 @@ func TestOpenBadConfig(t *testing.T) {
 		}, engine.ErrWorker, "config store is down"},
 		{"worker panic", func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
 			panic("nil map")
-		}, engine.ErrWorker, "panic on session.start: nil map"},
+		}, engine.ErrWorker, "it panicked on session.start"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,13 +257,16 @@ func TestWorkerFailureIsASessionError(t *testing.T) {
 		on   string // the trigger type that fails
 		fail func() (engine.Decision, error)
 		want string
+		// hidden: a panic's value, which stays in the log (it may hold a
+		// query, a credential), never in what the page and model read.
+		hidden string
 	}{
-		{"error on message", engine.TypeMessage, func() (engine.Decision, error) { return engine.Decision{}, errors.New("db down") }, "worker failed on message: db down"},
-		{"panic on message", engine.TypeMessage, func() (engine.Decision, error) { panic("boom") }, "worker failed: panic on message: boom"},
-		{"error on model.finished", engine.TypeModelFinished, func() (engine.Decision, error) { return engine.Decision{}, errors.New("db down") }, "worker failed on model.finished: db down"},
-		{"panic on tool.finished", engine.TypeToolFinished, func() (engine.Decision, error) { panic(errors.New("bad state")) }, "worker failed: panic on tool.finished: bad state"},
-		{"error on tool.execute", engine.TypeToolExecute, func() (engine.Decision, error) { return engine.Decision{}, errors.New("db down") }, "worker failed on tool.execute: db down"},
-		{"panic on tool.execute", engine.TypeToolExecute, func() (engine.Decision, error) { panic("index out of range") }, "worker failed: panic on tool.execute: index out of range"},
+		{"error on message", engine.TypeMessage, func() (engine.Decision, error) { return engine.Decision{}, errors.New("db down") }, "worker failed on message: db down", ""},
+		{"panic on message", engine.TypeMessage, func() (engine.Decision, error) { panic("boom") }, "worker failed: it panicked on message (the gateway's log has why)", "boom"},
+		{"error on model.finished", engine.TypeModelFinished, func() (engine.Decision, error) { return engine.Decision{}, errors.New("db down") }, "worker failed on model.finished: db down", ""},
+		{"panic on tool.finished", engine.TypeToolFinished, func() (engine.Decision, error) { panic(errors.New("bad state")) }, "worker failed: it panicked on tool.finished", "bad state"},
+		{"error on tool.execute", engine.TypeToolExecute, func() (engine.Decision, error) { return engine.Decision{}, errors.New("db down") }, "worker failed on tool.execute: db down", ""},
+		{"panic on tool.execute", engine.TypeToolExecute, func() (engine.Decision, error) { panic("index out of range") }, "worker failed: it panicked on tool.execute", "index out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,11 +296,15 @@ func TestWorkerFailureIsASessionError(t *testing.T) {
 			if ev.Code != "worker_failed" || !strings.Contains(ev.errorText(), tt.want) {
 				t.Errorf("error event %s; want code worker_failed and %q", ev.Raw, tt.want)
 			}
+			if tt.hidden != "" && strings.Contains(string(ev.Raw), tt.hidden) {
+				t.Errorf("error event %s tells the page the panic's value %q", ev.Raw, tt.hidden)
+			}
 			h.waitIdle()
 			if tt.on == engine.TypeToolExecute {
 				// The failure settles the call as a tool error the model reads.
 				fin := h.seen[slices.IndexFunc(h.seen, func(f frame) bool { return f.Type == engine.EventToolFinished })]
-				if fin.OK || !strings.Contains(fin.Error, "get_weather failed in the worker") || fin.Code != string(engine.CodeToolFailed) {
+				if fin.OK || !strings.Contains(fin.Error, "get_weather failed in the worker") || fin.Code != string(engine.CodeToolFailed) ||
+					(tt.hidden != "" && strings.Contains(string(fin.Raw), tt.hidden)) {
 					t.Errorf("tool.finished %s", fin.Raw)
 				}
 				if tm := toolMessages(h.model.last(t).Messages); len(tm) != 1 || !tm[0].IsError {

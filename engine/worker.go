@@ -9,7 +9,11 @@ import (
 // DecideRequest is what a worker is asked: the seed's {trigger, proposed},
 // plus the session it concerns.
 type DecideRequest struct {
-	Session  string   `json:"session"`
+	Session string `json:"session"`
+	// Owner is who the session belongs to: the browser's id, or the
+	// person the gateway's Options.Identify named. A tool that reads or
+	// changes someone's data checks that it is Owner's.
+	Owner    string   `json:"owner,omitempty"`
 	Trigger  Trigger  `json:"trigger"`
 	Proposed Decision `json:"proposed"`
 	// Parent is set on a sub-agent's triggers: the call it answers
@@ -21,6 +25,7 @@ type DecideRequest struct {
 func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 	var raw struct {
 		Session  string          `json:"session"`
+		Owner    string          `json:"owner"`
 		Trigger  json.RawMessage `json:"trigger"`
 		Proposed Decision        `json:"proposed"`
 		Parent   *ParentCall     `json:"parent"`
@@ -32,7 +37,7 @@ func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	r.Session, r.Trigger, r.Proposed, r.Parent = raw.Session, t, raw.Proposed, raw.Parent
+	r.Session, r.Owner, r.Trigger, r.Proposed, r.Parent = raw.Session, raw.Owner, t, raw.Proposed, raw.Parent
 	return nil
 }
 
@@ -105,7 +110,7 @@ func (t Tool) Run(ctx context.Context, req DecideRequest) Decision {
 	if t.Agent != nil {
 		return Decision{Actions: []Action{ToolDelegate{Agent: *t.Agent}}}
 	}
-	out, err := t.Exec(ctx, exec.Input.Value)
+	out, err := t.Exec(context.WithValue(ctx, requestKey{}, req), exec.Input.Value)
 	if err != nil {
 		return Decision{Actions: []Action{ToolError{Error: err.Error(), Code: CodeToolFailed}}}
 	}
@@ -116,24 +121,66 @@ func (t Tool) Run(ctx context.Context, req DecideRequest) Decision {
 	return Decision{Actions: []Action{ToolResult{Result: result}}}
 }
 
+type requestKey struct{}
+
+// RequestFromContext returns the request a Tool's Exec runs for, from its
+// context: the session, its Owner (whose data the tool may touch), and
+// the call (Trigger, a ToolExecute: its id and attempt).
+func RequestFromContext(ctx context.Context) (DecideRequest, bool) {
+	req, ok := ctx.Value(requestKey{}).(DecideRequest)
+	return req, ok
+}
+
 // ToolWorker is a complete worker for an agent whose worker tools are Go
 // functions: it answers session.start with Agent, runs Tools on tool.execute,
 // and accepts every other proposal. Client tools are declared in Agent.Tools
-// with HandlerClient.
+// with HandlerClient. engine.New checks its agent as each session's start
+// would (ErrBadConfig), and that each tool has an Exec or an Agent.
 type ToolWorker struct {
 	Agent AgentConfig
 	Tools []Tool
+}
+
+// check checks the agent w declares at session.start, as each session's
+// start would, and that each of Tools runs (an Exec, or an Agent, checked
+// too).
+func (w *ToolWorker) check(schemas *schemaCache) error {
+	agents := []AgentConfig{w.declared()}
+	for i, t := range w.Tools {
+		switch {
+		case t.Agent != nil:
+			agents = append(agents, *t.Agent)
+		case t.Exec == nil:
+			return fmt.Errorf("%w: Tools[%d] %q has neither Exec nor Agent", ErrBadConfig, i, t.Name)
+		}
+	}
+	for _, a := range agents {
+		if err := checkToolNames(a); err != nil {
+			return err
+		}
+		if _, err := checkAgent(a, schemas); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// declared is the agent w answers session.start with: Agent, with Tools
+// declared after its own.
+func (w *ToolWorker) declared() AgentConfig {
+	agent := w.Agent
+	agent.Tools = append([]AgentTool(nil), w.Agent.Tools...)
+	for _, tool := range w.Tools {
+		agent.Tools = append(agent.Tools, tool.Declare())
+	}
+	return agent
 }
 
 // Decide implements Worker.
 func (w *ToolWorker) Decide(ctx context.Context, req DecideRequest) (Decision, error) {
 	switch t := req.Trigger.(type) {
 	case SessionStart:
-		agent := w.Agent
-		agent.Tools = append([]AgentTool(nil), w.Agent.Tools...)
-		for _, tool := range w.Tools {
-			agent.Tools = append(agent.Tools, tool.Declare())
-		}
+		agent := w.declared()
 		return Decision{Agent: &agent}, nil
 	case ToolExecute:
 		for _, tool := range w.Tools {

@@ -47,7 +47,8 @@ const DefaultChatBodyLimit = 8 << 20
 // second per 16 KiB that readBody adds, time for a slow mobile link.
 const DefaultChatBodyTimeout = time.Minute
 
-// browserCtxKey carries the browser's id from chatRoute to chatSession.
+// browserCtxKey carries the browser's id from identify or chatRoute to
+// the handler (browserOf).
 type browserCtxKey struct{}
 
 // chatRoute admits a request of an HTTP front end: the Origin check before
@@ -215,7 +216,7 @@ func (e *chatError) RetryAfter() time.Duration { return e.retry }
 // so no table maps them: the same browser finds the same session again
 // after a restart, and another browser's key can never name it.
 func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool) (*engine.Session, error) {
-	browser, _ := r.Context().Value(browserCtxKey{}).(string)
+	browser := browserOf(r.Context())
 	if browser == "" {
 		return nil, &chatError{status: http.StatusInternalServerError, err: errors.New("the request was not admitted")}
 	}

@@ -126,7 +126,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.socketClosed(browser)
 		return
 	}
-	if token, _ := s.identityToken(r); token == "" {
+	if token, _ := s.identityToken(r); token == "" && s.opts.Identify == nil {
 		c.cookieless, c.origin = true, originOf(r) // before serve reads them
 	}
 	// The WebSocket is hijacked, so this handler may return: the page is

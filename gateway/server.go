@@ -30,18 +30,33 @@ type Options struct {
 	// Engine runs the sessions, and knows which browser owns each.
 	// Required.
 	Engine *engine.Engine
+	// Identify, when set, says who a request's browser is, in place of the
+	// identity cookie: the app's own login (a session it checks, a header
+	// its proxy sets), so that a person's chats are theirs on every device
+	// and no one else's on a shared one. What it returns owns the chats
+	// (engine.Session.Owner, which a worker reads), and the limits of one
+	// browser's share (MaxSockets, NewSessionsPerMinute, the engine's
+	// MaxLiveSessions) count per it. An error, or "", refuses the request
+	// with 401 (one wrapping engine.ErrStoreUnavailable, 503 with
+	// Retry-After); check the login in front of the gateway to answer
+	// otherwise (a redirect to it). The gateway then sets no cookie, and
+	// Sessions and the Cookie options go unused.
+	Identify func(r *http.Request) (string, error)
 	// Sessions is the cookie session manager. Default: scs.New() with
 	// CookieLifetime, which visits renew (browserFor), HttpOnly, SameSite
-	// Lax, on CookieStore. (scs.New
-	// starts a cleanup goroutine that lives as long as the process.)
+	// Lax, on CookieStore. (scs.New starts a cleanup goroutine of its
+	// in-memory store, even when CookieStore replaces it, that lives as
+	// long as the process: goleak ignores memstore.(*MemStore).startCleanup.)
 	Sessions *scs.SessionManager
 	// CookieLifetime is how long a browser's identity lives after its last
 	// visit, in the default Sessions. Default: CookieLifetime (30 days, as
 	// long as a session is kept); the command gives it --retain.
 	CookieLifetime time.Duration
 	// CookieStore keeps the browsers' identities for the default Sessions.
-	// Default: scs's in memory, so browsers get new identities when the
-	// process restarts; the JetStream store's Cookies keeps them. An error
+	// Default: the engine's store's, when it keeps them (the JetStream
+	// store's Cookies), so a browser is recognised after a restart and
+	// may resume its chats; else scs's in memory, so browsers get new
+	// identities when the process restarts. An error
 	// wrapping engine.ErrStoreUnavailable tells a browser to come back
 	// (503, Retry-After); any other, that it failed (500).
 	CookieStore scs.Store
@@ -215,6 +230,11 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Sessions == nil {
 		sm := scs.New()
+		if opts.CookieStore == nil {
+			if st, ok := opts.Engine.Store().(interface{ Cookies() scs.Store }); ok {
+				opts.CookieStore = st.Cookies()
+			}
+		}
 		if opts.CookieStore != nil {
 			sm.Store = opts.CookieStore
 		}
@@ -347,17 +367,27 @@ func (s *Server) Handler() http.Handler {
 }
 
 // identify gives the request the browser's identity (browserFor): its
-// handler reads it from the request's context (browserKey).
+// handler reads it from the request's context (browserOf).
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Cookie")
-		ctx, _, ok := s.browserOrRefuse(w, r)
+		ctx, browser, ok := s.browserOrRefuse(w, r)
 		if !ok {
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, browserCtxKey{}, browser)))
 	})
 }
+
+// browserOf is the browser's id that identify, or chatRoute, put in ctx
+// (browserCtxKey).
+func browserOf(ctx context.Context) string {
+	id, _ := ctx.Value(browserCtxKey{}).(string)
+	return id
+}
+
+// errNotIdentified: Options.Identify did not say who the browser is.
+var errNotIdentified = errors.New("the request carries no identity the app accepts")
 
 // browserOrRefuse is browserFor, answering (and logging why) when the
 // cookie session cannot be loaded: 503 with Retry-After while the store
@@ -371,6 +401,10 @@ func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (contex
 		s.logger.Warn("failed to identify browser: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "the gateway's session store is unavailable, and with it who this browser is: try again in a moment", http.StatusServiceUnavailable)
+		return nil, "", false
+	case errors.Is(err, errNotIdentified):
+		s.logRefusal(slog.LevelInfo, "request refused: Identify said no one", "path", r.URL.Path, "err", err)
+		http.Error(w, "who this browser is could not be told: log in again", http.StatusUnauthorized)
 		return nil, "", false
 	case err != nil:
 		// Not the store's trouble (an identity it keeps that does not
@@ -393,6 +427,18 @@ func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (contex
 // browser. A renewal the store refuses is logged and the visit goes on: the
 // identity lives to its deadline.
 func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Context, string, error) {
+	if s.opts.Identify != nil {
+		id, err := s.opts.Identify(r)
+		switch {
+		case errors.Is(err, engine.ErrStoreUnavailable):
+			return nil, "", err
+		case err != nil:
+			return nil, "", fmt.Errorf("%w: %w", errNotIdentified, err)
+		case id == "":
+			return nil, "", fmt.Errorf("%w: Identify returned no identity", errNotIdentified)
+		}
+		return r.Context(), id, nil
+	}
 	sm := s.opts.Sessions
 	token, moving := s.identityToken(r)
 	secure := sm.Cookie.Name == SecureCookieName
@@ -563,8 +609,7 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 // listSessions answers GET /sessions: this browser's chats, newest first,
 // each with its title (from its first user message).
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	browser := s.opts.Sessions.GetString(r.Context(), browserKey)
-	list, err := s.opts.Engine.List(r.Context(), browser)
+	list, err := s.opts.Engine.List(r.Context(), browserOf(r.Context()))
 	if err != nil {
 		s.logger.Error("failed to list sessions", "err", err)
 		http.Error(w, "could not list the sessions: "+err.Error(), http.StatusServiceUnavailable)

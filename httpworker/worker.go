@@ -298,7 +298,7 @@ func (e *decideError) Unwrap() []error {
 }
 
 func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
-	body, err := engine.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Trigger: req.Trigger, Proposed: req.Proposed, Parent: req.Parent})
+	body, err := engine.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Owner: req.Owner, Trigger: req.Trigger, Proposed: req.Proposed, Parent: req.Parent})
 	if err != nil {
 		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
 	}
@@ -533,6 +533,7 @@ func byteSize(n int64) string {
 type wireRequest struct {
 	ID       string          `json:"id"`
 	Session  string          `json:"session"`
+	Owner    string          `json:"owner,omitempty"`
 	Trigger  engine.Trigger  `json:"trigger"`
 	Proposed engine.Decision `json:"proposed"`
 	// Parent is set on a sub-agent's triggers (docs/subagents.md).

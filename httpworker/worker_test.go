@@ -135,12 +135,12 @@ func TestDecide(t *testing.T) {
 			defer srv.Close()
 			w := newWorker(t, srv.URL+"/decide", Options{})
 
-			sent := engine.DecideRequest{Session: "s1", Trigger: tt.trigger, Proposed: tt.proposed}
+			sent := engine.DecideRequest{Session: "s1", Owner: "alice", Trigger: tt.trigger, Proposed: tt.proposed}
 			d, err := w.Decide(context.Background(), sent)
 			if err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
-			if !reflect.DeepEqual(got.Trigger, sent.Trigger) || got.Session != "s1" {
+			if !reflect.DeepEqual(got.Trigger, sent.Trigger) || got.Session != "s1" || got.Owner != "alice" {
 				t.Errorf("worker got %+v, want %+v", got, sent)
 			}
 			if !sameJSON(t, got.Proposed, sent.Proposed) {

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the gateway's collectors.
@@ -249,21 +252,44 @@ func (m *Metrics) LimitHit(limit string) {
 	}
 }
 
-// WatchStore makes gateway_store_failing read health at each scrape: 1
-// while it returns an error (the session store refuses events: what
-// /healthz calls degraded, when /readyz answers 503), else 0. Call it
-// once per Metrics.
-func (m *Metrics) WatchStore(health func() error) {
+// WatchStore makes gateway_store_failing read health (the engine's
+// Health) at each scrape: 1 while it returns an error (the session store
+// refuses events: what /healthz calls degraded, when /readyz answers
+// 503), else 0. Without it the metric is not there, and an alert on it
+// never fires. A second call is an error: one Metrics watches one store.
+func (m *Metrics) WatchStore(health func() error) error {
 	if m == nil {
-		return
+		return nil
 	}
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_store_failing",
+	err := m.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_store_failing",
 		Help: "1 while the session store refuses events (a full disk, NATS unreachable), else 0."}, func() float64 {
 		if health() != nil {
 			return 1
 		}
 		return 0
 	}))
+	if err != nil {
+		return fmt.Errorf("metrics: WatchStore: these metrics watch a store already: %w", err)
+	}
+	return nil
+}
+
+// Gatherer gathers the gateway's own metrics (gateway_*) alone, without
+// the Go runtime's and the process's that Registry holds too: for a
+// program that serves them beside its own registry, which has those
+// already (prometheus.Gatherers{prometheus.DefaultGatherer, m.Gatherer()};
+// gathering Registry beside it fails on the names both have).
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		all, err := m.registry.Gather()
+		own := all[:0]
+		for _, f := range all {
+			if strings.HasPrefix(f.GetName(), "gateway_") {
+				own = append(own, f)
+			}
+		}
+		return own, err
+	})
 }
 
 // counterCache holds the counters of a CounterVec with one label by the

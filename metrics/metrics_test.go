@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 )
@@ -125,7 +127,12 @@ func TestCallOfUnknownDurationCounted(t *testing.T) {
 func TestStoreFailingFollowsHealth(t *testing.T) {
 	m := metrics.New()
 	var failing error
-	m.WatchStore(func() error { return failing })
+	if err := m.WatchStore(func() error { return failing }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchStore(func() error { return nil }); err == nil {
+		t.Error("a second WatchStore was taken; want an error (it panicked before)")
+	}
 	read := func() string {
 		t.Helper()
 		families, err := m.Registry().Gather()
@@ -149,5 +156,30 @@ func TestStoreFailingFollowsHealth(t *testing.T) {
 	failing = nil
 	if got := read(); got != "0" {
 		t.Errorf("once it takes them again: %s, want 0", got)
+	}
+}
+
+// An app that serves its own Prometheus registry, which has the Go
+// runtime's and the process's collectors too, serves the gateway's metrics
+// beside it through Gatherer; its Registry beside the app's fails on the
+// names both have.
+func TestGathererBesideAnAppsRegistry(t *testing.T) {
+	m := metrics.New()
+	m.SessionLoaded(1)
+	app := prometheus.NewRegistry()
+	app.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, err := (prometheus.Gatherers{app, m.Registry()}).Gather(); err == nil {
+		t.Error("the app's registry and Registry gathered together; want the clash the Go collectors make")
+	}
+	families, err := prometheus.Gatherers{app, m.Gatherer()}.Gather()
+	if err != nil {
+		t.Fatalf("the app's registry and Gatherer: %v", err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	if !names["gateway_sessions_loaded"] || !names["go_goroutines"] {
+		t.Errorf("gathered %d families, want the gateway's and the app's", len(names))
 	}
 }

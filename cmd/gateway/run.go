@@ -120,7 +120,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	m.WatchStore(eng.Health)
+	if err := m.WatchStore(eng.Health); err != nil {
+		return err
+	}
 	if err := eng.Resume(ctx); err != nil {
 		return startErr(ctx, err)
 	}

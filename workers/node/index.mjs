@@ -1,8 +1,8 @@
 // @clienttools/worker: serve a decide function to the gateway over HTTP.
 //
-// The gateway POSTs every trigger as {session, trigger, proposed}, signed
-// with a shared secret; this module checks the signature, calls
-// decide({ trigger, proposed, session, parent, signal, deadline, traceparent }) and answers its
+// The gateway POSTs every trigger as {session, owner, trigger, proposed},
+// signed with a shared secret; this module checks the signature, calls
+// decide({ trigger, proposed, session, owner, parent, signal, deadline, traceparent }) and answers its
 // decision as JSON. parent is set on a sub-agent's triggers; delegate()
 // builds the tool.delegate decision that starts one (docs/subagents.md). It refuses replays: a tool.execute it has answered gets
 // the same answer again without decide running twice, and any other request
@@ -136,8 +136,11 @@ class HttpError extends Error {
  * remembered lasts the window plus REPLAY_MARGIN_MS (replay.mjs).
  *
  * @param {object} o
- * @param {(input: {trigger: object, proposed: object, session: string, parent?: object,
+ * @param {(input: {trigger: object, proposed: object, session: string, owner?: string, parent?: object,
  *          signal: AbortSignal, deadline?: Date, traceparent?: string}) => object | Promise<object>} o.decide
+ *        owner is who the session belongs to: the browser's id, or the
+ *        person the gateway's Identify named (a tool that reads someone's
+ *        data checks it is theirs)
  *        parent is set on a sub-agent's triggers: {id, name, attempt, depth},
  *        the call the sub-agent answers (docs/subagents.md)
  *        traceparent is the request's W3C trace context, when the gateway
@@ -206,6 +209,7 @@ export function createHandler({
                     trigger,
                     proposed: isObject(input.proposed) ? input.proposed : {},
                     session: input.session,
+                    owner: typeof input.owner === "string" ? input.owner : undefined,
                     parent: isObject(input.parent) ? input.parent : undefined,
                     signal: controller.signal,
                     deadline,

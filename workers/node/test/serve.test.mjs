@@ -56,12 +56,13 @@ const execute = (name, value) => ({
     proposed: {},
 });
 
-test("decide gets {trigger, proposed, session} and its decision is the answer", async () => {
-    const payload = { session: "s1", trigger: { type: "session.start", session: "s1" }, proposed: {} };
+test("decide gets {trigger, proposed, session, owner} and its decision is the answer", async () => {
+    const payload = { session: "s1", owner: "alice", trigger: { type: "session.start", session: "s1" }, proposed: {} };
     assert.deepEqual(await post(payload), { status: 200, json: { agent: { model: "scripted" } } });
     assert.deepEqual(seen.trigger, payload.trigger);
     assert.deepEqual(seen.proposed, {});
     assert.equal(seen.session, "s1");
+    assert.equal(seen.owner, "alice");
     assert.ok(seen.signal instanceof AbortSignal);
 });
 
