@@ -1114,6 +1114,148 @@ test("a socket that answers nothing after a message is taken for dead: the SDK r
     expect(out.sockets).toBe(2);
 });
 
+test("a socket that answers nothing after a tool's answer, an approval or a Stop is taken for dead; an idle Stop and a progress report are not watched", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const call = (id: string) => ({ id, name: "confirm", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" });
+        const client = connect({
+            WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), answerTimeout: 300, reconnect: { initialDelay: 10, maxDelay: 10 },
+            tools: { confirm: (_: any, ctx: any) => { ctx.progress({ progress: 1 }); return { approved: true }; } },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        let ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p1" });
+        ws.push({ type: "session.idle", seq: 1 });
+        client.cancel(); // nothing runs: the gateway may say nothing
+        await w.sleep(400);
+        const idleStop = { sockets: w.FakeSocket.sockets.length, sent: ws.sent.map((f: any) => f.type) };
+        // A call: the page runs it, reports progress and answers; then the socket is silent.
+        ws.push({ type: "message", seq: 2, message: { role: "user", content: "confirm" } });
+        ws.push({ type: "tool.started", seq: 3, handler: "client", page: "p1", ...call("c1") });
+        ws.push({ type: "tool.call", ...call("c1") });
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const dead = ws.sent.slice(2).map((f: any) => f.type);
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 3, page: "p2" });
+        await w.until(() => ws.sent.length === 2);
+        const again = ws.sent[1];
+        ws.push({ type: "tool.finished", seq: 4, id: "c1", ok: true, name: "confirm", result: '{"approved":true}' });
+        // Stop while the turn runs, into a socket now silent.
+        client.cancel();
+        await w.until(() => w.FakeSocket.sockets.length === 3);
+        const stopped = ws.sent.at(-1);
+        // An approval, into a socket silent after it.
+        let card: any = null;
+        client.on("tool", (c: any) => { if (c.approve) card = c; });
+        ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 4, page: "p3" });
+        ws.push({ type: "tool.approval", seq: 5, id: "c2", name: "delete_file", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", digest: "d2", deadline: "2030-01-01T00:00:00.000Z" });
+        await w.until(() => card);
+        card.approve(true);
+        await w.until(() => w.FakeSocket.sockets.length === 4);
+        return { idleStop, dead, again, stopped, approved: ws.sent.at(-1) };
+    });
+    expect(out.idleStop).toEqual({ sockets: 1, sent: ["session.open", "cancel"] });
+    expect(out.dead).toEqual(["tool.progress", "tool.result"]);
+    expect(out.again).toEqual({ type: "tool.result", id: "c1", attempt: 1, result: { approved: true } });
+    expect(out.stopped).toEqual({ type: "cancel" });
+    expect(out.approved).toEqual({ type: "tool.approve", id: "c2", digest: "d2", approved: true });
+});
+
+test("a tool's value that is not JSON is answered at once with a tool_failed error that says so, never a tool.result the gateway refuses", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect, ToolError } = await import("/static/gateway.js");
+        const w = window as any;
+        const cycle: any = {};
+        cycle.self = cycle;
+        const values: Record<string, () => any> = {
+            bigint: () => 1n,
+            cycle: () => cycle,
+            function: () => () => 1, // return res.json, without the call
+            symbol: () => Symbol("s"),
+            tojson: () => ({ toJSON() { return undefined; } }),
+            date: () => new Date(0), // a toJSON that says something: a result
+            detail: () => { throw new ToolError("no such order", { detail: 2n }); },
+        };
+        connect({ WebSocket: w.FakeSocket, storage: null, tools: values });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        for (const name of Object.keys(values)) {
+            ws.push({ type: "tool.call", id: name, name, arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" });
+        }
+        await w.until(() => ws.sent.length === 1 + Object.keys(values).length);
+        return Object.fromEntries(ws.sent.slice(1).map((f: any) => [f.id, f]));
+    });
+    for (const [name, text] of [["bigint", "BigInt"], ["cycle", "circular"], ["function", "JSON has no function"], ["symbol", "JSON has no symbol"], ["tojson", "toJSON()"]]) {
+        expect(out[name], name).toMatchObject({ type: "tool.error", code: "tool_failed" });
+        expect(out[name].error, name).toContain("The tool's result is not JSON");
+        expect(out[name].error, name).toContain(text);
+    }
+    expect(out.date).toEqual({ type: "tool.result", id: "date", attempt: 1, result: "1970-01-01T00:00:00.000Z" });
+    expect(out.detail).toMatchObject({ type: "tool.error", code: "tool_failed" });
+    expect(out.detail.error).toContain("The tool's error is not JSON");
+});
+
+test("a progress report leaves out what the gateway would refuse, and ctx.deadline follows the deadline the gateway moved", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const seen: any = {};
+        let go: () => void = () => {};
+        connect({
+            WebSocket: w.FakeSocket, storage: null, tools: {
+                upload: async (_: any, ctx: any) => {
+                    seen.before = ctx.deadline.toISOString();
+                    ctx.progress({ progress: -1, total: -5, message: "starting" });
+                    await new Promise<void>((resolve) => { go = resolve; });
+                    seen.after = ctx.deadline.toISOString();
+                    return "done";
+                },
+            },
+        });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, page: "p1" });
+        const call = { id: "c1", name: "upload", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" };
+        ws.push({ type: "tool.started", seq: 1, handler: "client", page: "p1", ...call });
+        ws.push({ type: "tool.call", ...call });
+        await w.until(() => ws.sent.length === 2);
+        ws.push({ type: "tool.progress", seq: 2, id: "c1", attempt: 1, message: "starting", deadline: "2030-01-01T00:00:30.000Z" });
+        await w.sleep(10);
+        go();
+        await w.until(() => ws.sent.length === 3);
+        return { seen, report: ws.sent[1] };
+    });
+    expect(out.report).toEqual({ type: "tool.progress", id: "c1", attempt: 1, message: "starting" });
+    expect(out.seen).toEqual({ before: "2030-01-01T00:00:00.000Z", after: "2030-01-01T00:00:30.000Z" });
+});
+
+test("connect() throws for a tool name the gateway would refuse at every open, where the page retried for ever", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const tryName = (name: string) => {
+            try {
+                connect({ WebSocket: w.FakeSocket, storage: null, tools: { [name]: () => 1 } }).close();
+                return "connected";
+            } catch (err: any) {
+                return `${err.name}: ${err.message}`;
+            }
+        };
+        return { empty: tryName(""), long: tryName("x".repeat(65)), longest: tryName("é".repeat(32)) };
+    });
+    expect(out.empty).toBe('TypeError: tool name "": a tool\'s name is 1 to 64 bytes');
+    expect(out.long).toContain("TypeError: tool name");
+    expect(out.longest).toBe("connected");
+});
+
 test("a session.open waits past answerTimeout for its answer, which may wait for the worker's decision", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

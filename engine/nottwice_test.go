@@ -84,6 +84,71 @@ func TestNotTwice(t *testing.T) {
 	}
 }
 
+// TestStopNotTwice: Stop pressed while a tool that must not run twice
+// runs settles it cancelled, and tells the model it may have taken effect
+// (a payment's request may be out): "cancelled" alone read as "did not
+// happen", and the model paid again when asked. A tool that says nothing,
+// or one stopped before its attempt reached its page, is just cancelled.
+func TestStopNotTwice(t *testing.T) {
+	no := false
+	for _, tt := range []struct {
+		name       string
+		idempotent *bool
+		handler    engine.Handler
+		delivered  bool // the attempt reached the page before Stop
+		unknown    bool // the model reads that it may have taken effect
+	}{
+		{"client, running", &no, engine.HandlerClient, true, true},
+		{"worker, running", &no, engine.HandlerWorker, true, true},
+		{"client, waiting for a page", &no, engine.HandlerClient, false, false},
+		{"client, says nothing, running", nil, engine.HandlerClient, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &testWorker{
+				agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: tt.handler, Idempotent: tt.idempotent}}},
+				execute: func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					<-ctx.Done()
+					return engine.Decision{}, ctx.Err()
+				},
+			}
+			b := newBrowser()
+			h := setup(t, w, callsThenSummary(use("call_1", "pay", `{}`)), engine.Options{}, b)
+			var fin frame
+			if !tt.delivered {
+				h.page.Detach() // the call waits for a page that declares pay
+				other := attach(t, h.s, h.s.LastSeq())
+				if err := other.page.Send(context.Background(), "pay the bill"); err != nil {
+					t.Fatal(err)
+				}
+				other.until("the call", isType(engine.EventToolStarted))
+				if err := other.page.Cancel(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				got := other.until("its end", isType(engine.EventToolFinished))
+				fin = decodeFrame(t, got[len(got)-1])
+			} else {
+				if err := h.page.Send(context.Background(), "pay the bill"); err != nil {
+					t.Fatal(err)
+				}
+				h.waitType(engine.EventToolStarted)
+				if tt.handler == engine.HandlerClient {
+					recv(t, b.calls, "the call on the page")
+				}
+				if err := h.page.Cancel(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				fin = h.waitFinished("call_1")
+			}
+			if fin.OK || fin.Code != string(engine.CodeCancelled) {
+				t.Fatalf("tool.finished %s, want cancelled", fin.Raw)
+			}
+			if got := strings.Contains(fin.Error, "may or may not have taken effect"); got != tt.unknown {
+				t.Errorf("tool.finished %s: says it may have taken effect %v, want %v", fin.Raw, got, tt.unknown)
+			}
+		})
+	}
+}
+
 // TestNotTwiceAfterRestart: a client attempt that reached its page before
 // the gateway restarted settles interrupted when its tool declares
 // idempotent: false, instead of going to a page again.

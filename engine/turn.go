@@ -167,7 +167,13 @@ func (s *Session) cancelAll(why string) {
 	}
 	for _, c := range s.openCalls() {
 		c.batch.cancelled = true
-		s.settle(c, outcome{err: fmt.Sprintf("%s was cancelled: %s.", c.name, why), code: CodeCancelled}, CancelCancelled)
+		text := fmt.Sprintf("%s was cancelled: %s.", c.name, why)
+		if c.notTwice && c.running() && c.reached() {
+			// Stopping it undoes nothing it did: the model must not take
+			// "cancelled" for "did not happen", and pay twice.
+			text = fmt.Sprintf("%s was cancelled (%s) while it ran, and it is declared idempotent: false: it may or may not have taken effect. Check before calling it again.", c.name, why)
+		}
+		s.settle(c, outcome{err: text, code: CodeCancelled}, CancelCancelled)
 	}
 }
 

@@ -287,6 +287,9 @@ export class ToolCards {
         }
     }
 
+    /** The deadline the gateway last gave attempt of call id (a progress report moves it), or null. */
+    deadlineOf(/** @type {string} */ id, /** @type {number} */ attempt) { const c = this.#cards.get(id); return c?.attempt === attempt ? c.deadline : null; }
+
     /**
      * This page was delivered an attempt and starts running it.
      * @param {ToolCallFrame} f

@@ -13,7 +13,7 @@
  * A socket can die without closing (a network path dropped: Wi-Fi roaming,
  * a NAT or proxy that forgot the flow): the browser says nothing, and only
  * the gateway pings. So a frame the gateway always answers (written with
- * `answered`) arms a watch: when no frame at all arrives within
+ * `answered`: answerWait) arms a watch: when no frame at all arrives within
  * `answerTimeout` ms, the socket is taken for dead, let go, and another
  * opened after the backoff, as after a close with 1006. A frame may ask
  * for longer (session.open: OPEN_ANSWER_MS).
@@ -29,7 +29,8 @@
  * - Connection: open(), write(frame), drop(), retryLater(), stop(), retryNow(),
  *   connected(), id.
  * - socketURL(url): a ws(s) URL from a relative or http(s) one.
- * - OPEN_ANSWER_MS: how long a session.open's answer may take at least.
+ * - OPEN_ANSWER_MS: how long a session.open's answer may take at least;
+ *   answerWait(frame, running): which frames the gateway always answers.
  * - DEFAULT_LIMITS, readLimits(limits, previous): the gateway's limits.
  * - LimitError, messageOverLimits(frame, limits), frameLength(frame),
  *   byteLength(text), bytesText(n): measuring against them.
@@ -120,8 +121,8 @@ export class Connection {
      * Sends frame as JSON if the socket is open.
      * @param {any} frame
      * @param {boolean | number} [answered]  The gateway always answers it
-     *     (session.open, a message): no frame within answerTimeout means the
-     *     socket is dead. A number: within that many ms at least.
+     *     (answerWait): no frame within answerTimeout means the socket is
+     *     dead. A number: within that many ms at least.
      * @returns {boolean} whether it went out
      */
     write(frame, answered = false) {
@@ -224,6 +225,26 @@ export function socketURL(url) {
  * socket it goes on has just opened, so is seldom dead already.
  */
 export const OPEN_ANSWER_MS = 65_000;
+
+/** The frames the gateway always answers, at once or once a worker decided. */
+const ANSWERED = new Set(["message", "tool.result", "tool.error", "tool.approve"]);
+
+/**
+ * Whether the gateway always answers frame, and how long it may take at
+ * least (write's `answered`): a session.open (session.opened, or an error)
+ * within OPEN_ANSWER_MS; a message (message.taken), a tool's answer
+ * (tool.finished or tool.retrying, or an error for one too late), an
+ * approval (tool.approved, or an error) and Stop while a turn runs (the
+ * turn's end) within answerTimeout. A dead socket under any of them is
+ * found; a tool.progress, or Stop with nothing running, may get nothing.
+ * @param {{type: string}} frame
+ * @param {boolean} running  a turn runs (the last event is not session.idle)
+ * @returns {boolean | number}
+ */
+export function answerWait(frame, running) {
+    if (frame.type === "session.open") return OPEN_ANSWER_MS;
+    return ANSWERED.has(frame.type) || (frame.type === "cancel" && running);
+}
 
 /**
  * The gateway's limits until its session.opened says otherwise: its

@@ -5,9 +5,8 @@
  * model calls, answers them, and turns the session's events into a few easy
  * ones for a chat UI. Protocol: docs/protocol.md; API: docs/sdk.md.
  *
- * This module is the session: session.open and resume, deduplicating the
- * session's events by seq and turning them into the client's events. The
- * other jobs have a module each:
+ * This module is the session: session.open and resume, its events deduplicated
+ * by seq and turned into the client's events. The other jobs, a module each:
  * - outbox.js: frames waiting for the session; messages sent again until confirmed.
  * - connection.js: the WebSocket, reopened with backoff; the gateway's limits.
  * - store.js: the session's copy in sessionStorage, for reloads.
@@ -43,7 +42,7 @@
  */
 
 import { FRAME_ERROR, TOOL_ERROR } from "./codes.js";
-import { Connection, DEFAULT_LIMITS, OPEN_ANSWER_MS, messageOverLimits, readLimits, socketURL } from "./connection.js";
+import { Connection, DEFAULT_LIMITS, answerWait, messageOverLimits, readLimits, socketURL } from "./connection.js";
 import { DEFAULT_STORAGE_KEY, SessionStore, defaultStorage } from "./store.js";
 import { ToolCards } from "./cards.js";
 import { clientEvent, parentOf } from "./events.js";
@@ -70,8 +69,8 @@ export { CLOSE, FRAME_ERROR, SESSION_ERROR, TOOL_ERROR, CANCEL_REASON, STOP_REAS
  * @property {string} [storageKey]  Default "gateway.session".
  * @property {{ initialDelay?: number, maxDelay?: number, factor?: number } | false} [reconnect]
  *     Backoff between reconnects in ms; defaults 250, 10000, 2. false: never reconnect.
- * @property {number | false} [answerTimeout]  ms a message (a session.open: 65000 at least) may
- *     go unanswered before the socket is taken for dead and reopened; default 15000, false: never.
+ * @property {number | false} [answerTimeout]  ms a message, answer, approval or Stop (a session.open:
+ *     65000 at least) may go unanswered before the socket is taken for dead; default 15000, false: never.
  * @property {typeof WebSocket} [WebSocket]  For tests and non-browser hosts.
  */
 
@@ -192,8 +191,10 @@ export class GatewayClient extends EventTarget {
     /** Stops the current model turn and its open calls; offline, it goes once the page is back: before the messages queued offline when a turn was running, which it stops, else after them, stopping theirs. */
     cancel() {
         if (!this.#opened && this.#outbox.waits("cancel")) return;
-        this.#post({ type: "cancel" }, this.#events.length > 0 && this.#events.at(-1).type !== "session.idle");
+        this.#post({ type: "cancel" }, this.#running());
     }
+
+    #running() { return this.#events.length > 0 && this.#events.at(-1).type !== "session.idle"; } // a turn runs
 
     /**
      * Closes the connection for good and aborts this page's running tools.
@@ -257,8 +258,7 @@ export class GatewayClient extends EventTarget {
     }
 
     #write(frame) {
-        // Answered (session.opened, message.taken, an error) at once, or once the worker decided.
-        const written = this.#conn.write(frame, frame.type === "session.open" ? OPEN_ANSWER_MS : frame.type === "message");
+        const written = this.#conn.write(frame, answerWait(frame, this.#running()));
         // A message is kept until the gateway confirms it, written or not
         // (the socket closing under it): the next connection sends it.
         this.#outbox.written(frame);

@@ -33,7 +33,7 @@
  */
 
 import { CANCEL_REASON, TOOL_ERROR } from "./codes.js";
-import { bytesText, frameLength } from "./connection.js";
+import { byteLength, bytesText, frameLength } from "./connection.js";
 
 /**
  * @typedef {{ status: "valid", value: any }
@@ -66,7 +66,7 @@ import { bytesText, frameLength } from "./connection.js";
  *     later attempt of the call arrives, when the call settles, and on close().
  * @property {number} attempt       This attempt, from 1.
  * @property {number} attempts      The call's total attempts.
- * @property {Date | null} deadline When the gateway times this attempt out.
+ * @property {Date | null} deadline When the gateway times this attempt out: each progress report it took moves it.
  * @property {ToolCallFrame} call   The delivery itself.
  * @property {(p?: {progress?: number, total?: number, message?: string}) => void} progress
  *     Says the tool is still working (`tool.progress`): each report moves the
@@ -165,6 +165,8 @@ export class Runner {
      */
     constructor(tools, link, cards) {
         for (const [name, tool] of Object.entries(tools)) {
+            // The gateway would refuse every session.open, and the page retry for ever.
+            if (!name || byteLength(name) > 64) throw new TypeError(`tool name ${JSON.stringify(name)}: a tool's name is 1 to 64 bytes`);
             this.#tools[name] = typeof tool === "function" ? { run: tool } : tool;
         }
         this.#link = link;
@@ -216,18 +218,19 @@ export class Runner {
             this.#answer(run, { type: "tool.error", ...proposed, ...base });
             return;
         }
+        const cards = this.#cards;
         /** @type {ToolContext} */
         const ctx = {
             signal: run.controller.signal,
             attempt: f.attempt,
             attempts: f.attempts,
-            deadline: f.deadline ? new Date(f.deadline) : null,
+            get deadline() { const at = cards.deadlineOf(f.id, f.attempt) ?? f.deadline; return at ? new Date(at) : null; },
             call: f,
             progress: ({ progress, total, message } = {}) => {
                 if (run.done) return;
                 this.#link.write({
                     type: "tool.progress", ...base,
-                    ...(Number.isFinite(progress) && { progress }), ...(Number.isFinite(total) && { total }),
+                    ...(progress >= 0 && Number.isFinite(progress) && { progress }), ...(total >= 0 && Number.isFinite(total) && { total }),
                     ...(typeof message === "string" && message && { message: clipUTF8(message, PROGRESS_MESSAGE_BYTES) }),
                 });
             },
@@ -325,9 +328,13 @@ export class Runner {
         run.done = true;
         let bytes;
         try {
+            if (frame.type === "tool.result" && unsendable(frame.result)) {
+                throw new TypeError(`JSON has no ${typeof frame.result === "object" ? "value for what its toJSON() returned" : typeof frame.result}`);
+            }
             bytes = frameLength(frame);
         } catch (err) {
-            frame = { type: "tool.error", id: run.id, attempt: run.attempt, error: `The tool's result is not JSON: ${messageOf(err)}`, code: TOOL_ERROR.TOOL_FAILED };
+            const what = frame.type === "tool.result" ? "result" : "error";
+            frame = { type: "tool.error", id: run.id, attempt: run.attempt, error: `The tool's ${what} is not JSON: ${messageOf(err)}`, code: TOOL_ERROR.TOOL_FAILED };
             bytes = frameLength(frame);
         }
         run.answer = frame;
@@ -351,6 +358,18 @@ export class Runner {
         }
         if (this.#link.write(run.answer)) run.sentOn = this.#link.conn();
     }
+}
+
+/**
+ * Whether JSON.stringify would leave value out of its frame (a function, a
+ * Symbol, a toJSON() that returns undefined: `return res.json` without the
+ * call), which the gateway would refuse as a tool.result with no result.
+ * @param {unknown} value
+ */
+function unsendable(value) {
+    if (typeof value === "function" || typeof value === "symbol") return true;
+    // @ts-ignore: any object may have a toJSON
+    return value !== null && typeof value === "object" && typeof value.toJSON === "function" && JSON.stringify(value) === undefined;
 }
 
 /** @param {unknown} err */

@@ -65,8 +65,8 @@ export interface ToolContext {
     signal: AbortSignal;
     attempt: number;
     attempts: number;
-    /** When the gateway times this attempt out. */
-    deadline: Date | null;
+    /** When the gateway times this attempt out: each progress report it took moves it. */
+    readonly deadline: Date | null;
     /** The delivery itself. */
     call: ToolCallFrame;
     /** Still working: sends tool.progress, which moves the attempt's deadline. */
@@ -107,10 +107,11 @@ export interface ConnectOptions {
     /** false: never reconnect. */
     reconnect?: ReconnectOptions | false;
     /**
-     * How long, in ms, a message may go without any frame from the gateway before the
-     * socket is taken for dead (a network path that dropped without closing it) and
-     * reconnected; default 15000. A session.open may go at least 65000 (its answer may
-     * wait for the worker's decision). false: never.
+     * How long, in ms, a message, a tool's answer, an approval or a Stop while a turn
+     * runs may go without any frame from the gateway before the socket is taken for dead
+     * (a network path that dropped without closing it) and reconnected; default 15000.
+     * A session.open may go at least 65000 (its answer may wait for the worker's
+     * decision). false: never.
      */
     answerTimeout?: number | false;
     /** The WebSocket class: a fake in tests, or another runtime's. */
