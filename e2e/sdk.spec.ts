@@ -39,6 +39,38 @@ test("the first frame is session.open with the tool names; the session is stored
     expect(out.stored).toMatchObject({ session: "s1", seq: 0 });
 });
 
+test("a session over the storage's quota keeps its id, and its whole copy is not tried again while it is as large", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const writes: number[] = []; // the length of each write tried
+        const storage = new w.MemoryStorage();
+        const set = storage.setItem.bind(storage);
+        storage.setItem = (k: string, v: string) => {
+            writes.push(v.length);
+            if (v.length > 2000) throw new DOMException("quota", "QuotaExceededError");
+            set(k, v);
+        };
+        connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0 });
+        ws.push({ type: "message", seq: 1, message: { role: "tool", content: "x".repeat(3000), toolUseId: "c1", name: "read" } });
+        await w.sleep(120);
+        const whole = writes.filter((n) => n > 2000).length;
+        for (let seq = 2; seq < 12; seq++) {
+            ws.push({ type: "model.delta", seq, text: "more" });
+            await w.sleep(60); // a write each
+        }
+        return { whole, wholeAfter: writes.filter((n) => n > 2000).length, writes: writes.length, stored: JSON.parse(storage.getItem("gateway.session")) };
+    });
+    expect(out.whole).toBe(1);
+    expect(out.wholeAfter, "the whole copy was tried again as the session grew").toBe(1);
+    expect(out.writes).toBeGreaterThan(3);
+    expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
+});
+
 test("a reload restores the stored events and resumes after the last seq", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

@@ -9,7 +9,9 @@
  * `events` are written together, so a reload finds them consistent. Writes
  * are batched (at most one every SAVE_DELAY_MS, and at once on `flush()`);
  * when the storage is full only the session id is kept, with seq 0, so the
- * next load replays the whole session from the gateway.
+ * next load replays the whole session from the gateway, and the whole copy
+ * is not tried again while it is as large (a chat of large tool results
+ * made every write stringify megabytes to fail again).
  *
  * Exports:
  * - SessionStore: load(), schedule(), flush(), clear() for one key.
@@ -40,6 +42,7 @@ export class SessionStore {
     /** @type {string} */ #key;
     /** @type {() => StoredSession | null} */ #read;
     /** @type {ReturnType<typeof setTimeout> | null} */ #timer = null;
+    /** @type {{session: string, events: number} | null} */ #overQuota = null; // the whole copy that did not fit
 
     /**
      * @param {StorageLike | null} storage  null: keep nothing.
@@ -89,11 +92,16 @@ export class SessionStore {
         this.#cancel();
         const state = this.#read();
         if (!this.#storage || !state) return;
+        const over = this.#overQuota;
+        // A session's events only grow: what did not fit will not fit.
+        const known = over !== null && over.session === state.session && state.events.length >= over.events;
         try {
+            if (known) throw new RangeError("over quota");
             this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
         } catch {
             // Over quota: keep only the session and what was not confirmed;
             // a reload replays the session from the gateway.
+            if (!known) this.#overQuota = { session: state.session, events: state.events.length };
             try {
                 this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
             } catch { /* storage unusable */ }
@@ -103,6 +111,7 @@ export class SessionStore {
     /** Removes the stored copy, and any write still pending. */
     clear() {
         this.#cancel();
+        this.#overQuota = null;
         try {
             this.#storage?.removeItem(this.#key);
         } catch { /* storage unusable */ }

@@ -126,6 +126,13 @@ export declare class Wire {
     waitForFrame(match: (frame: Frame, wire: WireFrame) => boolean, options?: { direction?: "received" | "sent"; timeout?: number }): Promise<Frame>;
     /** Drops the page's current socket (both sides); the SDK reconnects. Resolves with its number. */
     drop(options?: { code?: number; reason?: string }): Promise<number>;
+    /**
+     * Stalls the page's current socket: no frame crosses it either way any more, and
+     * neither side is closed (a network path that died without a word). The SDK takes it
+     * for dead after answerTimeout once it sent a frame the gateway always answers.
+     * Resolves with its number.
+     */
+    stall(): Promise<number>;
     /** Resolves once a socket after the nth (default: the newest now) has opened its session. */
     reconnected(options?: { after?: number; timeout?: number }): Promise<void>;
     /** Sends a frame to the gateway as the page, on its current socket. */

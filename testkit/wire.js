@@ -7,8 +7,8 @@
  * browser, with its cookie and origin), and the wire records every frame
  * both ways. A test then waits for a tool call by name, holds a tool's calls
  * back from the page and answers or fails them itself, delays or duplicates
- * the page's own answers, or drops the socket mid-call; the SDK reconnects
- * and resumes as it would after a real drop.
+ * the page's own answers, or drops or stalls the socket mid-call; the SDK
+ * reconnects and resumes as it would after a real drop.
  *
  * Frames are "received" (the gateway sent them to the page) or "sent" (the
  * page sent them). Each socket has a number, 1 for the page's first.
@@ -39,6 +39,7 @@ export async function attachWire(page, options = {}) {
  * @property {any} server  The gateway's side.
  * @property {boolean} open
  * @property {boolean} opened  session.opened arrived on it.
+ * @property {boolean} stalled  Nothing crosses it any more, and nothing closes it (stall).
  */
 
 export class Wire {
@@ -68,7 +69,7 @@ export class Wire {
             return; // replay()'s socket, not the page's: passed through unrecorded
         }
         /** @type {Socket} */
-        const sock = { n: this.#sockets.length + 1, page: ws, server, open: true, opened: false };
+        const sock = { n: this.#sockets.length + 1, page: ws, server, open: true, opened: false, stalled: false };
         this.#sockets.push(sock);
         ws.onMessage((/** @type {unknown} */ data) => this.#fromPage(sock, String(data)));
         server.onMessage((/** @type {unknown} */ data) => this.#fromGateway(sock, String(data)));
@@ -173,6 +174,22 @@ export class Wire {
     }
 
     /**
+     * Stalls the page's current socket: from now on no frame crosses it
+     * either way, and neither side is closed, as when a network path dies
+     * without a word (Wi-Fi roaming, a NAT that forgot the connection).
+     * Frames are still recorded. The SDK takes the socket for dead once a
+     * frame the gateway always answers (a message, a tool's answer, an
+     * approval, Stop while a turn runs) gets nothing back within its
+     * answerTimeout, and reconnects. Resolves with the socket's number.
+     */
+    async stall() {
+        const sock = this.#current();
+        if (!sock) throw new Error("wire.stall: the page has no open socket to the gateway");
+        sock.stalled = true;
+        return sock.n;
+    }
+
+    /**
      * Resolves once a socket after the nth (default: the newest now) has its
      * session.opened: the page reconnected and resumed.
      * @param {{after?: number, timeout?: number}} [options]
@@ -212,7 +229,7 @@ export class Wire {
             this.#calls.push(new ToolCall(this, sock, frame, held));
         }
         this.#record(sock, "received", frame ?? unparsed(data), false);
-        if (forward && sock.open) sock.page.send(data);
+        if (forward && sock.open && !sock.stalled) sock.page.send(data);
         this.#wake();
     }
 
@@ -227,7 +244,7 @@ export class Wire {
         const pass = () => {
             for (let i = 0; i < copies; i++) {
                 // As on a real network: what a closed socket carried is lost.
-                if (sock.open) sock.server.send(data);
+                if (sock.open && !sock.stalled) sock.server.send(data);
             }
         };
         if (delay > 0) setTimeout(pass, delay);

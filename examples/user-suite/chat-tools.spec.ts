@@ -99,6 +99,22 @@ test("a socket dropped while the page asks the user: the user answers once, the 
     expect(await settled(page, wire, call.id)).toBe(1);
 });
 
+test("a socket that dies without a close as the user answers: the page finds it dead, and the answer goes again", async ({ page, wire }) => {
+    test.slow(); // the SDK waits its answerTimeout, 15 s on the chat page, before it gives the socket up
+    await chat.open(page);
+    await chat.send(page, "delete my draft");
+    const call = await wire.toolCall("confirm");
+    const card = chat.card(page, "confirm");
+    await expect(card.getByTestId("confirm-approve")).toBeVisible();
+    const stalled = await wire.stall(); // a network path that died: nothing crosses, nothing closes
+    await card.getByTestId("confirm-approve").click();
+    await wire.reconnected({ after: stalled, timeout: 30_000 });
+    await expect(chat.reply(page, "You answered")).toHaveCount(1);
+    const answers = wire.frames("sent").filter((f) => f.frame.type === "tool.result" && f.frame.id === call.id);
+    expect(answers.map((f) => f.socket)).toEqual([stalled, stalled + 1]); // lost with the dead path, then again
+    expect(await settled(page, wire, call.id)).toBe(1);
+});
+
 test("a duplicated answer is refused, and the call settles once", async ({ page, wire }) => {
     wire.duplicateAnswers("get_local_time");
     await chat.open(page);

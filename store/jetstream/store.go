@@ -146,8 +146,16 @@ type head struct {
 // Open starts the embedded server (or connects to URL) and makes sure the
 // stream and buckets exist.
 func Open(ctx context.Context, o Options) (*Store, error) {
-	if o.URL != "" && o.Sync != 0 {
+	switch {
+	case o.URL != "" && o.Sync != 0:
 		return nil, errors.New("the store's Sync is the embedded server's: a NATS server at URL flushes to its disk as its own sync_interval says")
+	case o.URL != "" && o.DataDir != "":
+		return nil, errors.New("jetstream.Options: DataDir is the embedded server's: with URL, the NATS servers keep the data; give one of them")
+	case o.Sync < 0 && o.Sync != SyncEveryWrite:
+		return nil, fmt.Errorf("jetstream.Options: Sync %v: want an interval, 0 for NATS's own, or SyncEveryWrite", o.Sync)
+	case o.LeaseTTL < 0, o.LeaseTTL > 0 && o.LeaseTTL < 100*time.Millisecond:
+		// JetStream keeps nothing for less (a bucket's max age).
+		return nil, fmt.Errorf("jetstream.Options: LeaseTTL %v is under 100ms, the shortest time the store keeps anything for", o.LeaseTTL)
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1

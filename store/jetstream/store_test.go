@@ -288,3 +288,31 @@ func TestCookies(t *testing.T) {
 		t.Error("a deleted cookie session was found")
 	}
 }
+
+// TestOptionsRefused: options that cannot mean what they say are refused
+// by Open, naming the option, before anything starts: a LeaseTTL under
+// the store's 100 ms failed inside the server with advice to move the
+// data aside; another negative Sync silently meant NATS's default; a
+// DataDir beside URL was silently unused.
+func TestOptionsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		o    jetstream.Options
+		want string
+	}{
+		{"lease under the store's shortest", jetstream.Options{DataDir: t.TempDir(), LeaseTTL: time.Millisecond}, "LeaseTTL 1ms is under 100ms"},
+		{"negative lease", jetstream.Options{DataDir: t.TempDir(), LeaseTTL: -time.Second}, "LeaseTTL -1s"},
+		{"negative sync", jetstream.Options{DataDir: t.TempDir(), Sync: -5 * time.Second}, "Sync -5s"},
+		{"data dir with a URL", jetstream.Options{DataDir: t.TempDir(), URL: "nats://127.0.0.1:1"}, "DataDir is the embedded server's"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := jetstream.Open(context.Background(), tt.o)
+			if err == nil {
+				s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
