@@ -152,5 +152,5 @@ const main = must(document, "[data-chat]");
 const client = connect({ url: main.dataset.socket || "/ws", tools });
 chat = mountChat(main, client);
 mountWelcome(main, client, { suggestions: SUGGESTIONS, send: (text) => chat.send(text) });
-mountHistory(must(document, "[data-testid=history]"), client, { announce: (text) => chat.announce(text) });
+mountHistory(must(document, "[data-testid=history]"), client, { url: main.dataset.sessions || "/sessions", announce: (text) => chat.announce(text) });
 Object.assign(window, { gatewayClient: client });

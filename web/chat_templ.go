@@ -236,7 +236,20 @@ func chat(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"><h2 class=\"visually-hidden\">Conversation</h2><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"off\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span data-testid=\"thinking-text\">Thinking…</span></div></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\" data-sessions=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var11 string
+		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.sessions()).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/chat.templ`, Line: 69, Col: 85}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "\"><h2 class=\"visually-hidden\">Conversation</h2><div class=\"messages\" id=\"messages\" data-testid=\"messages\" role=\"log\" aria-live=\"off\" aria-label=\"Conversation\" tabindex=\"0\"><ol class=\"message-list\" data-testid=\"message-list\"></ol><div class=\"thinking\" data-testid=\"thinking\" hidden><span class=\"dots\" aria-hidden=\"true\"><span></span><span></span><span></span></span> <span data-testid=\"thinking-text\">Thinking…</span></div></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -248,7 +261,7 @@ func chat(p PageProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<div class=\"visually-hidden\" data-testid=\"announcer\" aria-live=\"polite\" aria-relevant=\"additions\"></div></main>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<div class=\"visually-hidden\" data-testid=\"announcer\" aria-live=\"polite\" aria-relevant=\"additions\"></div></main>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -275,7 +288,7 @@ func welcome() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<section class=\"welcome\" data-testid=\"empty-chat\" aria-labelledby=\"welcome-title\" hidden><h2 id=\"welcome-title\" class=\"welcome-title\">What can I help with?</h2><p class=\"welcome-hint\">Pick a suggestion, or write your own message below.</p><ul class=\"suggestions\" data-testid=\"suggestions\" aria-label=\"Suggestions\"></ul></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<section class=\"welcome\" data-testid=\"empty-chat\" aria-labelledby=\"welcome-title\" hidden><h2 id=\"welcome-title\" class=\"welcome-title\">What can I help with?</h2><p class=\"welcome-hint\">Pick a suggestion, or write your own message below.</p><ul class=\"suggestions\" data-testid=\"suggestions\" aria-label=\"Suggestions\"></ul></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -300,7 +313,7 @@ func composer() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn stop\" data-testid=\"stop\" disabled hidden>Stop</button></div></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<form class=\"composer\" data-testid=\"composer\" aria-label=\"Send a message\"><label for=\"prompt\" class=\"visually-hidden\">Message</label> <textarea id=\"prompt\" name=\"prompt\" data-testid=\"prompt\" rows=\"2\" autocomplete=\"off\" placeholder=\"Ask something. Enter sends, Shift+Enter starts a new line.\" aria-describedby=\"composer-hint\"></textarea><p id=\"composer-hint\" class=\"visually-hidden\">Enter sends the message; Shift and Enter starts a new line.</p><div class=\"composer-actions\"><button type=\"submit\" class=\"btn primary\" data-testid=\"send\">Send</button> <button type=\"button\" class=\"btn stop\" data-testid=\"stop\" disabled hidden>Stop</button></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -328,7 +341,7 @@ func messageTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><h3 class=\"message-role\" data-testid=\"message-role\"></h3><span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><h3 class=\"message-role\" data-testid=\"message-role\"></h3><span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -355,7 +368,7 @@ func noticeTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span> <button type=\"button\" class=\"btn small\" data-testid=\"retry\" hidden>Retry</button></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<template id=\"tpl-notice\"><li class=\"notice\" data-testid=\"notice\"><span data-testid=\"notice-text\"></span> <button type=\"button\" class=\"btn small\" data-testid=\"retry\" hidden>Retry</button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -386,7 +399,7 @@ func toolCardTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><details class=\"tool-details\"><summary class=\"tool-head\"><span class=\"visually-hidden\">Tool </span> <span class=\"tool-name\" data-testid=\"tool-name\"></span> <span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span> <span class=\"tool-time\" data-testid=\"tool-time\" hidden></span></summary><div class=\"tool-body\"><div class=\"tool-section\"><p class=\"tool-label\">Arguments</p><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><p class=\"tool-label\">Result</p><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><p class=\"tool-label\">Error</p><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></div></details><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<template id=\"tpl-tool-card\"><li class=\"tool-card\" data-testid=\"tool-card\" data-status=\"pending\"><details class=\"tool-details\"><summary class=\"tool-head\"><span class=\"visually-hidden\">Tool </span> <span class=\"tool-name\" data-testid=\"tool-name\"></span> <span class=\"badge handler\" data-testid=\"tool-handler\" hidden></span> <span class=\"badge status\" data-testid=\"tool-status\">Pending</span> <span class=\"attempt\" data-testid=\"tool-attempt\" hidden></span> <span class=\"tool-time\" data-testid=\"tool-time\" hidden></span></summary><div class=\"tool-body\"><div class=\"tool-section\"><p class=\"tool-label\">Arguments</p><pre class=\"tool-args\" data-testid=\"tool-args\"></pre><p class=\"tool-input\" data-testid=\"tool-input\" hidden></p></div><ol class=\"tool-failures\" data-testid=\"tool-attempts\" aria-label=\"Failed attempts\" hidden></ol><div class=\"tool-section tool-outcome ok\" data-testid=\"tool-result\" hidden><p class=\"tool-label\">Result</p><pre></pre></div><div class=\"tool-section tool-outcome err\" data-testid=\"tool-error\" hidden><p class=\"tool-label\">Error</p><pre></pre></div><details class=\"tool-section tool-transcript\" data-testid=\"tool-transcript\" hidden><summary class=\"tool-label\">What the model received</summary><pre></pre></details></div></details><p class=\"tool-where\" data-testid=\"tool-where\" hidden></p><div class=\"tool-slot\" data-testid=\"tool-slot\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -412,7 +425,7 @@ func confirmTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" tabindex=\"-1\" hidden></p></div></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<template id=\"tpl-confirm\"><div class=\"confirm\" data-testid=\"confirm\" role=\"group\" aria-label=\"Confirmation requested by the assistant\"><p class=\"confirm-question\" data-testid=\"confirm-question\"></p><div class=\"confirm-actions\"><button type=\"button\" class=\"btn primary\" data-testid=\"confirm-approve\">Approve</button> <button type=\"button\" class=\"btn danger\" data-testid=\"confirm-deny\">Deny</button></div><p class=\"confirm-answer\" data-testid=\"confirm-answer\" tabindex=\"-1\" hidden></p></div></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -440,7 +453,7 @@ func historyItemTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\"></button></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\"></button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -466,7 +479,7 @@ func suggestionTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-suggestion\"><li><button type=\"button\" class=\"suggestion\" data-testid=\"suggestion\"></button></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<template id=\"tpl-suggestion\"><li><button type=\"button\" class=\"suggestion\" data-testid=\"suggestion\"></button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -67,6 +67,15 @@ func TestChatPageProps(t *testing.T) {
 			},
 		},
 		{
+			name: "under a prefix",
+			p:    PageProps{AssetVersion: "1", Base: "/chat/"},
+			want: []string{
+				`src="/chat/static/demo.js?v=1"`, `href="/chat/static/app.css?v=1"`, `"/chat/static/gateway.js":"/chat/static/gateway.js?v=1"`,
+				`data-socket="/chat/ws"`, `data-sessions="/chat/sessions"`,
+			},
+			not: []string{`"/static/`},
+		},
+		{
 			name: "title is escaped",
 			p:    PageProps{Title: `<script>alert(1)</script>`},
 			want: []string{"&lt;script&gt;alert(1)&lt;/script&gt;"},

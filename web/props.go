@@ -16,8 +16,13 @@ type PageProps struct {
 	// then serve stale files. static.Version() is a good value.
 	AssetVersion string
 	// SocketPath is the WebSocket endpoint the page connects to; empty means
-	// "/ws".
+	// Base + "/ws".
 	SocketPath string
+	// Base is the path the gateway's handler is mounted under, with no
+	// trailing slash ("/chat", for http.StripPrefix("/chat", ...)): the
+	// page loads its files from Base + "/static/", lists the chats at
+	// Base + "/sessions" and connects to Base + "/ws". Empty: the root.
+	Base string
 }
 
 // DefaultTitle is the title of a page whose PageProps.Title is empty.
@@ -32,14 +37,19 @@ func (p PageProps) title() string {
 
 func (p PageProps) socket() string {
 	if p.SocketPath == "" {
-		return "/ws"
+		return p.base() + "/ws"
 	}
 	return p.SocketPath
 }
 
+// sessions is the URL of the list of chats.
+func (p PageProps) sessions() string { return p.base() + "/sessions" }
+
+func (p PageProps) base() string { return strings.TrimRight(p.Base, "/") }
+
 // asset is the URL of a file under /static/, versioned.
 func (p PageProps) asset(name string) string {
-	u := "/static/" + name
+	u := p.base() + "/static/" + name
 	if p.AssetVersion != "" {
 		u += "?v=" + url.QueryEscape(p.AssetVersion)
 	}
@@ -55,7 +65,7 @@ func (p PageProps) importMap() map[string]map[string]string {
 	}
 	imports := map[string]string{}
 	for _, m := range modules {
-		imports["/static/"+m] = p.asset(m)
+		imports[p.base()+"/static/"+m] = p.asset(m)
 	}
 	return map[string]map[string]string{"imports": imports}
 }
