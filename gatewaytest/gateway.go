@@ -65,6 +65,10 @@ type Options struct {
 	PingInterval time.Duration
 	// Logger receives the gateway's logs; default discarded.
 	Logger *slog.Logger
+	// Addr is where it listens; default "127.0.0.1:0", a free port (URL
+	// says which). A port of your own, for a page that must know the
+	// gateway's URL before it starts, or a machine with ports set aside.
+	Addr string
 }
 
 // Gateway is a running test gateway. Its fields are read-only.
@@ -103,7 +107,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	return g
 }
 
-// New starts a test gateway on 127.0.0.1:0. Close stops it.
+// New starts a test gateway on Options.Addr (127.0.0.1:0). Close stops it.
 func New(ctx context.Context, o Options) (*Gateway, error) {
 	models, err := resolver(o)
 	if err != nil {
@@ -167,7 +171,11 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if g.gw, err = gateway.New(gopts); err != nil {
 		return fail(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := o.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fail(err)
 	}

@@ -3,6 +3,7 @@ package gatewaytest_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +296,30 @@ func TestOptionsAreChecked(t *testing.T) {
 	bad := scripted.Script{Rules: []scripted.Rule{{Match: "("}}}
 	if _, err := gatewaytest.New(ctx, gatewaytest.Options{Script: &bad}); err == nil || !strings.Contains(err.Error(), "script") {
 		t.Errorf("a bad script: err = %v", err)
+	}
+}
+
+// TestListensWhereAsked: Addr picks the gateway's address, for a page that
+// must know its URL before it starts; one already taken is an error.
+func TestListensWhereAsked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	if _, err := gatewaytest.New(ctx, gatewaytest.Options{Addr: addr}); err == nil {
+		t.Errorf("a gateway started on %s, which is taken", addr)
+	}
+	taken.Close()
+	g, err := gatewaytest.New(ctx, gatewaytest.Options{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	if g.URL != "http://"+addr {
+		t.Errorf("URL %s, want http://%s", g.URL, addr)
 	}
 }
 
