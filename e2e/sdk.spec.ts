@@ -1151,9 +1151,16 @@ test("a socket that answers nothing after a tool's answer, an approval or a Stop
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
         const call = (id: string) => ({ id, name: "confirm", arguments: "{}", input: { status: "valid", value: {} }, attempt: 1, attempts: 1, deadline: "2030-01-01T00:00:00.000Z" });
+        let release: () => void = () => {};
         const client = connect({
             WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), answerTimeout: 300, reconnect: { initialDelay: 10, maxDelay: 10 },
-            tools: { confirm: (_: any, ctx: any) => { ctx.progress({ progress: 1 }); return { approved: true }; } },
+            tools: {
+                confirm: async (_: any, ctx: any) => {
+                    ctx.progress({ progress: 1 });
+                    await new Promise<void>((resolve) => { release = resolve; });
+                    return { approved: true };
+                },
+            },
         });
         await w.until(() => w.FakeSocket.sockets.length === 1);
         let ws = w.FakeSocket.last();
@@ -1167,6 +1174,10 @@ test("a socket that answers nothing after a tool's answer, an approval or a Stop
         ws.push({ type: "message", seq: 2, message: { role: "user", content: "confirm" } });
         ws.push({ type: "tool.started", seq: 3, handler: "client", page: "p1", ...call("c1") });
         ws.push({ type: "tool.call", ...call("c1") });
+        await w.until(() => ws.sent.length === 3); // the progress report, which the gateway need not answer
+        await w.sleep(400);
+        const afterProgress = w.FakeSocket.sockets.length;
+        release();
         await w.until(() => w.FakeSocket.sockets.length === 2);
         const dead = ws.sent.slice(2).map((f: any) => f.type);
         ws = w.FakeSocket.last();
@@ -1189,9 +1200,10 @@ test("a socket that answers nothing after a tool's answer, an approval or a Stop
         await w.until(() => card);
         card.approve(true);
         await w.until(() => w.FakeSocket.sockets.length === 4);
-        return { idleStop, dead, again, stopped, approved: ws.sent.at(-1) };
+        return { idleStop, afterProgress, dead, again, stopped, approved: ws.sent.at(-1) };
     });
     expect(out.idleStop).toEqual({ sockets: 1, sent: ["session.open", "cancel"] });
+    expect(out.afterProgress, "a progress report is not watched").toBe(1);
     expect(out.dead).toEqual(["tool.progress", "tool.result"]);
     expect(out.again).toEqual({ type: "tool.result", id: "c1", attempt: 1, result: { approved: true } });
     expect(out.stopped).toEqual({ type: "cancel" });

@@ -379,6 +379,13 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 					return
 				}
 				s.report(WireWorkerFailed, err)
+				if c.notTwice {
+					// The request went out: the tool may have done what
+					// it does before it failed (a panic, a 500, a dropped
+					// connection). Trying again could do it twice.
+					s.settleUnknown(c, fmt.Sprintf("%s failed in the worker (%s)", t.Name, PublicText(err)), "")
+					return
+				}
 				d = Decision{Actions: []Action{ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
 					Error: fmt.Sprintf("%s failed in the worker: %s", t.Name, PublicText(err))}}}
 			}

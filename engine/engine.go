@@ -373,7 +373,11 @@ func (e *Engine) List(ctx context.Context, owner string) ([]Summary, error) {
 	sums, err := e.opts.Store.Summaries(ctx, owner)
 	// A session past Retain is gone, though the hourly sweep has not
 	// deleted it yet; one in memory is in use, and stays until it leaves.
+	// Another owner's never lists (a store's filter is its own business).
 	return slices.DeleteFunc(sums, func(sum Summary) bool {
+		if sum.Owner != owner {
+			return true
+		}
 		if !e.expired(sum.Updated) {
 			return false
 		}

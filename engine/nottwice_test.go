@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -20,19 +21,25 @@ func TestNotTwice(t *testing.T) {
 		idempotent *bool
 		handler    engine.Handler
 		leave      bool // the page leaves mid-attempt, another stays; else the attempt times out
+		fails      bool // the worker fails (an error, a panic, a 500) instead of answering
 		want       string
 	}{
-		{"client, timed out", &no, engine.HandlerClient, false, "outcome_unknown"},
-		{"client, its page left", &no, engine.HandlerClient, true, "outcome_unknown"},
-		{"worker, timed out", &no, engine.HandlerWorker, false, "outcome_unknown"},
-		{"client, says nothing, timed out", nil, engine.HandlerClient, false, "retried"},
-		{"client, says nothing, its page left", nil, engine.HandlerClient, true, "moved"},
+		{"client, timed out", &no, engine.HandlerClient, false, false, "outcome_unknown"},
+		{"client, its page left", &no, engine.HandlerClient, true, false, "outcome_unknown"},
+		{"worker, timed out", &no, engine.HandlerWorker, false, false, "outcome_unknown"},
+		{"worker, failed", &no, engine.HandlerWorker, false, true, "outcome_unknown"},
+		{"worker, says nothing, failed", nil, engine.HandlerWorker, false, true, "retried"},
+		{"client, says nothing, timed out", nil, engine.HandlerClient, false, false, "retried"},
+		{"client, says nothing, its page left", nil, engine.HandlerClient, true, false, "moved"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &testWorker{
 				agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "pay", Handler: tt.handler, Idempotent: tt.idempotent,
 					Retry: &engine.RetryPolicy{Attempts: 3, Timeout: "1s", Backoff: "0s"}}}},
 				execute: func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+					if tt.fails {
+						return engine.Decision{}, errors.New("the payment service answered 500")
+					}
 					<-ctx.Done() // never answers
 					return engine.Decision{}, ctx.Err()
 				},
@@ -51,9 +58,10 @@ func TestNotTwice(t *testing.T) {
 			if tt.handler == engine.HandlerClient {
 				recv(t, b.calls, "the call on the first page")
 			}
-			if tt.leave {
+			switch {
+			case tt.leave:
 				h.page.Detach()
-			} else {
+			case !tt.fails:
 				h.clock.Advance(1100 * time.Millisecond)
 			}
 			if tt.leave {

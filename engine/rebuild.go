@@ -175,7 +175,7 @@ func (e *Engine) roomFor(ctx context.Context, owner string) error {
 // list of chats.
 func (e *Engine) listedFor(ctx context.Context, id, owner string) (bool, error) {
 	sums, err := e.opts.Store.Summaries(ctx, owner)
-	return err == nil && slices.ContainsFunc(sums, func(s Summary) bool { return s.ID == id }), err
+	return err == nil && slices.ContainsFunc(sums, func(s Summary) bool { return s.ID == id && s.Owner == owner }), err
 }
 
 // loadBusy loads a session its summary says is busy. A summary written

@@ -88,3 +88,26 @@ func TestToolWorkerCheckedAtNew(t *testing.T) {
 		})
 	}
 }
+
+// TestModelPanicStaysInTheLog: a model that panics ends its turn with an
+// error the page and the next prompt read, which does not carry the
+// panic's value (a request, a key); the log has it, with its stack.
+func TestModelPanicStaysInTheLog(t *testing.T) {
+	logs := &syncBuffer{}
+	panics := model.Func(func(context.Context, model.Request, func(string)) (model.Response, error) {
+		panic("request to https://api.example/v1?key=sk-secret failed")
+	})
+	w := &testWorker{agent: engine.AgentConfig{}}
+	h := setup(t, w, nil, engine.Options{
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return panics, nil }),
+	})
+	h.send("hello")
+	fin := h.waitType(engine.EventModelFinished)
+	if !strings.Contains(string(fin.Raw), "the model panicked") || strings.Contains(string(fin.Raw), "sk-secret") {
+		t.Errorf("model.finished %s, want the panic said without its value", fin.Raw)
+	}
+	if !strings.Contains(logs.String(), "sk-secret") || !strings.Contains(logs.String(), "goroutine") {
+		t.Errorf("the log lacks the panic's value or its stack:\n%s", logs.String())
+	}
+}

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -75,15 +77,24 @@ func (s *Session) startTurn() {
 // streaming under the same call.
 func (s *Session) saysNoMore(ctx context.Context) bool { return s.parent != nil && ctx.Err() != nil }
 
-// generate calls the model, turning a panic into an error.
+// generate calls the model, turning a panic into an error (modelPanic).
 func generate(ctx context.Context, m model.Model, req model.Request, onDelta func(string)) (resp model.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("model panicked: %v", p)
+			err = &modelPanic{value: p, stack: debug.Stack()}
 		}
 	}()
 	return m.Generate(ctx, req, onDelta)
 }
+
+// modelPanic is a model's panic. Its value stays in the log (turnDone):
+// it may hold what no page or model should read (a request, a key).
+type modelPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *modelPanic) Error() string { return "the model panicked (the gateway's log has why)" }
 
 // turnDone takes a finished model turn and proposes what follows.
 func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) {
@@ -96,6 +107,9 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 	case cancelled:
 		ev.StopReason = model.StopCancelled
 	case err != nil:
+		if p := (*modelPanic)(nil); errors.As(err, &p) {
+			s.baseLogger.Error("model panicked", "panic", p.value, "stack", string(p.stack))
+		}
 		ev.StopReason = model.StopError
 		ev.Error = err.Error()
 	default:

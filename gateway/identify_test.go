@@ -31,6 +31,8 @@ func TestIdentifyOwnsTheChats(t *testing.T) {
 			return "", fmt.Errorf("the login store: %w", engine.ErrStoreUnavailable)
 		case "bad":
 			return "", errors.New("a login token that does not verify")
+		case "long":
+			return strings.Repeat("x", 513), nil
 		default:
 			return user, nil
 		}
@@ -87,7 +89,7 @@ func TestIdentifyOwnsTheChats(t *testing.T) {
 	for _, tc := range []struct {
 		user string
 		want int
-	}{{"bad", http.StatusUnauthorized}, {"", http.StatusUnauthorized}, {"down", http.StatusServiceUnavailable}} {
+	}{{"bad", http.StatusUnauthorized}, {"", http.StatusUnauthorized}, {"long", http.StatusUnauthorized}, {"down", http.StatusServiceUnavailable}} {
 		for _, path := range []string{"/", "/sessions", "/ws"} {
 			resp, err := as(tc.user, other).client.Get(h.srv.URL + path)
 			if err != nil {

@@ -24,7 +24,7 @@ func TestRelaySyncFindsLostFrames(t *testing.T) {
 		wantClose bool   // the page is closed with 1008
 		wantReply string // the sync that answers the ask, when it is whole
 	}{
-		{name: "whole", sent: 1, wantReply: "answer 1"},
+		{name: "whole", sent: 1, wantReply: "answer 2"}, // the reader sent two before it
 		{name: "one lost", sent: 2, wantClose: true},
 	}
 	for _, tt := range tests {
@@ -40,11 +40,13 @@ func TestRelaySyncFindsLostFrames(t *testing.T) {
 			sock.sync = true
 			ctx, cancel := context.WithTimeout(context.Background(), hang)
 			defer cancel()
-			if err := sock.Write(ctx, 1, []byte(`{"type":"tool.call","id":"t1","attempt":1}`)); err != nil {
-				t.Fatal(err)
-			}
-			if m := next(t, out); m.Header.Get(syncHeader) != "" {
-				t.Fatalf("the page's node got %q first, want the tool.call", m.Header.Get(syncHeader))
+			for _, f := range []string{`{"type":"tool.call","id":"t1","attempt":1}`, `{"type":"tool.started","seq":2}`} {
+				if err := sock.Write(ctx, 1, []byte(f)); err != nil {
+					t.Fatal(err)
+				}
+				if m := next(t, out); m.Header.Get(syncHeader) != "" {
+					t.Fatalf("the page's node got %q, want the frame", m.Header.Get(syncHeader))
+				}
 			}
 			publish(t, nc, pipeID+".in", nil, `{"type":"tool.result","id":"t1","attempt":1,"result":1}`)
 			publish(t, nc, pipeID+".in", syncMsg(pipeID+".in", syncAsk, uint64(tt.sent)), "")
@@ -74,10 +76,12 @@ func TestRelaySyncFindsLostFrames(t *testing.T) {
 			p, page, nc := relayedPage(t, "gateway.relay.pipe.page")
 			p.sync = true
 			in := subscribeSync(t, nc, p.id+".in")
-			if err := p.send([]byte(`{"type":"tool.result","id":"t1","attempt":1,"result":1}`)); err != nil {
-				t.Fatal(err)
+			for _, f := range []string{`{"type":"tool.result","id":"t1","attempt":1,"result":1}`, `{"type":"message","content":"hi"}`} {
+				if err := p.send([]byte(f)); err != nil {
+					t.Fatal(err)
+				}
+				next(t, in)
 			}
-			next(t, in) // the answer
 			var r pipeIn
 			p.received(p.id, &r, &nats.Msg{Subject: p.id + ".out", Data: []byte(`{"type":"tool.call","id":"t2","attempt":1}`)})
 			p.received(p.id, &r, syncMsg(p.id+".out", syncAsk, uint64(tt.sent)))

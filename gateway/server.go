@@ -36,8 +36,8 @@ type Options struct {
 	// and no one else's on a shared one. What it returns owns the chats
 	// (engine.Session.Owner, which a worker reads), and the limits of one
 	// browser's share (MaxSockets, NewSessionsPerMinute, the engine's
-	// MaxLiveSessions) count per it. An error, or "", refuses the request
-	// with 401 (one wrapping engine.ErrStoreUnavailable, 503 with
+	// MaxLiveSessions) count per it. An error, "", or more than 512 bytes
+	// refuses the request with 401 (one wrapping engine.ErrStoreUnavailable, 503 with
 	// Retry-After); check the login in front of the gateway to answer
 	// otherwise (a redirect to it). The gateway then sets no cookie, and
 	// Sessions and the Cookie options go unused.
@@ -386,6 +386,10 @@ func browserOf(ctx context.Context) string {
 	return id
 }
 
+// maxIdentity bounds what Options.Identify may return: it keys every
+// summary of the person's chats.
+const maxIdentity = 512
+
 // errNotIdentified: Options.Identify did not say who the browser is.
 var errNotIdentified = errors.New("the request carries no identity the app accepts")
 
@@ -436,6 +440,8 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 			return nil, "", fmt.Errorf("%w: %w", errNotIdentified, err)
 		case id == "":
 			return nil, "", fmt.Errorf("%w: Identify returned no identity", errNotIdentified)
+		case len(id) > maxIdentity:
+			return nil, "", fmt.Errorf("%w: Identify returned an identity of %d bytes, over %d", errNotIdentified, len(id), maxIdentity)
 		}
 		return r.Context(), id, nil
 	}

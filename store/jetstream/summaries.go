@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,10 +24,35 @@ import (
 // summaryKey is a summary's key: the owner first, so a browser's sessions
 // are one filter.
 func summaryKey(owner, session string) string {
-	if owner == "" {
-		owner = "_"
+	return ownerToken(owner) + "." + session
+}
+
+// ownerToken is owner as one token of a subject: as it is when it is made
+// of letters, digits, - and _ (the gateway's cookie ids), "_" for none,
+// else "=" and its base64url. An owner an app's login names (the
+// gateway's Options.Identify: an email, a name with a space) could hold a
+// "." (alice@example.com filed under alice@example), a "*" or a ">"
+// (matching everyone's), or a space (a subject the server refuses).
+func ownerToken(owner string) string {
+	switch {
+	case owner == "":
+		return "_"
+	case owner != "_" && plainToken(owner):
+		return owner
+	default:
+		return "=" + base64.RawURLEncoding.EncodeToString([]byte(owner))
 	}
-	return owner + "." + session
+}
+
+// plainToken reports whether s is made of letters, digits, - and _ only.
+func plainToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Summarize implements engine.Store.

@@ -20,6 +20,7 @@ func Run(t *testing.T, open func(t *testing.T) engine.Store) {
 	t.Run("seq gaps are refused", func(t *testing.T) { gaps(t, open(t)) })
 	t.Run("sessions are separate", func(t *testing.T) { separate(t, open(t)) })
 	t.Run("summaries", func(t *testing.T) { summaries(t, open(t)) })
+	t.Run("owners an app names", func(t *testing.T) { appOwners(t, open(t)) })
 	t.Run("delete", func(t *testing.T) { deletes(t, open(t)) })
 	t.Run("large batch", func(t *testing.T) { large(t, open(t)) })
 	t.Run("summaries changed", func(t *testing.T) {
@@ -226,6 +227,37 @@ func summaries(t *testing.T, s engine.Store) {
 	want := engine.Summary{ID: "old", Owner: "alice", Title: "first", Created: base, Updated: base.Add(time.Hour), Ended: true}
 	if len(all) == 0 || !all[0].Created.Equal(want.Created) || !all[0].Updated.Equal(want.Updated) || all[0].Title != want.Title || !all[0].Ended || all[0].Busy {
 		t.Errorf("summary = %+v, want %+v", all[0], want)
+	}
+}
+
+// appOwners: owners an app's login names (the gateway's Identify) may hold
+// what a store's keys give a meaning to: each lists its own sessions and
+// no one else's. On JetStream "alice@example" listed "alice@example.com"'s
+// (a "." in a subject), "*" everyone's, and "Bob Smith" failed.
+func appOwners(t *testing.T, s engine.Store) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	owners := []string{"alice@example.com", "alice@example", "*", ">", "Bob Smith", "_", "élodie", "a.b.c", "=YWxpY2U"}
+	for i, o := range owners {
+		if err := s.Summarize(ctx, engine.Summary{ID: fmt.Sprintf("s%d", i), Owner: o, Created: base, Updated: base}); err != nil {
+			t.Fatalf("owner %q: %v", o, err)
+		}
+	}
+	if err := s.Summarize(ctx, engine.Summary{ID: "ownerless", Created: base, Updated: base}); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range owners {
+		got, err := s.Summaries(ctx, o)
+		if err != nil {
+			t.Errorf("owner %q: %v", o, err)
+			continue
+		}
+		if len(got) != 1 || got[0].ID != fmt.Sprintf("s%d", i) || got[0].Owner != o {
+			t.Errorf("owner %q lists %+v, want its own s%d alone", o, got, i)
+		}
+	}
+	if all, err := s.Summaries(ctx, ""); err != nil || len(all) != len(owners)+1 {
+		t.Errorf("every session: %d, %v; want %d", len(all), err, len(owners)+1)
 	}
 }
 
