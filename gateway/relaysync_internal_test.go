@@ -139,7 +139,6 @@ func TestRelayFindsWhatWasLostWhileANodeWasAway(t *testing.T) {
 			if err := p.dial("owner"); err != nil {
 				t.Fatal(err)
 			}
-			relays["page"].addPipe(p)
 			t.Cleanup(p.close)
 			for deadline := time.Now().Add(hang); !strings.Contains(strings.Join(page.written(), ""), `"session.opened"`); time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {

@@ -42,7 +42,7 @@ export class SessionStore {
     /** @type {string} */ #key;
     /** @type {() => StoredSession | null} */ #read;
     /** @type {ReturnType<typeof setTimeout> | null} */ #timer = null;
-    /** @type {{session: string, events: number} | null} */ #overQuota = null; // the whole copy that did not fit
+    /** @type {{session: string, events: number, unsent: number} | null} */ #overQuota = null; // the whole copy that did not fit
 
     /**
      * @param {StorageLike | null} storage  null: keep nothing.
@@ -93,15 +93,16 @@ export class SessionStore {
         const state = this.#read();
         if (!this.#storage || !state) return;
         const over = this.#overQuota;
-        // A session's events only grow: what did not fit will not fit.
-        const known = over !== null && over.session === state.session && state.events.length >= over.events;
+        // A session's events only grow: what did not fit will not fit, until
+        // its unconfirmed messages go.
+        const known = over !== null && over.session === state.session && state.events.length >= over.events && state.unsent.length >= over.unsent;
         try {
             if (known) throw new RangeError("over quota");
             this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
         } catch {
             // Over quota: keep only the session and what was not confirmed;
             // a reload replays the session from the gateway.
-            if (!known) this.#overQuota = { session: state.session, events: state.events.length };
+            if (!known) this.#overQuota = { session: state.session, events: state.events.length, unsent: state.unsent.length };
             try {
                 this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
             } catch { /* storage unusable */ }
