@@ -372,7 +372,7 @@ func (p *pipe) dial(node string) error {
 	open := p.open
 	open.After = p.after
 	p.watchNode(node) // under p.mu, as end's: never watched after the end
-	p.r.addPipe(p) // the relay's lock inside p.mu, as watchNode's; again on each move
+	p.r.addPipe(p)    // the relay's lock inside p.mu, as watchNode's; again on each move
 	// Under p.mu, as send's: the page's first frame on the pipe, counted.
 	if err := nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open)); err != nil {
 		p.mu.Unlock()
