@@ -55,6 +55,9 @@ func TestChatRefusedAtALimitOpensNothing(t *testing.T) {
 		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
 			t.Errorf("%s: got %s %q, want %d and %q", tc.name, resp.Status, body, tc.status, tc.want)
 		}
+		if strings.HasSuffix(string(body), "\n") {
+			t.Errorf("%s: the refusal %q ends with a newline, which the AI SDK shows as part of chat.error.message", tc.name, body)
+		}
 	}
 	if n := h.eng.Loaded(); n != 0 {
 		t.Errorf("%d sessions in memory after three refused new chats, want 0", n)

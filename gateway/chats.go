@@ -70,13 +70,13 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 		}
 		if !s.admitSocket(browser) {
 			s.opts.Metrics.LimitHit("sockets")
-			http.Error(w, fmt.Sprintf("this browser already has %d streams and sockets open here, the most it may: close another page", s.opts.MaxSockets), http.StatusTooManyRequests)
+			frontend.Text(w, fmt.Sprintf("this browser already has %d streams and sockets open here, the most it may: close another page", s.opts.MaxSockets), http.StatusTooManyRequests)
 			return
 		}
 		defer s.socketClosed(browser)
 		ctx, stop, ok := s.trackStream(r.Context())
 		if !ok {
-			http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+			frontend.Text(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		defer stop()
@@ -95,7 +95,7 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 				status, err = http.StatusBadRequest, errors.New("the request body ended before its length")
 			}
 			s.logRefusal(slog.LevelInfo, "chat request refused", "path", r.URL.Path, "status", status, "err", err)
-			http.Error(w, err.Error(), status)
+			frontend.Text(w, err.Error(), status)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, browserCtxKey{}, browser)))
@@ -374,6 +374,6 @@ func (s *Server) wrongMethod(allow string) http.Handler {
 			return
 		}
 		w.Header().Set("Allow", allow)
-		http.Error(w, fmt.Sprintf("%s is not a method of %s: it takes %s", r.Method, r.URL.Path, allow), http.StatusMethodNotAllowed)
+		frontend.Text(w, fmt.Sprintf("%s is not a method of %s: it takes %s", r.Method, r.URL.Path, allow), http.StatusMethodNotAllowed)
 	})
 }

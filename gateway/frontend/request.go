@@ -41,7 +41,19 @@ func Refuse(w http.ResponseWriter, err error, status int) {
 	if errors.As(err, &later) && later.RetryAfter() > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(later.RetryAfter().Seconds()))))
 	}
-	http.Error(w, engine.PublicText(err), status)
+	Text(w, engine.PublicText(err), status)
+}
+
+// Text answers with status and text as plain text, as http.Error does but
+// without its newline: a front end's client shows the text as it is (the
+// AI SDK's chat.error.message).
+func Text(w http.ResponseWriter, text string, status int) {
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, text)
 }
 
 // DecodeJSON reads the request's JSON body into v: 415 when it is not
