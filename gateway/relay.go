@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +100,7 @@ func (r *Relay) serve(s *Server) error {
 			return
 		}
 		sock.parts, sock.sync = req.Parts, req.Sync
+		sock.logger = s.logger.With("remote", req.Remote, "relayed", true)
 		// The answer says this node joins the page's frames sent in parts,
 		// and takes syncs.
 		_ = m.Respond([]byte(`{"ok":true,"parts":true,"sync":true}`))
@@ -144,12 +146,13 @@ type remoteSocket struct {
 	pipe   string
 	in     chan *nats.Msg
 	inSub  *nats.Subscription
-	parts  bool        // the page's node joins frames sent in parts
-	sync   bool        // the page's node takes syncs (relaysync.go)
-	joiner frameJoiner // Read's
-	got    uint64      // Read's: the messages read from the page's node
-	wmu    sync.Mutex  // a frame's messages, or a sync, at a time
-	sent   uint64      // the messages of frames sent to the page's node
+	parts  bool         // the page's node joins frames sent in parts
+	sync   bool         // the page's node takes syncs (relaysync.go)
+	logger *slog.Logger // what a sync found lost goes to
+	joiner frameJoiner  // Read's
+	got    uint64       // Read's: the messages read from the page's node
+	wmu    sync.Mutex   // a frame's messages, or a sync, at a time
+	sent   uint64       // the messages of frames sent to the page's node
 	subs   []*nats.Subscription
 	once   sync.Once // Close's
 	ended  sync.Once // end's: Read ends the pipe too, on its own goroutine

@@ -122,6 +122,9 @@ func (s *remoteSocket) publishSync(kind string) bool {
 func (s *remoteSocket) readSync(h string) bool {
 	kind, whole, err := readSync(h, s.got)
 	if err != nil || !whole {
+		if s.logger != nil {
+			s.logger.Warn("relayed page's frames were lost while a node was away from NATS, closing", "got", s.got, "sync", h, "err", err)
+		}
 		_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
 		return false
 	}

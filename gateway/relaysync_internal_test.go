@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +41,8 @@ func TestRelaySyncFindsLostFrames(t *testing.T) {
 			}
 			t.Cleanup(sock.end)
 			sock.sync = true
+			logs := &lockedBuffer{}
+			sock.logger = slog.New(slog.NewTextHandler(logs, nil))
 			ctx, cancel := context.WithTimeout(context.Background(), hang)
 			defer cancel()
 			for _, f := range []string{`{"type":"tool.call","id":"t1","attempt":1}`, `{"type":"tool.started","seq":2}`} {
@@ -62,6 +67,9 @@ func TestRelaySyncFindsLostFrames(t *testing.T) {
 				}
 				if h := m.Header.Get(closeHeader); h != fmt.Sprintf("%d %s", engine.CloseTooSlow, reasonFramesLost) {
 					t.Errorf("the page's node got %q (sync %q), want a close with 1008", h, m.Header.Get(syncHeader))
+				}
+				if !strings.Contains(logs.String(), "frames were lost while a node was away from NATS") {
+					t.Errorf("the serving node's log does not say what the sync found:\n%s", logs.String())
 				}
 				return
 			}
@@ -208,4 +216,22 @@ func publish(t *testing.T, nc *nats.Conn, subject string, m *nats.Msg, data stri
 	if err := nc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockedBuffer is a log's buffer a test reads while the logger writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
