@@ -654,11 +654,13 @@ func TestHandoffKeepsANotTwiceCall(t *testing.T) {
 	})
 }
 
-// TestFrontEndsShowACallThatAskedForApproval: the HTTP front ends do not
-// ask the user (a page on /ws does); a call that waited for approval and
-// timed out shows there with its arguments, then its outcome: on the AI
-// SDK with its input (it showed {}), on AG-UI with TOOL_CALL_START, ARGS
-// and END before its TOOL_CALL_RESULT (it came alone).
+// TestFrontEndsShowACallThatAskedForApproval: the AI SDK's stream asks the
+// app to approve a worker's call (its input, then tool-approval-request
+// with the digest as the approval's id, and the response ends waiting for
+// it: it stayed open until the call timed out, with no part for the app to
+// answer); AG-UI does not ask (a page on /ws does), and a call that waited
+// for approval and timed out shows there with TOOL_CALL_START, ARGS and END
+// before its TOOL_CALL_RESULT (it came alone).
 func TestFrontEndsShowACallThatAskedForApproval(t *testing.T) {
 	h := newHarness(t, harnessOptions{fakeClock: true})
 	b := h.newBrowser(nil)
@@ -683,13 +685,17 @@ func TestFrontEndsShowACallThatAskedForApproval(t *testing.T) {
 		return events
 	}
 
-	events := read(b.post(gateway.RouteAISDK, userMessage("chat-del", "delete"), nil))
+	events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-del", "delete"), nil))
 	in := find(events, "tool-input-available", "toolCallId", "call_delete")
-	if len(in) != 1 || fmt.Sprint(in[0]["input"]) != "map[path:notes.txt]" {
+	if len(in) != 1 || fmt.Sprint(in[0]["input"]) != "map[path:notes.txt]" || in[0]["providerExecuted"] != true {
 		t.Errorf("the AI SDK's input of the call: %v", in)
 	}
-	if out := find(events, "tool-output-error", "toolCallId", "call_delete"); len(out) != 1 {
-		t.Errorf("the AI SDK's outcome of the call: %v", events)
+	asked := find(events, "tool-approval-request", "toolCallId", "call_delete")
+	if len(asked) != 1 || asked[0]["approvalId"] == "" {
+		t.Errorf("the AI SDK's stream did not ask the approval: %v", events)
+	}
+	if last := events[len(events)-1]; last["type"] != "finish" || last["finishReason"] != "tool-calls" {
+		t.Errorf("the AI SDK's stream ends %v, want finish with tool-calls: it waits for the app", last)
 	}
 
 	user := map[string]any{"id": "u1", "role": "user", "content": "delete"}

@@ -65,6 +65,12 @@ type uiPart struct {
 	Output           json.RawMessage `json:"output"`
 	ErrorText        string          `json:"errorText"`
 	ProviderExecuted bool            `json:"providerExecuted"`
+	// Approval is the app's answer to a tool-approval-request (state
+	// approval-responded): its id is the call's digest.
+	Approval *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+	} `json:"approval"`
 }
 
 func (p uiPart) isTool() bool {
@@ -210,6 +216,9 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 // part is history, a duplicate, or too late; its outcome is in the
 // stream). Only a failure of the session is an error.
 func (h *Handler) answer(ctx context.Context, sess *engine.Session, p uiPart) (took bool, err error) {
+	if p.State == "approval-responded" && p.Approval != nil && p.Approval.Approved != nil {
+		return frontend.Approve(ctx, sess, engine.ToolApprove{ID: p.ToolCallID, Digest: p.Approval.ID, Approved: *p.Approval.Approved}, h.opts.Logger, "AI SDK approval not taken")
+	}
 	if p.ProviderExecuted {
 		return false, nil
 	}

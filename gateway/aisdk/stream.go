@@ -285,13 +285,26 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 			st.inputAvailable(c, e.ID, e.Input, true, nil)
 		}
 	case engine.EventToolApproval:
-		// It waits for the user (approval is not asked through this
-		// front end): its input is shown with its outcome.
+		// It waits for the user. A worker's call is asked of the app (its
+		// input, then tool-approval-request, the approval's id the
+		// digest that binds the answer to the call): the app answers with
+		// addToolApprovalResponse, which the next POST carries. A client
+		// call's input waits for its delivery, which would have the app
+		// run it at once: it is asked on a /ws page, and shown with its
+		// outcome.
 		var e engine.ToolApprovalEvent
-		if json.Unmarshal(ev.Frame, &e) == nil {
-			c := st.call(e.ID, e.Name)
-			c.in, c.args = e.Input, e.Arguments
+		if json.Unmarshal(ev.Frame, &e) != nil {
+			return
 		}
+		c := st.call(e.ID, e.Name)
+		c.in, c.args = e.Input, e.Arguments
+		if e.Handler != engine.HandlerWorker || st.known[e.ID] {
+			return
+		}
+		st.showInput(c, e.ID)
+		st.inputAvailable(c, e.ID, e.Input, true, nil)
+		st.chunk(map[string]any{"type": "tool-approval-request", "approvalId": e.Digest, "toolCallId": e.ID})
+		st.track.Asked(e.ID)
 	case engine.EventToolLeased:
 		var e engine.ToolLeasedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {

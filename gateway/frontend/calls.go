@@ -22,6 +22,7 @@ type callState uint8
 const (
 	callOpen     callState = iota
 	callMine               // a client attempt is delivered to this stream and waits
+	callAsking             // its approval is asked of this stream's app and waits (Asked)
 	callFinished           // tool.finished: it stays so
 )
 
@@ -72,6 +73,16 @@ func (c *Calls) Delivered(ctx context.Context, page *engine.Page, e engine.Clien
 	return true
 }
 
+// Asked notes a call whose approval this stream asked of the app (a
+// front end that asks it: the AI SDK's): the response may end waiting for
+// it, as for a client call it delivered.
+func (c *Calls) Asked(id string) {
+	c.Started(id)
+	if c.state[id] != callFinished {
+		c.state[id] = callAsking
+	}
+}
+
 // Finished notes a call's tool.finished.
 func (c *Calls) Finished(id string) {
 	c.Started(id)
@@ -90,12 +101,12 @@ func (c *Calls) Open() int {
 }
 
 // Pending names the open calls when the response waits only on client
-// calls this stream delivered (a delegated call waits on its sub-agent,
-// which may wait on them); nil otherwise.
+// calls this stream delivered, or on approvals it asked (a delegated call
+// waits on its sub-agent, which may wait on them); nil otherwise.
 func (c *Calls) Pending() []string {
 	var mine []string
 	for id, s := range c.state {
-		if s == callMine {
+		if s == callMine || s == callAsking {
 			mine = append(mine, id)
 		}
 	}

@@ -153,3 +153,21 @@ func Answer(ctx context.Context, sess *engine.Session, id string, a engine.Actio
 	}
 	return false, fmt.Errorf("failed to answer tool call %s: %w", id, err)
 }
+
+// Approve takes an app's answer to a call's approval, as Answer takes an
+// answer: one the call cannot take (it settled, was approved already) is
+// skipped, and reports false; one with another digest, or for a call that
+// asks none, is the request's error (400).
+func Approve(ctx context.Context, sess *engine.Session, a engine.ToolApprove, log *slog.Logger, what string) (bool, error) {
+	err := sess.Approve(ctx, a)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, engine.ErrSettled), errors.Is(err, engine.ErrUnknownCall):
+		log.Debug(what, "session", sess.ID(), "call", a.ID, "err", err)
+		return false, nil
+	case errors.Is(err, engine.ErrBadRequest):
+		return false, &StatusError{http.StatusBadRequest, fmt.Errorf("the approval of %s: %w", a.ID, err)}
+	}
+	return false, fmt.Errorf("failed to approve tool call %s: %w", a.ID, err)
+}

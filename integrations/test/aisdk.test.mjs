@@ -1,13 +1,14 @@
 // The AI SDK's own chat (AbstractChat with DefaultChatTransport, from the
 // `ai` package as a useChat app runs it) against the built gateway's
 // POST /api/chat and GET /api/chat/{id}/stream: a turn with a worker tool
-// and a client tool answered in onToolCall with addToolOutput, a client
-// tool that times out, a resumed stream, and Stop with the cancel route.
+// and a client tool answered in onToolCall with addToolOutput, a worker
+// tool that asks approval (addToolApprovalResponse), a client tool that
+// times out, a resumed stream, and Stop with the cancel route.
 // docs/integrations.md.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
 import { startGateway, browser, until } from "../harness.mjs";
 
 // State is the smallest ChatState: the messages in an array.
@@ -97,6 +98,32 @@ test("a turn with a worker tool and a client tool answered by onToolCall and add
         const chunks = (await res.text()).split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)));
         assert.deepEqual(chunks.map((c) => c.type), ["start", "finish"], "nothing new to stream");
         assert.deepEqual(chunks.map((c) => c.messageMetadata.gateway.seq), [seq, seq]);
+    }
+});
+
+test("a worker tool that asks approval is asked in the stream, and addToolApprovalResponse answers it", async () => {
+    for (const approved of [true, false]) {
+        const chat = new Chat({
+            id: `chat-approval-${approved}`,
+            transport: transport(gw.url, browser()),
+            sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+        });
+        await chat.sendMessage({ text: "delete my notes" });
+        const asked = toolPart(lastAssistant(chat), "delete_file");
+        assert.equal(asked.state, "approval-requested", JSON.stringify(asked));
+        assert.deepEqual(asked.input, { path: "notes.txt" });
+        assert.equal(asked.providerExecuted, true); // the server runs it, once approved
+        await chat.addToolApprovalResponse({ id: asked.approval.id, approved });
+        await until(() => ["output-available", "output-error"].includes(toolPart(lastAssistant(chat), "delete_file").state) && chat.status === "ready",
+            "the call's outcome after the answer");
+        const done = toolPart(lastAssistant(chat), "delete_file");
+        if (approved) {
+            assert.equal(done.state, "output-available", JSON.stringify(done));
+        } else {
+            assert.equal(done.state, "output-error", JSON.stringify(done));
+            assert.match(done.errorText, /denied|did not approve|declined/i);
+        }
+        assert.equal(chat.messages.filter((m) => m.role === "assistant").length, 1, "one assistant message for the turn");
     }
 });
 
