@@ -11,6 +11,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/testlog"
 )
 
 // TestCancel: Session.Cancel stops the model turn and every open call with
@@ -243,7 +244,7 @@ func TestAgentFromAToolExecuteDecision(t *testing.T) {
 // it runs) leaves the attempt open until its deadline, as documented, and
 // the log says so at WARN; it hung without a word.
 func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "lookup"}}}}
 	w.execute = func(ctx context.Context, _ engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
 		return proposed, nil

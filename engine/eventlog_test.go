@@ -17,6 +17,7 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/store/storetest"
+	"github.com/clienttools/gateway/testlog"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -543,7 +544,7 @@ func (s *stepRecorder) Append(ctx context.Context, session string, b engine.Batc
 // meets with fail (each try of it numbered from 1), on a session whose log
 // and metrics are kept. It returns the harness, the call's id, the log,
 // the metrics, and Answer's error.
-func answered(t *testing.T, fail func(try int) error) (*harness, string, *syncBuffer, *metrics.Metrics, error) {
+func answered(t *testing.T, fail func(try int) error) (*harness, string, *testlog.Buffer, *metrics.Metrics, error) {
 	t.Helper()
 	store := engine.NewMemoryStore()
 	var mu sync.Mutex
@@ -558,7 +559,7 @@ func answered(t *testing.T, fail func(try int) error) (*harness, string, *syncBu
 		return fail(tries)
 	}
 	b := newBrowser()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	m := metrics.New()
 	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
 	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)),
@@ -571,7 +572,7 @@ func answered(t *testing.T, fail func(try int) error) (*harness, string, *syncBu
 
 // settledSaid counts the settled calls logged, and the series of the
 // settled calls' counter.
-func settledSaid(logs *syncBuffer, m *metrics.Metrics) (logged, counted int) {
+func settledSaid(logs *testlog.Buffer, m *metrics.Metrics) (logged, counted int) {
 	return strings.Count(logs.String(), "tool call settled"), testutil.CollectAndCount(m.Registry(), "gateway_tool_calls_settled_total")
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
+	"github.com/clienttools/gateway/testlog"
 )
 
 // TestToolReadsWhoItRunsFor: a Go tool learns whose session it runs in
@@ -93,7 +94,7 @@ func TestToolWorkerCheckedAtNew(t *testing.T) {
 // error the page and the next prompt read, which does not carry the
 // panic's value (a request, a key); the log has it, with its stack.
 func TestModelPanicStaysInTheLog(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	panics := model.Func(func(context.Context, model.Request, func(string)) (model.Response, error) {
 		panic("request to https://api.example/v1?key=sk-secret failed")
 	})

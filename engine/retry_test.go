@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/testlog"
 )
 
 // half is an Options.Rand that always draws the middle of the jitter range,
@@ -387,24 +387,6 @@ func TestStructuredErrorInfo(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSettleOnce: late, duplicate and stale answers are ignored (a debug
 // log), never settle a call twice, and never reach the model.
 func TestSettleOnce(t *testing.T) {
@@ -457,7 +439,7 @@ func TestSettleOnce(t *testing.T) {
 		}
 	})
 	t.Run("worker", func(t *testing.T) {
-		logs := &syncBuffer{}
+		logs := &testlog.Buffer{}
 		logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		lateGo := make(chan struct{})
 		second := make(chan struct{})

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/testlog"
 	"github.com/coder/websocket"
 )
 
@@ -114,7 +115,7 @@ type gatewayProc struct {
 	t       *testing.T
 	name    string
 	cmd     *exec.Cmd
-	stderr  *syncBuffer
+	stderr  *testlog.Buffer
 	exited  chan struct{}
 	waitErr error
 }
@@ -140,8 +141,8 @@ func startGatewayProc(t *testing.T, name, bin, addr, dir string, extra ...string
 // and killed when t ends if it has not exited.
 func startCmd(t *testing.T, name string, cmd *exec.Cmd, log io.Writer) *gatewayProc {
 	t.Helper()
-	p := &gatewayProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout = &syncBuffer{}
+	p := &gatewayProc{t: t, name: name, cmd: cmd, stderr: &testlog.Buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout = &testlog.Buffer{}
 	p.cmd.Stderr = p.stderr
 	if log != nil {
 		p.cmd.Stderr = io.MultiWriter(p.stderr, log)

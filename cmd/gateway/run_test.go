@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,29 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/testlog"
 	"github.com/coder/websocket"
 )
 
 // hang bounds every wait: a guard against hangs, not a timing assertion.
 const hang = 10 * time.Second
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var listening = regexp.MustCompile(`gateway listening: open http://(\S+)/`)
 
@@ -55,11 +37,11 @@ func startGateway(t *testing.T, args []string, env map[string]string) (addr stri
 }
 
 // startGatewayLogs is startGateway, and what the gateway logs.
-func startGatewayLogs(t *testing.T, args []string, env map[string]string) (addr string, stop func() error, stderr *syncBuffer) {
+func startGatewayLogs(t *testing.T, args []string, env map[string]string) (addr string, stop func() error, stderr *testlog.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdoutR, stdoutW := io.Pipe()
-	stderr = &syncBuffer{}
+	stderr = &testlog.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		// Each gateway has a data directory of its own, unless args say
@@ -379,7 +361,7 @@ func TestShutdownEndsAChatStream(t *testing.T) {
 // stuck on damaged or shared files) does not keep the process from
 // exiting: the wait ends after its grace, with an error logged.
 func TestStoreCloseIsBounded(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	release := make(chan struct{})
 	defer close(release)

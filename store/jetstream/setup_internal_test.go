@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"github.com/clienttools/gateway/testlog"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 func TestEmbeddedBucketTakesTheFlag(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	var log LockedBuffer
+	var log testlog.Buffer
 	open := func(lifetime time.Duration) time.Duration {
 		t.Helper()
 		s, err := Open(ctx, Options{DataDir: dir, CookieLifetime: lifetime, Logger: slog.New(slog.NewTextHandler(&log, nil))})

@@ -17,6 +17,7 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/store/storetest"
+	"github.com/clienttools/gateway/testlog"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 )
@@ -181,7 +182,7 @@ func TestDataDir(t *testing.T) {
 func TestMissingPartsAreSaid(t *testing.T) {
 	start := func(dir string) string {
 		t.Helper()
-		logs := &jetstream.LockedBuffer{}
+		logs := &testlog.Buffer{}
 		s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +249,7 @@ func TestDamageIsInTheLog(t *testing.T) {
 	if err := os.Truncate(block, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	logs := &jetstream.LockedBuffer{}
+	logs := &testlog.Buffer{}
 	s, err = jetstream.Open(context.Background(), jetstream.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

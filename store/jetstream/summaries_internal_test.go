@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/testlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,7 +21,7 @@ import (
 // listing: the browser's list of chats, retention, and Resume, which
 // stopped the gateway's start), and the log says it once a minute.
 func TestDamagedSummaryIsLeftOut(t *testing.T) {
-	var log LockedBuffer
+	var log testlog.Buffer
 	ctx := context.Background()
 	s, err := Open(ctx, Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
