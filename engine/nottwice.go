@@ -19,6 +19,9 @@ func (c *call) reached() bool {
 // settleUnknown settles c, which must not run twice, as outcome_unknown.
 func (s *Session) settleUnknown(c *call, what string, abort CancelReason) {
 	s.logger.Warn("tool call outcome unknown: it must not run twice", "call", c.id, "tool", c.name, "attempt", c.attempt)
-	s.settle(c, outcome{code: CodeOutcomeUnknown, err: fmt.Sprintf(
-		"%s, and it is declared idempotent: false, so it was not tried again: it may or may not have taken effect. Check before calling it again.", what)}, abort)
+	s.settle(c, outcome{code: CodeOutcomeUnknown, err: fmt.Sprintf("%s, and it is declared idempotent: false, so it was not tried again: %s", what, mayHaveRun)}, abort)
 }
+
+// mayHaveRun ends what the model reads of a call that must not run twice
+// and may have run: outcome_unknown's, and Stop's while it ran.
+const mayHaveRun = "it may or may not have taken effect. Check before calling it again."

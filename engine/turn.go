@@ -185,7 +185,7 @@ func (s *Session) cancelAll(why string) {
 		if c.notTwice && c.running() && c.reached() {
 			// Stopping it undoes nothing it did: the model must not take
 			// "cancelled" for "did not happen", and pay twice.
-			text = fmt.Sprintf("%s was cancelled (%s) while it ran, and it is declared idempotent: false: it may or may not have taken effect. Check before calling it again.", c.name, why)
+			text = fmt.Sprintf("%s was cancelled (%s) while it ran, and it is declared idempotent: false: %s", c.name, why, mayHaveRun)
 		}
 		s.settle(c, outcome{err: text, code: CodeCancelled}, CancelCancelled)
 	}

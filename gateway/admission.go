@@ -14,6 +14,7 @@ import (
 
 	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/frontend"
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 )
@@ -67,7 +68,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		}
 		s.opts.Metrics.LimitHit("host")
 		s.logRefusal(slog.LevelWarn, "request refused for its Host", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
-		http.Error(w, fmt.Sprintf("Host %q is not a name this gateway answers to; its operator can allow it with --hosts", r.Host), http.StatusForbidden)
+		frontend.Text(w, fmt.Sprintf("Host %q is not a name this gateway answers to; its operator can allow it with --hosts", r.Host), http.StatusForbidden)
 	})
 }
 
@@ -120,7 +121,7 @@ func (s *Server) admitOrigin(w http.ResponseWriter, r *http.Request, refused str
 	if err := s.originAllowed(r); err != nil {
 		s.opts.Metrics.LimitHit("origin")
 		s.logRefusal(slog.LevelInfo, refused, "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
-		http.Error(w, err.Error(), http.StatusForbidden)
+		frontend.Text(w, err.Error(), http.StatusForbidden)
 		return false
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
@@ -141,7 +142,7 @@ func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, why error)
 	s.logRefusal(slog.LevelInfo, "websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", why)
 	s.opts.Metrics.LimitHit("origin")
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		http.Error(w, why.Error(), http.StatusForbidden)
+		frontend.Text(w, why.Error(), http.StatusForbidden)
 		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})

@@ -95,10 +95,13 @@ func TestIdentifyOwnsTheChats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != tc.want {
 				t.Errorf("GET %s as %q = %s, want %d", path, tc.user, resp.Status, tc.want)
+			}
+			if strings.HasSuffix(string(body), "\n") {
+				t.Errorf("GET %s as %q: the refusal %q ends with a newline, which a front end's client shows", path, tc.user, body)
 			}
 		}
 		if _, resp, err := as(tc.user, other).dialErr(nil); err == nil || resp == nil || resp.StatusCode != tc.want {

@@ -94,13 +94,12 @@ func (r *Relay) serve(s *Server) error {
 			_ = m.Respond([]byte(`{"error":"bad request"}`))
 			return
 		}
-		sock, err := newRemoteSocket(r.nc, req.Pipe)
+		sock, err := newRemoteSocket(r.nc, req.Pipe, s.logger.With("remote", req.Remote, "relayed", true))
 		if err != nil {
 			_ = m.Respond([]byte(`{"error":` + strconv.Quote(err.Error()) + `}`))
 			return
 		}
 		sock.parts, sock.sync = req.Parts, req.Sync
-		sock.logger = s.logger.With("remote", req.Remote, "relayed", true)
 		// The answer says this node joins the page's frames sent in parts,
 		// and takes syncs.
 		_ = m.Respond([]byte(`{"ok":true,"parts":true,"sync":true}`))
@@ -176,8 +175,8 @@ func framesLost(sub *nats.Subscription) bool {
 	return err == nil && n > 0
 }
 
-func newRemoteSocket(nc *nats.Conn, pipe string) (*remoteSocket, error) {
-	s := &remoteSocket{nc: nc, pipe: pipe, in: make(chan *nats.Msg, relayInQueue), closed: make(chan struct{})}
+func newRemoteSocket(nc *nats.Conn, pipe string, logger *slog.Logger) (*remoteSocket, error) {
+	s := &remoteSocket{nc: nc, pipe: pipe, logger: logger, in: make(chan *nats.Msg, relayInQueue), closed: make(chan struct{})}
 	in, err := nc.ChanSubscribe(pipe+".in", s.in)
 	if err != nil {
 		return nil, err
@@ -237,9 +236,7 @@ func (s *remoteSocket) Write(_ context.Context, _ websocket.MessageType, p []byt
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	n, err := publishFrame(s.nc, s.pipe+".out", p, s.parts)
-	s.sent += uint64(n)
-	return err
+	return publishFrame(s.nc, s.pipe+".out", p, s.parts, &s.sent)
 }
 
 func (s *remoteSocket) Ping(ctx context.Context) error {
@@ -377,13 +374,9 @@ func (p *pipe) dial(node string) error {
 	p.watchNode(node) // under p.mu, as end's: never watched after the end
 	p.r.addPipe(p)    // the relay's lock inside p.mu, as watchNode's; again on each move
 	// Under p.mu, as send's: the page's first frame on the pipe, counted.
-	if err := nc.Publish(id+".in", encodeFrame(FrameSessionOpen, open)); err != nil {
-		p.mu.Unlock()
-		return err
-	}
-	p.sent = 1
+	err = publishFrame(nc, id+".in", encodeFrame(FrameSessionOpen, open), p.parts, &p.sent)
 	p.mu.Unlock()
-	return nil
+	return err
 }
 
 // received takes a frame, a part of one, or a sync, from the serving node
@@ -512,9 +505,7 @@ func (p *pipe) send(frame []byte) error {
 		p.waiting = append(p.waiting, frame)
 		return nil
 	}
-	n, err := publishFrame(p.r.nc, p.id+".in", frame, p.parts)
-	p.sent += uint64(n)
-	if err != nil {
+	if err := publishFrame(p.r.nc, p.id+".in", frame, p.parts, &p.sent); err != nil {
 		return err
 	}
 	p.track(frame)
@@ -627,10 +618,7 @@ func (p *pipe) moved() {
 	p.waiting, p.moving, p.movedAt = nil, false, time.Now()
 	var failed error
 	for _, f := range waited {
-		var n int
-		n, failed = publishFrame(p.r.nc, p.id+".in", f, p.parts)
-		p.sent += uint64(n)
-		if failed != nil {
+		if failed = publishFrame(p.r.nc, p.id+".in", f, p.parts, &p.sent); failed != nil {
 			break
 		}
 		p.track(f) // should the next node die too, the move after it sends them again

@@ -87,7 +87,7 @@ func TestRelayedFramesLostOnTheWayIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock, err := newRemoteSocket(nc, pipe)
+	sock, err := newRemoteSocket(nc, pipe, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +214,14 @@ func TestRelayedFramesInParts(t *testing.T) {
 
 	// The page's frames, to the serving node's socket.
 	const pipeID = "gateway.relay.pipe.test"
-	sock, err := newRemoteSocket(nc, pipeID)
+	sock, err := newRemoteSocket(nc, pipeID, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sock.end)
 	for _, f := range frames {
-		if _, err := publishFrame(nc, pipeID+".in", f, true); err != nil {
+		var sent uint64
+		if err := publishFrame(nc, pipeID+".in", f, true, &sent); err != nil {
 			t.Fatalf("publishing a frame of %d bytes: %v", len(f), err)
 		}
 	}
@@ -277,7 +278,7 @@ func TestFramesAfterAMoveComeWhole(t *testing.T) {
 	small := []byte(`{"type":"cancel"}`)
 	for round := range 20 {
 		id := fmt.Sprintf("gateway.relay.pipe.move%d", round)
-		sock, err := newRemoteSocket(nc, id)
+		sock, err := newRemoteSocket(nc, id, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,18 +34,19 @@ var errNoParts = errors.New("a frame larger than a NATS message (max_payload) ca
 
 // publishFrame publishes frame on subj, in parts when one message would
 // pass the server's max_payload and the other side joins parts (else it
-// fails with errNoParts). It returns how many messages went out: each
-// side of a pipe counts them (relaysync.go).
-func publishFrame(nc *nats.Conn, subj string, frame []byte, parts bool) (int, error) {
+// fails with errNoParts), and adds the messages that went out to sent:
+// each side of a pipe counts them (relaysync.go).
+func publishFrame(nc *nats.Conn, subj string, frame []byte, parts bool, sent *uint64) error {
 	limit := max(int(nc.MaxPayload())-relaySlack, relaySlack)
 	if len(frame) <= limit {
 		if err := nc.Publish(subj, frame); err != nil {
-			return 0, err
+			return err
 		}
-		return 1, nil
+		*sent++
+		return nil
 	}
 	if !parts {
-		return 0, fmt.Errorf("%w (a frame of %d bytes)", errNoParts, len(frame))
+		return fmt.Errorf("%w (a frame of %d bytes)", errNoParts, len(frame))
 	}
 	count := (len(frame) + limit - 1) / limit
 	for i := range count {
@@ -53,10 +54,11 @@ func publishFrame(nc *nats.Conn, subj string, frame []byte, parts bool) (int, er
 		m.Header.Set(partHeader, strconv.Itoa(i+1)+"/"+strconv.Itoa(count))
 		m.Data = frame[i*limit : min((i+1)*limit, len(frame))]
 		if err := nc.PublishMsg(m); err != nil {
-			return i, fmt.Errorf("part %d of %d of a frame of %d bytes: %w", i+1, count, len(frame), err)
+			return fmt.Errorf("part %d of %d of a frame of %d bytes: %w", i+1, count, len(frame), err)
 		}
+		*sent++
 	}
-	return count, nil
+	return nil
 }
 
 // frameJoiner joins one subscription's parts into their frames. Only the

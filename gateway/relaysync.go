@@ -122,9 +122,7 @@ func (s *remoteSocket) publishSync(kind string) bool {
 func (s *remoteSocket) readSync(h string) bool {
 	kind, whole, err := readSync(h, s.got)
 	if err != nil || !whole {
-		if s.logger != nil {
-			s.logger.Warn("relayed page's frames were lost while a node was away from NATS, closing", "got", s.got, "sync", h, "err", err)
-		}
+		s.logger.Warn("relayed page's frames were lost while a node was away from NATS, closing", "got", s.got, "sync", h, "err", err)
 		_ = s.Close(websocket.StatusCode(engine.CloseTooSlow), reasonFramesLost)
 		return false
 	}
@@ -158,16 +156,14 @@ type pipeIn struct {
 	got    uint64
 }
 
-// readSync takes a sync from the serving node of pipe id: false when
-// frames from it were lost (the page is closed with 1008).
-func (p *pipe) readSync(id string, in *pipeIn, h string) bool {
+// readSync takes a sync from the serving node of pipe id, and closes the
+// page with 1008 when frames from it were lost.
+func (p *pipe) readSync(id string, in *pipeIn, h string) {
 	kind, whole, err := readSync(h, in.got)
-	if err != nil || !whole {
+	switch {
+	case err != nil || !whole:
 		p.lost("relayed page's frames were lost while a node was away from NATS, closing", "got", in.got, "sync", h, "err", err)
-		return false
-	}
-	if kind == syncAsk {
+	case kind == syncAsk:
 		p.publishSync(id, syncAnswer)
 	}
-	return true
 }

@@ -1,16 +1,15 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/testlog"
 	"github.com/nats-io/nats.go"
 )
 
@@ -35,14 +34,13 @@ func TestRelaySyncFindsLostFrames(t *testing.T) {
 			nc := natsConn(t)
 			pipeID := "gateway.relay.pipe.owner"
 			out := subscribeSync(t, nc, pipeID+".out")
-			sock, err := newRemoteSocket(nc, pipeID)
+			logs := &testlog.Buffer{}
+			sock, err := newRemoteSocket(nc, pipeID, slog.New(slog.NewTextHandler(logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(sock.end)
 			sock.sync = true
-			logs := &lockedBuffer{}
-			sock.logger = slog.New(slog.NewTextHandler(logs, nil))
 			ctx, cancel := context.WithTimeout(context.Background(), hang)
 			defer cancel()
 			for _, f := range []string{`{"type":"tool.call","id":"t1","attempt":1}`, `{"type":"tool.started","seq":2}`} {
@@ -216,22 +214,4 @@ func publish(t *testing.T, nc *nats.Conn, subject string, m *nats.Msg, data stri
 	if err := nc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// lockedBuffer is a log's buffer a test reads while the logger writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/gateway/frontend"
 	"github.com/clienttools/gateway/gateway/sse"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/clienttools/gateway/runners"
@@ -359,7 +360,7 @@ func (s *Server) Handler() http.Handler {
 					panic(p)
 				}
 				s.logger.Error("handler panicked", "path", r.URL.Path, "panic", p)
-				http.Error(w, "internal error", http.StatusInternalServerError)
+				frontend.Text(w, "internal error", http.StatusInternalServerError)
 			}
 		}()
 		s.hosts.ServeHTTP(w, r)
@@ -404,17 +405,17 @@ func (s *Server) browserOrRefuse(w http.ResponseWriter, r *http.Request) (contex
 		// The identities are the store's (NATS): the browser tries again.
 		s.logger.Warn("failed to identify browser: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "5")
-		http.Error(w, "the gateway's session store is unavailable, and with it who this browser is: try again in a moment", http.StatusServiceUnavailable)
+		frontend.Text(w, "the gateway's session store is unavailable, and with it who this browser is: try again in a moment", http.StatusServiceUnavailable)
 		return nil, "", false
 	case errors.Is(err, errNotIdentified):
 		s.logRefusal(slog.LevelInfo, "request refused: Identify said no one", "path", r.URL.Path, "err", err)
-		http.Error(w, "who this browser is could not be told: log in again", http.StatusUnauthorized)
+		frontend.Text(w, "who this browser is could not be told: log in again", http.StatusUnauthorized)
 		return nil, "", false
 	case err != nil:
 		// Not the store's trouble (an identity it keeps that does not
 		// read back): trying again would find the same.
 		s.logger.Error("failed to identify browser", "err", err)
-		http.Error(w, "the gateway could not tell who this browser is", http.StatusInternalServerError)
+		frontend.Text(w, "the gateway could not tell who this browser is", http.StatusInternalServerError)
 		return nil, "", false
 	}
 	return ctx, browser, true
@@ -618,7 +619,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	list, err := s.opts.Engine.List(r.Context(), browserOf(r.Context()))
 	if err != nil {
 		s.logger.Error("failed to list sessions", "err", err)
-		http.Error(w, "could not list the sessions: "+err.Error(), http.StatusServiceUnavailable)
+		frontend.Text(w, "could not list the sessions: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	type item struct {

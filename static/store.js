@@ -95,18 +95,19 @@ export class SessionStore {
         const over = this.#overQuota;
         // A session's events only grow: what did not fit will not fit, until
         // its unconfirmed messages go.
-        const known = over !== null && over.session === state.session && state.events.length >= over.events && state.unsent.length >= over.unsent;
-        try {
-            if (known) throw new RangeError("over quota");
-            this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
-        } catch {
-            // Over quota: keep only the session and what was not confirmed;
-            // a reload replays the session from the gateway.
-            if (!known) this.#overQuota = { session: state.session, events: state.events.length, unsent: state.unsent.length };
+        if (over === null || over.session !== state.session || state.events.length < over.events || state.unsent.length < over.unsent) {
             try {
-                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
-            } catch { /* storage unusable */ }
+                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
+                return;
+            } catch {
+                this.#overQuota = { session: state.session, events: state.events.length, unsent: state.unsent.length };
+            }
         }
+        // Over quota: keep only the session and what was not confirmed; a
+        // reload replays the session from the gateway.
+        try {
+            this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
+        } catch { /* storage unusable */ }
     }
 
     /** Removes the stored copy, and any write still pending. */

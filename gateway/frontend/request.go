@@ -45,8 +45,9 @@ func Refuse(w http.ResponseWriter, err error, status int) {
 }
 
 // Text answers with status and text as plain text, as http.Error does but
-// without its newline: a front end's client shows the text as it is (the
-// AI SDK's chat.error.message).
+// without its newline: every refusal of the gateway's routes goes through
+// it, since a front end's client shows the text as it is (the AI SDK's
+// chat.error.message).
 func Text(w http.ResponseWriter, text string, status int) {
 	h := w.Header()
 	h.Del("Content-Length")
