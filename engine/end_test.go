@@ -258,3 +258,114 @@ func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 		t.Errorf("the call settled %d times before its deadline", n)
 	}
 }
+
+// TestPageInterrupts: a page that Interrupts (an HTTP front end's new
+// message) stops a turn that waits on nothing but the user (a client call,
+// an approval) as it attaches, its calls settled as cancelled and none
+// delivered to it, and its message starts the next turn; a turn that waits
+// on the server (a worker's attempt) is left alone, and the message waits
+// for it.
+func TestPageInterrupts(t *testing.T) {
+	tools := []engine.AgentTool{
+		{Name: "get_location", Handler: engine.HandlerClient},
+		{Name: "lookup"},
+		{Name: "pay", Approval: engine.ApprovalAlways},
+	}
+	for _, tc := range []struct {
+		name    string
+		uses    []model.ToolUse
+		waitFor string // the event that shows the turn waits
+		stops   bool
+	}{
+		{"a client call waits for its answer", []model.ToolUse{use("loc", "get_location", `{}`)}, "", true},
+		{"a worker's call waits for its approval", []model.ToolUse{use("p", "pay", `{}`)}, engine.EventToolApproval, true},
+		{"a client call waits beside a worker's that runs", []model.ToolUse{use("loc", "get_location", `{}`), use("look", "lookup", `{}`)}, engine.EventToolStarted, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBrowser()
+			running := make(chan struct{}, 1)
+			w := &testWorker{agent: engine.AgentConfig{Tools: tools}}
+			w.execute = func(ctx context.Context, x engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+				running <- struct{}{}
+				<-ctx.Done()
+				return engine.Decision{}, ctx.Err()
+			}
+			m := callsThenSummary(tc.uses...)
+			calls := m.reply
+			m.reply = func(ctx context.Context, req model.Request) (model.Response, error) {
+				if last := req.Messages[len(req.Messages)-1]; last.Content == "never mind" {
+					return model.Response{Text: "ok", StopReason: model.StopEndTurn}, nil
+				}
+				return calls(ctx, req)
+			}
+			h := setup(t, w, m, engine.Options{}, b)
+			h.send("go")
+			if tc.waitFor == "" {
+				recv(t, b.calls, "the client call")
+			} else {
+				h.waitType(tc.waitFor)
+			}
+			if !tc.stops {
+				recv(t, running, "the worker's attempt")
+			}
+			// The app's page: it runs the client tool, and gets the outcomes.
+			app := newBrowser()
+			page, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), AnyClientTool: true, Handoff: true, Interrupts: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer page.Detach()
+			appSaw := pump(t, page, app)
+			if err := page.Send(context.Background(), "never mind"); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.stops {
+				h.transcript() // a barrier: the message's step ran
+				if n := h.count(engine.EventToolFinished, ""); n != 0 {
+					t.Fatalf("%d calls settled while a worker's ran; seen %s", n, h.types())
+				}
+				if n := len(h.model.requests()); n != 1 {
+					t.Fatalf("the model was prompted %d times, want 1: the message waits", n)
+				}
+				return
+			}
+			fin := h.waitType(engine.EventToolFinished)
+			if fin.OK || fin.Code != string(engine.CodeCancelled) || !strings.Contains(fin.Error, "the user sent a new message instead of answering") {
+				t.Errorf("tool.finished %s, want cancelled by the new message", fin.Raw)
+			}
+			if tc.waitFor == "" {
+				if r := recv(t, b.releases, "tool.cancel"); r != (release{ID: "loc", Attempt: 1, Reason: engine.CancelCancelled}) {
+					t.Errorf("release %+v, want the page's attempt cancelled", r)
+				}
+			}
+			user := h.waitFor("the new message", func(f frame) bool { return f.Type == engine.EventMessage && f.msg(t).Role == model.RoleUser })
+			if c := user.msg(t).Content; c != "never mind" {
+				t.Errorf("user message %q", c)
+			}
+			h.waitIdle()
+			appSaw.sync()
+			if len(app.calls) != 0 {
+				t.Errorf("the cancelled call was delivered to the app's page: %+v", <-app.calls)
+			}
+			var outcome bool
+			for len(appSaw.C()) > 0 {
+				f := decodeFrame(t, <-appSaw.C())
+				outcome = outcome || (f.Type == engine.EventToolFinished && f.Code == string(engine.CodeCancelled))
+			}
+			if !outcome {
+				t.Error("the app's page was not told the call was cancelled")
+			}
+			reqs := h.model.requests()
+			if len(reqs) != 2 {
+				t.Fatalf("the model was prompted %d times, want 2 (the turn, then the new message's)", len(reqs))
+			}
+			msgs := reqs[1].Messages
+			if last := msgs[len(msgs)-1]; last.Role != model.RoleUser || last.Content != "never mind" {
+				t.Errorf("the new turn's last message %+v", last)
+			}
+			if tm := toolMessages(msgs); len(tm) != 1 || !tm[0].IsError || !strings.Contains(tm[0].Content, "instead of answering") {
+				t.Errorf("the model saw tool messages %+v, want the cancelled call", tm)
+			}
+		})
+	}
+}

@@ -76,6 +76,18 @@ type AttachOptions struct {
 	// it again. Default false: a /ws page that leaves may have run the tool,
 	// and nobody will say.
 	Handoff bool
+	// Interrupts says the page comes with a user message sent instead of
+	// an answer: a front end whose app cannot answer a call of an earlier
+	// response once the user typed past it (the AI SDK's useChat posts
+	// that answer with nothing once a new message follows the call's). A
+	// turn that waits on nothing but the user (its client calls, or
+	// approvals; no model turn, worker attempt or sub-agent runs) is
+	// stopped as the page attaches, as Cancel stops it: its calls settle
+	// as cancelled, "the user sent a new message instead of answering",
+	// and none is delivered to the page. The page then sends the message,
+	// which starts the next turn. A turn that waits on the server goes on,
+	// and the message waits for it. Default false.
+	Interrupts bool
 	// Buffer is how many frames may wait on the stream between two Takes
 	// (the replay aside); default DefaultPageBuffer (256). Past it the stream ends with
 	// ErrSlowSubscriber: the page must reconnect and resume.
@@ -384,12 +396,36 @@ func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error
 		s.idleTimer = nil
 	}
 	s.logger.Info("page attached", "page", p.id, "tools", len(p.tools), "pages", len(s.pages), "after", o.After)
+	if o.Interrupts && s.waitsOnTheUser() {
+		// After the page joined the log: the page gets the outcomes.
+		s.cancelAll(sentInstead)
+	}
 	for _, c := range s.allOpenCalls() {
 		if c.handler == HandlerClient && c.holder == nil && c.running() && p.runs(c.name) {
 			c.run.lease(c, p)
 		}
 	}
 	return nil
+}
+
+// sentInstead is why a page that Interrupts stops a turn.
+const sentInstead = "the user sent a new message instead of answering"
+
+// waitsOnTheUser reports whether the running turn waits on nothing but
+// the user: it has open calls, and each is a client call (delivered, or
+// waiting for a page or its retry) or one whose approval is asked; no
+// model turn, worker attempt or sub-agent runs, and no decision waits.
+func (s *Session) waitsOnTheUser() bool {
+	open := s.openCalls()
+	if len(open) == 0 || s.turn != nil || s.promptWanted || len(s.queue) > 0 {
+		return false
+	}
+	for _, c := range open {
+		if c.child != nil || (c.handler != HandlerClient && !c.approving) {
+			return false
+		}
+	}
+	return true
 }
 
 // olderEvents reads the session's events from seq from to through from

@@ -22,6 +22,7 @@ func (s *Session) Send(ctx context.Context, content string) error {
 	return s.send(ctx, nil, Message{Content: content})
 }
 
+// send takes msg from page from (nil: no page).
 func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 	if err := s.refusal(msg); err != nil {
 		// A copy of a message the session took (its page lost the socket

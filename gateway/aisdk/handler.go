@@ -164,12 +164,17 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 	st := newStream(w, h.opts, sess)
 	if last.Role == "user" {
 		st.seq = sess.LastSeq() // the metadata's seq: where the response starts, until it has events
-		page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
+		// Interrupts: a call of an earlier response that still waits
+		// for the app is stopped, not delivered again: useChat would
+		// run it a second time, in a new message, and post its answer
+		// with nothing (its sendAutomaticallyWhen reads the last one).
+		page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Interrupts: true, Buffer: h.opts.Buffer})
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
 		defer page.Detach()
+		st.stopped = sess.LastSeq()
 		if err := page.Send(ctx, text(last)); err != nil {
 			h.fail(w, r, err)
 			return

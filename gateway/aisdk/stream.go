@@ -33,9 +33,15 @@ type stream struct {
 	// held: data parts of a new response that came before its user
 	// message (a worker's client.event on the message's trigger), written
 	// after start, which then carries the message's id.
-	held  []map[string]any
-	ended bool
-	seq   int64 // the last session event seen: the metadata's seq
+	held []map[string]any
+	// early: a new response's outcomes of earlier responses' calls that
+	// came before its user message, shown after start as held is.
+	early []engine.ToolFinishedEvent
+	// stopped: the last event before a new response's message: the end
+	// of a turn its page stopped (Interrupts) is not the response's end.
+	stopped int64
+	ended   bool
+	seq     int64 // the last session event seen: the metadata's seq
 
 	stop     string // the last model turn's stop reason: the finish's reason
 	step     bool   // a step is open
@@ -218,6 +224,10 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		case "user":
 			if st.fresh {
 				st.start("msg_" + st.session.ID() + "_" + strconv.FormatInt(ev.Seq, 10))
+				for _, e := range st.early {
+					st.finished(e)
+				}
+				st.early = nil
 			}
 		case "assistant":
 			if !st.turnText && e.Message.Content != "" {
@@ -336,32 +346,14 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
-		c := st.call(e.ID, e.Name)
-		st.track.Finished(e.ID)
-		c.client = c.client || st.client[e.ID]
-		if !c.input && !st.known[e.ID] {
-			if c.in.Status == "" && c.args == "" {
-				// It started before this stream (a follow-up whose
-				// message left its part out): its input, as it started.
-				c.args, c.in, _ = st.session.CallInput(e.ID)
-			}
-			st.showInput(c, e.ID)
-			st.inputAvailable(c, e.ID, c.in, true, nil)
+		if st.fresh && !st.started && st.calls[e.ID] == nil {
+			// A call of an earlier response, settled before this one's
+			// user message (stopped by it: Interrupts): shown after start,
+			// which waits for the message's id.
+			st.early = append(st.early, e)
+			return
 		}
-		st.start("")
-		// As this stream's input said, when it said: the app ran it, or
-		// the server settled it (a client call whose input the engine
-		// refused, or that another page ran). A call of an earlier stream
-		// is the app's when it is a client call.
-		providerExecuted := !c.client
-		if c.input {
-			providerExecuted = !c.appRuns
-		}
-		if e.OK {
-			st.chunk(map[string]any{"type": "tool-output-available", "toolCallId": e.ID, "output": resultValue(e.Result), "providerExecuted": providerExecuted})
-		} else {
-			st.chunk(map[string]any{"type": "tool-output-error", "toolCallId": e.ID, "errorText": e.Error, "providerExecuted": providerExecuted})
-		}
+		st.finished(e)
 	case engine.EventClientEvent:
 		var e engine.ClientEventEvent
 		if json.Unmarshal(ev.Frame, &e) == nil && e.Name != "" {
@@ -386,9 +378,42 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		st.chunk(map[string]any{"type": "error", "errorText": e.Message})
 		st.done()
 	case engine.EventSessionIdle:
-		st.finish(idleReason(st.stop))
+		if ev.Seq > st.stopped {
+			st.finish(idleReason(st.stop))
+		}
 	case engine.EventSessionEnded:
 		st.finish("other")
+	}
+}
+
+// finished shows a call's outcome (tool.finished), after its input when
+// the response has not shown that.
+func (st *stream) finished(e engine.ToolFinishedEvent) {
+	c := st.call(e.ID, e.Name)
+	st.track.Finished(e.ID)
+	c.client = c.client || st.client[e.ID]
+	if !c.input && !st.known[e.ID] {
+		if c.in.Status == "" && c.args == "" {
+			// It started before this stream (a follow-up whose
+			// message left its part out): its input, as it started.
+			c.args, c.in, _ = st.session.CallInput(e.ID)
+		}
+		st.showInput(c, e.ID)
+		st.inputAvailable(c, e.ID, c.in, true, nil)
+	}
+	st.start("")
+	// As this stream's input said, when it said: the app ran it, or
+	// the server settled it (a client call whose input the engine
+	// refused, or that another page ran). A call of an earlier stream
+	// is the app's when it is a client call.
+	providerExecuted := !c.client
+	if c.input {
+		providerExecuted = !c.appRuns
+	}
+	if e.OK {
+		st.chunk(map[string]any{"type": "tool-output-available", "toolCallId": e.ID, "output": resultValue(e.Result), "providerExecuted": providerExecuted})
+	} else {
+		st.chunk(map[string]any{"type": "tool-output-error", "toolCallId": e.ID, "errorText": e.Error, "providerExecuted": providerExecuted})
 	}
 }
 

@@ -216,3 +216,29 @@ test("Stop with the cancel route stops the turn: the next message's answer start
     await until(() => chat.status === "ready", "the next answer");
     assert.equal(textOf(lastAssistant(chat)), "No rule for: hello", "the stopped reply did not run on into the next answer");
 });
+
+test("a message sent while a client call waits stops that call: the app runs it once, and the message is answered", async () => {
+    const ran = [];
+    const chat = new Chat({
+        id: "chat-instead",
+        transport: transport(gw.url, browser()),
+        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+        onToolCall: ({ toolCall }) => { ran.push(toolCall.toolCallId); }, // the user never answers
+    });
+    await chat.sendMessage({ text: "what time is it" });
+    await until(() => chat.status === "ready" && ran.length === 1, "the client call");
+    assert.equal(toolPart(lastAssistant(chat), "get_local_time").state, "input-available");
+
+    await chat.sendMessage({ text: "hello" });
+    await until(() => chat.status === "ready" && textOf(lastAssistant(chat)) === "No rule for: hello", "the answer to the new message");
+    assert.deepEqual(ran, [ran[0]], "onToolCall ran once: the call was not delivered again");
+    assert.equal(chat.error, undefined);
+    const reply = lastAssistant(chat);
+    assert.match(reply.id, /^msg_/, "the response's message has the gateway's id, so a resume finds it");
+    const stopped = toolPart(reply, "get_local_time");
+    assert.equal(stopped.toolCallId, ran[0]);
+    assert.equal(stopped.state, "output-error", JSON.stringify(stopped));
+    assert.equal(stopped.providerExecuted, true, "the gateway settled it; the app runs nothing");
+    assert.match(stopped.errorText, /get_local_time was cancelled: the user sent a new message instead of answering/);
+    assert.deepEqual(chat.messages.map((m) => m.role), ["user", "assistant", "user", "assistant"]);
+});
