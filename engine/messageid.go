@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"slices"
 
 	"github.com/clienttools/gateway/engine/model"
@@ -32,6 +33,18 @@ func CheckMessageID(id string) error {
 // needed again. A delivery: no seq, to that page only.
 type MessageTakenFrame struct {
 	ID string `json:"id"`
+}
+
+// Took reports whether the session took a user message of id (one of its
+// last MessageIDMemory), as SendOnce would find it: an HTTP front end's
+// request sent again with the same messages.
+func (s *Session) Took(ctx context.Context, id string) (bool, error) {
+	took := false
+	err := s.do(ctx, func() error {
+		took = s.tookMessage(id)
+		return nil
+	})
+	return took, err
 }
 
 // tookMessage reports whether the session took a message of id already.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,9 +109,12 @@ func find(events []map[string]any, typ, key string, value any) []map[string]any 
 
 func userMessage(chat, text string) map[string]any {
 	return map[string]any{"id": chat, "trigger": "submit-message", "messages": []any{
-		map[string]any{"id": "u1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}},
+		map[string]any{"id": fmt.Sprintf("u%d", messageIDs.Add(1)), "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}},
 	}}
 }
+
+// messageIDs mints user messages' ids, each new as useChat's are.
+var messageIDs atomic.Int64
 
 // withOutputs is the follow-up a useChat app posts after addToolOutput:
 // the user's message and the assistant's, whose tool parts carry outputs.

@@ -161,26 +161,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	run := newRun(w, h.opts, in)
+	// A run starts where the input's messages stop (the last gw<seq> among
+	// them), with a new message too: what settled while no run was open
+	// (a call's timeout, the reply after it) comes first, in order.
 	base := sess.LastSeq()
-	run.base = base
 	after := base
-	if !userMessage {
-		// Tool results: replay from the last event the front end has, so
-		// what happened since the last run (a timeout) comes in order.
-		if seq, text := lastSeen(in.Messages); seq > 0 && seq <= base {
-			after = seq
-			if text {
-				// The front end has that text message whole: the rest
-				// of its deltas are not replayed.
-				run.skipText = true
-				run.lastText = msgID(seq)
-			}
+	if seq, text := lastSeen(in.Messages); seq > 0 && seq <= base {
+		after = seq
+		if text {
+			// The front end has that text message, whole or cut: the
+			// replay starts with its first delta, and what it holds of
+			// it is not sent again (run.have).
+			after = seq - 1
+			run.have, run.haveID, run.haveSeq = lastTextOf(in.Messages, msgID(seq)), msgID(seq), seq
+			run.lastText = msgID(seq)
 		}
-		for i := len(in.Messages) - 1; i >= 0 && in.Messages[i].Role == "tool"; i-- {
-			if err := h.answer(ctx, sess, in.Messages[i], run); err != nil {
-				h.fail(w, r, err)
-				return
-			}
+	}
+	// Answers: the tool messages after the last assistant message, before
+	// a new user message too.
+	answers := in.Messages
+	if userMessage {
+		answers = answers[:len(answers)-1]
+	}
+	for i := len(answers) - 1; i >= 0 && answers[i].Role == "tool"; i-- {
+		if err := h.answer(ctx, sess, answers[i], run); err != nil {
+			h.fail(w, r, err)
+			return
 		}
 	}
 	for _, m := range in.Messages {
@@ -191,20 +197,60 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			run.sent[m.ToolCallID] = m
 		}
 	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Handoff: true, Buffer: h.opts.Buffer})
+	var sent frontend.Sent
+	if userMessage {
+		if sent, err = frontend.FindSent(ctx, sess, last.ID, last.text()); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	// A new message stops a turn that waits on nothing but the front end
+	// (Interrupts): the app typed past its tools, and its answers to them
+	// would not come.
+	interrupts := userMessage && !sent.Took
+	if sent.Seq > 0 {
+		after = min(after, sent.Seq-1)
+	}
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Handoff: true, Interrupts: interrupts, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	defer page.Detach()
-	if userMessage {
-		if err := page.Send(ctx, last.text()); err != nil {
+	run.base = base
+	switch {
+	case sent.Seq > 0:
+		// Taken already (the same messages run again: a retry, a
+		// reload, a run after a restart): the run is that message's.
+		run.base, run.input = sent.Seq-1, true
+	case userMessage:
+		run.base = sess.LastSeq() // the end of a turn it stopped is not the run's
+		if err := sendUser(ctx, page, last); err != nil {
 			h.fail(w, r, err)
 			return
 		}
 		run.input = true
 	}
 	run.run(ctx, page)
+}
+
+// sendUser sends the run's user message m, once by its id (SendOnce) when
+// the engine takes the id.
+func sendUser(ctx context.Context, page *engine.Page, m *message) error {
+	if engine.CheckMessageID(m.ID) == nil {
+		return page.SendOnce(ctx, m.ID, m.text())
+	}
+	return page.Send(ctx, m.text())
+}
+
+// lastTextOf is the text of the input's message of id.
+func lastTextOf(msgs []message, id string) string {
+	for _, m := range msgs {
+		if m.ID == id {
+			return m.text()
+		}
+	}
+	return ""
 }
 
 // answer takes a tool message as the answer to its call's current
@@ -245,7 +291,7 @@ const idPrefix = "gw"
 
 // lastSeen is the highest seq among the ids of the messages the gateway
 // minted: the last event the front end got, or, when text is set, the
-// first delta of a text message it has whole.
+// first delta of a text message it has, whole or in part.
 func lastSeen(msgs []message) (seq int64, text bool) {
 	for _, m := range msgs {
 		rest, ok := strings.CutPrefix(m.ID, idPrefix)

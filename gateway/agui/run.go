@@ -30,8 +30,14 @@ type run struct {
 	ended bool
 
 	text     string // the open text message's id; "": none
-	skipText bool   // the replay starts inside a text message the front end has
 	lastText string // the model turn's message id, the parent of its calls
+	// haveID is the text message the replay starts with, which the front
+	// end has: have is what it has of it that the replay has not passed
+	// yet. Its deltas are not sent again; those past have are (a reply a
+	// reload or a lost connection cut), on the same message id.
+	haveID, have string
+	haveSeq      int64 // the event that began it: a delta, or it was no streamed text
+	other        bool  // the front end's text of it is not the session's: the rest is not sent
 
 	shown    map[string]bool    // calls whose TOOL_CALL_START is written
 	track    frontend.Calls     // open calls, delivered ones: when the run waits
@@ -141,11 +147,25 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	if !r.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
+	if ev.Seq == r.haveSeq && ev.Type != engine.EventModelDelta {
+		// The front end's message of that id is no streamed text: a
+		// turn's calls (their parent), or text that came whole.
+		r.haveID, r.have = "", ""
+	}
 	switch ev.Type {
 	case engine.EventModelDelta:
 		var e engine.ModelDeltaEvent
-		if json.Unmarshal(ev.Frame, &e) != nil || e.Text == "" || r.skipText {
+		if json.Unmarshal(ev.Frame, &e) != nil || e.Text == "" {
 			return
+		}
+		if r.haveID != "" && r.text == "" {
+			e.Text = r.had(e.Text)
+			if e.Text == "" {
+				return
+			}
+			// Past what the front end has: the rest, on its message.
+			r.text, r.lastText = r.haveID, r.haveID
+			r.emit(map[string]any{"type": "TEXT_MESSAGE_START", "messageId": r.text, "role": "assistant"})
 		}
 		if r.text == "" {
 			r.text = msgID(ev.Seq)
@@ -154,7 +174,7 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		}
 		r.emit(map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": r.text, "delta": e.Text})
 	case engine.EventModelFinished, engine.EventModelDiscarded:
-		r.skipText = false
+		r.haveID, r.have, r.other = "", "", false
 		r.closeText()
 	case engine.EventMessage:
 		var e engine.MessageEvent
@@ -193,7 +213,11 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
-		r.track.Delivered(ctx, page, e) // bad input is answered: tool.finished follows
+		if r.track.Delivered(ctx, page, e) { // bad input is answered: tool.finished follows
+			// One the front end was never shown (it started before this
+			// run, in another tab's): shown, so it can run it.
+			r.showCall(ev.Seq, e.ID, e.Name, e.Arguments)
+		}
 	case engine.EventToolFinished:
 		var e engine.ToolFinishedEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {
@@ -238,6 +262,25 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	case engine.EventSessionEnded:
 		r.finish(nil)
 	}
+}
+
+// had takes a delta of the message the front end has: the part past what
+// it has, "" when it has all of the delta. A delta that is not what it has
+// (the app changed the text) leaves the rest of the message unsent.
+func (r *run) had(delta string) string {
+	if r.other {
+		return ""
+	}
+	if rest, ok := strings.CutPrefix(r.have, delta); ok {
+		r.have = rest
+		return ""
+	}
+	if tail, ok := strings.CutPrefix(delta, r.have); ok {
+		r.have = ""
+		return tail
+	}
+	r.other = true
+	return ""
 }
 
 // says reports whether the tool message m (zero: none) is the outcome e:

@@ -54,3 +54,49 @@ func TestModelRetryingSendsNothing(t *testing.T) {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestRunSendsWhatTheFrontEndLacks: a run that starts with a text message
+// the front end has sends only what it lacks of it, on the same message:
+// nothing when it has it whole, the rest when a reload or a lost
+// connection cut it, even inside a delta; nothing more when its text is
+// not the session's.
+func TestRunSendsWhatTheFrontEndLacks(t *testing.T) {
+	deltas := []string{"One ", "two ", "three."}
+	for _, tc := range []struct {
+		name, have, want string
+	}{
+		{"whole", "One two three.", ""},
+		{"cut after a delta", "One ", "two three."},
+		{"cut inside a delta", "One tw", "o three."},
+		{"nothing of it", "", "One two three."},
+		{"other text", "Uno dos", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			r := newRun(rec, Options{}, runInput{ThreadID: "t1", RunID: "r1"})
+			r.begin()
+			r.have, r.haveID, r.haveSeq, r.lastText = tc.have, msgID(5), 5, msgID(5)
+			for i, d := range deltas {
+				frame, _ := json.Marshal(engine.ModelDeltaEvent{Text: d})
+				r.Event(context.Background(), nil, engine.Event{Seq: int64(5 + i), Type: engine.EventModelDelta, Frame: frame})
+			}
+			r.Event(context.Background(), nil, engine.Event{Seq: 8, Type: engine.EventModelFinished, Frame: json.RawMessage(`{}`)})
+			var got strings.Builder
+			for _, line := range strings.Split(rec.Body.String(), "\n") {
+				var ev map[string]any
+				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev) != nil {
+					continue
+				}
+				if id, ok := ev["messageId"]; ok && id != "gw5" {
+					t.Errorf("%v went on message %v, want gw5", ev["type"], id)
+				}
+				if ev["type"] == "TEXT_MESSAGE_CONTENT" {
+					got.WriteString(ev["delta"].(string))
+				}
+			}
+			if got.String() != tc.want {
+				t.Errorf("sent %q, want %q", got.String(), tc.want)
+			}
+		})
+	}
+}

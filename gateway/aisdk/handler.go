@@ -163,24 +163,7 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := newStream(w, h.opts, sess)
 	if last.Role == "user" {
-		st.seq = sess.LastSeq() // the metadata's seq: where the response starts, until it has events
-		// Interrupts: a call of an earlier response that still waits
-		// for the app is stopped, not delivered again: useChat would
-		// run it a second time, in a new message, and post its answer
-		// with nothing (its sendAutomaticallyWhen reads the last one).
-		page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Interrupts: true, Buffer: h.opts.Buffer})
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		defer page.Detach()
-		st.stopped = sess.LastSeq()
-		if err := page.Send(ctx, text(last)); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		st.fresh, st.input = true, true
-		st.run(ctx, page, nil)
+		h.send(ctx, w, r, sess, st, last)
 		return
 	}
 	// Tool outputs: answer the calls first, then replay from where the
@@ -212,6 +195,53 @@ func (h *Handler) Post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer page.Detach()
+	st.run(ctx, page, nil)
+}
+
+// send serves a new user message: its response streams from the message
+// on. The same message posted again (its id: a retry, or a follow-up of an
+// app that lost the stream before any of the reply) is not sent twice: the
+// response is that message's, replayed from it.
+func (h *Handler) send(ctx context.Context, w http.ResponseWriter, r *http.Request, sess *engine.Session, st *stream, last uiMessage) {
+	content := text(last)
+	sent, err := frontend.FindSent(ctx, sess, last.ID, content)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	st.fresh, st.input = true, true
+	if sent.Seq > 0 {
+		st.seq = sent.Seq - 1
+		page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Buffer: h.opts.Buffer})
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		defer page.Detach()
+		st.run(ctx, page, nil)
+		return
+	}
+	st.seq = sess.LastSeq() // the metadata's seq: where the response starts, until it has events
+	// Interrupts: a call of an earlier response that still waits for the
+	// app is stopped, not delivered again: useChat would run it a second
+	// time, in a new message, and post its answer with nothing (its
+	// sendAutomaticallyWhen reads the last one).
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Interrupts: true, Buffer: h.opts.Buffer})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer page.Detach()
+	st.stopped = sess.LastSeq()
+	if engine.CheckMessageID(last.ID) == nil {
+		err = page.SendOnce(ctx, last.ID, content)
+	} else {
+		err = page.Send(ctx, content)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	st.run(ctx, page, nil)
 }
 

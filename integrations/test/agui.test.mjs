@@ -1,16 +1,21 @@
 // AG-UI's own client (HttpAgent from @ag-ui/client) against the built
 // gateway's POST /ag-ui: a run with a worker tool and a front-end tool the
 // input declares; the front end runs it and answers in the next run's
-// messages. docs/integrations.md.
+// messages; a run cut and run again with the messages the app holds; a
+// message sent instead of a front-end tool's answer, and with it; what
+// settled while no run was open. docs/integrations.md.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { HttpAgent } from "@ag-ui/client";
-import { startGateway, browser } from "../harness.mjs";
+import { startGateway, browser, until } from "../harness.mjs";
 
 let gw;
-before(async () => { gw = await startGateway(); });
-after(async () => { await gw?.stop(); });
+let slow; // a gateway whose client calls time out after 1s
+before(async () => { [gw, slow] = await Promise.all([startGateway(), startGateway(["--client-timeout", "1s"])]); });
+after(async () => { await Promise.all([gw?.stop(), slow?.stop()]); });
+
+const texts = (agent) => agent.messages.map((m) => `${m.role}:${typeof m.content === "string" ? m.content : ""}`);
 
 const frontEndTools = [{
     name: "get_local_time",
@@ -101,4 +106,74 @@ test("a thread of another browser is not this browser's", async () => {
     });
     assert.equal(res.status, 404);
     assert.match(await res.text(), /no chat "thread-private" for this browser/);
+});
+
+test("a run cut mid-reply and run again with the messages the app holds: the reply is completed, the message not sent twice", async () => {
+    const fetch = browser();
+    const first = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-cut" });
+    first.addMessage({ id: "user-1", role: "user", content: "slow stream" });
+    const running = first.runAgent({});
+    await until(() => (first.messages.at(-1)?.content ?? "").split(" ").length >= 4 && first.messages.at(-1).role === "assistant", "the first words");
+    first.abortRun(); // a reload, a lost connection
+    await running.catch(() => {});
+    const held = structuredClone(first.messages);
+    const partial = held.at(-1).content;
+    assert.ok(!partial.endsWith("twenty."), "the app holds part of the reply");
+
+    // Run again with what the app holds, as a reloaded page does.
+    const second = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-cut", initialMessages: held });
+    await second.runAgent({});
+    assert.deepEqual(texts(second), ["user:slow stream", "assistant:One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty."]);
+    assert.equal(second.messages.at(-1).id, held.at(-1).id, "the rest came on the message the app had");
+
+    // Cut before any reply: the same messages again are not a second question.
+    const third = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-cut-early" });
+    third.addMessage({ id: "user-1", role: "user", content: "slow stream" });
+    const cut = third.runAgent({});
+    third.abortRun();
+    await cut.catch(() => {});
+    const again = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-cut-early", initialMessages: [{ id: "user-1", role: "user", content: "slow stream" }] });
+    await again.runAgent({});
+    assert.deepEqual(texts(again), ["user:slow stream", "assistant:One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty."]);
+    const edited = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch, threadId: "thread-cut-early", initialMessages: [{ id: "user-1", role: "user", content: "slow stream, edited" }] });
+    await assert.rejects(edited.runAgent({}), /400: message "user-1" was sent before with other text/);
+});
+
+test("a message sent instead of a front-end tool's answer stops the call; one sent with the answer takes both", async () => {
+    const agent = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch: browser(), threadId: "thread-instead" });
+    agent.addMessage({ id: "user-1", role: "user", content: "what time is it" });
+    let pending;
+    await agent.runAgent({ tools: frontEndTools }, { onRunFinishedEvent: ({ pendingToolCallIds }) => { pending = pendingToolCallIds; } });
+    assert.equal(pending?.length, 1);
+    agent.addMessage({ id: "user-2", role: "user", content: "hello" });
+    await agent.runAgent({ tools: frontEndTools });
+    const stopped = agent.messages.find((m) => m.role === "tool" && m.toolCallId === pending[0]);
+    assert.match(stopped?.content ?? "", /get_local_time was cancelled: the user sent a new message instead of answering/);
+    assert.equal(agent.messages.at(-1).content, "No rule for: hello");
+
+    const both = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch: browser(), threadId: "thread-both" });
+    both.addMessage({ id: "user-1", role: "user", content: "what time is it" });
+    await both.runAgent({ tools: frontEndTools }, { onRunFinishedEvent: ({ pendingToolCallIds }) => { pending = pendingToolCallIds; } });
+    both.addMessage({ id: "tool-1", role: "tool", toolCallId: pending[0], content: JSON.stringify({ time: "12:00", timeZone: "UTC" }) });
+    both.addMessage({ id: "user-2", role: "user", content: "hello" });
+    await both.runAgent({ tools: frontEndTools });
+    assert.deepEqual(texts(both).slice(-2), ['assistant:get_local_time returned: {"time":"12:00","timeZone":"UTC"}', "assistant:No rule for: hello"]);
+});
+
+test("what settled while no run was open comes first in the next message's run", async () => {
+    const agent = new HttpAgent({ url: `${slow.url}/ag-ui`, fetch: browser(), threadId: "thread-missed" });
+    agent.addMessage({ id: "user-1", role: "user", content: "what time is it" });
+    let pending;
+    await agent.runAgent({ tools: frontEndTools }, { onRunFinishedEvent: ({ pendingToolCallIds }) => { pending = pendingToolCallIds; } });
+    assert.equal(pending?.length, 1);
+    // The app never answers, and no run is open when the call times out
+    // and the model answers that; then the user writes. (The gateway's
+    // timer fires on its own; the margin only spares a loaded machine.)
+    await new Promise((r) => setTimeout(r, 3000));
+    agent.addMessage({ id: "user-2", role: "user", content: "hello" });
+    await agent.runAgent({ tools: frontEndTools });
+    const timedOut = agent.messages.find((m) => m.role === "tool" && m.toolCallId === pending[0]);
+    assert.match(timedOut?.content ?? "", /get_local_time timed out/);
+    assert.ok(texts(agent).some((t) => /^assistant:get_local_time failed: get_local_time timed out/.test(t)), JSON.stringify(texts(agent)));
+    assert.equal(agent.messages.at(-1).content, "No rule for: hello");
 });

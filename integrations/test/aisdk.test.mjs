@@ -242,3 +242,22 @@ test("a message sent while a client call waits stops that call: the app runs it 
     assert.match(stopped.errorText, /get_local_time was cancelled: the user sent a new message instead of answering/);
     assert.deepEqual(chat.messages.map((m) => m.role), ["user", "assistant", "user", "assistant"]);
 });
+
+test("the same user message posted again (a stream lost before any reply) is answered once", async () => {
+    const fetch = browser();
+    const chat = new Chat({ id: "chat-again", transport: transport(gw.url, fetch) });
+    const sent = chat.sendMessage({ text: "slow stream" });
+    await until(() => chat.status === "submitted" || chat.status === "streaming", "the request");
+    await chat.stop(); // the stream is lost before the reply's first words
+    await sent;
+    if (chat.messages.at(-1).role === "assistant") chat.messages = chat.messages.slice(0, -1); // keep what a reload before any reply holds
+    assert.equal(chat.messages.at(-1).role, "user");
+
+    // As integrations.md says: a follow-up first, sendMessage() with no
+    // message, which posts the same messages again.
+    await chat.sendMessage();
+    await until(() => chat.status === "ready", "the reply");
+    assert.equal(textOf(lastAssistant(chat)), "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty.");
+    assert.deepEqual(chat.messages.map((m) => m.role), ["user", "assistant"]);
+    assert.match(lastAssistant(chat).id, /^msg_/, "the message's own response, by the id the gateway gave it");
+});
