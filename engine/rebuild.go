@@ -350,7 +350,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 // restore fills a new session from its journal's state, before its
 // goroutine runs.
 func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Message) error {
-	if err := s.setAgent(agent); err != nil {
+	if err := s.loadAgent(agent); err != nil {
 		return fmt.Errorf("failed to load session %s: %w", s.id, err)
 	}
 	s.agentDirty = false
@@ -399,6 +399,10 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		}
 		if t := s.tools.find(c.name); t != nil {
 			c.output = t.schemas.output
+		} else {
+			// A tool the model made up (or one a new agent dropped): its
+			// metrics' label is "(undeclared)", from a bounded set.
+			c.undeclared = true
 		}
 		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
 		c.started, c.attemptStarted, c.notTwice, c.approving = cs.Started, cs.AttemptStarted, cs.NotTwice, cs.Approving

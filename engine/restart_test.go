@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,9 @@ type rig struct {
 	drain      time.Duration    // the next engine's Options.Drain
 	metrics    *metrics.Metrics // the next engine's Options.Metrics
 	replay     int              // the next engine's Options.ReplayBytes
+	// unserved: the next engine's providers serve no model, as a gateway
+	// restarted without a provider's key.
+	unserved bool
 }
 
 // forEachStore runs f on the memory store and on JetStream in a temporary
@@ -66,8 +70,14 @@ func (r *rig) start(w *testWorker, m model.Model) *engine.Engine {
 		r.closeStore()
 	}
 	r.store = r.open()
+	resolve := func(string) (model.Model, error) { return m, nil }
+	if r.unserved {
+		resolve = func(id string) (model.Model, error) {
+			return nil, fmt.Errorf("%w: provider not configured", model.ErrUnknownModel)
+		}
+	}
 	e, err := engine.New(engine.Options{
-		Worker: w, Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
+		Worker: w, Models: model.ResolverFunc(resolve),
 		Store: r.store, Clock: r.clock, Logger: quiet(), Retain: -1, Rand: half, Drain: r.drain, Metrics: r.metrics, ReplayBytes: r.replay,
 	})
 	if err != nil {

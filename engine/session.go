@@ -518,6 +518,35 @@ func (s *Session) setAgent(a AgentConfig) error {
 	return nil
 }
 
+// loadAgent takes the agent a stored session started with. A model this
+// gateway does not serve now (its provider's key is gone, the model was
+// renamed) does not keep the chat from opening: its history is the
+// user's, and only its model turns fail, saying why, until the model is
+// served again.
+func (s *Session) loadAgent(a AgentConfig) error {
+	tools, err := checkAgent(a, &s.e.schemas)
+	if err != nil {
+		return err
+	}
+	m, err := s.e.opts.Models.Resolve(a.Model)
+	if err != nil {
+		s.logger.Warn("the chat's model is not served by this gateway: the chat opens, and its model turns fail until it is", "model", a.Model, "err", err)
+		m = unservedModel{id: a.Model, err: err}
+	}
+	s.agent, s.tools, s.model = a, tools, m
+	return nil
+}
+
+// unservedModel stands for a stored chat's model that no provider serves.
+type unservedModel struct {
+	id  string
+	err error
+}
+
+func (u unservedModel) Generate(context.Context, model.Request, func(string)) (model.Response, error) {
+	return model.Response{}, fmt.Errorf("this chat's model %q is not served by this gateway now: %w", u.id, u.err)
+}
+
 // checkAgent checks an agent config, but for its model, which setAgent
 // resolves, and compiles its tools.
 func checkAgent(a AgentConfig, schemas *schemaCache) (agentTools, error) {

@@ -212,10 +212,7 @@ func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.D
 	if f == nil {
 		return d, nil
 	}
-	typ := "<nil>"
-	if req.Trigger != nil {
-		typ = req.Trigger.TriggerType()
-	}
+	typ := triggerType(req)
 	if isExec {
 		level := slog.LevelWarn
 		if ctx.Err() != nil {
@@ -257,6 +254,9 @@ type failure struct {
 	why   string
 	said  string
 	cause error
+	// unsent: the request never left (no connection): sending it again
+	// cannot run its trigger twice.
+	unsent bool
 }
 
 func (f *failure) detail() string {
@@ -312,24 +312,9 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	}
 	defer func() { <-w.sem }()
 
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
-	if err != nil {
-		return engine.Decision{}, &failure{why: "the request could not be built", cause: err}
-	}
-	ts := time.Now().Unix()
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Accept", "application/json")
-	hr.Header.Set("User-Agent", "clienttools-gateway-httpworker/1")
-	hr.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	hr.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
-	hr.Header.Set(HeaderDeadline, engine.FormatDeadline(deadline))
-	// The W3C trace context of the span the engine made for this request
-	// (the attempt's, or the user message's): nothing when not tracing.
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
-
-	resp, err := w.client.Do(hr)
-	if err != nil {
-		return engine.Decision{}, transportFailure(ctx, err)
+	resp, f := w.send(ctx, req, body, deadline)
+	if f != nil {
+		return engine.Decision{}, f
 	}
 	defer resp.Body.Close()
 	limit := w.maxBody + int64(len(body))
@@ -357,6 +342,67 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 		return engine.Decision{}, &failure{why: why, said: w.excerpt(data)}
 	}
 	return d, nil
+}
+
+// The waits between tries of a request that could not be sent, doubling.
+const (
+	unsentFirstWait = 100 * time.Millisecond
+	unsentMaxWait   = 2 * time.Second
+)
+
+// send POSTs body, signed, and returns the worker's response. A request
+// that never left (the worker refused the connection, or its name did not
+// resolve: it is not up yet, as when it starts after the gateway, or is
+// being replaced) is sent again after a wait, doubling, until ctx ends: it
+// cannot have reached the worker, so whatever its trigger it runs at most
+// once, and a worker that comes back within the deadline gets it.
+func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte, deadline time.Time) (*http.Response, *failure) {
+	wait := unsentFirstWait
+	for try := 1; ; try++ {
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+		if err != nil {
+			return nil, &failure{why: "the request could not be built", cause: err}
+		}
+		ts := time.Now().Unix()
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Accept", "application/json")
+		hr.Header.Set("User-Agent", "clienttools-gateway-httpworker/1")
+		hr.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		hr.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
+		hr.Header.Set(HeaderDeadline, engine.FormatDeadline(deadline))
+		// The W3C trace context of the span the engine made for this
+		// request (the attempt's, or the user message's): nothing when
+		// not tracing.
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
+		resp, err := w.client.Do(hr)
+		if err == nil {
+			return resp, nil
+		}
+		f := transportFailure(ctx, err)
+		if !f.unsent {
+			return nil, f
+		}
+		if try == 1 {
+			w.log.Warn("httpworker: could not reach the worker; sending the request again until its deadline",
+				"worker", w.where, "session", req.Session, "trigger", triggerType(req), "deadline", deadline, "error", f.detail())
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, f
+		case <-t.C:
+		}
+		wait = min(2*wait, unsentMaxWait)
+	}
+}
+
+// triggerType names req's trigger for the log.
+func triggerType(req engine.DecideRequest) string {
+	if req.Trigger == nil {
+		return "<nil>"
+	}
+	return req.Trigger.TriggerType()
 }
 
 // deadlines returns the deadline to announce to the worker and the one that
@@ -434,13 +480,13 @@ func transportFailure(ctx context.Context, err error) *failure {
 	var op *net.OpError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return &failure{why: "could not reach the worker (connection refused)", cause: err}
+		return &failure{why: "could not reach the worker (connection refused)", cause: err, unsent: true}
 	case errors.As(err, &dns):
-		return &failure{why: "could not reach the worker (host not found)", cause: err}
+		return &failure{why: "could not reach the worker (host not found)", cause: err, unsent: true}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return &failure{why: "the worker closed the connection without an answer", cause: err}
 	case errors.As(err, &op) && op.Op == "dial":
-		return &failure{why: "could not reach the worker", cause: err}
+		return &failure{why: "could not reach the worker", cause: err, unsent: true}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

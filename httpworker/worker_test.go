@@ -281,7 +281,8 @@ func TestDecideFailures(t *testing.T) {
 		said    string           // what the answer said: in the returned error alone, for the log
 		wantCtx error            // the returned error also wraps this
 	}{
-		{name: "worker down", want: "could not reach the worker (connection refused)"},
+		// Sent again until the deadline (TestWorkerUpLate), then failed.
+		{name: "worker down", ctx: 300 * time.Millisecond, want: "could not reach the worker (connection refused)"},
 		{
 			name:    "not JSON",
 			handler: func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "It's sunny!") },
@@ -499,7 +500,9 @@ func TestDecideNamesNoURLSecrets(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	w := newWorker(t, "http://user:pw-in-url@"+addr+"/hook?token=token-in-query", Options{})
-	_, err = w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
 	if err == nil || !strings.Contains(err.Error(), "session.start at http://"+addr+"/hook: could not reach the worker") {
 		t.Fatalf("Decide = %v; want it to name the worker by scheme, host and path and say it could not be reached", err)
 	}

@@ -75,6 +75,10 @@ const (
 // that is nearly done, short enough for a rolling deploy's SIGTERM grace.
 const DefaultDrain = 5 * time.Second
 
+// minReadLimit is the smallest --read-limit taken: a session.open that
+// declares a few tools, and a short message, fit in it.
+const minReadLimit = 1024
+
 // defaultModel is the demo's model: a key alone switches it to that
 // provider's model, so a user with a key gets a real model at once.
 func defaultModel(offline bool, getenv func(string) string) string {
@@ -142,7 +146,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	hosts := fs.String("hosts", env("GATEWAY_HOSTS", ""), "comma-separated host names (patterns such as *.example.com) the gateway answers to, besides IP addresses, localhost, the --listen host and the --origins hosts; other Hosts get 403. \"*\": any (env GATEWAY_HOSTS)")
 	maxSockets := fs.String("max-sockets", env("GATEWAY_MAX_SOCKETS", strconv.Itoa(gateway.DefaultMaxSockets)), "WebSockets one browser may hold open on this node; one more is closed with 4002; -1: no limit (env GATEWAY_MAX_SOCKETS)")
 	maxNew := fs.String("max-new-sessions", env("GATEWAY_MAX_NEW_SESSIONS", strconv.Itoa(gateway.DefaultNewSessionsPerMinute)), "new sessions one browser may open a minute on this node; one more is refused with rate_limited; -1: no limit (env GATEWAY_MAX_NEW_SESSIONS)")
-	maxLive := fs.String("max-live-sessions", env("GATEWAY_MAX_LIVE_SESSIONS", strconv.Itoa(engine.DefaultMaxLiveSessions)), "sessions one browser may have in memory on this node; past it a new one, or a chat it goes back to, is refused with limit_exceeded, unless one of its chats idle for 5s leaves memory to make room; -1: no limit (env GATEWAY_MAX_LIVE_SESSIONS)")
+	maxLive := fs.String("max-live-sessions", env("GATEWAY_MAX_LIVE_SESSIONS", strconv.Itoa(engine.DefaultMaxLiveSessions)), "sessions one browser may have in memory on this node; past it a new one is refused with limit_exceeded until one of its chats leaves memory (--unload after its last page left), and a chat it goes back to makes room by unloading another idle for 5s, or is refused; -1: no limit (env GATEWAY_MAX_LIVE_SESSIONS)")
 	fs.StringVar(&c.model, "model", env("GATEWAY_MODEL", defaultModel(offline, getenv)), "model id of the demo agent: scripted, or a provider's model id (env GATEWAY_MODEL); default "+DefaultClaudeModel+" when ANTHROPIC_API_KEY is set, else "+DefaultOpenAIModel+" when OPENAI_API_KEY is, else scripted")
 	fs.StringVar(&c.script, "script", env("GATEWAY_SCRIPT", ""), "script file for the scripted model, replacing the demo script (env GATEWAY_SCRIPT; format in docs/scripts.md)")
 	fs.StringVar(&c.anthropicURL, "anthropic-base-url", "", "Claude API base URL (env ANTHROPIC_BASE_URL); the key is read from ANTHROPIC_API_KEY only")
@@ -308,6 +312,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.readLimit, err = strconv.ParseInt(*readLimit, 10, 64); err != nil || c.readLimit <= 0 {
 		return c, fmt.Errorf("read-limit %q is not a positive number of bytes", *readLimit)
+	}
+	if c.readLimit < minReadLimit {
+		return c, fmt.Errorf("read-limit %d is under %d bytes: a page's session.open, its tools named, would not fit, and every page would be closed with 1009", c.readLimit, minReadLimit)
 	}
 	switch strings.ToLower(*sameSite) {
 	case "lax":

@@ -82,10 +82,10 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "environment",
 			env: map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_ORIGINS": "c.example", "GATEWAY_CLIENT_TIMEOUT": "2s",
-				"GATEWAY_WORKER_TIMEOUT": "3s", "GATEWAY_READ_LIMIT": "100", "GATEWAY_LOG_LEVEL": "warn", "GATEWAY_SCRIPT": "s.json", "GATEWAY_OFFLINE": "1", "GATEWAY_PING_INTERVAL": "2s"},
+				"GATEWAY_WORKER_TIMEOUT": "3s", "GATEWAY_READ_LIMIT": "2000", "GATEWAY_LOG_LEVEL": "warn", "GATEWAY_SCRIPT": "s.json", "GATEWAY_OFFLINE": "1", "GATEWAY_PING_INTERVAL": "2s"},
 			want: with(func(c *config) {
 				c.listen, c.origins, c.clientTimeout, c.workerTimeout = ":7000", []string{"c.example"}, 2*time.Second, 3*time.Second
-				c.readLimit, c.logLevel, c.script, c.offline, c.pingInterval = 100, slog.LevelWarn, "s.json", true, 2*time.Second
+				c.readLimit, c.logLevel, c.script, c.offline, c.pingInterval = 2000, slog.LevelWarn, "s.json", true, 2*time.Second
 			}),
 		},
 		{
@@ -112,9 +112,9 @@ func TestParseConfig(t *testing.T) {
 		},
 		{
 			name: "flags win over the environment",
-			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "10"},
-			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "100"},
-			want: with(func(c *config) { c.listen, c.clientTimeout, c.readLimit = ":9000", 5*time.Second, 10 }),
+			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "4096"},
+			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "2000"},
+			want: with(func(c *config) { c.listen, c.clientTimeout, c.readLimit = ":9000", 5*time.Second, 4096 }),
 		},
 		{
 			name: "drain, and the grace that covers it",
@@ -243,6 +243,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"replay memory with a unit", []string{"--replay-memory", "64KiB"}, nil, "replay-memory"},
 		{"read limit with a unit", []string{"--read-limit", "1MB"}, nil, "read-limit"},
 		{"zero read limit", []string{"--read-limit", "0"}, nil, "read-limit"},
+		{"a read limit no session.open fits", []string{"--read-limit", "10"}, nil, "read-limit 10 is under 1024 bytes"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
 		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
