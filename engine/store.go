@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+
+	"github.com/rivo/uniseg"
 )
 
 // Store keeps sessions: each session's journal, the batches of events and
@@ -304,9 +307,30 @@ func (m *MemoryStore) Delete(_ context.Context, session string) error {
 // titleOf is a chat's title from its first user message: one line, at most
 // 80 characters.
 func titleOf(content string) string {
-	t := strings.Join(strings.Fields(content), " ")
-	if r := []rune(t); len(r) > 80 {
-		t = strings.TrimSpace(string(r[:79])) + "…"
+	t := strings.Join(strings.Fields(strings.Map(titleRune, content)), " ")
+	// Cut between characters as a reader sees them (grapheme clusters: a
+	// flag, a family's emoji, a letter and its accent), not inside one.
+	rest := t
+	for n := 1; rest != ""; n++ {
+		_, tail, _, _ := uniseg.FirstGraphemeClusterInString(rest, -1)
+		if n == 80 && tail != "" {
+			return strings.TrimSpace(t[:len(t)-len(rest)]) + "…"
+		}
+		rest = tail
 	}
 	return t
+}
+
+// titleRune keeps a rune in a chat's title, but for control characters (a
+// NUL, an escape) and the ones that reorder the text around them (a
+// right-to-left override makes "invoice \u202efdp.exe" read as a .pdf),
+// dropped; white space becomes a space.
+func titleRune(r rune) rune {
+	switch {
+	case unicode.IsSpace(r):
+		return ' '
+	case unicode.IsControl(r), r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return -1
+	}
+	return r
 }

@@ -85,6 +85,8 @@ export function mountChat(root, client) {
     let lastUser = ""; // the last user message of the conversation: what Retry sends again
     let refusal = ""; // the code of the gateway's last refusal of session.open, said once (its text counts down)
     let afterReset = ""; // a notice for the new chat the SDK opens next
+    /** The Retry buttons shown since the last user message (not a search of the log at each). */
+    const retries = new Set();
 
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
     function setBusy(on = busy) {
@@ -130,6 +132,7 @@ export function mountChat(root, client) {
         must(el, "[data-testid=notice-text]").textContent = text;
         const retry = /** @type {HTMLButtonElement} */ (must(el, "[data-testid=retry]"));
         retry.hidden = !(opts.retry && lastUser);
+        if (!retry.hidden) retries.add(retry);
         retry.addEventListener("click", () => {
             retry.disabled = true;
             prompt.focus({ preventScroll: true }); // not lost with the disabled button; the composer is always in view
@@ -243,7 +246,8 @@ export function mountChat(root, client) {
                 const content = message.content ?? "";
                 lastUser = content;
                 // An error's Retry is over once the conversation moves on.
-                list.querySelectorAll("[data-testid=retry]").forEach((b) => { /** @type {HTMLButtonElement} */ (b).disabled = true; });
+                retries.forEach((b) => { b.disabled = true; });
+                retries.clear();
                 // The gateway took one of ours: it loses its mark, where it is.
                 const i = pending.findIndex((p) => p.text === content);
                 if (i >= 0) markQueued(pending.splice(i, 1)[0].el, false);

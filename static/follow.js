@@ -9,8 +9,9 @@
  * reading.
  *
  * Exports: followLog(log, items?), which returns {follow(), stick(),
- * unmount()}: scroll to the bottom if the reader is there; take the reader
- * there from now on (they just sent a message); stop following. items is
+ * unmount()}: scroll to the bottom if the reader is there, at the next
+ * frame (once however often it is asked); take the reader there from now
+ * on (they just sent a message); stop following. items is
  * the element whose children are the log's items, top to bottom (default
  * the log): where a reader who scrolled up is reading.
  *
@@ -93,7 +94,8 @@ export function followLog(log, items = log) {
         if (!there) noteReading(s);
     }
 
-    function follow() {
+    /** Follows now: reads where the reader is, and moves to the bottom. */
+    function followNow() {
         const s = scroller();
         read(s);
         if (!there) return;
@@ -101,6 +103,20 @@ export function followLog(log, items = log) {
         leftIn = s;
         leftAt = s.scrollTop;
         leftHeight = s.scrollHeight;
+    }
+    // Once a frame: each follow reads the log's layout, which every
+    // change before it made stale, and a chat's replay makes thousands of
+    // changes at once (a long chat took minutes to open).
+    let queued = 0;
+    function follow() {
+        if (queued || !win) {
+            if (!win) followNow();
+            return;
+        }
+        queued = win.requestAnimationFrame(() => {
+            queued = 0;
+            followNow();
+        });
     }
     const onScroll = () => read(scroller());
     log.addEventListener("scroll", onScroll, { passive: true });
@@ -117,6 +133,7 @@ export function followLog(log, items = log) {
             leftIn = null;
         },
         unmount() {
+            if (queued) win?.cancelAnimationFrame(queued);
             added.disconnect();
             log.removeEventListener("scroll", onScroll);
             win?.removeEventListener("scroll", onScroll);

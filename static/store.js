@@ -7,7 +7,10 @@
  * messages sent that the gateway has not confirmed (sent again after the
  * reload). `seq` and
  * `events` are written together, so a reload finds them consistent. Writes
- * are batched (at most one every SAVE_DELAY_MS, and at once on `flush()`);
+ * are batched (at most one every SAVE_DELAY_MS, or every 20 times as long
+ * as the last write took, up to SAVE_MAX_DELAY_MS: a long chat's copy is
+ * megabytes, and its replay would spend its time writing them; at once on
+ * `flush()`);
  * when the storage is full only the session id is kept, with seq 0, so the
  * next load replays the whole session from the gateway, and the whole copy
  * is not tried again while it is as large (a chat of large tool results
@@ -23,6 +26,7 @@
 
 export const DEFAULT_STORAGE_KEY = "gateway.session";
 export const SAVE_DELAY_MS = 50;
+const SAVE_MAX_DELAY_MS = 2000;
 
 /**
  * @typedef {object} StoredSession  What a page keeps of its session.
@@ -42,6 +46,7 @@ export class SessionStore {
     /** @type {string} */ #key;
     /** @type {() => StoredSession | null} */ #read;
     /** @type {ReturnType<typeof setTimeout> | null} */ #timer = null;
+    /** How long the last whole write took, in ms. */ #took = 0;
     /** @type {{session: string, events: number, unsent: number} | null} */ #overQuota = null; // the whole copy that did not fit
 
     /**
@@ -81,10 +86,11 @@ export class SessionStore {
         return { session: data.session, seq: data.seq, events, unsent };
     }
 
-    /** Writes soon: at most one write per SAVE_DELAY_MS. */
+    /** Writes soon: at most one write per SAVE_DELAY_MS, or 20 last writes' time. */
     schedule() {
         if (!this.#storage || this.#timer !== null) return;
-        this.#timer = setTimeout(() => this.flush(), SAVE_DELAY_MS);
+        const delay = Math.min(Math.max(SAVE_DELAY_MS, 20 * this.#took), SAVE_MAX_DELAY_MS);
+        this.#timer = setTimeout(() => this.flush(), delay);
     }
 
     /** Writes now. */
@@ -97,7 +103,9 @@ export class SessionStore {
         // its unconfirmed messages go.
         if (over === null || over.session !== state.session || state.events.length < over.events || state.unsent.length < over.unsent) {
             try {
+                const start = Date.now();
                 this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
+                this.#took = Date.now() - start;
                 return;
             } catch {
                 this.#overQuota = { session: state.session, events: state.events.length, unsent: state.unsent.length };

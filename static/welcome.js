@@ -55,11 +55,15 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
     // said; a session not opened yet that has an id is being fetched.
     let opened = false, until = 0;
 
+    let was = ""; // what update last made of the page, to do nothing at each frame of a replay
     function update() {
         const known = client.session === null || (opened && client.seq >= until);
         // Nothing said: notices alone (a message refused for its size, a
         // chat that would not open) leave the suggestions, below them.
         const empty = known && !log.querySelector(":scope > :not([data-testid=notice])");
+        const now = `${empty} ${log.childElementCount === 0}`;
+        if (now === was) return;
+        was = now;
         const shown = empty && screen.hidden;
         screen.hidden = !empty;
         // Shown again (New chat after a long chat, in a short window where

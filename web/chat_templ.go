@@ -341,7 +341,7 @@ func messageTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><h3 class=\"message-role\" data-testid=\"message-role\"></h3><span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\"></div></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<template id=\"tpl-message\"><li class=\"message\" data-testid=\"message\"><div class=\"message-head\"><h3 class=\"message-role\" data-testid=\"message-role\"></h3><span class=\"badge queued\" data-testid=\"message-queued\" hidden>Queued</span></div><div class=\"message-text\" data-testid=\"message-text\" dir=\"auto\"></div></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -453,7 +453,7 @@ func historyItemTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\"></button></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\" dir=\"auto\"></button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
