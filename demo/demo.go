@@ -93,8 +93,13 @@ var DeleteFile = engine.Tool{
 	},
 }
 
-// ClientTools are the tools the demo page runs in the browser.
-var ClientTools = []engine.AgentTool{
+// ClientTools are the tools the demo page runs in the browser: PageTools,
+// then TestTools.
+var ClientTools = append(slices.Clip(PageTools), TestTools...)
+
+// PageTools are the demo page's own browser tools, which a worker's agent
+// gains with --page-tools demo (WithPageTools).
+var PageTools = []engine.AgentTool{
 	{
 		Name:        "get_local_time",
 		Description: "Get the user's local time and time zone, from their browser.",
@@ -133,6 +138,13 @@ var ClientTools = []engine.AgentTool{
 		// A person answers: give them time.
 		Retry: &engine.RetryPolicy{Timeout: "5m"},
 	},
+}
+
+// TestTools are the demo page's tools that show what the gateway does
+// with a tool that never answers, one that reports progress, and one that
+// breaks its output schema: the demo agent's, never a worker's, whose
+// model would be told of them at every turn.
+var TestTools = []engine.AgentTool{
 	{
 		Name:        "never_answers",
 		Description: "A test tool whose browser side never answers, to show timeouts and retries.",
@@ -159,7 +171,7 @@ var ClientTools = []engine.AgentTool{
 }
 
 // WithPageTools wraps a worker so that every agent config it answers with
-// also declares the demo page's browser tools (ClientTools) it does not
+// also declares the demo page's own browser tools (PageTools) it does not
 // declare itself: a worker written for another page, such as the seed's
 // example, still gets a working "what time is it" on the demo page. A tool
 // the worker declares under the same name is left as the worker wrote it.
@@ -171,7 +183,7 @@ func WithPageTools(w engine.Worker) engine.Worker {
 		}
 		agent := *d.Agent
 		agent.Tools = append([]engine.AgentTool(nil), agent.Tools...)
-		for _, t := range ClientTools {
+		for _, t := range PageTools {
 			if !slices.ContainsFunc(agent.Tools, func(a engine.AgentTool) bool { return a.Name == t.Name }) {
 				agent.Tools = append(agent.Tools, t)
 			}

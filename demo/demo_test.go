@@ -122,8 +122,9 @@ func TestLoopStopsAtTheGuard(t *testing.T) {
 	}
 }
 
-// TestWithPageTools: a worker's agent gains the demo page's browser tools
-// it lacks, and keeps its own, including one of the same name.
+// TestWithPageTools: a worker's agent gains the demo page's own browser
+// tools it lacks, not its test tools, and keeps its own, including one of
+// the same name.
 func TestWithPageTools(t *testing.T) {
 	mine := engine.AgentTool{Name: "confirm", Description: "the worker's own confirm", Handler: engine.HandlerClient}
 	w := demo.WithPageTools(engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
@@ -137,8 +138,13 @@ func TestWithPageTools(t *testing.T) {
 	for _, tool := range d.Agent.Tools {
 		names[tool.Name] = tool.Description
 	}
-	if len(d.Agent.Tools) != 1+len(demo.ClientTools) || names["confirm"] != mine.Description || names["get_local_time"] == "" || names["get_weather"] != "" {
+	if len(d.Agent.Tools) != 1+len(demo.PageTools) || names["confirm"] != mine.Description || names["get_local_time"] == "" || names["get_weather"] != "" {
 		t.Errorf("tools %v", names)
+	}
+	for _, test := range demo.TestTools {
+		if _, ok := names[test.Name]; ok {
+			t.Errorf("the worker's agent got the demo's test tool %s", test.Name)
+		}
 	}
 }
 

@@ -164,3 +164,35 @@ func (c *countingCookies) Commit(token string, b []byte, expiry time.Time) error
 	c.commits.Add(1)
 	return c.Store.Commit(token, b, expiry)
 }
+
+// TestUnknownIdentityCookieLogged: a browser whose identity cookie the
+// store does not keep (expired, or the gateway runs on another data
+// directory than the one that gave it) gets a new identity, and the log
+// says so at WARN: that run replaces the browser's only key to its chats.
+// A browser with no cookie is no news.
+func TestUnknownIdentityCookieLogged(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	get := func(cookie *http.Cookie) *http.Response {
+		req, _ := http.NewRequest("GET", h.srv.URL+"/", nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	get(nil)
+	if strings.Contains(h.logs.String(), "identity cookie is not one this store keeps") {
+		t.Fatalf("a new browser was logged as one with an unknown identity:\n%s", h.logs.String())
+	}
+	resp := get(&http.Cookie{Name: "gateway_session", Value: "a-token-another-store-gave"})
+	if len(resp.Cookies()) == 0 {
+		t.Errorf("the browser got no new identity")
+	}
+	if !strings.Contains(h.logs.String(), "WARN a browser's identity cookie is not one this store keeps") {
+		t.Errorf("no warning of the unknown identity:\n%s", h.logs.String())
+	}
+}

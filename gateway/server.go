@@ -487,6 +487,12 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 		}
 		return ctx, id, nil
 	}
+	if token != "" {
+		// Expired, or never this store's: a run on another data
+		// directory or store replaces the browser's only key to its
+		// chats, which the operator should hear of.
+		s.logRefusal(slog.LevelWarn, "a browser's identity cookie is not one this store keeps (expired; or this gateway runs on another data directory or store than the one that gave it): it gets a new identity, and its chats are not this one's", "path", r.URL.Path)
+	}
 	id = newBrowserID()
 	sm.Put(ctx, browserKey, id)
 	if secure {

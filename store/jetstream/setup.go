@@ -358,7 +358,11 @@ var lostWhat = map[string]string{
 // the disk lost it), and was made anew: the store starts, and the operator
 // learns what its users lost.
 func (s *Store) sayWhatWasMissing() {
-	if s.embedded == nil || !s.embedded.held {
+	if s.embedded == nil {
+		return
+	}
+	if !s.embedded.held {
+		s.opts.Logger.Warn("the data directory held no store: this start made a new, empty one. On a first start that is all; else this is not the directory the chats are in (--data-dir, or the HOME or XDG_STATE_HOME its default follows), and each browser that comes gets a new identity, which replaces its cookie", "dir", s.opts.DataDir)
 		return
 	}
 	for _, name := range s.made {
