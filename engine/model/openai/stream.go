@@ -16,6 +16,7 @@ import (
 // JSON is the engine's question, not ours.
 type accumulator struct {
 	text    strings.Builder
+	split   splitText       // a character a chunk cut in half
 	refused bool            // the text is a refusal (delta.refusal)
 	calls   map[int64]*call // the latest call at each index
 	order   []*call         // in the order they started
@@ -38,7 +39,7 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 		if ch.Index != 0 {
 			continue // only one choice is asked for
 		}
-		if c := ch.Delta.Content; c != "" {
+		if c := a.split.piece(ch.Delta.JSON.Content.Raw(), ch.Delta.Content); c != "" {
 			a.text.WriteString(c)
 			emit(c)
 		}
@@ -84,6 +85,7 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(string)) {
 // the stream does not say which calls ended before the cut, and half a
 // call must never run.
 func (a *accumulator) response() model.Response {
+	a.text.WriteString(a.split.rest())
 	r := model.Response{Text: a.text.String(), Usage: a.usage}
 	if a.finish == "length" || a.finish == "content_filter" {
 		r.StopReason = stopReason(a.finish, false)
@@ -112,6 +114,7 @@ func (a *accumulator) response() model.Response {
 // partial is what a cut-off turn leaves: the text the user already saw, and
 // no tool calls, since half a call must never run.
 func (a *accumulator) partial() model.Response {
+	a.text.WriteString(a.split.rest())
 	return model.Response{Text: a.text.String(), StopReason: model.StopError, Usage: a.usage}
 }
 
