@@ -228,7 +228,14 @@ func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.Ke
 			return s.js.UpdateKeyValue(ctx, cfg)
 		})
 		if err == nil {
-			s.opts.Logger.Info("the bucket's entries now live as long as this gateway's flag says (the embedded server's one node decides)",
+			level := slog.LevelInfo
+			if cfg.TTL != 0 && (st.TTL() == 0 || cfg.TTL < st.TTL()) {
+				// Shorter: what the longer time kept and the shorter
+				// does not (identities, chats' summaries) goes now. A
+				// typo ("72m" for "72h") must not pass as news.
+				level = slog.LevelWarn
+			}
+			s.opts.Logger.Log(ctx, level, "the bucket's entries now live as long as this gateway's flag says (the embedded server's one node decides)",
 				"bucket", cfg.Bucket, "was", st.TTL(), "ttl", cfg.TTL)
 		}
 		return kv, cfg.TTL, err

@@ -11,7 +11,8 @@ import (
 
 // TestEmbeddedBucketTakesTheFlag: on the embedded server, whose one node
 // this gateway is, the identities' bucket takes the node's lifetime at each
-// start, shorter or longer, and a log line says so.
+// start, shorter or longer, and a log line says so: a warning when shorter
+// (what the longer time kept goes now).
 func TestEmbeddedBucketTakesTheFlag(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -40,5 +41,9 @@ func TestEmbeddedBucketTakesTheFlag(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "now live as long as this gateway's flag says"); n != 2 {
 		t.Errorf("%d log lines for the two changes, want 2:\n%s", n, log.String())
+	}
+	longer, shorter := `level=INFO msg="the bucket's entries now live`, `level=WARN msg="the bucket's entries now live`
+	if strings.Count(log.String(), longer) != 1 || strings.Count(log.String(), shorter) != 1 {
+		t.Errorf("want the longer time said at INFO, the shorter at WARN:\n%s", log.String())
 	}
 }
