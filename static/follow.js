@@ -96,6 +96,14 @@ export function followLog(log, items = log) {
 
     /** Follows now: reads where the reader is, and moves to the bottom. */
     function followNow() {
+        // An empty log (a new chat, or one about to load) has nothing to
+        // follow: what shows in its place (a welcome) says where the page
+        // is, and what comes next is followed from its start.
+        if (items.childElementCount === 0) {
+            there = true;
+            leftIn = null;
+            return;
+        }
         const s = scroller();
         read(s);
         if (!there) return;
