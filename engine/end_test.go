@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -260,11 +261,11 @@ func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 }
 
 // TestPageInterrupts: a page that Interrupts (an HTTP front end's new
-// message) stops a turn that waits on nothing but the user (a client call,
-// an approval) as it attaches, its calls settled as cancelled and none
-// delivered to it, and its message starts the next turn; a turn that waits
-// on the server (a worker's attempt) is left alone, and the message waits
-// for it.
+// message) settles as cancelled the calls that wait on the app as it
+// attaches (a client call an earlier response's page took and left with, an
+// approval no other page can give), none delivered to it; their turn does
+// not prompt the model again, its server work goes on, and the message
+// starts the next turn. A call a /ws page runs is left to it.
 func TestPageInterrupts(t *testing.T) {
 	tools := []engine.AgentTool{
 		{Name: "get_location", Handler: engine.HandlerClient},
@@ -272,23 +273,30 @@ func TestPageInterrupts(t *testing.T) {
 		{Name: "pay", Approval: engine.ApprovalAlways},
 	}
 	for _, tc := range []struct {
-		name    string
-		uses    []model.ToolUse
-		waitFor string // the event that shows the turn waits
-		stops   bool
+		name       string
+		uses       []model.ToolUse
+		stays      bool // the first page stays attached, running the client call
+		ws         bool // it is a /ws page (no Handoff), not a front end's response
+		worker     bool // a worker's attempt runs beside
+		cancelled  []string
+		wantPrompt int // model requests in all
 	}{
-		{"a client call waits for its answer", []model.ToolUse{use("loc", "get_location", `{}`)}, "", true},
-		{"a worker's call waits for its approval", []model.ToolUse{use("p", "pay", `{}`)}, engine.EventToolApproval, true},
-		{"a client call waits beside a worker's that runs", []model.ToolUse{use("loc", "get_location", `{}`), use("look", "lookup", `{}`)}, engine.EventToolStarted, false},
+		{name: "a client call its page left with", uses: []model.ToolUse{use("loc", "get_location", `{}`)}, cancelled: []string{"loc"}, wantPrompt: 2},
+		{name: "an approval no page gives", uses: []model.ToolUse{use("p", "pay", `{}`)}, cancelled: []string{"p"}, wantPrompt: 2},
+		{name: "a client call beside a worker's that runs", uses: []model.ToolUse{use("loc", "get_location", `{}`), use("look", "lookup", `{}`)}, worker: true, cancelled: []string{"loc"}, wantPrompt: 2},
+		{name: "a client call whose response's page has not left yet", uses: []model.ToolUse{use("loc", "get_location", `{}`)}, stays: true, cancelled: []string{"loc"}, wantPrompt: 2},
+		{name: "a client call a /ws page runs", uses: []model.ToolUse{use("loc", "get_location", `{}`)}, stays: true, ws: true, wantPrompt: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newBrowser()
-			running := make(chan struct{}, 1)
+			finish := make(chan struct{})
 			w := &testWorker{agent: engine.AgentConfig{Tools: tools}}
 			w.execute = func(ctx context.Context, x engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
-				running <- struct{}{}
-				<-ctx.Done()
-				return engine.Decision{}, ctx.Err()
+				select {
+				case <-finish:
+				case <-ctx.Done():
+					return engine.Decision{}, ctx.Err()
+				}
+				return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: json.RawMessage(`"found"`)}}}, nil
 			}
 			m := callsThenSummary(tc.uses...)
 			calls := m.reply
@@ -298,74 +306,90 @@ func TestPageInterrupts(t *testing.T) {
 				}
 				return calls(ctx, req)
 			}
-			h := setup(t, w, m, engine.Options{}, b)
-			h.send("go")
-			if tc.waitFor == "" {
-				recv(t, b.calls, "the client call")
-			} else {
-				h.waitType(tc.waitFor)
-			}
-			if !tc.stops {
-				recv(t, running, "the worker's attempt")
-			}
-			// The app's page: it runs the client tool, and gets the outcomes.
-			app := newBrowser()
-			page, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), AnyClientTool: true, Handoff: true, Interrupts: true})
+			h := setup(t, w, m, engine.Options{})
+			h.page.Detach() // the pages are the front end's alone
+			// The first response's page: it gets the client call, and
+			// leaves with it (Handoff) unless it stays.
+			first := newBrowser()
+			p1, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), AnyClientTool: true, Handoff: !tc.ws})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer page.Detach()
-			appSaw := pump(t, page, app)
-			if err := page.Send(context.Background(), "never mind"); err != nil {
+			firstSaw := pump(t, p1, first)
+			if err := p1.Send(context.Background(), "go"); err != nil {
 				t.Fatal(err)
 			}
-			if !tc.stops {
-				h.transcript() // a barrier: the message's step ran
-				if n := h.count(engine.EventToolFinished, ""); n != 0 {
-					t.Fatalf("%d calls settled while a worker's ran; seen %s", n, h.types())
+			if tc.uses[0].Name == "pay" {
+				until(t, firstSaw, "the approval", func(f frame) bool { return f.Type == engine.EventToolApproval })
+			} else {
+				recv(t, first.calls, "the client call")
+			}
+			if tc.worker {
+				until(t, firstSaw, "the worker's call", func(f frame) bool { return f.Type == engine.EventToolStarted && f.ID == "look" })
+			}
+			if !tc.stays {
+				p1.Detach()
+			}
+			h.transcript() // a barrier: the page's leaving is handled
+			app := newBrowser()
+			p2, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), AnyClientTool: true, Handoff: true, Interrupts: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p2.Detach()
+			appSaw := pump(t, p2, app)
+			if err := p2.Send(context.Background(), "never mind"); err != nil {
+				t.Fatal(err)
+			}
+			finished := func(id string) frame {
+				return until(t, appSaw, "tool.finished "+id, func(f frame) bool { return f.Type == engine.EventToolFinished && f.ID == id })
+			}
+			for _, id := range tc.cancelled {
+				fin := finished(id)
+				if fin.OK || fin.Code != string(engine.CodeCancelled) || !strings.Contains(fin.Error, "the user sent a new message instead of answering") {
+					t.Errorf("tool.finished %s, want cancelled by the new message", fin.Raw)
 				}
-				if n := len(h.model.requests()); n != 1 {
-					t.Fatalf("the model was prompted %d times, want 1: the message waits", n)
-				}
-				return
 			}
-			fin := h.waitType(engine.EventToolFinished)
-			if fin.OK || fin.Code != string(engine.CodeCancelled) || !strings.Contains(fin.Error, "the user sent a new message instead of answering") {
-				t.Errorf("tool.finished %s, want cancelled by the new message", fin.Raw)
-			}
-			if tc.waitFor == "" {
-				if r := recv(t, b.releases, "tool.cancel"); r != (release{ID: "loc", Attempt: 1, Reason: engine.CancelCancelled}) {
-					t.Errorf("release %+v, want the page's attempt cancelled", r)
+			if tc.worker {
+				close(finish)
+				if fin := finished("look"); !fin.OK {
+					t.Errorf("the worker's call %s, want it to go on and finish", fin.Raw)
 				}
 			}
-			user := h.waitFor("the new message", func(f frame) bool { return f.Type == engine.EventMessage && f.msg(t).Role == model.RoleUser })
-			if c := user.msg(t).Content; c != "never mind" {
-				t.Errorf("user message %q", c)
+			if tc.ws {
+				h.transcript()
+				appSaw.sync()
+				for len(appSaw.C()) > 0 {
+					if f := decodeFrame(t, <-appSaw.C()); f.Type == engine.EventToolFinished {
+						t.Fatalf("%s settled, want the attached page's call left to it", f.Raw)
+					}
+				}
+			} else {
+				until(t, appSaw, "the new message's reply", func(f frame) bool { return f.Type == engine.EventMessage && f.msg(t).Content == "ok" })
+				until(t, appSaw, "the end of its turn", func(f frame) bool { return f.Type == engine.EventSessionIdle })
 			}
-			h.waitIdle()
 			appSaw.sync()
 			if len(app.calls) != 0 {
-				t.Errorf("the cancelled call was delivered to the app's page: %+v", <-app.calls)
+				t.Errorf("a call was delivered to the interrupting page: %+v", <-app.calls)
 			}
-			var outcome bool
-			for len(appSaw.C()) > 0 {
-				f := decodeFrame(t, <-appSaw.C())
-				outcome = outcome || (f.Type == engine.EventToolFinished && f.Code == string(engine.CodeCancelled))
-			}
-			if !outcome {
-				t.Error("the app's page was not told the call was cancelled")
-			}
-			reqs := h.model.requests()
-			if len(reqs) != 2 {
-				t.Fatalf("the model was prompted %d times, want 2 (the turn, then the new message's)", len(reqs))
-			}
-			msgs := reqs[1].Messages
-			if last := msgs[len(msgs)-1]; last.Role != model.RoleUser || last.Content != "never mind" {
-				t.Errorf("the new turn's last message %+v", last)
-			}
-			if tm := toolMessages(msgs); len(tm) != 1 || !tm[0].IsError || !strings.Contains(tm[0].Content, "instead of answering") {
-				t.Errorf("the model saw tool messages %+v, want the cancelled call", tm)
+			if n := len(h.model.requests()); n != tc.wantPrompt {
+				t.Errorf("the model was prompted %d times, want %d (the stopped turn not again)", n, tc.wantPrompt)
 			}
 		})
+	}
+}
+
+// until reads st's events until one satisfies ok, and returns it.
+func until(t tb, st *stream, what string, ok func(frame) bool) frame {
+	t.Helper()
+	for {
+		select {
+		case ev := <-st.C():
+			if f := decodeFrame(t, ev); ok(f) {
+				return f
+			}
+		case <-time.After(hangGuard):
+			t.Fatalf("no %s after %s", what, hangGuard)
+		}
 	}
 }

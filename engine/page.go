@@ -79,14 +79,15 @@ type AttachOptions struct {
 	// Interrupts says the page comes with a user message sent instead of
 	// an answer: a front end whose app cannot answer a call of an earlier
 	// response once the user typed past it (the AI SDK's useChat posts
-	// that answer with nothing once a new message follows the call's). A
-	// turn that waits on nothing but the user (its client calls, or
-	// approvals; no model turn, worker attempt or sub-agent runs) is
-	// stopped as the page attaches, as Cancel stops it: its calls settle
-	// as cancelled, "the user sent a new message instead of answering",
-	// and none is delivered to the page. The page then sends the message,
-	// which starts the next turn. A turn that waits on the server goes on,
-	// and the message waits for it. Default false.
+	// that answer with nothing once a new message follows the call's). As
+	// the page attaches, the running turn's calls that wait on the app
+	// (client calls no page without Handoff runs; approvals, when no such
+	// page is there to give them) settle as cancelled, "the user sent a new
+	// message instead of answering", and none is delivered to the page;
+	// their turn does not prompt the model again. Its server work (a
+	// worker's attempt, a sub-agent, the model writing) goes on, and the
+	// message the page then sends waits for it. Check the message first
+	// (Session.Refusal): a refused one has stopped nothing. Default false.
 	Interrupts bool
 	// Buffer is how many frames may wait on the stream between two Takes
 	// (the replay aside); default DefaultPageBuffer (256). Past it the stream ends with
@@ -396,9 +397,9 @@ func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error
 		s.idleTimer = nil
 	}
 	s.logger.Info("page attached", "page", p.id, "tools", len(p.tools), "pages", len(s.pages), "after", o.After)
-	if o.Interrupts && s.waitsOnTheUser() {
+	if o.Interrupts {
 		// After the page joined the log: the page gets the outcomes.
-		s.cancelAll(sentInstead)
+		s.typedPast()
 	}
 	for _, c := range s.allOpenCalls() {
 		if c.handler == HandlerClient && c.holder == nil && c.running() && p.runs(c.name) {
@@ -411,21 +412,32 @@ func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error
 // sentInstead is why a page that Interrupts stops a turn.
 const sentInstead = "the user sent a new message instead of answering"
 
-// waitsOnTheUser reports whether the running turn waits on nothing but
-// the user: it has open calls, and each is a client call (delivered, or
-// waiting for a page or its retry) or one whose approval is asked; no
-// model turn, worker attempt or sub-agent runs, and no decision waits.
-func (s *Session) waitsOnTheUser() bool {
-	open := s.openCalls()
-	if len(open) == 0 || s.turn != nil || s.promptWanted || len(s.queue) > 0 {
-		return false
-	}
-	for _, c := range open {
-		if c.child != nil || (c.handler != HandlerClient && !c.approving) {
-			return false
+// typedPast settles as cancelled the calls of the running turn that wait
+// on the app a new message typed past (Interrupts): its client calls that
+// no /ws page runs (delivered to an earlier response, whose page may not
+// have left yet, or waiting for one), and, with no /ws page there to
+// answer, those that ask the user's approval. Their batch does not prompt the model again: the new
+// message does, once the turn's server work (a worker's attempt, a
+// sub-agent), which goes on, is done. A turn whose model writes has no
+// such calls yet.
+func (s *Session) typedPast() {
+	// A /ws page (no Handoff) shows an approval and answers it.
+	approver := slices.ContainsFunc(s.pages, func(q *Page) bool { return !q.handoff })
+	for _, c := range s.openCalls() {
+		// A front end's page (Handoff) that holds it is the app's: one
+		// leaving, or another tab's response.
+		waits := c.handler == HandlerClient && (c.holder == nil || c.holder.handoff) && c.child == nil
+		asks := c.approving && !approver
+		if !waits && !asks {
+			continue
 		}
+		c.batch.cancelled = true
+		text := fmt.Sprintf("%s was cancelled: %s.", c.name, sentInstead)
+		if c.notTwice && c.running() && c.reached() {
+			text = fmt.Sprintf("%s was cancelled (%s) while the app ran it, and it is declared idempotent: false: %s", c.name, sentInstead, mayHaveRun)
+		}
+		s.settle(c, outcome{err: text, code: CodeCancelled}, CancelCancelled)
 	}
-	return true
 }
 
 // olderEvents reads the session's events from seq from to through from

@@ -329,7 +329,8 @@ func titleRune(r rune) rune {
 	switch {
 	case unicode.IsSpace(r):
 		return ' '
-	case unicode.IsControl(r), r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+	case unicode.IsControl(r), r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069',
+		r == '\u200e', r == '\u200f', r == '\u061c': // and the direction marks
 		return -1
 	}
 	return r

@@ -24,6 +24,7 @@ func TestTitleOf(t *testing.T) {
 		{"control characters", "bell\x07 nul\x00 esc\x1b[31m", "bell nul esc[31m"},
 		{"a right-to-left override", "invoice \u202efdp.exe", "invoice fdp.exe"},
 		{"isolates", "a\u2066b\u2069c", "abc"},
+		{"direction marks", "\u200fabc\u200e\u061c", "abc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := titleOf(tc.content); got != tc.want {

@@ -312,7 +312,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	}
 	defer func() { <-w.sem }()
 
-	resp, f := w.send(ctx, req, body, deadline)
+	resp, f := w.send(ctx, req, body, deadline, isExec)
 	if f != nil {
 		return engine.Decision{}, f
 	}
@@ -344,20 +344,32 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	return d, nil
 }
 
-// The waits between tries of a request that could not be sent, doubling.
+// A request that could not be sent is tried again after these waits,
+// doubling, for unsentFor at most: a worker restarting (a deploy) is back
+// within it, while a session whose step waits for a decision does nothing
+// else meanwhile. A tool.execute stops unsentMargin before its attempt's
+// deadline, so that the attempt fails as the worker's failure (tool_failed,
+// retried under its policy) and not as a timeout, which a tool declared
+// idempotent: false would take for a call that may have run.
 const (
 	unsentFirstWait = 100 * time.Millisecond
 	unsentMaxWait   = 2 * time.Second
+	unsentFor       = 10 * time.Second
+	unsentMargin    = time.Second
 )
 
 // send POSTs body, signed, and returns the worker's response. A request
 // that never left (the worker refused the connection, or its name did not
 // resolve: it is not up yet, as when it starts after the gateway, or is
-// being replaced) is sent again after a wait, doubling, until ctx ends: it
+// being replaced) is sent again after a wait, doubling, for unsentFor: it
 // cannot have reached the worker, so whatever its trigger it runs at most
-// once, and a worker that comes back within the deadline gets it.
-func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte, deadline time.Time) (*http.Response, *failure) {
+// once, and a worker that comes back by then gets it.
+func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte, deadline time.Time, isExec bool) (*http.Response, *failure) {
 	wait := unsentFirstWait
+	until := time.Now().Add(unsentFor)
+	if isExec && deadline.Add(-unsentMargin).Before(until) {
+		until = deadline.Add(-unsentMargin)
+	}
 	for try := 1; ; try++ {
 		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 		if err != nil {
@@ -382,9 +394,12 @@ func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte
 		if !f.unsent {
 			return nil, f
 		}
+		if time.Now().Add(wait).After(until) {
+			return nil, f
+		}
 		if try == 1 {
-			w.log.Warn("httpworker: could not reach the worker; sending the request again until its deadline",
-				"worker", w.where, "session", req.Session, "trigger", triggerType(req), "deadline", deadline, "error", f.detail())
+			w.log.Warn("httpworker: could not reach the worker; sending the request again for a while",
+				"worker", w.where, "session", req.Session, "trigger", triggerType(req), "until", until, "error", f.detail())
 		}
 		t := time.NewTimer(wait)
 		select {

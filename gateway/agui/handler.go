@@ -204,10 +204,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// A new message stops a turn that waits on nothing but the front end
+	// A new message stops the calls that wait on the front end
 	// (Interrupts): the app typed past its tools, and its answers to them
-	// would not come.
+	// would not come. A refused message stops nothing.
 	interrupts := userMessage && !sent.Took
+	if interrupts {
+		if err := sess.Refusal(last.text()); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
 	if sent.Seq > 0 {
 		after = min(after, sent.Seq-1)
 	}

@@ -61,12 +61,17 @@ func (r *run) showCall(seq int64, id, name, args string) {
 	}
 	r.shown[id] = true
 	parent := r.lastText
-	if parent == "" {
+	if parent == "" && seq > 0 {
 		parent = msgID(seq)
 		r.lastText = parent
 	}
 	r.closeText()
-	r.emit(map[string]any{"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name, "parentMessageId": parent})
+	start := map[string]any{"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name}
+	if parent != "" {
+		// None for a call shown from its delivery, which has no seq.
+		start["parentMessageId"] = parent
+	}
+	r.emit(start)
 	if args != "" {
 		r.emit(map[string]any{"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": args})
 	}
@@ -240,10 +245,20 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		r.emit(map[string]any{"type": "TOOL_CALL_RESULT", "messageId": msgID(ev.Seq) + "r", "toolCallId": e.ID, "content": content, "role": "tool"})
 	case engine.EventClientEvent:
 		var e engine.ClientEventEvent
+		if ev.Seq <= r.base {
+			return // before the run's input: an earlier run's, or nobody's now
+		}
 		if json.Unmarshal(ev.Frame, &e) == nil && e.Name != "" {
 			r.emit(map[string]any{"type": "CUSTOM", "name": e.Name, "value": e.Data})
 		}
 	case engine.EventError, engine.EventGuardTripped:
+		if ev.Seq <= r.base {
+			// Before the run's input, in the replay from the app's last
+			// gw<seq>: an earlier run's end, which must not end this one
+			// (a new message's answer would never come, nor its gw<seq>,
+			// and every later run would replay it again).
+			return
+		}
 		var e struct {
 			Code    string `json:"code"`
 			Guard   string `json:"guard"`

@@ -346,10 +346,10 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		if json.Unmarshal(ev.Frame, &e) != nil {
 			return
 		}
-		if st.fresh && !st.started && st.calls[e.ID] == nil {
-			// A call of an earlier response, settled before this one's
-			// user message (stopped by it: Interrupts): shown after start,
-			// which waits for the message's id.
+		if st.fresh && !st.started && st.calls[e.ID] == nil && ev.Seq <= st.stopped {
+			// A call of an earlier response, settled as this response's
+			// page attached (stopped by its message: Interrupts): shown
+			// after start, which waits for the message's id.
 			st.early = append(st.early, e)
 			return
 		}
