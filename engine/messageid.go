@@ -37,14 +37,19 @@ type MessageTakenFrame struct {
 
 // Took reports whether the session took a user message of id (one of its
 // last MessageIDMemory), as SendOnce would find it: an HTTP front end's
-// request sent again with the same messages.
-func (s *Session) Took(ctx context.Context, id string) (bool, error) {
-	took := false
-	err := s.do(ctx, func() error {
+// request sent again with the same messages; and whether that message
+// still waits for the running turn (it is no event yet).
+func (s *Session) Took(ctx context.Context, id string) (took, waiting bool, err error) {
+	err = s.do(ctx, func() error {
 		took = s.tookMessage(id)
+		waiting = took && (slices.ContainsFunc(s.waiting, func(w waitingMessage) bool { return w.msg.ID == id }) ||
+			slices.ContainsFunc(s.queue, func(q queued) bool {
+				t, ok := q.trigger.(UserMessage)
+				return ok && t.Message.ID == id
+			}))
 		return nil
 	})
-	return took, err
+	return took, waiting, err
 }
 
 // tookMessage reports whether the session took a message of id already.

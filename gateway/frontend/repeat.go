@@ -31,14 +31,18 @@ func FindSent(ctx context.Context, sess *engine.Session, id, content string) (Se
 	if engine.CheckMessageID(id) != nil {
 		return Sent{}, nil
 	}
-	took, err := sess.Took(ctx, id)
+	took, waiting, err := sess.Took(ctx, id)
 	if err != nil || !took {
 		return Sent{}, err
 	}
+	if waiting {
+		// No event yet: its response goes on from where the session is,
+		// with no read of the journal to find what is not there.
+		return Sent{Took: true}, nil
+	}
 	// Among the events the session keeps, then, when not there, from the
 	// chat's start: read on a page that runs no tool, so that no call is
-	// delivered to it. Not among them either: it waits for the running
-	// turn, and is no event yet.
+	// delivered to it.
 	for _, after := range []int64{max(sess.KeptFrom()-1, 0), 0} {
 		peek, err := sess.Attach(ctx, engine.AttachOptions{After: after, Handoff: true})
 		if err != nil {
