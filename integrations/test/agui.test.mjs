@@ -177,3 +177,39 @@ test("what settled while no run was open comes first in the next message's run",
     assert.ok(texts(agent).some((t) => /^assistant:get_local_time failed: get_local_time timed out/.test(t)), JSON.stringify(texts(agent)));
     assert.equal(agent.messages.at(-1).content, "No rule for: hello");
 });
+
+// What integrations.md gives an app whose threads grow long: the run posts
+// the messages from the last assistant message on, which hold all the
+// gateway reads (where the app stands, its answers, its new message).
+class RecentAgent extends HttpAgent {
+    requestInit(input) {
+        const from = input.messages.findLastIndex((m) => m.role === "assistant");
+        return super.requestInit({ ...input, messages: input.messages.slice(Math.max(from, 0)) });
+    }
+}
+
+test("an agent that posts only the messages from the last assistant message on runs as one that posts them all", async () => {
+    const fetch = browser();
+    const posted = [];
+    const recording = async (url, init) => {
+        posted.push(JSON.parse(init.body).messages.map((m) => m.role));
+        return fetch(url, init);
+    };
+    const agent = new RecentAgent({ url: `${gw.url}/ag-ui`, fetch: recording, threadId: "thread-recent" });
+    agent.addMessage({ id: "user-1", role: "user", content: "what time is it" });
+    let pending;
+    await agent.runAgent({ tools: frontEndTools }, { onRunFinishedEvent: ({ pendingToolCallIds }) => { pending = pendingToolCallIds; } });
+    agent.addMessage({ id: "tool-1", role: "tool", toolCallId: pending[0], content: JSON.stringify({ time: "12:00", timeZone: "UTC" }) });
+    await agent.runAgent({ tools: frontEndTools });
+    agent.addMessage({ id: "user-2", role: "user", content: "hello" });
+    await agent.runAgent({ tools: frontEndTools });
+    assert.deepEqual(texts(agent), [
+        "user:what time is it",
+        "assistant:Asking your browser.",
+        `tool:${JSON.stringify({ time: "12:00", timeZone: "UTC" })}`,
+        'assistant:get_local_time returned: {"time":"12:00","timeZone":"UTC"}',
+        "user:hello",
+        "assistant:No rule for: hello",
+    ]);
+    assert.deepEqual(posted, [["user"], ["assistant", "tool"], ["assistant", "user"]], "each run posted the recent messages alone");
+});
