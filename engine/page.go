@@ -416,8 +416,8 @@ const sentInstead = "the user sent a new message instead of answering"
 // on the app a new message typed past (Interrupts): its client calls that
 // no /ws page runs (delivered to an earlier response, whose page may not
 // have left yet, or waiting for one), and, with no /ws page there to
-// answer, those that ask the user's approval. Their batch does not prompt the model again: the new
-// message does, once the turn's server work (a worker's attempt, a
+// answer, those that ask the user's approval. Their batch does not prompt
+// the model again: the new message does, once the turn's server work (a worker's attempt, a
 // sub-agent), which goes on, is done. A turn whose model writes has no
 // such calls yet.
 func (s *Session) typedPast() {
@@ -431,12 +431,7 @@ func (s *Session) typedPast() {
 		if !waits && !asks {
 			continue
 		}
-		c.batch.cancelled = true
-		text := fmt.Sprintf("%s was cancelled: %s.", c.name, sentInstead)
-		if c.notTwice && c.running() && c.reached() {
-			text = fmt.Sprintf("%s was cancelled (%s) while the app ran it, and it is declared idempotent: false: %s", c.name, sentInstead, mayHaveRun)
-		}
-		s.settle(c, outcome{err: text, code: CodeCancelled}, CancelCancelled)
+		s.cancel(c, sentInstead)
 	}
 }
 

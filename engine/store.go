@@ -322,13 +322,13 @@ func titleOf(content string) string {
 }
 
 // titleRune keeps a rune in a chat's title, but for control characters (a
-// NUL, an escape) and the ones that reorder the text around them (a
-// right-to-left override makes "invoice \u202efdp.exe" read as a .pdf),
-// dropped; white space becomes a space.
+// NUL, an escape; white space is Fields' to join) and the ones that reorder
+// the text around them (a right-to-left override makes
+// "invoice \u202efdp.exe" read as a .pdf), dropped.
 func titleRune(r rune) rune {
 	switch {
 	case unicode.IsSpace(r):
-		return ' '
+		return r
 	case unicode.IsControl(r), r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069',
 		r == '\u200e', r == '\u200f', r == '\u061c': // and the direction marks
 		return -1

@@ -180,15 +180,21 @@ func (s *Session) cancelAll(why string) {
 		s.turn()
 	}
 	for _, c := range s.openCalls() {
-		c.batch.cancelled = true
-		text := fmt.Sprintf("%s was cancelled: %s.", c.name, why)
-		if c.notTwice && c.running() && c.reached() {
-			// Stopping it undoes nothing it did: the model must not take
-			// "cancelled" for "did not happen", and pay twice.
-			text = fmt.Sprintf("%s was cancelled (%s) while it ran, and it is declared idempotent: false: %s", c.name, why, mayHaveRun)
-		}
-		s.settle(c, outcome{err: text, code: CodeCancelled}, CancelCancelled)
+		s.cancel(c, why)
 	}
+}
+
+// cancel settles call c as cancelled, for why, and keeps its batch from
+// prompting the model again.
+func (s *Session) cancel(c *call, why string) {
+	c.batch.cancelled = true
+	text := fmt.Sprintf("%s was cancelled: %s.", c.name, why)
+	if c.notTwice && c.running() && c.reached() {
+		// Stopping it undoes nothing it did: the model must not take
+		// "cancelled" for "did not happen", and pay twice.
+		text = fmt.Sprintf("%s was cancelled (%s) while it ran, and it is declared idempotent: false: %s", c.name, why, mayHaveRun)
+	}
+	s.settle(c, outcome{err: text, code: CodeCancelled}, CancelCancelled)
 }
 
 // end closes the session from its own goroutine.

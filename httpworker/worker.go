@@ -243,9 +243,6 @@ func ctxErr(err error) error {
 	return context.Canceled
 }
 
-// failure says why a request failed: why is short and fit for the model (no
-// addresses); cause, when set, is the underlying error for logs and the
-// returned error.
 // failure is why a request to the worker failed: why, which pages and the
 // model may read, and for the operator's log what the worker's answer
 // said (its error, what in it is not a decision: it may quote the agent's

@@ -117,10 +117,8 @@ export function followLog(log, items = log) {
     // changes at once (a long chat took minutes to open).
     let queued = 0;
     function follow() {
-        if (queued || !win) {
-            if (!win) followNow();
-            return;
-        }
+        if (!win) return followNow();
+        if (queued) return;
         queued = win.requestAnimationFrame(() => {
             queued = 0;
             followNow();

@@ -173,7 +173,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// replay starts with its first delta, and what it holds of
 			// it is not sent again (run.have).
 			after = seq - 1
-			run.have, run.haveID, run.haveSeq = lastTextOf(in.Messages, msgID(seq)), msgID(seq), seq
+			run.have, run.haveSeq = lastTextOf(in.Messages, msgID(seq)), seq
 			run.lastText = msgID(seq)
 		}
 	}
@@ -231,22 +231,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		run.base, run.input = sent.Seq-1, true
 	case userMessage:
 		run.base = sess.LastSeq() // the end of a turn it stopped is not the run's
-		if err := sendUser(ctx, page, last); err != nil {
+		if err := frontend.SendUser(ctx, page, last.ID, last.text()); err != nil {
 			h.fail(w, r, err)
 			return
 		}
 		run.input = true
 	}
 	run.run(ctx, page)
-}
-
-// sendUser sends the run's user message m, once by its id (SendOnce) when
-// the engine takes the id.
-func sendUser(ctx context.Context, page *engine.Page, m *message) error {
-	if engine.CheckMessageID(m.ID) == nil {
-		return page.SendOnce(ctx, m.ID, m.text())
-	}
-	return page.Send(ctx, m.text())
 }
 
 // lastTextOf is the text of the input's message of id.

@@ -31,13 +31,14 @@ type run struct {
 
 	text     string // the open text message's id; "": none
 	lastText string // the model turn's message id, the parent of its calls
-	// haveID is the text message the replay starts with, which the front
-	// end has: have is what it has of it that the replay has not passed
-	// yet. Its deltas are not sent again; those past have are (a reply a
-	// reload or a lost connection cut), on the same message id.
-	haveID, have string
-	haveSeq      int64 // the event that began it: a delta, or it was no streamed text
-	other        bool  // the front end's text of it is not the session's: the rest is not sent
+	// haveSeq begins the text message the replay starts with, which the
+	// front end has (its id msgID(haveSeq); 0: none): have is what it has
+	// of it that the replay has not passed yet. Its deltas are not sent
+	// again; those past have are (a reply a reload or a lost connection
+	// cut), on the same message id.
+	haveSeq int64
+	have    string
+	other   bool // the front end's text of it is not the session's: the rest is not sent
 
 	shown    map[string]bool    // calls whose TOOL_CALL_START is written
 	track    frontend.Calls     // open calls, delivered ones: when the run waits
@@ -152,10 +153,10 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	if !r.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
-	if ev.Seq == r.haveSeq && ev.Type != engine.EventModelDelta {
+	if r.haveSeq != 0 && ev.Seq == r.haveSeq && ev.Type != engine.EventModelDelta {
 		// The front end's message of that id is no streamed text: a
 		// turn's calls (their parent), or text that came whole.
-		r.haveID, r.have = "", ""
+		r.haveSeq, r.have = 0, ""
 	}
 	switch ev.Type {
 	case engine.EventModelDelta:
@@ -163,13 +164,14 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		if json.Unmarshal(ev.Frame, &e) != nil || e.Text == "" {
 			return
 		}
-		if r.haveID != "" && r.text == "" {
+		if r.haveSeq != 0 && r.text == "" {
 			e.Text = r.had(e.Text)
 			if e.Text == "" {
 				return
 			}
 			// Past what the front end has: the rest, on its message.
-			r.text, r.lastText = r.haveID, r.haveID
+			r.text = msgID(r.haveSeq)
+			r.lastText = r.text
 			r.emit(map[string]any{"type": "TEXT_MESSAGE_START", "messageId": r.text, "role": "assistant"})
 		}
 		if r.text == "" {
@@ -179,7 +181,7 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		}
 		r.emit(map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": r.text, "delta": e.Text})
 	case engine.EventModelFinished, engine.EventModelDiscarded:
-		r.haveID, r.have, r.other = "", "", false
+		r.haveSeq, r.have, r.other = 0, "", false
 		r.closeText()
 	case engine.EventMessage:
 		var e engine.MessageEvent

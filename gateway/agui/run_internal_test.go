@@ -75,7 +75,7 @@ func TestRunSendsWhatTheFrontEndLacks(t *testing.T) {
 			rec := httptest.NewRecorder()
 			r := newRun(rec, Options{}, runInput{ThreadID: "t1", RunID: "r1"})
 			r.begin()
-			r.have, r.haveID, r.haveSeq, r.lastText = tc.have, msgID(5), 5, msgID(5)
+			r.have, r.haveSeq, r.lastText = tc.have, 5, msgID(5)
 			for i, d := range deltas {
 				frame, _ := json.Marshal(engine.ModelDeltaEvent{Text: d})
 				r.Event(context.Background(), nil, engine.Event{Seq: int64(5 + i), Type: engine.EventModelDelta, Frame: frame})

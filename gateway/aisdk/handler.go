@@ -240,12 +240,7 @@ func (h *Handler) send(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	defer page.Detach()
 	st.stopped = sess.LastSeq()
-	if engine.CheckMessageID(last.ID) == nil {
-		err = page.SendOnce(ctx, last.ID, content)
-	} else {
-		err = page.Send(ctx, content)
-	}
-	if err != nil {
+	if err := frontend.SendUser(ctx, page, last.ID, content); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -339,26 +334,19 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 }
 
 // currentResponse reads the chat's last response, from its user message
-// on: among the events the session keeps in memory, where it nearly always
-// is, else from the chat's start. It reads them on a page that runs no
-// tool, so that no call is delivered to it, and returns them with the seq
-// its replay ended at, and that page, attached, for the caller to detach;
-// no page when the chat has no user message.
+// on (frontend.Peek), and returns it with the seq its replay ended at, and
+// the page that read it, attached, for the caller to detach; no page when
+// the chat has no user message.
 func currentResponse(ctx context.Context, sess *engine.Session) ([]engine.Event, int64, *engine.Page, error) {
-	for _, after := range []int64{max(sess.KeptFrom()-1, 0), 0} {
-		peek, err := sess.Attach(ctx, engine.AttachOptions{After: after, Handoff: true})
-		if err != nil {
-			return nil, 0, nil, err
-		}
-		if response, ok := lastResponse(peek.Take(nil)); ok {
-			return response, response[len(response)-1].Seq, peek, nil
-		}
-		peek.Detach()
-		if after == 0 {
-			break
-		}
+	peek, events, err := frontend.Peek(ctx, sess, func(events []engine.Event) bool {
+		_, ok := lastResponse(events)
+		return ok
+	})
+	if peek == nil {
+		return nil, 0, nil, err
 	}
-	return nil, 0, nil, nil
+	response, _ := lastResponse(events)
+	return response, response[len(response)-1].Seq, peek, nil
 }
 
 // lastResponse returns the events from the last user message on, and false

@@ -30,13 +30,11 @@ type stream struct {
 	fresh   bool // a new response: start carries the user message's id
 	input   bool // the request gave the session something to do
 	started bool // the start chunk is written
-	// held: data parts of a new response that came before its user
-	// message (a worker's client.event on the message's trigger), written
-	// after start, which then carries the message's id.
-	held []map[string]any
-	// early: a new response's outcomes of earlier responses' calls that
-	// came before its user message, shown after start as held is.
-	early []engine.ToolFinishedEvent
+	// held: what a new response got before its user message, written once
+	// start carries the message's id: data parts (a worker's client.event
+	// on the message's trigger), and the outcomes of earlier responses'
+	// calls its message stopped (Interrupts).
+	held []func()
 	// stopped: the last event before a new response's message: the end
 	// of a turn its page stopped (Interrupts) is not the response's end.
 	stopped int64
@@ -138,10 +136,11 @@ func (st *stream) start(messageID string) {
 		c["messageId"] = messageID
 	}
 	st.chunk(c)
-	for _, h := range st.held {
-		st.chunk(h)
-	}
+	held := st.held
 	st.held = nil
+	for _, write := range held {
+		write()
+	}
 }
 
 func (st *stream) openStep() {
@@ -224,10 +223,6 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		case "user":
 			if st.fresh {
 				st.start("msg_" + st.session.ID() + "_" + strconv.FormatInt(ev.Seq, 10))
-				for _, e := range st.early {
-					st.finished(e)
-				}
-				st.early = nil
 			}
 		case "assistant":
 			if !st.turnText && e.Message.Content != "" {
@@ -350,7 +345,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 			// A call of an earlier response, settled as this response's
 			// page attached (stopped by its message: Interrupts): shown
 			// after start, which waits for the message's id.
-			st.early = append(st.early, e)
+			st.held = append(st.held, func() { st.finished(e) })
 			return
 		}
 		st.finished(e)
@@ -359,7 +354,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		if json.Unmarshal(ev.Frame, &e) == nil && e.Name != "" {
 			part := map[string]any{"type": "data-" + e.Name, "data": e.Data, "transient": true}
 			if st.fresh && !st.started {
-				st.held = append(st.held, part) // its user message, and id, follow
+				st.held = append(st.held, func() { st.chunk(part) }) // its user message, and id, follow
 				return
 			}
 			st.start("")

@@ -40,24 +40,53 @@ func FindSent(ctx context.Context, sess *engine.Session, id, content string) (Se
 		// with no read of the journal to find what is not there.
 		return Sent{Took: true}, nil
 	}
-	// Among the events the session keeps, then, when not there, from the
-	// chat's start: read on a page that runs no tool, so that no call is
-	// delivered to it.
+	var seq int64
+	var edited error
+	peek, _, err := Peek(ctx, sess, func(events []engine.Event) bool {
+		var found bool
+		seq, found, edited = sentAmong(events, id, content)
+		return found
+	})
+	if peek != nil {
+		peek.Detach()
+	}
+	if err == nil {
+		err = edited
+	}
+	return Sent{Took: true, Seq: seq}, err
+}
+
+// Peek reads the session's events on a page that runs no tool, so that no
+// call is delivered to it: those it keeps in memory, where what a front end
+// looks for nearly always is, then, when found says it is not among them,
+// the chat's from its start (read from the store). It returns the page
+// whose events found it, still attached, for the caller to detach, and
+// those events; no page when neither read found it.
+func Peek(ctx context.Context, sess *engine.Session, found func([]engine.Event) bool) (*engine.Page, []engine.Event, error) {
 	for _, after := range []int64{max(sess.KeptFrom()-1, 0), 0} {
 		peek, err := sess.Attach(ctx, engine.AttachOptions{After: after, Handoff: true})
 		if err != nil {
-			return Sent{}, err
+			return nil, nil, err
 		}
-		events := peek.Take(nil)
+		if events := peek.Take(nil); found(events) {
+			return peek, events, nil
+		}
 		peek.Detach()
-		if seq, found, err := sentAmong(events, id, content); found || err != nil {
-			return Sent{Took: true, Seq: seq}, err
-		}
 		if after == 0 {
 			break
 		}
 	}
-	return Sent{Took: true}, nil
+	return nil, nil, nil
+}
+
+// SendUser sends a front end's user message from page: once by its id
+// (Page.SendOnce) when the engine takes the id, so that a request sent
+// again is one message; else as it comes.
+func SendUser(ctx context.Context, page *engine.Page, id, content string) error {
+	if engine.CheckMessageID(id) == nil {
+		return page.SendOnce(ctx, id, content)
+	}
+	return page.Send(ctx, content)
 }
 
 // sentAmong finds the event of the user message of id among events, and
