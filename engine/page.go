@@ -7,7 +7,6 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
-	"time"
 	"unicode/utf8"
 
 	"github.com/clienttools/gateway/clock"
@@ -434,122 +433,6 @@ func (s *Session) typedPast() {
 		s.cancel(c, sentInstead)
 	}
 }
-
-// olderEvents reads the session's events from seq from to through from
-// the store: a replay from before what the session keeps in memory. Pages
-// that resume while a read is under way share it (a chat opened in many
-// tabs at once is read once). A journal that ends before through is read
-// again a few times, as a store whose replicas lag may answer with one
-// (Store.Load); still short, the store counts as unavailable.
-func (s *Session) olderEvents(ctx context.Context, from, through int64) ([]Event, error) {
-	wait := olderRetryWait
-	for try := 1; ; try++ {
-		events, err := s.readJournal(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(events)) >= through {
-			return events[from-1 : through : through], nil
-		}
-		if try == olderTries {
-			return nil, fmt.Errorf("%w: session %s's journal, read %d times for a replay, ends at event %d, before %d", ErrStoreUnavailable, s.id, try, len(events), through)
-		}
-		if err := clock.Sleep(ctx, s.e.opts.Clock, wait); err != nil {
-			return nil, err
-		}
-		wait *= 2
-	}
-}
-
-// journalRead is one read of a session's journal for replays: its events
-// from seq 1, their frames copied out of the store's messages into one
-// buffer, so that what a page's replay holds is its frames alone.
-type journalRead struct {
-	done   chan struct{}
-	events []Event
-	err    error
-	joined int // the callers that wait on it besides its own (readingMu)
-}
-
-// readJournal returns the journal's events, from the read under way if
-// there is one, else from a read of its own. A read that another page's
-// context ended is no answer: it reads again.
-func (s *Session) readJournal(ctx context.Context) ([]Event, error) {
-	for {
-		s.readingMu.Lock()
-		r := s.reading
-		mine := r == nil
-		if mine {
-			r = &journalRead{done: make(chan struct{})}
-			s.reading = r
-		} else {
-			r.joined++
-		}
-		s.readingMu.Unlock()
-		if mine {
-			start := time.Now()
-			r.events, r.err = s.loadEvents(ctx)
-			s.e.opts.Metrics.ReplayRead(time.Since(start), r.err)
-			if r.err == nil {
-				s.baseLogger.Info("journal read for a replay", "events", len(r.events), "took", time.Since(start))
-			} else if ctx.Err() == nil {
-				s.baseLogger.Warn("failed to read the journal for a replay", "took", time.Since(start), "err", r.err)
-			}
-			s.readingMu.Lock()
-			s.reading = nil
-			s.readingMu.Unlock()
-			close(r.done)
-			return r.events, r.err
-		}
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if r.err == nil || !(errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded)) {
-			return r.events, r.err
-		}
-	}
-}
-
-// loadEvents reads the journal's events with one Load, checks their seqs
-// run from 1, and copies their frames into one buffer.
-func (s *Session) loadEvents(ctx context.Context) ([]Event, error) {
-	batches, err := s.e.opts.Store.Load(ctx, s.id)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w: failed to read session %s's journal for a replay: %w", ErrStoreUnavailable, s.id, err)
-	}
-	n, size := 0, 0
-	for _, b := range batches {
-		n += len(b.Events)
-		for _, ev := range b.Events {
-			size += len(ev.Frame)
-		}
-	}
-	events, frames := make([]Event, 0, n), make([]byte, 0, size)
-	for _, b := range batches {
-		for _, ev := range b.Events {
-			if want := int64(len(events) + 1); ev.Seq != want {
-				return nil, fmt.Errorf("%w: session %s's journal has event %d where %d should be", ErrCorrupt, s.id, ev.Seq, want)
-			}
-			at := len(frames)
-			frames = append(frames, ev.Frame...)
-			events = append(events, Event{Seq: ev.Seq, Type: ev.Type, Frame: frames[at:len(frames):len(frames)]})
-		}
-	}
-	return events, nil
-}
-
-// olderTries is how many times olderEvents reads a journal that ends
-// short; olderRetryWait, the first wait between two, doubles each time
-// (about 0.3 s in all).
-const (
-	olderTries     = 5
-	olderRetryWait = 20 * time.Millisecond
-)
 
 // touch records that p did something: the most recently active page runs
 // the calls the turn's own page cannot.

@@ -16,20 +16,33 @@ import (
 	"github.com/clienttools/gateway/store/jetstream"
 )
 
-// loadCounter is a memory store that counts its Loads, fails them while
-// fail is set, answers the next short of them with the first half of the
-// journal (as a replica that lags may), and holds the first one after hold
-// is set until release closes.
+// loadCounter is a memory store that counts its reads (Load and
+// LoadFrom; froms the LoadFroms alone), fails them while fail is set,
+// answers the next short of them with the first half of what it read (as
+// a replica that lags may), and holds the first one after hold is set
+// until release closes.
 type loadCounter struct {
 	*engine.MemoryStore
 	loads   atomic.Int32
+	froms   atomic.Int32
+	from    atomic.Int64 // the last LoadFrom's
 	fail    atomic.Bool
 	short   atomic.Int32
-	hold    chan struct{} // closed by the held Load when it starts
+	hold    chan struct{} // closed by the held read when it starts
 	release chan struct{}
 }
 
 func (c *loadCounter) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	return c.read(func() ([]engine.Batch, error) { return c.MemoryStore.Load(ctx, session) })
+}
+
+func (c *loadCounter) LoadFrom(ctx context.Context, session string, from int64) ([]engine.Batch, error) {
+	c.froms.Add(1)
+	c.from.Store(from)
+	return c.read(func() ([]engine.Batch, error) { return c.MemoryStore.LoadFrom(ctx, session, from) })
+}
+
+func (c *loadCounter) read(load func() ([]engine.Batch, error)) ([]engine.Batch, error) {
 	c.loads.Add(1)
 	if c.fail.Load() {
 		return nil, errors.New("the disk is gone")
@@ -39,7 +52,7 @@ func (c *loadCounter) Load(ctx context.Context, session string) ([]engine.Batch,
 		close(hold)
 		<-c.release
 	}
-	batches, err := c.MemoryStore.Load(ctx, session)
+	batches, err := load()
 	if err == nil && c.short.Add(-1) >= 0 {
 		var events []engine.Event
 		for _, b := range batches {
@@ -74,8 +87,18 @@ func replayed(t *testing.T, s *engine.Session, store engine.Store, after int64) 
 // user turns; opts' other fields are passed on.
 func forgetful(t *testing.T, turns int, opts engine.Options) (*harness, *loadCounter) {
 	t.Helper()
+	return forgetfulOn(t, turns, opts, nil)
+}
+
+// forgetfulOn is forgetful with the session's store made from the
+// loadCounter by wrap (nil: the loadCounter itself).
+func forgetfulOn(t *testing.T, turns int, opts engine.Options, wrap func(*loadCounter) engine.Store) (*harness, *loadCounter) {
+	t.Helper()
 	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
 	opts.Store, opts.ReplayBytes = store, 1
+	if wrap != nil {
+		opts.Store = wrap(store)
+	}
 	h := setup(t, &testWorker{}, textModel(), opts)
 	chat(h, turns)
 	return h, store

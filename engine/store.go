@@ -53,6 +53,19 @@ type Store interface {
 	Delete(ctx context.Context, session string) error
 }
 
+// JournalFrom is a Store that reads a journal from a given event on: a
+// page that resumes in the middle of a long chat, before the events the
+// session keeps in memory, then costs a read of what it lacks, not of the
+// whole journal. The engine reads with Load from a Store without it.
+type JournalFrom interface {
+	// LoadFrom returns the session's batches from the one that holds event
+	// from on, in order, or ErrNoSession; it may start at an earlier
+	// batch, as far back as the journal's start. A batch's State may be
+	// left out: a replay reads the events. As with Load, the journal may
+	// end before the last Append where replicas lag.
+	LoadFrom(ctx context.Context, session string, from int64) ([]Batch, error)
+}
+
 // SummaryFeed is a Store whose summaries can be read as they change: a
 // cluster's nodes read it at each look for sessions with work in flight
 // that no node runs (Options.Adopt), at a cost that follows what was
@@ -182,7 +195,10 @@ type memJournal struct {
 	stateAgent bool            // state carries the agent: it is agent
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store       = (*MemoryStore)(nil)
+	_ JournalFrom = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
@@ -243,6 +259,19 @@ func (m *MemoryStore) Load(_ context.Context, session string) ([]Batch, error) {
 		add(len(events), nil, false)
 	}
 	return out, nil
+}
+
+// LoadFrom implements JournalFrom: the events from from on, in one batch
+// without a state.
+func (m *MemoryStore) LoadFrom(_ context.Context, session string, from int64) ([]Batch, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	j, ok := m.journals[session]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoSession, session)
+	}
+	skip := int(min(max(from-1, 0), int64(j.events.len())))
+	return []Batch{{Events: j.events.appendAfter(make([]Event, 0, j.events.len()-skip), skip)}}, nil
 }
 
 // Summarize implements Store.

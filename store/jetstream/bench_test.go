@@ -123,6 +123,45 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
+// BenchmarkLoadFrom reads a long chat's journal (20,000 batches, 12 MB:
+// streamed deltas, steps with a state, a 20 KB result every 100th) for a
+// page that resumes before the events the session keeps in memory: from
+// 200 events before its end, from its middle, and whole (Load) beside
+// them.
+func BenchmarkLoadFrom(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	const n = 20000
+	for i := int64(1); i <= n; i++ {
+		text := "a few words"
+		if i%100 == 0 {
+			text = strings.Repeat("r", 20<<10)
+		}
+		batch := engine.Batch{Events: []engine.Event{{Seq: i, Type: "model.delta",
+			Frame: json.RawMessage(fmt.Sprintf(`{"type":"model.delta","seq":%d,"text":%q}`, i, text))}}}
+		if i%5 == 0 || i == n {
+			batch.State = json.RawMessage(`{"v":1,"pad":"` + strings.Repeat("s", 1000) + `"}`)
+		}
+		if err := s.Append(ctx, "chat", batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		from int64
+	}{{"end-200", n - 200}, {"middle", n / 2}, {"whole", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.LoadFrom(ctx, "chat", c.from)
+				if err != nil || len(got) == 0 || got[0].Events[0].Seq > c.from {
+					b.Fatalf("LoadFrom %d: %d batches, %v", c.from, len(got), err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkSummaries lists summaries: a browser's 20 chats among 1,000
 // sessions (GET /sessions), and all of 10,000 (what the engine reads as it
 // starts and at each retention sweep).

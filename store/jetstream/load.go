@@ -42,26 +42,37 @@ var (
 
 // Load implements engine.Store.
 func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	through, err := s.journalEnd(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	return s.loadThrough(ctx, session, 1, through)
+}
+
+// journalEnd returns the stream sequence of session's journal's last
+// message, or ErrNoSession.
+func (s *Store) journalEnd(ctx context.Context, session string) (uint64, error) {
 	if !validID(session) {
-		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+		return 0, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
 	last, err := s.lastMsg(ctx, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+		return 0, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
+		return 0, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
-	return s.loadThrough(ctx, session, last.Sequence)
+	return last.Sequence, nil
 }
 
-// loadThrough reads session's journal from its start to the message at
-// stream sequence through, which it has.
-func (s *Store) loadThrough(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
+// loadThrough reads session's journal from the message at stream sequence
+// start (1: its start; else where a batch starts) to the one at through,
+// which it has.
+func (s *Store) loadThrough(ctx context.Context, session string, start, through uint64) ([]engine.Batch, error) {
 	out, err := readDirect(s,
-		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, through) },
-		// The stream's leader serves a consumer: the journal whole.
-		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, through) })
+		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, start, through) },
+		// The stream's leader serves a consumer.
+		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, start, through) })
 	switch {
 	case errors.Is(err, engine.ErrCorrupt):
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
@@ -87,8 +98,8 @@ func readDirect[T any](s *Store, direct, fallback func() (T, error)) (T, error) 
 	return fallback()
 }
 
-// readJournal reads session's journal from its start to the message at
-// stream sequence through (its last, as lastMsg read it: a load, before the
+// readJournal reads session's journal from stream sequence start (its
+// start: 1) to the message at stream sequence through (its last, as lastMsg read it: a load, before the
 // session runs, reads it whole; a replay's read, while the session runs,
 // what was appended before it, or less if a replica that answered lags).
 // It asks for the messages' payloads only (no_hdr, from 2.12): the client
@@ -97,13 +108,13 @@ func readDirect[T any](s *Store, direct, fallback func() (T, error)) (T, error) 
 // batch starts. On a cluster a replica that is behind answers with less:
 // each replica holds a prefix of the stream, so what comes is still in
 // order and whole, and the read asks again for the rest, for a while.
-func (s *Store) readJournal(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
+func (s *Store) readJournal(ctx context.Context, session string, start, through uint64) ([]engine.Batch, error) {
 	answers, err := s.subscribeAnswers()
 	if err != nil {
 		return nil, err
 	}
 	defer answers.stop()
-	r := newJournalReader(session, through)
+	r := newJournalReader(session, start, through)
 	var retry replicaRetry
 	for {
 		end, err := answers.batch(ctx, JournalStream, subject(session), &r.directReader)
@@ -153,7 +164,12 @@ func (a *batchAnswers) stop() { _ = a.sub.Unsubscribe() }
 // every message) from r.next on, payloads only, and reads its answer into
 // r.
 func (a *batchAnswers) batch(ctx context.Context, stream, filter string, r *directReader) (batchEnd, error) {
-	req := fmt.Appendf(nil, `{"seq":%d,"batch":%d,"max_bytes":%d,"no_hdr":true`, r.next, loadBatch, loadBatchBytes)
+	return a.batchOf(ctx, stream, filter, r, loadBatch)
+}
+
+// batchOf is batch for a batch of at most n messages.
+func (a *batchAnswers) batchOf(ctx context.Context, stream, filter string, r *directReader, n int) (batchEnd, error) {
+	req := fmt.Appendf(nil, `{"seq":%d,"batch":%d,"max_bytes":%d,"no_hdr":true`, r.next, n, loadBatchBytes)
 	if filter != "" {
 		req = fmt.Appendf(req, `,"next_by_subj":%q`, filter)
 	}
@@ -187,9 +203,9 @@ type journalReader struct {
 	out     []engine.Batch
 }
 
-func newJournalReader(session string, through uint64) *journalReader {
+func newJournalReader(session string, start, through uint64) *journalReader {
 	r := &journalReader{session: session, through: through}
-	r.directReader = directReader{next: 1, take: r.keep}
+	r.directReader = directReader{next: start, take: r.keep}
 	return r
 }
 
@@ -299,9 +315,12 @@ const numPendingHeader = "Nats-Num-Pending"
 // knows no batched direct get, or replicas that did not answer one. The
 // consumer is deleted once read, rather than left to its inactive
 // threshold.
-func (s *Store) readJournalByConsumer(ctx context.Context, session string, through uint64) ([]engine.Batch, error) {
-	cons, err := s.journal.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject(session)}, MaxResetAttempts: 3})
+func (s *Store) readJournalByConsumer(ctx context.Context, session string, start, through uint64) ([]engine.Batch, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject(session)}, MaxResetAttempts: 3}
+	if start > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	cons, err := s.journal.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +331,7 @@ func (s *Store) readJournalByConsumer(ctx context.Context, session string, throu
 			_ = s.js.DeleteConsumer(dctx, JournalStream, info.Name) // else it expires by itself
 		}
 	}()
-	r := newJournalReader(session, through)
+	r := newJournalReader(session, start, through)
 	for r.next <= through {
 		n, err := r.fetch(ctx, cons)
 		if err != nil {

@@ -92,7 +92,7 @@ func TestLoadReadsTheJournalInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byConsumer, err := s.readJournalByConsumer(ctx, "long", last.Sequence)
+	byConsumer, err := s.readJournalByConsumer(ctx, "long", 1, last.Sequence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestReadJournalShortOfItsEnd(t *testing.T) {
 	}
 	// As if lastMsg had read a journal five messages longer than the
 	// replica that answers.
-	if _, err := s.readJournal(ctx, "s1", last.Sequence+5); !errors.Is(err, errNoDirectAnswer) {
+	if _, err := s.readJournal(ctx, "s1", 1, last.Sequence+5); !errors.Is(err, errNoDirectAnswer) {
 		t.Errorf("readJournal past the end = %v, want errNoDirectAnswer", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestReadBatchAnswers(t *testing.T) {
 			for _, a := range tc.answers {
 				answers <- a
 			}
-			r := newJournalReader("s", 0)
+			r := newJournalReader("s", 1, 0)
 			end, err := r.readBatch(context.Background(), answers)
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("readBatch = %v, want %v", err, tc.err)
@@ -186,7 +186,7 @@ func TestReadBatchAnswers(t *testing.T) {
 	// An answer the stream does not give.
 	answers := make(chan *nats.Msg, 1)
 	answers <- &nats.Msg{Header: nats.Header{"Status": {"408"}, "Description": {"Request Timeout"}}}
-	r := newJournalReader("s", 0)
+	r := newJournalReader("s", 1, 0)
 	if _, err := r.readBatch(context.Background(), answers); err == nil {
 		t.Error("a 408: no error")
 	}

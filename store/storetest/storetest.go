@@ -23,14 +23,17 @@ func Run(t *testing.T, open func(t *testing.T) engine.Store) {
 	t.Run("owners an app names", func(t *testing.T) { appOwners(t, open(t)) })
 	t.Run("delete", func(t *testing.T) { deletes(t, open(t)) })
 	t.Run("large batch", func(t *testing.T) { large(t, open(t)) })
-	t.Run("summaries changed", func(t *testing.T) {
-		s := open(t)
-		feed, ok := s.(engine.SummaryFeed)
-		if !ok {
-			t.Skip("the store is not a SummaryFeed")
-		}
-		changed(t, s, feed)
-	})
+	t.Run("summaries changed", func(t *testing.T) { optional(t, open(t), changed) })
+	t.Run("journal from an event", func(t *testing.T) { optional(t, open(t), journalFrom) })
+}
+
+// optional runs test on s as an I, or skips it when s is none.
+func optional[I any](t *testing.T, s engine.Store, test func(*testing.T, engine.Store, I)) {
+	i, ok := s.(I)
+	if !ok {
+		t.Skipf("the store is not a %T", (*I)(nil))
+	}
+	test(t, s, i)
 }
 
 func event(seq int64, typ string) engine.Event {
@@ -395,5 +398,59 @@ func changed(t *testing.T, s engine.Store, feed engine.SummaryFeed) {
 	}
 	if got := show(read(0).Summaries); got != "a:true b:false c:true" {
 		t.Errorf("from 0 at the end: %q", got)
+	}
+}
+
+// journalFrom: LoadFrom gives every event from the one asked for on, in
+// order, whatever the batches hold (many events, a state alone, more than
+// a message's worth), with another session's appends between them.
+func journalFrom(t *testing.T, s engine.Store, jf engine.JournalFrom) {
+	ctx := context.Background()
+	if _, err := jf.LoadFrom(ctx, "nobody", 2); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("LoadFrom of a session never appended: %v, want ErrNoSession", err)
+	}
+	big := func(seq int64) engine.Event {
+		return engine.Event{Seq: seq, Type: "tool.finished", Frame: json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"result":%q}`, seq, strings.Repeat("r", 2<<20)))}
+	}
+	var all []engine.Event
+	next := int64(1)
+	for i := range 40 {
+		var b engine.Batch
+		switch {
+		case i%7 == 3:
+			b.State = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)) // a state alone
+		case i == 20:
+			b.Events = []engine.Event{big(next)} // in parts where a message is smaller
+			next++
+		default:
+			for range 1 + i%3 {
+				b.Events = append(b.Events, event(next, "model.delta"))
+				next++
+			}
+		}
+		if err := s.Append(ctx, "from", b); err != nil {
+			t.Fatalf("Append %d: %v", i, err)
+		}
+		all = append(all, b.Events...)
+		if err := s.Append(ctx, "other", engine.Batch{Events: []engine.Event{event(int64(i+1), "message")}}); err != nil {
+			t.Fatalf("Append %d of another session: %v", i, err)
+		}
+	}
+	for from := int64(1); from <= int64(len(all)); from++ {
+		got, err := jf.LoadFrom(ctx, "from", from)
+		if err != nil {
+			t.Fatalf("LoadFrom %d: %v", from, err)
+		}
+		var events []engine.Event
+		for _, b := range got {
+			events = append(events, b.Events...)
+		}
+		if len(events) == 0 || events[0].Seq > from {
+			t.Fatalf("LoadFrom %d: %d events, from %v on: want event %d among them", from, len(events), events[:min(len(events), 1)], from)
+		}
+		want := all[events[0].Seq-1:]
+		if show(engine.Batch{Events: events}) != show(engine.Batch{Events: want}) {
+			t.Fatalf("LoadFrom %d: events %d to %d, not the journal's", from, events[0].Seq, events[len(events)-1].Seq)
+		}
 	}
 }
