@@ -59,26 +59,34 @@ func BenchmarkDecodeFrame(b *testing.B) {
 // (untimed): the engine copies the whole transcript into every model
 // request, so a turn costs more the longer its session is, and one session
 // for all b.N turns would make ns/op depend on b.N.
+//
+// deflate: the browser negotiates permessage-deflate and compresses each
+// frame it sends, as Chromium does; the gateway compresses none of the
+// turn's frames, each under its 1 KiB (Options.CompressOver).
 func BenchmarkClientToolTurn(b *testing.B) {
-	const benchSessionTurns = 50
-	base := benchGateway(b)
-	ctx := context.Background()
-	var ws *websocket.Conn
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i%benchSessionTurns == 0 {
-			b.StopTimer()
-			if ws != nil {
-				_ = ws.Close(websocket.StatusNormalClosure, "")
+	for _, deflate := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "deflate"}[deflate], func(b *testing.B) {
+			const benchSessionTurns = 50
+			base := benchGateway(b)
+			ctx := context.Background()
+			var ws *websocket.Conn
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%benchSessionTurns == 0 {
+					b.StopTimer()
+					if ws != nil {
+						_ = ws.Close(websocket.StatusNormalClosure, "")
+					}
+					ws = benchDial(b, base, deflate)
+					b.StartTimer()
+				}
+				benchTurn(b, ctx, ws, "echo "+strconv.Itoa(i))
 			}
-			ws = benchDial(b, base)
-			b.StartTimer()
-		}
-		benchTurn(b, ctx, ws, "echo "+strconv.Itoa(i))
+			b.StopTimer()
+			_ = ws.Close(websocket.StatusNormalClosure, "")
+		})
 	}
-	b.StopTimer()
-	_ = ws.Close(websocket.StatusNormalClosure, "")
 }
 
 // benchModel calls echo on every user turn and replies "done" after the
@@ -136,7 +144,7 @@ func benchGateway(b *testing.B) string {
 
 // benchDial does what a page does: GET / for the cookie, the WebSocket,
 // session.open declaring echo; it returns once session.opened arrived.
-func benchDial(b *testing.B, base string) *websocket.Conn {
+func benchDial(b *testing.B, base string, deflate bool) *websocket.Conn {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -152,8 +160,11 @@ func benchDial(b *testing.B, base string) *websocket.Conn {
 	for _, c := range resp.Cookies() {
 		header.Add("Cookie", c.Name+"="+c.Value)
 	}
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws",
-		&websocket.DialOptions{HTTPClient: client, HTTPHeader: header})
+	opts := &websocket.DialOptions{HTTPClient: client, HTTPHeader: header}
+	if deflate {
+		opts.CompressionMode, opts.CompressionThreshold = websocket.CompressionNoContextTakeover, 1
+	}
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", opts)
 	if err != nil {
 		b.Fatal(err)
 	}

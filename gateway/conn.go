@@ -108,7 +108,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cw := &corkWriter{ResponseWriter: w}
-	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns})
+	accept := &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns}
+	if s.opts.CompressOver > 0 {
+		accept.CompressionMode, accept.CompressionThreshold = websocket.CompressionNoContextTakeover, s.opts.CompressOver
+	}
+	ws, err := websocket.Accept(cw, r, accept)
 	if err != nil {
 		// Accept has answered: 403 for a wrong Origin, 400/426 otherwise.
 		s.logRefusal(slog.LevelInfo, "websocket upgrade refused", "origin", r.Header.Get("Origin"), "err", err)

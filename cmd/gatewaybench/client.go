@@ -23,12 +23,15 @@ type dialer struct {
 	base string // http://host:port
 	ws   string // ws://host:port/ws
 	hc   *http.Client
+	// deflate: the gateway's pages offer permessage-deflate and compress
+	// every frame they send, as Chromium does (-deflate).
+	deflate bool
 }
 
-func newDialer(base string, parallel int) *dialer {
+func newDialer(base string, parallel int, deflate bool) *dialer {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = parallel // GET / reuses connections instead of churning ports
-	return &dialer{base: base, ws: "ws" + strings.TrimPrefix(base, "http") + "/ws", hc: &http.Client{Transport: tr}}
+	return &dialer{base: base, ws: "ws" + strings.TrimPrefix(base, "http") + "/ws", hc: &http.Client{Transport: tr}, deflate: deflate}
 }
 
 func (d *dialer) close() { d.hc.CloseIdleConnections() }
@@ -77,7 +80,11 @@ func (d *dialer) cookie(ctx context.Context) (http.Header, error) {
 // openSessionAs opens a new session as the browser whose Cookie header is
 // hdr.
 func (d *dialer) openSessionAs(ctx context.Context, hdr http.Header) (*browser, error) {
-	ws, _, err := websocket.Dial(ctx, d.ws, &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: hdr})
+	opts := &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: hdr}
+	if d.deflate {
+		opts.CompressionMode, opts.CompressionThreshold = websocket.CompressionNoContextTakeover, 1
+	}
+	ws, _, err := websocket.Dial(ctx, d.ws, opts)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open the WebSocket: %w", err)
 	}

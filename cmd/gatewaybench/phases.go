@@ -602,7 +602,7 @@ func withTarget(ctx context.Context, cfg config, kind string, stderr io.Writer, 
 	if err != nil {
 		return nil, err
 	}
-	d := newDialer(t.base, cfg.parallel)
+	d := newDialer(t.base, cfg.parallel, cfg.deflate)
 	rec, err := f(t, d)
 	d.close()
 	return rec, errors.Join(err, t.stop())
