@@ -452,6 +452,10 @@ func TestChatCancel(t *testing.T) {
 			if !strings.Contains(string(rest), `"finish"`) && !strings.Contains(string(rest), `"RUN_FINISHED"`) {
 				t.Errorf("the stopped stream's end: %.300q", rest)
 			}
+			// AG-UI says the run was cancelled (RUN_FINISHED's outcome).
+			if strings.Contains(string(rest), `"RUN_FINISHED"`) && !strings.Contains(string(rest), `"outcome":{"type":"cancelled"}`) {
+				t.Errorf("the stopped run's end: %.300q, want its outcome cancelled", rest)
+			}
 			events, _ := sse(t, tc.post("hello"))
 			var text strings.Builder
 			for _, ev := range events {
@@ -461,6 +465,11 @@ func TestChatCancel(t *testing.T) {
 			}
 			if got := text.String(); got != "echo: hello" {
 				t.Errorf("the next message's answer: %.200q, want echo: hello alone", got)
+			}
+			for _, ev := range events {
+				if outcome, ok := ev["outcome"].(map[string]any); ok && outcome["type"] != "success" {
+					t.Errorf("the next message's run ended %v, want success", outcome)
+				}
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/gateway/frontend"
 	"github.com/clienttools/gateway/gateway/sse"
 )
@@ -28,6 +29,11 @@ type run struct {
 	base  int64 // the session's last seq before the run's input
 	input bool  // the run gave the session something to do
 	ended bool
+	// stopped: the turn's last word, after the run's input, was a Stop (a
+	// model turn or a call cancelled): RUN_FINISHED's outcome is
+	// cancelled. A message after it, or a model turn that went on,
+	// clears it.
+	stopped bool
 
 	text     string // the open text message's id; "": none
 	lastText string // the model turn's message id, the parent of its calls
@@ -129,7 +135,9 @@ func (r *run) closeText() {
 func (r *run) finish(pending []string) {
 	r.closeText()
 	outcome := map[string]any{"type": "success"}
-	if len(pending) > 0 {
+	if r.stopped {
+		outcome["type"] = "cancelled"
+	} else if len(pending) > 0 {
 		outcome["pendingToolCallIds"] = pending
 	}
 	r.emit(map[string]any{"type": "RUN_FINISHED", "threadId": r.thread, "runId": r.runID, "outcome": outcome})
@@ -183,6 +191,10 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 	case engine.EventModelFinished, engine.EventModelDiscarded:
 		r.haveSeq, r.have, r.other = 0, "", false
 		r.closeText()
+		if ev.Seq > r.base {
+			var e engine.ModelFinishedEvent
+			r.stopped = json.Unmarshal(ev.Frame, &e) == nil && e.StopReason == model.StopCancelled
+		}
 	case engine.EventMessage:
 		var e engine.MessageEvent
 		if json.Unmarshal(ev.Frame, &e) != nil {
@@ -200,6 +212,9 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			}
 		case "user", "tool":
 			r.lastText = ""
+		}
+		if e.Message.Role == "user" {
+			r.stopped = false
 		}
 	case engine.EventToolStarted:
 		var e engine.ToolStartedEvent
@@ -231,6 +246,9 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			return
 		}
 		r.track.Finished(e.ID)
+		if ev.Seq > r.base && e.Code == engine.CodeCancelled {
+			r.stopped = true
+		}
 		if r.answered[e.ID] && (e.OK || e.Code == engine.CodeToolFailed) || r.sent[e.ID].says(e) {
 			// The front end's own tool message holds the outcome: this
 			// run's answer settled the call as it says, or an earlier
