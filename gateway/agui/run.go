@@ -257,12 +257,15 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 			// schema) is shown.
 			return
 		}
-		content := e.Result
+		result := map[string]any{"type": "TOOL_CALL_RESULT", "messageId": msgID(ev.Seq) + "r", "toolCallId": e.ID, "content": e.Result, "role": "tool"}
 		if !e.OK {
-			content = e.Error
+			// TOOL_CALL_RESULT has no error field: the tool message the
+			// client mints from it keeps the event's metadata.
+			result["content"] = e.Error
+			result["metadata"] = map[string]any{"gateway": map[string]any{"error": true, "code": e.Code}}
 		}
 		r.closeText()
-		r.emit(map[string]any{"type": "TOOL_CALL_RESULT", "messageId": msgID(ev.Seq) + "r", "toolCallId": e.ID, "content": content, "role": "tool"})
+		r.emit(result)
 	case engine.EventClientEvent:
 		var e engine.ClientEventEvent
 		if ev.Seq <= r.base {

@@ -149,6 +149,7 @@ test("a message sent instead of a front-end tool's answer stops the call; one se
     await agent.runAgent({ tools: frontEndTools });
     const stopped = agent.messages.find((m) => m.role === "tool" && m.toolCallId === pending[0]);
     assert.match(stopped?.content ?? "", /get_local_time was cancelled: the user sent a new message instead of answering/);
+    assert.deepEqual(stopped.metadata?.gateway, { error: true, code: "cancelled" }, "a failed call's message says so");
     assert.equal(agent.messages.at(-1).content, "No rule for: hello");
 
     const both = new HttpAgent({ url: `${gw.url}/ag-ui`, fetch: browser(), threadId: "thread-both" });
@@ -174,6 +175,7 @@ test("what settled while no run was open comes first in the next message's run",
     await agent.runAgent({ tools: frontEndTools });
     const timedOut = agent.messages.find((m) => m.role === "tool" && m.toolCallId === pending[0]);
     assert.match(timedOut?.content ?? "", /get_local_time timed out/);
+    assert.deepEqual(timedOut.metadata?.gateway, { error: true, code: "timeout" });
     assert.ok(texts(agent).some((t) => /^assistant:get_local_time failed: get_local_time timed out/.test(t)), JSON.stringify(texts(agent)));
     assert.equal(agent.messages.at(-1).content, "No rule for: hello");
 });
