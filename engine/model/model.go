@@ -148,6 +148,12 @@ type ResolverFunc func(modelID string) (Model, error)
 // Resolve calls f.
 func (f ResolverFunc) Resolve(id string) (Model, error) { return f(id) }
 
+// ErrTooLong is what a provider's refusal of a prompt longer than the
+// model's context window is (errors.Is on a *Error with TooLong): the
+// chat's transcript outgrew what the model reads, and every later turn of
+// it fails the same way.
+var ErrTooLong = errors.New("the chat is longer than the model can read")
+
 // Error is a provider failure the engine reports to the browser and the worker.
 // Providers retry what is retryable themselves (429, overloaded, 5xx) before
 // returning one.
@@ -157,6 +163,9 @@ type Error struct {
 	Message  string // the provider's words, without secrets
 	// Truncated is set when a stream was cut off mid-turn.
 	Truncated bool
+	// TooLong: the provider refused the prompt as longer than the model's
+	// context window (ErrTooLong).
+	TooLong bool
 	// Err is what failed underneath, when something did (a timeout, a
 	// reset connection), for errors.Is and errors.As; Message already
 	// says it in words.
@@ -166,8 +175,19 @@ type Error struct {
 // Unwrap returns e.Err.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is reports whether target is ErrTooLong and e is such a refusal.
+func (e *Error) Is(target error) bool { return e.TooLong && target == ErrTooLong }
+
 func (e *Error) Error() string {
 	switch {
+	case e.TooLong:
+		// Said so the user knows what to do, first: the same chat fails
+		// again, and a page may cut the provider's words.
+		status := ""
+		if e.Status != 0 {
+			status = httpStatusText(e.Status) + ": "
+		}
+		return e.Provider + ": " + status + ErrTooLong.Error() + ": start a new chat (" + e.Message + ")"
 	case e.Truncated:
 		return e.Provider + ": stream cut off mid-turn: " + e.Message
 	case e.Status != 0:

@@ -201,6 +201,7 @@ func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 				Provider: Provider,
 				Status:   apiErr.StatusCode,
 				Message:  apiMessage(apiErr),
+				TooLong:  upstream.TooLong(apiErr.StatusCode, apiErr.Message, nil),
 				Err:      err,
 			},
 		}
@@ -216,7 +217,7 @@ func (m *Model) classify(err error, acc *accumulator) *retry.Failure {
 		// request (a prompt too long), which is not a stream cut off.
 		retryable := retry.ErrorType(string(apiErr.Type()))
 		return &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: retryable, Err: err},
+			Err:       &model.Error{Provider: Provider, Message: apiMessage(apiErr), Truncated: retryable, TooLong: !retryable && upstream.TooLong(0, apiErr.Message, nil), Err: err},
 			Retryable: retryable,
 		}
 	case err == nil:

@@ -167,6 +167,7 @@ func TestGenerateRetries(t *testing.T) {
 		waits    []time.Duration // nil: any backoff, one per retry
 		status   int             // of the *model.Error; 0: success
 		message  string
+		tooLong  bool // the *model.Error is ErrTooLong
 	}{
 		{
 			name: "429 with retry-after seconds",
@@ -260,6 +261,15 @@ func TestGenerateRetries(t *testing.T) {
 			message:  "messages: field required",
 		},
 		{
+			name:     "a prompt longer than the context window is not retried, and says so",
+			replies:  []reply{{Status: 400, Body: errorBody("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum")}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   400,
+			message:  "prompt is too long: 208310 tokens > 200000 maximum",
+			tooLong:  true,
+		},
+		{
 			name:     "error body that is not JSON",
 			replies:  []reply{{Status: 403, Body: "<html>forbidden</html>"}},
 			requests: 1,
@@ -303,9 +313,12 @@ func TestGenerateRetries(t *testing.T) {
 			if !errors.As(err, &me) {
 				t.Fatalf("error = %v (%T), want *model.Error", err, err)
 			}
-			want := model.Error{Provider: Provider, Status: tt.status, Message: tt.message}
-			if got := *me; got.Err == nil || !reflect.DeepEqual(got, model.Error{Provider: want.Provider, Status: want.Status, Message: want.Message, Err: got.Err}) {
+			want := model.Error{Provider: Provider, Status: tt.status, Message: tt.message, TooLong: tt.tooLong}
+			if got := *me; got.Err == nil || !reflect.DeepEqual(got, model.Error{Provider: want.Provider, Status: want.Status, Message: want.Message, TooLong: want.TooLong, Err: got.Err}) {
 				t.Errorf("error = %+v, want %+v and the SDK's error underneath", got, want)
+			}
+			if errors.Is(err, model.ErrTooLong) != tt.tooLong || (tt.tooLong && !strings.Contains(err.Error(), ": start a new chat (")) {
+				t.Errorf("error %q: ErrTooLong %t, want %t, saying to start a new chat", err, errors.Is(err, model.ErrTooLong), tt.tooLong)
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Errorf("error text %q contains the API key", err)

@@ -170,8 +170,9 @@ func TestGenerateRefusedMidStream(t *testing.T) {
 	srv := newServer(t, reply{Events: []string{messageStart(1), errorEvent("invalid_request_error", "prompt is too long")}})
 	m, sl := newModel(t, srv, Options{})
 	_, _, err := fakeapi.Generate(t, m, request())
-	if err == nil || err.Error() != "anthropic: prompt is too long" || len(sl.Got()) != 0 {
-		t.Errorf("error = %v after waits %v, want \"anthropic: prompt is too long\" at once", err, sl.Got())
+	const want = "anthropic: the chat is longer than the model can read: start a new chat (prompt is too long)"
+	if err == nil || err.Error() != want || !errors.Is(err, model.ErrTooLong) || len(sl.Got()) != 0 {
+		t.Errorf("error = %v after waits %v, want %q (ErrTooLong) at once", err, sl.Got(), want)
 	}
 }
 

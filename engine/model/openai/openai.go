@@ -289,7 +289,8 @@ func (m *Model) classify(err error, started bool) *retry.Failure {
 	var se *statusError
 	if errors.As(err, &se) {
 		f := &retry.Failure{
-			Err:       &model.Error{Provider: Provider, Status: se.status, Message: upstream.Message(errorMessage(se.body, se.status))},
+			Err: &model.Error{Provider: Provider, Status: se.status, Message: upstream.Message(errorMessage(se.body, se.status)),
+				TooLong: upstream.TooLong(se.status, errorMessage(se.body, se.status), se.body)},
 			Retryable: retry.Status(se.status, se.header),
 		}
 		f.Wait, f.HasWait = retry.After(se.header, m.now())

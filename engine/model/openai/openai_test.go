@@ -186,6 +186,7 @@ func TestGenerateRetries(t *testing.T) {
 		waits    []time.Duration // nil: any backoff, one per retry
 		status   int             // of the *model.Error; 0: success
 		message  string
+		tooLong  bool // the *model.Error is ErrTooLong
 	}{
 		{
 			name: "429 with retry-after seconds",
@@ -273,6 +274,33 @@ func TestGenerateRetries(t *testing.T) {
 			message:  "max_tokens is too large",
 		},
 		{
+			name:     "OpenAI's context_length_exceeded",
+			replies:  []reply{{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   400,
+			message:  "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.",
+			tooLong:  true,
+		},
+		{
+			name:     "llama.cpp's context size",
+			replies:  []reply{{Status: 400, Body: `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}`}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   400,
+			message:  "the request exceeds the available context size, try increasing it",
+			tooLong:  true,
+		},
+		{
+			name:     "vLLM's maximum context length",
+			replies:  []reply{{Status: 400, Body: `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages.","type":"BadRequestError","code":400}`}},
+			requests: 1,
+			waits:    []time.Duration{},
+			status:   400,
+			message:  "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages.",
+			tooLong:  true,
+		},
+		{
 			name:     "422 with a FastAPI detail",
 			replies:  []reply{{Status: 422, Body: `{"detail":"messages: field required"}`}},
 			requests: 1,
@@ -311,9 +339,12 @@ func TestGenerateRetries(t *testing.T) {
 			if !errors.As(err, &me) {
 				t.Fatalf("error = %v (%T), want *model.Error", err, err)
 			}
-			want := &model.Error{Provider: Provider, Status: tt.status, Message: tt.message}
+			want := &model.Error{Provider: Provider, Status: tt.status, Message: tt.message, TooLong: tt.tooLong}
 			if !reflect.DeepEqual(me, want) {
 				t.Errorf("error = %+v, want %+v", me, want)
+			}
+			if errors.Is(err, model.ErrTooLong) != tt.tooLong || (tt.tooLong && !strings.Contains(err.Error(), ": start a new chat (")) {
+				t.Errorf("error %q: ErrTooLong %t, want %t, saying to start a new chat", err, errors.Is(err, model.ErrTooLong), tt.tooLong)
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Errorf("error text %q contains the API key", err)

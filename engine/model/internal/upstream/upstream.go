@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,34 @@ func notAStream(mediaType string) bool {
 	default:
 		return strings.HasSuffix(mediaType, "+json")
 	}
+}
+
+// tooLong matches what APIs and local servers say of a prompt longer than
+// the model's context window: Claude ("prompt is too long: 208310 tokens >
+// 200000 maximum"), OpenAI and vLLM ("This model's maximum context length
+// is 128000 tokens"), llama.cpp ("the request exceeds the available
+// context size"), and others' "context window" and "too many tokens".
+var tooLong = regexp.MustCompile(`(?i)prompt is too long|maximum context length|context (length|window|size)|too many (input )?tokens`)
+
+// TooLong reports whether an error answer refuses the prompt as longer
+// than the model's context window: OpenAI's code context_length_exceeded
+// (and llama.cpp's exceed_context_size_error), or such words in a 400 or
+// 413 answer's message (status 0: an error event in the stream).
+func TooLong(status int, message string, body []byte) bool {
+	var v struct {
+		Error struct {
+			Code json.RawMessage `json:"code"` // a number on some servers
+			Type string          `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) == nil && (string(v.Error.Code) == `"context_length_exceeded"` || v.Error.Type == "exceed_context_size_error") {
+		return true
+	}
+	switch status {
+	case 0, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return tooLong.MatchString(message)
+	}
+	return false
 }
 
 // JSONMessage is what a JSON answer says went wrong, in the shapes APIs,
