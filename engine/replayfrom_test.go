@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/clienttools/gateway/engine"
@@ -107,5 +108,58 @@ func TestReplayFromAStoreThatStartsLate(t *testing.T) {
 	h, _ := forgetfulOn(t, 3, engine.Options{}, func(c *loadCounter) engine.Store { return startsLate{c} })
 	if _, err := h.s.Attach(context.Background(), engine.AttachOptions{After: 2}); !errors.Is(err, engine.ErrCorrupt) {
 		t.Errorf("Attach from a journal read that starts past its event: %v, want ErrCorrupt", err)
+	}
+}
+
+// gated holds every Load and LoadFrom until its gate closes, counting them.
+type gated struct {
+	*loadCounter
+	gate         chan struct{}
+	whole, froms atomic.Int32
+}
+
+func (g *gated) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	g.whole.Add(1)
+	<-g.gate
+	return g.MemoryStore.Load(ctx, session)
+}
+
+func (g *gated) LoadFrom(ctx context.Context, session string, from int64) ([]engine.Batch, error) {
+	g.froms.Add(1)
+	<-g.gate
+	return g.MemoryStore.LoadFrom(ctx, session, from)
+}
+
+// TestWholeReadsShareWhileALaterOneRuns: pages that open the chat from
+// its start while a read from later on is under way (a page that resumes
+// near the end) share one read of the whole journal (many tabs restored
+// at once, a deploy that reconnects every page).
+func TestWholeReadsShareWhileALaterOneRuns(t *testing.T) {
+	g := &gated{gate: make(chan struct{})}
+	h, _ := forgetfulOn(t, 6, engine.Options{}, func(c *loadCounter) engine.Store { g.loadCounter = c; return g })
+	last := h.s.LastSeq()
+	done := make(chan error, 4)
+	resume := func(after int64) {
+		p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: after})
+		if err == nil {
+			p.Detach()
+		}
+		done <- err
+	}
+	go resume(last / 2)
+	waitUntil(t, "the later read", func() bool { return g.froms.Load() == 1 })
+	for range 3 {
+		go resume(0)
+	}
+	// Each of the three either reads or joins a read under way.
+	waitUntil(t, "the three pages reading or joining", func() bool { return int(g.whole.Load())+h.s.ReplayReadJoined() == 3 })
+	close(g.gate)
+	for range 4 {
+		if err := recv(t, done, "a replay"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.whole.Load(); n != 1 {
+		t.Errorf("three pages opening the chat from its start read it whole %d times, want once", n)
 	}
 }

@@ -55,7 +55,7 @@ type journalRead struct {
 
 // readJournal returns the journal's events from seq from (or earlier),
 // from the read under way if it starts there or before, else from a read
-// of its own. A read that another page's context ended is no answer: it
+// of its own, which the pages after it share. A read that another page's context ended is no answer: it
 // reads again.
 func (s *Session) readJournal(ctx context.Context, from int64) ([]Event, error) {
 	for {
@@ -63,10 +63,10 @@ func (s *Session) readJournal(ctx context.Context, from int64) ([]Event, error) 
 		r := s.reading
 		mine := r == nil || r.from > from
 		if mine {
+			// Shared from now on, also in place of a read from later on
+			// under way: every page that comes can join this one.
 			r = &journalRead{from: from, done: make(chan struct{})}
-			if s.reading == nil {
-				s.reading = r
-			} // else a read from later on is under way: this one is not shared
+			s.reading = r
 		} else {
 			r.joined++
 		}

@@ -45,7 +45,7 @@ type Session struct {
 	budgetUsed atomic.Pointer[string]
 
 	// reading is the read of the journal under way for replays from the
-	// store, which the pages that resume meanwhile share (page.go).
+	// store, which the pages that resume meanwhile share (replayread.go).
 	readingMu sync.Mutex
 	reading   *journalRead
 

@@ -24,20 +24,22 @@ func (c countingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestCompressedFrames: a browser that offers permessage-deflate (as every
-// current browser does) gets a large frame in a fraction of its bytes, and
-// the frames read back whole; --compress-over -1 does not negotiate it, and
-// a browser that does not offer it gets every frame as it is.
+// TestCompressedFrames: with CompressOver, a browser that offers
+// permessage-deflate (as every current browser does) gets a large frame in
+// a fraction of its bytes and a small one as it is, and both read back
+// whole; off (the default), or for a browser that does not offer it, or
+// offers a window the gateway does not take, every frame goes as it is.
 func TestCompressedFrames(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		over       int
-		offer      bool
+		offer      string // the upgrade's Sec-WebSocket-Extensions; "deflate": the library's own offer
 		compressed bool
 	}{
-		{"offered", 0, true, true},
-		{"offered, off at the gateway", -1, true, false},
-		{"not offered", 0, false, false},
+		{"offered", 1024, "deflate", true},
+		{"offered, off at the gateway (the default)", 0, "deflate", false},
+		{"not offered", 1024, "", false},
+		{"offered with a window the gateway does not take", 1024, "permessage-deflate; server_max_window_bits=10", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{gateway: gateway.Options{CompressOver: tc.over}})
@@ -50,9 +52,13 @@ func TestCompressedFrames(t *testing.T) {
 				}
 				return countingConn{c, &wire}, nil
 			}})
-			opts := &websocket.DialOptions{HTTPClient: b.client}
-			if tc.offer {
+			opts := &websocket.DialOptions{HTTPClient: b.client, HTTPHeader: http.Header{}}
+			switch tc.offer {
+			case "deflate":
 				opts.CompressionMode = websocket.CompressionNoContextTakeover
+			case "":
+			default:
+				opts.HTTPHeader.Set("Sec-WebSocket-Extensions", tc.offer)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), hang)
 			defer cancel()
@@ -68,19 +74,27 @@ func TestCompressedFrames(t *testing.T) {
 			c := &wsClient{t: t, ws: ws}
 			c.send(map[string]any{"type": "session.open"})
 			c.untilType("session.opened")
-			// A long message comes back in its message event, whole.
-			content := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 3000)
-			before := wire.Load()
-			c.send(map[string]any{"type": "message", "content": content})
-			echo := c.until("the message's event", func(f frame) bool { return f.Type == "message" && f.transcriptMessage().Content == content })
-			read := wire.Load() - before
-			if tc.compressed && read > int64(len(echo.raw))/10 {
-				t.Errorf("a %d-byte frame took %d bytes on the wire", len(echo.raw), read)
+			// echo sends a message, and reads its event back: the bytes on
+			// the wire for that frame (and the few small ones before it).
+			echo := func(content string) (frame, int64) {
+				before := wire.Load()
+				c.send(map[string]any{"type": "message", "content": content})
+				f := c.until("the message's event", func(f frame) bool { return f.Type == "message" && f.transcriptMessage().Content == content })
+				return f, wire.Load() - before
 			}
-			if !tc.compressed && read < int64(len(echo.raw)) {
-				t.Errorf("a %d-byte frame took %d bytes on the wire, uncompressed", len(echo.raw), read)
+			long, read := echo(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 3000))
+			if tc.compressed && read > int64(len(long.raw))/10 {
+				t.Errorf("a %d-byte frame took %d bytes on the wire", len(long.raw), read)
 			}
-			// Small frames (the stream's) come as they are, and read whole.
+			if !tc.compressed && read < int64(len(long.raw)) {
+				t.Errorf("a %d-byte frame took %d bytes on the wire, uncompressed", len(long.raw), read)
+			}
+			c.idleReply()
+			// Under the threshold, a frame goes as it is.
+			short, read := echo(strings.Repeat("lazy dog ", 60))
+			if len(short.raw) >= 1024 || read < int64(len(short.raw)) {
+				t.Errorf("a %d-byte frame took %d bytes on the wire: compressed under the threshold", len(short.raw), read)
+			}
 			c.idleReply()
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type conn struct {
 	// (cookieless.go).
 	cookieless bool
 	origin     string
+	// compressed: the socket negotiated permessage-deflate, so a frame may
+	// take a deflate to write, which the page's writer does (writeNow).
+	compressed bool
 
 	// ctx ends when the connection starts closing. It stops waits between
 	// frames; it is never the context of a Write or Ping, because the
@@ -133,6 +137,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if token, _ := s.identityToken(r); token == "" && s.opts.Identify == nil {
 		c.cookieless, c.origin = true, originOf(r) // before serve reads them
 	}
+	c.compressed = strings.HasPrefix(w.Header().Get("Sec-WebSocket-Extensions"), "permessage-deflate")
 	// The WebSocket is hijacked, so this handler may return: the page is
 	// served on a goroutine of its own, whose reader then waits for the
 	// page's next frame on a shallow stack, not under net/http's frames

@@ -147,8 +147,13 @@ func (c *conn) stopWriting(page *engine.Page, written bool) (more bool) {
 // write). Anything more is the writer's too: a writer running for this
 // page (it looks at the page again before it stops), replies waiting, a
 // page that ended, a socket that does not take the whole batch (the rest
-// stays corked for the writer, which writes it first).
+// stays corked for the writer, which writes it first), and every frame of
+// a compressed socket, whose deflate must not hold the session.
 func (c *conn) writeNow() {
+	if c.compressed {
+		c.kick()
+		return
+	}
 	c.mu.Lock()
 	if c.writing || c.stopped || c.ctx.Err() != nil {
 		c.mu.Unlock()

@@ -97,14 +97,17 @@ type Options struct {
 	// 1009. Lower, a tool's large result no longer fits in its answer;
 	// higher, each page may make the node hold that much per frame it reads.
 	ReadLimit int64
-	// CompressOver: a frame to a browser of at least this many bytes goes
-	// compressed when its connection negotiated permessage-deflate, as
-	// every current browser offers it: a long chat's replay, its long
-	// messages and tool results, crosses a slow network in a fraction of
-	// its bytes, and the stream's deltas go as they are. Each frame is
-	// compressed on its own (no context kept between frames: an idle page
-	// holds nothing for it). Default DefaultCompressOver (1 KiB);
-	// negative: the gateway does not negotiate it.
+	// CompressOver, when above 0, negotiates permessage-deflate with a
+	// browser that offers it, as every current browser does, and sends
+	// its frames of at least this many bytes compressed: a long chat's
+	// replay, its long messages and tool results, cross a slow network in
+	// a fraction of their bytes, and the stream's deltas go as they are.
+	// Each frame is compressed on its own (no context kept between
+	// frames), by the page's writer goroutine, never the session's. Off
+	// by default (0): a browser then compresses every frame it sends, and
+	// the WebSocket library keeps a 4 KiB inflate buffer for each page
+	// from its first such frame until its socket closes, more than an
+	// idle page's whole budget over the socket's own (benchmarks.md).
 	CompressOver int
 	// SendQueue is how many frames may wait for a slow browser; default
 	// DefaultSendQueue (256). When it overflows, the connection is closed
@@ -213,8 +216,6 @@ const (
 	// tool's large result; the SDK's copy is static/connection.js's
 	// DEFAULT_LIMITS.frameBytes.
 	DefaultReadLimit = 1 << 20
-	// DefaultCompressOver is Options.CompressOver's default.
-	DefaultCompressOver = 1 << 10
 	// DefaultNewSessionsPerMinute is Options.NewSessionsPerMinute's default.
 	DefaultNewSessionsPerMinute = 30
 	// CookieLifetime is Options.CookieLifetime's default: as long as a
@@ -274,9 +275,6 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ReadLimit <= 0 {
 		opts.ReadLimit = DefaultReadLimit
-	}
-	if opts.CompressOver == 0 {
-		opts.CompressOver = DefaultCompressOver
 	}
 	if opts.SendQueue <= 0 {
 		opts.SendQueue = DefaultSendQueue

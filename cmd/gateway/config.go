@@ -175,7 +175,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	drain := fs.String("drain", env("GATEWAY_DRAIN", DefaultDrain.String()), "on SIGTERM, how long worker tool calls that are running may finish before their sessions are handed over; calls still running then settle as after a crash (env GATEWAY_DRAIN)")
 	replayMemory := fs.String("replay-memory", env("GATEWAY_REPLAY_MEMORY", strconv.Itoa(engine.DefaultReplayBytes)), "bytes of its latest events a session in memory keeps for the pages that resume, counting 64 a frame for its bookkeeping; a page that resumes from before them (a longer chat opened from its start) is replayed from the store; -1: every event (env GATEWAY_REPLAY_MEMORY)")
 	readLimit := fs.String("read-limit", env("GATEWAY_READ_LIMIT", strconv.Itoa(gateway.DefaultReadLimit)), "largest frame a browser may send, in bytes (env GATEWAY_READ_LIMIT)")
-	compressOver := fs.String("compress-over", env("GATEWAY_COMPRESS_OVER", strconv.Itoa(gateway.DefaultCompressOver)), "frames to a page of at least this many bytes are sent compressed, each on its own, when its browser offers permessage-deflate (every current browser does): a long chat's replay, its long messages and tool results; 0: every frame; -1: never (env GATEWAY_COMPRESS_OVER)")
+	compressOver := fs.String("compress-over", env("GATEWAY_COMPRESS_OVER", "0"), "send a page's frames of at least this many bytes compressed (permessage-deflate, which every current browser offers; each frame on its own): a long chat's replay, long messages and tool results cross a slow network in a fraction of their bytes, for 4 KiB more held per page; 1024 is a good value; 0: never (env GATEWAY_COMPRESS_OVER)")
 	maxMessage := fs.String("max-message", env("GATEWAY_MAX_MESSAGE", strconv.Itoa(engine.DefaultMaxMessageBytes)), "longest user message a session takes, in bytes; longer ones are refused with limit_exceeded (env GATEWAY_MAX_MESSAGE)")
 	maxModelTurns := fs.String("max-model-turns", env("GATEWAY_MAX_MODEL_TURNS", strconv.Itoa(engine.DefaultLimits.MaxModelTurns)), "model turns that may answer one user message, for agents whose config sets none; -1: no limit (env GATEWAY_MAX_MODEL_TURNS)")
 	maxRepeats := fs.String("max-repeats", env("GATEWAY_MAX_REPEATS", strconv.Itoa(engine.DefaultLimits.MaxRepeats)), "times the model may ask for the same tool with the same arguments while answering one message; that many stops the turn; -1: no limit (env GATEWAY_MAX_REPEATS)")
@@ -318,8 +318,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.readLimit < minReadLimit {
 		return c, fmt.Errorf("read-limit %d is under %d bytes: a page's session.open, its tools named, would not fit, and every page would be closed with 1009", c.readLimit, minReadLimit)
 	}
-	if c.compressOver, err = strconv.Atoi(*compressOver); err != nil || c.compressOver < -1 {
-		return c, fmt.Errorf("compress-over %q: want a number of bytes, 0 for every frame, or -1 for never", *compressOver)
+	if c.compressOver, err = strconv.Atoi(*compressOver); err != nil || c.compressOver < 0 {
+		return c, fmt.Errorf("compress-over %q: want a number of bytes, or 0 for never", *compressOver)
 	}
 	switch strings.ToLower(*sameSite) {
 	case "lax":

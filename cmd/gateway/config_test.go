@@ -29,7 +29,6 @@ func TestParseConfig(t *testing.T) {
 		clientTimeout: engine.DefaultClientTimeout,
 		workerTimeout: engine.DefaultWorkerTimeout,
 		readLimit:     1 << 20,
-		compressOver:  gateway.DefaultCompressOver,
 		maxMessage:    engine.DefaultMaxMessageBytes,
 		limits:        engine.DefaultLimits,
 		maxSockets:    gateway.DefaultMaxSockets,
@@ -116,6 +115,11 @@ func TestParseConfig(t *testing.T) {
 			args: []string{"--listen", ":9000", "--client-timeout", "5s", "--read-limit", "4096"},
 			env:  map[string]string{"GATEWAY_LISTEN": ":7000", "GATEWAY_CLIENT_TIMEOUT": "2s", "GATEWAY_READ_LIMIT": "2000"},
 			want: with(func(c *config) { c.listen, c.clientTimeout, c.readLimit = ":9000", 5*time.Second, 4096 }),
+		},
+		{
+			name: "compression, from the environment",
+			env:  map[string]string{"GATEWAY_COMPRESS_OVER": "1024"},
+			want: with(func(c *config) { c.compressOver = 1024 }),
 		},
 		{
 			name: "drain, and the grace that covers it",
@@ -247,7 +251,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"a read limit no session.open fits", []string{"--read-limit", "10"}, nil, "read-limit 10 is under 1024 bytes"},
 		{"negative read limit", []string{"--read-limit", "-5"}, nil, "read-limit"},
 		{"compress-over with a unit", []string{"--compress-over", "1KiB"}, nil, "compress-over"},
-		{"compress-over below -1", []string{"--compress-over", "-2"}, nil, "compress-over"},
+		{"negative compress-over", []string{"--compress-over", "-1"}, nil, "compress-over"},
 		{"bad read limit from the environment", nil, map[string]string{"GATEWAY_READ_LIMIT": "lots"}, "read-limit"},
 		{"bad host pattern", []string{"--hosts", "[a"}, nil, "hosts"},
 		{"bad origin pattern", []string{"--origins", "app.example.com,a["}, nil, `origins: "a[" is not a host pattern`},

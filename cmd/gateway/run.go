@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		NewSessionsPerMinute: cfg.maxNew,
 		Metrics:              m,
 		ReadLimit:            cfg.readLimit,
-		CompressOver:         compressOver(cfg.compressOver),
+		CompressOver:         cfg.compressOver,
 		PingInterval:         cfg.pingInterval,
 		CookieStore:          store.cookies,
 		CookieLifetime:       cfg.retain, // a browser's identity lives as long as its chats
@@ -281,13 +281,4 @@ func describeModel(cfg config, models model.Resolver) string {
 		return cfg.model + " (" + provider + "; --model chooses another)"
 	}
 	return cfg.model + " (--model chooses another)"
-}
-
-// compressOver is gateway.Options.CompressOver for --compress-over, whose
-// 0 compresses every frame (the option's 0 is its default).
-func compressOver(flag int) int {
-	if flag == 0 {
-		return 1
-	}
-	return flag
 }

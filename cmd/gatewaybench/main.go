@@ -97,7 +97,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.parked, "parked", 5000, "parked: sessions opened, left by their page and unloaded for the memory reading")
 	fs.StringVar(&c.peerAISDK, "peer-aisdk", "../shared/peers/aisdk", "the Vercel AI SDK harness (copied to a temporary folder and run once, before the phases) to set beside the gateway; absent or empty: skipped, with a note")
 	fs.IntVar(&c.parallel, "dial-parallel", 64, "connections opened at the same time while setting up a phase")
-	fs.BoolVar(&c.deflate, "deflate", false, "the gateway's pages offer permessage-deflate and compress every frame they send, as Chromium does; the gateway then compresses its frames of 1 KiB or more (none of a bench turn's)")
+	fs.BoolVar(&c.deflate, "deflate", false, "the gateway's pages offer permessage-deflate and compress every frame they send, as Chromium does; the gateway (--compress-over 1024) then compresses its frames of 1 KiB or more (none of a bench turn's), and its idle pages hold the WebSocket library's inflate buffer")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile during the throughput window to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write the gateway's heap profile with -idle sessions connected to this file")

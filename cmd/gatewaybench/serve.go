@@ -151,7 +151,9 @@ func newGateway(ctx context.Context, logger *slog.Logger, storeKind string, unlo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	gw, err := gateway.New(gateway.Options{Engine: eng, Logger: logger, NewSessionsPerMinute: -1})
+	// Compression on (--compress-over 1024): only -deflate's pages
+	// negotiate it.
+	gw, err := gateway.New(gateway.Options{Engine: eng, Logger: logger, NewSessionsPerMinute: -1, CompressOver: 1024})
 	if err != nil {
 		return nil, nil, nil, err
 	}

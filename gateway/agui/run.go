@@ -29,9 +29,11 @@ type run struct {
 	base  int64 // the session's last seq before the run's input
 	input bool  // the run gave the session something to do
 	ended bool
-	// stopped: the turn's last word, after the run's input, was a Stop (a
-	// model turn or a call cancelled): RUN_FINISHED's outcome is
-	// cancelled. A message after it, or a model turn that went on,
+	// stopped: the turn's last word, after the run's input, was a Stop or
+	// the session's end (the session's model turn or one of its own calls
+	// cancelled; a sub-agent's call is cancelled when the call it answers
+	// ends): RUN_FINISHED's outcome is cancelled, unless calls wait on the
+	// front end. A user message after it, or a model turn that went on,
 	// clears it.
 	stopped bool
 
@@ -134,11 +136,13 @@ func (r *run) closeText() {
 
 func (r *run) finish(pending []string) {
 	r.closeText()
+	// Calls that wait on the front end come first: the client reads them
+	// on a success alone, and the turn goes on once they are answered.
 	outcome := map[string]any{"type": "success"}
-	if r.stopped {
-		outcome["type"] = "cancelled"
-	} else if len(pending) > 0 {
+	if len(pending) > 0 {
 		outcome["pendingToolCallIds"] = pending
+	} else if r.stopped {
+		outcome["type"] = "cancelled"
 	}
 	r.emit(map[string]any{"type": "RUN_FINISHED", "threadId": r.thread, "runId": r.runID, "outcome": outcome})
 	r.ended = true
@@ -247,7 +251,10 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		}
 		r.track.Finished(e.ID)
 		if ev.Seq > r.base && e.Code == engine.CodeCancelled {
-			r.stopped = true
+			var sub struct {
+				Parent string `json:"parent"`
+			}
+			r.stopped = json.Unmarshal(ev.Frame, &sub) == nil && sub.Parent == ""
 		}
 		if r.answered[e.ID] && (e.OK || e.Code == engine.CodeToolFailed) || r.sent[e.ID].says(e) {
 			// The front end's own tool message holds the outcome: this

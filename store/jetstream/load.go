@@ -98,10 +98,11 @@ func readDirect[T any](s *Store, direct, fallback func() (T, error)) (T, error) 
 	return fallback()
 }
 
-// readJournal reads session's journal from stream sequence start (its
-// start: 1) to the message at stream sequence through (its last, as lastMsg read it: a load, before the
-// session runs, reads it whole; a replay's read, while the session runs,
-// what was appended before it, or less if a replica that answered lags).
+// readJournal reads session's journal from stream sequence start (1: its
+// start; else a batch's first message) to the message at stream sequence
+// through (its last, as lastMsg read it: a load, before the session runs,
+// reads it whole; a replay's read, while the session runs, what was
+// appended before it, or less if a replica that answered lags).
 // It asks for the messages' payloads only (no_hdr, from 2.12): the client
 // would parse every message's headers into a map, 30 allocations a
 // message. The batch's end says the last sequence it sent, where the next

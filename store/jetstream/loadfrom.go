@@ -61,7 +61,7 @@ func (s *Store) batchHolding(ctx context.Context, session string, from int64, th
 			mid = hi - back
 			back *= 2
 		}
-		at, first, n, err := firstEventFrom(ctx, answers, session, mid, hi, maxLooks-looks)
+		l, n, err := lookFrom(ctx, answers, session, mid, hi, maxLooks-looks)
 		looks += n
 		switch {
 		case err != nil:
@@ -69,22 +69,34 @@ func (s *Store) batchHolding(ctx context.Context, session string, from int64, th
 				s.noBatchGet.Store(true)
 			}
 			return lo
-		case at >= hi || first > from:
+		case !l.found || l.first > from:
+			// None found (or a set's later part, whose start is behind
+			// mid): no later batch is taken, and the read may start
+			// earlier than it could, never later.
 			hi = mid
 		default:
-			lo = at
+			lo = l.at
 			back = hi // found: halve from now on
 		}
 	}
 	return lo
 }
 
-// firstEventFrom looks at session's journal from stream sequence at on for
-// the first message that starts a batch with events, before stream
-// sequence before: its sequence and its first event's seq (before when
-// there is none: a part that goes on a set, a batch of a state alone).
-// It takes at most limit looks, and says how many it took.
-func firstEventFrom(ctx context.Context, answers *batchAnswers, session string, at, before uint64, limit int) (uint64, int64, int, error) {
+// look is what lookFrom found: the stream sequence of a message that
+// starts a batch with events, and that batch's first event's seq.
+type look struct {
+	found bool
+	at    uint64
+	first int64
+}
+
+// lookFrom looks at session's journal from stream sequence at on, before
+// stream sequence before, for the first message that starts a batch with
+// events, past batches of a state alone. It stops at a part that goes on
+// a set: its set's start is behind, and the parts after it may be many
+// megabytes, which a look would read for nothing. It takes at most limit
+// looks, and says how many it took.
+func lookFrom(ctx context.Context, answers *batchAnswers, session string, at, before uint64, limit int) (look, int, error) {
 	var data []byte
 	r := directReader{next: at, take: func(d []byte) error { data = d; return nil }}
 	looks := 0
@@ -93,54 +105,64 @@ func firstEventFrom(ctx context.Context, answers *batchAnswers, session string, 
 		data = nil
 		end, err := answers.batchOf(ctx, JournalStream, subject(session), &r, 1)
 		if err != nil {
-			return 0, 0, looks, err
+			return look{}, looks, err
 		}
 		if !end.sent {
-			return 0, 0, looks, fmt.Errorf("%w: no message at or after stream sequence %d (%s)", errNoDirectAnswer, r.next, end.status)
+			return look{}, looks, fmt.Errorf("%w: no message at or after stream sequence %d (%s)", errNoDirectAnswer, r.next, end.status)
 		}
 		seq := r.next - 1 // the one message sent
 		if seq >= before {
 			break
 		}
-		first, ok, err := firstEvent(data)
-		if err != nil {
-			return 0, 0, looks, fmt.Errorf("%w: session %s, the message at stream sequence %d: %w", engine.ErrCorrupt, session, seq, err)
-		}
-		if ok {
-			return seq, first, looks, nil
+		first, kind, err := firstEvent(data)
+		switch {
+		case err != nil:
+			return look{}, looks, fmt.Errorf("%w: session %s, the message at stream sequence %d: %w", engine.ErrCorrupt, session, seq, err)
+		case kind == startsEvents:
+			return look{found: true, at: seq, first: first}, looks, nil
+		case kind == goesOnSet:
+			return look{}, looks, nil
 		}
 	}
-	return before, 0, looks, nil
+	return look{}, looks, nil
 }
 
 // batchStart is how a journal message's batch begins when it has events
 // (encodeBatch, and encoding/json before it).
 var batchStart = []byte(`{"e":[{"q":`)
 
-// firstEvent reads the seq of the first event of the batch a journal
-// message starts; ok is false for a message that starts none with events
-// (a part after a set's first, a batch of a state alone).
-func firstEvent(data []byte) (seq int64, ok bool, err error) {
+// start is what a journal message is to a search for a batch.
+type start int
+
+const (
+	startsNone   start = iota // a batch of a state alone (or of a shape not read here)
+	startsEvents              // a batch with events, or a set's first part
+	goesOnSet                 // a part after a set's first
+)
+
+// firstEvent reads what a journal message starts, and for a batch with
+// events, its first event's seq.
+func firstEvent(data []byte) (int64, start, error) {
 	p, isPart, err := readPart(data)
 	switch {
 	case err != nil:
-		return 0, false, err
+		return 0, startsNone, err
 	case isPart && p.index > 1:
-		return 0, false, nil
+		return 0, goesOnSet, nil
 	case isPart:
 		data = p.piece
 	}
 	rest, found := bytes.CutPrefix(data, batchStart)
 	if !found {
-		return 0, false, nil
+		return 0, startsNone, nil
 	}
 	end := 0
 	for end < len(rest) && end < 20 && rest[end] >= '0' && rest[end] <= '9' {
 		end++
 	}
-	seq, err = strconv.ParseInt(string(rest[:end]), 10, 64)
+	seq, err := strconv.ParseInt(string(rest[:end]), 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("a batch whose first event's seq is not a number (%.40q)", data)
+		return 0, startsNone, fmt.Errorf("a batch whose first event's seq is not a number (%.40q)", data)
 	}
-	return seq, true, nil
+	return seq, startsEvents, nil
 }

@@ -1,11 +1,14 @@
 package jetstream
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/storetest"
 )
 
 // A read from an event starts at the batch that holds it, found with a few
@@ -84,22 +87,77 @@ func TestFirstEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name, data string
 		seq        int64
-		ok, fails  bool
+		kind       start
+		fails      bool
 	}{
-		{"a batch", `{"e":[{"q":42,"t":"message","f":{}}],"s":{}}`, 42, true, false},
-		{"a state alone", `{"s":{"n":1}}`, 0, false, false},
-		{"no event", `{"e":[],"s":{}}`, 0, false, false},
-		{"a set's first part", "~part 1/3 set1\n" + `{"e":[{"q":7,"t":"tool.fin`, 7, true, false},
-		{"a set's later part", "~part 2/3 set1\n" + `{"e":[{"q":8,"t":"tool.fin`, 0, false, false},
-		{"a part without its line's end", "~part 1/3", 0, false, true},
-		{"a seq that is no number", `{"e":[{"q":"x"}]}`, 0, false, true},
-		{"spaces", `{"e": [{"q": 3}]}`, 0, false, false},
+		{"a batch", `{"e":[{"q":42,"t":"message","f":{}}],"s":{}}`, 42, startsEvents, false},
+		{"a state alone", `{"s":{"n":1}}`, 0, startsNone, false},
+		{"no event", `{"e":[],"s":{}}`, 0, startsNone, false},
+		{"a set's first part", "~part 1/3 set1\n" + `{"e":[{"q":7,"t":"tool.fin`, 7, startsEvents, false},
+		{"a set's later part", "~part 2/3 set1\n" + `{"e":[{"q":8,"t":"tool.fin`, 0, goesOnSet, false},
+		{"a part without its line's end", "~part 1/3", 0, startsNone, true},
+		{"a seq that is no number", `{"e":[{"q":"x"}]}`, 0, startsNone, true},
+		{"spaces", `{"e": [{"q": 3}]}`, 0, startsNone, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			seq, ok, err := firstEvent([]byte(tc.data))
-			if seq != tc.seq || ok != tc.ok || (err != nil) != tc.fails {
-				t.Errorf("firstEvent(%q) = %d, %t, %v; want %d, %t, failing %t", tc.data, seq, ok, err, tc.seq, tc.ok, tc.fails)
+			seq, kind, err := firstEvent([]byte(tc.data))
+			if seq != tc.seq || kind != tc.kind || (err != nil) != tc.fails {
+				t.Errorf("firstEvent(%q) = %d, %d, %v; want %d, %d, failing %t", tc.data, seq, kind, err, tc.seq, tc.kind, tc.fails)
 			}
 		})
 	}
+}
+
+// LoadFrom is exact from every event of a journal with sets of parts that
+// stopped short (another writer died part way), sets whole, steps with a
+// state alone, and another session's messages between them; its looks
+// stop at a set's later part rather than read on through the set.
+func TestLoadFromAcrossSetsOfParts(t *testing.T) {
+	ctx := context.Background()
+	s := openSmall(t)
+	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	next := int64(1)
+	var all []engine.Event
+	for i := range 60 {
+		var b engine.Batch
+		switch {
+		case i%10 == 3:
+			b.Events = []engine.Event{partEvent(next, 150<<10)}
+		case i%10 == 6:
+			b.State = json.RawMessage(`{"n":1}`)
+		default:
+			for range 1 + i%2 {
+				b.Events = append(b.Events, partEvent(next, 10))
+				next++
+			}
+		}
+		if i%10 == 3 {
+			// Another writer's try of this step, stopped part way, first.
+			h, _ := s.headOf(ctx, "s1")
+			other := cutBatch(t, s, engine.Batch{Events: []engine.Event{partEvent(next, 160<<10)}}, fmt.Sprintf("theirs%d", i))
+			other.land(t, "s1", 1, 2, h.stream)
+			s.forgetHead("s1")
+			next++
+		}
+		if err := s.Append(ctx, "s1", b); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		all = append(all, b.Events...)
+		if err := s.Append(ctx, "s2", engine.Batch{Events: []engine.Event{partEvent(int64(i+1), 10)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ev := range all {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("test setup: event %d has seq %d", i, ev.Seq)
+		}
+	}
+	storetest.LoadsFromEveryEvent(t, s, "s1", all)
+}
+
+// partEvent is an event of about size bytes.
+func partEvent(seq int64, size int) engine.Event {
+	return engine.Event{Seq: seq, Type: "tool.finished", Frame: json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"text":%q}`, seq, strings.Repeat(string(rune('a'+seq%26)), size)))}
 }

@@ -436,8 +436,16 @@ func journalFrom(t *testing.T, s engine.Store, jf engine.JournalFrom) {
 			t.Fatalf("Append %d of another session: %v", i, err)
 		}
 	}
+	LoadsFromEveryEvent(t, jf, "from", all)
+}
+
+// LoadsFromEveryEvent checks that jf's LoadFrom of session, from each of
+// its events, gives the journal's events from that one or an earlier one
+// to its end: all, the journal's every event from seq 1.
+func LoadsFromEveryEvent(t *testing.T, jf engine.JournalFrom, session string, all []engine.Event) {
+	t.Helper()
 	for from := int64(1); from <= int64(len(all)); from++ {
-		got, err := jf.LoadFrom(ctx, "from", from)
+		got, err := jf.LoadFrom(context.Background(), session, from)
 		if err != nil {
 			t.Fatalf("LoadFrom %d: %v", from, err)
 		}

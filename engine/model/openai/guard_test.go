@@ -204,3 +204,16 @@ func TestGenerateErrorQuotesTheKey(t *testing.T) {
 		t.Errorf("error = %v, want the key said as [key]", err)
 	}
 }
+
+// TestGenerateTooLongInStream: vLLM and LiteLLM refuse a prompt longer than
+// the model's context window in a stream that began with 200: it says so
+// (model.ErrTooLong), as a refusal before the stream does.
+func TestGenerateTooLongInStream(t *testing.T) {
+	chunk := data(`{"error":{"message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages.","type":"BadRequestError","param":null,"code":400}}`)
+	srv := newServer(t, reply{Events: []string{chunk}})
+	m, _ := newModel(t, srv, Options{})
+	_, _, err := fakeapi.Generate(t, m, request())
+	if !errors.Is(err, model.ErrTooLong) || !strings.Contains(err.Error(), "start a new chat") {
+		t.Errorf("error %v: want ErrTooLong, saying to start a new chat", err)
+	}
+}

@@ -216,7 +216,12 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		// A server that fails mid-stream sends {"error": {...}} as a chunk
 		// (some write "error": null in every chunk: no error).
 		if e, isErr := chunk.JSON.ExtraFields["error"]; (isErr && e.Raw() != "null") || ev.Type == "error" {
-			return acc.partial(), streamFailed(errorMessage(data, 0), streamErrorRetryable(data))
+			f := streamFailed(errorMessage(data, 0), streamErrorRetryable(data))
+			if !f.Retryable {
+				// vLLM and LiteLLM refuse a prompt too long this way too.
+				f.Err.TooLong = upstream.TooLong(0, errorMessage(data, 0), data)
+			}
+			return acc.partial(), f
 		}
 		acc.add(chunk, emit)
 	}

@@ -115,10 +115,15 @@ func notAStream(mediaType string) bool {
 
 // tooLong matches what APIs and local servers say of a prompt longer than
 // the model's context window: Claude ("prompt is too long: 208310 tokens >
-// 200000 maximum"), OpenAI and vLLM ("This model's maximum context length
-// is 128000 tokens"), llama.cpp ("the request exceeds the available
-// context size"), and others' "context window" and "too many tokens".
-var tooLong = regexp.MustCompile(`(?i)prompt is too long|maximum context length|context (length|window|size)|too many (input )?tokens`)
+// 200000 maximum", and "input length and `max_tokens` exceed context
+// limit: 178959 + 64000 > 200000" before it), Bedrock ("input is too long
+// for requested model"), OpenAI and vLLM ("This model's maximum context
+// length is 128000 tokens"), llama.cpp ("the request exceeds the
+// available context size"), Gemini ("exceeds the maximum number of tokens
+// allowed"), and others' "context window" and "too many tokens"; not a
+// parameter named after the context ("max_tokens must be at most the
+// model's context length", "'context_size' must be a positive integer").
+var tooLong = regexp.MustCompile(`(?i)prompt (is )?too long|input is too long|maximum context length|exceed(s|ed)? (the |your |its )?(available |model's |max |maximum )?context|context (window|size|limit)\b|too many (input )?tokens|exceeds the maximum number of tokens`)
 
 // TooLong reports whether an error answer refuses the prompt as longer
 // than the model's context window: OpenAI's code context_length_exceeded

@@ -160,3 +160,36 @@ func TestRedact(t *testing.T) {
 		t.Errorf("a key under 16 bytes: %q", got)
 	}
 }
+
+// TestTooLong: the refusals of a prompt longer than the model's context
+// window, as APIs and servers word them, and answers that only look alike.
+func TestTooLong(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		msg    string
+		body   string
+		want   bool
+	}{
+		{400, "prompt is too long: 208310 tokens > 200000 maximum", "", true},
+		{400, "input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, decrease input length or `max_tokens` and try again", "", true},
+		{400, "input is too long for requested model", "", true},
+		{400, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages.", "", true},
+		{400, "Please reduce the length of the messages or completion.", `{"error":{"message":"Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, true},
+		{400, "the request exceeds the available context size, try increasing it", "", true},
+		{500, "anything", `{"error":{"code":500,"message":"anything","type":"exceed_context_size_error"}}`, true},
+		{400, "trying to submit 9000 tokens, exceeds the context window of 8192 (n_ctx)", "", true},
+		{400, "prompt too long; exceeded max context length by 1200 tokens", "", true},
+		{400, "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", "", true},
+		{0, "prompt is too long", "", true}, // an error event in the stream
+		{400, "max_tokens must be at most the model's context length (8192)", "", false},
+		{400, "Invalid parameter: 'context_size' must be a positive integer", "", false},
+		{400, "messages: field required", "", false},
+		{413, "Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 45000.", "", false},
+		{500, "prompt is too long", "", false}, // a server's own failure, whatever it says
+		{429, "too many tokens per minute", "", false},
+	} {
+		if got := TooLong(tc.status, tc.msg, []byte(tc.body)); got != tc.want {
+			t.Errorf("TooLong(%d, %q) = %t, want %t", tc.status, tc.msg, got, tc.want)
+		}
+	}
+}
