@@ -99,7 +99,7 @@ export function followLog(log, items = log) {
         // An empty log (a new chat, or one about to load) has nothing to
         // follow: what shows in its place (a welcome) says where the page
         // is, and what comes next is followed from its start.
-        if (items.childElementCount === 0) {
+        if (!items.firstElementChild) {
             there = true;
             leftIn = null;
             return;
@@ -130,8 +130,9 @@ export function followLog(log, items = log) {
     // A window resized keeps its reader at the bottom: the log's bottom
     // moves, or the page takes over the scrolling (or gives it back).
     win?.addEventListener("resize", follow, { passive: true });
+    // A part shown or hidden (a log shown whole once its chat is replayed) moves the bottom too.
     const added = new MutationObserver(follow);
-    added.observe(log, { childList: true, subtree: true, characterData: true });
+    added.observe(log, { childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ["hidden"] });
     return {
         follow,
         stick() {

@@ -11,6 +11,11 @@
  * A chat that is being opened (a switch, a reload whose copy was too large
  * to keep) is not empty until the gateway has replayed it: the screen waits
  * for `session.opened`'s seq, so it never flashes before the messages.
+ * Its log stays hidden until then too, when the replay fills an empty log
+ * (a switch, that reload): a long chat's replay is thousands of changes,
+ * and a log shown is laid out again at each frame of it (a 1,000-turn chat
+ * took 10 s to open); hidden, it is laid out once, whole. A connection lost
+ * on the way shows what came.
  *
  * Exports: mountWelcome(root, client, options).
  *
@@ -53,15 +58,18 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
 
     // The page has the whole conversation once it holds the seq session.opened
     // said; a session not opened yet that has an id is being fetched.
-    let opened = false, until = 0;
+    // loading: the log is hidden until then.
+    let opened = false, until = 0, loading = false;
 
     let was = ""; // what update last made of the page, to do nothing at each frame of a replay
     function update() {
         const known = client.session === null || (opened && client.seq >= until);
+        if (loading && known) loading = log.hidden = false;
         // Nothing said: notices alone (a message refused for its size, a
         // chat that would not open) leave the suggestions, below them.
         const empty = known && !log.querySelector(":scope > :not([data-testid=notice])");
-        const now = `${empty} ${log.childElementCount === 0}`;
+        // firstElementChild, not childElementCount, which counts them all: this runs at each event.
+        const now = `${empty} ${!log.firstElementChild}`;
         if (now === was) return;
         was = now;
         const shown = empty && screen.hidden;
@@ -75,7 +83,7 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
         });
         root.dataset.empty = String(empty);
         // The log is a Tab stop for scrolling it with the keys; empty, it is a stop on nothing.
-        must(root, "[data-testid=messages]").tabIndex = log.childElementCount === 0 ? -1 : 0;
+        must(root, "[data-testid=messages]").tabIndex = log.firstElementChild ? 0 : -1;
     }
 
     const observer = new MutationObserver(update);
@@ -84,15 +92,21 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
         client.on("opened", ({ seq }) => {
             opened = true;
             until = typeof seq === "number" ? seq : 0;
+            // Notices alone (a refused open) wait with the rest.
+            loading = log.hidden = until > client.seq && !log.querySelector(":scope > :not([data-testid=notice])");
             update();
         }),
         client.on("reset", () => {
             opened = false;
             until = 0;
+            loading = log.hidden = false;
             // open(id) names the session it opens just after the reset.
             queueMicrotask(update);
         }),
-        client.on("state", update),
+        client.on("state", ({ state }) => {
+            if (state === "closed" && loading) loading = log.hidden = false;
+            update();
+        }),
         client.on("frame", update),
     ];
     update();
