@@ -70,6 +70,8 @@ export function mountChat(root, client) {
     const cards = new Map();
     /** @type {Map<string, ToolCard>} the last state of each card, for its ticking time */
     const cardState = new Map();
+    /** The cards whose time counts down, and those not settled, by id (not a pass over every card at each event). */
+    const live = new Set(), unsettled = new Set();
     const reply = streamReply(() => messageItem("assistant"));
     /** @type {{el: HTMLElement, text: string}[]} messages sent, not yet taken by the gateway, oldest first */
     let pending = [];
@@ -91,12 +93,15 @@ export function mountChat(root, client) {
     /** Busy or not, and whatever follows from it: Send or Stop, the indicator. */
     function setBusy(on = busy) {
         busy = on;
-        root.dataset.busy = String(on);
+        // Written only when they change: this runs at each event of a replay.
+        if (root.dataset.busy !== String(on)) root.dataset.busy = String(on);
         composer.running(on);
         if (!on) awaiting = false;
         // Offline, nothing is thinking: the status line says what is.
-        thinking.hidden = !(on && awaiting && !reply.streaming && client.state === "open");
-        if (thinking.hidden) thinkingText.textContent = THINKING; // a retry's words last until the turn's first
+        const hide = !(on && awaiting && !reply.streaming && client.state === "open");
+        if (thinking.hidden !== hide) thinking.hidden = hide;
+        // A retry's words last until the turn's first.
+        if (hide && thinkingText.textContent !== THINKING) thinkingText.textContent = THINKING;
         followBottom();
     }
 
@@ -175,7 +180,7 @@ export function mountChat(root, client) {
 
     /** Ticks the running cards' countdowns every second, while there are any. */
     function tick() {
-        const any = tickAll(cards, cardState, Date.now());
+        const any = tickAll(cards, cardState, live, Date.now());
         if (any && !ticker) ticker = setInterval(tick, 1000);
         else if (!any && ticker) ticker = (clearInterval(ticker), 0);
     }
@@ -226,6 +231,8 @@ export function mountChat(root, client) {
             prompt.disabled = false; // an ended conversation's box is closed; a new one's is open
             cards.clear();
             cardState.clear();
+            live.clear();
+            unsettled.clear();
             tick();
             reply.reset();
             pending = [];
@@ -257,10 +264,10 @@ export function mountChat(root, client) {
                 stopped = false;
                 setBusy(true);
             } else if (message.role === "assistant") {
-                const el = reply.claim();
+                const el = reply.claim(message.content ?? "");
                 if (!message.content && !el) return; // tool uses only: their cards follow
                 const target = el ?? messageItem("assistant");
-                renderMarkdown(must(target, "[data-testid=message-text]"), message.content ?? "");
+                if (!el) renderMarkdown(must(target, "[data-testid=message-text]"), message.content ?? "");
                 reply.finish(target);
                 setBusy();
             }
@@ -271,8 +278,9 @@ export function mountChat(root, client) {
             if (!replayed) voice.say(text, seq); // a past wait, its reply next in the replay, goes unsaid
         }),
         client.on("delta", ({ text }) => {
+            const first = !reply.streaming;
             reply.delta(text);
-            setBusy(true);
+            if (first || !busy) setBusy(true); // a reply's next words change nothing it shows
         }),
         client.on("discarded", () => {
             reply.discard(); // a restart cut the turn: its partial text goes; the turn streams anew
@@ -299,11 +307,13 @@ export function mountChat(root, client) {
             cardState.set(card.id, card);
             // Stop while the turn waited for its calls: said as of a reply.
             if (card.code === TOOL_ERROR.CANCELLED && !card.parent && !(was && isSettled(was))) stopAt ||= eventSeq;
-            renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now());
+            if (renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now())) live.add(card.id);
+            else live.delete(card.id);
             tick();
+            if (isSettled(card.status)) unsettled.delete(card.id);
+            else unsettled.add(card.id);
             // The last open call settled: the model reads the results next.
-            const open = [...cardState.values()].some((c) => !isSettled(c.status));
-            awaiting = !open && (card.status === "done" || card.status === "error") && !card.replayed && !stopped;
+            awaiting = unsettled.size === 0 && isSettled(card.status) && !card.replayed && !stopped;
             setBusy(busy || card.status === "running");
         }),
         client.on("idle", () => { turnOver(); setBusy(false); }),

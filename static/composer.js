@@ -59,7 +59,9 @@ export function mountComposer(form, { submit, cancel }) {
     return {
         /** Shows Stop (on) or Send. @param {boolean} on */
         running(on) {
-            if (on && !running) stopShown = performance.now();
+            // As it is (the template starts with Send): the chat asks at each event.
+            if (on === running) return;
+            if (on) stopShown = performance.now();
             running = on;
             const hadFocus = doc.activeElement === send || doc.activeElement === stop;
             send.hidden = on;

@@ -54,12 +54,13 @@ purify.addHook("afterSanitizeAttributes", (node) => {
         node.setAttribute("rel", "noopener noreferrer");
     }
 });
-const CONFIG = {
+// Set once: a config passed to each sanitize is parsed again each time.
+purify.setConfig({
     ALLOWED_TAGS: TAGS,
     ALLOWED_ATTR: ATTRS,
     ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
     RETURN_DOM_FRAGMENT: true,
-};
+});
 
 /**
  * text as sanitized DOM, code blocks with their Copy buttons.
@@ -69,7 +70,7 @@ const CONFIG = {
  */
 export function toSafeFragment(doc, text) {
     const html = /** @type {string} */ (marked.parse(text));
-    const frag = /** @type {DocumentFragment} */ (purify.sanitize(html, CONFIG));
+    const frag = /** @type {DocumentFragment} */ (purify.sanitize(html));
     const out = doc.importNode(frag, true);
     out.querySelectorAll("pre").forEach((pre) => wrapCode(doc, /** @type {HTMLElement} */ (pre)));
     return out;

@@ -7,7 +7,7 @@
  *
  * Exports: streamReply(newItem), where newItem() adds an empty assistant
  * message to the log; it returns {streaming, delta(text), discard(), end(),
- * claim(), finish(el), reset()}.
+ * claim(text), finish(el), reset()}.
  *
  * @module reply
  */
@@ -25,12 +25,21 @@ export function streamReply(newItem) {
     /** @type {HTMLElement | null} a finished turn's item, waiting for its transcript message */
     let unclaimed = null;
     let text = "", timer = 0, renderedAt = 0;
+    /** @type {WeakMap<HTMLElement, string>} the Markdown each item's text shows */
+    const shown = new WeakMap();
+
+    /** Renders md into el's text, unless it shows it already. @param {HTMLElement} el @param {string} md */
+    function show(el, md) {
+        if (shown.get(el) === md) return;
+        renderMarkdown(must(el, "[data-testid=message-text]"), md);
+        shown.set(el, md);
+    }
 
     /** Renders the streamed text now. */
     function render() {
         timer = (clearTimeout(timer), 0);
         renderedAt = performance.now();
-        if (streaming) renderMarkdown(must(streaming, "[data-testid=message-text]"), text);
+        if (streaming) show(streaming, text);
     }
 
     /** A message item no longer streaming. @param {HTMLElement} el */
@@ -53,9 +62,10 @@ export function streamReply(newItem) {
                 text = "";
             }
             text += piece;
+            if (timer) return; // a render is due: a long chat's replay brings thousands of deltas
             const wait = RENDER_EVERY - (performance.now() - renderedAt);
             if (wait <= 0) render();
-            else if (!timer) timer = setTimeout(render, wait);
+            else timer = setTimeout(render, wait);
         },
         /** Drops the reply streamed so far: a restart cut the turn, which streams anew. */
         discard() {
@@ -71,10 +81,16 @@ export function streamReply(newItem) {
             unclaimed = streaming;
             streaming = null;
         },
-        /** The item of the transcript's assistant message: the reply's, or null when none streamed. */
-        claim() {
+        /**
+         * The item of the transcript's assistant message, whose text is md:
+         * the reply's, showing md (rendered again only when the stream's
+         * text differs: a long chat's replay renders each reply once), or
+         * null when none streamed. @param {string} md
+         */
+        claim(md) {
             const el = streaming ?? unclaimed;
-            if (streaming) render();
+            timer = (clearTimeout(timer), 0);
+            if (el) show(el, md);
             streaming = unclaimed = null;
             return el;
         },

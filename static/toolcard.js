@@ -14,7 +14,7 @@
  * which model answers it and the sub-agent's text as it streams; the chat
  * page puts the sub-agent's own cards in its list (subagentCalls).
  *
- * Exports: renderToolCard(el, card, now), tickText(el, card, now), tickAll(els, states, now),
+ * Exports: renderToolCard(el, card, now), tickText(el, card, now), tickAll(els, states, live, now),
  * subagentCalls(el), statusText(card), pretty(value), duration(goDuration),
  * friendlyMs(ms).
  *
@@ -39,9 +39,11 @@ const times = new WeakMap();
 const approvers = new WeakMap();
 /** Approval gates made so far: each question's element id is its own. */
 let gates = 0;
+/** @type {WeakMap<HTMLElement, Map<string, HTMLElement>>} each card's parts by test id, once found: the template's, which stay */
+const parts = new WeakMap();
 
 /**
- * Brings el up to date with card.
+ * Brings el up to date with card; whether its time counts down (tickAll).
  * @param {HTMLElement} el  A clone of tpl-tool-card.
  * @param {ToolCard} c
  * @param {number} now  Date.now().
@@ -72,7 +74,6 @@ export function renderToolCard(el, c, now) {
     progressText(el, attempt, c);
     approvalPart(el, c);
     subagentPart(el, c);
-    tickText(el, c, now);
 
     part(el, "tool-args").textContent = pretty(c.arguments) || "{}";
     if (c.input && c.input.status !== "valid") {
@@ -93,8 +94,7 @@ export function renderToolCard(el, c, now) {
     }));
     failures.hidden = c.failures.length === 0;
 
-    const result = part(el, "tool-result");
-    const error = part(el, "tool-error");
+    const result = part(el, "tool-result"), error = part(el, "tool-error");
     result.hidden = c.status !== "done";
     error.hidden = c.status !== "error";
     if (c.status === "done") must(result, "pre").textContent = pretty(c.result ?? "");
@@ -108,8 +108,7 @@ export function renderToolCard(el, c, now) {
     }
     // A client call runs in one tab: the others say where it is instead of
     // showing its UI. A settled card keeps the slot as it was.
-    const where = part(el, "tool-where");
-    const away = c.where === "elsewhere" || c.where === "waiting" ? c.where : null;
+    const where = part(el, "tool-where"), away = c.where === "elsewhere" || c.where === "waiting" ? c.where : null;
     where.hidden = !away;
     where.textContent = away ? WHERE_TEXT[away] : "";
     const slot = part(el, "tool-slot");
@@ -118,20 +117,20 @@ export function renderToolCard(el, c, now) {
         // Whatever a tool put in its slot (Approve/Deny) is over.
         slot.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     }
+    return tickText(el, c, now);
 }
 
 /**
- * Ticks the countdowns of the cards in states (the last state of each, by
- * id) whose elements els holds; whether any still counts down.
- * @param {Map<string, HTMLElement>} els @param {Map<string, ToolCard>} states @param {number} now
+ * Ticks the countdowns of the cards live holds, by id (not a long chat's many settled ones:
+ * states has each one's last state, els its element), and drops those that stopped; whether any still counts down.
+ * @param {Map<string, HTMLElement>} els @param {Map<string, ToolCard>} states @param {Set<string>} live @param {number} now
  */
-export function tickAll(els, states, now) {
-    let any = false;
-    for (const [id, c] of states) {
-        const el = els.get(id);
-        if (el && tickText(el, c, now)) any = true;
+export function tickAll(els, states, live, now) {
+    for (const id of live) {
+        const el = els.get(id), c = states.get(id);
+        if (!el || !c || !tickText(el, c, now)) live.delete(id);
     }
-    return any;
+    return live.size > 0;
 }
 
 /**
@@ -144,8 +143,7 @@ export function tickAll(els, states, now) {
 export function tickText(el, c, now) {
     const t = times.get(el) ?? {};
     const time = part(el, "tool-time");
-    let text = "";
-    let ticking = false;
+    let text = "", ticking = false;
     if ((c.status === "done" || c.status === "error") && t.seen !== undefined && t.settled !== undefined) {
         text = friendlyMs(t.settled - t.seen);
     } else if (c.status === "running" && c.deadline) {
@@ -381,8 +379,10 @@ function subagentBox(el) {
 
 /** @param {HTMLElement} el @param {string} testid */
 function part(el, testid) {
-    const found = own(el, `[data-testid=${testid}]`);
+    const known = parts.get(el) ?? new Map();
+    const found = known.get(testid) ?? own(el, `[data-testid=${testid}]`);
     if (!found) throw new Error(`chat: the tool card has no [data-testid=${testid}]`);
+    parts.set(el, known.set(testid, found));
     return found;
 }
 
