@@ -354,7 +354,7 @@ export class GatewayClient extends EventTarget {
         if (f.seq <= this.#seq) return;
         this.#seq = f.seq;
         this.#events.push(f);
-        this.#store.schedule();
+        if (!replayed || f.seq >= this.#replayUntil) this.#store.schedule(); // a replay's copy (megabytes, a long chat's): once in, or at pagehide
         this.#emit("frame", f);
         const out = clientEvent(f, replayed);
         if (f.type === "session.ended" && !parentOf(f)) this.#ended = true;
