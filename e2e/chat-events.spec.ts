@@ -1,7 +1,7 @@
 // The chat page's answers to what the gateway says about the session
 // itself: a reply discarded by a restart, a message the store refused. The
 // page's socket is the fake of sdk.spec.ts: the spec plays the gateway.
-import { expect, test, openOnFakeSocket } from "./support";
+import { expect, test, openOnFakeSocket, scrolled } from "./support";
 
 test.beforeEach(({ page }) => openOnFakeSocket(page));
 
@@ -225,4 +225,49 @@ test("while the model's request waits to go again, Thinking says why; the reply 
     await expect(words).toHaveText("The model's provider is busy: trying again (attempt 2 of 4)…");
     await push(page, { type: "model.retrying", seq: 10, attempt: 2, attempts: 4, error: "openai: stream cut off mid-turn: unexpected EOF", backoff: "1.2s" });
     await expect(words).toHaveText("The model could not be reached: trying again (attempt 3 of 4)…");
+});
+
+// switchTo opens s2 from the page (as the list of chats does) and plays the
+// gateway for its socket, opened at seq; pushAll pushes frames in one task.
+const switchTo = (page: any, seq: number) => page.evaluate(async (seq: number) => {
+    const w = window as any;
+    w.gatewayClient.open("s2");
+    await w.until(() => w.FakeSocket.sockets.length === 2, 15_000);
+    w.FakeSocket.last().accept();
+    w.FakeSocket.last().push({ type: "session.opened", session: "s2", seq, page: "me" });
+}, seq);
+const pushAll = (page: any, frames: any[]) => page.evaluate((fs: any[]) => fs.forEach((f) => (window as any).FakeSocket.last().push(f)), frames);
+// s2's 40 turns, a message and its reply each, longer than the window.
+const turns = Array.from({ length: 40 }, (_, n) => [
+    { type: "message", seq: 3 * n + 1, message: { role: "user", content: `question ${n}` } },
+    { type: "message", seq: 3 * n + 2, message: { role: "assistant", content: `Answer ${n}: a reply of a few words, so that forty of them fill more than the window.` } },
+    { type: "session.idle", seq: 3 * n + 3 },
+]).flat();
+
+test("a chat switched to shows once its replay is in, whole and at its bottom", async ({ page }) => {
+    const list = page.getByTestId("message-list");
+    const messages = page.getByTestId("message");
+    await push(page, { type: "message", seq: 1, message: { role: "user", content: "the chat before" } });
+    await expect(list).toBeVisible();
+    await switchTo(page, turns.length);
+    await pushAll(page, turns.slice(0, -1));
+    // All but its last event in: hidden (it is laid out once, not at each frame), and not empty either.
+    await expect(messages).toHaveCount(80);
+    await expect(list).toBeHidden();
+    await expect(page.getByTestId("empty-chat")).toBeHidden();
+    await pushAll(page, turns.slice(-1));
+    await expect(list).toBeVisible();
+    await expect(messages.last()).toBeInViewport();
+    await expect.poll(async () => (await scrolled(page)).below).toBeLessThan(48);
+});
+
+test("a chat switched to whose connection is lost on the way shows what came", async ({ page }) => {
+    const list = page.getByTestId("message-list");
+    await switchTo(page, turns.length);
+    await pushAll(page, turns.slice(0, 30));
+    await expect(list).toBeHidden();
+    await page.evaluate(() => (window as any).FakeSocket.last().drop());
+    await expect(list).toBeVisible();
+    await expect(page.getByTestId("message")).toHaveCount(20);
+    await expect.poll(async () => (await scrolled(page)).below).toBeLessThan(48);
 });
