@@ -255,8 +255,15 @@ test("a chat switched to shows once its replay is in, whole and at its bottom", 
     await expect(messages).toHaveCount(80);
     await expect(list).toBeHidden();
     await expect(page.getByTestId("empty-chat")).toBeHidden();
+    // It says it loads, and is busy to screen readers, until it shows.
+    const log = page.getByTestId("messages");
+    await expect(log).toHaveAttribute("aria-busy", "true");
+    await expect(page.locator("[data-chat]")).toHaveAttribute("data-loading", "true");
+    expect(await log.evaluate((el) => getComputedStyle(el, "::before").content)).toContain("Loading this chat");
     await pushAll(page, turns.slice(-1));
     await expect(list).toBeVisible();
+    await expect(log).not.toHaveAttribute("aria-busy");
+    await expect(page.locator("[data-chat]")).not.toHaveAttribute("data-loading");
     await expect(messages.last()).toBeInViewport();
     await expect.poll(async () => (await scrolled(page)).below).toBeLessThan(48);
 });

@@ -60,11 +60,28 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
     // said; a session not opened yet that has an id is being fetched.
     // loading: the log is hidden until then.
     let opened = false, until = 0, loading = false;
+    const messages = must(root, "[data-testid=messages]");
+    /**
+     * Hides the log while its chat is replayed, and says so: the page
+     * shows "Loading…" in its place (data-loading), and the log is busy
+     * to screen readers, which read it once it is whole.
+     * @param {boolean} on
+     */
+    function setLoading(on) {
+        loading = log.hidden = on;
+        if (on) {
+            root.dataset.loading = "true";
+            messages.setAttribute("aria-busy", "true");
+        } else {
+            delete root.dataset.loading;
+            messages.removeAttribute("aria-busy");
+        }
+    }
 
     let was = ""; // what update last made of the page, to do nothing at each frame of a replay
     function update() {
         const known = client.session === null || (opened && client.seq >= until);
-        if (loading && known) loading = log.hidden = false;
+        if (loading && known) setLoading(false);
         // Nothing said: notices alone (a message refused for its size, a
         // chat that would not open) leave the suggestions, below them.
         const empty = known && !log.querySelector(":scope > :not([data-testid=notice])");
@@ -83,7 +100,7 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
         });
         root.dataset.empty = String(empty);
         // The log is a Tab stop for scrolling it with the keys; empty, it is a stop on nothing.
-        must(root, "[data-testid=messages]").tabIndex = log.firstElementChild ? 0 : -1;
+        messages.tabIndex = log.firstElementChild ? 0 : -1;
     }
 
     const observer = new MutationObserver(update);
@@ -93,18 +110,18 @@ export function mountWelcome(root, client, { suggestions = [], send }) {
             opened = true;
             until = typeof seq === "number" ? seq : 0;
             // Notices alone (a refused open) wait with the rest.
-            loading = log.hidden = until > client.seq && !log.querySelector(":scope > :not([data-testid=notice])");
+            setLoading(until > client.seq && !log.querySelector(":scope > :not([data-testid=notice])"));
             update();
         }),
         client.on("reset", () => {
             opened = false;
             until = 0;
-            loading = log.hidden = false;
+            setLoading(false);
             // open(id) names the session it opens just after the reset.
             queueMicrotask(update);
         }),
         client.on("state", ({ state }) => {
-            if (state === "closed" && loading) loading = log.hidden = false;
+            if (state === "closed" && loading) setLoading(false);
             update();
         }),
         client.on("frame", update),
