@@ -55,8 +55,6 @@ for (const { raw, said } of [
     { raw: "openai: request body: field tools[12] is not valid", said: "The model failed: request body: field tools[12] is not valid." },
     { raw: "openai: dial tcp [2001:db8::1]:443: connect: connection refused", said: "The model could not be reached." },
     { raw: "openai: status 400: the endpoint [2001:db8::1]:443 refused the request", said: "The model failed: the endpoint refused the request." },
-    // A chat longer than the model reads: what to do comes before the provider's words, which are cut.
-    { raw: "openai: status 400: the chat is longer than the model can read: start a new chat (This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.)", said: /^The model failed: the chat is longer than the model can read: start a new chat \(This model's maximum.*…$/ },
 ]) {
     test(`a provider's failure in words: ${raw.slice(0, 40)}`, async ({ page }) => {
         await failingTurn(page, raw);
@@ -66,6 +64,16 @@ for (const { raw, said } of [
         expect((await text.textContent())!.length).toBeLessThanOrEqual(140);
     });
 }
+
+test("a chat longer than the model reads says to start a new chat, and offers no Retry, which would fail the same way", async ({ page }) => {
+    const raw = "openai: status 400: the chat is longer than the model can read: start a new chat (This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.)";
+    await failingTurn(page, raw);
+    await expect(page.getByTestId("notice-text")).toHaveText(["This chat is longer than the model can read: start a new chat."]);
+    await expect(page.getByTestId("notice").getByRole("button", { name: "Retry" })).toBeHidden();
+    // Another failure still offers it.
+    await failingTurn(page, "anthropic: status 529: Overloaded", 5);
+    await expect(page.getByTestId("notice").last().getByRole("button", { name: "Retry" })).toBeVisible();
+});
 
 test("a worker failure is said once, in words", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });

@@ -29,7 +29,7 @@ import { renderToolCard, subagentCalls, tickAll } from "./toolcard.js";
 import { mountStatus } from "./status.js";
 import { mountAnnouncer } from "./announce.js";
 import { mountComposer } from "./composer.js";
-import { modelErrorText, retryingText, sessionErrorText } from "./errors.js";
+import { modelErrorText, retryHelps, retryingText, sessionErrorText } from "./errors.js";
 import { clone, idPart, must } from "./dom.js";
 import { followLog } from "./follow.js";
 
@@ -294,7 +294,7 @@ export function mountChat(root, client) {
             // Said once, here; the error event that follows goes to the console.
             if (error) {
                 console.warn(`The model failed: ${error}`);
-                notice("error", modelErrorText(error), { retry: true, seq });
+                notice("error", modelErrorText(error), { retry: retryHelps(error), seq });
             } else if (stopReason === STOP_REASON.CANCELLED) stoppedNotice(seq);
             else if (blank && WITHHELD[stopReason]) notice("info", WITHHELD[stopReason], { seq });
             setBusy();

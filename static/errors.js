@@ -3,8 +3,8 @@
  * sentence, never infrastructure detail (a resolver's address, a URL, a Go
  * error chain). The full text goes to the console, for whoever debugs.
  *
- * Exports: modelErrorText(error), retryingText(error, next, attempts),
- * sessionErrorText(code, message).
+ * Exports: modelErrorText(error), retryHelps(error),
+ * retryingText(error, next, attempts), sessionErrorText(code, message).
  *
  * @module errors
  */
@@ -24,6 +24,9 @@ const HAS_ADDRESS = new RegExp(ADDRESS.source, "i");
 const MAX = 120;
 // "anthropic: status 429: ...": the provider answered.
 const STATUS = /^\s*[\w.-]+:\s*status (\d{3}):\s*([\s\S]*)$/;
+// The gateway's words for a prompt longer than the model's context window
+// (model.ErrTooLong): the same chat fails again.
+const TOO_LONG = /the chat is longer than the model can read/i;
 
 /**
  * What a model failure is, from the gateway's text: `key` (refused the
@@ -53,6 +56,7 @@ function failure(text) {
  * @param {string} error  The gateway's text: "provider: status 529: Overloaded".
  */
 export function modelErrorText(error) {
+    if (!retryHelps(error)) return "This chat is longer than the model can read: start a new chat.";
     const { kind, said } = failure(String(error ?? ""));
     const words = short(said);
     switch (kind) {
@@ -62,6 +66,15 @@ export function modelErrorText(error) {
         case "unreachable": return UNREACHABLE;
     }
     return `The model failed${words ? `: ${words}` : "."}`;
+}
+
+/**
+ * Whether sending the message again may help: not for a chat longer than
+ * the model reads, whose every turn fails the same way.
+ * @param {string} error  The gateway's text.
+ */
+export function retryHelps(error) {
+    return !TOO_LONG.test(String(error ?? ""));
 }
 
 /**
