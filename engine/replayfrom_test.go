@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -161,5 +162,44 @@ func TestWholeReadsShareWhileALaterOneRuns(t *testing.T) {
 	}
 	if n := g.whole.Load(); n != 1 {
 		t.Errorf("three pages opening the chat from its start read it whole %d times, want once", n)
+	}
+}
+
+// TestAShortReplayDoesNotWaitForAWholeRead: a page that lacks its chat's
+// last few events, while the chat's whole journal is being read for a page
+// that opens it from its start, reads its few on its own rather than wait
+// for the whole read; the whole read stays the one later pages share.
+func TestAShortReplayDoesNotWaitForAWholeRead(t *testing.T) {
+	h, store := forgetful(t, 10, engine.Options{})
+	last := h.s.LastSeq()
+	all := stored(t, store.MemoryStore, h.s.ID())
+	held := store.holdNext()
+	release := sync.OnceFunc(func() { close(store.release) })
+	t.Cleanup(release) // a failing test lets the whole read go too
+	replay := func(after int64, to chan<- []engine.Event) {
+		p, err := h.s.Attach(context.Background(), engine.AttachOptions{After: after})
+		if err != nil {
+			t.Error(err)
+			to <- nil
+			return
+		}
+		defer p.Detach()
+		to <- p.Take(nil)
+	}
+	whole, short := make(chan []engine.Event, 1), make(chan []engine.Event, 1)
+	go replay(0, whole)
+	recv(t, held, "the whole read")
+	go replay(last-5, short)
+	frames := recv(t, short, "the short replay, while the whole read is held")
+	if len(frames) == 0 {
+		t.FailNow()
+	}
+	sameEvents(t, "the short replay", frames[1:], all[last-5:])
+	if n := store.froms.Load(); n != 1 {
+		t.Errorf("the short replay read the store with LoadFrom %d times, want once", n)
+	}
+	release()
+	if frames := recv(t, whole, "the whole replay"); len(frames) > 0 {
+		sameEvents(t, "the whole replay", frames[1:], all)
 	}
 }

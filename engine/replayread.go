@@ -18,7 +18,7 @@ import (
 func (s *Session) olderEvents(ctx context.Context, from, through int64) ([]Event, error) {
 	wait := olderRetryWait
 	for try := 1; ; try++ {
-		events, err := s.readJournal(ctx, from)
+		events, err := s.readJournal(ctx, from, through)
 		if err != nil {
 			return nil, err
 		}
@@ -53,20 +53,26 @@ type journalRead struct {
 	joined int // the callers that wait on it besides its own (readingMu)
 }
 
-// readJournal returns the journal's events from seq from (or earlier),
-// from the read under way if it starts there or before, else from a read
-// of its own, which the pages after it share. A read that another page's context ended is no answer: it
-// reads again.
-func (s *Session) readJournal(ctx context.Context, from int64) ([]Event, error) {
+// readJournal returns the journal's events from seq from (or earlier), for
+// a replay through seq through: from the read under way if it starts there
+// or not much before (it reads no more events before from than the page
+// needs from it on), else from a read of its own, which the pages after it
+// share, unless the one under way starts earlier (a page that lacks a few
+// events does not wait for a whole chat's read, nor take its place). A
+// read that another page's context ended is no answer: it reads again.
+func (s *Session) readJournal(ctx context.Context, from, through int64) ([]Event, error) {
 	for {
 		s.readingMu.Lock()
 		r := s.reading
-		mine := r == nil || r.from > from
+		mine := r == nil || r.from > from || from-r.from > through-from+1
 		if mine {
-			// Shared from now on, also in place of a read from later on
-			// under way: every page that comes can join this one.
+			shared := r == nil || r.from > from
 			r = &journalRead{from: from, done: make(chan struct{})}
-			s.reading = r
+			if shared {
+				// Also in place of a read from later on under way: every
+				// page that comes can join this one.
+				s.reading = r
+			}
 		} else {
 			r.joined++
 		}
