@@ -393,3 +393,34 @@ func until(t tb, st *stream, what string, ok func(frame) bool) frame {
 		}
 	}
 }
+
+// TestPageInterruptsWithARefusedMessage: a page that Interrupts with a
+// message the session refuses (over its length) fails to attach with that
+// refusal, and stops nothing: the call its message would have typed past
+// still waits.
+func TestPageInterruptsWithARefusedMessage(t *testing.T) {
+	w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient}}}}
+	h := setup(t, w, callsThenSummary(use("loc", "get_location", `{}`)), engine.Options{MaxMessageBytes: 100})
+	h.page.Detach()
+	first := newBrowser()
+	p1, err := h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), AnyClientTool: true, Handoff: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pump(t, p1, first)
+	if err := p1.Send(context.Background(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, first.calls, "the client call")
+	p1.Detach()
+	h.transcript() // a barrier: the page's leaving is handled
+	_, err = h.s.Attach(context.Background(), engine.AttachOptions{After: h.s.LastSeq(), AnyClientTool: true, Handoff: true, Interrupts: true, Message: strings.Repeat("x", 101)})
+	if !errors.Is(err, engine.ErrLimitExceeded) {
+		t.Fatalf("Attach with a message over the limit: %v, want ErrLimitExceeded", err)
+	}
+	for _, m := range h.transcript() {
+		if m.Role == model.RoleTool {
+			t.Fatalf("the call settled (%q): a refused message stopped it", m.Content)
+		}
+	}
+}

@@ -85,9 +85,13 @@ type AttachOptions struct {
 	// message instead of answering", and none is delivered to the page;
 	// their turn does not prompt the model again. Its server work (a
 	// worker's attempt, a sub-agent, the model writing) goes on, and the
-	// message the page then sends waits for it. Check the message first
-	// (Session.Refusal): a refused one has stopped nothing. Default false.
+	// message the page then sends waits for it. Default false.
 	Interrupts bool
+	// Message is the content of the user message an Interrupts page comes
+	// with: one the session would refuse now (its length, the store
+	// failing, the token budget spent) fails the Attach with that refusal,
+	// in the step that would have stopped the calls: it stops nothing.
+	Message string
 	// Buffer is how many frames may wait on the stream between two Takes
 	// (the replay aside); default DefaultPageBuffer (256). Past it the stream ends with
 	// ErrSlowSubscriber: the page must reconnect and resume.
@@ -385,6 +389,11 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 // attach adds p to the session, its replay the events after o.After,
 // older first (Attach); on the session goroutine.
 func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error {
+	if o.Interrupts {
+		if err := s.refusal(Message{Content: o.Message}); err != nil {
+			return err
+		}
+	}
 	if err := s.log.attach(p, o.After, older, pn); err != nil {
 		return err
 	}

@@ -81,12 +81,6 @@ func (s *Session) send(ctx context.Context, from *Page, msg Message) error {
 	return s.do(ctx, take)
 }
 
-// Refusal says why the session would not take a new user message of
-// content now (its length, the store failing, the token budget spent), or
-// nil: what a front end checks before a page that Interrupts attaches.
-// Safe from any goroutine, as Send's own check is.
-func (s *Session) Refusal(content string) error { return s.refusal(Message{Content: content}) }
-
 // refusal says why the session takes no new message msg now: its length,
 // the store failing, the messages already waiting, the token budget.
 func (s *Session) refusal(msg Message) error {

@@ -433,15 +433,7 @@ func TestIdentityLivesAfterTheLastVisit(t *testing.T) {
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{Clock: fake}})
 	visit := func(path string, cookie *http.Cookie) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest("GET", h.srv.URL+path, nil)
-		if cookie != nil {
-			req.AddCookie(cookie)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := h.getWithCookie(path, cookie)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %s", path, resp.Status)
 		}

@@ -249,6 +249,22 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	return h
 }
 
+// getWithCookie GETs path with cookie (nil: none), as a browser with no
+// jar; its body is read and closed.
+func (h *harness) getWithCookie(path string, cookie *http.Cookie) *http.Response {
+	h.t.Helper()
+	req, _ := http.NewRequest("GET", h.srv.URL+path, nil)
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
 func (h *harness) wsURL() string { return "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/ws" }
 
 // session returns an open engine session.

@@ -172,18 +172,7 @@ func (c *countingCookies) Commit(token string, b []byte, expiry time.Time) error
 // A browser with no cookie is no news.
 func TestUnknownIdentityCookieLogged(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	get := func(cookie *http.Cookie) *http.Response {
-		req, _ := http.NewRequest("GET", h.srv.URL+"/", nil)
-		if cookie != nil {
-			req.AddCookie(cookie)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
+	get := func(cookie *http.Cookie) *http.Response { return h.getWithCookie("/", cookie) }
 	get(nil)
 	if strings.Contains(h.logs.String(), "identity cookie is not one this store keeps") {
 		t.Fatalf("a new browser was logged as one with an unknown identity:\n%s", h.logs.String())

@@ -24,12 +24,7 @@ import (
 // worker answers, within its deadline, whatever its trigger: it never
 // left, so it runs once.
 func TestWorkerUpLate(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := closedAddr(t)
 	refused := make(chan struct{}, 100)
 	dialer := &net.Dialer{}
 	transport := &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {

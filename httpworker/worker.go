@@ -23,6 +23,7 @@ import (
 	"unicode"
 
 	"github.com/clienttools/gateway/clip"
+	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/jsonfields"
 	"go.opentelemetry.io/otel/propagation"
@@ -398,12 +399,8 @@ func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte
 			w.log.Warn("httpworker: could not reach the worker; sending the request again for a while",
 				"worker", w.where, "session", req.Session, "trigger", triggerType(req), "until", until, "error", f.detail())
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if clock.Sleep(ctx, clock.Real{}, wait) != nil {
 			return nil, f
-		case <-t.C:
 		}
 		wait = min(2*wait, unsentMaxWait)
 	}

@@ -265,13 +265,7 @@ func sameJSON(t *testing.T, a, b any) bool {
 
 func TestDecideFailures(t *testing.T) {
 	down := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return "http://" + addr
+		return "http://" + closedAddr(t)
 	}()
 	tests := []struct {
 		name    string
@@ -493,16 +487,11 @@ func TestDecideFailures(t *testing.T) {
 // The worker's URL may carry a user and a token in its query: an error
 // names it by scheme, host and path only, on every way a request fails.
 func TestDecideNamesNoURLSecrets(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := closedAddr(t)
 	w := newWorker(t, "http://user:pw-in-url@"+addr+"/hook?token=token-in-query", Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err = w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
+	_, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
 	if err == nil || !strings.Contains(err.Error(), "session.start at http://"+addr+"/hook: could not reach the worker") {
 		t.Fatalf("Decide = %v; want it to name the worker by scheme, host and path and say it could not be reached", err)
 	}
@@ -774,4 +763,17 @@ func TestNew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closedAddr is a loopback address nothing listens on: a connection to it
+// is refused.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }

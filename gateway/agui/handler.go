@@ -206,18 +206,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A new message stops the calls that wait on the front end
 	// (Interrupts): the app typed past its tools, and its answers to them
-	// would not come. A refused message stops nothing.
+	// would not come. A refused message stops nothing (the Attach fails).
 	interrupts := userMessage && !sent.Took
-	if interrupts {
-		if err := sess.Refusal(last.text()); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-	}
 	if sent.Seq > 0 {
 		after = min(after, sent.Seq-1)
 	}
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: after, Tools: tools, Handoff: true, Interrupts: interrupts, Buffer: h.opts.Buffer})
+	o := engine.AttachOptions{After: after, Tools: tools, Handoff: true, Interrupts: interrupts, Buffer: h.opts.Buffer}
+	if interrupts {
+		o.Message = last.text()
+	}
+	page, err := sess.Attach(ctx, o)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -221,19 +221,14 @@ func (h *Handler) send(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		st.run(ctx, page, nil)
 		return
 	}
-	if !sent.Took {
-		if err := sess.Refusal(content); err != nil {
-			h.fail(w, r, err) // before Interrupts: a refused message stops nothing
-			return
-		}
-	}
 	st.seq = sess.LastSeq() // the metadata's seq: where the response starts, until it has events
 	// Interrupts: a call of an earlier response that still waits for the
 	// app is stopped, not delivered again: useChat would run it a second
 	// time, in a new message, and post its answer with nothing (its
 	// sendAutomaticallyWhen reads the last one). A copy of a message the
-	// chat took stops nothing: the first did.
-	page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Interrupts: !sent.Took, Buffer: h.opts.Buffer})
+	// chat took stops nothing: the first did; nor does a message the
+	// session refuses (the Attach fails).
+	page, err := sess.Attach(ctx, engine.AttachOptions{After: st.seq, AnyClientTool: true, Handoff: true, Interrupts: !sent.Took, Message: content, Buffer: h.opts.Buffer})
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -216,12 +216,11 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		// A server that fails mid-stream sends {"error": {...}} as a chunk
 		// (some write "error": null in every chunk: no error).
 		if e, isErr := chunk.JSON.ExtraFields["error"]; (isErr && e.Raw() != "null") || ev.Type == "error" {
-			f := streamFailed(errorMessage(data, 0), streamErrorRetryable(data))
-			if !f.Retryable {
-				// vLLM and LiteLLM refuse a prompt too long this way too.
-				f.Err.TooLong = upstream.TooLong(0, errorMessage(data, 0), data)
-			}
-			return acc.partial(), f
+			// vLLM and LiteLLM refuse a prompt too long this way too.
+			retryable := streamErrorRetryable(data)
+			e := apiError(0, data)
+			e.Truncated, e.TooLong = retryable, e.TooLong && !retryable
+			return acc.partial(), &retry.Failure{Err: e, Retryable: retryable}
 		}
 		acc.add(chunk, emit)
 	}
@@ -294,14 +293,20 @@ func (m *Model) classify(err error, started bool) *retry.Failure {
 	var se *statusError
 	if errors.As(err, &se) {
 		f := &retry.Failure{
-			Err: &model.Error{Provider: Provider, Status: se.status, Message: upstream.Message(errorMessage(se.body, se.status)),
-				TooLong: upstream.TooLong(se.status, errorMessage(se.body, se.status), se.body)},
+			Err:       apiError(se.status, se.body),
 			Retryable: retry.Status(se.status, se.header),
 		}
 		f.Wait, f.HasWait = retry.After(se.header, m.now())
 		return f
 	}
 	return retry.Failed(Provider, err, started)
+}
+
+// apiError is an error answer's *model.Error: status 0 for one a stream
+// carried.
+func apiError(status int, body []byte) *model.Error {
+	msg := errorMessage(body, status)
+	return &model.Error{Provider: Provider, Status: status, Message: upstream.Message(msg), TooLong: upstream.TooLong(status, msg, body)}
 }
 
 // errorMessage is the server's explanation in an error body
