@@ -368,6 +368,11 @@ func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte
 	if isExec && deadline.Add(-unsentMargin).Before(until) {
 		until = deadline.Add(-unsentMargin)
 	}
+	// A try that would start as the context ends would fail as "no answer
+	// before the deadline", hiding why the earlier ones failed.
+	if end, ok := ctx.Deadline(); ok && end.Before(until) {
+		until = end
+	}
 	for try := 1; ; try++ {
 		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 		if err != nil {
@@ -392,7 +397,7 @@ func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte
 		if !f.unsent {
 			return nil, f
 		}
-		if time.Now().Add(wait).After(until) {
+		if !time.Now().Add(wait).Before(until) {
 			return nil, f
 		}
 		if try == 1 {
