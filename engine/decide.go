@@ -84,11 +84,17 @@ func (s *Session) decideQueued() {
 			return
 		}
 		q := s.queue[0]
-		s.queue = s.queue[1:]
 		if g, ok := q.trigger.(GuardTripped); ok {
 			s.publish(EventGuardTripped, GuardTrippedEvent(g))
 		}
-		d, err := s.decide(q.trigger, q.proposed)
+		// Queued while the worker decides: a slow decision's step is
+		// stored before the decision (storeSoFar), with the trigger to
+		// decide again should the process die meanwhile.
+		d, err := s.decide(q.trigger, q.proposed, true)
+		s.queue = s.queue[1:]
+		if s.top().lost.Load() {
+			return // stored meanwhile, and fenced: the session leaves, and its next node decides
+		}
 		s.top().takeDecidedSends()
 		if err != nil {
 			s.report(WireWorkerFailed, err)
@@ -107,9 +113,23 @@ func (s *Session) decideQueued() {
 	}
 }
 
+// slowDecision is how long a queued trigger's decision may take before its
+// step stores what it did so far (storeSoFar): the pages waiting on the
+// step (a message's message.taken, a tool's answer's tool.finished) are
+// answered while the worker decides, not after, well within the SDK's
+// answerTimeout, and a page's reader waits on the session no longer.
+const slowDecision = 250 * time.Millisecond
+
 // decide asks the worker, bounded by DecideTimeout; a panic is an error.
-func (s *Session) decide(t Trigger, proposed Decision) (Decision, error) {
-	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout), deciding: s.top()}
+// storing: the step stores what it did so far should the worker take
+// slowDecision (a queued trigger's decision, which the stored state keeps
+// queued until it is decided).
+func (s *Session) decide(t Trigger, proposed Decision, storing bool) (Decision, error) {
+	root := s.top()
+	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout), deciding: root}
+	if storing && root.stepping {
+		dc.meanwhile, dc.clock = root.storeSoFar, s.e.opts.Clock
+	}
 	defer dc.end()
 	// The worker's request belongs to the user message being answered.
 	var ctx context.Context = dc

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/clienttools/gateway/clock"
 )
 
 // decideCtx is the context a worker's Decide gets: the session's context
@@ -18,11 +20,23 @@ type decideCtx struct {
 	parent   context.Context
 	deadline time.Time
 	deciding *Session
+	// meanwhile, when set, runs once Decide has taken slowDecision on
+	// clock, on the timer's goroutine, while the session's waits for
+	// Decide (Session.storeSoFar). Armed with the context: a worker that
+	// never looks at its context answers without waiting on anything.
+	meanwhile func()
+	clock     clock.Clock
 
 	mu     sync.Mutex
 	inner  context.Context // nil until first asked for
 	cancel context.CancelFunc
-	ended  bool // Decide returned
+	ended  bool        // Decide returned
+	watch  clock.Timer // meanwhile's, once armed
+
+	// lent orders meanwhile with the session's goroutine: held while
+	// meanwhile runs, and taken by end, after which meanwhile does nothing.
+	lent     sync.Mutex
+	returned bool
 }
 
 func (c *decideCtx) Deadline() (time.Time, bool) { return c.deadline, true }
@@ -51,17 +65,40 @@ func (c *decideCtx) ctx() context.Context {
 		c.inner, c.cancel = context.WithDeadline(c.parent, c.deadline)
 		if c.ended {
 			c.cancel()
+		} else if c.meanwhile != nil {
+			// Locked around the arming: what the session's goroutine did
+			// before Decide happens before meanwhile runs.
+			c.lent.Lock()
+			c.watch = c.clock.AfterFunc(slowDecision, c.slow)
+			c.lent.Unlock()
 		}
 	}
 	return c.inner
 }
 
-// end cancels the context: its Decide returned.
+// slow runs meanwhile unless Decide has returned.
+func (c *decideCtx) slow() {
+	c.lent.Lock()
+	defer c.lent.Unlock()
+	if !c.returned {
+		c.meanwhile()
+	}
+}
+
+// end cancels the context: its Decide returned. It waits for a meanwhile
+// under way, and none starts after it.
 func (c *decideCtx) end() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.ended = true
 	if c.cancel != nil {
 		c.cancel()
+	}
+	watch := c.watch
+	c.mu.Unlock()
+	if watch != nil {
+		watch.Stop()
+		c.lent.Lock()
+		c.returned = true
+		c.lent.Unlock()
 	}
 }

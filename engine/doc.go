@@ -23,7 +23,11 @@
 // goroutine. The worker's
 // Decide is called from it, in order, for every trigger but tool.execute,
 // which runs in its own goroutine per attempt with a context the engine
-// cancels when the attempt ends. A sub-agent runs on its session's goroutine,
+// cancels when the attempt ends. While a queued trigger's Decide takes
+// slowDecision (250 ms; armed once Decide looks at its context), the
+// session's goroutine lends its state to that timer's goroutine, which
+// stores the step so far (Session.storeSoFar) while the session's waits.
+// A sub-agent runs on its session's goroutine,
 // as a second agent state; its model turns and attempts too are waited for
 // by the session. Model turns run in their own goroutine too
 // and publish their deltas under the event log's lock, the one lock that

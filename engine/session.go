@@ -193,6 +193,17 @@ func (s *Session) step(f func()) {
 	s.commit()
 }
 
+// storeSoFar commits what the step has done so far, then goes on with it:
+// run by a slow decision's timer (decideCtx), on the goroutine the timer
+// lends while the session's waits for the worker's Decide, which touches
+// none of the session's state.
+func (s *Session) storeSoFar() {
+	s.logger.Debug("the worker takes a while to decide: storing what the step did so far")
+	s.commit()
+	s.log.begin()
+	s.stepping = true
+}
+
 // noteBudget tells send, on a page's goroutine, whether the session's
 // token budget is used up: a chat the model may answer no more takes no
 // more messages, which would only grow its journal. The worker, which gets
@@ -456,7 +467,7 @@ func (s *Session) do(ctx context.Context, f func() error) error {
 // start runs session.start and takes the agent config.
 func (s *Session) start(ctx context.Context) error {
 	return s.do(ctx, func() error {
-		d, err := s.decide(SessionStart{Session: s.id}, Decision{})
+		d, err := s.decide(SessionStart{Session: s.id}, Decision{}, false)
 		if err != nil {
 			return err
 		}

@@ -209,7 +209,7 @@ func (s *Session) end(reason string) {
 	}
 	s.cancelAll("the session ended")
 	s.queue = nil
-	if _, err := s.decide(SessionEnd{Reason: reason}, Decision{}); err != nil {
+	if _, err := s.decide(SessionEnd{Reason: reason}, Decision{}, false); err != nil {
 		s.logger.Warn("worker failed on session.end", "err", err)
 	}
 	s.publish(EventSessionEnded, SessionEndedEvent{Reason: reason})

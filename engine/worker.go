@@ -50,7 +50,11 @@ func (r *DecideRequest) UnmarshalJSON(data []byte) error {
 // blocking methods (Answer, Cancel; End and Send only ask, given Decide's
 // context): it runs on the session's goroutine; return actions instead. A
 // tool.execute's Decide, or a tool's own goroutine, that calls them gives
-// them its attempt's context, which ends with the session.
+// them its attempt's context, which ends with the session. A Decide that
+// waits on something (a network, a check) should watch its context: once
+// such a decision of a queued trigger has taken 250 ms, the session stores
+// what its step did so far, and its pages hear of it, before the decision
+// is in.
 type Worker interface {
 	Decide(ctx context.Context, req DecideRequest) (Decision, error)
 }

@@ -55,14 +55,7 @@ func newClusterWorker(t *testing.T) *clusterWorker {
 		engine.AgentTool{Name: "send_email", Description: "Email the user's team."},
 	)}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = httpworker.Verify([]byte(w.secret), r, body, time.Now(), 0)
-		}
-		var req engine.DecideRequest
-		if err == nil {
-			err = json.Unmarshal(body, &req)
-		}
+		req, err := readDecideRequest(r, w.secret)
 		if err != nil {
 			http.Error(rw, `{"error":"`+err.Error()+`"}`, http.StatusBadRequest)
 			return
@@ -138,4 +131,17 @@ func (w *clusterWorker) flags(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return []string{"--worker-url", w.url, "--worker-secret", w.secret, "--script", path}
+}
+
+// readDecideRequest reads a worker request the gateway signed with secret.
+func readDecideRequest(r *http.Request, secret string) (engine.DecideRequest, error) {
+	var req engine.DecideRequest
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = httpworker.Verify([]byte(secret), r, body, time.Now(), 0)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	return req, err
 }
