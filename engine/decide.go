@@ -126,10 +126,7 @@ const slowDecision = 250 * time.Millisecond
 // queued until it is decided).
 func (s *Session) decide(t Trigger, proposed Decision, storing bool) (Decision, error) {
 	root := s.top()
-	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout), deciding: root}
-	if storing && root.stepping {
-		dc.meanwhile, dc.clock = root.storeSoFar, s.e.opts.Clock
-	}
+	dc := &decideCtx{parent: s.ctx, deadline: time.Now().Add(s.e.opts.DecideTimeout), deciding: root, storing: storing && root.stepping}
 	defer dc.end()
 	// The worker's request belongs to the user message being answered.
 	var ctx context.Context = dc

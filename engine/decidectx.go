@@ -20,21 +20,21 @@ type decideCtx struct {
 	parent   context.Context
 	deadline time.Time
 	deciding *Session
-	// meanwhile, when set, runs once Decide has taken slowDecision on
-	// clock, on the timer's goroutine, while the session's waits for
-	// Decide (Session.storeSoFar). Armed with the context: a worker that
-	// never looks at its context answers without waiting on anything.
-	meanwhile func()
-	clock     clock.Clock
+	// storing: once Decide has taken slowDecision, the deciding session
+	// stores its step so far (Session.storeSoFar), on the timer's
+	// goroutine, while the session's waits for Decide. Armed with the
+	// context: a worker that never looks at its context answers without
+	// waiting on anything.
+	storing bool
 
 	mu     sync.Mutex
 	inner  context.Context // nil until first asked for
 	cancel context.CancelFunc
 	ended  bool        // Decide returned
-	watch  clock.Timer // meanwhile's, once armed
+	watch  clock.Timer // slow's, once armed
 
-	// lent orders meanwhile with the session's goroutine: held while
-	// meanwhile runs, and taken by end, after which meanwhile does nothing.
+	// lent orders the store with the session's goroutine: held while
+	// slow runs, and taken by end, after which slow does nothing.
 	lent     sync.Mutex
 	returned bool
 }
@@ -65,28 +65,29 @@ func (c *decideCtx) ctx() context.Context {
 		c.inner, c.cancel = context.WithDeadline(c.parent, c.deadline)
 		if c.ended {
 			c.cancel()
-		} else if c.meanwhile != nil {
+		} else if c.storing {
 			// Locked around the arming: what the session's goroutine did
-			// before Decide happens before meanwhile runs.
+			// before Decide happens before the store.
 			c.lent.Lock()
-			c.watch = c.clock.AfterFunc(slowDecision, c.slow)
+			c.watch = c.deciding.e.opts.Clock.AfterFunc(slowDecision, c.slow)
 			c.lent.Unlock()
 		}
 	}
 	return c.inner
 }
 
-// slow runs meanwhile unless Decide has returned.
+// slow stores the deciding session's step so far unless Decide has
+// returned.
 func (c *decideCtx) slow() {
 	c.lent.Lock()
 	defer c.lent.Unlock()
 	if !c.returned {
-		c.meanwhile()
+		c.deciding.storeSoFar()
 	}
 }
 
-// end cancels the context: its Decide returned. It waits for a meanwhile
-// under way, and none starts after it.
+// end cancels the context: its Decide returned. It waits for a store under
+// way, and none starts after it.
 func (c *decideCtx) end() {
 	c.mu.Lock()
 	c.ended = true
