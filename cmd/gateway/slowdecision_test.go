@@ -83,6 +83,7 @@ func TestMessageTakenBeforeASlowDecisionOutlivesAKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.session = opened.f.Session
+	sent := time.Now()
 	if err := page.send(ctx, map[string]any{"type": "message", "id": "m1", "content": "hello"}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +98,7 @@ func TestMessageTakenBeforeASlowDecisionOutlivesAKill(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("message.taken %v after the message, the worker still deciding", time.Since(sent).Round(time.Millisecond))
 	for _, r := range b.seen() {
 		if r.f.Type == "message" {
 			t.Fatalf("a message event before the worker decided: %s\n%s", r.raw, b.dump())
