@@ -38,6 +38,12 @@ type embedded struct {
 	storeDir string // the server's Options.StoreDir
 	unlock   func()
 	held     bool // the directory held a store's streams before this start
+
+	// Another write error than a full disk's (a read-only or failing
+	// disk, a file size limit) is tried again after retryWait, doubling
+	// to reviveMaxWait: only reviveJetStream's goroutine reads these.
+	retryAt   time.Time
+	retryWait time.Duration
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
@@ -162,11 +168,19 @@ func (e *embedded) off() error {
 	if !e.ns.JetStreamEnabled() {
 		return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
 	}
-	if werr := e.writeErr(); werr != "" {
-		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s), as when the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
+	werr := e.writeErr()
+	switch {
+	case werr == "":
+		return nil
+	case noSpace(werr):
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
+	default:
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again after %v, then less and less often, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
 	}
-	return nil
 }
+
+// noSpace says whether a stream's write error is a full disk's.
+func noSpace(werr string) bool { return strings.Contains(werr, "no space left") }
 
 // writeErr is the write error a stream of the server met, or "". A
 // stream whose write failed (a full disk) stores nothing from then on,
@@ -189,20 +203,50 @@ const reviveFree = 8 << 20
 // should go back on (a variable for tests).
 var reviveEvery = 2 * time.Second
 
+// After another write error than a full disk's, JetStream starts again
+// after reviveFirstWait, then twice as long each time it fails again, up
+// to reviveMaxWait: the cause may be mended (a disk remounted, a limit
+// lifted) without a restart, and a start reads every stream's files, too
+// much to do every few seconds against a disk that still fails.
+var (
+	reviveFirstWait = 10 * time.Second
+	reviveMaxWait   = 5 * time.Minute
+)
+
 // revive turns the server's JetStream back on when it stores nothing and
 // the disk has room, and reports whether it did. A write that finds the
 // disk full stops the stream for good (a write error), or JetStream
 // (nats-server's handleOutOfSpace), where storage.md promises that a
 // refused step is stored once the disk has room: started again, JetStream
-// reads its streams back from the same files.
+// reads its streams back from the same files. Another write error is
+// tried again the same way, after a wait that grows (reviveFirstWait).
 func (e *embedded) revive() (bool, error) {
-	// Another write error (EIO, a read-only disk) would come back at
-	// once: it stays down, and says so (off), for the operator to mend.
-	if e.ns.JetStreamEnabled() && !strings.Contains(e.writeErr(), "no space left") {
+	werr := e.writeErr()
+	switch {
+	case !e.ns.JetStreamEnabled() || noSpace(werr):
+		if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
+			return false, nil
+		}
+	case werr == "":
+		if e.retryWait > 0 && time.Since(e.retryAt) > e.retryWait {
+			// It stored long past its last start: a next error is new,
+			// and waits reviveFirstWait.
+			e.retryAt, e.retryWait = time.Time{}, 0
+		}
 		return false, nil
-	}
-	if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
-		return false, nil
+	default:
+		// Another write error (EIO, a read-only disk, a file size
+		// limit) may still be there: started again less and less often.
+		now := time.Now()
+		if e.retryAt.IsZero() {
+			e.retryWait = reviveFirstWait
+			e.retryAt = now.Add(e.retryWait)
+		}
+		if now.Before(e.retryAt) {
+			return false, nil
+		}
+		e.retryWait = min(2*e.retryWait, reviveMaxWait)
+		e.retryAt = now.Add(e.retryWait)
 	}
 	if e.ns.JetStreamEnabled() {
 		if err := e.ns.ShutdownJetStream(); err != nil {

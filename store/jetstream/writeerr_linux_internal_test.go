@@ -1,0 +1,105 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// TestWriteErrorMended: a write that fails for another reason than a full
+// disk (here a file size limit, as a read-only or failing disk would)
+// stops the journal's stream as a full disk does. The store says what to
+// mend, and once it is mended, without a restart, starts JetStream again
+// after its wait: the step it refused is stored after what it held. It
+// was down for good until a restart (an outside audit).
+func TestWriteErrorMended(t *testing.T) {
+	for v, d := range map[*time.Duration]time.Duration{&reviveEvery: 20 * time.Millisecond, &reviveFirstWait: 200 * time.Millisecond} {
+		was := *v
+		*v = d
+		t.Cleanup(func() { *v = was })
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 64<<10)
+	step := func(seq int64) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		ev := engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"pad":%q}`, seq, pad))}
+		return s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}})
+	}
+	if err := step(1); err != nil {
+		t.Fatal(err)
+	}
+
+	// No file of the process may grow past the largest the store has
+	// now: the next step's block write fails (EFBIG; Go ignores SIGXFSZ).
+	var largest int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				largest = max(largest, info.Size())
+			}
+		}
+		return nil
+	})
+	var was syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Fatal(err)
+	}
+	limited := was
+	limited.Cur = uint64(largest + 1024)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limited); err != nil {
+		t.Skipf("cannot limit the file size here: %v", err)
+	}
+	lifted := false
+	lift := func() {
+		if !lifted {
+			lifted = true
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(lift)
+	// Each start of JetStream stores until a write fails again: the
+	// engine tries its step again every second, as here.
+	var down error
+	waitFor(t, "the store to say it stores nothing", func() bool {
+		if down = s.Healthy(); down != nil {
+			return true
+		}
+		if err := step(2); err == nil {
+			t.Fatal("a step past the file size limit was stored")
+		}
+		down = s.Healthy()
+		return down != nil
+	})
+	if !strings.Contains(down.Error(), "mend what failed") || strings.Contains(down.Error(), "MiB free") {
+		t.Errorf("Healthy after a write error: %v, want it to say what to mend, not to wait for room", down)
+	}
+
+	lift()
+	waitFor(t, "the step to be stored once the writes work", func() bool { return step(2) == nil })
+	if err := s.Healthy(); err != nil {
+		t.Errorf("Healthy once the writes work: %v", err)
+	}
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
+		t.Errorf("the journal holds events %v, want [1 2]", seqs)
+	}
+}
