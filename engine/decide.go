@@ -19,7 +19,7 @@ func (s *Session) enqueue(t Trigger, proposed Decision) {
 // drain hands queued triggers to the worker, in order, then starts a wanted
 // model turn and reports idleness.
 func (s *Session) drain() {
-	for !s.ending {
+	for !s.ending && !s.top().lost.Load() {
 		s.decideQueued()
 		if s.ending {
 			return
@@ -78,22 +78,30 @@ func (s *Session) drain() {
 
 // decideQueued hands queued triggers to the worker, in order.
 func (s *Session) decideQueued() {
-	for len(s.queue) > 0 && !s.ending {
+	// A lost lease (a fenced store, this step's or an earlier one's) asks
+	// the worker nothing more: the session leaves, and its next node
+	// decides what its journal holds queued.
+	for len(s.queue) > 0 && !s.ending && !s.top().lost.Load() {
 		if reason := s.endReq.Load(); reason != nil {
 			s.end(*reason)
 			return
 		}
 		q := s.queue[0]
-		if g, ok := q.trigger.(GuardTripped); ok {
+		if g, ok := q.trigger.(GuardTripped); ok && !q.announced {
 			s.publish(EventGuardTripped, GuardTrippedEvent(g))
+			s.queue[0].announced = true // a store meanwhile keeps it so
 		}
 		// Queued while the worker decides: a slow decision's step is
 		// stored before the decision (storeSoFar), with the trigger to
-		// decide again should the process die meanwhile.
-		d, err := s.decide(q.trigger, q.proposed, true)
+		// decide again should the process die meanwhile. Not a
+		// sub-agent's: its first decisions are asked in the middle of
+		// its parent's decision (delegate), whose calls are not launched
+		// yet, a state no step stores.
+		d, err := s.decide(q.trigger, q.proposed, s.parent == nil)
 		s.queue = s.queue[1:]
 		if s.top().lost.Load() {
-			return // stored meanwhile, and fenced: the session leaves, and its next node decides
+			s.top().dropDecidedSends()
+			return
 		}
 		s.top().takeDecidedSends()
 		if err != nil {

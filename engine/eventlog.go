@@ -370,6 +370,13 @@ func (l *eventLog) settle() {
 	}
 }
 
+// unstored is how many batches wait for the store, and its error.
+func (l *eventLog) unstored() (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending), l.storeErr
+}
+
 // failing returns the store's error while batches wait for it.
 func (l *eventLog) failing() error {
 	l.mu.Lock()

@@ -640,3 +640,31 @@ func TestFencedAnswerIsNotTaken(t *testing.T) {
 		t.Errorf("the fenced step's call was counted as settled (%d series)", series)
 	}
 }
+
+// TestUnstoredStepsAtCloseAreLogged: a session that leaves memory (the
+// gateway shuts down) while the store still refuses its steps loses them:
+// its pages never saw them, and the log says so, with how many.
+func TestUnstoredStepsAtCloseAreLogged(t *testing.T) {
+	store := engine.NewMemoryStore()
+	var full atomic.Bool
+	store.Fail = func(string, engine.Batch) error {
+		if full.Load() {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}
+	logs := &testlog.Buffer{}
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	full.Store(true)
+	h.send("hi")
+	h.transcript()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := h.e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `level=WARN msg="the session leaves memory with steps the store refused: they are lost"`) ||
+		!strings.Contains(logs.String(), "no space left on device") {
+		t.Errorf("the log does not say the refused steps are lost:\n%s", logs)
+	}
+}

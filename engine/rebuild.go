@@ -374,7 +374,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 		if err != nil {
 			return fmt.Errorf("%w: session %s, queued trigger %d: %w", ErrCorrupt, s.id, i, err)
 		}
-		s.queue = append(s.queue, queued{trigger: t, proposed: q.Proposed})
+		s.queue = append(s.queue, queued{trigger: t, proposed: q.Proposed, announced: q.Announced})
 	}
 	batches := map[int]*batch{}
 	for _, cs := range st.Calls {
@@ -502,8 +502,11 @@ func (s *Session) resume(turnCut, textCut bool) {
 			s.approvalTimedOut(c.id)
 		case c.approving: // its tool.approval is in the log: pages replay it
 			s.armApprovalTimeout(c)
-		case c.attempt == 0: // never the case in a stored step; started now all the same
-			s.startAttempt(c)
+		case c.attempt == 0:
+			// Never the case in a stored step: a call is launched in the
+			// step that starts it. Launched now as it would have been, its
+			// approval asked first.
+			s.launch(&batch{calls: []*call{c}})
 		case c.backingOff && !c.retryAt.After(now):
 			s.startAttempt(c)
 		case c.backingOff:

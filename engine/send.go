@@ -114,6 +114,19 @@ func (s *Session) takeDecidedSends() {
 	}
 }
 
+// dropDecidedSends forgets the messages the worker's Decide sent during
+// this step, the session's lease lost meanwhile: they are not taken here,
+// and the log says so.
+func (s *Session) dropDecidedSends() {
+	s.decidedMu.Lock()
+	n := len(s.decidedSends)
+	s.decidedSends = nil
+	s.decidedMu.Unlock()
+	if n > 0 {
+		s.logger.Warn("messages sent from the worker's Decide were not taken: another node runs the session now", "messages", n)
+	}
+}
+
 // maxWaitingMessages bounds the messages waiting for a running turn, as
 // MaxMessageBytes bounds their bytes: each rides in every step's state
 // until it joins the transcript.

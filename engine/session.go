@@ -111,6 +111,10 @@ type waitingMessage struct {
 type queued struct {
 	trigger  Trigger
 	proposed Decision
+	// announced: its event (guard.tripped) went out as the worker was
+	// asked, and a step stored it: asked again after a reload, it is
+	// not published twice.
+	announced bool
 }
 
 func newSession(e *Engine, id, owner string) *Session {
@@ -344,6 +348,11 @@ func (s *Session) leave() {
 	// A model's last deltas may be on their way to the store: the lease
 	// goes back after them.
 	s.log.settle()
+	if n, err := s.log.unstored(); n > 0 && !s.lost.Load() {
+		// The pages saw none of them; the journal ends before them, and
+		// the session's next load goes on from there.
+		s.logger.Warn("the session leaves memory with steps the store refused: they are lost", "steps", n, "err", err)
+	}
 	if s.ownership != nil && !s.lost.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.ownership.Release(ctx); err != nil {

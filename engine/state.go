@@ -106,8 +106,9 @@ type specState struct {
 }
 
 type queueState struct {
-	Trigger  json.RawMessage `json:"trigger"`
-	Proposed Decision        `json:"proposed"`
+	Trigger   json.RawMessage `json:"trigger"`
+	Proposed  Decision        `json:"proposed"`
+	Announced bool            `json:"announced,omitempty"`
 }
 
 // snapshot is the session's state now, for the journal, encoded by hand
@@ -149,7 +150,7 @@ func (s *Session) snapshot(sc *stateScratch) (state json.RawMessage, refs bool, 
 		if err != nil {
 			return nil, false, fmt.Errorf("failed to encode a queued %s trigger: %w", q.trigger.TriggerType(), err)
 		}
-		st.Queue = append(st.Queue, queueState{Trigger: t, Proposed: q.proposed})
+		st.Queue = append(st.Queue, queueState{Trigger: t, Proposed: q.proposed, Announced: q.announced})
 	}
 	ids := false
 	for _, w := range s.waiting {

@@ -65,6 +65,9 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 			if b, err = appendMarshal(b, q.Proposed); err != nil {
 				return nil, err
 			}
+			if q.Announced {
+				b = append(b, `,"announced":true`...)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')
