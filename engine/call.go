@@ -549,7 +549,13 @@ func (s *Session) attemptTimedOut(id string, attempt int) {
 		// the attempt's next.
 		return
 	}
-	s.logger.Info("tool attempt timed out", "call", id, "tool", c.name, "attempt", attempt, "timeout", c.spec.timeout)
+	// A worker that does not answer is the operator's to look at; a page
+	// that does not, its user's (a closed laptop, a slow tool).
+	level := slog.LevelInfo
+	if c.handler == HandlerWorker {
+		level = slog.LevelWarn
+	}
+	s.logger.Log(context.Background(), level, "tool attempt timed out", "call", id, "tool", c.name, "handler", c.handler, "attempt", attempt, "timeout", c.spec.timeout)
 	if c.reached() && c.notTwice {
 		s.settleUnknown(c, fmt.Sprintf("%s got the call and did not answer within %s", c.name, c.spec.timeout), CancelTimeout)
 		return

@@ -491,6 +491,11 @@ func TestSettleOnce(t *testing.T) {
 		if !strings.Contains(logs.String(), "level=DEBUG") {
 			t.Errorf("ignored answers are not logged at debug level:\n%s", logs)
 		}
+		// A worker that did not answer in time is the operator's to see
+		// at --log-level warn.
+		if !strings.Contains(logs.String(), `level=WARN msg="tool attempt timed out"`) {
+			t.Errorf("a worker attempt's timeout is not logged at warn:\n%s", logs)
+		}
 	})
 }
 

@@ -481,7 +481,7 @@ func (c *conn) open(f SessionOpen) {
 	c.beforePage = len(c.replies)
 	c.mu.Unlock()
 	c.kick()
-	c.logger.Info("page attached", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
+	c.logger.Info("browser connected", "session", sess.ID(), "page", page.ID(), "new", f.Session == "", "after", f.After, "tools", len(f.Tools))
 }
 
 // sessionLogger is the connection's logger, with its session and page once

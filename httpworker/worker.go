@@ -26,6 +26,7 @@ import (
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/jsonfields"
+	"github.com/clienttools/gateway/metrics"
 	"go.opentelemetry.io/otel/propagation"
 )
 
@@ -109,6 +110,10 @@ type Options struct {
 	// Decide turns into a retryable tool.error, not an error). Default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Metrics counts each request by trigger and outcome
+	// (gateway_worker_requests_total) and times it; nil: nothing.
+	Metrics *metrics.Metrics
 }
 
 // Worker is an engine.Worker that decides over HTTP. It is safe for
@@ -124,6 +129,7 @@ type Worker struct {
 	toolTimeout time.Duration
 	maxBody     int64
 	log         *slog.Logger
+	metrics     *metrics.Metrics
 
 	waiting atomic.Int64 // Decide calls waiting for a slot; read by tests
 }
@@ -156,6 +162,7 @@ func New(o Options) (*Worker, error) {
 		toolTimeout: orDefault(o.ToolTimeout, DefaultToolTimeout),
 		maxBody:     orDefault(o.MaxResponseBytes, DefaultMaxResponseBytes),
 		log:         o.Logger,
+		metrics:     o.Metrics,
 	}
 	if w.log == nil {
 		w.log = slog.Default()
@@ -209,11 +216,13 @@ func (w *Worker) Close() error {
 // error, if that is why).
 func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
 	exec, isExec := req.Trigger.(engine.ToolExecute)
+	start := time.Now()
 	d, f := w.do(ctx, req, exec, isExec)
+	typ := triggerType(req)
+	w.metrics.WorkerRequest(typ, f.outcome(), time.Since(start))
 	if f == nil {
 		return d, nil
 	}
-	typ := triggerType(req)
 	if isExec {
 		level := slog.LevelWarn
 		if ctx.Err() != nil {
@@ -255,6 +264,32 @@ type failure struct {
 	// unsent: the request never left (no connection): sending it again
 	// cannot run its trigger twice.
 	unsent bool
+	// kind is the outcome the metrics count it as, when its cause does
+	// not say (outcome).
+	kind string
+}
+
+// The outcomes of a request the worker answered, that the metrics count.
+const (
+	outcomeHTTPError = "http_error"
+	outcomeBadAnswer = "bad_answer"
+)
+
+// outcome is what gateway_worker_requests_total counts f as; nil is ok.
+func (f *failure) outcome() string {
+	switch {
+	case f == nil:
+		return "ok"
+	case f.kind != "":
+		return f.kind
+	case errors.Is(f.cause, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(f.cause, context.Canceled):
+		return "cancelled"
+	case f.cause != nil:
+		return "unreachable"
+	}
+	return "failed"
 }
 
 func (f *failure) detail() string {
@@ -298,7 +333,7 @@ func (e *decideError) Unwrap() []error {
 func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.ToolExecute, isExec bool) (engine.Decision, *failure) {
 	body, err := engine.Marshal(wireRequest{ID: newRequestID(), Session: req.Session, Owner: req.Owner, Trigger: req.Trigger, Proposed: req.Proposed, Parent: req.Parent})
 	if err != nil {
-		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err}
+		return engine.Decision{}, &failure{why: "the request could not be encoded", cause: err, kind: "failed"}
 	}
 
 	deadline, bound := w.deadlines(ctx, exec, isExec)
@@ -322,11 +357,11 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		why := fmt.Sprintf("the worker answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-		return engine.Decision{}, &failure{why: why, said: w.excerpt(data)}
+		return engine.Decision{}, &failure{why: why, said: w.excerpt(data), kind: outcomeHTTPError}
 	}
 	if int64(len(data)) > limit {
 		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s (its request's %s and MaxResponseBytes, %s)",
-			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(limit), byteSize(int64(len(body))), byteSize(w.maxBody))}
+			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(limit), byteSize(int64(len(body))), byteSize(w.maxBody)), kind: outcomeBadAnswer}
 	}
 	d, err := decodeDecision(data)
 	if err != nil {
@@ -337,7 +372,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 			err = again
 		}
 		why := w.redact("the worker's answer is not a decision: " + err.Error())
-		return engine.Decision{}, &failure{why: why, said: w.excerpt(data)}
+		return engine.Decision{}, &failure{why: why, said: w.excerpt(data), kind: outcomeBadAnswer}
 	}
 	return d, nil
 }
@@ -376,7 +411,7 @@ func (w *Worker) send(ctx context.Context, req engine.DecideRequest, body []byte
 	for try := 1; ; try++ {
 		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 		if err != nil {
-			return nil, &failure{why: "the request could not be built", cause: err}
+			return nil, &failure{why: "the request could not be built", cause: err, kind: "failed"}
 		}
 		ts := time.Now().Unix()
 		hr.Header.Set("Content-Type", "application/json")

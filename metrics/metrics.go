@@ -40,6 +40,8 @@ type Metrics struct {
 	replayRead              *prometheus.HistogramVec
 	guards                  *prometheus.CounterVec
 	limits                  *prometheus.CounterVec
+	workerRequests          *prometheus.CounterVec
+	workerSeconds           *prometheus.HistogramVec
 }
 
 // Durations from a loopback round trip (100 µs) to a person answering a
@@ -95,9 +97,13 @@ func New() *Metrics {
 		Help: "Agents stopped by a guard, by guard."}, []string{"guard"})
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_limits_hit_total",
 		Help: "Requests refused at one of a browser's limits, by limit."}, []string{"limit"})
+	m.workerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_worker_requests_total",
+		Help: "Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, http_error, bad_answer, cancelled, failed)."}, []string{"trigger", "outcome"})
+	m.workerSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_worker_request_seconds",
+		Help: "A request to the HTTP worker, its tries of an unreachable worker included, to its answer or failure, by trigger.", Buckets: durationBuckets}, []string{"trigger"})
 	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.streams, m.framesIn, m.framesOut,
 		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns, m.modelRetries,
-		m.modelTokens, m.modelDuration, m.storeAppend, m.replayRead, m.guards, m.limits} {
+		m.modelTokens, m.modelDuration, m.storeAppend, m.replayRead, m.guards, m.limits, m.workerRequests, m.workerSeconds} {
 		f(c)
 	}
 	return m
@@ -249,6 +255,19 @@ func (m *Metrics) GuardTripped(guard string) {
 func (m *Metrics) LimitHit(limit string) {
 	if m != nil {
 		m.limits.WithLabelValues(limit).Inc()
+	}
+}
+
+// WorkerRequest counts a request to the HTTP worker for a trigger and how
+// it ended: ok, unreachable (no answer came: the connection was refused
+// or dropped), timeout, http_error (a status other than 2xx), bad_answer
+// (not a decision), cancelled (the engine ended it: the attempt or the
+// session ended first) or failed (the gateway could not make it). took:
+// its start to its end.
+func (m *Metrics) WorkerRequest(trigger, outcome string, took time.Duration) {
+	if m != nil {
+		m.workerRequests.WithLabelValues(trigger, outcome).Inc()
+		m.workerSeconds.WithLabelValues(trigger).Observe(took.Seconds())
 	}
 }
 

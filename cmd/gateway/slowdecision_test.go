@@ -144,6 +144,12 @@ func TestMessageTakenBeforeASlowDecisionOutlivesAKill(t *testing.T) {
 	if n := asked.Load(); n != 2 {
 		t.Errorf("the worker was asked about the message %d times, want twice: before the kill, and by the next gateway", n)
 	}
+	// The binary counts its worker's requests (operations.md): the next
+	// gateway asked about the message once, and had its answer.
+	families := scrape(t, b.http, base)
+	if got := sampleValue(families, "gateway_worker_requests_total", map[string]string{"trigger": "message", "outcome": "ok"}); got != 1 {
+		t.Errorf("gateway_worker_requests_total{trigger=message,outcome=ok} = %v, want 1", got)
+	}
 }
 
 // seen is a copy of every frame the browser's pages read so far.

@@ -1,0 +1,86 @@
+package httpworker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestRequestOutcomes: each request to the worker counts once, by trigger
+// and by how it ended, so an operator tells a worker that is down, slow,
+// failing or answering nonsense from a tool that said no (a tool.execute
+// failure is a tool.error to the engine, settled tool_failed either way),
+// and from a call the engine ended itself.
+func TestRequestOutcomes(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc // nil: the worker is down
+		cancel  bool             // the engine ends the attempt while it runs
+		outcome string
+	}{
+		{name: "answered", handler: verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
+			answer(w, engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: []byte(`"sunny"`)}}})
+		}), outcome: "ok"},
+		{name: "a tool.error is an answer", handler: verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
+			answer(w, engine.Decision{Actions: []engine.Action{engine.ToolError{Error: "no such city", Code: "not_found"}}})
+		}), outcome: "ok"},
+		{name: "down", outcome: "unreachable"},
+		{name: "500", handler: func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":"boom"}`, http.StatusInternalServerError)
+		}, outcome: "http_error"},
+		{name: "not a decision", handler: func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "It's sunny!")
+		}, outcome: "bad_answer"},
+		{name: "slow", handler: func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+			<-r.Context().Done()
+		}, outcome: "timeout"},
+		{name: "ended by the engine", handler: func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+			<-r.Context().Done()
+		}, cancel: true, outcome: "cancelled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := "http://" + closedAddr(t)
+			if tt.handler != nil {
+				srv := httptest.NewServer(tt.handler)
+				defer srv.Close()
+				url = srv.URL
+			}
+			m := metrics.New()
+			w := newWorker(t, url, Options{Metrics: m})
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if tt.cancel {
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					cancel()
+				}()
+			}
+			if _, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: execTrigger(time.Now().Add(time.Minute))}); err != nil {
+				t.Fatalf("Decide: %v", err)
+			}
+			want := fmt.Sprintf(`
+# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, http_error, bad_answer, cancelled, failed).
+# TYPE gateway_worker_requests_total counter
+gateway_worker_requests_total{outcome=%q,trigger="tool.execute"} 1
+`, tt.outcome)
+			if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_worker_requests_total"); err != nil {
+				t.Error(err)
+			}
+			if n := testutil.CollectAndCount(m.Registry(), "gateway_worker_request_seconds"); n != 1 {
+				t.Errorf("%d series of gateway_worker_request_seconds, want 1", n)
+			}
+		})
+	}
+}
