@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"log/slog"
 	"slices"
 	"sync"
@@ -71,6 +72,9 @@ type eventLog struct {
 	onStore   func(session string, err error)
 	metrics   *metrics.Metrics
 	woken     []*Page       // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
+	// crowded: a page's stream holds a quarter of its limit or more: the
+	// publisher yields its thread once l.mu is released (writeNow).
+	crowded bool
 	saying    []settledNote // the notes of batches just stored, to say once l.mu is released
 	saidAhead bool          // a page's after past the last event was logged
 }
@@ -279,11 +283,11 @@ func (l *eventLog) flush(until int64) {
 // Flushing keeps other publishers' batches for this loop meanwhile, and
 // l.saying is the flusher's alone.
 func (l *eventLog) writeNow() {
-	if len(l.woken) == 0 && len(l.saying) == 0 {
+	if len(l.woken) == 0 && len(l.saying) == 0 && !l.crowded {
 		return
 	}
-	woken, saying := l.woken, l.saying
-	l.woken = nil
+	woken, saying, crowded := l.woken, l.saying, l.crowded
+	l.woken, l.crowded = nil, false
 	l.mu.Unlock()
 	for i, n := range saying {
 		n.say()
@@ -292,6 +296,14 @@ func (l *eventLog) writeNow() {
 	for i, p := range woken {
 		p.now()
 		woken[i] = nil
+	}
+	if crowded {
+		// A burst (a model's stream catching up) fills a page's stream
+		// faster than its writer, which waits for a thread while this
+		// one publishes, takes it: the writers run before the next
+		// event, and only a page that does not read overflows. Never a
+		// wait: a slow page slows no one.
+		runtime.Gosched()
 	}
 	l.mu.Lock()
 	if l.woken == nil {
@@ -448,6 +460,9 @@ func (l *eventLog) push(p *Page, ev Event) {
 	}
 	p.pushed++
 	p.queue = append(p.queue, ev)
+	if p.pushed >= p.limit/4 {
+		l.crowded = true
+	}
 	if len(p.queue) > 1 {
 		return
 	}

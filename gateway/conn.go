@@ -111,7 +111,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cw := &corkWriter{ResponseWriter: w}
+	cw := &corkWriter{ResponseWriter: w, stuck: &s.stuckWriters}
 	accept := &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns}
 	if s.opts.CompressOver > 0 {
 		accept.CompressionMode, accept.CompressionThreshold = websocket.CompressionNoContextTakeover, s.opts.CompressOver

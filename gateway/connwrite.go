@@ -138,7 +138,10 @@ func (c *conn) stopWriting(page *engine.Page, written bool) (more bool) {
 	return more
 }
 
-// writeNow is the page's WriteNow: while no page's writer is at work, the
+// writeNow is the page's WriteNow: while no page's writer is at work (a
+// writer waiting on a socket that does not take its batch, a page that
+// reads slowly or not at all, is not: it would have every page's frames
+// wait for writers, whose bursts overflow healthy pages' queues), the
 // session's events just queued go out on the goroutine that published
 // them, with one write(2) the socket takes at once, sparing the writer's
 // wake-up and the thread the scheduler would wake for it: a lone page's
@@ -160,7 +163,7 @@ func (c *conn) writeNow() {
 		return
 	}
 	page := c.page
-	if c.s.writers.Busy() > 0 || page == nil || len(c.replies) > 0 || c.cork == nil || page.Err() != nil || !c.cork.corkNow() {
+	if c.s.writers.Busy() > int(c.s.stuckWriters.Load()) || page == nil || len(c.replies) > 0 || c.cork == nil || page.Err() != nil || !c.cork.corkNow() {
 		c.mu.Unlock()
 		c.kick()
 		return

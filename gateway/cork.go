@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -24,7 +25,12 @@ import (
 // the first corked write and given back at uncork: an idle page holds none.
 type corkConn struct {
 	net.Conn
-	raw    syscall.RawConn // Conn's, for writes that must not block; nil: none
+	raw syscall.RawConn // Conn's, for writes that must not block; nil: none
+	// stuck counts the server's writers waiting on a socket that did not
+	// take their batch at once (a page that reads slowly, or not at all):
+	// they are not at work for the other pages (conn.writeNow). Nil:
+	// counted nowhere.
+	stuck  *atomic.Int64
 	mu     sync.Mutex
 	corked bool
 	held   bool    // corked by a publisher (corkNow), or for the writer after it: writes only collect
@@ -39,9 +45,10 @@ type corkConn struct {
 	nowFn  func(fd uintptr) bool
 }
 
-// newCorkConn corks conn, a hijacked connection.
-func newCorkConn(conn net.Conn) *corkConn {
-	c := &corkConn{Conn: conn}
+// newCorkConn corks conn, a hijacked connection; stuck counts its
+// writer while the socket makes it wait.
+func newCorkConn(conn net.Conn, stuck *atomic.Int64) *corkConn {
+	c := &corkConn{Conn: conn, stuck: stuck}
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
@@ -61,7 +68,13 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.corked {
-		return c.Conn.Write(p)
+		// The library's own frames (a pong, a close frame: the writer
+		// writes a dropped page's) wait on the socket counted as stuck
+		// too.
+		if err := c.send(p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
 	if c.buf == nil {
 		c.buf = corkBufs.Get().(*[]byte)
@@ -71,12 +84,29 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	// A long batch (a replay) goes out in parts, not all in memory.
-	_, err := c.Conn.Write(*c.buf)
+	err := c.send(*c.buf)
 	*c.buf = (*c.buf)[:0]
 	if err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// send writes b whole, c.mu held: what the socket takes at once, then the
+// rest waiting for it, counted in stuck meanwhile.
+func (c *corkConn) send(b []byte) error {
+	if c.raw == nil || c.stuck == nil {
+		_, err := c.Conn.Write(b)
+		return err
+	}
+	n, err := c.writeAtOnce(b)
+	if err != nil || n == len(b) {
+		return err
+	}
+	c.stuck.Add(1)
+	defer c.stuck.Add(-1)
+	_, err = c.Conn.Write(b[n:])
+	return err
 }
 
 // cork makes writes collect until uncork. The writer corks: a long batch
@@ -97,7 +127,7 @@ func (c *corkConn) uncork() error {
 	if c.buf == nil {
 		return nil
 	}
-	_, err := c.Conn.Write(*c.buf)
+	err := c.send(*c.buf)
 	c.releaseBuf()
 	return err
 }
@@ -131,18 +161,10 @@ func (c *corkConn) uncorkNow() (done bool, err error) {
 		c.corked, c.held = false, false
 		return true, nil
 	}
-	if c.nowFn == nil {
-		c.nowFn = c.writeSome
-	}
-	c.nowB, c.nowN, c.nowErr = *c.buf, 0, nil
-	err = c.raw.Write(c.nowFn)
-	b, n := c.nowB, c.nowN
-	if err == nil {
-		err = c.nowErr
-	}
-	c.nowB, c.nowErr = nil, nil
+	b := *c.buf
+	n, err := c.writeAtOnce(b)
 	if err != nil {
-		return false, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+		return false, err
 	}
 	if n < len(b) {
 		*c.buf = b[:copy(b, b[n:])]
@@ -151,6 +173,25 @@ func (c *corkConn) uncorkNow() (done bool, err error) {
 	c.corked, c.held = false, false
 	c.releaseBuf()
 	return true, nil
+}
+
+// writeAtOnce writes what the socket takes of b without waiting, c.mu
+// held, and says how much.
+func (c *corkConn) writeAtOnce(b []byte) (int, error) {
+	if c.nowFn == nil {
+		c.nowFn = c.writeSome
+	}
+	c.nowB, c.nowN, c.nowErr = b, 0, nil
+	err := c.raw.Write(c.nowFn)
+	n := c.nowN
+	if err == nil {
+		err = c.nowErr
+	}
+	c.nowB, c.nowErr = nil, nil
+	if err != nil {
+		return n, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	return n, nil
 }
 
 // writeSome writes what it can of c.nowB to fd without waiting, counting
@@ -189,6 +230,7 @@ func (c *corkConn) releaseBuf() {
 // bare connection; hijacked is it, once the upgrade is done.
 type corkWriter struct {
 	http.ResponseWriter
+	stuck    *atomic.Int64 // the server's (corkConn.stuck)
 	hijacked *corkConn
 }
 
@@ -218,7 +260,7 @@ func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	w.hijacked = newCorkConn(conn)
+	w.hijacked = newCorkConn(conn, w.stuck)
 	br := bufio.NewReaderSize(conn, socketReadBuf)
 	if n := brw.Reader.Buffered(); n > 0 {
 		// Into the new buffer, as buffered bytes: the library looks for

@@ -6,7 +6,9 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // writesConn records each Write it gets: one system call each.
@@ -125,7 +127,7 @@ func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 // go straight through after it.
 func TestUncorkNowWhole(t *testing.T) {
 	server, client := tcpPair(t)
-	c := newCorkConn(server)
+	c := newCorkConn(server, nil)
 	if !c.corkNow() {
 		t.Fatal("corkNow refused a TCP connection")
 	}
@@ -165,7 +167,7 @@ func TestUncorkNowLeavesTheRest(t *testing.T) {
 	if err := client.SetReadBuffer(16 << 10); err != nil {
 		t.Fatal(err)
 	}
-	c := newCorkConn(server)
+	c := newCorkConn(server, nil)
 	if !c.corkNow() {
 		t.Fatal("corkNow refused a TCP connection")
 	}
@@ -209,7 +211,60 @@ func TestUncorkNowLeavesTheRest(t *testing.T) {
 // A connection with no file descriptor (a test's, a TLS one) never writes
 // from a publisher: corkNow refuses it.
 func TestCorkNowNeedsASocket(t *testing.T) {
-	if newCorkConn(&writesConn{}).corkNow() {
+	if newCorkConn(&writesConn{}, nil).corkNow() {
 		t.Error("corkNow took a connection it cannot write to without blocking")
+	}
+}
+
+// A writer whose batch the socket does not take at once (a page that reads
+// nothing) is counted stuck while it waits, and only then: it is not at
+// work for the other pages, whose frames then go out on the goroutine that
+// published them (conn.writeNow), not through the writers (an outside
+// audit: a page that read nothing had healthy pages of other browsers
+// closed with 1008).
+func TestAWriterWaitingOnItsSocketIsStuck(t *testing.T) {
+	server, client := tcpPair(t)
+	if err := server.SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	var stuck atomic.Int64
+	c := newCorkConn(server, &stuck)
+
+	c.cork() // a batch the socket takes: never stuck
+	if _, err := c.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.uncork(); err != nil || stuck.Load() != 0 {
+		t.Fatalf("a small batch: uncork %v, stuck %d", err, stuck.Load())
+	}
+	if _, err := io.ReadFull(client, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+
+	c.cork() // a batch nobody reads yet
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write(make([]byte, 8<<20)) // past maxPooledCork: written as it grows
+		wrote <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); stuck.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a writer waiting on a socket nobody reads: stuck %d, want 1", stuck.Load())
+		}
+	}
+	if _, err := io.CopyN(io.Discard, client, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.uncork(); err != nil {
+		t.Fatal(err)
+	}
+	if n := stuck.Load(); n != 0 {
+		t.Errorf("stuck %d once the socket took the batch, want 0", n)
 	}
 }

@@ -177,8 +177,11 @@ type Server struct {
 	closing          bool
 	wg               sync.WaitGroup
 	// writers run the pages' writers (conn.write), keeping the stacks
-	// they grew between one burst of frames and the next.
-	writers runners.Pool
+	// they grew between one burst of frames and the next. stuckWriters
+	// are those of them waiting on a socket that did not take their batch
+	// at once (corkConn.send): not at work for the other pages.
+	writers      runners.Pool
+	stuckWriters atomic.Int64
 
 	streams     map[*context.CancelCauseFunc]struct{} // the HTTP front ends' requests; chats.go
 	shares      map[string]*share                     // by browser id; admission.go
