@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -71,10 +71,10 @@ type eventLog struct {
 	storeErr  error // the last Append's error, until one succeeds
 	onStore   func(session string, err error)
 	metrics   *metrics.Metrics
-	woken     []*Page       // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
+	woken     []*Page // pages with frames to write now (AttachOptions.WriteNow), once l.mu is released
 	// crowded: a page's stream holds a quarter of its limit or more: the
 	// publisher yields its thread once l.mu is released (writeNow).
-	crowded bool
+	crowded   bool
 	saying    []settledNote // the notes of batches just stored, to say once l.mu is released
 	saidAhead bool          // a page's after past the last event was logged
 }
