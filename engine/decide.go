@@ -27,6 +27,12 @@ func (s *Session) drain() {
 		if s.promptWanted && s.turn == nil && s.open == 0 {
 			s.promptWanted = false
 			if g := s.turnGuard(); g != nil {
+				if g.Guard == GuardSessionTokens && s.usage.BudgetTripped {
+					// Tripped for the budget already: a message taken
+					// before it was used up joins the transcript,
+					// unanswered, and says so once (agent.md).
+					continue
+				}
 				s.trip(*g)
 				continue // the worker decides what follows
 			}

@@ -453,3 +453,50 @@ func TestNegativeUsageCountsNothing(t *testing.T) {
 		t.Errorf("guard.tripped %+v, want session_tokens: 400 tokens used a budget of 300", g)
 	}
 }
+
+// TestBudgetTripsOnceForMessagesAlreadyTaken: messages taken while a turn
+// ran (they wait for it) are the session's once taken, even when the turns
+// before them use its budget up: each joins the transcript, unanswered,
+// and the budget's guard.tripped comes once (agent.md), not once a message
+// (an outside audit: 32 for one chat).
+func TestBudgetTripsOnceForMessagesAlreadyTaken(t *testing.T) {
+	w := budgetWorker(engine.AgentConfig{Model: "fake-model", Limits: &engine.Limits{MaxSessionTokens: 300}}, false, engine.Limits{})
+	first := make(chan struct{})
+	var turns atomic.Int32
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if turns.Add(1) == 1 {
+			select {
+			case <-first:
+			case <-ctx.Done():
+				return model.Response{}, ctx.Err()
+			}
+		}
+		return model.Response{Text: "done", StopReason: model.StopEndTurn, Usage: model.Usage{InputTokens: 90, OutputTokens: 10}}, nil
+	}}
+	h := setup(t, w, m, engine.Options{})
+	h.send("m0")
+	waitUntil(t, "the first turn", func() bool { return turns.Load() == 1 })
+	for i := 1; i <= 5; i++ {
+		if err := h.page.SendOnce(context.Background(), fmt.Sprint("m", i), fmt.Sprint("m", i)); err != nil {
+			t.Fatalf("message %d, taken while the first turn runs: %v", i, err)
+		}
+	}
+	close(first)
+	h.waitFor("the last message", func(f frame) bool { return f.Type == engine.EventMessage && f.msg(t).Content == "m5" })
+	h.waitIdle()
+	if n := h.count(engine.EventGuardTripped, ""); n != 1 {
+		t.Errorf("%d guard.tripped, want 1 for the budget", n)
+	}
+	users := 0
+	for _, msg := range h.transcript() {
+		if msg.Role == model.RoleUser {
+			users++
+		}
+	}
+	if users != 6 {
+		t.Errorf("%d user messages in the transcript, want the 6 taken", users)
+	}
+	if n := turns.Load(); n != 3 {
+		t.Errorf("%d model turns, want 3: the budget (300) is used by three of 100", n)
+	}
+}
