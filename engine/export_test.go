@@ -1,5 +1,7 @@
 package engine
 
+import "context"
+
 // What tests outside the package look at to line up a race instead of
 // sleeping.
 
@@ -21,3 +23,12 @@ func (s *Session) ReplayReadJoined() int {
 	}
 	return s.reading.joined
 }
+
+// InStep runs f as one step of the session's, on its goroutine.
+func (s *Session) InStep(ctx context.Context, f func()) error {
+	return s.do(ctx, func() error { f(); return nil })
+}
+
+// ProgressInStep takes a page's progress report in the step under way
+// (InStep's f).
+func (s *Session) ProgressInStep(pr ToolProgress) error { return s.progress(pr, HandlerClient) }

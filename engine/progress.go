@@ -147,13 +147,21 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 	// Within the window: the latest report waits for its end, or, when it
 	// moves the deadline and the deadline comes first, until just before.
 	w.next, w.nextAt, w.waiting = pr, now, true
+	s.waitProgress(c, now)
+	return nil
+}
+
+// waitProgress has c's waiting report taken when its window ends, or just
+// before the deadline it moves: at once when that is now.
+func (s *Session) waitProgress(c *call, now time.Time) {
+	w := c.progress
 	due := w.at.Add(progressEvery)
-	if progressDeadline(c, now).After(c.deadline) && c.deadline.Before(due.Add(progressGuard)) {
+	if progressDeadline(c, w.nextAt).After(c.deadline) && c.deadline.Before(due.Add(progressGuard)) {
 		due = c.deadline.Add(-progressGuard)
 	}
 	if !due.After(now) {
-		s.applyProgress(c, pr, now)
-		return nil
+		s.applyProgress(c, w.next, w.nextAt)
+		return
 	}
 	if w.timer == nil || due.Before(w.due) {
 		w.stop()
@@ -163,7 +171,6 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 			_ = s.post(context.Background(), func() { s.flushProgress(id, attempt) })
 		})
 	}
-	return nil
 }
 
 // progressEvery is how often an attempt's reports are stored and sent at
@@ -217,7 +224,10 @@ func (s *Session) flushProgress(id string, attempt int) {
 	w := c.progress
 	w.timer = nil
 	if w.waiting {
-		s.applyProgress(c, w.next, w.nextAt)
+		// A report that came as the window ended, before this step (its
+		// inbox full of reports), took a new window: the waiting one
+		// waits for its end, not out at once beside it.
+		s.waitProgress(c, s.e.opts.Clock.Now())
 	}
 }
 

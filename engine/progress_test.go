@@ -254,3 +254,55 @@ func TestWorkerProgress(t *testing.T) {
 		t.Error("ReportProgress outside a tool.execute: no error")
 	}
 }
+
+// TestProgressWindowEndsOnce: a report that came as a window ended, taken
+// before the step that ends it (the window's timer posts that step behind
+// it), opens a new window; a report after it waits for that window's end,
+// not out at once beside it (an outside audit: pairs of events 0 to 4 ms
+// apart, about six a second against four at most).
+func TestProgressWindowEndsOnce(t *testing.T) {
+	store := engine.NewMemoryStore()
+	h, call := uploading(t, "10s", "", engine.Options{Store: store})
+	start := h.clock.Now()
+	report := func(chunk int) engine.ToolProgress {
+		done := float64(chunk)
+		return engine.ToolProgress{ID: call.ID, Attempt: 1, Progress: &done, Message: fmt.Sprintf("chunk %d", chunk)}
+	}
+	progressed := func() []string {
+		h.transcript()
+		var out []string
+		for _, ev := range stored(t, store, h.s.ID()) {
+			if ev.Type == engine.EventToolProgress {
+				var f frame
+				_ = json.Unmarshal(ev.Frame, &f)
+				out = append(out, string(f.Message))
+			}
+		}
+		return out
+	}
+	if err := h.page.Progress(context.Background(), report(0)); err != nil { // at once: a window opens
+		t.Fatal(err)
+	}
+	h.clock.Advance(100 * time.Millisecond)
+	if err := h.page.Progress(context.Background(), report(1)); err != nil { // waits for 250 ms
+		t.Fatal(err)
+	}
+	err := h.s.InStep(context.Background(), func() {
+		h.clock.Advance(160 * time.Millisecond) // 260 ms: the window's timer posts its step behind this one
+		for _, chunk := range []int{2, 3} {    // 2 opens a window; 3 waits for its end
+			if err := h.s.ProgressInStep(report(chunk)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := progressed(), []string{`"chunk 0"`, `"chunk 2"`}; !slices.Equal(got, want) {
+		t.Fatalf("stored at 260 ms: %q, want %q (chunk 3 waits for the window that opened at 260 ms)", got, want)
+	}
+	h.clock.Advance(start.Add(510 * time.Millisecond).Sub(h.clock.Now()))
+	if got, want := progressed(), []string{`"chunk 0"`, `"chunk 2"`, `"chunk 3"`}; !slices.Equal(got, want) {
+		t.Fatalf("stored at 510 ms: %q, want %q", got, want)
+	}
+}

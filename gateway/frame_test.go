@@ -149,6 +149,9 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.error","id":"c","attempt":1,"error":""}`, want: engine.ToolError{ID: "c", Attempt: 1}}, // new Error() in a page: failed, saying nothing
 		{data: `{"type":7}`, wantErr: gateway.ErrBadFrame, mention: `"type" should be a string, not a number`},
 		{data: "{\"type\":\"message\",\"content\":\"\xff\xfe bad\"}", wantErr: gateway.ErrBadFrame, mention: `not valid UTF-8`},
+		// Half a surrogate pair, escaped, as JSON.stringify writes a string
+		// holding half an emoji: the character the JSON names, U+FFFD.
+		{data: `{"type":"message","content":"x\ud83dy"}`, want: gateway.MessageFrame{Content: "x\ufffdy"}},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, wantErr: gateway.ErrBadFrame, mention: `more than 10000 deep`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))}},
 		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},
