@@ -289,7 +289,7 @@ func TestProgressWindowEndsOnce(t *testing.T) {
 	}
 	err := h.s.InStep(context.Background(), func() {
 		h.clock.Advance(160 * time.Millisecond) // 260 ms: the window's timer posts its step behind this one
-		for _, chunk := range []int{2, 3} {    // 2 opens a window; 3 waits for its end
+		for _, chunk := range []int{2, 3} {     // 2 opens a window; 3 waits for its end
 			if err := h.s.ProgressInStep(report(chunk)); err != nil {
 				t.Error(err)
 			}
