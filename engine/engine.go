@@ -126,11 +126,15 @@ type Engine struct {
 	sessions map[string]*Session
 	perOwner map[string]int       // sessions in memory per owner, for MaxLiveSessions
 	loading  map[string]*loadCall // loads in progress, one per session
-	closed   bool
-	closing  atomic.Bool // Closing or Close was called: pages leave with the process
-	wg       sync.WaitGroup
-	schemas  schemaCache
-	runners  runners.Pool // the goroutines that run sessions' messages, model turns and worker attempts
+	// owners: whose sessions are that a load for another owner found,
+	// at most maxKnownOwners: naming another browser's session again
+	// reads nothing (LoadFor).
+	owners  map[string]string
+	closed  bool
+	closing atomic.Bool // Closing or Close was called: pages leave with the process
+	wg      sync.WaitGroup
+	schemas schemaCache
+	runners runners.Pool // the goroutines that run sessions' messages, model turns and worker attempts
 	// failing: the sessions in memory whose events wait for the store,
 	// each with the error its last append met; lookErr: the look's reads
 	// of the store, failing (adoptOrphans).

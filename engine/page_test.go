@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,7 +420,12 @@ func leftAfterATurn(t *testing.T) *harness {
 // memory at once, not after Unload: a client naming other browsers'
 // sessions holds no memory with them. Its owner loads it as before.
 func TestLoadForAnotherOwner(t *testing.T) {
-	h := leftAfterATurn(t)
+	store := &loadCounting{MemoryStore: engine.NewMemoryStore()}
+	h := setup(t, &testWorker{}, textModel(), engine.Options{Unload: time.Minute, Store: store})
+	h.send("hi")
+	h.waitIdle()
+	h.page.Detach()
+	h.transcript() // a barrier: the page has left
 	h.clock.Advance(time.Minute)
 	recv(t, h.s.Done(), "the idle session's unload")
 
@@ -431,6 +437,17 @@ func TestLoadForAnotherOwner(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the engine holds %d sessions after a refused load, with Unload a minute away", h.e.Loaded())
 		}
+	}
+	// Named again, by that owner or another: refused without a read (its
+	// owner never changes), where each read a whole journal.
+	loads := store.loads.Load()
+	for _, other := range []string{"another browser", "a third"} {
+		if s, err := h.e.LoadFor(ctx, h.s.ID(), other); !errors.Is(err, engine.ErrNoSession) {
+			t.Fatalf("LoadFor %s, again: %v, %v; want ErrNoSession", other, s, err)
+		}
+	}
+	if n := store.loads.Load() - loads; n != 0 {
+		t.Errorf("%d journal reads for a session known to be another's, want 0", n)
 	}
 	s, err := h.e.LoadFor(ctx, h.s.ID(), h.s.Owner())
 	if err != nil || s.LastSeq() != h.s.LastSeq() {
@@ -674,4 +691,15 @@ func TestDroppedPageRunsNoCall(t *testing.T) {
 			t.Errorf("the live page got %+v, want c1's attempt 1", c)
 		}
 	})
+}
+
+// loadCounting is a MemoryStore that counts its journal reads.
+type loadCounting struct {
+	*engine.MemoryStore
+	loads atomic.Int32
+}
+
+func (s *loadCounting) Load(ctx context.Context, session string) ([]engine.Batch, error) {
+	s.loads.Add(1)
+	return s.MemoryStore.Load(ctx, session)
 }
