@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clienttools/gateway/clip"
@@ -79,6 +80,10 @@ type conn struct {
 	// Owned by the reader.
 	throttle  *rate.Limiter // refused frames; nil until the first
 	throttled bool
+	// slowed counts the reader's pauses for refused frames (refuseMessage):
+	// a pong it does not read then waits behind the page's own frames,
+	// not on the session (ping).
+	slowed atomic.Int64
 
 	pingMu       sync.Mutex
 	pingTimer    *time.Timer
@@ -606,9 +611,11 @@ func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {
 	}
 	// Reading pauses until the next token: the page is slowed, not cut off.
 	r := c.throttle.ReserveN(now, 1)
+	c.slowed.Add(1)
 	if clock.Sleep(c.ctx, c.s.opts.Clock, r.DelayFrom(now)) != nil {
 		r.CancelAt(c.s.opts.Clock.Now())
 	}
+	c.slowed.Add(1)
 }
 
 // closeAfterReplies closes the connection with code once the frames queued

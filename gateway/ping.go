@@ -32,6 +32,7 @@ func (c *conn) ping() {
 	c.mu.Lock()
 	handed, busy := c.handed, c.handling
 	c.mu.Unlock()
+	slowed := c.slowed.Load()
 	// Not c.ctx: see conn.ctx. Once the socket closes, Ping returns at once.
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.PingInterval)
 	err := c.ws.Ping(ctx)
@@ -43,7 +44,12 @@ func (c *conn) ping() {
 		c.mu.Lock()
 		waiting := busy || c.handling || c.handed != handed // the reader waited on the session during the ping
 		c.mu.Unlock()
-		if waiting {
+		// Unless it paused for the page's refused frames: then the pong
+		// waits behind the page's own flood, which could take hours to
+		// read at RefusedRate, and the page, closed as one that does not
+		// answer, reconnects and goes on (an outside audit).
+		flooded := c.slowed.Load() != slowed || slowed%2 == 1
+		if waiting && !flooded {
 			// The reader, which reads pongs, waits on the session (a
 			// load from a slow store, a worker deciding): the page is
 			// not the one that stopped. The next ping asks again.
@@ -51,7 +57,11 @@ func (c *conn) ping() {
 			c.armPing()
 			return
 		}
-		c.sessionLogger().Info("browser stopped answering pings, closing", "err", err)
+		if flooded {
+			c.sessionLogger().Info("browser's pong waits behind the refused frames it sent, closing", "err", err)
+		} else {
+			c.sessionLogger().Info("browser stopped answering pings, closing", "err", err)
+		}
 		c.close(engine.CloseUnresponsive, "ping timeout")
 		// A page that answers nothing may not take the close handshake
 		// either: do not keep its calls waiting for the 5s it may take.

@@ -509,3 +509,20 @@ func TestUnreadableSession(t *testing.T) {
 		t.Errorf("another browser: %s; want unknown_session", f.raw)
 	}
 }
+
+// TestAFloodedPageIsClosedByItsPing: a page that sent far more refused
+// frames than the gateway reads a second waits behind them, and so does
+// its pong: it is closed as a page that does not answer pings (4000), and
+// its SDK reconnects, where it waited for hours (an outside audit: 324,548
+// refused frames, then a message not taken 90 s later, and no close).
+func TestAFloodedPageIsClosedByItsPing(t *testing.T) {
+	h := newHarness(t, harnessOptions{gateway: gateway.Options{RefusedBurst: 10, RefusedRate: 5, PingInterval: 100 * time.Millisecond}})
+	c, _ := h.newBrowser(nil).open(pageTools)
+	for range 500 { // 100 s of reading at 5 a second
+		c.sendRaw(websocket.MessageText, []byte(`{"type":"nonsense"}`))
+	}
+	if code := c.untilClosed(); code != websocket.StatusCode(engine.CloseUnresponsive) {
+		t.Errorf("close status %v, want %v", code, engine.CloseUnresponsive)
+	}
+	h.logs.wait(t, "pong waits behind the refused frames")
+}
