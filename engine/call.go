@@ -28,7 +28,7 @@ type call struct {
 	attempt    int
 	deadline   time.Time
 	timer      clock.Timer        // the attempt's timeout, or the backoff
-	cancel     context.CancelFunc // a worker attempt's context
+	cancel     context.CancelCauseFunc // a worker attempt's context
 	backingOff bool
 	retryAt    time.Time // when the next attempt starts, while backing off
 	settled    bool
@@ -348,7 +348,7 @@ func (c *call) proposedFor(attempt int) *ToolError {
 // a second, wall-clock timer would race the engine's and could report a
 // timeout as a worker failure.
 func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancelCause(s.ctx)
 	if c.attemptSpan != nil {
 		ctx = trace.ContextWithSpan(ctx, c.attemptSpan) // the worker's request is this attempt's
 	}
@@ -364,7 +364,7 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 	s.wg.Add(1)
 	s.goAfterCommit(func() {
 		defer s.wg.Done()
-		defer cancel()
+		defer cancel(nil)
 		d, err := Decision{}, s.leaseGone()
 		if err == nil {
 			d, err = s.callWorker(ctx, t, prop)
@@ -657,7 +657,11 @@ func (s *Session) endAttempt(c *call, abort CancelReason) {
 		c.timer = nil
 	}
 	if c.cancel != nil {
-		c.cancel()
+		var cause error // context.Canceled
+		if abort == CancelTimeout {
+			cause = ErrAttemptTimedOut
+		}
+		c.cancel(cause)
 		c.cancel = nil
 	}
 	if c.child != nil {

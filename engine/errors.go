@@ -25,6 +25,10 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrWorker: the worker failed (returned an error or panicked).
 	ErrWorker = errors.New("worker failed")
+	// ErrAttemptTimedOut is the cause (context.Cause) of a worker
+	// attempt's context that its timeout ended: a worker, or what
+	// measures it, tells that from a call stopped or ended otherwise.
+	ErrAttemptTimedOut = errors.New("the tool call's attempt timed out")
 )
 
 // PublicText is what pages and the model may read of err: the public text

@@ -674,3 +674,40 @@ func TestWorkerAnswerInTheDecisionThatCalls(t *testing.T) {
 		t.Errorf("the error for an answer in the decision that made the call: %s", e.Raw)
 	}
 }
+
+// TestAttemptContextSaysWhyItEnded: a worker attempt's context ended by
+// its timeout has ErrAttemptTimedOut for its cause, and one a Stop ended
+// context.Canceled: the HTTP worker's metrics count the first as the
+// worker's timeout, the second as not its failure.
+func TestAttemptContextSaysWhyItEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(h *harness)
+		want error
+	}{
+		{"timeout", func(h *harness) { h.clock.Advance(30 * time.Second) }, engine.ErrAttemptTimedOut},
+		{"stop", func(h *harness) {
+			if err := h.s.Cancel(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			causes := make(chan error, 1)
+			w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "lookup", Retry: &engine.RetryPolicy{Attempts: 1, Timeout: "30s"}}}}}
+			w.execute = func(ctx context.Context, _ engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				return engine.Decision{}, ctx.Err()
+			}
+			h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{})
+			h.send("go")
+			h.waitType(engine.EventToolStarted)
+			tc.end(h)
+			if got := recv(t, causes, "the attempt's end"); !errors.Is(got, tc.want) {
+				t.Errorf("context.Cause = %v, want %v", got, tc.want)
+			}
+			h.waitIdle()
+		})
+	}
+}

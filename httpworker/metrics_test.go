@@ -25,6 +25,7 @@ func TestRequestOutcomes(t *testing.T) {
 		name    string
 		handler http.HandlerFunc // nil: the worker is down
 		cancel  bool             // the engine ends the attempt while it runs
+		cause   error            // why it ended it (nil: a stop, context.Canceled)
 		outcome string
 	}{
 		{name: "answered", handler: verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
@@ -48,6 +49,10 @@ func TestRequestOutcomes(t *testing.T) {
 			io.ReadAll(r.Body)
 			<-r.Context().Done()
 		}, cancel: true, outcome: "cancelled"},
+		{name: "ended by its attempt's timeout", handler: func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+			<-r.Context().Done()
+		}, cancel: true, cause: engine.ErrAttemptTimedOut, outcome: "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,12 +64,14 @@ func TestRequestOutcomes(t *testing.T) {
 			}
 			m := metrics.New()
 			w := newWorker(t, url, Options{Metrics: m})
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, stop := context.WithCancelCause(context.Background())
+			defer stop(nil)
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
 			if tt.cancel {
 				go func() {
 					time.Sleep(50 * time.Millisecond)
-					cancel()
+					stop(tt.cause)
 				}()
 			}
 			if _, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: execTrigger(time.Now().Add(time.Minute))}); err != nil {

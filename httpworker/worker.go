@@ -219,7 +219,11 @@ func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.D
 	start := time.Now()
 	d, f := w.do(ctx, req, exec, isExec)
 	typ := triggerType(req)
-	w.metrics.WorkerRequest(typ, f.outcome(), time.Since(start))
+	outcome := f.outcome()
+	if outcome == "cancelled" && errors.Is(context.Cause(ctx), engine.ErrAttemptTimedOut) {
+		outcome = "timeout" // the worker did not answer within the attempt's timeout
+	}
+	w.metrics.WorkerRequest(typ, outcome, time.Since(start))
 	if f == nil {
 		return d, nil
 	}
