@@ -27,7 +27,7 @@ type call struct {
 	batch      *batch
 	attempt    int
 	deadline   time.Time
-	timer      clock.Timer        // the attempt's timeout, or the backoff
+	timer      clock.Timer             // the attempt's timeout, or the backoff
 	cancel     context.CancelCauseFunc // a worker attempt's context
 	backingOff bool
 	retryAt    time.Time // when the next attempt starts, while backing off

@@ -68,13 +68,10 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.corked {
-		// The library's own frames (a pong, a close frame: the writer
-		// writes a dropped page's) wait on the socket counted as stuck
-		// too.
-		if err := c.send(p); err != nil {
-			return 0, err
-		}
-		return len(p), nil
+		// The library's own frames (a ping, a pong, a close frame), not a
+		// writer's: not counted in stuck (it counts the writers, which
+		// write corked).
+		return c.Conn.Write(p)
 	}
 	if c.buf == nil {
 		c.buf = corkBufs.Get().(*[]byte)

@@ -43,12 +43,9 @@ func (c *conn) ping() {
 	if err != nil {
 		c.mu.Lock()
 		waiting := busy || c.handling || c.handed != handed // the reader waited on the session during the ping
+		handling := c.handling
 		c.mu.Unlock()
-		// Unless it paused for the page's refused frames: then the pong
-		// waits behind the page's own flood, which could take hours to
-		// read at RefusedRate, and the page, closed as one that does not
-		// answer, reconnects and goes on (an outside audit).
-		flooded := c.slowed.Load() != slowed || slowed%2 == 1
+		flooded := pongBehindRefused(slowed, c.slowed.Load(), handling)
 		if waiting && !flooded {
 			// The reader, which reads pongs, waits on the session (a
 			// load from a slow store, a worker deciding): the page is
@@ -85,4 +82,18 @@ func (c *conn) stopPings() {
 	}
 	c.pingMu.Unlock()
 	c.pinging.Wait()
+}
+
+// pongBehindRefused says whether an unanswered ping's pong waits behind the
+// page's own refused frames, from the reader's pauses for them (conn.slowed:
+// odd while one runs) when the ping went and when it failed, and whether
+// the reader hands a frame to the session now. It does while the reader
+// pauses, or when it paused meanwhile and now reads the next frame: the
+// page floods, and its backlog could take hours to read at RefusedRate
+// (an outside audit), so the page is closed as one that does not answer,
+// and reconnects. Not when it paused meanwhile but now waits on the session
+// (a session.open the worker decides): that wait is the session's, and a
+// few refused frames before it are no flood (a review).
+func pongBehindRefused(before, now int64, handling bool) bool {
+	return now%2 == 1 || now != before && !handling
 }

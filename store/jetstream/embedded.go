@@ -39,9 +39,9 @@ type embedded struct {
 	unlock   func()
 	held     bool // the directory held a store's streams before this start
 
-	// Another write error than a full disk's (a read-only or failing
-	// disk, a file size limit) is tried again after retryWait, doubling
-	// to reviveMaxWait: only reviveJetStream's goroutine reads these.
+	// The next start of JetStream is not before retryAt; retryWait, the
+	// wait after the last, doubles to reviveMaxWait (revive). Only
+	// reviveJetStream's goroutine reads these.
 	retryAt   time.Time
 	retryWait time.Duration
 }
@@ -175,7 +175,7 @@ func (e *embedded) off() error {
 	case noSpace(werr):
 		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
 	default:
-		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again after %v, then less and less often, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again at once, then after %v, then twice as long each time, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
 	}
 }
 
@@ -203,11 +203,12 @@ const reviveFree = 8 << 20
 // should go back on (a variable for tests).
 var reviveEvery = 2 * time.Second
 
-// After another write error than a full disk's, JetStream starts again
-// after reviveFirstWait, then twice as long each time it fails again, up
-// to reviveMaxWait: the cause may be mended (a disk remounted, a limit
-// lifted) without a restart, and a start reads every stream's files, too
-// much to do every few seconds against a disk that still fails.
+// JetStream starts again at once (once the disk has room), then, should it
+// stop again, after reviveFirstWait, then twice as long each time, up to
+// reviveMaxWait: another write error than a full disk's may be mended (a
+// disk remounted, a limit lifted) without a restart, and a start reads
+// every stream's files, too much to do every few seconds against a disk
+// that still fails.
 var (
 	reviveFirstWait = 10 * time.Second
 	reviveMaxWait   = 5 * time.Minute
@@ -221,33 +222,30 @@ var (
 // reads its streams back from the same files. Another write error is
 // tried again the same way, after a wait that grows (reviveFirstWait).
 func (e *embedded) revive() (bool, error) {
-	werr := e.writeErr()
+	werr, enabled := e.writeErr(), e.ns.JetStreamEnabled()
 	switch {
-	case !e.ns.JetStreamEnabled() || noSpace(werr):
-		if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
-			return false, nil
-		}
-	case werr == "":
-		if e.retryWait > 0 && time.Since(e.retryAt) > e.retryWait {
-			// It stored long past its last start: a next error is new,
-			// and waits reviveFirstWait.
+	case enabled && werr == "":
+		if e.retryWait > 0 && time.Since(e.retryAt) > reviveMaxWait {
+			// No error for as long as the longest wait: a next one is
+			// new, and starts it again at once.
 			e.retryAt, e.retryWait = time.Time{}, 0
 		}
 		return false, nil
-	default:
-		// Another write error (EIO, a read-only disk, a file size
-		// limit) may still be there: started again less and less often.
-		now := time.Now()
-		if e.retryAt.IsZero() {
-			e.retryWait = reviveFirstWait
-			e.retryAt = now.Add(e.retryWait)
-		}
-		if now.Before(e.retryAt) {
+	case !enabled || noSpace(werr):
+		// A full disk (or JetStream off: nats-server turns it off for a
+		// full disk, and for a directory it may not write) waits for room.
+		if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
 			return false, nil
 		}
-		e.retryWait = min(2*e.retryWait, reviveMaxWait)
-		e.retryAt = now.Add(e.retryWait)
 	}
+	// A start: at once, then, should what failed still be there (EIO, a
+	// read-only disk, a file size limit), less and less often.
+	now := time.Now()
+	if now.Before(e.retryAt) {
+		return false, nil
+	}
+	e.retryWait = min(max(2*e.retryWait, reviveFirstWait), reviveMaxWait)
+	e.retryAt = now.Add(e.retryWait)
 	if e.ns.JetStreamEnabled() {
 		if err := e.ns.ShutdownJetStream(); err != nil {
 			return false, err
