@@ -34,25 +34,7 @@ func TestFullDisk(t *testing.T) {
 	reviveEvery = 50 * time.Millisecond
 	t.Cleanup(func() { reviveEvery = was })
 
-	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
-		t.Fatal(err)
-	}
-	pad := strings.Repeat("x", 64<<10)
-	step := func(seq int64) error {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		ev := engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"pad":%q}`, seq, pad))}
-		return s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}})
-	}
-	if err := step(1); err != nil {
-		t.Fatal(err)
-	}
+	s, step := openOwned(t, filepath.Join(dir, "data"), 10*time.Second)
 	filler := filepath.Join(dir, "filler")
 	f, err := os.Create(filler)
 	if err != nil {
@@ -100,4 +82,31 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("waited 30 s for %s", what)
 		}
 	}
+}
+
+// openOwned opens a store on dataDir that owns session s1 and holds its
+// first step, and returns it with step, which appends event seq padded to
+// 64 KiB, waiting for the store at most timeout.
+func openOwned(t *testing.T, dataDir string, timeout time.Duration) (*Store, func(seq int64) error) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 64<<10)
+	step := func(seq int64) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		ev := engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"pad":%q}`, seq, pad))}
+		return s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}})
+	}
+	if err := step(1); err != nil {
+		t.Fatal(err)
+	}
+	return s, step
 }

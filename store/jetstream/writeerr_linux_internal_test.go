@@ -3,7 +3,6 @@ package jetstream
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/clienttools/gateway/engine"
 )
 
 // TestWriteErrorMended: a write that fails for another reason than a full
@@ -47,26 +44,8 @@ func TestWriteErrorMended(t *testing.T) {
 		*v = d
 		t.Cleanup(func() { *v = was })
 	}
-	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Own(ctx, "s1", func() {}); err != nil {
-		t.Fatal(err)
-	}
-	pad := strings.Repeat("x", 64<<10)
-	step := func(seq int64) error {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		ev := engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"pad":%q}`, seq, pad))}
-		return s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev}})
-	}
-	if err := step(1); err != nil {
-		t.Fatal(err)
-	}
+	s, step := openOwned(t, dir, time.Second)
 
 	// No file of the process may grow past the largest the store has
 	// now: the next step's block write fails (EFBIG; Go ignores SIGXFSZ).
