@@ -391,12 +391,10 @@ func (l *eventLog) unstored() (int, error) {
 
 // failing returns the store's error while batches wait for it.
 func (l *eventLog) failing() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.pending) == 0 {
-		return nil
+	if n, err := l.unstored(); n > 0 {
+		return err
 	}
-	return l.storeErr
+	return nil
 }
 
 // publish gives payload the next seq. In a batch it waits for the batch's

@@ -105,24 +105,26 @@ func (s *Session) refusal(msg Message) error {
 // takeDecidedSends takes the messages the worker's Decide sent during this
 // step, on the session goroutine, once that Decide has returned.
 func (s *Session) takeDecidedSends() {
-	s.decidedMu.Lock()
-	sends := s.decidedSends
-	s.decidedSends = nil
-	s.decidedMu.Unlock()
-	for _, take := range sends {
+	for _, take := range s.popDecidedSends() {
 		take()
 	}
+}
+
+// popDecidedSends returns the messages the worker's Decide sent during this
+// step, and forgets them.
+func (s *Session) popDecidedSends() []func() {
+	s.decidedMu.Lock()
+	defer s.decidedMu.Unlock()
+	sends := s.decidedSends
+	s.decidedSends = nil
+	return sends
 }
 
 // dropDecidedSends forgets the messages the worker's Decide sent during
 // this step, the session's lease lost meanwhile: they are not taken here,
 // and the log says so.
 func (s *Session) dropDecidedSends() {
-	s.decidedMu.Lock()
-	n := len(s.decidedSends)
-	s.decidedSends = nil
-	s.decidedMu.Unlock()
-	if n > 0 {
+	if n := len(s.popDecidedSends()); n > 0 {
 		s.logger.Warn("messages sent from the worker's Decide were not taken: another node runs the session now", "messages", n)
 	}
 }

@@ -219,11 +219,7 @@ func (w *Worker) Decide(ctx context.Context, req engine.DecideRequest) (engine.D
 	start := time.Now()
 	d, f := w.do(ctx, req, exec, isExec)
 	typ := triggerType(req)
-	outcome := f.outcome()
-	if outcome == "cancelled" && errors.Is(context.Cause(ctx), engine.ErrAttemptTimedOut) {
-		outcome = "timeout" // the worker did not answer within the attempt's timeout
-	}
-	w.metrics.WorkerRequest(typ, outcome, time.Since(start))
+	w.metrics.WorkerRequest(typ, f.outcome(), time.Since(start))
 	if f == nil {
 		return d, nil
 	}
@@ -278,6 +274,16 @@ const (
 	outcomeHTTPError = "http_error"
 	outcomeBadAnswer = "bad_answer"
 )
+
+// cancelledKind is the outcome of a request that ctx's end cut short:
+// timeout when the attempt's own timeout ended it (the worker did not
+// answer in time), else its cause's (outcome).
+func cancelledKind(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), engine.ErrAttemptTimedOut) {
+		return "timeout"
+	}
+	return ""
+}
 
 // outcome is what gateway_worker_requests_total counts f as; nil is ok.
 func (f *failure) outcome() string {
@@ -509,7 +515,7 @@ func (w *Worker) acquire(ctx context.Context) *failure {
 		} else {
 			why += "this one was cancelled while it waited"
 		}
-		return &failure{why: why, cause: ctx.Err()}
+		return &failure{why: why, cause: ctx.Err(), kind: cancelledKind(ctx)}
 	}
 }
 
@@ -527,7 +533,7 @@ func transportFailure(ctx context.Context, err error) *failure {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &failure{why: "no answer before the deadline", cause: context.DeadlineExceeded}
 	case errors.Is(ctx.Err(), context.Canceled):
-		return &failure{why: "the request was cancelled", cause: context.Canceled}
+		return &failure{why: "the request was cancelled", cause: context.Canceled, kind: cancelledKind(ctx)}
 	}
 	var dns *net.DNSError
 	var op *net.OpError
