@@ -78,7 +78,7 @@ func TestRequestOutcomes(t *testing.T) {
 				t.Fatalf("Decide: %v", err)
 			}
 			want := fmt.Sprintf(`
-# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, http_error, bad_answer, cancelled, failed).
+# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
 # TYPE gateway_worker_requests_total counter
 gateway_worker_requests_total{outcome=%q,trigger="tool.execute"} 1
 `, tt.outcome)

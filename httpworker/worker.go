@@ -269,10 +269,14 @@ type failure struct {
 	kind string
 }
 
-// The outcomes of a request the worker answered, that the metrics count.
+// The outcomes the metrics count that a failure's cause does not tell.
 const (
 	outcomeHTTPError = "http_error"
 	outcomeBadAnswer = "bad_answer"
+	outcomeTimeout   = "timeout"
+	// outcomeNoSlot: the request's time ran out while it waited for
+	// one of the MaxInFlight requests open to end; it was never sent.
+	outcomeNoSlot = "no_slot"
 )
 
 // cancelledKind is the outcome of a request that ctx's end cut short:
@@ -280,7 +284,7 @@ const (
 // answer in time), else its cause's (outcome).
 func cancelledKind(ctx context.Context) string {
 	if errors.Is(context.Cause(ctx), engine.ErrAttemptTimedOut) {
-		return "timeout"
+		return outcomeTimeout
 	}
 	return ""
 }
@@ -293,7 +297,7 @@ func (f *failure) outcome() string {
 	case f.kind != "":
 		return f.kind
 	case errors.Is(f.cause, context.DeadlineExceeded):
-		return "timeout"
+		return outcomeTimeout
 	case errors.Is(f.cause, context.Canceled):
 		return "cancelled"
 	case f.cause != nil:
@@ -350,7 +354,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	ctx, cancel := context.WithDeadline(ctx, bound)
 	defer cancel()
 
-	if f := w.acquire(ctx); f != nil {
+	if f := w.acquire(ctx, deadline); f != nil {
 		return engine.Decision{}, f
 	}
 	defer func() { <-w.sem }()
@@ -496,8 +500,10 @@ func (w *Worker) deadlines(ctx context.Context, exec engine.ToolExecute, isExec 
 	return t, t
 }
 
-// acquire takes an in-flight slot, or fails when ctx ends first.
-func (w *Worker) acquire(ctx context.Context) *failure {
+// acquire takes an in-flight slot, or fails when ctx ends first. A slot
+// that comes after deadline is given back unused: the worker would run a
+// tool for an attempt whose answer the engine ignores (and may retry).
+func (w *Worker) acquire(ctx context.Context, deadline time.Time) *failure {
 	select {
 	case w.sem <- struct{}{}:
 		return nil
@@ -505,18 +511,24 @@ func (w *Worker) acquire(ctx context.Context) *failure {
 	}
 	w.waiting.Add(1)
 	defer w.waiting.Add(-1)
+	why := fmt.Sprintf("the gateway already has %d requests open to the worker and ", cap(w.sem))
 	select {
 	case w.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		why := fmt.Sprintf("the gateway already has %d requests open to the worker and ", cap(w.sem))
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			why += "the deadline passed while this one waited"
-		} else {
-			why += "this one was cancelled while it waited"
+		if time.Now().Before(deadline) {
+			return nil
 		}
-		return &failure{why: why, cause: ctx.Err(), kind: cancelledKind(ctx)}
+		<-w.sem
+		// The engine ends the attempt on its own clock: answering
+		// before it does could settle its timeout as this failure.
+		<-ctx.Done()
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledKind(ctx) != outcomeTimeout {
+			return &failure{why: why + "this one was cancelled while it waited", cause: ctx.Err()}
+		}
 	}
+	// Its time ran out before the worker saw it: the bound was too low,
+	// not the worker slow (no_slot, not timeout).
+	return &failure{why: why + "this one's time ran out while it waited for one of them to end", cause: ctx.Err(), kind: outcomeNoSlot}
 }
 
 // transportFailure explains an error from sending the request or reading the

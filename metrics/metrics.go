@@ -98,7 +98,7 @@ func New() *Metrics {
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_limits_hit_total",
 		Help: "Requests refused at one of a browser's limits, by limit."}, []string{"limit"})
 	m.workerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_worker_requests_total",
-		Help: "Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, http_error, bad_answer, cancelled, failed)."}, []string{"trigger", "outcome"})
+		Help: "Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed)."}, []string{"trigger", "outcome"})
 	m.workerSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_worker_request_seconds",
 		Help: "A request to the HTTP worker, its tries of an unreachable worker included, to its answer or failure, by trigger.", Buckets: durationBuckets}, []string{"trigger"})
 	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.streams, m.framesIn, m.framesOut,
@@ -260,7 +260,8 @@ func (m *Metrics) LimitHit(limit string) {
 
 // WorkerRequest counts a request to the HTTP worker for a trigger and how
 // it ended: ok, unreachable (no answer came: the connection was refused
-// or dropped), timeout, http_error (a status other than 2xx), bad_answer
+// or dropped), timeout, no_slot (its time ran out while it waited for one
+// of the requests already open to end: never sent), http_error (a status other than 2xx), bad_answer
 // (not a decision), cancelled (the engine ended it: the attempt or the
 // session ended first) or failed (the gateway could not make it). took:
 // its start to its end.

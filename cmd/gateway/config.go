@@ -18,6 +18,7 @@ import (
 	"github.com/clienttools/gateway/engine/model/anthropic"
 	"github.com/clienttools/gateway/engine/model/providers"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/httpworker"
 	"github.com/clienttools/gateway/store/jetstream"
 )
 
@@ -62,8 +63,10 @@ type config struct {
 	openaiModels  []string
 	offline       bool
 	workerSecret  string
-	logLevel      slog.Level
-	shutdownGrace time.Duration
+	// workerMaxInFlight bounds the requests open to the HTTP worker at once.
+	workerMaxInFlight int
+	logLevel          slog.Level
+	shutdownGrace     time.Duration
 }
 
 // The demo's model when a provider's key is set and no --model is given.
@@ -160,6 +163,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	pageTools := fs.String("page-tools", env("GATEWAY_PAGE_TOOLS", "demo"), "with --worker-url: demo adds the demo page's browser tools (get_local_time, set_theme, confirm; not its test tools) to the worker's agent where it lacks them; none leaves the agent as the worker wrote it (env GATEWAY_PAGE_TOOLS)")
 	fs.BoolVar(&c.offline, "offline", offline, "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
+	workerMaxInFlight := fs.String("worker-max-in-flight", env("GATEWAY_WORKER_MAX_IN_FLIGHT", strconv.Itoa(httpworker.DefaultMaxInFlight)), "requests the gateway keeps open to the HTTP worker at once; more wait for one to end, and one whose time runs out waiting fails (counted as no_slot): raise it when the worker's tools are slow and many run at once (env GATEWAY_WORKER_MAX_IN_FLIGHT)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
 	pingInterval := fs.String("ping-interval", env("GATEWAY_PING_INTERVAL", gateway.DefaultPingInterval.String()), "how often each page is pinged, and how long its pong may take; a page that misses it is closed and its client calls move to another page (env GATEWAY_PING_INTERVAL)")
@@ -338,6 +342,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	default:
 		return c, fmt.Errorf("page-tools %q: want demo or none", *pageTools)
 	}
+	if c.workerMaxInFlight, err = strconv.Atoi(*workerMaxInFlight); err != nil || c.workerMaxInFlight <= 0 {
+		return c, fmt.Errorf("worker-max-in-flight %q is not a positive number of requests", *workerMaxInFlight)
+	}
 	if c.maxMessage, err = strconv.Atoi(*maxMessage); err != nil || c.maxMessage <= 0 {
 		return c, fmt.Errorf("max-message %q is not a positive number of bytes", *maxMessage)
 	}
@@ -394,7 +401,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	// would answer instead, without a word (a misspelt or missing
 	// --worker-url).
 	if c.workerURL == "" {
-		for _, name := range []string{"worker-secret", "page-tools"} {
+		for _, name := range []string{"worker-secret", "page-tools", "worker-max-in-flight"} {
 			if given(fs, name) {
 				return c, fmt.Errorf("%s is for a worker, and there is none: give --worker-url (or GATEWAY_WORKER_URL), or leave --%s out for the demo's agent", name, name)
 			}

@@ -19,38 +19,40 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/engine/model/anthropic"
 	"github.com/clienttools/gateway/gateway"
+	"github.com/clienttools/gateway/httpworker"
 	"github.com/clienttools/gateway/store/jetstream"
 )
 
 func TestParseConfig(t *testing.T) {
 	defaults := config{
-		listen:        "127.0.0.1:8080",
-		model:         "scripted",
-		clientTimeout: engine.DefaultClientTimeout,
-		workerTimeout: engine.DefaultWorkerTimeout,
-		readLimit:     1 << 20,
-		maxMessage:    engine.DefaultMaxMessageBytes,
-		limits:        engine.DefaultLimits,
-		maxSockets:    gateway.DefaultMaxSockets,
-		maxNew:        gateway.DefaultNewSessionsPerMinute,
-		maxLive:       engine.DefaultMaxLiveSessions,
-		maxDepth:      engine.DefaultMaxDepth,
-		maxFanOut:     engine.DefaultMaxFanOut,
-		pingInterval:  gateway.DefaultPingInterval,
-		modelIdle:     anthropic.DefaultStreamIdleTimeout,
-		store:         "jetstream",
-		dataDir:       "gateway-data", // no HOME in the tests' environment
-		natsReplicas:  1,
-		fsync:         jetstream.DefaultSync,
-		retain:        engine.DefaultRetain,
-		unload:        engine.DefaultUnload,
-		replayMemory:  engine.DefaultReplayBytes,
-		leaseTTL:      jetstream.DefaultLeaseTTL,
-		logLevel:      slog.LevelInfo,
-		pageTools:     true,
-		sameSite:      http.SameSiteLaxMode,
-		drain:         5 * time.Second,
-		shutdownGrace: 15 * time.Second,
+		listen:            "127.0.0.1:8080",
+		model:             "scripted",
+		clientTimeout:     engine.DefaultClientTimeout,
+		workerTimeout:     engine.DefaultWorkerTimeout,
+		workerMaxInFlight: httpworker.DefaultMaxInFlight,
+		readLimit:         1 << 20,
+		maxMessage:        engine.DefaultMaxMessageBytes,
+		limits:            engine.DefaultLimits,
+		maxSockets:        gateway.DefaultMaxSockets,
+		maxNew:            gateway.DefaultNewSessionsPerMinute,
+		maxLive:           engine.DefaultMaxLiveSessions,
+		maxDepth:          engine.DefaultMaxDepth,
+		maxFanOut:         engine.DefaultMaxFanOut,
+		pingInterval:      gateway.DefaultPingInterval,
+		modelIdle:         anthropic.DefaultStreamIdleTimeout,
+		store:             "jetstream",
+		dataDir:           "gateway-data", // no HOME in the tests' environment
+		natsReplicas:      1,
+		fsync:             jetstream.DefaultSync,
+		retain:            engine.DefaultRetain,
+		unload:            engine.DefaultUnload,
+		replayMemory:      engine.DefaultReplayBytes,
+		leaseTTL:          jetstream.DefaultLeaseTTL,
+		logLevel:          slog.LevelInfo,
+		pageTools:         true,
+		sameSite:          http.SameSiteLaxMode,
+		drain:             5 * time.Second,
+		shutdownGrace:     15 * time.Second,
 	}
 	with := func(edit func(c *config)) config {
 		c := defaults
@@ -199,6 +201,14 @@ func TestParseConfig(t *testing.T) {
 			env:  map[string]string{"GATEWAY_WORKER_SECRET": "s3cret"},
 			want: with(func(c *config) { c.workerURL, c.workerSecret = "http://127.0.0.1:9/decide", "s3cret" }),
 		},
+		{
+			name: "more requests open to the worker",
+			args: []string{"--worker-url", "http://127.0.0.1:9/decide", "--worker-max-in-flight", "256"},
+			env:  map[string]string{"GATEWAY_WORKER_SECRET": "s3cret"},
+			want: with(func(c *config) {
+				c.workerURL, c.workerSecret, c.workerMaxInFlight = "http://127.0.0.1:9/decide", "s3cret", 256
+			}),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,6 +251,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero replay memory", []string{"--replay-memory", "0"}, nil, "replay-memory"},
 		{"a worker secret and no worker", []string{"--worker-secret", "a-secret-of-32-bytes-or-more-xxxxx"}, nil, "worker-secret is for a worker, and there is none: give --worker-url"},
 		{"page tools and no worker", []string{"--page-tools", "none"}, nil, "page-tools is for a worker, and there is none"},
+		{"a worker bound and no worker", []string{"--worker-max-in-flight", "128"}, nil, "worker-max-in-flight is for a worker, and there is none"},
+		{"zero worker requests", []string{"--worker-max-in-flight", "0"}, map[string]string{"GATEWAY_WORKER_URL": "http://127.0.0.1:9000/", "GATEWAY_WORKER_SECRET": "a-secret-of-32-bytes-or-more-xxxxx"}, `worker-max-in-flight "0" is not a positive number of requests`},
+		{"worker requests from the environment", nil, map[string]string{"GATEWAY_WORKER_MAX_IN_FLIGHT": "-1"}, "(from the environment: GATEWAY_WORKER_MAX_IN_FLIGHT)"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},
 		{"a memory store with a NATS URL", []string{"--store", "memory"}, map[string]string{"GATEWAY_NATS_URL": "nats://127.0.0.1:4222"}, "for --store jetstream"},
 		{"a lease shorter than the store keeps", []string{"--lease-ttl", "1ms"}, nil, "lease-ttl 1ms is under 100ms"},

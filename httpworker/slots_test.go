@@ -1,0 +1,158 @@
+package httpworker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestRequestOutcomeNoSlot: a request whose time runs out while the
+// gateway's own bound on open requests is full never reached the worker,
+// so it counts as no_slot, not as the worker's timeout: the operator
+// raises the bound (--worker-max-in-flight), not the worker's capacity.
+func TestRequestOutcomeNoSlot(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
+		arrived <- struct{}{}
+		<-release
+		answer(w, engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: []byte(`"sunny"`)}}})
+	}))
+	defer srv.Close()
+	m := metrics.New()
+	w := newWorker(t, srv.URL, Options{Metrics: m, MaxInFlight: 1})
+	holding := make(chan error, 1)
+	go func() {
+		_, err := w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: execTrigger(time.Now().Add(time.Minute))})
+		holding <- err
+	}()
+	<-arrived
+
+	tests := []struct {
+		name    string
+		end     func(ctx context.Context) (context.Context, func()) // how the waiting request's context ends
+		outcome string
+		why     string
+	}{
+		{"its deadline passes", func(ctx context.Context) (context.Context, func()) {
+			return context.WithTimeout(ctx, 50*time.Millisecond)
+		}, "no_slot", "time ran out while it waited"},
+		{"its attempt times out", func(ctx context.Context) (context.Context, func()) {
+			ctx, stop := context.WithCancelCause(ctx)
+			time.AfterFunc(50*time.Millisecond, func() { stop(engine.ErrAttemptTimedOut) })
+			return ctx, func() { stop(nil) }
+		}, "no_slot", "time ran out while it waited"},
+		{"the engine stops it", func(ctx context.Context) (context.Context, func()) {
+			ctx, stop := context.WithCancel(ctx)
+			time.AfterFunc(50*time.Millisecond, stop)
+			return ctx, stop
+		}, "cancelled", "cancelled while it waited"},
+	}
+	want := map[string]int{}
+	for _, tt := range tests {
+		ctx, done := tt.end(context.Background())
+		d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: execTrigger(time.Now().Add(time.Minute))})
+		done()
+		if err != nil {
+			t.Fatalf("%s: Decide: %v", tt.name, err)
+		}
+		te, ok := d.Actions[0].(engine.ToolError)
+		if !ok || !strings.Contains(te.Error, "already has 1 requests open") || !strings.Contains(te.Error, tt.why) {
+			t.Errorf("%s: Decide = %+v, want a tool.error saying the request %s", tt.name, d.Actions, tt.why)
+		}
+		want[tt.outcome]++
+	}
+	close(release)
+	if err := <-holding; err != nil {
+		t.Fatalf("the request holding the slot: %v", err)
+	}
+	expect := fmt.Sprintf(`
+# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
+# TYPE gateway_worker_requests_total counter
+gateway_worker_requests_total{outcome="cancelled",trigger="tool.execute"} %d
+gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} %d
+gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1
+`, want["cancelled"], want["no_slot"])
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(expect), "gateway_worker_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestASlotAfterTheDeadlineIsNotUsed: a tool.execute that gets its slot
+// only after its attempt's deadline is not sent: the engine ignores an
+// answer to an attempt that timed out, and may be running the next one,
+// so the worker would run the tool for nothing, or twice. It fails as
+// no_slot once the engine ends the attempt, not before: the engine's own
+// clock times attempts out.
+func TestASlotAfterTheDeadlineIsNotUsed(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan string, 2)
+	srv := httptest.NewServer(verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
+		id := req.Trigger.(engine.ToolExecute).ID
+		arrived <- id
+		if id == "call_holding" {
+			<-release
+		}
+		answer(w, engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: []byte(`"sunny"`)}}})
+	}))
+	defer srv.Close()
+	m := metrics.New()
+	w := newWorker(t, srv.URL, Options{Metrics: m, MaxInFlight: 1})
+	holding := execTrigger(time.Now().Add(time.Minute))
+	holding.ID = "call_holding"
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		_, _ = w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: holding})
+	}()
+	<-arrived
+
+	late := execTrigger(time.Now().Add(100 * time.Millisecond))
+	late.ID = "call_late"
+	ctx, timeOut := context.WithCancelCause(context.Background())
+	defer timeOut(nil)
+	time.AfterFunc(200*time.Millisecond, func() { close(release) }) // the slot frees past the deadline
+	ended := make(chan time.Time, 1)
+	time.AfterFunc(400*time.Millisecond, func() { // the engine's timer, late as a busy session's
+		ended <- time.Now()
+		timeOut(engine.ErrAttemptTimedOut)
+	})
+	d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: late})
+	returned := time.Now()
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	if te, ok := d.Actions[0].(engine.ToolError); !ok || !strings.Contains(te.Error, "time ran out while it waited") {
+		t.Errorf("Decide = %+v, want a tool.error saying its time ran out waiting", d.Actions)
+	}
+	select {
+	case at := <-ended:
+		if returned.Before(at) {
+			t.Errorf("Decide returned before the engine ended the attempt")
+		}
+	default:
+		t.Errorf("Decide returned before the engine ended the attempt")
+	}
+	select {
+	case id := <-arrived:
+		t.Errorf("%s reached the worker after its deadline", id)
+	default:
+	}
+	<-held
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
+# TYPE gateway_worker_requests_total counter
+gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} 1
+gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1
+`), "gateway_worker_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
