@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -65,7 +67,7 @@ func TestRequestOutcomeNoSlot(t *testing.T) {
 			t.Fatalf("%s: Decide: %v", tt.name, err)
 		}
 		te, ok := d.Actions[0].(engine.ToolError)
-		if !ok || !strings.Contains(te.Error, "already has 1 requests open") || !strings.Contains(te.Error, tt.why) {
+		if !ok || !strings.Contains(te.Error, "already has 1 tool calls running on the worker") || !strings.Contains(te.Error, tt.why) {
 			t.Errorf("%s: Decide = %+v, want a tool.error saying the request %s", tt.name, d.Actions, tt.why)
 		}
 		want[tt.outcome]++
@@ -154,5 +156,58 @@ gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} 1
 gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1
 `), "gateway_worker_requests_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestToolRunsLeaveRoomForDecisions: slow tools take at most three
+// quarters of MaxInFlight, so the decisions a chat waits on (a message, a
+// settled call) still reach the worker while every tool slot is held.
+func TestToolRunsLeaveRoomForDecisions(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan string, 8)
+	srv := httptest.NewServer(verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
+		if exec, ok := req.Trigger.(engine.ToolExecute); ok {
+			arrived <- exec.ID
+			<-release
+			answer(w, engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: []byte(`"done"`)}}})
+			return
+		}
+		answer(w, req.Proposed)
+	}))
+	defer srv.Close()
+	var letGo sync.Once
+	free := func() { letGo.Do(func() { close(release) }) }
+	defer free() // before the server closes: it waits for the held runs
+	w := newWorker(t, srv.URL, Options{MaxInFlight: 4})
+	done := make(chan struct{})
+	for i := range 4 {
+		tr := execTrigger(time.Now().Add(time.Minute))
+		tr.ID = fmt.Sprint("call_", i)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if _, err := w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: tr}); err != nil {
+				t.Errorf("Decide(%s): %v", tr.ID, err)
+			}
+		}()
+	}
+	for range 3 {
+		<-arrived
+	}
+	waitFor(t, func() bool { return w.waiting.Load() == 1 }) // the fourth tool waits
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg := engine.UserMessage{Message: model.Message{Role: "user", Content: "hello"}}
+	if _, err := w.Decide(ctx, engine.DecideRequest{Session: "s2", Trigger: msg, Proposed: engine.Decision{}}); err != nil {
+		t.Errorf("a message's decision while three tools run: %v", err)
+	}
+	select {
+	case id := <-arrived:
+		t.Errorf("%s reached the worker while three tools held their share", id)
+	default:
+	}
+	free()
+	for range 4 {
+		<-done
 	}
 }

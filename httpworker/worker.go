@@ -64,6 +64,9 @@ type Options struct {
 
 	// MaxInFlight bounds the requests this Worker has open at once; a Decide
 	// beyond it waits for a slot, as long as its context allows. Default 64.
+	// tool.execute requests take at most three quarters of the slots, so
+	// the other triggers (which a session waits on) never wait behind
+	// slow tools alone.
 	// Raising it lets a slow worker pile up more open connections (and file
 	// descriptors) on both sides; lowering it queues tool calls behind each
 	// other, so their attempts may time out while waiting.
@@ -124,7 +127,8 @@ type Worker struct {
 	secret      []byte
 	client      *http.Client
 	owned       *http.Transport // closed by Close; nil when Options.Transport was given
-	sem         chan struct{}
+	sem         chan struct{}   // every request's slot
+	toolSem     chan struct{}   // a tool.execute's, taken before sem: a share of it
 	timeout     time.Duration
 	toolTimeout time.Duration
 	maxBody     int64
@@ -164,6 +168,10 @@ func New(o Options) (*Worker, error) {
 		log:         o.Logger,
 		metrics:     o.Metrics,
 	}
+	// Tool runs take at most three quarters of the slots: the rest are
+	// for the decisions a chat waits on (a message, a settled call),
+	// which would otherwise wait behind slow tools.
+	w.toolSem = make(chan struct{}, max(1, cap(w.sem)-cap(w.sem)/4))
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -354,7 +362,13 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	ctx, cancel := context.WithDeadline(ctx, bound)
 	defer cancel()
 
-	if f := w.acquire(ctx, deadline); f != nil {
+	if isExec {
+		if f := w.acquire(ctx, deadline, w.toolSem, "tool calls running on"); f != nil {
+			return engine.Decision{}, f
+		}
+		defer func() { <-w.toolSem }()
+	}
+	if f := w.acquire(ctx, deadline, w.sem, "requests open to"); f != nil {
 		return engine.Decision{}, f
 	}
 	defer func() { <-w.sem }()
@@ -500,24 +514,25 @@ func (w *Worker) deadlines(ctx context.Context, exec engine.ToolExecute, isExec 
 	return t, t
 }
 
-// acquire takes an in-flight slot, or fails when ctx ends first. A slot
-// that comes after deadline is given back unused: the worker would run a
-// tool for an attempt whose answer the engine ignores (and may retry).
-func (w *Worker) acquire(ctx context.Context, deadline time.Time) *failure {
+// acquire takes a slot of sem (what names its holders), or fails when ctx
+// ends first. A slot that comes after deadline is given back unused: the
+// worker would run a tool for an attempt whose answer the engine ignores
+// (and may retry).
+func (w *Worker) acquire(ctx context.Context, deadline time.Time, sem chan struct{}, what string) *failure {
 	select {
-	case w.sem <- struct{}{}:
+	case sem <- struct{}{}:
 		return nil
 	default:
 	}
 	w.waiting.Add(1)
 	defer w.waiting.Add(-1)
-	why := fmt.Sprintf("the gateway already has %d requests open to the worker and ", cap(w.sem))
+	why := fmt.Sprintf("the gateway already has %d %s the worker and ", cap(sem), what)
 	select {
-	case w.sem <- struct{}{}:
+	case sem <- struct{}{}:
 		if time.Now().Before(deadline) {
 			return nil
 		}
-		<-w.sem
+		<-sem
 		// The engine ends the attempt on its own clock: answering
 		// before it does could settle its timeout as this failure.
 		<-ctx.Done()
