@@ -44,6 +44,7 @@ type call struct {
 	started        time.Time       // when the call started, for its duration
 	delivered      time.Time       // when the current client attempt reached its page
 	awaitedPage    bool            // loaded waiting for a page, which pages were told before
+	holderGone     bool            // its page left as the process stopped: pages were not told it waits
 	undeclared     bool            // the model named a tool the agent does not have
 	attemptStarted time.Time       // the progress cap counts from it
 	notTwice       bool            // its tool declares idempotent: false (nottwice.go)
@@ -314,7 +315,7 @@ func (s *Session) startAttempt(c *call) {
 		s.executeOnWorker(c, c.proposedFor(attempt))
 		return
 	}
-	c.holder = s.holderFor(c.name, c.avoid)
+	c.holder, c.holderGone = s.holderFor(c.name, c.avoid), false
 	c.avoid = nil
 	if c.holder != nil {
 		started.Page = c.holder.id
@@ -675,7 +676,7 @@ func (s *Session) endAttempt(c *call, abort CancelReason) {
 			s.log.deliver(c.holder, FrameToolCancel, frame)
 		}
 	}
-	c.holder = nil
+	c.holder, c.holderGone = nil, false
 	c.progress.stop()
 	c.progress = nil
 	c.endAttemptSpan(abort)

@@ -126,3 +126,35 @@ func TestRestartWaitingCallSaidOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestGracefulStopSaysTheCallWaits: a gateway stopped with SIGTERM closes
+// its pages as it stops (Closing, then each page detaches): their calls do
+// not move then, so pages were not told a call waits. Loaded again, the
+// session says so, as after a crash: pages that resume saw the call held
+// by a page that is gone (an outside audit: SIGTERM published no
+// tool.leased naming no page, kill -9 did).
+func TestGracefulStopSaysTheCallWaits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
+		e := r.start(w, m)
+		ctx := context.Background()
+		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0, "confirm")
+		if err := p.page.Send(ctx, "delete my draft"); err != nil {
+			t.Fatal(err)
+		}
+		p.until("tool.call", isType(engine.FrameToolCall))
+		e.Closing()
+		p.page.Detach()
+		stop(t, e)
+		r.loaded(w, m, s.ID())
+		events := stored(t, r.store, s.ID())
+		if ev := events[len(events)-1]; ev.Type != engine.EventToolLeased || strings.Contains(string(ev.Frame), `"page"`) {
+			t.Errorf("the journal's last event after the load: %s, want tool.leased for call_1 naming no page", ev.Frame)
+		}
+	})
+}

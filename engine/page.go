@@ -480,6 +480,7 @@ func (s *Session) pageLeft(p *Page) {
 				continue
 			}
 			c.holder = nil
+			c.holderGone = closing
 			if c.running() && !closing {
 				next := s.holderFor(c.name, nil)
 				if next != nil {
@@ -540,7 +541,7 @@ func (s *Session) declared(tool string) bool {
 // tells every page, and delivers the attempt to holder with its deadline
 // unchanged.
 func (s *Session) lease(c *call, holder *Page) {
-	c.holder = holder
+	c.holder, c.holderGone = holder, false
 	ev := ToolLeasedEvent{ID: c.id, Name: c.name, Attempt: c.attempt}
 	if holder != nil {
 		ev.Page = holder.id

@@ -390,6 +390,21 @@ func TestStructuredErrorInfo(t *testing.T) {
 // TestSettleOnce: late, duplicate and stale answers are ignored (a debug
 // log), never settle a call twice, and never reach the model.
 func TestSettleOnce(t *testing.T) {
+	t.Run("a retryable error repeated", func(t *testing.T) {
+		// The error ended attempt 1 without settling the call: a repeat
+		// of it is late, not settled (retries.md).
+		b := newBrowser()
+		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient, Retry: threeBy30s}}}}
+		h := setup(t, w, callsThenSummary(use("call_1", "get_location", `{}`)), engine.Options{Rand: half}, b)
+		h.send("where")
+		recv(t, b.calls, "attempt 1")
+		busy := engine.ToolError{ID: "call_1", Attempt: 1, Error: "busy", Retryable: true}
+		h.answer(busy)
+		h.waitType(engine.EventToolRetrying)
+		if err := h.s.Answer(context.Background(), busy); !errors.Is(err, engine.ErrStaleAttempt) {
+			t.Errorf("the retryable error again: %v, want ErrStaleAttempt", err)
+		}
+	})
 	t.Run("client", func(t *testing.T) {
 		b := newBrowser()
 		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "get_location", Handler: engine.HandlerClient, Retry: threeBy30s}}}}

@@ -205,7 +205,7 @@ func (c *call) state(spec *specState) callState {
 	cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt = c.attempt, c.deadline, c.backingOff, c.retryAt
 	cs.Started, cs.AttemptStarted = c.started, c.attemptStarted
 	cs.Reached, cs.NotTwice, cs.Approving = !c.delivered.IsZero(), c.notTwice, c.approving
-	cs.AwaitsPage = c.handler == HandlerClient && c.attempt > 0 && !c.settled && !c.backingOff && c.holder == nil
+	cs.AwaitsPage = c.handler == HandlerClient && c.attempt > 0 && !c.settled && !c.backingOff && c.holder == nil && !c.holderGone
 	switch {
 	case c.settled && c.ref != nil:
 		cs.Finished, cs.FinishedSeq = &c.ref.stub, c.ref.seq
