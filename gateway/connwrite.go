@@ -305,7 +305,9 @@ func (c *conn) writeFrames(frames []engine.Event, timed bool) bool {
 		if !c.writeFrame(ev.Frame, timed) {
 			return false
 		}
-		c.s.opts.Metrics.FrameOut(ev.Type)
+		if ev.Type != "" { // a relayed frame's, which its serving node counted
+			c.s.opts.Metrics.FrameOut(ev.Type)
+		}
 	}
 	return true
 }

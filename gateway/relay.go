@@ -462,10 +462,9 @@ func (p *pipe) received(id string, in *pipeIn, m *nats.Msg) {
 		p.lost("relayed page missed an event, closing", "after", after, "got", ev.Seq)
 		return
 	}
-	if ev.Type == "" {
-		ev.Type = "other" // as the frame counters name a type they do not know
-	}
-	p.c.reply(ev.Type, data)
+	// No type: the node that serves the page counted the frame, and a
+	// cluster's sum counts it once.
+	p.c.reply("", data)
 }
 
 // moveSoon moves the page from pipe from on a goroutine of its own

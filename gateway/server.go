@@ -675,8 +675,17 @@ func (s *Server) track(c *conn) bool {
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
-	s.opts.Metrics.PageConnected(1)
+	if !c.relayed() {
+		s.opts.Metrics.PageConnected(1)
+	}
 	return true
+}
+
+// relayed reports whether c is a page another node holds the socket of,
+// which that node counts among its pages.
+func (c *conn) relayed() bool {
+	_, ok := c.ws.(*remoteSocket)
+	return ok
 }
 
 // relayedConns lists the connections of pages this node serves for other
@@ -686,7 +695,7 @@ func (s *Server) relayedConns() []*conn {
 	defer s.mu.Unlock()
 	var relayed []*conn
 	for c := range s.conns {
-		if _, ok := c.ws.(*remoteSocket); ok {
+		if c.relayed() {
 			relayed = append(relayed, c)
 		}
 	}
@@ -697,7 +706,9 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	s.opts.Metrics.PageConnected(-1)
+	if !c.relayed() {
+		s.opts.Metrics.PageConnected(-1)
+	}
 	s.wg.Done()
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestPausedOwnerIsFenced: two gateways share a NATS server. The one that
@@ -273,6 +274,23 @@ func TestAnyNodeServesAnyBrowser(t *testing.T) {
 	// The session ran on A all along: B only moved frames.
 	if na, nb := loadedSessions(t, baseA), loadedSessions(t, baseB); na != 1 || nb != 0 {
 		t.Errorf("sessions in memory: A %d, B %d; want the session on A only", na, nb)
+	}
+	// A relayed page and its frames count once over the cluster, as
+	// operations.md has the operator sum them: the page where its socket
+	// is, its frames where its session runs.
+	var ma, mb map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(hang); ; time.Sleep(50 * time.Millisecond) {
+		ma, mb = scrape(t, br.http, baseA), scrape(t, br.http, baseB)
+		if sampleValue(ma, "gateway_pages_connected", nil) == 0 || time.Now().After(deadline) {
+			break // the first page's close is done
+		}
+	}
+	calls := map[string]string{"type": "tool.call"}
+	if callsA, callsB := sampleValue(ma, "gateway_frames_sent_total", calls), sampleValue(mb, "gateway_frames_sent_total", calls); callsA+callsB != 1 {
+		t.Errorf("tool.call frames sent: A %v, B %v; want 1 over the two", callsA, callsB)
+	}
+	if pagesA, pagesB := sampleValue(ma, "gateway_pages_connected", nil), sampleValue(mb, "gateway_pages_connected", nil); pagesA != 0 || pagesB != 1 {
+		t.Errorf("pages connected: A %v, B %v; want the relayed page on B only", pagesA, pagesB)
 	}
 
 	// Node A dies. The page connected to B stays: B moves it, once A's
