@@ -37,6 +37,10 @@ import (
 type Relay struct {
 	nc   *nats.Conn
 	node string
+	// instance names this process among the runs of node: a node
+	// restarted under its name answers with another, and the pipes the
+	// dead process served move at once (runWatch).
+	instance string
 
 	mu    sync.Mutex
 	sub   *nats.Subscription
@@ -50,7 +54,9 @@ type Relay struct {
 
 // NewRelay returns a relay for this node on nc; the Server that gets it in
 // Options.Relay serves other nodes' pages through it.
-func NewRelay(nc *nats.Conn, node string) *Relay { return &Relay{nc: nc, node: node} }
+func NewRelay(nc *nats.Conn, node string) *Relay {
+	return &Relay{nc: nc, node: node, instance: nuid.Next()}
+}
 
 // ErrNodeNameTaken: another gateway node of this name is running.
 var ErrNodeNameTaken = errors.New("another gateway node of this name is running")
@@ -90,19 +96,21 @@ type relayOpen struct {
 func (r *Relay) serve(s *Server) error {
 	sub, err := r.nc.Subscribe(openSubject(r.node), func(m *nats.Msg) {
 		var req relayOpen
+		// Every answer names this process (the node watch's empty
+		// question gets the first).
 		if err := json.Unmarshal(m.Data, &req); err != nil || req.Pipe == "" || strings.ContainsAny(req.Pipe, " *>") {
-			_ = m.Respond([]byte(`{"error":"bad request"}`))
+			_ = m.Respond([]byte(`{"error":"bad request","instance":` + strconv.Quote(r.instance) + `}`))
 			return
 		}
 		sock, err := newRemoteSocket(r.nc, req.Pipe, s.logger.With("remote", req.Remote, "relayed", true))
 		if err != nil {
-			_ = m.Respond([]byte(`{"error":` + strconv.Quote(err.Error()) + `}`))
+			_ = m.Respond([]byte(`{"error":` + strconv.Quote(err.Error()) + `,"instance":` + strconv.Quote(r.instance) + `}`))
 			return
 		}
 		sock.parts, sock.sync = req.Parts, req.Sync
 		// The answer says this node joins the page's frames sent in parts,
 		// and takes syncs.
-		_ = m.Respond([]byte(`{"ok":true,"parts":true,"sync":true}`))
+		_ = m.Respond([]byte(`{"ok":true,"parts":true,"sync":true,"instance":` + strconv.Quote(r.instance) + `}`))
 		go s.serveRemote(sock, req.Browser, req.Remote)
 	})
 	if err != nil {
@@ -280,14 +288,17 @@ type pipe struct {
 	c    *conn
 	open SessionOpen // the page's session.open, whose after moves on
 
-	mu     sync.Mutex
-	id     string
-	node   string // the serving node the relay watches for the page (watchNode)
-	subs   []*nats.Subscription
-	parts  bool   // the serving node joins frames sent in parts
-	sync   bool   // the serving node takes syncs (relaysync.go)
-	sent   uint64 // the messages sent on the pipe id (the page's frames)
-	moving bool   // between two nodes: the page's frames wait
+	mu    sync.Mutex
+	id    string
+	node  string // the serving node the relay watches for the page (watchNode)
+	subs  []*nats.Subscription
+	parts bool   // the serving node joins frames sent in parts
+	sync  bool   // the serving node takes syncs (relaysync.go)
+	sent  uint64 // the messages sent on the pipe id (the page's frames)
+	// instance is the serving node's process ("" for an earlier version,
+	// which does not say): another answering under its name is a restart.
+	instance string
+	moving   bool // between two nodes: the page's frames wait
 	// reopening: moved, the page's session.open sent for it, and no
 	// session.opened back yet.
 	reopening bool
@@ -347,7 +358,7 @@ func (p *pipe) dial(node string) error {
 	resp, err := nc.RequestWithContext(ctx, openSubject(node), req)
 	var answer struct {
 		OK, Parts, Sync bool
-		Error           string
+		Error, Instance string
 	}
 	if err == nil {
 		if jerr := json.Unmarshal(resp.Data, &answer); jerr != nil || !answer.OK {
@@ -369,6 +380,7 @@ func (p *pipe) dial(node string) error {
 		return errPipeClosed
 	}
 	p.id, p.subs, p.parts, p.sync, p.sent = id, []*nats.Subscription{out, ping}, answer.Parts, answer.Sync, 0
+	p.instance = answer.Instance
 	open := p.open
 	open.After = p.after
 	p.watchNode(node) // under p.mu, as end's: never watched after the end

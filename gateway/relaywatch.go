@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -74,23 +75,43 @@ func (r *Relay) runWatch(node string, w *nodeWatch) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), nodeCheck)
-		_, err := r.nc.RequestWithContext(ctx, openSubject(node), nil)
+		resp, err := r.nc.RequestWithContext(ctx, openSubject(node), nil)
 		cancel()
-		if err == nil {
-			continue // there
-		}
-		if !errors.Is(err, nats.ErrNoResponders) {
+		switch {
+		case err == nil:
+			// There; but a node restarted under its name (a pod's, a
+			// service's) answers too, and serves none of the pipes of
+			// the process that died.
+			var answer struct{ Instance string }
+			_ = json.Unmarshal(resp.Data, &answer)
+			r.checkPipes(node, w, func(p *pipe) bool { return answer.Instance != "" && p.instance != "" && p.instance != answer.Instance })
+		case !errors.Is(err, nats.ErrNoResponders):
 			r.leftBehind(node, w) // silent: slow, or hung
-			continue
+		default:
+			r.checkPipes(node, w, func(*pipe) bool { return true })
 		}
-		r.mu.Lock()
-		for p := range w.pipes {
+	}
+}
+
+// checkPipes has those of w's pipes still on node that need it ping their
+// serving node at once: one that does not answer moves the page (watch).
+func (r *Relay) checkPipes(node string, w *nodeWatch, need func(p *pipe) bool) {
+	r.mu.Lock()
+	pipes := make([]*pipe, 0, len(w.pipes))
+	for p := range w.pipes {
+		pipes = append(pipes, p)
+	}
+	r.mu.Unlock()
+	for _, p := range pipes { // p.mu is taken before r.mu, never inside it
+		p.mu.Lock()
+		check := p.node == node && need(p)
+		p.mu.Unlock()
+		if check {
 			select {
 			case p.check <- struct{}{}:
 			default:
 			}
 		}
-		r.mu.Unlock()
 	}
 }
 

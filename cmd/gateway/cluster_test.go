@@ -447,12 +447,23 @@ func TestRelayedPageMovesAfterTheLease(t *testing.T) {
 		_ = a.cmd.Process.Signal(syscall.SIGSTOP)
 		return func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }
 	}
+	// A node restarted under its --node-id (a pod's name) takes its
+	// sessions back at once, and answers the page's node for its name,
+	// but serves none of the dead process's pipes (an outside audit: the
+	// page waited for its own ping).
+	restartNode := func(a *gatewayProc) func() {
+		_ = a.cmd.Process.Kill()
+		_ = a.wait()
+		startCmd(a.t, a.name+" again", exec.Command(a.cmd.Path, a.cmd.Args[1:]...), nil)
+		return func() {}
+	}
 	for _, tc := range []struct {
 		name string
 		stop func(a *gatewayProc) (resume func())
 	}{
 		{"the serving node dies", killNode},
 		{"the serving node hangs", hangNode},
+		{"the serving node restarts under its name", restartNode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, "--lease-ttl", "2s", "--ping-interval", "5m")
