@@ -357,7 +357,7 @@ func TestLargeFrameToAnEarlierNode(t *testing.T) {
 func TestRelayNodesAgreeOnParts(t *testing.T) {
 	nc := natsConn(t)
 	owner := testServer(t)
-	r := &Relay{nc: nc, node: "owner"}
+	r := NewRelay(nc, "owner")
 	if err := r.serve(owner); err != nil {
 		t.Fatal(err)
 	}
@@ -367,8 +367,12 @@ func TestRelayNodesAgreeOnParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(resp.Data); got != `{"ok":true,"parts":true,"sync":true}` {
-		t.Errorf("the serving node answered %s, want one that says it joins parts and takes syncs", got)
+	var answer struct {
+		OK, Parts, Sync bool
+		Instance        string
+	}
+	if err := json.Unmarshal(resp.Data, &answer); err != nil || !answer.OK || !answer.Parts || !answer.Sync || answer.Instance != r.instance {
+		t.Errorf("the serving node answered %s, want one that says it joins parts and takes syncs, and names its process", resp.Data)
 	}
 	_ = nc.Publish("gateway.relay.pipe.agree.in", nil) // an empty frame, then the page leaves
 	m := nats.NewMsg("gateway.relay.pipe.agree.in")
