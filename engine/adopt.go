@@ -65,18 +65,30 @@ func (e *Engine) adoptOrphans() {
 	// every look, when no session of its own writes (an idle node, a
 	// cluster without its quorum): the node's health says it too, once it
 	// lasts.
+	failed := l.failedReads >= lookFailures // the node's health says so
 	l.failedReads++
 	if err == nil {
 		l.failedReads = 0
+	}
+	// A change of the node's health is said each time, before it is
+	// made: /readyz answers 503 from the first, and an operator whose
+	// load balancer took the node out looks for why.
+	switch {
+	case err == nil && failed:
+		e.opts.Logger.Info("the node reads and writes the store again: ready")
+	case err != nil && !failed && l.failedReads >= lookFailures:
+		l.listingWarned = e.opts.Clock.Now()
+		e.opts.Logger.Warn("the node could not read or write the store at two looks in a row: not ready (/readyz 503) until a look can; sessions in memory go on as their own writes allow", "err", err)
+	case err != nil:
+		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {
+			l.listingWarned = now
+			e.opts.Logger.Warn("the look for sessions no node runs could not read or write the store; tried again every look, said again in an hour", "err", err)
+		}
 	}
 	if err == nil || l.failedReads >= lookFailures {
 		e.lookResult(err)
 	}
 	if err != nil {
-		if now := e.opts.Clock.Now(); now.Sub(l.listingWarned) >= time.Hour {
-			l.listingWarned = now
-			e.opts.Logger.Warn("the look for sessions no node runs could not read or write the store; tried again every look, said again in an hour", "err", err)
-		}
 		return
 	}
 	var adopted []string

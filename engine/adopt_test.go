@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/clienttools/gateway/testlog"
 )
 
 // feedReads is a node's store that keeps what each read of its summary
@@ -84,11 +86,12 @@ func (f *feedReads) all() []engine.Changes {
 // lookNodes is a NATS server that nodes' stores share, and the engines
 // the look's tests start on them: node A runs a session, node B looks.
 type lookNodes struct {
-	t   *testing.T
-	url string
-	ttl time.Duration
-	w   *testWorker
-	m   *fakeModel
+	t      *testing.T
+	url    string
+	ttl    time.Duration
+	w      *testWorker
+	m      *fakeModel
+	logger *slog.Logger // the engines'; nil: quiet
 }
 
 func newLookNodes(t *testing.T, ttl time.Duration) *lookNodes {
@@ -110,9 +113,13 @@ func (n *lookNodes) node(name string) *jetstream.Store {
 // start starts an engine on store, looking every adopt (0: never).
 func (n *lookNodes) start(store engine.Store, clk *clock.Fake, adopt time.Duration) *engine.Engine {
 	n.t.Helper()
+	logger := n.logger
+	if logger == nil {
+		logger = quiet()
+	}
 	e, err := engine.New(engine.Options{
 		Worker: n.w, Models: model.ResolverFunc(func(string) (model.Model, error) { return n.m, nil }),
-		Store: store, Clock: clk, Logger: quiet(), Retain: -1, Rand: half, Adopt: adopt,
+		Store: store, Clock: clk, Logger: logger, Retain: -1, Rand: half, Adopt: adopt,
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -324,12 +331,19 @@ func TestLookKeepsWhatItReadBeforeAnError(t *testing.T) {
 // fail to read it make the node's health say the store is down (its
 // readiness, the store's failing metric), and the next that works, that
 // it is back. One alone does not. So do two whose write of a key of its
-// own the store refuses, while it answers the reads.
+// own the store refuses, while it answers the reads. The log says each
+// change, however soon one follows another: an operator whose load
+// balancer took the node out looks there for why (an outside audit: a
+// node not ready for 10 s after a NATS outage, its log silent).
 func TestLookSaysTheStoreIsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a NATS server")
 	}
 	nodes := newLookNodes(t, time.Second)
+	var logs testlog.Buffer
+	nodes.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	said := func(msg string) int { return strings.Count(logs.String(), msg) }
+	const notReady, ready = "not ready (/readyz 503)", "the store again: ready"
 	b := &feedReads{Store: nodes.node("node-b")}
 	clockB := clock.NewFake(epoch)
 	eb := nodes.start(b, clockB, time.Second)
@@ -353,7 +367,7 @@ func TestLookSaysTheStoreIsDown(t *testing.T) {
 	// the writes: a cluster without its quorum, whose replicas answer
 	// reads (an idle node, which writes nothing else, said it was ready
 	// while no session could be opened on it).
-	for _, fault := range []struct {
+	for i, fault := range []struct {
 		name  string
 		field *error
 		err   error
@@ -375,10 +389,16 @@ func TestLookSaysTheStoreIsDown(t *testing.T) {
 		health(func(err error) bool {
 			return errors.Is(err, engine.ErrStoreUnavailable) && strings.Contains(err.Error(), fault.cause)
 		}, "after two looks whose "+fault.name+" failed, want ErrStoreUnavailable with its cause")
+		if n := said(notReady); n != i+1 {
+			t.Errorf("the log said %d times that the node is not ready, want %d\n%s", n, i+1, logs.String())
+		}
 		b.mu.Lock()
 		*fault.field = nil
 		b.mu.Unlock()
 		look(t, b, clockB)
 		health(ok, "after the store took a look's "+fault.name+" again, want nil")
+		if n := said(ready); n != i+1 {
+			t.Errorf("the log said %d times that the node is ready again, want %d\n%s", n, i+1, logs.String())
+		}
 	}
 }
