@@ -19,8 +19,8 @@
 // Concurrency: a Worker is safe for concurrent use; the engine calls Decide
 // from every session's goroutine and from one goroutine per tool attempt. It
 // keeps connections alive and bounds the requests open at once
-// (Options.MaxInFlight, three quarters of it for tool.execute); a Decide beyond
-// that waits for a slot, as long as its context allows, and never sends a
-// tool.execute whose slot came after its deadline. Close releases idle
-// connections.
+// (Options.MaxInFlight tool runs, and as many other requests apart); a Decide
+// beyond that waits for a slot, as long as its context allows, and never
+// sends a tool.execute whose slot came after its deadline. Close releases
+// idle connections.
 package httpworker

@@ -159,9 +159,9 @@ gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1
 	}
 }
 
-// TestToolRunsLeaveRoomForDecisions: slow tools take at most three
-// quarters of MaxInFlight, so the decisions a chat waits on (a message, a
-// settled call) still reach the worker while every tool slot is held.
+// TestToolRunsLeaveRoomForDecisions: slow tools hold MaxInFlight slots of
+// their own, so the decisions a chat waits on (a message, a settled call)
+// still reach the worker while every tool slot is held.
 func TestToolRunsLeaveRoomForDecisions(t *testing.T) {
 	release := make(chan struct{})
 	arrived := make(chan string, 8)
@@ -180,7 +180,7 @@ func TestToolRunsLeaveRoomForDecisions(t *testing.T) {
 	defer free() // before the server closes: it waits for the held runs
 	w := newWorker(t, srv.URL, Options{MaxInFlight: 4})
 	done := make(chan struct{})
-	for i := range 4 {
+	for i := range 5 {
 		tr := execTrigger(time.Now().Add(time.Minute))
 		tr.ID = fmt.Sprint("call_", i)
 		go func() {
@@ -190,24 +190,24 @@ func TestToolRunsLeaveRoomForDecisions(t *testing.T) {
 			}
 		}()
 	}
-	for range 3 {
+	for range 4 {
 		<-arrived
 	}
-	waitFor(t, func() bool { return w.waiting.Load() == 1 }) // the fourth tool waits
+	waitFor(t, func() bool { return w.waiting.Load() == 1 }) // the fifth tool waits
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	msg := engine.UserMessage{Message: model.Message{Role: "user", Content: "hello"}}
 	if _, err := w.Decide(ctx, engine.DecideRequest{Session: "s2", Trigger: msg, Proposed: engine.Decision{}}); err != nil {
-		t.Errorf("a message's decision while three tools run: %v", err)
+		t.Errorf("a message's decision while four tools run: %v", err)
 	}
 	select {
 	case id := <-arrived:
-		t.Errorf("%s reached the worker while three tools held their share", id)
+		t.Errorf("%s reached the worker while four tools held every slot", id)
 	default:
 	}
 	free()
-	for range 4 {
+	for range 5 {
 		<-done
 	}
 }

@@ -62,11 +62,11 @@ type Options struct {
 	// never sent, logged or put in an error.
 	Secret []byte
 
-	// MaxInFlight bounds the requests this Worker has open at once; a Decide
-	// beyond it waits for a slot, as long as its context allows. Default 64.
-	// tool.execute requests take at most three quarters of the slots, so
-	// the other triggers (which a session waits on) never wait behind
-	// slow tools alone.
+	// MaxInFlight bounds the tool.execute requests this Worker has open at
+	// once, and apart from them the requests for the other triggers, which
+	// a session waits on and which so never wait behind slow tools; a
+	// Decide beyond it waits for a slot, as long as its context allows.
+	// Default 64 (so at most 128 connections).
 	// Raising it lets a slow worker pile up more open connections (and file
 	// descriptors) on both sides; lowering it queues tool calls behind each
 	// other, so their attempts may time out while waiting.
@@ -122,18 +122,20 @@ type Options struct {
 // Worker is an engine.Worker that decides over HTTP. It is safe for
 // concurrent use.
 type Worker struct {
-	url         string // as configured, for requests
-	where       string // scheme://host/path, for messages
-	secret      []byte
-	client      *http.Client
-	owned       *http.Transport // closed by Close; nil when Options.Transport was given
-	sem         chan struct{}   // every request's slot
-	toolSem     chan struct{}   // a tool.execute's, taken before sem: a share of it
-	timeout     time.Duration
-	toolTimeout time.Duration
-	maxBody     int64
-	log         *slog.Logger
-	metrics     *metrics.Metrics
+	url    string // as configured, for requests
+	where  string // scheme://host/path, for messages
+	secret []byte
+	client *http.Client
+	owned  *http.Transport // closed by Close; nil when Options.Transport was given
+	// The requests open at once: tool runs, and apart from them the
+	// other triggers, which a chat waits on and which must not wait
+	// behind slow tools.
+	toolSem, decideSem chan struct{}
+	timeout            time.Duration
+	toolTimeout        time.Duration
+	maxBody            int64
+	log                *slog.Logger
+	metrics            *metrics.Metrics
 
 	waiting atomic.Int64 // Decide calls waiting for a slot; read by tests
 }
@@ -161,23 +163,20 @@ func New(o Options) (*Worker, error) {
 		url:         o.URL,
 		where:       (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
 		secret:      append([]byte(nil), o.Secret...),
-		sem:         make(chan struct{}, orDefault(o.MaxInFlight, DefaultMaxInFlight)),
+		toolSem:     make(chan struct{}, orDefault(o.MaxInFlight, DefaultMaxInFlight)),
+		decideSem:   make(chan struct{}, orDefault(o.MaxInFlight, DefaultMaxInFlight)),
 		timeout:     orDefault(o.Timeout, DefaultTimeout),
 		toolTimeout: orDefault(o.ToolTimeout, DefaultToolTimeout),
 		maxBody:     orDefault(o.MaxResponseBytes, DefaultMaxResponseBytes),
 		log:         o.Logger,
 		metrics:     o.Metrics,
 	}
-	// Tool runs take at most three quarters of the slots: the rest are
-	// for the decisions a chat waits on (a message, a settled call),
-	// which would otherwise wait behind slow tools.
-	w.toolSem = make(chan struct{}, max(1, cap(w.sem)-cap(w.sem)/4))
 	if w.log == nil {
 		w.log = slog.Default()
 	}
 	rt := o.Transport
 	if rt == nil {
-		n := cap(w.sem)
+		n := cap(w.toolSem) + cap(w.decideSem)
 		w.owned = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -362,16 +361,14 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	ctx, cancel := context.WithDeadline(ctx, bound)
 	defer cancel()
 
+	sem, holders := w.decideSem, "decisions open at"
 	if isExec {
-		if f := w.acquire(ctx, deadline, w.toolSem, "tool calls running on"); f != nil {
-			return engine.Decision{}, f
-		}
-		defer func() { <-w.toolSem }()
+		sem, holders = w.toolSem, "tool calls running on"
 	}
-	if f := w.acquire(ctx, deadline, w.sem, "requests open to"); f != nil {
+	if f := w.acquire(ctx, deadline, sem, holders); f != nil {
 		return engine.Decision{}, f
 	}
-	defer func() { <-w.sem }()
+	defer func() { <-sem }()
 
 	resp, f := w.send(ctx, req, body, deadline, isExec)
 	if f != nil {

@@ -676,10 +676,11 @@ func TestMaxInFlight(t *testing.T) {
 	// One whose context ends while it waits gives up without reaching it.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
-	if !errors.Is(err, engine.ErrWorker) || !errors.Is(err, context.DeadlineExceeded) ||
-		!strings.Contains(err.Error(), "already has 2 requests open") {
-		t.Errorf("Decide while full = %v, want a deadline error naming the limit", err)
+	gaveUp := execTrigger(time.Now().Add(time.Minute))
+	gaveUp.ID = "call_gave_up"
+	d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: gaveUp})
+	if te, ok := firstAction(d).(engine.ToolError); err != nil || !ok || !strings.Contains(te.Error, "already has 2 tool calls running") {
+		t.Errorf("Decide while full = %+v, %v; want a tool.error naming the limit", d, err)
 	}
 	select {
 	case id := <-arrived:
@@ -776,4 +777,12 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// firstAction is d's first action, or nil.
+func firstAction(d engine.Decision) engine.Action {
+	if len(d.Actions) == 0 {
+		return nil
+	}
+	return d.Actions[0]
 }
