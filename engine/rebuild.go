@@ -291,7 +291,7 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	for _, b := range batches {
 		events = append(events, b.Events...)
 		for _, ev := range b.Events {
-			if ev.Type == EventToolStarted || ev.Type == EventToolFinished || ev.Type == EventToolApproval {
+			if ev.Type == EventToolStarted || ev.Type == EventToolFinished || ev.Type == EventToolApproval || ev.Type == EventToolRetrying {
 				if err := calls.add(ev); err != nil {
 					return nil, fmt.Errorf("%w: session %s, event %d: %w", ErrCorrupt, id, ev.Seq, err)
 				}
@@ -703,10 +703,11 @@ type journalCall struct {
 	attempt      int
 	finished     bool
 	answered     bool // an answer settled it, not the gateway (a timeout, a cancel, ...)
+	backingOff   bool // its last attempt ended, and the next has not started
 }
 
-// add takes a tool.started, tool.approval or tool.finished event: a call
-// that waits for the user's approval has not started.
+// add takes a tool.started, tool.approval, tool.retrying or tool.finished
+// event: a call that waits for the user's approval has not started.
 func (j *journalCalls) add(ev Event) error {
 	var f struct {
 		ID      string    `json:"id"`
@@ -733,7 +734,9 @@ func (j *journalCalls) add(ev Event) error {
 	case EventToolFinished:
 		c.finished, c.answered = true, f.OK || !settledByTheGateway(f.Code)
 	case EventToolStarted:
-		c.handler, c.attempt = f.Handler, f.Attempt
+		c.handler, c.attempt, c.backingOff = f.Handler, f.Attempt, false
+	case EventToolRetrying:
+		c.backingOff = true
 	default:
 		c.handler = f.Handler // asked for approval: no attempt yet
 	}
@@ -768,8 +771,16 @@ func (j *journalCalls) restore(s *Session) {
 		}
 		s.settled[id] = settledCall{handler: c.handler, attempt: c.attempt}
 		s.logger.Warn("a sub-agent's call ended by a restart", "call", id, "tool", c.name, "parent", c.parent)
-		if _, err := s.log.publish(EventToolFinished, c.parent, ToolFinishedEvent{ID: id, Name: c.name, Code: CodeCancelled,
-			Error: fmt.Sprintf("%s was cancelled: the gateway restarted, and the sub-agent that called it ended.", c.name)}); err != nil {
+		finished := ToolFinishedEvent{ID: id, Name: c.name, Code: CodeCancelled,
+			Error: fmt.Sprintf("%s was cancelled: the gateway restarted, and the sub-agent that called it ended.", c.name)}
+		if c.handler == HandlerWorker && c.attempt > 0 && !c.backingOff {
+			// Its request may have reached the worker, which may have
+			// done what the tool does: no one knows, as for the
+			// session's own worker call cut by a restart.
+			finished.Code = CodeInterrupted
+			finished.Error = fmt.Sprintf("%s was running when the gateway restarted, and the sub-agent that called it ended: whether it took effect is unknown.", c.name)
+		}
+		if _, err := s.log.publish(EventToolFinished, c.parent, finished); err != nil {
 			s.logger.Error("failed to publish event", "type", EventToolFinished, "err", err)
 		}
 	}
