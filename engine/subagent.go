@@ -236,6 +236,12 @@ func (s *Session) stopChild(why string) {
 	if s.ending {
 		return
 	}
+	if s.turn != nil {
+		// The turn's end is never read: the sub-agent stops now. Its
+		// pages are told its text ends here, as a session's cut turn
+		// tells them; a retry's sub-agent streams under the same call.
+		s.publish(EventModelFinished, ModelFinishedEvent{StopReason: model.StopCancelled})
+	}
 	s.cancelAll(why)
 	s.ending = true
 	if s.chatSpan != nil {

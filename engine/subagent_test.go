@@ -219,6 +219,11 @@ func TestSubagentTimeout(t *testing.T) {
 	recv(t, started, "the first helper's model turn")
 	h.clock.Advance(10 * time.Second)
 	recv(t, cut, "the first helper's turn cut by the timeout")
+	// Its pages are told the helper's text ends there (an outside audit:
+	// the next helper's text came under the same parent, nothing between).
+	h.waitFor("the cut helper turn's model.finished", func(f frame) bool {
+		return f.Type == engine.EventModelFinished && parentOf(f) == "call_1" && strings.Contains(string(f.Raw), `"stopReason":"cancelled"`)
+	})
 	h.waitType(engine.EventToolRetrying)
 	h.transcript() // the retry's backoff timer is armed
 	h.clock.Advance(5 * time.Second)
