@@ -75,7 +75,7 @@ func (e *Engine) adoptOrphans() {
 	// load balancer took the node out looks for why.
 	switch {
 	case err == nil && failed:
-		e.opts.Logger.Info("the node reads and writes the store again: ready")
+		e.opts.Logger.Info("the node's look reads and writes the store again")
 	case err != nil && !failed && l.failedReads >= lookFailures:
 		l.listingWarned = e.opts.Clock.Now()
 		e.opts.Logger.Warn("the node could not read or write the store at two looks in a row: not ready (/readyz 503) until a look can; sessions in memory go on as their own writes allow", "err", err)

@@ -343,7 +343,7 @@ func TestLookSaysTheStoreIsDown(t *testing.T) {
 	var logs testlog.Buffer
 	nodes.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	said := func(msg string) int { return strings.Count(logs.String(), msg) }
-	const notReady, ready = "not ready (/readyz 503)", "the store again: ready"
+	const notReady, ready = "not ready (/readyz 503)", "reads and writes the store again"
 	b := &feedReads{Store: nodes.node("node-b")}
 	clockB := clock.NewFake(epoch)
 	eb := nodes.start(b, clockB, time.Second)

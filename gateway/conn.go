@@ -288,7 +288,11 @@ func (c *conn) handle(data []byte) {
 		}
 	}()
 	f, err := DecodeFrame(data)
-	c.s.opts.Metrics.FrameIn(frameType(f))
+	if typ := frameType(f); typ != FrameSessionOpen || !c.relayed() {
+		// A relayed page's session.open was counted by the node its
+		// socket is on, which sends it again at each move.
+		c.s.opts.Metrics.FrameIn(typ)
+	}
 	if err != nil {
 		code := engine.WireBadFrame
 		if errors.Is(err, ErrUnknownFrame) {

@@ -68,6 +68,7 @@ func (r *Relay) unwatchNode(node string, p *pipe) {
 func (r *Relay) runWatch(node string, w *nodeWatch) {
 	t := time.NewTicker(nodeCheck)
 	defer t.Stop()
+	answered := "" // the process that answered last: its pipes are read once
 	for {
 		select {
 		case <-w.stop:
@@ -84,7 +85,10 @@ func (r *Relay) runWatch(node string, w *nodeWatch) {
 			// the process that died.
 			var answer struct{ Instance string }
 			_ = json.Unmarshal(resp.Data, &answer)
-			r.checkPipes(node, w, func(p *pipe) bool { return answer.Instance != "" && p.instance != "" && p.instance != answer.Instance })
+			if answer.Instance != answered {
+				answered = answer.Instance
+				r.checkPipes(node, w, func(p *pipe) bool { return answered != "" && p.instance != "" && p.instance != answered })
+			}
 		case !errors.Is(err, nats.ErrNoResponders):
 			r.leftBehind(node, w) // silent: slow, or hung
 		default:

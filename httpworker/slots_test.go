@@ -2,6 +2,7 @@ package httpworker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -67,7 +68,7 @@ func TestRequestOutcomeNoSlot(t *testing.T) {
 			t.Fatalf("%s: Decide: %v", tt.name, err)
 		}
 		te, ok := d.Actions[0].(engine.ToolError)
-		if !ok || !strings.Contains(te.Error, "already has 1 tool calls running on the worker") || !strings.Contains(te.Error, tt.why) {
+		if !ok || !strings.Contains(te.Error, "limit of 1 open tool calls to the worker was reached") || !strings.Contains(te.Error, tt.why) {
 			t.Errorf("%s: Decide = %+v, want a tool.error saying the request %s", tt.name, d.Actions, tt.why)
 		}
 		want[tt.outcome]++
@@ -209,5 +210,48 @@ func TestToolRunsLeaveRoomForDecisions(t *testing.T) {
 	free()
 	for range 5 {
 		<-done
+	}
+}
+
+// TestADecisionWaitsForItsOwnSlot: a trigger other than tool.execute waits
+// for one of the decisions' slots while they are all taken, and one whose
+// time runs out fails as the worker's failure would, naming the bound,
+// counted no_slot and left out of the worker's latency.
+func TestADecisionWaitsForItsOwnSlot(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2)
+	srv := httptest.NewServer(verified(func(w http.ResponseWriter, r *http.Request, req engine.DecideRequest) {
+		arrived <- struct{}{}
+		<-release
+		answer(w, req.Proposed)
+	}))
+	defer srv.Close()
+	m := metrics.New()
+	w := newWorker(t, srv.URL, Options{Metrics: m, MaxInFlight: 1})
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		_, _ = w.Decide(context.Background(), engine.DecideRequest{Session: "s1", Trigger: engine.SessionStart{Session: "s1"}})
+	}()
+	<-arrived
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	msg := engine.UserMessage{Message: model.Message{Role: "user", Content: "hello"}}
+	_, err := w.Decide(ctx, engine.DecideRequest{Session: "s2", Trigger: msg})
+	if !errors.Is(err, engine.ErrWorker) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "limit of 1 open decisions to the worker") {
+		t.Errorf("Decide while every decision slot is taken = %v, want a deadline error naming the bound", err)
+	}
+	close(release)
+	<-held
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
+# TYPE gateway_worker_requests_total counter
+gateway_worker_requests_total{outcome="no_slot",trigger="message"} 1
+gateway_worker_requests_total{outcome="ok",trigger="session.start"} 1
+`), "gateway_worker_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.Registry(), "gateway_worker_request_seconds"); n != 1 {
+		t.Errorf("%d series of the worker's latency, want 1: session.start's alone", n)
 	}
 }

@@ -361,9 +361,9 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 	ctx, cancel := context.WithDeadline(ctx, bound)
 	defer cancel()
 
-	sem, holders := w.decideSem, "decisions open at"
+	sem, holders := w.decideSem, "decisions to"
 	if isExec {
-		sem, holders = w.toolSem, "tool calls running on"
+		sem, holders = w.toolSem, "tool calls to"
 	}
 	if f := w.acquire(ctx, deadline, sem, holders); f != nil {
 		return engine.Decision{}, f
@@ -512,35 +512,52 @@ func (w *Worker) deadlines(ctx context.Context, exec engine.ToolExecute, isExec 
 }
 
 // acquire takes a slot of sem (what names its holders), or fails when ctx
-// ends first. A slot that comes after deadline is given back unused: the
-// worker would run a tool for an attempt whose answer the engine ignores
-// (and may retry).
+// ends first. A request whose deadline has passed once it has its slot
+// is not sent, and gives the slot back: the worker would run a tool for
+// an attempt whose answer the engine ignores (and may retry).
 func (w *Worker) acquire(ctx context.Context, deadline time.Time, sem chan struct{}, what string) *failure {
+	waited := false
+	select {
+	case sem <- struct{}{}:
+	default:
+		waited = true
+		if f := w.wait(ctx, sem, what); f != nil {
+			return f
+		}
+	}
+	if time.Now().Before(deadline) {
+		return nil
+	}
+	<-sem
+	// The engine ends the attempt on its own clock: answering before it
+	// does could settle its timeout as this failure.
+	<-ctx.Done()
+	if waited {
+		return w.noSlot(ctx, sem, what)
+	}
+	return &failure{why: "its deadline passed before it could be sent", cause: ctx.Err(), kind: outcomeTimeout}
+}
+
+// wait waits for a slot of sem, or fails when ctx ends first.
+func (w *Worker) wait(ctx context.Context, sem chan struct{}, what string) *failure {
+	w.waiting.Add(1)
+	defer w.waiting.Add(-1)
 	select {
 	case sem <- struct{}{}:
 		return nil
-	default:
-	}
-	w.waiting.Add(1)
-	defer w.waiting.Add(-1)
-	why := fmt.Sprintf("the gateway already has %d %s the worker and ", cap(sem), what)
-	select {
-	case sem <- struct{}{}:
-		if time.Now().Before(deadline) {
-			return nil
-		}
-		<-sem
-		// The engine ends the attempt on its own clock: answering
-		// before it does could settle its timeout as this failure.
-		<-ctx.Done()
 	case <-ctx.Done():
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledKind(ctx) != outcomeTimeout {
-			return &failure{why: why + "this one was cancelled while it waited", cause: ctx.Err()}
-		}
 	}
-	// Its time ran out before the worker saw it: the bound was too low,
-	// not the worker slow (no_slot, not timeout).
-	return &failure{why: why + "this one's time ran out while it waited for one of them to end", cause: ctx.Err(), kind: outcomeNoSlot}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledKind(ctx) != outcomeTimeout {
+		return &failure{why: fmt.Sprintf("the gateway's limit of %d open %s the worker was reached, and this one was cancelled while it waited", cap(sem), what), cause: ctx.Err()}
+	}
+	return w.noSlot(ctx, sem, what)
+}
+
+// noSlot is the failure of a request whose time ran out before the worker
+// saw it: the bound was too low, not the worker slow (no_slot, not
+// timeout).
+func (w *Worker) noSlot(ctx context.Context, sem chan struct{}, what string) *failure {
+	return &failure{why: fmt.Sprintf("the gateway's limit of %d open %s the worker was reached, and this one's time ran out while it waited for one of them to end", cap(sem), what), cause: ctx.Err(), kind: outcomeNoSlot}
 }
 
 // transportFailure explains an error from sending the request or reading the

@@ -679,7 +679,7 @@ func TestMaxInFlight(t *testing.T) {
 	gaveUp := execTrigger(time.Now().Add(time.Minute))
 	gaveUp.ID = "call_gave_up"
 	d, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: gaveUp})
-	if te, ok := firstAction(d).(engine.ToolError); err != nil || !ok || !strings.Contains(te.Error, "already has 2 tool calls running") {
+	if te, ok := firstAction(d).(engine.ToolError); err != nil || !ok || !strings.Contains(te.Error, "limit of 2 open tool calls to the worker was reached") {
 		t.Errorf("Decide while full = %+v, %v; want a tool.error naming the limit", d, err)
 	}
 	select {

@@ -100,7 +100,7 @@ func New() *Metrics {
 	m.workerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_worker_requests_total",
 		Help: "Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed)."}, []string{"trigger", "outcome"})
 	m.workerSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_worker_request_seconds",
-		Help: "A request to the HTTP worker, its tries of an unreachable worker included, to its answer or failure, by trigger.", Buckets: durationBuckets}, []string{"trigger"})
+		Help: "A request to the HTTP worker, its tries of an unreachable worker included, to its answer or failure, by trigger (no_slot requests, which it never saw, left out).", Buckets: durationBuckets}, []string{"trigger"})
 	for _, c := range []prometheus.Collector{m.sessionsLoaded, m.sessionsOpened, m.pages, m.streams, m.framesIn, m.framesOut,
 		m.callsStarted, m.callsSettled, m.attempts, m.callDuration, m.roundTrip, m.leaseMoves, m.modelTurns, m.modelRetries,
 		m.modelTokens, m.modelDuration, m.storeAppend, m.replayRead, m.guards, m.limits, m.workerRequests, m.workerSeconds} {
@@ -268,7 +268,9 @@ func (m *Metrics) LimitHit(limit string) {
 func (m *Metrics) WorkerRequest(trigger, outcome string, took time.Duration) {
 	if m != nil {
 		m.workerRequests.WithLabelValues(trigger, outcome).Inc()
-		m.workerSeconds.WithLabelValues(trigger).Observe(took.Seconds())
+		if outcome != "no_slot" { // the worker never saw it: its latency is the gateway's queue
+			m.workerSeconds.WithLabelValues(trigger).Observe(took.Seconds())
+		}
 	}
 }
 

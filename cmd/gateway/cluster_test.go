@@ -289,6 +289,10 @@ func TestAnyNodeServesAnyBrowser(t *testing.T) {
 	if callsA, callsB := sampleValue(ma, "gateway_frames_sent_total", calls), sampleValue(mb, "gateway_frames_sent_total", calls); callsA+callsB != 1 {
 		t.Errorf("tool.call frames sent: A %v, B %v; want 1 over the two", callsA, callsB)
 	}
+	opens := map[string]string{"type": "session.open"}
+	if opensA, opensB := sampleValue(ma, "gateway_frames_received_total", opens), sampleValue(mb, "gateway_frames_received_total", opens); opensA+opensB != 2 {
+		t.Errorf("session.open frames read: A %v, B %v; want 2 over the two (the first page's, the relayed page's)", opensA, opensB)
+	}
 	if pagesA, pagesB := sampleValue(ma, "gateway_pages_connected", nil), sampleValue(mb, "gateway_pages_connected", nil); pagesA != 0 || pagesB != 1 {
 		t.Errorf("pages connected: A %v, B %v; want the relayed page on B only", pagesA, pagesB)
 	}
