@@ -94,24 +94,32 @@ func (l gateLease) Release(context.Context) error {
 	return nil
 }
 
+// confirmOnPage starts an engine on r whose session has alice's page
+// running a confirm call.
+func confirmOnPage(t *testing.T, r *rig) (*testWorker, *fakeModel, *engine.Engine, *engine.Session, *reader) {
+	t.Helper()
+	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+	m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
+	e := r.start(w, m)
+	ctx := context.Background()
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0, "confirm")
+	if err := p.page.Send(ctx, "delete my draft"); err != nil {
+		t.Fatal(err)
+	}
+	p.until("tool.call", isType(engine.FrameToolCall))
+	return w, m, e, s, p
+}
+
 // TestRestartWaitingCallSaidOnce: a client call that waited for a page
 // when the gateway stopped is not said to wait again by the load: pages
 // saw a second tool.leased naming no page, a change that did not happen.
 func TestRestartWaitingCallSaidOnce(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
-		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
-		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
-		e := r.start(w, m)
-		ctx := context.Background()
-		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := attach(t, s, 0, "confirm")
-		if err := p.page.Send(ctx, "delete my draft"); err != nil {
-			t.Fatal(err)
-		}
-		p.until("tool.call", isType(engine.FrameToolCall))
+		w, m, e, s, p := confirmOnPage(t, r)
 		p.page.Detach()
 		var before []engine.Event
 		waitUntil(t, "the call waiting for a page", func() bool {
@@ -135,19 +143,7 @@ func TestRestartWaitingCallSaidOnce(t *testing.T) {
 // tool.leased naming no page, kill -9 did).
 func TestGracefulStopSaysTheCallWaits(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
-		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
-		m := callsThenSummary(use("call_1", "confirm", `{"question":"Delete?"}`))
-		e := r.start(w, m)
-		ctx := context.Background()
-		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := attach(t, s, 0, "confirm")
-		if err := p.page.Send(ctx, "delete my draft"); err != nil {
-			t.Fatal(err)
-		}
-		p.until("tool.call", isType(engine.FrameToolCall))
+		w, m, e, s, p := confirmOnPage(t, r)
 		e.Closing()
 		p.page.Detach()
 		stop(t, e)
