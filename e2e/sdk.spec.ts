@@ -465,6 +465,36 @@ test("a resume refused as bad_frame (the gateway's store lost events the page ha
     expect(out.events).toBe(1);
 });
 
+test("a resume says the epoch of the session.opened its copy came with, across a reconnect and a reload", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage({});
+        const client = connect({ WebSocket: w.FakeSocket, storage, reconnect: { initialDelay: 20, maxDelay: 20, factor: 2 } });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const first = w.FakeSocket.last();
+        first.accept();
+        first.push({ type: "session.opened", session: "s1", seq: 0, epoch: "run1" });
+        first.push({ type: "message", seq: 1, message: { role: "user", content: "hi" } });
+        first.push({ type: "session.idle", seq: 2 });
+        first.drop();
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const second = w.FakeSocket.last();
+        second.accept();
+        second.push({ type: "session.opened", session: "s1", seq: 2, epoch: "run2" }); // the session was loaded again meanwhile
+        client.close();
+        const reloaded = connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 3);
+        const third = w.FakeSocket.last();
+        third.accept();
+        reloaded.close();
+        return { first: first.sent[0], second: second.sent[0], third: third.sent[0] };
+    });
+    expect(out.first).toEqual({ type: "session.open", tools: [] });
+    expect(out.second).toEqual({ type: "session.open", tools: [], session: "s1", after: 2, epoch: "run1" });
+    expect(out.third).toEqual({ type: "session.open", tools: [], session: "s1", after: 2, epoch: "run2" });
+});
+
 test("a new session the worker could not start opens once it can, with the messages sent meanwhile", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

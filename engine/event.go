@@ -171,10 +171,13 @@ type SessionEndedEvent struct {
 // SessionOpenedFrame answers session.open: the session, the seq the replay
 // that follows ends with, and the page's id.
 type SessionOpenedFrame struct {
-	Session string      `json:"session"`
-	Seq     int64       `json:"seq"`
-	Page    string      `json:"page"`
-	Limits  *PageLimits `json:"limits,omitempty"`
+	Session string `json:"session"`
+	Seq     int64  `json:"seq"`
+	Page    string `json:"page"`
+	// Epoch names the session's run in memory that sent it: a page
+	// resuming says it (session.open's epoch).
+	Epoch  string      `json:"epoch,omitempty"`
+	Limits *PageLimits `json:"limits,omitempty"`
 }
 
 // PageLimits are the bounds on what a page sends, so it can refuse a frame

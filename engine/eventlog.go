@@ -77,6 +77,13 @@ type eventLog struct {
 	crowded   bool
 	saying    []settledNote // the notes of batches just stored, to say once l.mu is released
 	saidAhead bool          // a page's after past the last event was logged
+	// epoch names this run of the session in memory (session.opened's
+	// epoch); loadedEnd is the last seq its journal held when it was
+	// loaded (0: new). A page whose copy is of another run and goes past
+	// loadedEnd saw events the store lost: a turn run again takes their
+	// seqs, and after alone cannot tell.
+	epoch     string
+	loadedEnd int64
 }
 
 // maxWaiting is how many batches may wait for the store before a publisher
@@ -496,7 +503,7 @@ func (l *eventLog) startOf(id string, is func(Event) bool) bool {
 // overlap between the replay and what follows. older holds the events
 // from after+1 on that the list no longer kept when pn was taken, read
 // from the store; pn goes, and the list keeps its latest events again.
-func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
+func (l *eventLog) attach(p *Page, after int64, epoch string, older []Event, pn *pin) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.unpinLocked(pn)
@@ -504,15 +511,16 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 		return cmp.Or(l.closedBy, ErrSessionClosed)
 	}
 	last := int64(l.events.len())
-	if after > last {
-		// A page of this browser's saw events the journal no longer has: a
-		// store that lost its tail (damage, a disk that lost its last
-		// writes). The SDK opens the session again from its start.
-		if !l.saidAhead { // once: any client can ask again, as often as it likes
-			l.saidAhead = true
-			l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
-		}
+	// A page of this browser's saw events the journal no longer has: a
+	// store that lost its tail (damage, a disk that lost its last
+	// writes). The SDK opens the session again from its start.
+	switch {
+	case after > last:
+		l.sayAhead(after, last)
 		return badRequest("after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", after, last)
+	case epoch != "" && epoch != l.epoch && after > l.loadedEnd:
+		l.sayAhead(after, l.loadedEnd)
+		return badRequest("after %d is beyond the %d events the session's journal held when it was loaded, and the page's copy is of a run before: it holds events the store lost, whose seqs the events since have taken (open the session from its start)", after, l.loadedEnd)
 	}
 	if after < 0 {
 		after = 0
@@ -522,7 +530,7 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 		// The pin kept them: only a bug gets here.
 		return fmt.Errorf("the replay after %d has %d events from the store, and the session keeps its events from %d on", after, len(older), first)
 	}
-	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Limits: &p.limits})
+	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Epoch: l.epoch, Limits: &p.limits})
 	if err != nil {
 		return err
 	}
@@ -542,6 +550,16 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 	l.pages[p] = struct{}{}
 	p.signal()
 	return nil
+}
+
+// sayAhead logs, once, that a page saw events past the journal's last
+// (when the session was loaded: last); l.mu is held. Once: any client can
+// ask again, as often as it likes.
+func (l *eventLog) sayAhead(after, last int64) {
+	if !l.saidAhead {
+		l.saidAhead = true
+		l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
+	}
 }
 
 // pin is a replay's hold on the events the session keeps, from seq on,

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -153,4 +154,72 @@ func TestGracefulStopSaysTheCallWaits(t *testing.T) {
 			t.Errorf("the journal's last event after the load: %s, want tool.leased for call_1 naming no page", ev.Frame)
 		}
 	})
+}
+
+// TestResumeOfACopyFromALostRun: a page's copy of a session comes with the
+// epoch of its session.opened. After a restart whose store lost the
+// journal's tail, the turn runs again and its events take the lost ones'
+// seqs: a page that saw those, resuming with after alone, was taken, its
+// copy silently not the gateway's (an outside audit). Its copy is of the
+// run before, and goes past what the journal held at the load: refused,
+// so the SDK opens the session from its start. A copy of this run, one
+// within what the journal held, or one that names no epoch, is taken.
+func TestResumeOfACopyFromALostRun(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+		m := textModel()
+		e := r.start(w, m)
+		ctx := context.Background()
+		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		before := epochOf(t, p.until("session.opened", isType(engine.FrameSessionOpened)))
+		_ = p.page.Send(ctx, "hi")
+		p.until("the reply", finalIdle(""))
+		stored := s.LastSeq()
+		stop(t, e)
+
+		s2 := r.loaded(w, m, s.ID())
+		p2 := attach(t, s2, stored)
+		now := epochOf(t, p2.until("session.opened", isType(engine.FrameSessionOpened)))
+		if now == "" || now == before {
+			t.Fatalf("epochs %q before the load and %q after, want two", before, now)
+		}
+		_ = p2.page.Send(ctx, "again")
+		p2.until("the second reply", finalIdle(""))
+		past := stored + 2 // as a page that saw events the store lost would say
+		for _, tc := range []struct {
+			name  string
+			o     engine.AttachOptions
+			taken bool
+		}{
+			{"a copy of the run before, past what the journal held", engine.AttachOptions{After: past, Epoch: before}, false},
+			{"a copy of the run before, within it", engine.AttachOptions{After: stored, Epoch: before}, true},
+			{"a copy of this run", engine.AttachOptions{After: past, Epoch: now}, true},
+			{"a copy that names no epoch", engine.AttachOptions{After: past}, true},
+		} {
+			page, err := s2.Attach(ctx, tc.o)
+			switch {
+			case tc.taken && err != nil:
+				t.Errorf("%s: %v, want it taken", tc.name, err)
+			case !tc.taken && (err == nil || !strings.Contains(err.Error(), "when it was loaded")):
+				t.Errorf("%s: %v, want it refused, saying the page's copy is of a run before", tc.name, err)
+			}
+			if page != nil {
+				page.Detach()
+			}
+		}
+	})
+}
+
+// epochOf is the epoch of the last frame of frames, a session.opened.
+func epochOf(t *testing.T, frames []engine.Event) string {
+	t.Helper()
+	var opened engine.SessionOpenedFrame
+	if err := json.Unmarshal(frames[len(frames)-1].Frame, &opened); err != nil {
+		t.Fatal(err)
+	}
+	return opened.Epoch
 }

@@ -54,6 +54,12 @@ type AttachOptions struct {
 	// store first (Options.ReplayBytes): Attach then waits for that read,
 	// and fails with ErrStoreUnavailable if the store cannot give them.
 	After int64
+	// Epoch is the epoch of the session.opened the page's copy came
+	// with ("": unknown, not checked). A copy of an earlier run of the
+	// session in memory whose After goes past what the journal held when
+	// this run loaded it saw events the store lost: refused, as an After
+	// past the last event is.
+	Epoch string
 	// Tools are the client tools the page can run, at most MaxPageTools
 	// names of at most MaxToolNameBytes each. They replace nothing: every
 	// page declares its own, and the session's set is the union of its
@@ -394,7 +400,7 @@ func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error
 			return err
 		}
 	}
-	if err := s.log.attach(p, o.After, older, pn); err != nil {
+	if err := s.log.attach(p, o.After, o.Epoch, older, pn); err != nil {
 		return err
 	}
 	p.attached = true

@@ -126,7 +126,7 @@ func newSession(e *Engine, id, owner string) *Session {
 		e:          e,
 		logger:     logger,
 		baseLogger: logger,
-		log:        &eventLog{session: id, store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics, spawn: e.runners.Go, keep: e.opts.ReplayBytes},
+		log:        &eventLog{session: id, epoch: e.opts.NewID(), store: e.opts.Store, logger: e.opts.Logger, pages: map[*Page]struct{}{}, onStore: e.storeResult, metrics: e.opts.Metrics, spawn: e.runners.Go, keep: e.opts.ReplayBytes},
 		stopped:    make(chan struct{}),
 		ctx:        ctx,
 		stop:       stop,

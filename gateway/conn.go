@@ -458,7 +458,7 @@ func (c *conn) open(f SessionOpen) {
 				return
 			}
 		}
-		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick, WriteNow: c.writeNow, FrameBytes: c.s.opts.ReadLimit})
+		page, err = sess.Attach(c.ctx, engine.AttachOptions{After: f.After, Epoch: f.Epoch, Tools: f.Tools, Buffer: c.s.opts.SendQueue, Wake: c.kick, WriteNow: c.writeNow, FrameBytes: c.s.opts.ReadLimit})
 		if !errors.Is(err, engine.ErrUnloaded) {
 			break
 		}

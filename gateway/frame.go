@@ -64,10 +64,17 @@ type Frame interface{}
 
 // SessionOpen is the first frame of a connection.
 type SessionOpen struct {
-	Session string   `json:"session,omitempty"`
-	After   int64    `json:"after,omitempty"`
-	Tools   []string `json:"tools,omitempty"`
+	Session string `json:"session,omitempty"`
+	After   int64  `json:"after,omitempty"`
+	// Epoch is the epoch of the session.opened the page's copy came with:
+	// a copy of an earlier run that saw events the store lost is refused
+	// (engine.AttachOptions.Epoch).
+	Epoch string   `json:"epoch,omitempty"`
+	Tools []string `json:"tools,omitempty"`
 }
+
+// maxEpochBytes bounds session.open's epoch: the gateway's are 20 bytes.
+const maxEpochBytes = 128
 
 // MessageFrame is a user message. With an ID, the session takes it once
 // however often it comes (engine.Page.SendOnce), and the page is told when
@@ -147,6 +154,9 @@ func DecodeFrame(data []byte) (Frame, error) {
 		if f.After > 0 && f.Session == "" {
 			// Checked before a session is made for it.
 			return nil, fmt.Errorf("%w: session.open \"after\" is %d without a \"session\": after resumes a session; a new one starts at 0", ErrBadFrame, f.After)
+		}
+		if len(f.Epoch) > maxEpochBytes || (f.Epoch != "" && f.Session == "") {
+			return nil, fmt.Errorf("%w: session.open \"epoch\" is session.opened's, %d bytes at most, with the \"session\" it came with", ErrBadFrame, maxEpochBytes)
 		}
 		for i, t := range f.Tools {
 			if t == "" {

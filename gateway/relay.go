@@ -439,8 +439,9 @@ func (p *pipe) received(id string, in *pipeIn, m *nats.Msg) {
 		return
 	}
 	var ev struct {
-		Type string
-		Seq  int64
+		Type  string
+		Seq   int64
+		Epoch string // session.opened's: the page resumes with it, wherever it moves
 	}
 	_ = json.Unmarshal(data, &ev)
 	p.mu.Lock()
@@ -454,6 +455,7 @@ func (p *pipe) received(id string, in *pipeIn, m *nats.Msg) {
 	switch {
 	case ev.Type == engine.FrameSessionOpened:
 		p.reopening = false
+		p.open.Epoch = ev.Epoch
 	case ev.Seq > 0:
 		p.after = max(p.after, ev.Seq)
 	}

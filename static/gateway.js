@@ -25,9 +25,9 @@
  *
  * Guarantees:
  * - The first frame on every connection is `session.open`. The session id,
- *   the last seq seen and the session's events are kept in sessionStorage, so
- *   a page reload shows the conversation again at once and resumes with
- *   `after` = the last seq (the gateway replays only what the page missed).
+ *   the last seq seen (and session.opened's epoch) and the session's events are
+ *   kept in sessionStorage, so a page reload shows the conversation again at
+ *   once and resumes with `after` = the last seq (replayed: what it missed).
  * - Reconnects with capped exponential backoff and jitter (and so opens
  *   again a session.open the gateway refused, store_unavailable say); emits
  *   every session event once, in seq order, however often it is replayed.
@@ -96,6 +96,7 @@ export function connect(options = {}) {
 export class GatewayClient extends EventTarget {
     /** @type {Connection} */ #conn;
     #opened = false; // the current socket got session.opened
+    #epoch = ""; // the run of the session in the gateway our copy came from (session.opened's)
     #opens = 0; // session.opened seen: a new socket's, or a move's on the same socket
     /** @type {ConnectionState} */ #state = "closed";
     #closed = false; // close() was called
@@ -119,7 +120,7 @@ export class GatewayClient extends EventTarget {
         const { url, tools = {}, storageKey = DEFAULT_STORAGE_KEY, reconnect = {} } = options;
         const storage = options.storage === undefined ? defaultStorage() : options.storage;
         this.#store = new SessionStore(storage, storageKey,
-            () => this.#session ? { session: this.#session, seq: this.#seq, events: this.#events, unsent: this.#outbox.unsent } : null);
+            () => this.#session ? { session: this.#session, seq: this.#seq, epoch: this.#epoch, events: this.#events, unsent: this.#outbox.unsent } : null);
         this.#conn = new Connection(socketURL(url ?? "/ws"), options.WebSocket ?? globalThis.WebSocket, reconnect, {
             open: () => this.#sendOpen(),
             frame: (data) => this.#onFrame(data),
@@ -236,13 +237,9 @@ export class GatewayClient extends EventTarget {
     /** The first frame on every connection: open a new session, or resume ours. */
     #sendOpen() {
         this.#opened = false;
-        /** @type {any} */
-        const frame = { type: "session.open", tools: this.tools };
-        if (this.#session) {
-            frame.session = this.#session;
-            frame.after = this.#seq;
-        }
-        this.#write(frame);
+        // A resume says where our copy ends, and the run it came from (epoch): one that lost events we saw refuses it (bad_frame), and we open from the start.
+        const resume = this.#session && { session: this.#session, after: this.#seq, ...(this.#epoch && this.#seq > 0 && { epoch: this.#epoch }) };
+        this.#write({ type: "session.open", tools: this.tools, ...resume });
     }
 
     /** @param {ConnectionState} state @param {object} [extra] */
@@ -301,6 +298,7 @@ export class GatewayClient extends EventTarget {
         const resumed = this.#session !== null;
         const page = typeof f.page === "string" && f.page ? f.page : null;
         this.#session = f.session;
+        this.#epoch = typeof f.epoch === "string" ? f.epoch : "";
         this.#limits = readLimits(f.limits, this.#limits);
         this.#replayUntil = resumed && typeof f.seq === "number" ? f.seq : 0; // a new session's events are new
         this.#opened = true;
@@ -373,6 +371,7 @@ export class GatewayClient extends EventTarget {
         const data = this.#store.load();
         if (!data) return;
         this.#session = data.session;
+        this.#epoch = data.epoch ?? "";
         this.#outbox.restore(data.unsent);
         for (const e of data.events) this.#onEvent(e, true);
     }
@@ -382,6 +381,7 @@ export class GatewayClient extends EventTarget {
         this.#runner.abortAll("the session was reset");
         this.#session = null;
         this.#seq = 0;
+        this.#epoch = "";
         this.#replayUntil = 0;
         this.#events = [];
         this.#cards.clear();

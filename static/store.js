@@ -2,10 +2,10 @@
  * store.js: where a session survives a page reload (sessionStorage by
  * default).
  *
- * It keeps `{v: 1, session, seq, events, unsent}` under one key: the session
- * id, the last seq the page has, the session's events up to it, and the
- * messages sent that the gateway has not confirmed (sent again after the
- * reload). `seq` and
+ * It keeps `{v: 1, session, seq, epoch, events, unsent}` under one key: the
+ * session id, the last seq the page has, the epoch of the session.opened
+ * they came with, the session's events up to it, and the messages sent
+ * that the gateway has not confirmed (sent again after the reload). `seq` and
  * `events` are written together, so a reload finds them consistent. Writes
  * are batched (at most one every SAVE_DELAY_MS, or every 20 times as long
  * as the last write took, up to SAVE_MAX_DELAY_MS: a long chat's copy is
@@ -32,6 +32,7 @@ const SAVE_MAX_DELAY_MS = 2000;
  * @typedef {object} StoredSession  What a page keeps of its session.
  * @property {string} session
  * @property {number} seq       The last session event's seq.
+ * @property {string} [epoch]   The epoch of the session.opened they came with ("" unknown).
  * @property {any[]} events     The session's events, in seq order, up to seq.
  * @property {any[]} unsent     Message frames sent and not confirmed, in order.
  */
@@ -83,7 +84,7 @@ export class SessionStore {
         if (!ordered || events.length === 0 || events[events.length - 1].seq !== data.seq) {
             return { session: data.session, seq: 0, events: [], unsent };
         }
-        return { session: data.session, seq: data.seq, events, unsent };
+        return { session: data.session, seq: data.seq, epoch: typeof data.epoch === "string" ? data.epoch : "", events, unsent };
     }
 
     /** Writes soon: at most one write per SAVE_DELAY_MS, or 20 last writes' time. */
@@ -104,7 +105,7 @@ export class SessionStore {
         if (over === null || over.session !== state.session || state.events.length < over.events || state.unsent.length < over.unsent) {
             try {
                 const start = Date.now();
-                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, events: state.events, unsent: state.unsent }));
+                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, epoch: state.epoch ?? "", events: state.events, unsent: state.unsent }));
                 this.#took = Date.now() - start;
                 return;
             } catch {
