@@ -36,7 +36,7 @@ export interface GatewayOptions {
     host?: string;
     /** --log-level; default "warn". */
     logLevel?: "debug" | "info" | "warn" | "error";
-    /** How long to wait for it to listen, in ms; default 30000. */
+    /** How long to wait for it to listen, in ms; default 30000 (the gateway fixture waits up to 600000). */
     timeout?: number;
     /** The process's working directory; default this process's. */
     cwd?: string;

@@ -112,7 +112,8 @@ export const test = base.extend(/** @type {any} */ ({
                 await gateway.stop();
             }
         },
-        { scope: "worker", timeout: 60_000 },
+        // gatewayOptions.timeout bounds the start: this, only a hang of it.
+        { scope: "worker", timeout: 600_000 },
     ],
     baseURL: async (/** @type {any} */ { gateway }, /** @type {any} */ use) => {
         await use(gateway.url);
