@@ -113,7 +113,10 @@ type Options struct {
 	// default DefaultMaxFanOut (8), negative: no limit. A delegation past
 	// it settles its call with subagent_failed.
 	MaxFanOut int
-	// NewID mints session and call ids. Default: 20 random characters.
+	// NewID mints session, call and page ids, and the epoch of each run of
+	// a session in memory: each must differ from every other (one that
+	// repeats across restarts turns the check of a page's epoch off).
+	// Default: 20 random characters.
 	NewID func() string
 	// Rand returns a float in [0,1) for backoff jitter. Default: math/rand.
 	Rand func() float64

@@ -84,6 +84,16 @@ type eventLog struct {
 	// seqs, and after alone cannot tell.
 	epoch     string
 	loadedEnd int64
+	// runs are the session's latest loads, this run's last, set as it
+	// loads and never changed: stored with each state (runMark), last in
+	// it. A load changes them alone, which is no step to store: until a
+	// state of this run is stored, one that differs from the loaded state
+	// in its runs alone is taken as unchanged (sameBut). runsEnd ends
+	// every state this run encodes; loadedCore is the loaded state
+	// without its end (nil: not one this run's states compare to).
+	runs       []runMark
+	runsEnd    []byte
+	loadedCore []byte
 }
 
 // maxWaiting is how many batches may wait for the store before a publisher
@@ -158,7 +168,7 @@ func (l *eventLog) commit(state json.RawMessage, agent, refs bool) (changed bool
 	defer l.mu.Unlock()
 	b := l.batch
 	l.batch = nil
-	if b == nil || (len(b.items) == 0 && bytes.Equal(state, l.lastState)) {
+	if b == nil || (len(b.items) == 0 && (bytes.Equal(state, l.lastState) || l.sameButRuns(state))) {
 		if b != nil {
 			l.spare = b.items // and its notes go with it: nothing was stored
 		}
@@ -254,7 +264,7 @@ func (l *eventLog) flush(until int64) {
 		for i := range n {
 			b := &l.pending[i]
 			if b.state != nil {
-				l.lastState = b.state
+				l.lastState, l.loadedCore = b.state, nil // this run's runs are stored
 			}
 			l.saying = append(l.saying, b.notes...)
 			b.notes = nil
@@ -516,11 +526,12 @@ func (l *eventLog) attach(p *Page, after int64, epoch string, older []Event, pn 
 	// writes). The SDK opens the session again from its start.
 	switch {
 	case after > last:
-		l.sayAhead(after, last)
+		l.sayAhead("last", after, last)
 		return badRequest("after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", after, last)
-	case epoch != "" && epoch != l.epoch && after > l.loadedEnd:
-		l.sayAhead(after, l.loadedEnd)
-		return badRequest("after %d is beyond the %d events the session's journal held when it was loaded, and the page's copy is of a run before: it holds events the store lost, whose seqs the events since have taken (open the session from its start)", after, l.loadedEnd)
+	case epoch != "" && epoch != l.epoch && after > l.heldSince(epoch):
+		held := l.heldSince(epoch)
+		l.sayAhead("held at its load", after, held)
+		return badRequest("after %d is beyond the %d events the session's journal held when it was loaded, and the page's copy is of a run before: it holds events the store lost, whose seqs the events since have taken (open the session from its start)", after, held)
 	}
 	if after < 0 {
 		after = 0
@@ -552,13 +563,50 @@ func (l *eventLog) attach(p *Page, after int64, epoch string, older []Event, pn 
 	return nil
 }
 
+// sameButRuns reports whether state is the state the session was loaded
+// with but for the runs its load added; l.mu is held.
+func (l *eventLog) sameButRuns(state json.RawMessage) bool {
+	core, ok := bytes.CutSuffix(state, l.runsEnd)
+	return ok && l.loadedCore != nil && bytes.Equal(core, l.loadedCore)
+}
+
+// setRuns sets the session's loads, this one last, as it is loaded with
+// state, which ended with stored (the runs in it); before the session
+// runs.
+func (l *eventLog) setRuns(stored []runMark, state json.RawMessage) {
+	l.runs = append(slices.Clone(stored[max(0, len(stored)-(maxRuns-1)):]), runMark{Epoch: l.epoch, End: l.loadedEnd})
+	l.runsEnd = appendRunsEnd(nil, l.runs)
+	if core, ok := bytes.CutSuffix(state, appendRunsEnd(nil, stored)); ok {
+		l.loadedCore = core
+	}
+}
+
+// heldSince is the least of what the journal held at the loads since the
+// run epoch names (at every load it remembers, for a run it does not: a
+// new session's, or one before them): a copy of that run that goes past
+// it holds events the store lost. l.mu is held.
+func (l *eventLog) heldSince(epoch string) int64 {
+	since := 0
+	for i, r := range l.runs {
+		if r.Epoch == epoch {
+			since = i + 1
+		}
+	}
+	held := l.loadedEnd // a new session's (0), loaded never
+	for _, r := range l.runs[min(since, len(l.runs)):] {
+		held = min(held, r.End)
+	}
+	return held
+}
+
 // sayAhead logs, once, that a page saw events past the journal's last
-// (when the session was loaded: last); l.mu is held. Once: any client can
+// (what says which: the last now, or the one it held at a load); l.mu is
+// held. Once: any client can
 // ask again, as often as it likes.
-func (l *eventLog) sayAhead(after, last int64) {
+func (l *eventLog) sayAhead(what string, after, last int64) {
 	if !l.saidAhead {
 		l.saidAhead = true
-		l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, "last", last)
+		l.logger.Warn("a page has seen events past the session's last: the store may have lost them", "session", l.session, "after", after, what, last)
 	}
 }
 

@@ -181,7 +181,11 @@ func TestResumeOfACopyFromALostRun(t *testing.T) {
 		stored := s.LastSeq()
 		stop(t, e)
 
-		s2 := r.loaded(w, m, s.ID())
+		e2 := r.start(w, m)
+		s2, err := e2.Load(ctx, s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
 		p2 := attach(t, s2, stored)
 		now := epochOf(t, p2.until("session.opened", isType(engine.FrameSessionOpened)))
 		if now == "" || now == before {
@@ -206,6 +210,32 @@ func TestResumeOfACopyFromALostRun(t *testing.T) {
 				t.Errorf("%s: %v, want it taken", tc.name, err)
 			case !tc.taken && (err == nil || !strings.Contains(err.Error(), "when it was loaded")):
 				t.Errorf("%s: %v, want it refused, saying the page's copy is of a run before", tc.name, err)
+			}
+			if page != nil {
+				page.Detach()
+			}
+		}
+
+		// Loaded once more (an unload, a deploy), the session still knows
+		// the copy of the first run for one of events it lost: the second
+		// run's events since did not make them the first's.
+		bLast := s2.LastSeq()
+		stop(t, e2)
+		s3 := r.loaded(w, m, s.ID())
+		for _, tc := range []struct {
+			name  string
+			o     engine.AttachOptions
+			taken bool
+		}{
+			{"the first run's copy, after a second load", engine.AttachOptions{After: past, Epoch: before}, false},
+			{"the second run's copy, whole", engine.AttachOptions{After: bLast, Epoch: now}, true},
+		} {
+			page, err := s3.Attach(ctx, tc.o)
+			switch {
+			case tc.taken && err != nil:
+				t.Errorf("%s: %v, want it taken", tc.name, err)
+			case !tc.taken && (err == nil || !strings.Contains(err.Error(), "when it was loaded")):
+				t.Errorf("%s: %v, want it refused", tc.name, err)
 			}
 			if page != nil {
 				page.Detach()

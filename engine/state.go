@@ -52,7 +52,23 @@ type sessionState struct {
 	Ended      bool       `json:"ended,omitempty"`
 	Declared   [][]string `json:"declared,omitempty"` // the tools of the pages, attached or recently left
 	Usage      usage      `json:"usage,omitzero"`     // what the guards count
+	// Runs are the session's latest loads from the store, oldest first:
+	// a page's copy of a run before them must end within what each held
+	// (eventLog.heldSince).
+	Runs []runMark `json:"runs,omitempty"`
 }
+
+// runMark is a load of the session: the epoch of the run it began, and
+// the last seq its journal held then.
+type runMark struct {
+	Epoch string `json:"epoch"`
+	End   int64  `json:"end"`
+}
+
+// maxRuns is how many loads a session's state keeps: a page's copy of a
+// run before them is held to the least of their ends (a refusal there
+// costs a replay from the start, never an event).
+const maxRuns = 16
 
 // callState is a call of a batch that has not all settled: the calls that
 // settled with all their siblings are done, and not kept (after a load, an
@@ -130,7 +146,7 @@ func (s *Session) snapshot(sc *stateScratch) (state json.RawMessage, refs bool, 
 	*st = sessionState{
 		V: stateVersion, Owner: s.owner, Created: s.created, Updated: s.updated, Title: s.title,
 		NextCall: s.nextCall, Batches: s.batches, Prompt: s.promptWanted, Turn: s.turn != nil,
-		Idle: s.idle, Ended: s.ending, Usage: s.usage,
+		Idle: s.idle, Ended: s.ending, Usage: s.usage, Runs: s.log.runs,
 		Calls: st.Calls[:0], Queue: st.Queue[:0], Waiting: st.Waiting[:0], WaitingIDs: st.WaitingIDs[:0], Declared: st.Declared[:0],
 	}
 	if s.agentDirty {

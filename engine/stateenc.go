@@ -100,7 +100,26 @@ func appendState(b []byte, st *sessionState) ([]byte, error) {
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, u)
 	}
-	return append(b, '}'), nil
+	return appendRunsEnd(b, st.Runs), nil
+}
+
+// appendRunsEnd ends a state: its runs, last (runsEnd), and the brace.
+func appendRunsEnd(b []byte, runs []runMark) []byte {
+	if len(runs) > 0 {
+		b = append(b, `,"runs":[`...)
+		for i, r := range runs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"epoch":`...)
+			b = AppendJSONString(b, r.Epoch)
+			b = append(b, `,"end":`...)
+			b = strconv.AppendInt(b, r.End, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
 }
 
 func appendCallState(b []byte, c *callState) ([]byte, error) {

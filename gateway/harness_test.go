@@ -380,6 +380,7 @@ type frame struct {
 	Result   string          `json:"result"`
 	Error    string          `json:"error"`
 	Page     string          `json:"page"`
+	Epoch    string          `json:"epoch"`
 	raw      []byte
 }
 

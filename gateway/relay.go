@@ -286,7 +286,7 @@ func (s *remoteSocket) end() {
 type pipe struct {
 	r    *Relay
 	c    *conn
-	open SessionOpen // the page's session.open, whose after moves on
+	open SessionOpen // the page's session.open; its after and epoch move on (p.after, p.epoch)
 
 	mu    sync.Mutex
 	id    string
@@ -308,6 +308,7 @@ type pipe struct {
 	bounces int
 	waiting [][]byte // the page's frames while moving
 	after   int64    // the last event the page was sent
+	epoch   string   // the epoch of the last session.opened the page was sent
 	ended   bool
 	// unconfirmed are the page's messages and cancels sent since the
 	// serving node last answered a ping: each asks for one at once
@@ -326,7 +327,7 @@ const maxWaiting = 256
 
 // pipeTo pipes c's page, which sent open, to node.
 func (r *Relay) pipeTo(c *conn, node string, open SessionOpen) (*pipe, error) {
-	p := &pipe{r: r, c: c, open: open, after: open.After, check: make(chan struct{}, 1), stop: make(chan struct{})}
+	p := &pipe{r: r, c: c, open: open, after: open.After, epoch: open.Epoch, check: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := p.dial(node); err != nil {
 		return nil, err
 	}
@@ -382,7 +383,7 @@ func (p *pipe) dial(node string) error {
 	p.id, p.subs, p.parts, p.sync, p.sent = id, []*nats.Subscription{out, ping}, answer.Parts, answer.Sync, 0
 	p.instance = answer.Instance
 	open := p.open
-	open.After = p.after
+	open.After, open.Epoch = p.after, p.epoch
 	p.watchNode(node) // under p.mu, as end's: never watched after the end
 	p.r.addPipe(p)    // the relay's lock inside p.mu, as watchNode's; again on each move
 	// Under p.mu, as send's: the page's first frame on the pipe, counted.
@@ -455,7 +456,7 @@ func (p *pipe) received(id string, in *pipeIn, m *nats.Msg) {
 	switch {
 	case ev.Type == engine.FrameSessionOpened:
 		p.reopening = false
-		p.open.Epoch = ev.Epoch
+		p.epoch = ev.Epoch
 	case ev.Seq > 0:
 		p.after = max(p.after, ev.Seq)
 	}
