@@ -521,17 +521,8 @@ func (l *eventLog) attach(p *Page, after int64, epoch string, older []Event, pn 
 		return cmp.Or(l.closedBy, ErrSessionClosed)
 	}
 	last := int64(l.events.len())
-	// A page of this browser's saw events the journal no longer has: a
-	// store that lost its tail (damage, a disk that lost its last
-	// writes). The SDK opens the session again from its start.
-	switch {
-	case after > last:
-		l.sayAhead("last", after, last)
-		return badRequest("after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", after, last)
-	case epoch != "" && epoch != l.epoch && after > l.heldSince(epoch):
-		held := l.heldSince(epoch)
-		l.sayAhead("held at its load", after, held)
-		return badRequest("after %d is beyond the %d events the session's journal held when it was loaded, and the page's copy is of a run before: it holds events the store lost, whose seqs the events since have taken (open the session from its start)", after, held)
+	if err := l.ahead(after, epoch); err != nil {
+		return err
 	}
 	if after < 0 {
 		after = 0
@@ -581,6 +572,24 @@ func (l *eventLog) setRuns(stored []runMark, state json.RawMessage) {
 	}
 }
 
+// ahead refuses a page whose copy of the session goes past the events
+// the journal has: a store that lost its tail (damage, a disk that lost
+// its last writes). The SDK opens the session again from its start. l.mu
+// is held.
+func (l *eventLog) ahead(after int64, epoch string) error {
+	last := int64(l.events.len())
+	switch {
+	case after > last:
+		l.sayAhead("last", after, last)
+		return badRequest("after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", after, last)
+	case epoch != "" && epoch != l.epoch && after > l.heldSince(epoch):
+		held := l.heldSince(epoch)
+		l.sayAhead("held at its load", after, held)
+		return badRequest("after %d is beyond the %d events the session's journal held when it was loaded, and the page's copy is of a run before: it holds events the store lost, whose seqs the events since have taken (open the session from its start)", after, held)
+	}
+	return nil
+}
+
 // heldSince is the least of what the journal held at the loads since the
 // run epoch names (at every load it remembers, for a run it does not: a
 // new session's, or one before them): a copy of that run that goes past
@@ -619,11 +628,14 @@ type pin struct{ seq int64 }
 // the events from there or from after+1, whichever is later, until attach
 // or unpin lets it go; once the session left, why (ErrUnloaded or
 // ErrSessionClosed).
-func (l *eventLog) pinFor(after int64) (int64, *pin, error) {
+func (l *eventLog) pinFor(after int64, epoch string) (int64, *pin, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, nil, cmp.Or(l.closedBy, ErrSessionClosed)
+	}
+	if err := l.ahead(after, epoch); err != nil {
+		return 0, nil, err // before a read of the store it would refuse
 	}
 	first := int64(l.events.first())
 	pn := &pin{seq: max(after+1, first)}

@@ -367,9 +367,9 @@ func (s *Session) Attach(ctx context.Context, o AttachOptions) (*Page, error) {
 	// The events the session no longer keeps in memory are read here, on
 	// the caller's goroutine, not the session's, while the session keeps
 	// the ones after them.
-	first, pn, err := s.log.pinFor(o.After)
+	first, pn, err := s.log.pinFor(o.After, o.Epoch)
 	if err != nil {
-		return nil, err // ended, or unloaded: nothing to read
+		return nil, err // ended, unloaded, or the page's copy is ahead: nothing to read
 	}
 	defer s.log.unpin(pn)
 	var older []Event

@@ -558,3 +558,47 @@ func BenchmarkLoadLongChatJetStream(b *testing.B) {
 		_ = e.Close(ctx)
 	}
 }
+
+// TestAPageAheadReadsNothing: a page whose copy is refused (of a run
+// before the load, past what the journal then held) is refused before
+// the store is read for its replay, which it would not get.
+func TestAPageAheadReadsNothing(t *testing.T) {
+	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
+	w := &testWorker{}
+	h := setup(t, w, textModel(), engine.Options{Store: store, ReplayBytes: 1})
+	chat(h, 2)
+	id := h.s.ID()
+	if err := h.e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Options{Worker: w, Store: store, Logger: quiet(), Retain: -1, ReplayBytes: 1,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, e) })
+	s, err := e.Load(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := s.LastSeq()
+	p, err := s.Attach(context.Background(), engine.AttachOptions{After: held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), "more"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(hangGuard); s.KeptFrom() <= held+2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session keeps its events from %d, want past %d", s.KeptFrom(), held+2)
+		}
+	}
+	before := store.loads.Load() + store.froms.Load()
+	if _, err := s.Attach(context.Background(), engine.AttachOptions{After: held + 1, Epoch: "a-run-before"}); err == nil {
+		t.Fatal("a copy of a run before, past what the journal held, was taken")
+	}
+	if n := store.loads.Load() + store.froms.Load() - before; n != 0 {
+		t.Errorf("the refusal read the store %d times, want 0", n)
+	}
+}
