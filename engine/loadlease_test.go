@@ -253,3 +253,42 @@ func epochOf(t *testing.T, frames []engine.Event) string {
 	}
 	return opened.Epoch
 }
+
+// TestALoadStoresNothing: a session loaded and let go again, with nothing
+// done, writes nothing to its journal, though this run of it has an epoch
+// of its own, which its state keeps from its next step on.
+func TestALoadStoresNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+		m := textModel()
+		e := r.start(w, m)
+		ctx := context.Background()
+		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		_ = p.page.Send(ctx, "hi")
+		p.until("the reply", finalIdle(""))
+		stop(t, e)
+		batches := func() int {
+			t.Helper()
+			b, err := r.store.Load(ctx, s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(b)
+		}
+		for i := range 2 { // the second load reads a state with a run in it
+			before := batches()
+			e := r.start(w, m)
+			if _, err := e.Load(ctx, s.ID()); err != nil {
+				t.Fatal(err)
+			}
+			stop(t, e)
+			if after := batches(); after != before {
+				t.Errorf("load %d: the journal went from %d batches to %d, want none written", i+1, before, after)
+			}
+		}
+	})
+}
