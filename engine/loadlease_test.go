@@ -254,9 +254,9 @@ func epochOf(t *testing.T, frames []engine.Event) string {
 	return opened.Epoch
 }
 
-// TestALoadStoresNothing: a session loaded and let go again, with nothing
-// done, writes nothing to its journal, though this run of it has an epoch
-// of its own, which its state keeps from its next step on.
+// TestALoadStoresNothing: a session loaded, opened by a page that runs no
+// tool, and let go again writes nothing to its journal, though this run of
+// it has an epoch of its own, which its state keeps from its next step on.
 func TestALoadStoresNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
@@ -282,9 +282,15 @@ func TestALoadStoresNothing(t *testing.T) {
 		for i := range 2 { // the second load reads a state with a run in it
 			before := batches()
 			e := r.start(w, m)
-			if _, err := e.Load(ctx, s.ID()); err != nil {
+			s2, err := e.Load(ctx, s.ID())
+			if err != nil {
 				t.Fatal(err)
 			}
+			// A page that runs no tool comes and goes: nothing the
+			// journal keeps changes.
+			p2 := attach(t, s2, s2.LastSeq())
+			p2.until("session.opened", isType(engine.FrameSessionOpened))
+			p2.page.Detach()
 			stop(t, e)
 			if after := batches(); after != before {
 				t.Errorf("load %d: the journal went from %d batches to %d, want none written", i+1, before, after)

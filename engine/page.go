@@ -623,14 +623,18 @@ func (s *Session) unloadIfIdle() bool {
 
 // declaredSets appends to out[:0] the tools of the attached pages and of
 // the last to leave, for the journal: after a restart they are the pages
-// that left.
+// that left. A page that runs no tool is not among them, as it is not
+// among those that left (pageLeft): it would push out those that do, and
+// its coming and going would each write a step.
 func (s *Session) declaredSets(out [][]string) [][]string {
 	out = out[:0]
 	for _, tools := range s.departed {
 		out = append(out, tools)
 	}
 	for _, p := range s.pages {
-		out = append(out, p.tools)
+		if len(p.tools) > 0 {
+			out = append(out, p.tools)
+		}
 	}
 	if len(out) > maxDeparted {
 		n := copy(out, out[len(out)-maxDeparted:])
