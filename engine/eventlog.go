@@ -78,19 +78,18 @@ type eventLog struct {
 	saying    []settledNote // the notes of batches just stored, to say once l.mu is released
 	saidAhead bool          // a page's after past the last event was logged
 	// epoch names this run of the session in memory (session.opened's
-	// epoch); loadedEnd is the last seq its journal held when it was
-	// loaded (0: new). A page whose copy is of another run and goes past
-	// loadedEnd saw events the store lost: a turn run again takes their
-	// seqs, and after alone cannot tell.
-	epoch     string
-	loadedEnd int64
-	// runs are the session's latest loads, this run's last, set as it
-	// loads and never changed: stored with each state (runMark), last in
-	// it. A load changes them alone, which is no step to store: until a
-	// state of this run is stored, one that differs from the loaded state
-	// in its runs alone is taken as unchanged (sameBut). runsEnd ends
-	// every state this run encodes; loadedCore is the loaded state
-	// without its end (nil: not one this run's states compare to).
+	// epoch). A page whose copy is of another run and goes past what the
+	// journal held at a load since saw events the store lost: a turn run
+	// again takes their seqs, and after alone cannot tell (heldSince).
+	epoch string
+	// runs are the session's latest loads, this run's last (none: a new
+	// session), set as it loads and never changed: stored with each state
+	// (runMark), last in it. A load changes them alone, which is no step
+	// to store: until a state of this run is stored, one that differs
+	// from the loaded state in its runs alone is taken as unchanged
+	// (sameButRuns). runsEnd ends every state this run encodes;
+	// loadedCore is the loaded state without its end (nil: not one this
+	// run's states compare to).
 	runs       []runMark
 	runsEnd    []byte
 	loadedCore []byte
@@ -513,17 +512,16 @@ func (l *eventLog) startOf(id string, is func(Event) bool) bool {
 // overlap between the replay and what follows. older holds the events
 // from after+1 on that the list no longer kept when pn was taken, read
 // from the store; pn goes, and the list keeps its latest events again.
-func (l *eventLog) attach(p *Page, after int64, epoch string, older []Event, pn *pin) error {
+func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.unpinLocked(pn)
 	if l.closed {
 		return cmp.Or(l.closedBy, ErrSessionClosed)
 	}
+	// pinFor refused a copy ahead of the journal (ahead): the events
+	// only grew since, and the runs never change.
 	last := int64(l.events.len())
-	if err := l.ahead(after, epoch); err != nil {
-		return err
-	}
 	if after < 0 {
 		after = 0
 	}
@@ -561,11 +559,11 @@ func (l *eventLog) sameButRuns(state json.RawMessage) bool {
 	return ok && l.loadedCore != nil && bytes.Equal(core, l.loadedCore)
 }
 
-// setRuns sets the session's loads, this one last, as it is loaded with
-// state, which ended with stored (the runs in it); before the session
-// runs.
+// setRuns sets the session's loads, this one last (its journal holding
+// l.seq events), as it is loaded with state, which ended with stored (the
+// runs in it); before the session runs.
 func (l *eventLog) setRuns(stored []runMark, state json.RawMessage) {
-	l.runs = append(slices.Clone(stored[max(0, len(stored)-(maxRuns-1)):]), runMark{Epoch: l.epoch, End: l.loadedEnd})
+	l.runs = append(slices.Clone(stored[max(0, len(stored)-(maxRuns-1)):]), runMark{Epoch: l.epoch, End: l.seq})
 	l.runsEnd = appendRunsEnd(nil, l.runs)
 	if core, ok := bytes.CutSuffix(state, appendRunsEnd(nil, stored)); ok {
 		l.loadedCore = core
@@ -582,8 +580,10 @@ func (l *eventLog) ahead(after int64, epoch string) error {
 	case after > last:
 		l.sayAhead("last", after, last)
 		return badRequest("after %d is beyond the session's last event %d (the page's copy is not the gateway's: open the session from its start)", after, last)
-	case epoch != "" && epoch != l.epoch && after > l.heldSince(epoch):
-		held := l.heldSince(epoch)
+	case epoch == "" || epoch == l.epoch:
+		return nil
+	}
+	if held := l.heldSince(epoch); after > held {
 		l.sayAhead("held at its load", after, held)
 		return badRequest("after %d is beyond the %d events the session's journal held when it was loaded, and the page's copy is of a run before: it holds events the store lost, whose seqs the events since have taken (open the session from its start)", after, held)
 	}
@@ -591,18 +591,22 @@ func (l *eventLog) ahead(after int64, epoch string) error {
 }
 
 // heldSince is the least of what the journal held at the loads since the
-// run epoch names (at every load it remembers, for a run it does not: a
-// new session's, or one before them): a copy of that run that goes past
-// it holds events the store lost. l.mu is held.
+// run epoch names (at every load it remembers, for a run it does not: one
+// before them), this run's included; 0 for a session new in this run,
+// which no other run had: a copy of that run that goes past it holds
+// events the store lost. l.mu is held.
 func (l *eventLog) heldSince(epoch string) int64 {
+	if len(l.runs) == 0 {
+		return 0
+	}
 	since := 0
 	for i, r := range l.runs {
 		if r.Epoch == epoch {
 			since = i + 1
 		}
 	}
-	held := l.loadedEnd // a new session's (0), loaded never
-	for _, r := range l.runs[min(since, len(l.runs)):] {
+	held := l.runs[len(l.runs)-1].End // this run's: never after epoch's
+	for _, r := range l.runs[since:] {
 		held = min(held, r.End)
 	}
 	return held
@@ -610,8 +614,7 @@ func (l *eventLog) heldSince(epoch string) int64 {
 
 // sayAhead logs, once, that a page saw events past the journal's last
 // (what says which: the last now, or the one it held at a load); l.mu is
-// held. Once: any client can
-// ask again, as often as it likes.
+// held. Once: any client can ask again, as often as it likes.
 func (l *eventLog) sayAhead(what string, after, last int64) {
 	if !l.saidAhead {
 		l.saidAhead = true

@@ -166,20 +166,9 @@ func TestGracefulStopSaysTheCallWaits(t *testing.T) {
 // within what the journal held, or one that names no epoch, is taken.
 func TestResumeOfACopyFromALostRun(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
-		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
-		m := textModel()
-		e := r.start(w, m)
+		w, m, s, before := hiThenStop(t, r)
 		ctx := context.Background()
-		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := attach(t, s, 0)
-		before := epochOf(t, p.until("session.opened", isType(engine.FrameSessionOpened)))
-		_ = p.page.Send(ctx, "hi")
-		p.until("the reply", finalIdle(""))
 		stored := s.LastSeq()
-		stop(t, e)
 
 		e2 := r.start(w, m)
 		s2, err := e2.Load(ctx, s.ID())
@@ -244,6 +233,27 @@ func TestResumeOfACopyFromALostRun(t *testing.T) {
 	})
 }
 
+// hiThenStop starts an engine on r, has alice's page say hi and get the
+// reply, and stops the engine: the session is in the store alone. It
+// returns the epoch of the page's session.opened too.
+func hiThenStop(t *testing.T, r *rig) (*testWorker, *fakeModel, *engine.Session, string) {
+	t.Helper()
+	w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
+	m := textModel()
+	e := r.start(w, m)
+	ctx := context.Background()
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0)
+	epoch := epochOf(t, p.until("session.opened", isType(engine.FrameSessionOpened)))
+	_ = p.page.Send(ctx, "hi")
+	p.until("the reply", finalIdle(""))
+	stop(t, e)
+	return w, m, s, epoch
+}
+
 // epochOf is the epoch of the last frame of frames, a session.opened.
 func epochOf(t *testing.T, frames []engine.Event) string {
 	t.Helper()
@@ -259,18 +269,8 @@ func epochOf(t *testing.T, frames []engine.Event) string {
 // it has an epoch of its own, which its state keeps from its next step on.
 func TestALoadStoresNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
-		w := confirmWorker(&engine.RetryPolicy{Attempts: 2, Timeout: "30s"})
-		m := textModel()
-		e := r.start(w, m)
+		w, m, s, _ := hiThenStop(t, r)
 		ctx := context.Background()
-		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := attach(t, s, 0)
-		_ = p.page.Send(ctx, "hi")
-		p.until("the reply", finalIdle(""))
-		stop(t, e)
 		batches := func() int {
 			t.Helper()
 			b, err := r.store.Load(ctx, s.ID())

@@ -360,7 +360,6 @@ func (e *Engine) rebuild(ctx context.Context, id string) (s *Session, err error)
 	s.owner = st.Owner
 	// The state is a slice of the store's message (JetStream): a copy lets the message go.
 	s.log.events, s.log.seq, s.log.lastState = eventListOf(events), int64(len(events)), bytes.Clone(lastState)
-	s.log.loadedEnd = s.log.seq
 	s.log.setRuns(st.Runs, s.log.lastState)
 	if err := s.restore(st, *agent, transcript); err != nil {
 		e.mu.Unlock()

@@ -498,27 +498,34 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-// TestOpenedFromItsStartReadsTheJournalOnce: a chat out of memory that a
-// page opens from its start (a chat picked from the list) is read from the
-// store once, for the load and the replay both; once that page has its
-// replay the session keeps only its latest events, and the next page that
-// opens it from its start reads the store again.
-func TestOpenedFromItsStartReadsTheJournalOnce(t *testing.T) {
+// chatOutOfMemory has a session of turns turns on a store that counts its
+// reads, then a new engine on that store, which keeps 1 byte of events a
+// session: the chat is in the store alone.
+func chatOutOfMemory(t *testing.T, turns int) (*loadCounter, *engine.Engine, string) {
+	t.Helper()
 	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
 	w := &testWorker{}
 	h := setup(t, w, textModel(), engine.Options{Store: store, ReplayBytes: 1})
-	chat(h, 6)
-	id := h.s.ID()
+	chat(h, turns)
 	if err := h.e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-
 	e, err := engine.New(engine.Options{Worker: w, Store: store, Logger: quiet(), Retain: -1, ReplayBytes: 1,
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stop(t, e) })
+	return store, e, h.s.ID()
+}
+
+// TestOpenedFromItsStartReadsTheJournalOnce: a chat out of memory that a
+// page opens from its start (a chat picked from the list) is read from the
+// store once, for the load and the replay both; once that page has its
+// replay the session keeps only its latest events, and the next page that
+// opens it from its start reads the store again.
+func TestOpenedFromItsStartReadsTheJournalOnce(t *testing.T) {
+	store, e, id := chatOutOfMemory(t, 6)
 	before := store.loads.Load()
 	s, err := e.Load(context.Background(), id)
 	if err != nil {
@@ -563,20 +570,7 @@ func BenchmarkLoadLongChatJetStream(b *testing.B) {
 // before the load, past what the journal then held) is refused before
 // the store is read for its replay, which it would not get.
 func TestAPageAheadReadsNothing(t *testing.T) {
-	store := &loadCounter{MemoryStore: engine.NewMemoryStore()}
-	w := &testWorker{}
-	h := setup(t, w, textModel(), engine.Options{Store: store, ReplayBytes: 1})
-	chat(h, 2)
-	id := h.s.ID()
-	if err := h.e.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Options{Worker: w, Store: store, Logger: quiet(), Retain: -1, ReplayBytes: 1,
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, e) })
+	store, e, id := chatOutOfMemory(t, 2)
 	s, err := e.Load(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)

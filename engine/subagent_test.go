@@ -63,6 +63,17 @@ func delegating(research engine.AgentTool) *testWorker {
 	return w
 }
 
+// helperAndRoot answers the helper agent's requests (helperAgent's model)
+// with helper, and the others with root: one model for a rig's engine.
+func helperAndRoot(helper, root model.Model) *fakeModel {
+	return &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		if req.Model == helperAgent.Model {
+			return helper.Generate(ctx, req, func(string) {})
+		}
+		return root.Generate(ctx, req, func(string) {})
+	}}
+}
+
 // TestSubagentResult: the helper's final message is the call's result; its
 // events reach the page nested under the call; its triggers carry Parent;
 // its transcript is its own.
@@ -387,12 +398,7 @@ func TestSubagentRestart(t *testing.T) {
 				root := callsThenSummary(use("call_1", "research", `{}`))
 				helper, started, _ := blockingHelper()
 				w := delegating(engine.AgentTool{Name: "research", Idempotent: tt.idempotent})
-				both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-					if req.Model == "helper-model" {
-						return helper.Generate(ctx, req, func(string) {})
-					}
-					return root.Generate(ctx, req, func(string) {})
-				}}
+				both := helperAndRoot(helper, root)
 				e1 := r.start(w, both)
 				s1, _ := e1.Open(context.Background(), engine.OpenOptions{})
 				p1 := attach(t, s1, 0)
@@ -439,12 +445,7 @@ func TestCloseDrainsSubagent(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		root := callsThenSummary(use("call_1", "research", `{}`))
 		helper := callsThenSummary(use("w1", "get_weather", `{"city":"A"}`))
-		both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-			if req.Model == "helper-model" {
-				return helper.Generate(ctx, req, func(string) {})
-			}
-			return root.Generate(ctx, req, func(string) {})
-		}}
+		both := helperAndRoot(helper, root)
 		started, release := make(chan struct{}, 1), make(chan struct{})
 		w := delegating(engine.AgentTool{Name: "research"})
 		delegate := w.execute
@@ -572,12 +573,7 @@ func TestSubagentClientCallAcrossRestart(t *testing.T) {
 			}
 			return model.Response{ToolUses: []model.ToolUse{use("call_1", "get_local_time", `{}`)}, StopReason: model.StopToolUse}, nil
 		}}
-		both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-			if req.Model == "helper-model" {
-				return helper.Generate(ctx, req, func(string) {})
-			}
-			return root.Generate(ctx, req, func(string) {})
-		}}
+		both := helperAndRoot(helper, root)
 		w := delegating(engine.AgentTool{Name: "research"})
 		ctx := context.Background()
 		helperCall := func(p *reader, what string) string {
@@ -730,12 +726,7 @@ func TestSubagentApprovalAcrossRestart(t *testing.T) {
 	forEachStore(t, func(t *testing.T, r *rig) {
 		root := callsThenSummary(use("call_1", "research", `{}`))
 		helper := callsThenSummary(use("call_1", "get_weather", `{"city":"A"}`))
-		both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-			if req.Model == "helper-model" {
-				return helper.Generate(ctx, req, func(string) {})
-			}
-			return root.Generate(ctx, req, func(string) {})
-		}}
+		both := helperAndRoot(helper, root)
 		careful := helperAgent
 		careful.Tools = []engine.AgentTool{{Name: "get_weather", Input: engine.Schema(weatherInput), Approval: "always"}}
 		w := delegating(engine.AgentTool{Name: "research"})

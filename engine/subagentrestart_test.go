@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/clienttools/gateway/engine"
-	"github.com/clienttools/gateway/engine/model"
 )
 
 // TestSubagentWorkerCallAcrossRestart: a sub-agent's worker call running
@@ -29,12 +28,7 @@ func TestSubagentWorkerCallAcrossRestart(t *testing.T) {
 			forEachStore(t, func(t *testing.T, r *rig) {
 				root := callsThenSummary(use("call_1", "research", `{}`))
 				helper := callsThenSummary(use("call_1", "get_weather", `{"city":"A"}`))
-				both := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
-					if req.Model == "helper-model" {
-						return helper.Generate(ctx, req, func(string) {})
-					}
-					return root.Generate(ctx, req, func(string) {})
-				}}
+				both := helperAndRoot(helper, root)
 				helper2 := helperAgent
 				if tc.backoff {
 					helper2.Tools = append([]engine.AgentTool(nil), helperAgent.Tools...)

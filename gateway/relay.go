@@ -98,19 +98,22 @@ func (r *Relay) serve(s *Server) error {
 		var req relayOpen
 		// Every answer names this process (the node watch's empty
 		// question gets the first).
+		answer := func(fields string) {
+			_ = m.Respond([]byte(`{` + fields + `,"instance":` + strconv.Quote(r.instance) + `}`))
+		}
 		if err := json.Unmarshal(m.Data, &req); err != nil || req.Pipe == "" || strings.ContainsAny(req.Pipe, " *>") {
-			_ = m.Respond([]byte(`{"error":"bad request","instance":` + strconv.Quote(r.instance) + `}`))
+			answer(`"error":"bad request"`)
 			return
 		}
 		sock, err := newRemoteSocket(r.nc, req.Pipe, s.logger.With("remote", req.Remote, "relayed", true))
 		if err != nil {
-			_ = m.Respond([]byte(`{"error":` + strconv.Quote(err.Error()) + `,"instance":` + strconv.Quote(r.instance) + `}`))
+			answer(`"error":` + strconv.Quote(err.Error()))
 			return
 		}
 		sock.parts, sock.sync = req.Parts, req.Sync
 		// The answer says this node joins the page's frames sent in parts,
 		// and takes syncs.
-		_ = m.Respond([]byte(`{"ok":true,"parts":true,"sync":true,"instance":` + strconv.Quote(r.instance) + `}`))
+		answer(`"ok":true,"parts":true,"sync":true`)
 		go s.serveRemote(sock, req.Browser, req.Remote)
 	})
 	if err != nil {

@@ -100,13 +100,7 @@ func (r *Relay) runWatch(node string, w *nodeWatch) {
 // checkPipes has those of w's pipes still on node that need it ping their
 // serving node at once: one that does not answer moves the page (watch).
 func (r *Relay) checkPipes(node string, w *nodeWatch, need func(p *pipe) bool) {
-	r.mu.Lock()
-	pipes := make([]*pipe, 0, len(w.pipes))
-	for p := range w.pipes {
-		pipes = append(pipes, p)
-	}
-	r.mu.Unlock()
-	for _, p := range pipes { // p.mu is taken before r.mu, never inside it
+	for _, p := range r.pipesOf(w) { // p.mu is taken before r.mu, never inside it
 		p.mu.Lock()
 		check := p.node == node && need(p)
 		p.mu.Unlock()
@@ -119,6 +113,18 @@ func (r *Relay) checkPipes(node string, w *nodeWatch, need func(p *pipe) bool) {
 	}
 }
 
+// pipesOf lists w's pipes now, for a walk that takes each pipe's lock:
+// p.mu is taken before r.mu, never inside it.
+func (r *Relay) pipesOf(w *nodeWatch) []*pipe {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pipes := make([]*pipe, 0, len(w.pipes))
+	for p := range w.pipes {
+		pipes = append(pipes, p)
+	}
+	return pipes
+}
+
 // leftBehind moves w's pages whose session node no longer runs: node is
 // silent (a hung process, a partition: a dead one says "no responders" at
 // once), its lease expired, and another node, this one included, took the
@@ -127,14 +133,8 @@ func (r *Relay) checkPipes(node string, w *nodeWatch, need func(p *pipe) bool) {
 // node only slow to answer still holds its leases: its pages stay. One
 // read of a lease a session, each nodeCheck, while node is silent.
 func (r *Relay) leftBehind(node string, w *nodeWatch) {
-	r.mu.Lock()
-	pipes := make([]*pipe, 0, len(w.pipes))
-	for p := range w.pipes {
-		pipes = append(pipes, p)
-	}
-	r.mu.Unlock()
 	runs := map[string]string{} // by session: the node that holds it, "" none or this one
-	for _, p := range pipes {
+	for _, p := range r.pipesOf(w) {
 		select {
 		case <-w.stop:
 			return // no page of this node's on node any more

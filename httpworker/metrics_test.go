@@ -77,17 +77,23 @@ func TestRequestOutcomes(t *testing.T) {
 			if _, err := w.Decide(ctx, engine.DecideRequest{Session: "s1", Trigger: execTrigger(time.Now().Add(time.Minute))}); err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
-			want := fmt.Sprintf(`
-# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
-# TYPE gateway_worker_requests_total counter
-gateway_worker_requests_total{outcome=%q,trigger="tool.execute"} 1
-`, tt.outcome)
-			if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_worker_requests_total"); err != nil {
-				t.Error(err)
-			}
+			wantRequests(t, m, fmt.Sprintf(`gateway_worker_requests_total{outcome=%q,trigger="tool.execute"} 1`, tt.outcome))
 			if n := testutil.CollectAndCount(m.Registry(), "gateway_worker_request_seconds"); n != 1 {
 				t.Errorf("%d series of gateway_worker_request_seconds, want 1", n)
 			}
 		})
+	}
+}
+
+// wantRequests fails t unless gateway_worker_requests_total holds exactly
+// the series lines, one a line.
+func wantRequests(t *testing.T, m *metrics.Metrics, lines ...string) {
+	t.Helper()
+	want := `
+# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
+# TYPE gateway_worker_requests_total counter
+` + strings.Join(lines, "\n") + "\n"
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "gateway_worker_requests_total"); err != nil {
+		t.Error(err)
 	}
 }

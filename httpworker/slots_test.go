@@ -77,16 +77,10 @@ func TestRequestOutcomeNoSlot(t *testing.T) {
 	if err := <-holding; err != nil {
 		t.Fatalf("the request holding the slot: %v", err)
 	}
-	expect := fmt.Sprintf(`
-# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
-# TYPE gateway_worker_requests_total counter
-gateway_worker_requests_total{outcome="cancelled",trigger="tool.execute"} %d
-gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} %d
-gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1
-`, want["cancelled"], want["no_slot"])
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(expect), "gateway_worker_requests_total"); err != nil {
-		t.Error(err)
-	}
+	wantRequests(t, m,
+		fmt.Sprintf(`gateway_worker_requests_total{outcome="cancelled",trigger="tool.execute"} %d`, want["cancelled"]),
+		fmt.Sprintf(`gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} %d`, want["no_slot"]),
+		`gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1`)
 }
 
 // TestASlotAfterTheDeadlineIsNotUsed: a tool.execute that gets its slot
@@ -150,14 +144,9 @@ func TestASlotAfterTheDeadlineIsNotUsed(t *testing.T) {
 	default:
 	}
 	<-held
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
-# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
-# TYPE gateway_worker_requests_total counter
-gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} 1
-gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1
-`), "gateway_worker_requests_total"); err != nil {
-		t.Error(err)
-	}
+	wantRequests(t, m,
+		`gateway_worker_requests_total{outcome="no_slot",trigger="tool.execute"} 1`,
+		`gateway_worker_requests_total{outcome="ok",trigger="tool.execute"} 1`)
 }
 
 // TestToolRunsLeaveRoomForDecisions: slow tools hold MaxInFlight slots of
@@ -243,14 +232,9 @@ func TestADecisionWaitsForItsOwnSlot(t *testing.T) {
 	}
 	close(release)
 	<-held
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
-# HELP gateway_worker_requests_total Requests to the HTTP worker, by trigger and outcome (ok, unreachable, timeout, no_slot, http_error, bad_answer, cancelled, failed).
-# TYPE gateway_worker_requests_total counter
-gateway_worker_requests_total{outcome="no_slot",trigger="message"} 1
-gateway_worker_requests_total{outcome="ok",trigger="session.start"} 1
-`), "gateway_worker_requests_total"); err != nil {
-		t.Error(err)
-	}
+	wantRequests(t, m,
+		`gateway_worker_requests_total{outcome="no_slot",trigger="message"} 1`,
+		`gateway_worker_requests_total{outcome="ok",trigger="session.start"} 1`)
 	if n := testutil.CollectAndCount(m.Registry(), "gateway_worker_request_seconds"); n != 1 {
 		t.Errorf("%d series of the worker's latency, want 1: session.start's alone", n)
 	}

@@ -533,7 +533,7 @@ func (w *Worker) acquire(ctx context.Context, deadline time.Time, sem chan struc
 	// does could settle its timeout as this failure.
 	<-ctx.Done()
 	if waited {
-		return w.noSlot(ctx, sem, what)
+		return noSlot(ctx, sem, what)
 	}
 	return &failure{why: "its deadline passed before it could be sent", cause: ctx.Err(), kind: outcomeTimeout}
 }
@@ -550,13 +550,13 @@ func (w *Worker) wait(ctx context.Context, sem chan struct{}, what string) *fail
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledKind(ctx) != outcomeTimeout {
 		return &failure{why: fmt.Sprintf("the gateway's limit of %d open %s the worker was reached, and this one was cancelled while it waited", cap(sem), what), cause: ctx.Err()}
 	}
-	return w.noSlot(ctx, sem, what)
+	return noSlot(ctx, sem, what)
 }
 
 // noSlot is the failure of a request whose time ran out before the worker
 // saw it: the bound was too low, not the worker slow (no_slot, not
 // timeout).
-func (w *Worker) noSlot(ctx context.Context, sem chan struct{}, what string) *failure {
+func noSlot(ctx context.Context, sem chan struct{}, what string) *failure {
 	return &failure{why: fmt.Sprintf("the gateway's limit of %d open %s the worker was reached, and this one's time ran out while it waited for one of them to end", cap(sem), what), cause: ctx.Err(), kind: outcomeNoSlot}
 }
 
