@@ -155,20 +155,15 @@ func DecodeAction(data []byte) (Action, error) {
 		if err == nil && r.Result == nil {
 			err = errors.New(`missing "result"`)
 		}
+		if err == nil {
+			err = checkAnswered(data)
+		}
 		a = r
 	case TypeToolError:
 		var e ToolError
 		e, err = decodeAs[ToolError](data)
-		if err == nil && e.Error == "" {
-			// An empty error is the tool's failure all the same
-			// (JavaScript's new Error().message): answer says it failed
-			// without saying why. No error member at all is a mistake.
-			var present struct {
-				Error *string `json:"error"`
-			}
-			if json.Unmarshal(data, &present) == nil && present.Error == nil {
-				err = errors.New(`missing "error"`)
-			}
+		if err == nil {
+			err = checkAnswered(data)
 		}
 		a = e
 	case TypeMessageAppend:
@@ -202,6 +197,34 @@ func DecodeAction(data []byte) (Action, error) {
 	return a, nil
 }
 
+// checkAnswered checks the members of a tool.result or tool.error that an
+// answer may leave out: an "id" or "attempt" given is the call's and the
+// attempt's (a page's empty id or attempt 0 is bad_frame; a worker's was
+// taken as left out, and settled the current attempt), and an error given
+// empty is the tool's failure all the same (JavaScript's new
+// Error().message): it says it failed without saying why. No error member
+// at all is a mistake.
+func checkAnswered(data []byte) error {
+	var present struct {
+		Type    string  `json:"type"`
+		ID      *string `json:"id"`
+		Attempt *int    `json:"attempt"`
+		Error   *string `json:"error"`
+	}
+	if err := json.Unmarshal(data, &present); err != nil {
+		return err
+	}
+	switch {
+	case present.ID != nil && *present.ID == "":
+		return errors.New(`"id" is empty: leave it out to answer the call asked`)
+	case present.Attempt != nil && *present.Attempt < 1:
+		return fmt.Errorf(`"attempt" is %d: attempts count from 1; leave it out to answer the attempt asked`, *present.Attempt)
+	case present.Type == TypeToolError && present.Error == nil:
+		return errors.New(`missing "error"`)
+	}
+	return nil
+}
+
 // UnmarshalJSON decodes a decision, its actions by their "type".
 func (d *Decision) UnmarshalJSON(data []byte) error {
 	var raw struct {
@@ -209,7 +232,7 @@ func (d *Decision) UnmarshalJSON(data []byte) error {
 		Actions []json.RawMessage `json:"actions"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return fmt.Errorf("failed to decode decision: %w", err)
+		return fmt.Errorf("failed to decode decision: %w", kindError(err))
 	}
 	d.Agent = nil
 	if len(raw.Agent) > 0 && string(raw.Agent) != "null" {
@@ -257,7 +280,7 @@ func peekType(data []byte) (string, error) {
 		Type *string `json:"type"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return "", fmt.Errorf("not a JSON object: %w", err)
+		return "", fmt.Errorf("not a JSON object: %w", kindError(err))
 	}
 	if head.Type == nil || *head.Type == "" {
 		return "", errors.New(`missing "type"`)
@@ -278,14 +301,25 @@ func decodeAs[T any](data []byte) (T, error) {
 func decodeStrict[T any](data []byte, allow ...string) (T, error) {
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
-		var mistyped *json.UnmarshalTypeError
-		if errors.As(err, &mistyped) && mistyped.Field != "" {
-			return v, fmt.Errorf("%q is %s, want %s", mistyped.Field, jsonfields.Article(mistyped.Value), jsonfields.Kind(mistyped.Type))
-		}
-		return v, err
+		return v, kindError(err)
 	}
 	if path := jsonfields.Unknown(data, reflect.TypeFor[T](), allow...); path != "" {
 		return v, fmt.Errorf("unknown member %q", path)
 	}
 	return v, nil
+}
+
+// kindError says a value of the wrong kind in the words of whoever wrote
+// the JSON: a member by its path ("actions" is an object, want an array),
+// else the value itself; encoding/json's text names Go's types.
+func kindError(err error) error {
+	var mistyped *json.UnmarshalTypeError
+	switch {
+	case !errors.As(err, &mistyped):
+		return err
+	case mistyped.Field != "":
+		return fmt.Errorf("%q is %s, want %s", mistyped.Field, jsonfields.Article(mistyped.Value), jsonfields.Kind(mistyped.Type))
+	default:
+		return fmt.Errorf("%s, want %s", jsonfields.Article(mistyped.Value), jsonfields.Kind(mistyped.Type))
+	}
 }

@@ -172,6 +172,17 @@ func (s *Session) lookup(id string) (*call, bool) {
 	return nil, false
 }
 
+// namelessToolUse reports whether id is a tool use without a name in the
+// model's turn the transcript ends with: a call the model made (a server of
+// its own gave no name), which settles unknown_tool as any name no tool
+// has, where a worker's nameless tool.call is its mistake. Refused, it
+// stayed open in the transcript, and the chat's turns waited on it.
+func (s *Session) namelessToolUse(id string) bool {
+	n := len(s.transcript)
+	return id != "" && n > 0 && s.transcript[n-1].Role == model.RoleAssistant &&
+		slices.ContainsFunc(s.transcript[n-1].ToolUses, func(u ToolUse) bool { return u.ID == id && u.Name == "" })
+}
+
 // known reports whether the session has made a call with id, settled or
 // not.
 func (s *Session) known(id string) bool {
@@ -182,7 +193,7 @@ func (s *Session) known(id string) bool {
 
 // startCall dispatches a tool.call action.
 func (s *Session) startCall(tc ToolCall, b *batch) error {
-	if tc.Name == "" {
+	if tc.Name == "" && !s.namelessToolUse(tc.ID) {
 		return errors.New("tool.call has no name")
 	}
 	id := tc.ID
@@ -212,6 +223,9 @@ func (s *Session) startCall(tc ToolCall, b *batch) error {
 	spec, specErr := tc.Retry.parse(timeout)
 	c.spec = spec
 	switch {
+	case !declared && tc.Name == "":
+		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeUnknownTool,
+			Error: fmt.Sprintf("The call names no tool. Use one of the declared tools: %s.", s.toolNames())}
 	case !declared:
 		c.proposed = &ToolError{ID: id, Attempt: 1, Code: CodeUnknownTool,
 			Error: fmt.Sprintf("There is no tool named %q. Use one of the declared tools: %s.", tc.Name, s.toolNames())}
@@ -394,11 +408,17 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 			// from any trigger (a login tool that unlocks more tools).
 			s.decisionAgent(d)
 			if err == nil && s.attemptOpen(def) && !s.ending && !answers(d, def.id) && !ends(d) {
-				// Allowed (a later decision may answer it), and a worker
+				// Allowed (a later decision may answer it), but a worker
 				// that returned proposed ({}) for a tool it runs meant
-				// something else: said, as the call waits for its deadline.
-				s.logger.Warn("the worker's answer to tool.execute neither answers nor delegates the call: it stays open until its attempt's deadline, or an answer in a later decision",
-					"call", def.id, "tool", t.Name, "attempt", def.attempt, "deadline", t.Deadline)
+				// something else, and the chat waits for the deadline
+				// (5 minutes by default): said to the pages too, whose
+				// reader would otherwise see a turn that never ends.
+				until := "a later decision answers it"
+				if t.Deadline != "" {
+					until = fmt.Sprintf("its attempt's deadline, %s, unless a later decision answers it", t.Deadline)
+				}
+				s.report(WireBadDecision, fmt.Errorf("%w: the worker's answer to tool.execute for %s (call %q, attempt %d) neither answers nor delegates the call: it stays open until %s",
+					ErrBadDecision, t.Name, def.id, def.attempt, until))
 			}
 			s.apply(d, def)
 		})

@@ -243,7 +243,9 @@ func TestAgentFromAToolExecuteDecision(t *testing.T) {
 // TestToolExecuteLeftOpenIsSaid: a worker's answer to tool.execute that
 // neither answers nor delegates the call (proposed, {}, returned for a tool
 // it runs) leaves the attempt open until its deadline, as documented, and
-// the log says so at WARN; it hung without a word.
+// the log and the pages say so, naming the call and the deadline: it hung
+// without a word, and then with one in the log alone (an outside audit's
+// worker waited 5 minutes with a page that showed nothing).
 func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 	logs := &testlog.Buffer{}
 	w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "lookup"}}}}
@@ -252,8 +254,13 @@ func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 	}
 	h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	h.send("look it up")
+	call := h.waitType(engine.EventToolStarted)
+	said := h.waitType(engine.EventError)
+	if text := said.errorText(); said.Code != "bad_decision" || !strings.Contains(text, `lookup (call "call_1", attempt 1) neither answers nor delegates the call`) || !strings.Contains(text, call.Deadline) || call.Deadline == "" {
+		t.Errorf("the pages were told %s %q; want bad_decision naming lookup, call_1, attempt 1 and the deadline %q", said.Code, text, call.Deadline)
+	}
 	waitUntil(t, "the warning", func() bool {
-		return strings.Contains(logs.String(), "neither answers nor delegates the call") && strings.Contains(logs.String(), "call=call_1")
+		return strings.Contains(logs.String(), "neither answers nor delegates the call") && strings.Contains(logs.String(), "level=WARN")
 	})
 	if n := h.count(engine.EventToolFinished, "call_1"); n != 0 {
 		t.Errorf("the call settled %d times before its deadline", n)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/engine/model"
 )
 
 // TestSessionIDs: a session id is 1 to MaxIDBytes ASCII letters, digits,
@@ -86,5 +88,54 @@ func TestToolUseIDsGivenTwice(t *testing.T) {
 	}
 	if len(ids) != 2 || !ids["call_0"] {
 		t.Errorf("calls settled: %v, want call_0 and another", ids)
+	}
+}
+
+// TestToolUsesTheProvidersRefuse: a tool use whose id or name a provider's
+// API refuses in a transcript (a model served by another provider, a
+// server of one's own) does not end the chat. An id such as
+// "functions.get_weather:0" gets one of the session's, shared by the tool
+// use and its tool message; a name no tool can have, or none at all,
+// settles unknown_tool as a name not declared does, with no bad_decision
+// (a nameless call was refused, and stayed open in the transcript). The
+// adapters send such a name under model.InvalidToolName.
+func TestToolUsesTheProvidersRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		use      model.ToolUse
+		wantCode string // the call's
+		wantText string // in its error
+	}{
+		{"an id with a dot and a colon", use("functions.get_weather:0", "get_weather", `{"city":"Tokyo"}`), "", ""},
+		{"an id past 64 bytes", use(strings.Repeat("c", 65), "get_weather", `{"city":"Tokyo"}`), "", ""},
+		{"a name with a dot", use("call_1", "functions.get_weather", `{"city":"Oslo"}`), "unknown_tool", `There is no tool named "functions.get_weather"`},
+		{"no name", use("call_1", "", `{"city":"Oslo"}`), "unknown_tool", "The call names no tool. Use one of the declared tools: get_weather."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := callsThenSummary(tc.use)
+			w := recordingToolWorker(&engine.ToolWorker{Agent: engine.AgentConfig{Model: "fake-model"}, Tools: []engine.Tool{weatherTool()}})
+			h := setup(t, w, m, engine.Options{})
+			h.send("Oslo?")
+			h.waitIdle()
+			if n := h.count(engine.EventError, ""); n != 0 {
+				t.Errorf("%d error events", n)
+			}
+			tr := h.transcript()
+			checkWhole(t, tr)
+			if len(tr) != 4 || len(tr[1].ToolUses) != 1 {
+				t.Fatalf("transcript %+v; want the message, the call, its result, the summary", tr)
+			}
+			id := tr[1].ToolUses[0].ID
+			if !model.WireName(id) {
+				t.Errorf("the transcript's tool use has the id %q, which the providers refuse", id)
+			}
+			i := slices.IndexFunc(h.seen, func(f frame) bool { return f.Type == engine.EventToolFinished })
+			if i < 0 {
+				t.Fatalf("no tool.finished; seen %s", h.types())
+			}
+			if fin := h.seen[i]; fin.ID != id || fin.Code != tc.wantCode || !strings.Contains(fin.Error, tc.wantText) {
+				t.Errorf("tool.finished for %q, code %q, error %q; want %q, %q, %q", fin.ID, fin.Code, fin.Error, id, tc.wantCode, tc.wantText)
+			}
+		})
 	}
 }

@@ -341,14 +341,31 @@ func schemaErrorText(err error) string {
 
 // toolName reports whether name is one a model's providers take:
 // ^[a-zA-Z0-9_-]{1,64}$.
-func toolName(name string) bool {
-	if len(name) > 64 {
-		return false
+// inputType is the "type" of an input schema when it does not allow an
+// object, as JSON text ("string", ["array","null"]); "" when it does, or
+// says nothing of it, or is not one compile takes (which says why).
+func inputType(raw json.RawMessage) string {
+	var schema map[string]json.RawMessage // not a struct: a keyword's case counts
+	if json.Unmarshal(raw, &schema) != nil || schema["type"] == nil {
+		return ""
 	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
+	var types []string
+	if json.Unmarshal(schema["type"], &types) != nil {
+		var one string
+		if json.Unmarshal(schema["type"], &one) != nil {
+			return ""
+		}
+		types = []string{one}
+	}
+	for _, t := range types {
+		switch t {
+		case "string", "number", "integer", "boolean", "array", "null":
+		default: // "object", or no type at all
+			return ""
 		}
 	}
-	return name != ""
+	if len(types) == 0 {
+		return ""
+	}
+	return string(schema["type"])
 }

@@ -502,22 +502,26 @@ func (s *Session) tool(name string) AgentTool {
 }
 
 // takeAgent is setAgent for an agent a worker sent (session.start, a
-// decision, tool.delegate): its tool names must be ones the model's
-// providers take. A stored agent is loaded as it was taken (restore):
-// one an earlier version took opens still.
+// decision, tool.delegate): its tools must be ones the model's providers
+// take. A stored agent is loaded as it was taken (restore): one an earlier
+// version took opens still.
 func (s *Session) takeAgent(a AgentConfig) error {
-	if err := checkToolNames(a); err != nil {
+	if err := checkForProviders(a); err != nil {
 		return err
 	}
 	return s.setAgent(a)
 }
 
-// checkToolNames checks that a's tool names are ones the model's
-// providers take.
-func checkToolNames(a AgentConfig) error {
+// checkForProviders checks that a's tools are ones the model's providers
+// take: Claude's and OpenAI's APIs refuse the others at the first turn,
+// every turn, where the worker's config made the mistake at its start.
+func checkForProviders(a AgentConfig) error {
 	for _, t := range a.Tools {
-		if t.Name != "" && !toolName(t.Name) {
+		if t.Name != "" && !model.WireName(t.Name) {
 			return fmt.Errorf("%w: tool name %.80q: a model's providers take 1 to 64 letters, digits, _ and - (Claude's and OpenAI's APIs refuse others at the first turn)", ErrBadConfig, t.Name)
+		}
+		if typ := inputType(t.Input); typ != "" {
+			return fmt.Errorf("%w: tool %q: input schema: its type is %s, where a model's arguments are an object: no call could be valid, and a model's providers refuse the tool (leave type out, or make it \"object\")", ErrBadConfig, t.Name, typ)
 		}
 	}
 	return nil

@@ -159,7 +159,7 @@ func (w *ToolWorker) check(schemas *schemaCache) error {
 		}
 	}
 	for _, a := range agents {
-		if err := checkToolNames(a); err != nil {
+		if err := checkForProviders(a); err != nil {
 			return err
 		}
 		if _, err := checkAgent(a, schemas); err != nil {

@@ -385,7 +385,7 @@ func (w *Worker) do(ctx context.Context, req engine.DecideRequest, exec engine.T
 		return engine.Decision{}, &failure{why: why, said: w.excerpt(data), kind: outcomeHTTPError}
 	}
 	if int64(len(data)) > limit {
-		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s (its request's %s and MaxResponseBytes, %s)",
+		return engine.Decision{}, &failure{why: fmt.Sprintf("the worker answered %d %s with a body larger than %s (its request's %s and the %s more an answer may hold)",
 			resp.StatusCode, http.StatusText(resp.StatusCode), byteSize(limit), byteSize(int64(len(body))), byteSize(w.maxBody)), kind: outcomeBadAnswer}
 	}
 	d, err := decodeDecision(data)

@@ -397,7 +397,7 @@ func TestDecideFailures(t *testing.T) {
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprintf(w, `{"actions":[{"type":"tool.result","result":%q}]}`, strings.Repeat("x", 2048))
 			},
-			want: "and MaxResponseBytes, 1 KiB)",
+			want: "and the 1 KiB more an answer may hold)",
 		},
 		{
 			name: "slow worker hits the deadline",

@@ -65,6 +65,8 @@ type config struct {
 	workerSecret  string
 	// workerMaxInFlight bounds the requests open to the HTTP worker at once.
 	workerMaxInFlight int
+	// workerMaxResponse bounds what a worker's answer adds to its request.
+	workerMaxResponse int64
 	logLevel          slog.Level
 	shutdownGrace     time.Duration
 }
@@ -164,6 +166,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.offline, "offline", offline, "serve every model id with the scripted model, so a worker written for Claude runs without a key (env GATEWAY_OFFLINE=1)")
 	fs.StringVar(&c.workerSecret, "worker-secret", "", "shared secret that signs requests to the HTTP worker (prefer env GATEWAY_WORKER_SECRET: flags show in ps)")
 	workerMaxInFlight := fs.String("worker-max-in-flight", env("GATEWAY_WORKER_MAX_IN_FLIGHT", strconv.Itoa(httpworker.DefaultMaxInFlight)), "tool calls' requests the gateway keeps open to the HTTP worker at once, and as many for the other triggers apart; more wait for one to end, and one whose time runs out waiting is not sent (counted as no_slot): raise it when the worker's tools are slow and many run at once (env GATEWAY_WORKER_MAX_IN_FLIGHT)")
+	workerMaxResponse := fs.String("worker-max-response", env("GATEWAY_WORKER_MAX_RESPONSE", strconv.Itoa(httpworker.DefaultMaxResponseBytes)), "bytes a worker's answer may hold beyond its request's (which it may repeat: proposed); a larger answer fails as the worker's failure: raise it for tools whose results are larger (env GATEWAY_WORKER_MAX_RESPONSE)")
 	clientTimeout := fs.String("client-timeout", env("GATEWAY_CLIENT_TIMEOUT", engine.DefaultClientTimeout.String()), "default limit of one browser tool attempt (env GATEWAY_CLIENT_TIMEOUT)")
 	workerTimeout := fs.String("worker-timeout", env("GATEWAY_WORKER_TIMEOUT", engine.DefaultWorkerTimeout.String()), "default limit of one worker tool attempt (env GATEWAY_WORKER_TIMEOUT)")
 	pingInterval := fs.String("ping-interval", env("GATEWAY_PING_INTERVAL", gateway.DefaultPingInterval.String()), "how often each page is pinged, and how long its pong may take; a page that misses it is closed and its client calls move to another page (env GATEWAY_PING_INTERVAL)")
@@ -345,6 +348,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.workerMaxInFlight, err = strconv.Atoi(*workerMaxInFlight); err != nil || c.workerMaxInFlight <= 0 {
 		return c, fmt.Errorf("worker-max-in-flight %q is not a positive number of requests", *workerMaxInFlight)
 	}
+	if c.workerMaxResponse, err = strconv.ParseInt(*workerMaxResponse, 10, 64); err != nil || c.workerMaxResponse <= 0 {
+		return c, fmt.Errorf("worker-max-response %q is not a positive number of bytes", *workerMaxResponse)
+	}
 	if c.maxMessage, err = strconv.Atoi(*maxMessage); err != nil || c.maxMessage <= 0 {
 		return c, fmt.Errorf("max-message %q is not a positive number of bytes", *maxMessage)
 	}
@@ -401,7 +407,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	// would answer instead, without a word (a misspelt or missing
 	// --worker-url).
 	if c.workerURL == "" {
-		for _, name := range []string{"worker-secret", "page-tools", "worker-max-in-flight"} {
+		for _, name := range []string{"worker-secret", "page-tools", "worker-max-in-flight", "worker-max-response"} {
 			if given(fs, name) {
 				return c, fmt.Errorf("%s is for a worker, and there is none: give --worker-url (or GATEWAY_WORKER_URL), or leave --%s out for the demo's agent", name, name)
 			}

@@ -30,6 +30,7 @@ func TestParseConfig(t *testing.T) {
 		clientTimeout:     engine.DefaultClientTimeout,
 		workerTimeout:     engine.DefaultWorkerTimeout,
 		workerMaxInFlight: httpworker.DefaultMaxInFlight,
+		workerMaxResponse: httpworker.DefaultMaxResponseBytes,
 		readLimit:         1 << 20,
 		maxMessage:        engine.DefaultMaxMessageBytes,
 		limits:            engine.DefaultLimits,
@@ -209,6 +210,14 @@ func TestParseConfig(t *testing.T) {
 				c.workerURL, c.workerSecret, c.workerMaxInFlight = "http://127.0.0.1:9/decide", "s3cret", 256
 			}),
 		},
+		{
+			name: "larger answers from the worker",
+			args: []string{"--worker-url", "http://127.0.0.1:9/decide", "--worker-max-response", "67108864"},
+			env:  map[string]string{"GATEWAY_WORKER_SECRET": "s3cret"},
+			want: with(func(c *config) {
+				c.workerURL, c.workerSecret, c.workerMaxResponse = "http://127.0.0.1:9/decide", "s3cret", 64<<20
+			}),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -254,6 +263,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"a worker bound and no worker", []string{"--worker-max-in-flight", "128"}, nil, "worker-max-in-flight is for a worker, and there is none"},
 		{"zero worker requests", []string{"--worker-max-in-flight", "0"}, map[string]string{"GATEWAY_WORKER_URL": "http://127.0.0.1:9000/", "GATEWAY_WORKER_SECRET": "a-secret-of-32-bytes-or-more-xxxxx"}, `worker-max-in-flight "0" is not a positive number of requests`},
 		{"worker requests from the environment", nil, map[string]string{"GATEWAY_WORKER_MAX_IN_FLIGHT": "-1"}, "(from the environment: GATEWAY_WORKER_MAX_IN_FLIGHT)"},
+		{"an answer bound and no worker", []string{"--worker-max-response", "1000"}, nil, "worker-max-response is for a worker, and there is none"},
+		{"a worker answer of no bytes", []string{"--worker-max-response", "0"}, map[string]string{"GATEWAY_WORKER_URL": "http://127.0.0.1:9000/", "GATEWAY_WORKER_SECRET": "a-secret-of-32-bytes-or-more-xxxxx"}, `worker-max-response "0" is not a positive number of bytes`},
+		{"worker answers from the environment", nil, map[string]string{"GATEWAY_WORKER_MAX_RESPONSE": "4MiB"}, "(from the environment: GATEWAY_WORKER_MAX_RESPONSE)"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},
 		{"a memory store with a NATS URL", []string{"--store", "memory"}, map[string]string{"GATEWAY_NATS_URL": "nats://127.0.0.1:4222"}, "for --store jetstream"},
 		{"a lease shorter than the store keeps", []string{"--lease-ttl", "1ms"}, nil, "lease-ttl 1ms is under 100ms"},

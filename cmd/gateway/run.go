@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var worker engine.Worker = demo.Worker(cfg.model)
 	if cfg.workerURL != "" {
-		hw, err := httpworker.New(httpworker.Options{URL: cfg.workerURL, Secret: []byte(cfg.workerSecret), MaxInFlight: cfg.workerMaxInFlight, Logger: logger, Metrics: m})
+		hw, err := httpworker.New(httpworker.Options{URL: cfg.workerURL, Secret: []byte(cfg.workerSecret), MaxInFlight: cfg.workerMaxInFlight, MaxResponseBytes: cfg.workerMaxResponse, Logger: logger, Metrics: m})
 		if err != nil {
 			return err
 		}

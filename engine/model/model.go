@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -41,6 +42,37 @@ type ToolUse struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+}
+
+// WireName reports whether s may name a tool, or a tool call's id, in a
+// request to Claude's and OpenAI's APIs: 1 to 64 letters, digits, _ and -.
+// They check the names and ids of the transcript's tool calls too, so one
+// the model wrote otherwise would fail every later turn.
+func WireName(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// InvalidToolName is the name a transcript's tool call goes to a provider
+// under when the name the model wrote is not one the APIs take.
+const InvalidToolName = "invalid_tool_name"
+
+// SentToolName is the name tu goes to a provider under, in a transcript:
+// its own, or InvalidToolName (the engine settled the call unknown_tool),
+// with a note for the assistant's text that quotes what the model wrote, so
+// it can see its own mistake.
+func SentToolName(tu ToolUse) (name, note string) {
+	if WireName(tu.Name) {
+		return tu.Name, ""
+	}
+	return InvalidToolName, fmt.Sprintf("[Tool call %s named the tool %.100q, which is not a name a tool can have, so it is sent as %s.]", tu.ID, tu.Name, InvalidToolName)
 }
 
 // Tool is what the model sees of a declared tool.

@@ -156,6 +156,29 @@ func TestGenerateStopReasons(t *testing.T) {
 	}
 }
 
+// TestStopReasonOfATurnWithCalls: a turn that ends with whole tool uses
+// under a reason other than tool_use (one the API adds later, end_turn)
+// says tool_use, as the OpenAI adapter says of any turn that ends with
+// calls: they run, and their results prompt the model again. It said
+// end_turn, "the model finished its reply".
+func TestStopReasonOfATurnWithCalls(t *testing.T) {
+	for _, api := range []string{"brand_new_reason", "end_turn", "pause_turn"} {
+		t.Run(api, func(t *testing.T) {
+			srv := newServer(t, reply{Events: []string{
+				messageStart(1), toolStart(0, "toolu_1", "get_weather", "{}"), jsonDelta(0, `{"city":"Tokyo"}`), blockStop(0), messageDelta(api, 2), messageStop(),
+			}})
+			m, _ := newModel(t, srv, Options{})
+			resp, _, err := fakeapi.Generate(t, m, request())
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			if len(resp.ToolUses) != 1 || resp.StopReason != model.StopToolUse {
+				t.Errorf("%d tool uses, stop reason %q; want 1 and %q", len(resp.ToolUses), resp.StopReason, model.StopToolUse)
+			}
+		})
+	}
+}
+
 func TestGenerateRetries(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	ok := reply{Events: textTurn("fine")}

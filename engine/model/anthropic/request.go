@@ -116,15 +116,19 @@ func (t *transcript) assistant(msg model.Message) {
 		blocks = append(blocks, sdk.NewTextBlock(msg.Content))
 	}
 	for _, tu := range msg.ToolUses {
+		name, note := model.SentToolName(tu)
+		if note != "" {
+			blocks = append(blocks, sdk.NewTextBlock(note))
+		}
 		input, ok := objectInput(tu.Arguments)
 		if !ok {
 			// The API takes only an object as input. Send {} and keep what the
 			// model wrote in the transcript, so it can see its own mistake.
 			blocks = append(blocks, sdk.NewTextBlock(fmt.Sprintf(
 				"[The arguments of tool call %s (%s) were not a JSON object, so {} was sent in their place. They were: %s]",
-				tu.ID, tu.Name, tu.Arguments)))
+				tu.ID, name, tu.Arguments)))
 		}
-		uses = append(uses, sdk.NewToolUseBlock(tu.ID, input, tu.Name))
+		uses = append(uses, sdk.NewToolUseBlock(tu.ID, input, name))
 		t.open = append(t.open, tu.ID)
 	}
 	blocks = append(blocks, uses...)

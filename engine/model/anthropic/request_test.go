@@ -75,6 +75,32 @@ func TestRequestBody(t *testing.T) {
 			]`},
 		},
 		{
+			name: "a tool use under a name no tool can have goes as invalid_tool_name, with a note",
+			req: model.Request{Model: "claude-test", Messages: []model.Message{
+				{Role: model.RoleUser, Content: "weather?"},
+				{Role: model.RoleAssistant, ToolUses: []model.ToolUse{
+					{ID: "toolu_1", Name: "functions.get_weather", Arguments: `{"city":"Tokyo"}`},
+					{ID: "toolu_2", Arguments: `[]`},
+				}},
+				{Role: model.RoleTool, ToolUseID: "toolu_1", Name: "functions.get_weather", Content: "There is no tool named", IsError: true},
+				{Role: model.RoleTool, ToolUseID: "toolu_2", Content: "The call names no tool.", IsError: true},
+			}},
+			want: map[string]string{"messages": `[
+				{"role":"user","content":[{"type":"text","text":"weather?"}]},
+				{"role":"assistant","content":[
+					{"type":"text","text":"[Tool call toolu_1 named the tool \"functions.get_weather\", which is not a name a tool can have, so it is sent as invalid_tool_name.]"},
+					{"type":"text","text":"[Tool call toolu_2 named the tool \"\", which is not a name a tool can have, so it is sent as invalid_tool_name.]"},
+					{"type":"text","text":"[The arguments of tool call toolu_2 (invalid_tool_name) were not a JSON object, so {} was sent in their place. They were: []]"},
+					{"type":"tool_use","id":"toolu_1","name":"invalid_tool_name","input":{"city":"Tokyo"}},
+					{"type":"tool_use","id":"toolu_2","name":"invalid_tool_name","input":{}}
+				]},
+				{"role":"user","content":[
+					{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"There is no tool named"}],"is_error":true},
+					{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"The call names no tool."}],"is_error":true}
+				]}
+			]`},
+		},
+		{
 			name: "a result that matches no tool use is user text after the results",
 			req: model.Request{Model: "claude-test", Messages: []model.Message{
 				{Role: model.RoleUser, Content: "go"},

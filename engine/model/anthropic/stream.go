@@ -95,6 +95,11 @@ func (a *accumulator) response() model.Response {
 			r.ToolUses = append(r.ToolUses, model.ToolUse{ID: t.id, Name: t.name, Arguments: t.arguments()})
 		}
 	}
+	if len(r.ToolUses) > 0 && !cut {
+		// Whatever the API called the end (a reason added since, end_turn),
+		// the calls run and their results prompt the model again.
+		r.StopReason = model.StopToolUse
+	}
 	return r
 }
 

@@ -101,17 +101,21 @@ func (t *transcript) assistant(msg model.Message) {
 	var a sdk.ChatCompletionAssistantMessageParam
 	text := msg.Content
 	for _, tu := range msg.ToolUses {
+		name, note := model.SentToolName(tu)
+		if note != "" {
+			text += "\n" + note
+		}
 		args, ok := objectArguments(tu.Arguments)
 		if !ok {
 			// Servers that render the transcript through a chat template parse
 			// the arguments, and fail the request on bad JSON. Send {} and
 			// keep what the model wrote, so it can see its own mistake.
-			text += fmt.Sprintf("\n[The arguments of tool call %s (%s) were not a JSON object, so {} was sent in their place. They were: %s]", tu.ID, tu.Name, tu.Arguments)
+			text += fmt.Sprintf("\n[The arguments of tool call %s (%s) were not a JSON object, so {} was sent in their place. They were: %s]", tu.ID, name, tu.Arguments)
 		}
 		a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
 			OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
 				ID:       tu.ID,
-				Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tu.Name, Arguments: args},
+				Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: name, Arguments: args},
 			},
 		})
 		t.open = append(t.open, tu.ID)

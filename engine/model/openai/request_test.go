@@ -81,6 +81,21 @@ func TestRequestBody(t *testing.T) {
 			]`},
 		},
 		{
+			name: "a call under a name no tool can have goes as invalid_tool_name, with a note",
+			req: model.Request{Model: "gpt-test", Messages: []model.Message{
+				{Role: model.RoleUser, Content: "weather?"},
+				{Role: model.RoleAssistant, ToolUses: []model.ToolUse{{ID: "call_1", Name: "functions.get_weather", Arguments: `{"city":"Tokyo"}`}}},
+				{Role: model.RoleTool, ToolUseID: "call_1", Name: "functions.get_weather", Content: "There is no tool named", IsError: true},
+			}},
+			want: map[string]string{"messages": `[
+				{"role":"user","content":"weather?"},
+				{"role":"assistant","content":"[Tool call call_1 named the tool \"functions.get_weather\", which is not a name a tool can have, so it is sent as invalid_tool_name.]","tool_calls":[
+					{"id":"call_1","type":"function","function":{"name":"invalid_tool_name","arguments":"{\"city\":\"Tokyo\"}"}}
+				]},
+				{"role":"tool","tool_call_id":"call_1","content":"Error: There is no tool named"}
+			]`},
+		},
+		{
 			name: "a call left unanswered gets an error result; empty messages are dropped",
 			req: model.Request{Model: "gpt-test", Messages: []model.Message{
 				{Role: model.RoleUser, Content: "time?"},

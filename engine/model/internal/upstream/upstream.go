@@ -294,32 +294,51 @@ const MaxMessage = 1 << 10
 func Message(s string) string { return clip.Marked(s, MaxMessage, "…") }
 
 // Redact is msg with key, and any part of it of 16 bytes or more that msg
-// quotes from its start (a proxy that echoes the key it refused, in whole
-// or cut), replaced by "[key]": what an API says goes to pages, workers and
-// logs, and the key must not. Shorter parts are left: a key's kind
-// ("sk-ant-api03-", "sk-proj-") is no secret, and an API that masks a key
-// shows it.
+// quotes (a proxy that echoes the key it refused, in whole or cut, its
+// prefix stripped), replaced by "[key]": what an API says goes to pages,
+// workers and logs, and the key must not. Shorter parts are left: a key's
+// kind ("sk-ant-api03-", "sk-proj-") is no secret, and an API that masks a
+// key shows it.
 func Redact(msg, key string) string {
 	const least = 16
 	if len(key) < least {
 		return msg
 	}
 	var out strings.Builder
-	for {
-		i := strings.Index(msg, key[:least])
-		if i < 0 {
-			if out.Len() == 0 {
-				return msg
-			}
-			out.WriteString(msg)
-			return out.String()
+	written := 0 // msg[:written] is in out
+	for i := 0; i+least <= len(msg); {
+		n := quotedRun(msg[i:], key, least)
+		if n == 0 {
+			i++
+			continue
 		}
+		out.WriteString(msg[written:i])
+		out.WriteString("[key]")
+		i += n
+		written = i
+	}
+	if written == 0 {
+		return msg
+	}
+	out.WriteString(msg[written:])
+	return out.String()
+}
+
+// quotedRun is the length of the longest start of s, least bytes or more,
+// that key holds somewhere; 0 when it holds none that long.
+func quotedRun(s, key string, least int) int {
+	best := 0
+	for from := 0; ; {
+		j := strings.Index(key[from:], s[:least])
+		if j < 0 {
+			return best
+		}
+		j += from
 		n := least
-		for n < len(key) && i+n < len(msg) && msg[i+n] == key[n] {
+		for n < len(s) && j+n < len(key) && s[n] == key[j+n] {
 			n++
 		}
-		out.WriteString(msg[:i])
-		out.WriteString("[key]")
-		msg = msg[i+n:]
+		best = max(best, n)
+		from = j + 1
 	}
 }

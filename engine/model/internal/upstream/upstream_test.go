@@ -151,6 +151,8 @@ func TestRedact(t *testing.T) {
 		{"masked: sk-proj-****3210", "masked: sk-proj-****3210"},
 		{"its kind alone: " + key[:15], "its kind alone: " + key[:15]},
 		{"nothing here", "nothing here"},
+		{"its middle: " + key[5:25] + ".", "its middle: [key]."},
+		{"its end, twice: " + key[10:] + key[10:], "its end, twice: [key][key]"},
 	} {
 		if got := Redact(tt.in, key); got != tt.want {
 			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
