@@ -59,7 +59,7 @@ var probe = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	patterns := append([]string(nil), s.opts.Hosts...)
 	for _, p := range s.opts.OriginPatterns {
-		patterns = append(patterns, originHost(p))
+		patterns = append(patterns, OriginHost(p))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if probe[r.URL.Path] || hostAllowed(r.Host, patterns) {
@@ -72,10 +72,11 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 	})
 }
 
-// originHost is the host part of an Origin pattern, the name a Host header
-// carries: without the scheme ("https://app.example.com") or the port
-// ("app.example.com:8443") the pattern may name.
-func originHost(pattern string) string {
+// OriginHost is the host part of an Origin pattern, the name a Host header
+// carries, which the Host check answers to: without the scheme
+// ("https://app.example.com") or the port ("app.example.com:8443") the
+// pattern may name.
+func OriginHost(pattern string) string {
 	if _, rest, ok := strings.Cut(pattern, "://"); ok {
 		pattern = rest
 	}

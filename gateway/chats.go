@@ -68,6 +68,10 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
+		// Every answer is this browser's chat, or says something of it
+		// (a 204: no stream to resume): no shared cache may keep one for
+		// the next browser that asks for the same URL.
+		w.Header().Set("Cache-Control", "no-store")
 		if !s.admitSocket(browser) {
 			s.opts.Metrics.LimitHit("sockets")
 			frontend.Text(w, fmt.Sprintf("this browser already has %d streams and sockets open here, the most it may: close another page", s.opts.MaxSockets), http.StatusTooManyRequests)

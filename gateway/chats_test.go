@@ -297,8 +297,10 @@ func aisdkResume(t *testing.T, keep int) {
 	b := h.newBrowser(nil)
 	stream := gateway.RouteAISDK + "/chat-r/stream"
 
-	if resp := b.get(stream, nil); resp.StatusCode != http.StatusNoContent {
-		t.Errorf("resume of a chat never posted: %s, want 204", resp.Status)
+	// A chat's answers are the browser's own: a shared cache (a CDN) that
+	// kept one would give it to the next browser asking for the URL.
+	if resp := b.get(stream, nil); resp.StatusCode != http.StatusNoContent || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("resume of a chat never posted: %s, Cache-Control %q; want 204, no-store", resp.Status, resp.Header.Get("Cache-Control"))
 	}
 	for i := range 3 {
 		if events, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-r", fmt.Sprintf("hello %d", i)), nil)); events[len(events)-1]["finishReason"] != "stop" {
@@ -311,7 +313,11 @@ func aisdkResume(t *testing.T, keep int) {
 	first, _ := sse(t, b.post(gateway.RouteAISDK, userMessage("chat-r", "time"), nil))
 	// The response waits on the client call: a reload resumes it, from the
 	// user's message, and the call is delivered to the resumed page.
-	events, done := sse(t, b.get(stream, nil))
+	resumed := b.get(stream, nil)
+	if cc := resumed.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("the resumed stream's Cache-Control: %q, want no-store", cc)
+	}
+	events, done := sse(t, resumed)
 	if !done || events[0]["type"] != "start" || events[0]["messageId"] != first[0]["messageId"] {
 		t.Fatalf("the resumed stream: %v, want it to start as the first did (%v)", events, first[0])
 	}

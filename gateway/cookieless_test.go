@@ -54,3 +54,47 @@ func TestCookielessResumeSaysWhy(t *testing.T) {
 		t.Errorf("after paths on the same origin the log says it %d times in %d bytes, want once, short", n, len(h.logs.String()))
 	}
 }
+
+// TestPlainCookieOverHTTPSIsSaid: a gateway whose identity cookie is not
+// Secure, reached over HTTPS (a proxy's X-Forwarded-Proto, a page's
+// Origin), says once at WARN to set --cookie-secure: without it a page of a
+// sibling subdomain can give browsers an identity of its own and read their
+// chats, and an outside audit's operator behind a TLS proxy heard nothing.
+func TestPlainCookieOverHTTPSIsSaid(t *testing.T) {
+	const said = "requests come over HTTPS, but the identity cookie is not Secure"
+	for _, tc := range []struct {
+		name   string
+		secure bool
+		header func(host string) http.Header
+		want   int
+	}{
+		{"plain HTTP", false, func(string) http.Header { return nil }, 0},
+		{"behind a TLS proxy", false, func(string) http.Header { return http.Header{"X-Forwarded-Proto": {"https"}} }, 1},
+		{"a page served over HTTPS", false, func(host string) http.Header { return http.Header{"Origin": {"https://" + host}} }, 1},
+		{"a Secure cookie behind a TLS proxy", true, func(string) http.Header { return http.Header{"X-Forwarded-Proto": {"https"}} }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{gateway: gateway.Options{CookieSecure: tc.secure}})
+			for range 3 {
+				req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/sessions", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range tc.header(h.srv.Listener.Addr().String()) {
+					req.Header[k] = v
+				}
+				resp, err := h.srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("GET /sessions: %s", resp.Status)
+				}
+			}
+			if n := strings.Count(h.logs.String(), said); n != tc.want || tc.want > 0 && !strings.Contains(h.logs.String(), "WARN "+said) {
+				t.Errorf("the log says it %d times over three requests, want %d:\n%s", n, tc.want, h.logs.String())
+			}
+		})
+	}
+}

@@ -182,6 +182,9 @@ type Server struct {
 	// at once (corkConn.send): not at work for the other pages.
 	writers      runners.Pool
 	stuckWriters atomic.Int64
+	// plainOverHTTPS: a request came over HTTPS while the identity cookie
+	// is not Secure, and the log said so (plainCookieOverHTTPS).
+	plainOverHTTPS atomic.Bool
 
 	streams     map[*context.CancelCauseFunc]struct{} // the HTTP front ends' requests; chats.go
 	shares      map[string]*share                     // by browser id; admission.go
@@ -464,6 +467,9 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	sm := s.opts.Sessions
 	token, moving := s.identityToken(r)
 	secure := sm.Cookie.Name == SecureCookieName
+	if !secure && !s.plainOverHTTPS.Load() {
+		s.plainCookieOverHTTPS(r)
+	}
 	ctx, err := sm.Load(r.Context(), token)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to load cookie session: %w", err)

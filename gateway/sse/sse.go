@@ -29,8 +29,8 @@ func New(w http.ResponseWriter, header http.Header, timeout time.Duration) *Writ
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	h.Set("Cache-Control", "no-store") // a browser's own chat: no cache keeps it
+	h.Set("X-Accel-Buffering", "no")   // nginx: do not buffer the stream
 	for k, v := range header {
 		h[k] = v
 	}
