@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a-h/templ"
 
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
@@ -39,9 +38,13 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	page, err := web.Handler(web.PageProps{AssetVersion: static.Version()})
+	if err != nil {
+		log.Fatal(err)
+	}
 	gw, err := gateway.New(gateway.Options{
 		Engine: eng,
-		Page:   templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()})),
+		Page:   page,
 		Static: static.FS,
 	})
 	if err != nil {

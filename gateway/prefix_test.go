@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/a-h/templ"
 
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/static"
@@ -21,8 +20,12 @@ import (
 // socket are under the prefix. The page loaded nothing there before: its
 // files and its list were at /static/ and /sessions only.
 func TestChatPageUnderAPrefix(t *testing.T) {
+	chatPage, err := web.Handler(web.PageProps{AssetVersion: static.Version(), Base: "/chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{
-		Page:   templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version(), Base: "/chat"})),
+		Page:   chatPage,
 		Static: static.FS,
 	}})
 	mux := http.NewServeMux()

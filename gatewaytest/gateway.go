@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a-h/templ"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
@@ -122,10 +121,14 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	g := &Gateway{served: make(chan error, 1), closeData: func() {}}
+	page, err := web.Handler(web.PageProps{AssetVersion: static.Version()})
+	if err != nil {
+		return nil, err
+	}
 	var store engine.Store
 	gopts := gateway.Options{
 		PingInterval: o.PingInterval,
-		Page:         templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()})),
+		Page:         page,
 		Static:       static.FS,
 		Logger:       logger,
 	}

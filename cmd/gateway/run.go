@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a-h/templ"
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"
@@ -128,7 +127,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := eng.Resume(ctx); err != nil {
 		return startErr(ctx, err)
 	}
-	page := templ.Handler(web.ChatPage(web.PageProps{AssetVersion: static.Version()}))
+	page, err := web.Handler(web.PageProps{AssetVersion: static.Version()})
+	if err != nil {
+		return err
+	}
 	var metricsHere http.Handler
 	if cfg.metricsListen == "" {
 		metricsHere = m.Handler()
