@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/clienttools/gateway/jsonfields"
 )
@@ -145,7 +146,10 @@ func DecodeAction(data []byte) (Action, error) {
 	case TypeToolCall:
 		var c ToolCall
 		c, err = decodeAs[ToolCall](data)
-		if err == nil && c.Name == "" {
+		if err == nil && c.Name == "" && !hasMember(data, "name") {
+			// Given empty, it is the engine's own proposal of a call the
+			// model made without a name (it settles unknown_tool); a
+			// worker's own is refused as it starts.
 			err = errors.New(`missing "name"`)
 		}
 		a = c
@@ -180,6 +184,9 @@ func DecodeAction(data []byte) (Action, error) {
 		if err == nil && d.Agent.Model == "" {
 			err = errors.New(`missing "agent.model"`)
 		}
+		if err == nil {
+			err = checkAnswered(data)
+		}
 		a = d
 	case TypeClientEvent:
 		var e ClientEvent
@@ -197,8 +204,21 @@ func DecodeAction(data []byte) (Action, error) {
 	return a, nil
 }
 
-// checkAnswered checks the members of a tool.result or tool.error that an
-// answer may leave out: an "id" or "attempt" given is the call's and the
+// hasMember reports whether data, a JSON object, has the member name (in
+// any case, as encoding/json matches it).
+func hasMember(data []byte, name string) bool {
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(data, &members)
+	for k := range members {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAnswered checks the members of a tool.result, tool.error or
+// tool.delegate that an answer may leave out: an "id" or "attempt" given is the call's and the
 // attempt's (a page's empty id or attempt 0 is bad_frame; a worker's was
 // taken as left out, and settled the current attempt), and an error given
 // empty is the tool's failure all the same (JavaScript's new
@@ -280,6 +300,9 @@ func peekType(data []byte) (string, error) {
 		Type *string `json:"type"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
+		if mistyped := (*json.UnmarshalTypeError)(nil); errors.As(err, &mistyped) && mistyped.Field != "" {
+			return "", kindError(err) // an object, its "type" of the wrong kind
+		}
 		return "", fmt.Errorf("not a JSON object: %w", kindError(err))
 	}
 	if head.Type == nil || *head.Type == "" {

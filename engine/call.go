@@ -28,6 +28,7 @@ type call struct {
 	attempt    int
 	deadline   time.Time
 	timer      clock.Timer             // the attempt's timeout, or the backoff
+	timeouts   int                     // the timeouts armed (armTimeout): the latest is the attempt's
 	cancel     context.CancelCauseFunc // a worker attempt's context
 	backingOff bool
 	retryAt    time.Time // when the next attempt starts, while backing off
@@ -356,120 +357,6 @@ func (c *call) proposedFor(attempt int) *ToolError {
 	return &p
 }
 
-// executeOnWorker sends tool.execute for the attempt, in its own goroutine:
-// a slow tool must not hold up the session or its siblings. The attempt's
-// context is cancelled when the attempt ends (its timeout on the engine's
-// Clock, the call settling, the session ending), never by a timer of its own:
-// a second, wall-clock timer would race the engine's and could report a
-// timeout as a worker failure.
-func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
-	ctx, cancel := context.WithCancelCause(s.ctx)
-	if c.attemptSpan != nil {
-		ctx = trace.ContextWithSpan(ctx, c.attemptSpan) // the worker's request is this attempt's
-	}
-	ctx = &attemptCtx{Context: ctx, target: progressTarget{s: s, id: c.id, attempt: c.attempt}}
-	c.cancel = cancel
-	t := ToolExecute{ID: c.id, Name: c.name, Arguments: c.args, Input: c.input, Attempt: c.attempt, Deadline: FormatDeadline(c.deadline)}
-	var prop Decision
-	if proposed != nil {
-		prop.Actions = []Action{*proposed}
-	}
-	def := answerDefaults{id: c.id, attempt: c.attempt}
-	s.workersRunning++
-	s.wg.Add(1)
-	s.goAfterCommit(func() {
-		defer s.wg.Done()
-		defer cancel(nil)
-		d, err := Decision{}, s.leaseGone()
-		if err == nil {
-			d, err = s.callWorker(ctx, t, prop)
-		}
-		_ = s.post(context.Background(), func() {
-			s.workersRunning--
-			if err != nil {
-				if !s.attemptOpen(def) {
-					// The attempt already ended (timeout, cancel): its
-					// context was cancelled, so an error is expected.
-					s.logger.Debug("ignored worker error for an ended attempt", "call", def.id, "attempt", def.attempt, "err", err)
-					return
-				}
-				s.report(WireWorkerFailed, err)
-				if c.notTwice {
-					// The request went out: the tool may have done what
-					// it does before it failed (a panic, a 500, a dropped
-					// connection). Trying again could do it twice.
-					s.settleUnknown(c, fmt.Sprintf("%s failed in the worker (%s)", t.Name, PublicText(err)), "")
-					return
-				}
-				d = Decision{Actions: []Action{ToolError{ID: def.id, Attempt: def.attempt, Retryable: true, Code: CodeToolFailed,
-					Error: fmt.Sprintf("%s failed in the worker: %s", t.Name, PublicText(err))}}}
-			}
-			// An agent sent with the answer replaces the session's, as
-			// from any trigger (a login tool that unlocks more tools).
-			s.decisionAgent(d)
-			if err == nil && s.attemptOpen(def) && !s.ending && !answers(d, def.id) && !ends(d) {
-				// Allowed (a later decision may answer it), but a worker
-				// that returned proposed ({}) for a tool it runs meant
-				// something else, and the chat waits for the deadline
-				// (5 minutes by default): said to the pages too, whose
-				// reader would otherwise see a turn that never ends.
-				until := "a later decision answers it"
-				if t.Deadline != "" {
-					until = fmt.Sprintf("its attempt's deadline, %s, unless a later decision answers it", t.Deadline)
-				}
-				s.report(WireBadDecision, fmt.Errorf("%w: the worker's answer to tool.execute for %s (call %q, attempt %d) neither answers nor delegates the call: it stays open until %s",
-					ErrBadDecision, t.Name, def.id, def.attempt, until))
-			}
-			s.apply(d, def)
-		})
-	})
-}
-
-// attemptOpen reports whether the attempt def names is still the call's
-// running one: it did not settle, time out or back off meanwhile.
-func (s *Session) attemptOpen(def answerDefaults) bool {
-	c := s.calls[def.id]
-	return c != nil && !c.settled && !c.backingOff && c.attempt == def.attempt
-}
-
-// decisionAgent takes the agent a worker's decision carries, if any: a bad
-// one is an error event (bad_config), and the old agent stays.
-func (s *Session) decisionAgent(d Decision) {
-	if d.Agent == nil {
-		return
-	}
-	if err := s.takeAgent(*d.Agent); err != nil {
-		s.report(WireBadConfig, err)
-	}
-}
-
-// ends reports whether d ends the session.
-func ends(d Decision) bool {
-	return slices.ContainsFunc(d.Actions, func(a Action) bool { _, ok := a.(EndSession); return ok })
-}
-
-// answers reports whether d answers, fails or delegates call id (an
-// action naming no call means the one its tool.execute is for).
-func answers(d Decision, id string) bool {
-	for _, a := range d.Actions {
-		var named string
-		switch a := a.(type) {
-		case ToolResult:
-			named = a.ID
-		case ToolError:
-			named = a.ID
-		case ToolDelegate:
-			named = a.ID
-		default:
-			continue
-		}
-		if named == "" || named == id {
-			return true
-		}
-	}
-	return false
-}
-
 // target finds the call an answer or a delegation is for, and the attempt
 // it means: the id and attempt it names, else those of the tool.execute it
 // answers (def), else the call's current attempt.
@@ -560,14 +447,15 @@ func (s *Session) checkResult(c *call, result string) outcome {
 	return outcome{ok: true, result: result}
 }
 
-func (s *Session) attemptTimedOut(id string, attempt int) {
+func (s *Session) attemptTimedOut(id string, attempt, timeout int) {
 	c, ok := s.calls[id]
-	if !ok || c.settled || c.backingOff || c.attempt != attempt {
-		return
-	}
-	if s.e.opts.Clock.Now().Before(c.deadline) {
-		// A timer that fired as progress moved the deadline, and armed
-		// the attempt's next.
+	if !ok || c.settled || c.backingOff || c.attempt != attempt || timeout != c.timeouts {
+		// Over, or a timer that fired as progress moved the deadline and
+		// armed the attempt's next. The latest timer's firing is the
+		// deadline, whatever the wall clock reads now: timers run on
+		// elapsed time, and a deadline read back from the store has no
+		// monotonic reading, so a wall clock stepped back (NTP) after a
+		// restart made it look ahead, and the call waited for ever.
 		return
 	}
 	// A worker that does not answer is the operator's to look at; a page

@@ -265,6 +265,7 @@ func (s *Session) publish(typ string, payload any) (seq int64) {
 
 // report tells the browsers and the log about a session-level problem.
 func (s *Session) report(code WireCode, err error) {
+	s.reported++
 	s.logger.Warn("session error", "code", code, "err", err)
 	s.publish(EventError, ErrorEvent{Code: code, Message: PublicText(err)})
 }

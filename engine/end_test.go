@@ -245,25 +245,53 @@ func TestAgentFromAToolExecuteDecision(t *testing.T) {
 // it runs) leaves the attempt open until its deadline, as documented, and
 // the log and the pages say so, naming the call and the deadline: it hung
 // without a word, and then with one in the log alone (an outside audit's
-// worker waited 5 minutes with a page that showed nothing).
+// worker waited 5 minutes with a page that showed nothing). An answer of
+// hold leaves it open on purpose, and one refused for a fault of its own
+// (another call's id) is said once, for that fault.
 func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
-	logs := &testlog.Buffer{}
-	w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "lookup"}}}}
-	w.execute = func(ctx context.Context, _ engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
-		return proposed, nil
-	}
-	h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	h.send("look it up")
-	call := h.waitType(engine.EventToolStarted)
-	said := h.waitType(engine.EventError)
-	if text := said.errorText(); said.Code != "bad_decision" || !strings.Contains(text, `lookup (call "call_1", attempt 1) neither answers nor delegates the call`) || !strings.Contains(text, call.Deadline) || call.Deadline == "" {
-		t.Errorf("the pages were told %s %q; want bad_decision naming lookup, call_1, attempt 1 and the deadline %q", said.Code, text, call.Deadline)
-	}
-	waitUntil(t, "the warning", func() bool {
-		return strings.Contains(logs.String(), "neither answers nor delegates the call") && strings.Contains(logs.String(), "level=WARN")
-	})
-	if n := h.count(engine.EventToolFinished, "call_1"); n != 0 {
-		t.Errorf("the call settled %d times before its deadline", n)
+	for _, tc := range []struct {
+		name   string
+		answer []engine.Action
+		said   string // the one error event's text; "": none
+	}{
+		{"proposed, as it came", nil, `lookup (call "call_1", attempt 1) neither answers nor delegates the call: it stays open until its attempt's deadline, `},
+		{"hold", []engine.Action{engine.Hold{}}, ""},
+		{"an answer for another call", []engine.Action{engine.ToolResult{ID: "call_9", Result: json.RawMessage(`1`)}}, `unknown tool call: "call_9"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &testlog.Buffer{}
+			w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "lookup"}}}}
+			w.execute = func(ctx context.Context, _ engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
+				// The client.event marks the decision's step on the stream.
+				return engine.Decision{Actions: append(append(proposed.Actions, tc.answer...), engine.ClientEvent{Name: "decided"})}, nil
+			}
+			h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			h.send("look it up")
+			call := h.waitType(engine.EventToolStarted)
+			h.waitType(engine.EventClientEvent)
+			h.transcript() // the step that took the decision has ended
+			h.drainBuffered()
+			var said []frame
+			var texts []string
+			for _, f := range h.seen {
+				if f.Type == engine.EventError {
+					said, texts = append(said, f), append(texts, f.errorText())
+				}
+			}
+			switch {
+			case tc.said == "" && len(said) != 0:
+				t.Errorf("the pages were told %s", said[0].Raw)
+			case tc.said != "" && (len(said) != 1 || said[0].Code != "bad_decision" || !strings.Contains(said[0].errorText(), tc.said)):
+				t.Errorf("the pages were told %d errors %q; want one, bad_decision, saying %q", len(said), texts, tc.said)
+			case strings.Contains(tc.said, "deadline") && !strings.Contains(said[0].errorText(), call.Deadline):
+				t.Errorf("the error %q does not name the deadline %q", said[0].errorText(), call.Deadline)
+			case tc.said != "" && !strings.Contains(logs.String(), "level=WARN"):
+				t.Errorf("the log says nothing at WARN:\n%s", logs.String())
+			}
+			if n := h.count(engine.EventToolFinished, "call_1"); n != 0 {
+				t.Errorf("the call settled %d times before its deadline", n)
+			}
+		})
 	}
 }
 

@@ -107,35 +107,64 @@ func TestToolUsesTheProvidersRefuse(t *testing.T) {
 		wantText string // in its error
 	}{
 		{"an id with a dot and a colon", use("functions.get_weather:0", "get_weather", `{"city":"Tokyo"}`), "", ""},
-		{"an id past 64 bytes", use(strings.Repeat("c", 65), "get_weather", `{"city":"Tokyo"}`), "", ""},
+		{"an id past 40 bytes", use("portkey-"+strings.Repeat("c", 33), "get_weather", `{"city":"Tokyo"}`), "", ""},
 		{"a name with a dot", use("call_1", "functions.get_weather", `{"city":"Oslo"}`), "unknown_tool", `There is no tool named "functions.get_weather"`},
 		{"no name", use("call_1", "", `{"city":"Oslo"}`), "unknown_tool", "The call names no tool. Use one of the declared tools: get_weather."},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := callsThenSummary(tc.use)
-			w := recordingToolWorker(&engine.ToolWorker{Agent: engine.AgentConfig{Model: "fake-model"}, Tools: []engine.Tool{weatherTool()}})
-			h := setup(t, w, m, engine.Options{})
-			h.send("Oslo?")
-			h.waitIdle()
-			if n := h.count(engine.EventError, ""); n != 0 {
-				t.Errorf("%d error events", n)
+		for _, viaJSON := range []bool{false, true} {
+			name := tc.name + ", a worker in the process"
+			if viaJSON {
+				name = tc.name + ", its decisions as JSON (an HTTP worker's)"
 			}
-			tr := h.transcript()
-			checkWhole(t, tr)
-			if len(tr) != 4 || len(tr[1].ToolUses) != 1 {
-				t.Fatalf("transcript %+v; want the message, the call, its result, the summary", tr)
+			t.Run(name, func(t *testing.T) { providersRefuse(t, tc.use, tc.wantCode, tc.wantText, viaJSON) })
+		}
+	}
+}
+
+func providersRefuse(t *testing.T, use model.ToolUse, wantCode, wantText string, viaJSON bool) {
+	m := callsThenSummary(use)
+	w := recordingToolWorker(&engine.ToolWorker{Agent: engine.AgentConfig{Model: "fake-model"}, Tools: []engine.Tool{weatherTool()}})
+	if viaJSON {
+		// What an HTTP worker returns, proposed among it, is decoded.
+		decide, execute := w.decide, w.execute
+		asJSON := func(d engine.Decision, err error) (engine.Decision, error) {
+			if err != nil {
+				return d, err
 			}
-			id := tr[1].ToolUses[0].ID
-			if !model.WireName(id) {
-				t.Errorf("the transcript's tool use has the id %q, which the providers refuse", id)
+			b, err := json.Marshal(d)
+			if err != nil {
+				return d, err
 			}
-			i := slices.IndexFunc(h.seen, func(f frame) bool { return f.Type == engine.EventToolFinished })
-			if i < 0 {
-				t.Fatalf("no tool.finished; seen %s", h.types())
-			}
-			if fin := h.seen[i]; fin.ID != id || fin.Code != tc.wantCode || !strings.Contains(fin.Error, tc.wantText) {
-				t.Errorf("tool.finished for %q, code %q, error %q; want %q, %q, %q", fin.ID, fin.Code, fin.Error, id, tc.wantCode, tc.wantText)
-			}
-		})
+			var back engine.Decision
+			return back, json.Unmarshal(b, &back)
+		}
+		w.decide = func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
+			return asJSON(decide(ctx, req))
+		}
+		w.execute = func(ctx context.Context, x engine.ToolExecute, p engine.Decision) (engine.Decision, error) {
+			return asJSON(execute(ctx, x, p))
+		}
+	}
+	h := setup(t, w, m, engine.Options{})
+	h.send("Oslo?")
+	h.waitIdle()
+	if n := h.count(engine.EventError, ""); n != 0 {
+		t.Errorf("%d error events", n)
+	}
+	tr := h.transcript()
+	checkWhole(t, tr)
+	if len(tr) != 4 || len(tr[1].ToolUses) != 1 {
+		t.Fatalf("transcript %+v; want the message, the call, its result, the summary", tr)
+	}
+	id := tr[1].ToolUses[0].ID
+	if !model.WireID(id) {
+		t.Errorf("the transcript's tool use has the id %q, which the providers refuse", id)
+	}
+	i := slices.IndexFunc(h.seen, func(f frame) bool { return f.Type == engine.EventToolFinished })
+	if i < 0 {
+		t.Fatalf("no tool.finished; seen %s", h.types())
+	}
+	if fin := h.seen[i]; fin.ID != id || fin.Code != wantCode || !strings.Contains(fin.Error, wantText) {
+		t.Errorf("tool.finished for %q, code %q, error %q; want %q, %q, %q", fin.ID, fin.Code, fin.Error, id, wantCode, wantText)
 	}
 }

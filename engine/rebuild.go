@@ -548,7 +548,7 @@ func (s *Session) resume(turnCut, textCut bool) {
 		case c.backingOff:
 			s.armRetry(c, c.retryAt.Sub(now))
 		case !c.deadline.After(now):
-			s.attemptTimedOut(c.id, c.attempt)
+			s.attemptTimedOut(c.id, c.attempt, c.timeouts)
 		case c.handler == HandlerClient && c.notTwice && c.reached():
 			s.logger.Warn("client call interrupted by a restart: it reached its page and must not run twice", "call", c.id, "tool", c.name, "attempt", c.attempt)
 			s.settle(c, outcome{code: CodeInterrupted, err: fmt.Sprintf(
@@ -577,9 +577,10 @@ func (s *Session) resume(turnCut, textCut bool) {
 
 // armTimeout ends c's current attempt after d.
 func (s *Session) armTimeout(c *call, d time.Duration) {
-	id, attempt := c.id, c.attempt
+	c.timeouts++
+	id, attempt, timeout := c.id, c.attempt, c.timeouts
 	c.timer = s.e.opts.Clock.AfterFunc(d, func() {
-		_ = s.post(context.Background(), func() { s.attemptTimedOut(id, attempt) })
+		_ = s.post(context.Background(), func() { s.attemptTimedOut(id, attempt, timeout) })
 	})
 }
 

@@ -54,6 +54,17 @@ type retrySpec struct {
 	maxTimeout time.Duration
 }
 
+// capOf is MaxTimeout's default for timeout: progressCap of it, or the
+// longest duration there is when that overflows (a timeout of centuries
+// made it negative, and the policy was refused for a maxTimeout it never
+// gave).
+func capOf(timeout time.Duration) time.Duration {
+	if timeout > math.MaxInt64/progressCap {
+		return math.MaxInt64
+	}
+	return progressCap * timeout
+}
+
 // ErrBadRetry: a retry policy does not parse.
 var ErrBadRetry = errors.New("bad retry policy")
 
@@ -67,7 +78,7 @@ func (p *RetryPolicy) parse(defaultTimeout time.Duration) (retrySpec, error) {
 		maxBackoff: DefaultMaxBackoff,
 	}
 	if p == nil {
-		s.maxTimeout = progressCap * s.timeout
+		s.maxTimeout = capOf(s.timeout)
 		return s, nil
 	}
 	switch {
@@ -88,7 +99,7 @@ func (p *RetryPolicy) parse(defaultTimeout time.Duration) (retrySpec, error) {
 	if s.maxBackoff, err = parseDuration("maxBackoff", p.MaxBackoff, s.maxBackoff, true); err != nil {
 		return s, err
 	}
-	if s.maxTimeout, err = parseDuration("maxTimeout", p.MaxTimeout, progressCap*s.timeout, false); err != nil {
+	if s.maxTimeout, err = parseDuration("maxTimeout", p.MaxTimeout, capOf(s.timeout), false); err != nil {
 		return s, err
 	}
 	if s.maxTimeout < s.timeout {

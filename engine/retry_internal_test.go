@@ -35,6 +35,8 @@ func TestRetryPolicyParse(t *testing.T) {
 
 		{"maxTimeout", `{"timeout":"10s","maxTimeout":"5m"}`,
 			retrySpec{attempts: 1, timeout: 10 * time.Second, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: 5 * time.Minute}, ""},
+		{"a timeout of centuries: maxTimeout's default saturates", `{"timeout":"300000h"}`,
+			retrySpec{attempts: 1, timeout: 300000 * time.Hour, backoff: time.Second, multiplier: 2, maxBackoff: 30 * time.Second, maxTimeout: math.MaxInt64}, ""},
 		{"maxTimeout shorter than timeout", `{"timeout":"10s","maxTimeout":"5s"}`, retrySpec{}, `maxTimeout "5s" is shorter than timeout 10s`},
 		{"maxTimeout that is not a duration", `{"maxTimeout":"long"}`, retrySpec{}, `maxTimeout "long" is not a Go duration`},
 		{"negative attempts", `{"attempts":-1}`, retrySpec{}, "attempts is -1, want at least 1"},

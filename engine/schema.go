@@ -339,8 +339,6 @@ func schemaErrorText(err error) string {
 	return strings.Join(leaves, "; ")
 }
 
-// toolName reports whether name is one a model's providers take:
-// ^[a-zA-Z0-9_-]{1,64}$.
 // inputType is the "type" of an input schema when it does not allow an
 // object, as JSON text ("string", ["array","null"]); "" when it does, or
 // says nothing of it, or is not one compile takes (which says why).

@@ -98,6 +98,9 @@ type Session struct {
 	parentRun *Session // the agent run that made that call
 	depth     int      // 1 for a sub-agent of the session's own agent
 	failed    string   // why its last turn failed, if it did
+	// reported counts the problems report said, so that a check after a
+	// decision's actions says nothing more of one they said already.
+	reported int
 }
 
 // waitingMessage is a user message waiting for the turn before it to end,

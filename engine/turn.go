@@ -117,7 +117,7 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 		// tool call must never execute.
 		msg.ToolUses = append([]ToolUse(nil), resp.ToolUses...)
 		for i := range msg.ToolUses {
-			if id := msg.ToolUses[i].ID; !model.WireName(id) || s.known(id) || slices.ContainsFunc(msg.ToolUses[:i], func(u ToolUse) bool { return u.ID == id }) {
+			if id := msg.ToolUses[i].ID; !model.WireID(id) || s.known(id) || slices.ContainsFunc(msg.ToolUses[:i], func(u ToolUse) bool { return u.ID == id }) {
 				// Mint the id here, not in startCall: the transcript's tool
 				// use and its tool message must name the same call. Each
 				// agent's model numbers its calls from its own transcript,
@@ -125,8 +125,8 @@ func (s *Session) turnDone(ctx context.Context, resp model.Response, err error) 
 				// session's ids: one taken already (a sub-agent's call_2,
 				// then the session's own) gets a new one. So does one the
 				// providers refuse in a transcript (a model served by
-				// another provider wrote "functions.get_weather:0"): every
-				// later turn of the chat would fail.
+				// another provider wrote "functions.get_weather:0", or one
+				// past OpenAI's 40 bytes): every later turn would fail.
 				msg.ToolUses[i].ID = "call_" + s.e.opts.NewID()
 			}
 		}

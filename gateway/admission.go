@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ var probe = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	patterns := append([]string(nil), s.opts.Hosts...)
 	for _, p := range s.opts.OriginPatterns {
-		patterns = append(patterns, OriginHost(p))
+		patterns = append(patterns, originHost(p))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if probe[r.URL.Path] || hostAllowed(r.Host, patterns) {
@@ -72,11 +73,11 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 	})
 }
 
-// OriginHost is the host part of an Origin pattern, the name a Host header
+// originHost is the host part of an Origin pattern, the name a Host header
 // carries, which the Host check answers to: without the scheme
 // ("https://app.example.com") or the port ("app.example.com:8443") the
 // pattern may name.
-func OriginHost(pattern string) string {
+func originHost(pattern string) string {
 	if _, rest, ok := strings.Cut(pattern, "://"); ok {
 		pattern = rest
 	}
@@ -312,4 +313,20 @@ func logLoadFailure(logger *slog.Logger, session string, err error) {
 		return
 	}
 	logger.Error("failed to load a session", "session", session, "err", err)
+}
+
+// warnWide says at WARN, as the gateway starts, what lets every site in:
+// an origin pattern whose host matches every name, "*" and those that say
+// it otherwise ("https://*", "*.*", "*:5173"), which let in the pages of
+// every site (of a scheme, on a port) and, as the Host check answers an
+// origin pattern's host, every Host; and a Hosts "*". Only "*" was said.
+func warnWide(opts Options) {
+	for _, p := range opts.OriginPatterns {
+		if ok, _ := path.Match(strings.ToLower(originHost(p)), "unrelated-site.example"); ok {
+			opts.Logger.Warn("an origin pattern (--origins) lets the pages of sites of every name use this gateway, with its browsers' cookies, and every Host is answered: never in production", "pattern", p)
+		}
+	}
+	if slices.Contains(opts.Hosts, "*") {
+		opts.Logger.Warn(`--hosts "*": the gateway answers to any Host name, which lets any site reach it by a name of its own (DNS rebinding): only behind a proxy that checks the Host`)
+	}
 }

@@ -702,3 +702,26 @@ func TestSecureIdentityCookie(t *testing.T) {
 		}
 	}
 }
+
+// TestWideOriginsAreSaid: an origin pattern whose host matches every name
+// is said at start as "*" is, however it is written: "https://*" and "*.*"
+// let every site's pages in with the browsers' cookies, and "*:5173", whose
+// host the Host check answers, every Host (DNS rebinding). Only "*" was,
+// and by the command alone; a program that embeds the gateway heard nothing.
+func TestWideOriginsAreSaid(t *testing.T) {
+	const said = "an origin pattern (--origins) lets the pages of sites of every name use this gateway"
+	for _, tc := range []struct {
+		pattern string
+		wide    bool
+	}{
+		{"*", true}, {"https://*", true}, {"*.*", true}, {"*:5173", true}, {"HTTP://*:8080", true},
+		{"app.example.com", false}, {"*.example.com", false}, {"https://*.example.com", false}, {"localhost:5173", false}, {"*.localhost", false},
+	} {
+		t.Run(tc.pattern, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{gateway: gateway.Options{OriginPatterns: []string{tc.pattern}}})
+			if got := strings.Contains(h.logs.String(), "WARN "+said); got != tc.wide {
+				t.Errorf("said at start: %v, want %v:\n%s", got, tc.wide, h.logs.String())
+			}
+		})
+	}
+}

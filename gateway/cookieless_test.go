@@ -2,9 +2,11 @@ package gateway_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/gateway"
 )
 
@@ -62,28 +64,45 @@ func TestCookielessResumeSaysWhy(t *testing.T) {
 // chats, and an outside audit's operator behind a TLS proxy heard nothing.
 func TestPlainCookieOverHTTPSIsSaid(t *testing.T) {
 	const said = "requests come over HTTPS, but the identity cookie is not Secure"
+	// Sessions of one's own: what counts is a Secure cookie named __Host-.
+	ownSessions := func(secure bool, name string) *scs.SessionManager {
+		sm := scs.New()
+		sm.Cookie.Secure, sm.Cookie.Name = secure, name
+		return sm
+	}
+	proxied := func(string) http.Header { return http.Header{"X-Forwarded-Proto": {"https"}} }
 	for _, tc := range []struct {
 		name   string
-		secure bool
+		opts   gateway.Options
 		header func(host string) http.Header
 		want   int
+		tls    bool // served over TLS by the gateway's own listener
 	}{
-		{"plain HTTP", false, func(string) http.Header { return nil }, 0},
-		{"behind a TLS proxy", false, func(string) http.Header { return http.Header{"X-Forwarded-Proto": {"https"}} }, 1},
-		{"a page served over HTTPS", false, func(host string) http.Header { return http.Header{"Origin": {"https://" + host}} }, 1},
-		{"a Secure cookie behind a TLS proxy", true, func(string) http.Header { return http.Header{"X-Forwarded-Proto": {"https"}} }, 0},
+		{"plain HTTP", gateway.Options{}, func(string) http.Header { return nil }, 0, false},
+		{"over TLS", gateway.Options{}, func(string) http.Header { return nil }, 1, true},
+		{"behind a TLS proxy", gateway.Options{}, proxied, 1, false},
+		{"behind a proxy that says more than one", gateway.Options{}, func(string) http.Header { return http.Header{"X-Forwarded-Proto": {"HTTPS, http"}} }, 1, false},
+		{"a page served over HTTPS", gateway.Options{}, func(host string) http.Header { return http.Header{"Origin": {"https://" + host}} }, 1, false},
+		{"a Secure cookie behind a TLS proxy", gateway.Options{CookieSecure: true}, proxied, 0, false},
+		{"Sessions of one's own, Secure and __Host-", gateway.Options{Sessions: ownSessions(true, "__Host-app")}, proxied, 0, false},
+		{"Sessions of one's own, Secure under another name", gateway.Options{Sessions: ownSessions(true, "app")}, proxied, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{gateway: gateway.Options{CookieSecure: tc.secure}})
+			h := newHarness(t, harnessOptions{gateway: tc.opts})
+			srv := h.srv
+			if tc.tls {
+				srv = httptest.NewTLSServer(h.gw.Handler())
+				t.Cleanup(srv.Close)
+			}
 			for range 3 {
-				req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/sessions", nil)
+				req, err := http.NewRequest(http.MethodGet, srv.URL+"/sessions", nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for k, v := range tc.header(h.srv.Listener.Addr().String()) {
+				for k, v := range tc.header(srv.Listener.Addr().String()) {
 					req.Header[k] = v
 				}
-				resp, err := h.srv.Client().Do(req)
+				resp, err := srv.Client().Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}

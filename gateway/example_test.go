@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/clienttools/gateway/demo"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/engine/model"

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/clienttools/gateway/gateway"
 	"github.com/clienttools/gateway/static"
 	"github.com/clienttools/gateway/web"

@@ -314,6 +314,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, logger: opts.Logger, conns: map[*conn]struct{}{}, shares: map[string]*share{},
 		refusalLog: rate.NewLimiter(refusalLogRate, refusalLogBurst)}
+	warnWide(opts)
 	s.routes()
 	if opts.Relay != nil {
 		if err := opts.Relay.serve(s); err != nil {
@@ -467,8 +468,8 @@ func (s *Server) browserFor(w http.ResponseWriter, r *http.Request) (context.Con
 	sm := s.opts.Sessions
 	token, moving := s.identityToken(r)
 	secure := sm.Cookie.Name == SecureCookieName
-	if !secure && !s.plainOverHTTPS.Load() {
-		s.plainCookieOverHTTPS(r)
+	if !s.plainOverHTTPS.Load() {
+		s.plainCookieOverHTTPS(r, sm)
 	}
 	ctx, err := sm.Load(r.Context(), token)
 	if err != nil {

@@ -98,7 +98,6 @@ import { byteLength, bytesText, frameLength } from "./connection.js";
  * @property {string} id
  * @property {number} attempt
  * @property {AbortController} controller
- * @property {number} deadline  ms since the epoch; 0: none
  * @property {any} answer   The tool.result or tool.error frame, once known.
  * @property {number} bytes  The answer's size on the wire.
  * @property {number} sentOn The session.opened (its count, link.conn) the answer went out after; 0: not sent.
@@ -194,11 +193,10 @@ export class Runner {
         if (this.#settled.has(f.id)) return; // settled already: answering would be refused
         this.#abort((r) => r.id === f.id && r.attempt < f.attempt, `attempt ${f.attempt} replaced it`);
 
-        const deadline = f.deadline ? Date.parse(f.deadline) : NaN;
         /** @type {Run} */
         const run = {
             key, id: f.id, attempt: f.attempt, controller: new AbortController(),
-            deadline: Number.isNaN(deadline) ? 0 : deadline, answer: null, bytes: 0, sentOn: 0, done: false,
+            answer: null, bytes: 0, sentOn: 0, done: false,
         };
         this.#runs.set(key, run);
         this.#cards.delivered(f);

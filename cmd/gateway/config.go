@@ -81,6 +81,12 @@ const (
 // that is nearly done, short enough for a rolling deploy's SIGTERM grace.
 const DefaultDrain = 5 * time.Second
 
+// maxWorkerResponse is the largest --worker-max-response taken: each
+// request in flight may hold that much, and more than a gigabyte in one
+// answer is a mistake (near the int64's limit, the reader's bound overflowed
+// and every answer read as empty).
+const maxWorkerResponse = 1 << 30
+
 // minReadLimit is the smallest --read-limit taken: a session.open that
 // declares a few tools, and a short message, fit in it.
 const minReadLimit = 1024
@@ -350,6 +356,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.workerMaxResponse, err = strconv.ParseInt(*workerMaxResponse, 10, 64); err != nil || c.workerMaxResponse <= 0 {
 		return c, fmt.Errorf("worker-max-response %q is not a positive number of bytes", *workerMaxResponse)
+	}
+	if c.workerMaxResponse > maxWorkerResponse {
+		return c, fmt.Errorf("worker-max-response %d is over %d bytes (1 GiB), the most the gateway holds of one answer", c.workerMaxResponse, maxWorkerResponse)
 	}
 	if c.maxMessage, err = strconv.Atoi(*maxMessage); err != nil || c.maxMessage <= 0 {
 		return c, fmt.Errorf("max-message %q is not a positive number of bytes", *maxMessage)

@@ -264,6 +264,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero worker requests", []string{"--worker-max-in-flight", "0"}, map[string]string{"GATEWAY_WORKER_URL": "http://127.0.0.1:9000/", "GATEWAY_WORKER_SECRET": "a-secret-of-32-bytes-or-more-xxxxx"}, `worker-max-in-flight "0" is not a positive number of requests`},
 		{"worker requests from the environment", nil, map[string]string{"GATEWAY_WORKER_MAX_IN_FLIGHT": "-1"}, "(from the environment: GATEWAY_WORKER_MAX_IN_FLIGHT)"},
 		{"an answer bound and no worker", []string{"--worker-max-response", "1000"}, nil, "worker-max-response is for a worker, and there is none"},
+		{"a worker answer past a gigabyte", []string{"--worker-max-response", "9223372036854775807"}, map[string]string{"GATEWAY_WORKER_URL": "http://127.0.0.1:9000/", "GATEWAY_WORKER_SECRET": "a-secret-of-32-bytes-or-more-xxxxx"}, `worker-max-response 9223372036854775807 is over 1073741824 bytes (1 GiB)`},
 		{"a worker answer of no bytes", []string{"--worker-max-response", "0"}, map[string]string{"GATEWAY_WORKER_URL": "http://127.0.0.1:9000/", "GATEWAY_WORKER_SECRET": "a-secret-of-32-bytes-or-more-xxxxx"}, `worker-max-response "0" is not a positive number of bytes`},
 		{"worker answers from the environment", nil, map[string]string{"GATEWAY_WORKER_MAX_RESPONSE": "4MiB"}, "(from the environment: GATEWAY_WORKER_MAX_RESPONSE)"},
 		{"an empty listen address", []string{"--listen", ""}, nil, "listen is empty"},

@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/clienttools/gateway/demo"
@@ -43,12 +40,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	// Settings the docs say are never for production, said at start.
-	for _, p := range wideOrigins(cfg.origins) {
-		logger.Warn(fmt.Sprintf("--origins %q: the pages of sites of every name may use this gateway, with its browsers' cookies, and every Host is answered: never in production", p))
-	}
-	if slices.Contains(cfg.hosts, "*") {
-		logger.Warn(`--hosts "*": the gateway answers to any Host name, which lets any site reach it by a name of its own (DNS rebinding): only behind a proxy that checks the Host`)
-	}
 	var worker engine.Worker = demo.Worker(cfg.model)
 	if cfg.workerURL != "" {
 		hw, err := httpworker.New(httpworker.Options{URL: cfg.workerURL, Secret: []byte(cfg.workerSecret), MaxInFlight: cfg.workerMaxInFlight, MaxResponseBytes: cfg.workerMaxResponse, Logger: logger, Metrics: m})
@@ -285,18 +276,4 @@ func describeModel(cfg config, models model.Resolver) string {
 		return cfg.model + " (" + provider + "; --model chooses another)"
 	}
 	return cfg.model + " (--model chooses another)"
-}
-
-// wideOrigins are the --origins patterns whose host matches every name:
-// "*", and those that say it otherwise ("https://*", "*.*", "*:5173"),
-// which let in every site's pages (of a scheme, on a port) and, as the
-// Host check answers an Origin pattern's host, every Host.
-func wideOrigins(patterns []string) []string {
-	var wide []string
-	for _, p := range patterns {
-		if ok, _ := path.Match(strings.ToLower(gateway.OriginHost(p)), "unrelated-site.example"); ok {
-			wide = append(wide, p)
-		}
-	}
-	return wide
 }

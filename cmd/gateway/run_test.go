@@ -379,16 +379,3 @@ func TestStoreCloseIsBounded(t *testing.T) {
 		t.Errorf("no error logged: %s", logs.String())
 	}
 }
-
-// TestWideOrigins: an --origins pattern whose host matches every name is
-// said at start as "*" is, however it is written: "https://*" and "*.*"
-// let every site's pages in with the browsers' cookies, and "*:5173", whose
-// host the Host check answers, every Host (DNS rebinding). Only "*" was.
-func TestWideOrigins(t *testing.T) {
-	patterns := []string{"*", "https://*", "*.*", "*:5173", "HTTP://*:8080",
-		"app.example.com", "*.example.com", "https://*.example.com", "localhost:5173", "*.localhost"}
-	want := []string{"*", "https://*", "*.*", "*:5173", "HTTP://*:8080"}
-	if got := wideOrigins(patterns); !slices.Equal(got, want) {
-		t.Errorf("wideOrigins(%q) = %q, want %q", patterns, got, want)
-	}
-}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,20 @@ func WireName(s string) bool {
 	return s != ""
 }
 
+// ObjectTypeWanted reports whether a tool's input schema, its members, goes
+// to a provider with "type": "object" put in: it names no type, or a list
+// (["object", "null"]; the engine refuses a list without "object"), where
+// Claude's and OpenAI's APIs take "object" alone.
+func ObjectTypeWanted(schema map[string]json.RawMessage) bool {
+	t, ok := schema["type"]
+	return !ok || bytes.HasPrefix(bytes.TrimSpace(t), []byte("["))
+}
+
+// WireID reports whether s may be a tool call's id in a request to
+// Claude's and OpenAI's APIs: a WireName of at most 40 bytes, as OpenAI's
+// takes no longer one ("string too long. Expected ... maximum length 40").
+func WireID(s string) bool { return len(s) <= 40 && WireName(s) }
+
 // InvalidToolName is the name a transcript's tool call goes to a provider
 // under when the name the model wrote is not one the APIs take.
 const InvalidToolName = "invalid_tool_name"
@@ -71,6 +86,9 @@ const InvalidToolName = "invalid_tool_name"
 func SentToolName(tu ToolUse) (name, note string) {
 	if WireName(tu.Name) {
 		return tu.Name, ""
+	}
+	if tu.Name == "" {
+		return InvalidToolName, fmt.Sprintf("[Tool call %s named no tool, so it is sent as %s.]", tu.ID, InvalidToolName)
 	}
 	return InvalidToolName, fmt.Sprintf("[Tool call %s named the tool %.100q, which is not a name a tool can have, so it is sent as %s.]", tu.ID, tu.Name, InvalidToolName)
 }

@@ -41,15 +41,15 @@ func (m *Model) params(req model.Request) sdk.MessageNewParams {
 	return p
 }
 
-// inputSchema sends a declared schema as it is, adding the "type": "object"
-// the API insists on when it is missing. No schema means no arguments.
+// inputSchema sends a declared schema as it is, with the "type": "object"
+// the API insists on when it names none or a list (model.ObjectTypeWanted). No schema means no arguments.
 func inputSchema(raw json.RawMessage) sdk.ToolInputSchemaParam {
 	// The SDK's zero value is omitted altogether, so even the empty schema is
 	// an override.
 	b := []byte(`{"type":"object"}`)
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err == nil && fields != nil {
-		if _, ok := fields["type"]; !ok {
+		if model.ObjectTypeWanted(fields) {
 			fields["type"] = json.RawMessage(`"object"`)
 		}
 		if full, err := json.Marshal(fields); err == nil {

@@ -27,6 +27,7 @@ func TestRequestBody(t *testing.T) {
 					{Name: "get_weather", Description: "Weather for a city.", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
 					{Name: "get_local_time"},
 					{Name: "untyped", InputSchema: json.RawMessage(`{"properties":{"n":{"type":"integer","minimum":1.5}}}`)},
+					{Name: "nullable", InputSchema: json.RawMessage(`{"type":["object","null"]}`)},
 				},
 			},
 			want: map[string]string{
@@ -37,7 +38,8 @@ func TestRequestBody(t *testing.T) {
 				"tools": `[
 					{"name":"get_weather","description":"Weather for a city.","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
 					{"name":"get_local_time","input_schema":{"type":"object"}},
-					{"name":"untyped","input_schema":{"type":"object","properties":{"n":{"type":"integer","minimum":1.5}}}}
+					{"name":"untyped","input_schema":{"type":"object","properties":{"n":{"type":"integer","minimum":1.5}}}},
+					{"name":"nullable","input_schema":{"type":"object"}}
 				]`,
 				"messages": `[{"role":"user","content":[{"type":"text","text":"hi"}]}]`,
 			},
@@ -89,7 +91,7 @@ func TestRequestBody(t *testing.T) {
 				{"role":"user","content":[{"type":"text","text":"weather?"}]},
 				{"role":"assistant","content":[
 					{"type":"text","text":"[Tool call toolu_1 named the tool \"functions.get_weather\", which is not a name a tool can have, so it is sent as invalid_tool_name.]"},
-					{"type":"text","text":"[Tool call toolu_2 named the tool \"\", which is not a name a tool can have, so it is sent as invalid_tool_name.]"},
+					{"type":"text","text":"[Tool call toolu_2 named no tool, so it is sent as invalid_tool_name.]"},
 					{"type":"text","text":"[The arguments of tool call toolu_2 (invalid_tool_name) were not a JSON object, so {} was sent in their place. They were: []]"},
 					{"type":"tool_use","id":"toolu_1","name":"invalid_tool_name","input":{"city":"Tokyo"}},
 					{"type":"tool_use","id":"toolu_2","name":"invalid_tool_name","input":{}}

@@ -42,8 +42,8 @@ func (m *Model) params(req model.Request) sdk.ChatCompletionNewParams {
 	return p
 }
 
-// parameters sends a declared schema as it is, adding "type": "object" when
-// missing. No schema means no arguments; the explicit empty object suits the
+// parameters sends a declared schema as it is, with "type": "object" when
+// it names none or a list (model.ObjectTypeWanted). No schema means no arguments; the explicit empty object suits the
 // servers that reject a function without parameters.
 func parameters(raw json.RawMessage) shared.FunctionParameters {
 	var fields map[string]json.RawMessage
@@ -54,7 +54,7 @@ func parameters(raw json.RawMessage) shared.FunctionParameters {
 	for k, v := range fields {
 		p[k] = v // RawMessage: numbers and key order inside stay verbatim
 	}
-	if _, ok := p["type"]; !ok {
+	if model.ObjectTypeWanted(fields) {
 		p["type"] = "object"
 	}
 	return p

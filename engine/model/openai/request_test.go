@@ -28,6 +28,7 @@ func TestRequestBody(t *testing.T) {
 					{Name: "get_weather", Description: "Weather for a city.", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
 					{Name: "get_local_time"},
 					{Name: "untyped", InputSchema: json.RawMessage(`{"properties":{"n":{"type":"integer","minimum":1.5}}}`)},
+					{Name: "nullable", InputSchema: json.RawMessage(`{"type":["object","null"]}`)},
 				},
 			},
 			want: map[string]string{
@@ -40,7 +41,8 @@ func TestRequestBody(t *testing.T) {
 				"tools": `[
 					{"type":"function","function":{"name":"get_weather","description":"Weather for a city.","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},
 					{"type":"function","function":{"name":"get_local_time","parameters":{"type":"object","properties":{}}}},
-					{"type":"function","function":{"name":"untyped","parameters":{"type":"object","properties":{"n":{"type":"integer","minimum":1.5}}}}}
+					{"type":"function","function":{"name":"untyped","parameters":{"type":"object","properties":{"n":{"type":"integer","minimum":1.5}}}}},
+					{"type":"function","function":{"name":"nullable","parameters":{"type":"object"}}}
 				]`,
 			},
 		},

@@ -298,7 +298,9 @@ func Message(s string) string { return clip.Marked(s, MaxMessage, "…") }
 // prefix stripped), replaced by "[key]": what an API says goes to pages,
 // workers and logs, and the key must not. Shorter parts are left: a key's
 // kind ("sk-ant-api03-", "sk-proj-") is no secret, and an API that masks a
-// key shows it.
+// key shows it. It reads from the left: of two quoted parts that overlap,
+// what is left of the second after the first may be under 16 bytes, and
+// stays.
 func Redact(msg, key string) string {
 	const least = 16
 	if len(key) < least {
