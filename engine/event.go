@@ -176,7 +176,11 @@ type SessionOpenedFrame struct {
 	Page    string `json:"page"`
 	// Epoch names the session's run in memory that sent it: a page
 	// resuming says it (session.open's epoch).
-	Epoch  string      `json:"epoch,omitempty"`
+	Epoch string `json:"epoch,omitempty"`
+	// Now is the session's clock as it sent the frame (RFC 3339, UTC, to
+	// the millisecond): the clock its deadlines are on, so a page whose
+	// own is off can read them as the gateway means them.
+	Now    string      `json:"now,omitempty"`
 	Limits *PageLimits `json:"limits,omitempty"`
 }
 

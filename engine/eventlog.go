@@ -512,7 +512,7 @@ func (l *eventLog) startOf(id string, is func(Event) bool) bool {
 // overlap between the replay and what follows. older holds the events
 // from after+1 on that the list no longer kept when pn was taken, read
 // from the store; pn goes, and the list keeps its latest events again.
-func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
+func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.unpinLocked(pn)
@@ -530,7 +530,7 @@ func (l *eventLog) attach(p *Page, after int64, older []Event, pn *pin) error {
 		// The pin kept them: only a bug gets here.
 		return fmt.Errorf("the replay after %d has %d events from the store, and the session keeps its events from %d on", after, len(older), first)
 	}
-	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Epoch: l.epoch, Limits: &p.limits})
+	opened, err := EncodeFrame(FrameSessionOpened, SessionOpenedFrame{Session: l.session, Seq: last, Page: p.id, Epoch: l.epoch, Now: FormatDeadline(now), Limits: &p.limits})
 	if err != nil {
 		return err
 	}
@@ -563,7 +563,15 @@ func (l *eventLog) sameButRuns(state json.RawMessage) bool {
 // l.seq events), as it is loaded with state, which ended with stored (the
 // runs in it); before the session runs.
 func (l *eventLog) setRuns(stored []runMark, state json.RawMessage) {
-	l.runs = append(slices.Clone(stored[max(0, len(stored)-(maxRuns-1)):]), runMark{Epoch: l.epoch, End: l.seq})
+	kept := len(stored) - min(len(stored), maxRuns-1)
+	l.runs = append(slices.Clone(stored[kept:]), runMark{Epoch: l.epoch, End: l.seq})
+	for _, r := range stored[:kept] {
+		// A load that leaves the window hands what its journal held on to
+		// the oldest kept: a copy of a run before them all is held to the
+		// least of every load since, as heldSince reads it, and a copy of
+		// the oldest kept's own run never reads its mark.
+		l.runs[0].End = min(l.runs[0].End, r.End)
+	}
 	l.runsEnd = appendRunsEnd(nil, l.runs)
 	if core, ok := bytes.CutSuffix(state, appendRunsEnd(nil, stored)); ok {
 		l.loadedCore = core

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -229,6 +230,39 @@ func TestResumeOfACopyFromALostRun(t *testing.T) {
 			if page != nil {
 				page.Detach()
 			}
+		}
+	})
+}
+
+// TestResumeOfACopyFromBeforeTheRunsKept: a copy of a run older than the
+// loads the state keeps (16) is held to the least of what the journal held
+// at every load since, those that left the window too: a session restored
+// from a backup, then loaded 17 times, took a tab's copy from before the
+// backup whose turns the restored journal never had (an outside audit's
+// data lifecycle), where the docs promise a refusal, and a replay.
+func TestResumeOfACopyFromBeforeTheRunsKept(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w, m, s, before := hiThenStop(t, r)
+		ctx := context.Background()
+		held := s.LastSeq() // what the journal holds at the first load
+		for i := range 17 {
+			e := r.start(w, m)
+			s2, err := e.Load(ctx, s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := attach(t, s2, s2.LastSeq())
+			_ = p.page.Send(ctx, fmt.Sprintf("again %d", i))
+			p.until("the reply", finalIdle(""))
+			stop(t, e)
+		}
+		s3 := r.loaded(w, m, s.ID())
+		page, err := s3.Attach(ctx, engine.AttachOptions{After: held + 2, Epoch: before})
+		if page != nil {
+			page.Detach()
+		}
+		if err == nil || !strings.Contains(err.Error(), "when it was loaded") {
+			t.Errorf("a copy of the first run past what the journal held, 18 loads on: %v; want it refused", err)
 		}
 	})
 }

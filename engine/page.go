@@ -400,7 +400,7 @@ func (s *Session) attach(p *Page, o AttachOptions, older []Event, pn *pin) error
 			return err
 		}
 	}
-	if err := s.log.attach(p, o.After, older, pn); err != nil {
+	if err := s.log.attach(p, o.After, older, pn, s.e.opts.Clock.Now()); err != nil {
 		return err
 	}
 	p.attached = true

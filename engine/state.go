@@ -59,7 +59,8 @@ type sessionState struct {
 }
 
 // runMark is a load of the session: the epoch of the run it began, and
-// the last seq its journal held then.
+// the last seq its journal held then, or less for the oldest mark kept:
+// the least of what the loads that left the window held too (setRuns).
 type runMark struct {
 	Epoch string `json:"epoch"`
 	End   int64  `json:"end"`

@@ -131,6 +131,8 @@ export class ToolCards {
         this.#opens = opens;
     }
 
+    skew = 0; // ms the gateway's clock is ahead of this page's: the last session.opened's `now` less Date.now() as it came
+
     /** This connection's page id (session.opened); null until known. */
     get page() {
         return this.#page;

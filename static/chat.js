@@ -180,7 +180,7 @@ export function mountChat(root, client) {
 
     /** Ticks the running cards' countdowns every second, while there are any. */
     function tick() {
-        const any = tickAll(cards, cardState, live, Date.now());
+        const any = tickAll(cards, cardState, live, Date.now() + client.clockSkew);
         if (any && !ticker) ticker = setInterval(tick, 1000);
         else if (!any && ticker) ticker = (clearInterval(ticker), 0);
     }
@@ -307,7 +307,7 @@ export function mountChat(root, client) {
             cardState.set(card.id, card);
             // Stop while the turn waited for its calls: said as of a reply.
             if (card.code === TOOL_ERROR.CANCELLED && !card.parent && !(was && isSettled(was))) stopAt ||= eventSeq;
-            if (renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now())) live.add(card.id);
+            if (renderToolCard(cardFor(card.id, card.name, card.parent), card, Date.now() + client.clockSkew)) live.add(card.id);
             else live.delete(card.id);
             tick();
             if (isSettled(card.status)) unsettled.delete(card.id);

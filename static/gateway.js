@@ -15,8 +15,7 @@
  * - runner.js: running this page's client tools, and ToolError.
  * - codes.js: the wire codes (close codes, error codes), re-exported here.
  *
- * Exports: connect(options), GatewayClient, ToolError, LimitError, and the
- * code tables of codes.js (CLOSE, FRAME_ERROR, TOOL_ERROR, STOP_REASON, ...).
+ * Exports: connect(options), GatewayClient, ToolError, LimitError, codes.js's tables (CLOSE, TOOL_ERROR, ...).
  * @example
  * import { connect, ToolError } from "/static/gateway.js";
  * const client = connect({ tools: { get_local_time: () => ({ time: new Date().toISOString() }) } });
@@ -156,6 +155,8 @@ export class GatewayClient extends EventTarget {
     get seq() { return this.#seq; }
     /** @returns {ConnectionState} */
     get state() { return this.#state; }
+    /** ms the gateway's clock is ahead of this page's (session.opened's `now`; 0 before it): its time is Date.now() + clockSkew. */
+    get clockSkew() { return this.#cards.skew; }
     /** The gateway's limits, in bytes: `{frameBytes, messageBytes}`. */
     get limits() { return this.#limits; }
     /** The names of the tools this page declares. @returns {string[]} */
@@ -211,9 +212,7 @@ export class GatewayClient extends EventTarget {
     }
 
     /** Forgets the session (and its stored copy) and opens a new one: "New chat". Emits `reset`. */
-    reset() {
-        this.open(null);
-    }
+    reset() { this.open(null); }
 
     /**
      * Forgets the current session and opens `session`, one of this
@@ -306,6 +305,7 @@ export class GatewayClient extends EventTarget {
         this.#conn.connected();
         this.#store.flush();
         this.#cards.page = page; // re-emits the cards whose `where` this changes
+        if (!Number.isNaN(Date.parse(f.now))) this.#cards.skew = Date.parse(f.now) - Date.now(); // deadlines are on the gateway's clock
         this.#setState("open");
         this.#emit("opened", { session: f.session, seq: f.seq, resumed, page });
         // Answers not sent since this session.opened go after its replay (which calls are open), then the rest.

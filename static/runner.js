@@ -222,7 +222,7 @@ export class Runner {
             signal: run.controller.signal,
             attempt: f.attempt,
             attempts: f.attempts,
-            get deadline() { const at = cards.deadlineOf(f.id, f.attempt) ?? f.deadline; return at ? new Date(at) : null; },
+            get deadline() { const at = cards.deadlineOf(f.id, f.attempt) ?? f.deadline; return at ? new Date(Date.parse(at) - cards.skew) : null; },
             call: f,
             progress: ({ progress, total, message } = {}) => {
                 if (run.done) return;

@@ -46,7 +46,7 @@ const parts = new WeakMap();
  * Brings el up to date with card; whether its time counts down (tickAll).
  * @param {HTMLElement} el  A clone of tpl-tool-card.
  * @param {ToolCard} c
- * @param {number} now  Date.now().
+ * @param {number} now  The gateway's time now (Date.now() + client.clockSkew): deadlines are on its clock.
  */
 export function renderToolCard(el, c, now) {
     const t = times.get(el) ?? {};

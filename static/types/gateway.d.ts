@@ -65,7 +65,7 @@ export interface ToolContext {
     signal: AbortSignal;
     attempt: number;
     attempts: number;
-    /** When the gateway times this attempt out: each progress report it took moves it. */
+    /** When the gateway times this attempt out, on this page's clock (the gateway's deadline less clockSkew): each progress report it took moves it. */
     readonly deadline: Date | null;
     /** The delivery itself. */
     call: ToolCallFrame;
@@ -235,6 +235,8 @@ export declare class GatewayClient extends EventTarget {
     get seq(): number;
     get state(): ConnectionState;
     get limits(): Readonly<Limits>;
+    /** ms the gateway's clock is ahead of this page's, from session.opened's `now` (0 before it): the gateway's time is Date.now() + clockSkew, the clock a card's deadline is on. */
+    get clockSkew(): number;
     /** The names of the tools this page declares. */
     get tools(): string[];
     /** Every session event seen, deduplicated, in seq order (a copy). */
