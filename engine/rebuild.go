@@ -664,6 +664,42 @@ func (e *Engine) sweepExpired() {
 	if n > 0 {
 		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
 	}
+	if lister, ok := e.opts.Store.(JournalList); ok {
+		e.sweepUnsummarized(ctx, lister, sums)
+	}
+}
+
+// sweepUnsummarized deletes the journals past Retain that no summary
+// names, by when they were last appended to.
+func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, sums []Summary) {
+	ids, err := lister.Journals(ctx)
+	if err != nil {
+		e.opts.Logger.Warn("retention: failed to list the journals", "err", err)
+		return
+	}
+	named := make(map[string]bool, len(sums))
+	for _, sum := range sums {
+		named[sum.ID] = true
+	}
+	n := 0
+	for _, id := range ids {
+		if named[id] || e.inMemory(id) {
+			continue
+		}
+		updated, err := lister.JournalUpdated(ctx, id)
+		if err != nil {
+			if !errors.Is(err, ErrNoSession) {
+				e.opts.Logger.Warn("retention: failed to read when a journal was written", "session", id, "err", err)
+			}
+			continue
+		}
+		if e.expired(updated) && e.deleteUnowned(ctx, id) {
+			n++
+		}
+	}
+	if n > 0 {
+		e.opts.Logger.Info("retention: deleted expired sessions that no summary named", "sessions", n, "retain", e.opts.Retain)
+	}
 }
 
 // deleteUnowned deletes an expired session from the store, unless a node

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,4 +197,67 @@ func TestShortRetainSweptSoon(t *testing.T) {
 		all, _ := store.Summaries(context.Background(), "alice")
 		return len(all) == 0
 	})
+}
+
+// listedStore is a MemoryStore that lists its journals (JournalList), each
+// written at the time the test says.
+type listedStore struct {
+	*engine.MemoryStore
+	mu      sync.Mutex
+	updated map[string]time.Time
+}
+
+func (s *listedStore) Journals(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id := range s.updated {
+		if _, err := s.Load(ctx, id); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+func (s *listedStore) JournalUpdated(ctx context.Context, id string) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.Load(ctx, id); err != nil {
+		return time.Time{}, err
+	}
+	return s.updated[id], nil
+}
+
+// TestRetentionOfAJournalNoSummaryNames: the sweep deletes a journal past
+// Retain that no summary names (its bucket lost, a summary that does not
+// read back), by when it was last written, and keeps a younger one: it
+// read the summaries alone, and kept such a chat for ever.
+func TestRetentionOfAJournalNoSummaryNames(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(epoch)
+	store := &listedStore{MemoryStore: engine.NewMemoryStore(), updated: map[string]time.Time{
+		"old": epoch.Add(-72 * time.Hour), "young": epoch.Add(-time.Hour),
+	}}
+	for id := range store.updated {
+		ev := engine.Event{Seq: 1, Type: engine.EventSessionIdle, Frame: json.RawMessage(`{"type":"session.idle","seq":1}`)}
+		if err := store.Append(ctx, id, engine.Batch{Events: []engine.Event{ev}, State: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := engine.New(engine.Options{
+		Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}, Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: store, Clock: clk, Logger: quiet(), Retain: 48 * time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e)
+	clk.Advance(2 * time.Minute) // the first sweep, a minute after the start
+	waitUntil(t, "the old journal deleted", func() bool {
+		_, err := store.Load(ctx, "old")
+		return errors.Is(err, engine.ErrNoSession)
+	})
+	if _, err := store.Load(ctx, "young"); err != nil {
+		t.Errorf("the young journal after the sweep: %v, want it kept", err)
+	}
 }

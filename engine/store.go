@@ -53,6 +53,17 @@ type Store interface {
 	Delete(ctx context.Context, session string) error
 }
 
+// JournalList is a Store that lists its journals, for the retention sweep:
+// a journal whose summary is gone (its bucket lost, a summary that does not
+// read back) is named by no summary, and was kept for ever.
+type JournalList interface {
+	// Journals returns the sessions that have a journal.
+	Journals(ctx context.Context) ([]string, error)
+	// JournalUpdated is when the session's journal was last appended to,
+	// or ErrNoSession.
+	JournalUpdated(ctx context.Context, session string) (time.Time, error)
+}
+
 // JournalFrom is a Store that reads a journal from a given event on: a
 // page that resumes in the middle of a long chat, before the events the
 // session keeps in memory, then costs a read of what it lacks, not of the

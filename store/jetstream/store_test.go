@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,40 @@ func TestOptionsRefused(t *testing.T) {
 				t.Errorf("Open = %v, want an error saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestJournalsListed: the store names every journal, summarized or not,
+// and when each was last appended to, so the retention sweep finds a
+// journal whose summary is gone; a deleted one is no longer named.
+func TestJournalsListed(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	for _, id := range []string{"named", "unnamed"} {
+		if err := s.Append(ctx, id, engine.Batch{Events: []engine.Event{ev}, State: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Summarize(ctx, engine.Summary{ID: "named", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.Journals(ctx)
+	if slices.Sort(ids); err != nil || !slices.Equal(ids, []string{"named", "unnamed"}) {
+		t.Fatalf("Journals = %v, %v; want named and unnamed", ids, err)
+	}
+	if at, err := s.JournalUpdated(ctx, "unnamed"); err != nil || time.Since(at) > time.Minute || time.Since(at) < 0 {
+		t.Errorf("JournalUpdated(unnamed) = %v, %v; want a moment ago", at, err)
+	}
+	if err := s.Delete(ctx, "unnamed"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.Journals(ctx); err != nil || !slices.Equal(ids, []string{"named"}) {
+		t.Errorf("Journals after the delete = %v, %v; want named", ids, err)
+	}
+	for _, id := range []string{"unnamed", "never", "not an id"} {
+		if _, err := s.JournalUpdated(ctx, id); !errors.Is(err, engine.ErrNoSession) {
+			t.Errorf("JournalUpdated(%q) = %v, want ErrNoSession", id, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/clienttools/gateway/engine"
 	"github.com/nats-io/nats.go/jetstream"
@@ -301,6 +302,38 @@ func (s *Store) Delete(ctx context.Context, session string) error {
 		return fmt.Errorf("failed to delete session %s's summary: %w", session, err)
 	}
 	return nil
+}
+
+var _ engine.JournalList = (*Store)(nil)
+
+// Journals lists the sessions that have a journal (engine.JournalList):
+// the subjects of the journal stream, read in pages by the client.
+func (s *Store) Journals(ctx context.Context) ([]string, error) {
+	info, err := s.journal.Info(ctx, jetstream.WithSubjectFilter(journalPrefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to list the journals: %w", err)
+	}
+	ids := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		ids = append(ids, strings.TrimPrefix(subj, journalPrefix))
+	}
+	return ids, nil
+}
+
+// JournalUpdated is when session's journal was last appended to: its last
+// message's time, which the server gave it (engine.JournalList).
+func (s *Store) JournalUpdated(ctx context.Context, session string) (time.Time, error) {
+	if !validID(session) {
+		return time.Time{}, engine.ErrNoSession
+	}
+	msg, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return time.Time{}, engine.ErrNoSession
+	case err != nil:
+		return time.Time{}, fmt.Errorf("failed to read session %s's journal: %w", session, err)
+	}
+	return msg.Time, nil
 }
 
 // markersPurged, in the summaries stream's metadata, says the delete
