@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/a-h/templ"
 )
 
 // TestHandlerPolicy: the page is served under a policy that allows its
@@ -48,6 +50,27 @@ func TestHandlerPolicy(t *testing.T) {
 				if !strings.Contains(policy+";", want) {
 					t.Errorf("the policy %q does not say %q", policy, want)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkPage: GET / as Handler serves it (rendered once) and as
+// templ.Handler renders it at each request.
+func BenchmarkPage(b *testing.B) {
+	once, err := Handler(PageProps{AssetVersion: "abc"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{{"rendered-once", once}, {"templ", templ.Handler(ChatPage(PageProps{AssetVersion: "abc"}))}} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.h.ServeHTTP(httptest.NewRecorder(), req)
 			}
 		})
 	}
