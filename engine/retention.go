@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// sweepEvery is how often the retention sweep runs: hourly, or every half
+// Retain when that is shorter (a test's, a privacy policy's), at most once
+// a minute, so a session outlives its Retain by at most that much. Each
+// sweep lists every summary the store keeps.
+func sweepEvery(retain time.Duration) time.Duration {
+	return min(time.Hour, max(retain/2, time.Minute))
+}
+
+// sweepExpired deletes the sessions untouched for longer than Retain.
+func (e *Engine) sweepExpired() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sums, err := e.opts.Store.Summaries(ctx, "")
+	if err != nil {
+		e.opts.Logger.Warn("retention: failed to list sessions", "err", err)
+		return
+	}
+	n := 0
+	for _, sum := range sums {
+		if !e.expired(sum.Updated) {
+			continue
+		}
+		if e.inMemory(sum.ID) {
+			continue
+		}
+		if e.deleteUnowned(ctx, sum.ID) {
+			n++
+		}
+	}
+	if n > 0 {
+		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
+	}
+	if lister, ok := e.opts.Store.(JournalList); ok {
+		e.sweepUnsummarized(ctx, lister, sums)
+	}
+}
+
+// sweepUnsummarized deletes the journals past Retain that no summary
+// names, by when they were last appended to.
+func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, sums []Summary) {
+	ids, err := lister.Journals(ctx)
+	if err != nil {
+		e.opts.Logger.Warn("retention: failed to list the journals", "err", err)
+		return
+	}
+	named := make(map[string]bool, len(sums))
+	for _, sum := range sums {
+		named[sum.ID] = true
+	}
+	n := 0
+	for _, id := range ids {
+		if named[id] || e.inMemory(id) {
+			continue
+		}
+		updated, err := lister.JournalUpdated(ctx, id)
+		if err != nil {
+			if !errors.Is(err, ErrNoSession) {
+				e.opts.Logger.Warn("retention: failed to read when a journal was written", "session", id, "err", err)
+			}
+			continue
+		}
+		if e.expired(updated) && e.deleteUnowned(ctx, id) {
+			n++
+		}
+	}
+	if n > 0 {
+		e.opts.Logger.Info("retention: deleted expired sessions that no summary named", "sessions", n, "retain", e.opts.Retain)
+	}
+}
+
+// deleteUnowned deletes an expired session from the store, unless a node
+// runs it: on a store that nodes share (Owners), under the session's lease,
+// which another node holds while the session is in its memory (a page
+// open on a chat untouched for longer than Retain).
+func (e *Engine) deleteUnowned(ctx context.Context, id string) bool {
+	if owners, ok := e.opts.Store.(Owners); ok {
+		own, err := owners.Own(ctx, id, func() {})
+		if err != nil {
+			if !errors.Is(err, ErrOwnedElsewhere) {
+				e.opts.Logger.Warn("retention: failed to take an expired session's lease; it is deleted at a later sweep", "session", id, "err", err)
+			}
+			return false
+		}
+		defer func() {
+			if err := own.Release(context.WithoutCancel(ctx)); err != nil {
+				e.opts.Logger.Warn("retention: failed to give a deleted session's lease back; it expires by itself", "session", id, "err", err)
+			}
+		}()
+	}
+	if err := e.opts.Store.Delete(ctx, id); err != nil {
+		e.opts.Logger.Warn("retention: failed to delete a session", "session", id, "err", err)
+		return false
+	}
+	return true
+}
