@@ -46,4 +46,8 @@ func TestEmbeddedBucketTakesTheFlag(t *testing.T) {
 	if strings.Count(log.String(), longer) != 1 || strings.Count(log.String(), shorter) != 1 {
 		t.Errorf("want the longer time said at INFO, the shorter at WARN:\n%s", log.String())
 	}
+	// A shorter time says what it costs: a --retain of 72m meant as 72h.
+	if !strings.Contains(log.String(), "less than before: those older are gone now") {
+		t.Errorf("the shorter time's line does not say the older entries are gone:\n%s", log.String())
+	}
 }
