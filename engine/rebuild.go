@@ -395,6 +395,7 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 	s.nextCall, s.batches = st.NextCall, st.Batches
 	s.promptWanted, s.idle = st.Prompt, st.Idle
 	s.usage = st.Usage
+	now := s.e.opts.Clock.Now()
 	for _, tools := range st.Declared {
 		s.departed = append(s.departed, newToolSet(tools))
 	}
@@ -440,10 +441,10 @@ func (s *Session) restore(st *sessionState, agent AgentConfig, transcript []Mess
 			// metrics' label is "(undeclared)", from a bounded set.
 			c.undeclared = true
 		}
-		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, cs.Deadline, cs.BackingOff, cs.RetryAt
-		c.started, c.attemptStarted, c.notTwice, c.approving = cs.Started, cs.AttemptStarted, cs.NotTwice, cs.Approving
+		c.attempt, c.deadline, c.backingOff, c.retryAt = cs.Attempt, onClock(now, cs.Deadline), cs.BackingOff, onClock(now, cs.RetryAt)
+		c.started, c.attemptStarted, c.notTwice, c.approving = cs.Started, onClock(now, cs.AttemptStarted), cs.NotTwice, cs.Approving
 		if cs.Reached {
-			c.delivered = cs.AttemptStarted // before the restart; its exact time died with the process
+			c.delivered = c.attemptStarted // before the restart; its exact time died with the process
 		}
 		c.awaitedPage = cs.AwaitsPage
 		if cs.Finished != nil {
@@ -630,6 +631,18 @@ func (e *Engine) every(timer *clock.Timer, first, next time.Duration, run func()
 		}
 		e.mu.Unlock()
 	})
+}
+
+// onClock is t, a time read back from the store (a wall-clock reading
+// alone), on the clock of now: now's monotonic reading carried by how far
+// t is from now. Compared with a time of this process then (a deadline with
+// now, a progress report's), it reads elapsed time, which a step of the
+// wall clock (NTP) after the load does not move.
+func onClock(now, t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return now.Add(t.Sub(now))
 }
 
 // journalCalls are the calls a journal's events started, in order, and

@@ -8,7 +8,7 @@
  * should be retried (not after the session ended). The nth retry in a row
  * waits between half and all of min(maxDelay, initialDelay × factor^(n-1));
  * `connected()` (the session opened) resets the count, `retryNow()` (the
- * browser came back online) skips the wait, or opens a new socket.
+ * browser came back online) skips the wait.
  *
  * A socket can die without closing (a network path dropped: Wi-Fi roaming,
  * a NAT or proxy that forgot the flow): the browser says nothing, and only
@@ -167,16 +167,11 @@ export class Connection {
         this.#retries = 0;
     }
 
-    /**
-     * The browser is back online: retries at once if a retry waits, and an
-     * open socket goes for a new one. Its flow may have died with the
-     * network (a laptop that slept): it says nothing until a frame goes
-     * unanswered, and the page showed Connected meanwhile.
-     */
+    /** Retries at once if a retry is waiting (the browser is back online). */
     retryNow() {
+        if (this.#retryTimer === null) return;
         this.#retries = 0;
-        if (this.#retryTimer !== null) this.open();
-        else if (this.#ws?.readyState === 1) (this.drop(), this.open());
+        this.open();
     }
 
     /**

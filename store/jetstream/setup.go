@@ -231,9 +231,13 @@ func (s *Store) ensureKV(ctx context.Context, policy ttlPolicy, cfg jetstream.Ke
 			level, msg := slog.LevelInfo, "the bucket's entries now live as long as this gateway's flag says (the embedded server's one node decides)"
 			if cfg.TTL != 0 && (st.TTL() == 0 || cfg.TTL < st.TTL()) {
 				// Shorter: what the longer time kept and the shorter
-				// does not (identities, chats' summaries) goes now. A
-				// typo ("72m" for "72h") must not pass as news.
-				level, msg = slog.LevelWarn, "the bucket's entries now live as long as this gateway's flag says, less than before: those older are gone now, and with --retain the chats untouched for as long go at the retention sweep a minute after the start; only a backup brings them back"
+				// does not goes now. A typo ("72m" for "72h") must not
+				// pass as news; of the identities (--retain), it says
+				// what goes with them.
+				level = slog.LevelWarn
+				if cfg.Bucket == CookieBucket {
+					msg = "the bucket's entries now live as long as this gateway's flag says, less than before: the browsers' identities older are gone now, and the chats untouched for as long go at the retention sweep a minute after the start; only a backup brings them back"
+				}
 			}
 			s.opts.Logger.Log(ctx, level, msg, "bucket", cfg.Bucket, "was", st.TTL(), "ttl", cfg.TTL)
 		}

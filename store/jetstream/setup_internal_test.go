@@ -47,7 +47,26 @@ func TestEmbeddedBucketTakesTheFlag(t *testing.T) {
 		t.Errorf("want the longer time said at INFO, the shorter at WARN:\n%s", log.String())
 	}
 	// A shorter time says what it costs: a --retain of 72m meant as 72h.
-	if !strings.Contains(log.String(), "less than before: those older are gone now") {
+	if !strings.Contains(log.String(), "less than before: the browsers' identities older are gone now") {
 		t.Errorf("the shorter time's line does not say the older entries are gone:\n%s", log.String())
+	}
+}
+
+// TestShorterLeasesSayNoChatGoes: a shorter --lease-ttl is said at WARN as
+// a bucket's shorter time, not as the identities' (which speaks of chats
+// deleted and backups): leases are not data.
+func TestShorterLeasesSayNoChatGoes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var log testlog.Buffer
+	for _, ttl := range []time.Duration{10 * time.Second, 5 * time.Second} {
+		s, err := Open(ctx, Options{DataDir: dir, LeaseTTL: ttl, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close()
+	}
+	if !strings.Contains(log.String(), `level=WARN msg="the bucket's entries now live as long as this gateway's flag says (the embedded server's one node decides)" bucket=GATEWAY_OWNERS`) || strings.Contains(log.String(), "identities older are gone") {
+		t.Errorf("want the leases' shorter time said plainly:\n%s", log.String())
 	}
 }
