@@ -722,68 +722,6 @@ func TestOpenLongChatFromItsStart(t *testing.T) {
 	}
 }
 
-// TestFramesAsTheSessionEndsAreAnswered: a frame a page sends while its
-// session ends, which the session had not taken yet, gets its own reply
-// (session_closed) before the page's close (1000), as every refused frame
-// does; the close came first, and the reply was lost.
-func TestFramesAsTheSessionEndsAreAnswered(t *testing.T) {
-	m := metrics.New()
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := newHarness(t, harnessOptions{
-		engine:  engine.Options{Metrics: m},
-		gateway: gateway.Options{Metrics: m},
-		worker: func(w engine.Worker) engine.Worker {
-			return engine.WorkerFunc(func(ctx context.Context, req engine.DecideRequest) (engine.Decision, error) {
-				if u, ok := req.Trigger.(engine.UserMessage); ok && u.Message.Content == "end slowly" {
-					close(entered)
-					<-release
-					return engine.Decision{Actions: []engine.Action{engine.EndSession{Reason: "done"}}}, nil
-				}
-				return w.Decide(ctx, req)
-			})
-		},
-	})
-	b := h.newBrowser(nil)
-	a, id := b.open(nil)
-	other := b.dial(nil)
-	other.send(map[string]any{"type": "session.open", "session": id})
-	other.untilType("session.opened")
-	a.send(map[string]any{"type": "message", "content": "end slowly"})
-	<-entered // the session decides; an answer now waits for it
-	other.send(map[string]any{"type": "tool.result", "id": "call_gone", "attempt": 1, "result": "late"})
-	waitFor(t, "the answer handed to the session", func() bool { return framesIn(t, m, "tool.result") == 1 })
-	close(release)
-	refused := other.until("the reply to the answer", func(f frame) bool { return f.Type == "error" })
-	if refused.Code != string(engine.WireSessionClosed) {
-		t.Errorf("the answer's reply: %s, want session_closed", refused.raw)
-	}
-	if code := other.untilClosed(); code != websocket.StatusNormalClosure {
-		t.Errorf("the page closed with %v, want 1000", code)
-	}
-}
-
-// framesIn is how many frames of typ the gateway read, by its metrics.
-func framesIn(t *testing.T, m *metrics.Metrics, typ string) int {
-	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "gateway_frames_received_total" {
-			continue
-		}
-		for _, c := range f.GetMetric() {
-			for _, l := range c.GetLabel() {
-				if l.GetName() == "type" && l.GetValue() == typ {
-					return int(c.GetCounter().GetValue())
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // badFrameSaysSo: a bad_frame's message starts "bad frame: ", whether the
 // frame's decoding or the session refused it, and does not name it twice
 // or in the engine's words ("bad request").
