@@ -16,7 +16,9 @@ for (const skew of [-FIVE_MINUTES, FIVE_MINUTES]) {
         await chat.send("delete my draft");
         const card = chat.cards("confirm");
         await expect(card).toHaveAttribute("data-status", "running");
-        await expect(card.getByTestId("tool-time")).toHaveText(/^times out in (5 min|4 min( \d+ s)?)$/);
+        // 5 minutes, a moment more or less (the skew is measured as
+        // session.opened arrives): not 10, and not none.
+        await expect(card.getByTestId("tool-time")).toHaveText(/^times out in (5 min( \d s)?|4 min( \d+ s)?)$/);
         await card.getByTestId("confirm-deny").click();
         await chat.idle();
     });
@@ -38,8 +40,11 @@ for (const skew of [-FIVE_MINUTES, FIVE_MINUTES]) {
                 client.on("opened", () => client.send("test slow tool"));
             });
         });
+        // The skew is measured as session.opened arrives, later than the
+        // gateway's `now` by its way over: the time left may pass 1 s by as
+        // much. Minutes off is what this tells apart.
         expect(seen.left, "ms left of the 1 s attempt, by the page's clock").toBeGreaterThan(0);
-        expect(seen.left).toBeLessThanOrEqual(1000);
+        expect(seen.left).toBeLessThan(1_500);
         expect(Math.abs(seen.skew + skew), "clockSkew, against the page's offset").toBeLessThan(5_000);
     });
 }
