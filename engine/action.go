@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/clienttools/gateway/jsonfields"
 )
@@ -146,11 +145,14 @@ func DecodeAction(data []byte) (Action, error) {
 	case TypeToolCall:
 		var c ToolCall
 		c, err = decodeAs[ToolCall](data)
-		if err == nil && c.Name == "" && !hasMember(data, "name") {
+		if err == nil && c.Name == "" {
 			// Given empty, it is the engine's own proposal of a call the
 			// model made without a name (it settles unknown_tool); a
 			// worker's own is refused as it starts.
-			err = errors.New(`missing "name"`)
+			var g givenMembers
+			if g, err = readGiven(data); err == nil && g.Name == nil {
+				err = errors.New(`missing "name"`)
+			}
 		}
 		a = c
 	case TypeToolResult:
@@ -204,42 +206,40 @@ func DecodeAction(data []byte) (Action, error) {
 	return a, nil
 }
 
-// hasMember reports whether data, a JSON object, has the member name (in
-// any case, as encoding/json matches it).
-func hasMember(data []byte, name string) bool {
-	var members map[string]json.RawMessage
-	_ = json.Unmarshal(data, &members)
-	for k := range members {
-		if strings.EqualFold(k, name) {
-			return true
-		}
-	}
-	return false
+// givenMembers are the members an action may leave out, as data gives
+// them: nil when left out, where the action's own fields cannot tell a
+// member given empty (or 0) from one left out.
+type givenMembers struct {
+	Type    string  `json:"type"`
+	Name    *string `json:"name"`
+	ID      *string `json:"id"`
+	Attempt *int    `json:"attempt"`
+	Error   *string `json:"error"`
+}
+
+func readGiven(data []byte) (givenMembers, error) {
+	var g givenMembers
+	err := json.Unmarshal(data, &g)
+	return g, err
 }
 
 // checkAnswered checks the members of a tool.result, tool.error or
-// tool.delegate that an answer may leave out: an "id" or "attempt" given is the call's and the
-// attempt's (a page's empty id or attempt 0 is bad_frame; a worker's was
-// taken as left out, and settled the current attempt), and an error given
-// empty is the tool's failure all the same (JavaScript's new
-// Error().message): it says it failed without saying why. No error member
-// at all is a mistake.
+// tool.delegate that an answer may leave out: an "id" or "attempt" given
+// is the call's and the attempt's (a page's empty id or attempt 0 is
+// bad_frame; a worker's was taken as left out, and settled the current
+// attempt), and an error given empty is the tool's failure all the same
+// (JavaScript's new Error().message): it says it failed without saying
+// why. No error member at all is a mistake.
 func checkAnswered(data []byte) error {
-	var present struct {
-		Type    string  `json:"type"`
-		ID      *string `json:"id"`
-		Attempt *int    `json:"attempt"`
-		Error   *string `json:"error"`
-	}
-	if err := json.Unmarshal(data, &present); err != nil {
-		return err
-	}
+	g, err := readGiven(data)
 	switch {
-	case present.ID != nil && *present.ID == "":
+	case err != nil:
+		return err
+	case g.ID != nil && *g.ID == "":
 		return errors.New(`"id" is empty: leave it out to answer the call asked`)
-	case present.Attempt != nil && *present.Attempt < 1:
-		return fmt.Errorf(`"attempt" is %d: attempts count from 1; leave it out to answer the attempt asked`, *present.Attempt)
-	case present.Type == TypeToolError && present.Error == nil:
+	case g.Attempt != nil && *g.Attempt < 1:
+		return fmt.Errorf(`"attempt" is %d: attempts count from 1; leave it out to answer the attempt asked`, *g.Attempt)
+	case g.Type == TypeToolError && g.Error == nil:
 		return errors.New(`missing "error"`)
 	}
 	return nil

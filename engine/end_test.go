@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,7 @@ func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 	}{
 		{"proposed, as it came", nil, `lookup (call "call_1", attempt 1) neither answers nor delegates the call: it stays open until its attempt's deadline, `},
 		{"hold", []engine.Action{engine.Hold{}}, ""},
+		{"the session's end", []engine.Action{engine.EndSession{Reason: "done"}}, ""},
 		{"an answer for another call", []engine.Action{engine.ToolResult{ID: "call_9", Result: json.RawMessage(`1`)}}, `unknown tool call: "call_9"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,13 +265,19 @@ func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 			w := &testWorker{agent: engine.AgentConfig{Model: "m", Tools: []engine.AgentTool{{Name: "lookup"}}}}
 			w.execute = func(ctx context.Context, _ engine.ToolExecute, proposed engine.Decision) (engine.Decision, error) {
 				// The client.event marks the decision's step on the stream.
-				return engine.Decision{Actions: append(append(proposed.Actions, tc.answer...), engine.ClientEvent{Name: "decided"})}, nil
+				return engine.Decision{Actions: append(append(proposed.Actions, engine.ClientEvent{Name: "decided"}), tc.answer...)}, nil
 			}
 			h := setup(t, w, callsThenSummary(use("call_1", "lookup", `{}`)), engine.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			h.send("look it up")
 			call := h.waitType(engine.EventToolStarted)
 			h.waitType(engine.EventClientEvent)
-			h.transcript() // the step that took the decision has ended
+			ends := slices.ContainsFunc(tc.answer, func(a engine.Action) bool { _, ok := a.(engine.EndSession); return ok })
+			if ends {
+				h.waitType(engine.EventSessionEnded) // its calls cancelled with it
+				h.drainBuffered()
+			} else {
+				h.transcript() // the step that took the decision has ended
+			}
 			h.drainBuffered()
 			var said []frame
 			var texts []string
@@ -287,6 +295,9 @@ func TestToolExecuteLeftOpenIsSaid(t *testing.T) {
 				t.Errorf("the error %q does not name the deadline %q", said[0].errorText(), call.Deadline)
 			case tc.said != "" && !strings.Contains(logs.String(), "level=WARN"):
 				t.Errorf("the log says nothing at WARN:\n%s", logs.String())
+			}
+			if ends {
+				return
 			}
 			if n := h.count(engine.EventToolFinished, "call_1"); n != 0 {
 				t.Errorf("the call settled %d times before its deadline", n)

@@ -75,7 +75,8 @@ func (s *Session) executeOnWorker(c *call, proposed *ToolError) {
 // waits for the deadline (5 minutes by default) with nothing on the page.
 // An answer of hold leaves it open on purpose, and is not said.
 func (s *Session) leftOpen(t ToolExecute, d Decision, def answerDefaults) {
-	if !s.attemptOpen(def) || s.ending || answers(d, def.id) || ends(d) || slices.ContainsFunc(d.Actions, func(a Action) bool { _, ok := a.(Hold); return ok }) {
+	// After the actions: one that ended the session set s.ending.
+	if !s.attemptOpen(def) || s.ending || answers(d, def.id) || slices.ContainsFunc(d.Actions, func(a Action) bool { _, ok := a.(Hold); return ok }) {
 		return
 	}
 	until := "a later decision answers it"
@@ -102,11 +103,6 @@ func (s *Session) decisionAgent(d Decision) {
 	if err := s.takeAgent(*d.Agent); err != nil {
 		s.report(WireBadConfig, err)
 	}
-}
-
-// ends reports whether d ends the session.
-func ends(d Decision) bool {
-	return slices.ContainsFunc(d.Actions, func(a Action) bool { _, ok := a.(EndSession); return ok })
 }
 
 // answers reports whether d answers, fails or delegates call id (an
