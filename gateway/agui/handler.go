@@ -229,7 +229,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		run.base, run.input = sent.Seq-1, true
 	case userMessage:
 		run.base = sess.LastSeq() // the end of a turn it stopped is not the run's
-		if err := frontend.SendUser(ctx, page, last.ID, last.text()); err != nil {
+		if err := run.sending.Send(ctx, page, last.ID, last.text()); err != nil {
 			h.fail(w, r, err)
 			return
 		}

@@ -48,6 +48,7 @@ type run struct {
 	have    string
 	other   bool // the front end's text of it is not the session's: the rest is not sent
 
+	sending  frontend.Sending   // the run's new message, until the session takes it
 	shown    map[string]bool    // calls whose TOOL_CALL_START is written
 	track    frontend.Calls     // open calls, delivered ones: when the run waits
 	known    map[string]bool    // calls the input's messages already show
@@ -162,6 +163,7 @@ func msgID(seq int64) string { return idPrefix + strconv.FormatInt(seq, 10) }
 
 // Event handles one frame of the page's stream.
 func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
+	r.sending.See(ev)
 	if !r.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
@@ -301,7 +303,7 @@ func (r *run) Event(ctx context.Context, page *engine.Page, ev engine.Event) {
 		}
 		r.fail(e.Message, code)
 	case engine.EventSessionIdle:
-		if ev.Seq > r.base || !r.input {
+		if !r.sending.Waiting() && (ev.Seq > r.base || !r.input) {
 			r.finish(nil)
 		}
 	case engine.EventSessionEnded:

@@ -100,3 +100,80 @@ func TestRunSendsWhatTheFrontEndLacks(t *testing.T) {
 		})
 	}
 }
+
+// takesAll is a page that takes every message: the run's Sending waits for
+// the message.taken the test plays.
+type takesAll struct{}
+
+func (takesAll) Send(context.Context, string) error             { return nil }
+func (takesAll) SendOnce(context.Context, string, string) error { return nil }
+
+// TestRunWaitsForItsMessage: a run that answers a front-end tool and sends
+// a new message (one request with both) ends once the session goes idle
+// after that message: the turn the answer began may end, and the session
+// go idle, between the run's Attach and its message's arrival, and that
+// idle is not the message's answer. Nor is another tab's message.taken,
+// or a sub-agent's message, the run's.
+func TestRunWaitsForItsMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name, id string
+		taken    func(event func(typ string, v any))
+	}{
+		{"with an id", "user-2", func(event func(string, any)) {
+			event(engine.FrameMessageTaken, engine.MessageTakenFrame{ID: "user-2-other-tab"})
+			event(engine.EventSessionIdle, struct{}{})
+			event(engine.FrameMessageTaken, engine.MessageTakenFrame{ID: "user-2"})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", ID: "user-2", Content: "hello"}})
+		}},
+		{"with none the engine keeps", "", func(event func(string, any)) {
+			event(engine.EventMessage, map[string]any{"parent": "call_9", "message": engine.Message{Role: "user", Content: "a sub-agent's task"}})
+			event(engine.EventSessionIdle, struct{}{})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hello"}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			r := newRun(rec, Options{}, runInput{ThreadID: "t1", RunID: "r1"})
+			r.begin()
+			r.base, r.input = 4, true
+			if err := r.sending.Send(context.Background(), takesAll{}, tc.id, "hello"); err != nil {
+				t.Fatal(err)
+			}
+			seq := r.base
+			event := func(typ string, v any) {
+				frame, err := json.Marshal(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev := engine.Event{Type: typ, Frame: frame}
+				if typ != engine.FrameMessageTaken { // a delivery: no seq
+					seq++
+					ev.Seq = seq
+				}
+				r.Event(context.Background(), nil, ev)
+			}
+			// The answer's turn, ending as the message is on its way.
+			event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "get_local_time returned"})
+			event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: model.StopEndTurn})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "get_local_time returned"}})
+			event(engine.EventSessionIdle, struct{}{})
+			if r.Ended() {
+				t.Fatal("the run ended at the idle before its message was taken")
+			}
+			tc.taken(event)
+			if r.Ended() {
+				t.Fatal("the run ended before its message's answer")
+			}
+			event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "No rule for: hello"})
+			event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: model.StopEndTurn})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "No rule for: hello"}})
+			event(engine.EventSessionIdle, struct{}{})
+			if !r.Ended() {
+				t.Fatal("the run did not end at the idle after its message's answer")
+			}
+			if body := rec.Body.String(); !strings.Contains(body, `"delta":"No rule for: hello"`) {
+				t.Errorf("the message's answer is not in the run:\n%s", body)
+			}
+		})
+	}
+}

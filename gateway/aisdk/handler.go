@@ -235,7 +235,7 @@ func (h *Handler) send(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	defer page.Detach()
 	st.stopped = sess.LastSeq()
-	if err := frontend.SendUser(ctx, page, last.ID, content); err != nil {
+	if err := st.sending.Send(ctx, page, last.ID, content); err != nil {
 		h.fail(w, r, err)
 		return
 	}

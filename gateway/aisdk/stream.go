@@ -38,6 +38,7 @@ type stream struct {
 	// stopped: the last event before a new response's message: the end
 	// of a turn its page stopped (Interrupts) is not the response's end.
 	stopped int64
+	sending frontend.Sending // the response's new message, until the session takes it
 	ended   bool
 	seq     int64 // the last session event seen: the metadata's seq
 
@@ -210,6 +211,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 	if ev.Seq > 0 {
 		st.seq = ev.Seq
 	}
+	st.sending.See(ev)
 	if !st.track.See(ev) {
 		return // a sub-agent's text or worker call: not the assistant's
 	}
@@ -373,7 +375,7 @@ func (st *stream) Event(ctx context.Context, page *engine.Page, ev engine.Event)
 		st.chunk(map[string]any{"type": "error", "errorText": e.Message})
 		st.done()
 	case engine.EventSessionIdle:
-		if ev.Seq > st.stopped {
+		if ev.Seq > st.stopped && !st.sending.Waiting() {
 			st.finish(idleReason(st.stop))
 		}
 	case engine.EventSessionEnded:

@@ -108,8 +108,8 @@ func TestModelRetryingSendsNothing(t *testing.T) {
 }
 
 // streamChunks streams the events play gives to a new response of a
-// session, and returns its chunks.
-func streamChunks(t *testing.T, play func(event func(typ string, v any))) []map[string]any {
+// session, made ready by setup, and returns its chunks.
+func streamChunks(t *testing.T, play func(event func(typ string, v any)), setup ...func(*stream)) []map[string]any {
 	t.Helper()
 	eng, err := engine.New(engine.Options{
 		Worker: &engine.ToolWorker{Agent: engine.AgentConfig{Model: "m"}},
@@ -132,11 +132,18 @@ func streamChunks(t *testing.T, play func(event func(typ string, v any))) []map[
 	st := newStream(rec, Options{}, sess)
 	st.sse = sse.New(rec, nil, time.Second)
 	st.fresh = true
+	for _, f := range setup {
+		f(st)
+	}
 	seq := int64(0)
 	event := func(typ string, v any) {
-		seq++
 		frame, _ := json.Marshal(v)
-		st.Event(context.Background(), nil, engine.Event{Seq: seq, Type: typ, Frame: frame})
+		ev := engine.Event{Type: typ, Frame: frame}
+		if typ != engine.FrameMessageTaken { // a delivery: no seq
+			seq++
+			ev.Seq = seq
+		}
+		st.Event(context.Background(), nil, ev)
 	}
 	play(event)
 
@@ -152,4 +159,38 @@ func streamChunks(t *testing.T, play func(event func(typ string, v any))) []map[
 		chunks = append(chunks, c)
 	}
 	return chunks
+}
+
+// takesAll is a page that takes every message: the response's Sending waits
+// for the message.taken the test plays.
+type takesAll struct{}
+
+func (takesAll) Send(context.Context, string) error             { return nil }
+func (takesAll) SendOnce(context.Context, string, string) error { return nil }
+
+// TestResponseWaitsForItsMessage: a new message's response ends once the
+// session goes idle after that message, not at the end of a turn that ran
+// as it was sent (another tab's), which can go idle between the response's
+// Attach and its message's arrival.
+func TestResponseWaitsForItsMessage(t *testing.T) {
+	var types []string
+	for _, c := range streamChunks(t, func(event func(string, any)) {
+		event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: model.StopEndTurn})
+		event(engine.EventSessionIdle, struct{}{})
+		event(engine.FrameMessageTaken, engine.MessageTakenFrame{ID: "user-2"})
+		event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", ID: "user-2", Content: "hello"}})
+		event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "No rule for: hello"})
+		event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: model.StopEndTurn})
+		event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "No rule for: hello"}})
+		event(engine.EventSessionIdle, struct{}{})
+	}, func(st *stream) {
+		if err := st.sending.Send(context.Background(), takesAll{}, "user-2", "hello"); err != nil {
+			t.Fatal(err)
+		}
+	}) {
+		types = append(types, c["type"].(string))
+	}
+	if got, want := strings.Join(types, " "), "start start-step text-start text-delta text-end finish-step finish"; got != want {
+		t.Errorf("chunks:\n got %s\nwant %s", got, want)
+	}
 }

@@ -6,7 +6,9 @@
 // client calls this stream delivered, or on sub-agents waiting on them;
 // Calls.See also leaves a sub-agent's text and worker calls out), the
 // answer to a call (Answer), a user message sent again (FindSent: the
-// same messages posted twice are one message) and the refusal of a request before its stream
+// same messages posted twice are one message), a new one until the session
+// takes it (Sending: a session.idle before then is not its answer's end)
+// and the refusal of a request before its stream
 // starts (Status, BadRequest, DecodeJSON). What a frame means on the wire
 // stays in the adapter.
 //
