@@ -125,3 +125,53 @@ test("a long title shows two lines and no part of a third", async ({ page }) => 
         expect(shown.third).toBeLessThanOrEqual(0.5);
     }).toPass();
 });
+
+test("a chat deleted from the list is gone, here and in the tab that shows it; the chat shown, deleted, gives way to a new one", async ({ page, context }) => {
+    const chat = await Chat.open(page);
+    const items = page.getByRole("navigation", { name: "Chats" }).getByTestId("history-item");
+    await chat.send(WEATHER);
+    await chat.idle();
+    const first = await chat.session();
+    await page.getByTestId("new-chat").click();
+    await chat.connected();
+    await chat.send(TIME);
+    await chat.idle();
+    const second = await chat.session();
+    await expect(items).toHaveText([TIME, WEATHER]);
+
+    // Another tab shows the first chat.
+    const other = new Chat(await context.newPage());
+    await Chat.join(other.page, first);
+
+    // Cancelled at the question, nothing is deleted.
+    page.once("dialog", (d) => d.dismiss());
+    await page.getByRole("button", { name: `Delete the chat ${WEATHER}` }).click();
+    await expect(items).toHaveText([TIME, WEATHER]);
+
+    // Confirmed: gone from the list, and the other tab says so, its box closed.
+    let asked = "";
+    page.once("dialog", (d) => { asked = d.message(); void d.accept(); });
+    await page.getByRole("button", { name: `Delete the chat ${WEATHER}` }).click();
+    await expect(items).toHaveText([TIME]);
+    expect(asked).toBe(`Delete the chat "${WEATHER}"? It cannot be brought back.`);
+    await expect(other.page.getByTestId("notice-text").last()).toHaveText("This chat was deleted. Start a new chat to go on.");
+    await expect(other.page.getByTestId("prompt")).toBeDisabled();
+    expect(await chat.session(), "the chat shown stays").toBe(second);
+
+    // The chat shown, deleted: a new chat takes its place, the prompt focused.
+    page.once("dialog", (d) => d.accept());
+    await page.getByRole("button", { name: `Delete the chat ${TIME}` }).click();
+    await expect(page.getByTestId("history-empty")).toBeVisible();
+    await expect.poll(() => chat.session()).not.toBe(second);
+    await chat.connected();
+    await expect(chat.messages()).toHaveCount(0);
+    await expect(page.getByTestId("empty-chat")).toBeVisible();
+    await expect(page.getByTestId("prompt")).toBeFocused();
+
+    // Neither comes back: not in the list after a reload, not by its id.
+    const list = await (await page.request.get("/sessions")).json();
+    expect(list.sessions.map((s: { id: string }) => s.id)).not.toContain(first);
+    expect(list.sessions.map((s: { id: string }) => s.id)).not.toContain(second);
+    const again = await page.request.delete(`/sessions/${first}`);
+    expect(again.status()).toBe(404);
+});

@@ -25,6 +25,9 @@ type loadCall struct {
 	done chan struct{}
 	s    *Session
 	err  error
+	// deleting: Delete deletes the session from the store meanwhile;
+	// those that waited look again once it is done.
+	deleting bool
 }
 
 // Load returns the session with id, loading it from the store when it is
@@ -61,6 +64,9 @@ func (e *Engine) Load(ctx context.Context, id string) (*Session, error) {
 	}
 	select {
 	case <-lc.done:
+		if lc.deleting {
+			return e.Load(ctx, id)
+		}
 		return lc.s, lc.err
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -24,19 +24,9 @@ func TestRetentionSparesAnotherNodesSession(t *testing.T) {
 	ctx := context.Background()
 	start := func(node string, c *clock.Fake) (*engine.Engine, engine.Store) {
 		t.Helper()
-		store, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: node, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		e, err := engine.New(engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		return sharedNode(t, url, node, engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
 			Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
-			Store:  store, Clock: c, Logger: quiet(), Retain: 48 * time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { stop(t, e) })
-		return e, store
+			Clock:  c, Retain: 48 * time.Hour})
 	}
 	chatOn := func(e *engine.Engine) (*engine.Session, *reader) {
 		t.Helper()
@@ -85,6 +75,25 @@ func TestRetentionSparesAnotherNodesSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	page.until("the next turn's end", finalIdle("done"))
+}
+
+// sharedNode starts a node of a cluster on the NATS at url: its store, and
+// an engine on it made of o (its Store and Logger filled in), both stopped
+// at the test's end.
+func sharedNode(t *testing.T, url, node string, o engine.Options) (*engine.Engine, *jetstream.Store) {
+	t.Helper()
+	store, err := jetstream.Open(context.Background(), jetstream.Options{URL: url, Node: node, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	o.Store, o.Logger = store, quiet()
+	e, err := engine.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, e) })
+	return e, store
 }
 
 // TestRetention: a session untouched for longer than Retain is deleted by

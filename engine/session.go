@@ -67,6 +67,8 @@ type Session struct {
 	messageIDs   []string         // the ids of the last user messages taken (messageid.go)
 	idle         bool
 	ending       bool
+	purge        bool  // Delete: the session is deleted from the store as it leaves
+	purged       error // how that went: nil, deleted; read once stopped is closed
 
 	// The pages and the lease (page.go).
 	pages     []*Page     // attached, in attach order
@@ -355,6 +357,9 @@ func (s *Session) leave() {
 		// The pages saw none of them; the journal ends before them, and
 		// the session's next load goes on from there.
 		s.logger.Warn("the session leaves memory with steps the store refused: they are lost", "steps", n, "err", err)
+	}
+	if s.purge {
+		s.purgeStored()
 	}
 	if s.ownership != nil && !s.lost.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

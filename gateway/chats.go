@@ -61,7 +61,7 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodOptions {
-			s.preflight(w, r)
+			s.preflight(w, r, "GET, POST")
 			return
 		}
 		_, browser, ok := s.browserOrRefuse(w, r)
@@ -154,9 +154,9 @@ const minBodyRate = 16 << 10
 // preflight answers a CORS preflight of an allowed origin: the methods and
 // the headers the front ends' clients send (JSON bodies, and whatever
 // headers the app adds to its transport).
-func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request, methods string) {
 	h := w.Header()
-	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	h.Set("Access-Control-Allow-Methods", methods)
 	if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
 		h.Set("Access-Control-Allow-Headers", asked)
 	}

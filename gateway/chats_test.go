@@ -53,9 +53,16 @@ func (b *browser) post(path string, body any, header http.Header) *http.Response
 // and closes the response.
 func (b *browser) get(path string, header http.Header) *http.Response {
 	b.h.t.Helper()
+	return b.request(http.MethodGet, path, header)
+}
+
+// request sends a request of method, with no body, with the browser's
+// cookies and header.
+func (b *browser) request(method, path string, header http.Header) *http.Response {
+	b.h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	b.h.t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.h.srv.URL+path, nil)
+	req, _ := http.NewRequestWithContext(ctx, method, b.h.srv.URL+path, nil)
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -28,7 +28,8 @@ import (
 //
 // Subjects: gateway.relay.<node>.open (a node's requests to serve a page;
 // an empty one asks whether the node is there, nodeWatch),
-// and per page, <pipe>.in (the page's frames), <pipe>.out (the frames for
+// gateway.relay.<node>.delete (a node's deletions of the chats this one
+// runs, relaydelete.go), and per page, <pipe>.in (the page's frames), <pipe>.out (the frames for
 // the page), <pipe>.ping and <pipe>.oping (each side's liveness). A frame
 // with the header Gateway-Close ends the pipe: "<code> <reason>"; one with
 // Gateway-Part is part of a frame (relayparts.go), one with Gateway-Sync
@@ -42,10 +43,11 @@ type Relay struct {
 	// dead process served move at once (runWatch).
 	instance string
 
-	mu    sync.Mutex
-	sub   *nats.Subscription
-	nodes map[string]*nodeWatch // the nodes serving this node's pages
-	pipes map[*pipe]struct{}    // this node's pages another node serves
+	mu     sync.Mutex
+	sub    *nats.Subscription
+	delSub *nats.Subscription    // other nodes' deletions (relaydelete.go)
+	nodes  map[string]*nodeWatch // the nodes serving this node's pages
+	pipes  map[*pipe]struct{}    // this node's pages another node serves
 	// back says when the NATS client is connected again after it was
 	// away (comeBack); nil when the relay does not serve.
 	back     chan nats.Status
@@ -119,8 +121,13 @@ func (r *Relay) serve(s *Server) error {
 	if err != nil {
 		return fmt.Errorf("failed to serve relayed pages: %w", err)
 	}
+	delSub, err := r.serveDeletes(s)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("failed to serve other nodes' deletions: %w", err)
+	}
 	r.mu.Lock()
-	r.sub = sub
+	r.sub, r.delSub = sub, delSub
 	r.back = r.nc.StatusChanged(nats.CONNECTED)
 	r.watching.Add(1)
 	go r.comeBack(s, r.back)
@@ -131,9 +138,11 @@ func (r *Relay) serve(s *Server) error {
 // stop refuses new relayed pages, and stops watching the NATS client.
 func (r *Relay) stop() {
 	r.mu.Lock()
-	if r.sub != nil {
-		_ = r.sub.Unsubscribe()
-		r.sub = nil
+	for _, sub := range []**nats.Subscription{&r.sub, &r.delSub} {
+		if *sub != nil {
+			_ = (*sub).Unsubscribe()
+			*sub = nil
+		}
 	}
 	if r.back != nil {
 		r.nc.RemoveStatusListener(r.back) // closes it: comeBack returns

@@ -365,6 +365,10 @@ func (s *Server) routes() {
 			list.ServeHTTP(w, r)
 		}
 	}))
+	del := http.HandlerFunc(s.deleteSession) // answers its preflight too
+	s.mux.Handle("DELETE /sessions/{id}", del)
+	s.mux.Handle("OPTIONS /sessions/{id}", del)
+	s.mux.Handle("/sessions/{id}", s.wrongMethod("DELETE, OPTIONS"))
 	s.mux.HandleFunc("GET /ws", s.serveWS) // identifies the browser itself, before its upgrade
 	s.chatRoutes()
 	s.hosts = s.checkHost(s.mux)

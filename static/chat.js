@@ -29,7 +29,7 @@ import { renderToolCard, subagentCalls, tickAll } from "./toolcard.js";
 import { mountStatus } from "./status.js";
 import { mountAnnouncer } from "./announce.js";
 import { mountComposer } from "./composer.js";
-import { modelErrorText, retryHelps, retryingText, sessionErrorText } from "./errors.js";
+import { endedText, modelErrorText, retryHelps, retryingText, sessionErrorText } from "./errors.js";
 import { clone, idPart, must } from "./dom.js";
 import { followLog } from "./follow.js";
 
@@ -355,7 +355,7 @@ export function mountChat(root, client) {
         }),
         client.on("ended", ({ reason, seq }) => {
             stopAt = 0; // its calls were cancelled by the end, not a Stop
-            notice("info", reason ? `The conversation ended: ${reason}` : "The conversation ended.", { seq });
+            notice("info", endedText(reason), { seq });
             setBusy(false);
             prompt.disabled = true;
         }),

@@ -110,6 +110,16 @@ export function sessionErrorText(code) {
 }
 
 /**
+ * What session.ended says, by its reason: a deleted chat (DELETE
+ * /sessions/{id}, from this tab or another) in words, any other as it comes.
+ * @param {string | undefined} reason
+ */
+export function endedText(reason) {
+    if (reason === "deleted") return "This chat was deleted. Start a new chat to go on.";
+    return reason ? `The conversation ended: ${reason}` : "The conversation ended.";
+}
+
+/**
  * The first line of a provider's words, without addresses, at most MAX
  * characters, ending with a full stop.
  * @param {string} s

@@ -5,7 +5,10 @@
  * title yet (nothing said) are left out. Clicking one switches this tab to it
  * with the SDK's `client.open(id)`, which replays it from the start; the chat
  * shown is marked `aria-current`. New chat is `client.reset()`, unless the
- * chat shown has nothing in it yet.
+ * chat shown has nothing in it yet. Each chat's × deletes it, once the user
+ * confirms, with `DELETE /sessions/{id}` (the list's url and the id): gone
+ * from the gateway, its pages told (`ended`, reason "deleted"); the chat
+ * shown, deleted, gives way to a new one.
  *
  * The list is asked for again when a session opens (the page loaded, a switch,
  * New chat, a reconnect after a restart), when a message of the user's
@@ -112,6 +115,10 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
                 button.dataset.ended = "true";
                 button.append(" (ended)");
             }
+            const del = must(li, "[data-testid=history-delete]");
+            del.dataset.session = c.id;
+            del.setAttribute("aria-label", `Delete the chat ${c.title}`);
+            del.title = "Delete this chat";
             return li;
         });
         list.replaceChildren(...items);
@@ -140,7 +147,32 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         nav.scrollBy(past(at.left, at.right, box.left, box.right), past(at.top, at.bottom, box.top, box.bottom));
     }
 
+    /**
+     * Deletes a chat, once the user confirms: the gateway's answer is said,
+     * and the list asked for again. @param {string} id @param {string} title
+     */
+    async function remove(id, title) {
+        if (!doc.defaultView?.confirm(`Delete the chat "${title}"? It cannot be brought back.`)) return;
+        try {
+            const res = await fetch(`${url}/${encodeURIComponent(id)}`, { method: "DELETE", credentials: "same-origin" });
+            // 404: gone already (another tab deleted it, or --retain did).
+            if (!res.ok && res.status !== 404) throw new Error((await res.text()) || `${res.status} ${res.statusText}`);
+            if (id === client.session) client.reset();
+            announce(`Deleted the chat ${title}.`);
+        } catch (err) {
+            doc.defaultView?.alert(`The chat "${title}" was not deleted: ${err instanceof Error ? err.message : err}`);
+        }
+        await refresh();
+        if (id === client.session || !list.contains(doc.activeElement)) focusPrompt();
+    }
+
     list.addEventListener("click", (e) => {
+        const del = /** @type {HTMLElement} */ (e.target).closest?.("[data-testid=history-delete]");
+        if (del instanceof HTMLElement && del.dataset.session) {
+            const title = chats?.find((c) => c.id === del.dataset.session)?.title ?? "";
+            void remove(del.dataset.session, title);
+            return;
+        }
         const item = /** @type {HTMLElement} */ (e.target).closest?.("[data-testid=history-item]");
         const id = item instanceof HTMLElement ? item.dataset.session : undefined;
         if (!id || id === client.session) return;

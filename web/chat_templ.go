@@ -453,7 +453,7 @@ func historyItemTemplate() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\" dir=\"auto\"></button></li></template>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<template id=\"tpl-history-item\"><li class=\"history-entry\"><button type=\"button\" class=\"history-item\" data-testid=\"history-item\" dir=\"auto\"></button> <button type=\"button\" class=\"history-delete\" data-testid=\"history-delete\" aria-label=\"Delete chat\">×</button></li></template>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -600,3 +600,56 @@ func TestStopNamesTheNodeThatRunsTheChat(t *testing.T) {
 		t.Errorf("a Stop on node A: %s, want 204", stop.Status)
 	}
 }
+
+// TestDeleteOnAnyNode: a chat deleted through a node that does not run it
+// is deleted by the node that does (the relay asks it): its page there
+// reads session.ended {reason: "deleted"}, and neither node lists or has
+// it.
+func TestDeleteOnAnyNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	p := newPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	page, err := p.br.dial(ctx, p.baseA, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = page.send(ctx, map[string]any{"type": "session.open", "tools": durableTools})
+	session := p.must(page.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })).f.Session
+	_ = page.send(ctx, map[string]any{"type": "message", "content": "hello"})
+	p.must(page.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }))
+
+	del := func(base string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/sessions/"+session, nil)
+		resp, err := p.br.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if status, body := del(p.baseB); status != http.StatusNoContent {
+		t.Fatalf("DELETE on node B of node A's chat: %d %q, want 204\nA's log:\n%s\nB's log:\n%s", status, body, p.a.stderr.String(), p.b.stderr.String())
+	}
+	ended := p.must(page.until("session.ended on node A", func(f wireFrame) bool { return f.Type == "session.ended" }))
+	if !strings.Contains(string(ended.raw), `"reason":"deleted"`) {
+		t.Errorf("session.ended = %s, want reason deleted", ended.raw)
+	}
+	for _, base := range []string{p.baseA, p.baseB} {
+		resp, err := p.br.http.Get(base + "/sessions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(list), session) {
+			t.Errorf("%s lists the deleted chat: %s", base, list)
+		}
+		if status, _ := del(base); status != http.StatusNotFound {
+			t.Errorf("DELETE again on %s: %d, want 404", base, status)
+		}
+	}
+}
