@@ -1380,3 +1380,48 @@ test("a message sent while the socket is down survives a reload, and goes once t
     expect(out.sent[0]).toMatchObject({ type: "session.open", session: "s1" });
     expect(out.sent[1]).toEqual(out.stored[0]);
 });
+
+test("after a sleep, a return online or the tab shown again, a silent socket is pinged: one that answers stays, a dead one is replaced", async ({ page }) => {
+    await page.clock.install(); // time flows; fastForward is a laptop's sleep
+    const start = () => page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), answerTimeout: 5_000, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        w.states = [];
+        client.on("state", (d: any) => w.states.push(d));
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 1, page: "p1" });
+        ws.push({ type: "session.idle", seq: 1 });
+    });
+    const pings = () => page.evaluate(() => (window as any).FakeSocket.sockets.map((s: any) => s.sent.filter((f: any) => f.type === "ping").length));
+    await start();
+
+    // Heard from a moment ago: a return online sends nothing.
+    await page.evaluate(() => dispatchEvent(new Event("online")));
+    expect(await pings()).toEqual([0]);
+
+    // Asleep a minute: on waking the socket is pinged, and its pong keeps it.
+    await page.clock.fastForward(60_000);
+    await expect.poll(pings).toEqual([1]);
+    await page.evaluate(() => (window as any).FakeSocket.last().push({ type: "pong" }));
+    await page.clock.runFor(1_000);
+    expect(await page.evaluate(() => (window as any).FakeSocket.sockets.length), "a socket that answered stays").toBe(1);
+
+    // Silent 15 s, then back online: pinged again; and again as the tab shows.
+    await page.clock.runFor(15_000);
+    await page.evaluate(() => dispatchEvent(new Event("online")));
+    await expect.poll(pings).toEqual([2]);
+    await page.evaluate(() => (window as any).FakeSocket.last().push({ type: "pong" }));
+    await page.clock.runFor(15_000);
+    await page.evaluate(() => document.dispatchEvent(new Event("visibilitychange")));
+    await expect.poll(pings).toEqual([3]);
+
+    // No pong: after answerTimeout the socket is taken for dead, and another opens.
+    await page.clock.runFor(5_100);
+    await expect.poll(() => page.evaluate(() => (window as any).FakeSocket.sockets.length)).toBe(2);
+    const closed = await page.evaluate(() => (window as any).states.find((s: any) => s.state === "closed"));
+    expect(closed).toMatchObject({ code: 1006, reason: "no answer from the gateway in 5000 ms" });
+    expect(await page.evaluate(() => (window as any).FakeSocket.sockets[0].readyState)).toBe(3);
+});

@@ -4,25 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 )
 
-// ReasonDeleted is session.ended's reason for a session Delete took away.
+// ReasonDeleted is session.end's and session.ended's reason for a session
+// Delete took away.
 const ReasonDeleted = "deleted"
 
 // Delete deletes owner's session id: its journal and its summary, so that
 // nothing of it is listed, opened or read again. A session in memory here
-// ends first, as End ends it (its open calls cancelled, the worker's
-// session.end, session.ended with reason "deleted" to its pages), and is
-// deleted as it leaves, under its lease, after its last step is stored;
-// one that is not in memory is deleted under its lease, taken for the
-// time of the deletion, while loads of it wait and then find nothing.
+// ends first (its open calls cancelled, session.ended with reason
+// "deleted" to its pages) and is deleted as it leaves, under its lease,
+// after its last step is stored; one that is not in memory (unloaded, or
+// ended) is deleted under its lease, taken for the time of the deletion,
+// while loads of it here wait and then find nothing. Either way, once it
+// is gone the worker gets session.end with reason "deleted" (on a runner:
+// one it told of an earlier end is told again).
 //
 // ErrNoSession when owner has no session of that id (another owner's is
 // refused alike, so a caller cannot learn which); an *OwnedElsewhereError
 // (errors.Is ErrOwnedElsewhere) when another node runs it: that node's
-// Delete deletes it. A store that fails leaves the session ended, not
-// deleted: Delete may be called again.
+// Delete deletes it; ErrStoreUnavailable when the store fails: a session
+// whose steps wait for the store is refused as it is, and one whose purge
+// failed left memory ended, or as it was when the store refused its end
+// too, for Delete to be called again. The worker is told nothing then.
 func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 	if err := CheckID(id); err != nil {
 		return fmt.Errorf("%w: %w", ErrNoSession, err)
@@ -35,12 +41,15 @@ func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 		}
 		s, lc := e.sessions[id], e.loading[id]
 		if s == nil && lc == nil {
-			// Loads of it wait for the deletion, then look again.
+			// Loads of it wait for the deletion, then look again; Close
+			// waits for it.
 			lc = &loadCall{done: make(chan struct{}), deleting: true}
 			e.loading[id] = lc
+			e.wg.Add(1)
 			e.mu.Unlock()
 			err := e.deleteStored(ctx, id, owner)
 			e.loaded(id, lc)
+			e.wg.Done()
 			return err
 		}
 		e.mu.Unlock()
@@ -56,28 +65,43 @@ func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 		if s.owner != owner {
 			return fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
 		}
+		var purged chan struct{}
 		err := s.do(ctx, func() error {
-			s.purge = true
+			if err := s.log.failing(); err != nil {
+				// Its end would not be stored either: the session would be
+				// loaded again as it was, its worker told it was deleted.
+				return fmt.Errorf("%w: the session's last steps wait for the store, and it is not deleted: %w", ErrStoreUnavailable, err)
+			}
+			purged = make(chan struct{})
+			s.purging = purged
 			s.end(ReasonDeleted)
 			return nil
 		})
-		if err != nil && !errors.Is(err, ErrSessionClosed) && !errors.Is(err, ErrUnloaded) {
+		switch {
+		case errors.Is(err, ErrSessionClosed) || errors.Is(err, ErrUnloaded):
+			// Leaving memory already: deleted from the store once gone.
+			select {
+			case <-s.stopped:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case err != nil:
 			return err
 		}
+		// Answered once the purge is done, not once the session's model
+		// turn and worker attempts have returned: they write nothing more.
 		select {
-		case <-s.stopped:
+		case <-purged:
+			return s.purged
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err != nil {
-			continue // it was leaving memory already: deleted from the store now
-		}
-		return s.purged
 	}
 }
 
 // deleteStored deletes session id, not in memory here, from the store,
-// when owner's list of sessions names it.
+// when owner's list of sessions names it, and then tells the worker.
 func (e *Engine) deleteStored(ctx context.Context, id, owner string) error {
 	switch listed, err := e.listedFor(ctx, id, owner); {
 	case err != nil:
@@ -100,7 +124,27 @@ func (e *Engine) deleteStored(ctx context.Context, id, owner string) error {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 	e.opts.Logger.Info("session deleted", "session", id)
+	e.tellDeleted(id, owner)
 	return nil
+}
+
+// tellDeleted gives the worker session.end with reason "deleted" for a
+// session that is gone from the store, so that it deletes what it keeps of
+// it too; on a runner, which Close waits for, within DecideTimeout. What
+// it decides is not read: the session is gone.
+func (e *Engine) tellDeleted(id, owner string) {
+	e.runners.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.opts.DecideTimeout)
+		defer cancel()
+		defer func() {
+			if p := recover(); p != nil {
+				e.opts.Logger.Error("worker panicked", "trigger", TypeSessionEnd, "session", id, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		if _, err := e.opts.Worker.Decide(ctx, DecideRequest{Session: id, Owner: owner, Trigger: SessionEnd{Reason: ReasonDeleted}}); err != nil {
+			e.opts.Logger.Warn("the worker failed on the session.end of a deleted session", "session", id, "err", err)
+		}
+	})
 }
 
 // purgeTimeout bounds the deletion of a session from the store as it
@@ -111,15 +155,20 @@ const purgeTimeout = 30 * time.Second
 // under its lease, after its last step is stored: Delete asked it to.
 func (s *Session) purgeStored() {
 	if s.lost.Load() {
+		// Another node may run it now, from its journal: a purge by a node
+		// without the lease would race its load. Its Delete deletes it.
 		s.purged = fmt.Errorf("%w: session %s lost its lease as it was deleted", ErrOwnedElsewhere, s.id)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), purgeTimeout)
 	defer cancel()
 	if err := s.e.opts.Store.Delete(ctx, s.id); err != nil {
-		s.purged = fmt.Errorf("%w: the session ended, and is not deleted: %w", ErrStoreUnavailable, err)
-		s.logger.Warn("failed to delete the session; it ended, and is deleted when asked again", "err", err)
+		// Its end may not be stored either (the store refused its last
+		// steps): it is loaded again ended, or as it was.
+		s.purged = fmt.Errorf("%w: the session left memory, and is not deleted: %w", ErrStoreUnavailable, err)
+		s.logger.Warn("failed to delete the session; it is deleted when asked again", "err", err)
 		return
 	}
 	s.logger.Info("session deleted")
+	s.e.tellDeleted(s.id, s.owner)
 }

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,10 +18,11 @@ import (
 
 // TestDelete: a browser deletes a chat of its own, on a NATS that nodes
 // share. In memory with a page open and a model turn streaming, the turn
-// stops, the page reads session.ended {reason: "deleted"}, the worker
-// session.end, and nothing of the chat is stored after (the turn's last
-// deltas included); a chat not in memory, ended or not, is deleted under
-// its lease; another browser's is refused as one that does not exist, and
+// stops, the page reads session.ended {reason: "deleted"}, and nothing of
+// the chat is stored after (the turn's last deltas included); a chat not
+// in memory, ended or not, is deleted under its lease; either way the
+// worker gets session.end {reason: "deleted"} once, so it can delete what
+// it keeps. Another browser's is refused as one that does not exist, and
 // kept; one another node runs is refused naming that node, whose own
 // Delete deletes it. Deleted, a chat is neither listed nor loaded.
 func TestDelete(t *testing.T) {
@@ -103,13 +106,7 @@ func TestDelete(t *testing.T) {
 		if f := string(ended[len(ended)-1].Frame); !strings.Contains(f, `"reason":"deleted"`) {
 			t.Errorf("session.ended = %s, want reason deleted", f)
 		}
-		var ends []string
-		for _, r := range a.worker.requests(engine.TypeSessionEnd) {
-			ends = append(ends, r.Trigger.(engine.SessionEnd).Reason)
-		}
-		if len(ends) != 1 || ends[0] != engine.ReasonDeleted {
-			t.Errorf("the worker's session.end reasons: %q, want [deleted]", ends)
-		}
+		toldDeleted(t, a.worker, s.ID(), 1)
 		gone(a, s.ID())
 		gone(b, s.ID())
 	})
@@ -131,6 +128,7 @@ func TestDelete(t *testing.T) {
 			if err := b.e.Delete(ctx, id, "alice"); err != nil {
 				t.Fatal(err)
 			}
+			toldDeleted(t, b.worker, id, 1) // the ended one's worker heard "done with it" before
 			gone(a, id)
 			if err := b.e.Delete(ctx, id, "alice"); !errors.Is(err, engine.ErrNoSession) {
 				t.Errorf("a second Delete: %v, want ErrNoSession", err)
@@ -154,17 +152,48 @@ func TestDelete(t *testing.T) {
 	})
 }
 
+// toldDeleted waits until w has had n session.end triggers with reason
+// "deleted" for session id (the worker is told on a runner, after the
+// purge), and checks that no more come with them.
+func toldDeleted(t *testing.T, w *testWorker, id string, n int) {
+	t.Helper()
+	count := func() int {
+		k := 0
+		for _, r := range w.requests(engine.TypeSessionEnd) {
+			if r.Session == id && r.Trigger.(engine.SessionEnd).Reason == engine.ReasonDeleted {
+				k++
+			}
+		}
+		return k
+	}
+	waitUntil(t, "session.end {reason: deleted} to the worker", func() bool { return count() >= n })
+	if k := count(); k != n {
+		t.Errorf("the worker got %d session.end {reason: deleted} for %s, want %d", k, id, n)
+	}
+}
+
 // gatedStore holds Delete until release is closed, once entered says it
-// began.
+// began, and counts the loads that read a journal meanwhile.
 type gatedStore struct {
 	engine.Store
 	entered, release chan struct{}
+	held             atomic.Bool
+	loadsHeld        atomic.Int32
 }
 
 func (g *gatedStore) Delete(ctx context.Context, id string) error {
+	g.held.Store(true)
 	close(g.entered)
 	<-g.release
+	defer g.held.Store(false)
 	return g.Store.Delete(ctx, id)
+}
+
+func (g *gatedStore) Load(ctx context.Context, id string) ([]engine.Batch, error) {
+	if g.held.Load() {
+		g.loadsHeld.Add(1)
+	}
+	return g.Store.Load(ctx, id)
 }
 
 // TestLoadDuringADeletion: a load of a chat being deleted from the store
@@ -206,16 +235,129 @@ func TestLoadDuringADeletion(t *testing.T) {
 		_, err := e.Load(ctx, s.ID())
 		loaded <- err
 	}()
-	select {
-	case err := <-loaded:
-		t.Fatalf("a load during the deletion did not wait for it: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	// The load waits in Engine.Load, whatever the machine's speed: it
+	// reads no journal while the deletion holds it.
+	waitUntil(t, "the load's wait", func() bool { return goroutineWaits("engine.(*Engine).Load") })
 	close(store.release)
 	if err := recv(t, deleted, "the deletion"); err != nil {
 		t.Fatal(err)
 	}
 	if err := recv(t, loaded, "the load"); !errors.Is(err, engine.ErrNoSession) {
 		t.Errorf("the load during the deletion: %v, want ErrNoSession", err)
+	}
+	if n := store.loadsHeld.Load(); n != 0 {
+		t.Errorf("%d loads read the journal while it was being deleted", n)
+	}
+}
+
+// goroutineWaits reports whether a goroutine is parked in fn (a function
+// name as stack traces give it), in a select or on a channel.
+func goroutineWaits(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if (strings.Contains(g, "[select") || strings.Contains(g, "[chan receive")) && strings.Contains(g, fn) {
+			return true
+		}
+	}
+	return false
+}
+
+// failingStore refuses appends and deletes while down.
+type failingStore struct {
+	engine.Store
+	down atomic.Bool
+}
+
+func (f *failingStore) Append(ctx context.Context, id string, b engine.Batch) error {
+	if f.down.Load() {
+		return errors.New("no space left on device")
+	}
+	return f.Store.Append(ctx, id, b)
+}
+
+func (f *failingStore) Delete(ctx context.Context, id string) error {
+	if f.down.Load() {
+		return errors.New("no space left on device")
+	}
+	return f.Store.Delete(ctx, id)
+}
+
+// TestDeleteWithAFailingStore: a deletion the store refuses (its end's
+// step, then the purge) is an ErrStoreUnavailable the browser may try
+// again, and the worker is not told the chat is gone: it is not. Once the
+// store takes writes again, the same Delete deletes it, and the worker
+// hears it once.
+func TestDeleteWithAFailingStore(t *testing.T) {
+	ctx := context.Background()
+	store := &failingStore{Store: engine.NewMemoryStore()}
+	w := &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
+	e, err := engine.New(engine.Options{Worker: w,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store:  store, Clock: clock.NewFake(epoch), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e)
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0)
+	if err := p.page.Send(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	p.until("the turn's end", finalIdle("done"))
+	store.down.Store(true)
+	if err := e.Delete(ctx, s.ID(), "alice"); !errors.Is(err, engine.ErrStoreUnavailable) {
+		t.Fatalf("Delete with the store down: %v, want ErrStoreUnavailable", err)
+	}
+	for _, r := range w.requests(engine.TypeSessionEnd) {
+		t.Errorf("the worker was told %+v of a chat the store still has", r.Trigger)
+	}
+	store.down.Store(false)
+	if err := e.Delete(ctx, s.ID(), "alice"); err != nil {
+		t.Fatalf("Delete once the store is back: %v", err)
+	}
+	toldDeleted(t, w, s.ID(), 1)
+	if _, err := store.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("the store still has the chat: %v", err)
+	}
+}
+
+// TestDeleteAnswersOncePurged: Delete answers once the chat is gone from
+// the store, not once the session's model turn has returned: a provider's
+// client slow to see its context would turn a deletion done into "not
+// deleted: retry".
+func TestDeleteAnswersOncePurged(t *testing.T) {
+	ctx := context.Background()
+	store := engine.NewMemoryStore()
+	started, unblock := make(chan struct{}, 1), make(chan struct{})
+	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
+		started <- struct{}{}
+		<-unblock // a client that does not watch ctx
+		return model.Response{}, ctx.Err()
+	}}
+	e, err := engine.New(engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
+		Store:  store, Clock: clock.NewFake(epoch), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, e)
+	defer close(unblock)
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0)
+	if err := p.page.Send(ctx, "a slow reply"); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, started, "the model turn")
+	if err := e.Delete(ctx, s.ID(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Delete answered, and the store still has the chat: %v", err)
 	}
 }

@@ -67,8 +67,11 @@ type Session struct {
 	messageIDs   []string         // the ids of the last user messages taken (messageid.go)
 	idle         bool
 	ending       bool
-	purge        bool  // Delete: the session is deleted from the store as it leaves
-	purged       error // how that went: nil, deleted; read once stopped is closed
+	// purging: Delete asked that the session be deleted from the store
+	// as it leaves (nil: not); closed once it has left memory, purged
+	// saying how the deletion went (nil: deleted).
+	purging chan struct{}
+	purged  error
 
 	// The pages and the lease (page.go).
 	pages     []*Page     // attached, in attach order
@@ -358,7 +361,7 @@ func (s *Session) leave() {
 		// the session's next load goes on from there.
 		s.logger.Warn("the session leaves memory with steps the store refused: they are lost", "steps", n, "err", err)
 	}
-	if s.purge {
+	if s.purging != nil {
 		s.purgeStored()
 	}
 	if s.ownership != nil && !s.lost.Load() {
@@ -387,6 +390,9 @@ func (s *Session) leave() {
 	}
 	s.endUserTurn()
 	s.e.forget(s)
+	if s.purging != nil {
+		close(s.purging) // Delete answers: gone from the store and from memory
+	}
 	s.stop(why)
 }
 

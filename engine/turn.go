@@ -212,7 +212,10 @@ func (s *Session) end(reason string) {
 	}
 	s.cancelAll("the session ended")
 	s.queue = nil
-	if _, err := s.decide(SessionEnd{Reason: reason}, Decision{}, false); err != nil {
+	if s.purging != nil {
+		// Deleted: the worker is told once the journal is gone
+		// (purgeStored), not before a purge that may fail.
+	} else if _, err := s.decide(SessionEnd{Reason: reason}, Decision{}, false); err != nil {
 		s.logger.Warn("worker failed on session.end", "err", err)
 	}
 	s.publish(EventSessionEnded, SessionEndedEvent{Reason: reason})

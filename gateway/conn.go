@@ -333,6 +333,10 @@ func (c *conn) handle(data []byte) {
 		err = c.page.Approve(ctx, f)
 	case CancelFrame:
 		err = c.page.Cancel(ctx)
+	case PingFrame:
+		// Answered here, on the node that runs the session: a relayed
+		// page's pong has come the whole way.
+		c.reply(FramePong, pongFrame)
 	default:
 		// DecodeFrame made a frame this switch has no case for: every
 		// frame taken gets a reply, this one internal.
@@ -353,6 +357,9 @@ func (c *conn) handle(data []byte) {
 		c.refuseMessage(messageID, code, wireText(err, ""))
 	}
 }
+
+// pongFrame is the pong frame, the same for every ping.
+var pongFrame = []byte(`{"type":"pong"}`)
 
 // wireText is err's text in an error frame answering a frame (of type
 // frame, when the text is to name it). The engine's bad request is a bad

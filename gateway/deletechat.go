@@ -35,7 +35,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	id := r.PathValue("id")
-	ctx, cancel := context.WithTimeout(r.Context(), deleteTimeout)
+	// Asked, the deletion goes on if the browser leaves: a purge cut
+	// halfway would leave the chat's summary without its journal.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), deleteTimeout)
 	defer cancel()
 	err := s.opts.Engine.Delete(ctx, id, browser)
 	var elsewhere *engine.OwnedElsewhereError

@@ -24,7 +24,11 @@ const (
 	FrameToolProgress = engine.TypeToolProgress
 	FrameToolApprove  = engine.TypeToolApprove
 	FrameCancel       = "cancel"
+	FramePing         = "ping"
 )
+
+// FramePong answers a ping, to the page that sent it (no seq).
+const FramePong = "pong"
 
 // FrameError is the frame the gateway sends for a frame it could not take,
 // outside the session's event log: an engine.ErrorEvent without seq.
@@ -49,6 +53,8 @@ func frameType(f Frame) string {
 		return FrameToolError
 	case CancelFrame:
 		return FrameCancel
+	case PingFrame:
+		return FramePing
 	case engine.ToolProgress:
 		return FrameToolProgress
 	case engine.ToolApprove:
@@ -59,7 +65,7 @@ func frameType(f Frame) string {
 
 // Frame is one decoded browser frame: one of SessionOpen, MessageFrame,
 // engine.ToolResult, engine.ToolError, engine.ToolProgress,
-// engine.ToolApprove, CancelFrame.
+// engine.ToolApprove, CancelFrame, PingFrame.
 type Frame interface{}
 
 // SessionOpen is the first frame of a connection.
@@ -86,6 +92,11 @@ type MessageFrame struct {
 
 // CancelFrame stops the current turn.
 type CancelFrame struct{}
+
+// PingFrame asks for a pong: a page that has heard nothing for a while (it
+// woke from a sleep, its network came back) learns whether its socket
+// still reaches its session, rather than wait until the user sends.
+type PingFrame struct{}
 
 // refusedMessageID is the id of a refused message frame (one that did not
 // decode, or came before session.open), when it has one: its page is told
@@ -257,8 +268,10 @@ func DecodeFrame(data []byte) (Frame, error) {
 		return f, nil
 	case FrameCancel:
 		return CancelFrame{}, nil
+	case FramePing:
+		return PingFrame{}, nil
 	default:
-		return nil, fmt.Errorf("%w %s: want session.open, message, tool.result, tool.error, tool.progress, tool.approve or cancel", ErrUnknownFrame, quoteAtMost(typ, 64))
+		return nil, fmt.Errorf("%w %s: want session.open, message, tool.result, tool.error, tool.progress, tool.approve, cancel or ping", ErrUnknownFrame, quoteAtMost(typ, 64))
 	}
 }
 

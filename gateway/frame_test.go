@@ -40,6 +40,8 @@ func encodeFrame(t *testing.T, f gateway.Frame) []byte {
 		return withType(gateway.FrameMessage, f)
 	case gateway.CancelFrame:
 		return withType(gateway.FrameCancel, f)
+	case gateway.PingFrame:
+		return withType(gateway.FramePing, f)
 	case engine.ToolResult, engine.ToolError:
 		// Their MarshalJSON writes "type" itself.
 		out, err := json.Marshal(f)
@@ -66,6 +68,7 @@ var frameSeeds = []string{
 	`{"type":"tool.error","id":"call_1","attempt":1,"error":"denied","retryable":true,"code":"tool_failed","detail":{"why":"user"}}`,
 	`{"type":"cancel"}`,
 	`  {"type":"cancel","extra":1}  `,
+	`{"type":"ping"}`,
 	// Broken frames.
 	``,
 	`{`,
@@ -135,6 +138,7 @@ func TestDecodeFrame(t *testing.T) {
 		mention string
 	}{
 		{data: `{"type":"cancel"}`, want: gateway.CancelFrame{}},
+		{data: `{"type":"ping"}`, want: gateway.PingFrame{}},
 		{data: `{"type":"session.open","session":"s1","after":3,"tools":["a"]}`, want: gateway.SessionOpen{Session: "s1", After: 3, Tools: []string{"a"}}},
 		{data: `{"type":"message","content":"hi"}`, want: gateway.MessageFrame{Content: "hi"}},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":{"a":1}}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(`{"a":1}`)}},
@@ -155,7 +159,7 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, wantErr: gateway.ErrBadFrame, mention: `more than 10000 deep`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))}},
 		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},
-		{data: `{"type":"ping"}`, wantErr: gateway.ErrUnknownFrame, mention: `"ping"`},
+		{data: `{"type":"pong"}`, wantErr: gateway.ErrUnknownFrame, mention: `"pong"`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":1,"ID":"d"}`, wantErr: gateway.ErrBadFrame, mention: `"ID"`},
 		{data: `{"type":"tool.error","id":"c","attempt":0,"error":"x"}`, wantErr: gateway.ErrBadFrame, mention: `"attempt" is 0`},
 		{data: `{"type":"session.open","tools":"a"}`, wantErr: gateway.ErrBadFrame, mention: `"tools" should be an array`},

@@ -242,7 +242,7 @@ func skipValue(data []byte, i int) int {
 
 // browserFrames are the types a page sends, for knownType.
 var browserFrames = []string{FrameToolResult, FrameMessage, FrameToolError, FrameToolProgress,
-	FrameToolApprove, FrameSessionOpen, FrameCancel}
+	FrameToolApprove, FrameSessionOpen, FrameCancel, FramePing}
 
 // knownType returns the frame type raw names when it is one of
 // browserFrames, written without escapes, without allocating.

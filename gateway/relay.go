@@ -45,9 +45,12 @@ type Relay struct {
 
 	mu     sync.Mutex
 	sub    *nats.Subscription
-	delSub *nats.Subscription    // other nodes' deletions (relaydelete.go)
-	nodes  map[string]*nodeWatch // the nodes serving this node's pages
-	pipes  map[*pipe]struct{}    // this node's pages another node serves
+	delSub *nats.Subscription // other nodes' deletions (relaydelete.go)
+	// deletes are the deletions delSub runs; stopDeletes cancels them.
+	deletes     sync.WaitGroup
+	stopDeletes context.CancelFunc
+	nodes       map[string]*nodeWatch // the nodes serving this node's pages
+	pipes       map[*pipe]struct{}    // this node's pages another node serves
 	// back says when the NATS client is connected again after it was
 	// away (comeBack); nil when the relay does not serve.
 	back     chan nats.Status
@@ -144,12 +147,16 @@ func (r *Relay) stop() {
 			*sub = nil
 		}
 	}
+	if r.stopDeletes != nil {
+		r.stopDeletes()
+	}
 	if r.back != nil {
 		r.nc.RemoveStatusListener(r.back) // closes it: comeBack returns
 		r.back = nil
 	}
 	r.mu.Unlock()
 	r.watching.Wait()
+	r.deletes.Wait()
 }
 
 // serveRemote serves a page relayed from another node, as serveWS serves a

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -36,28 +37,57 @@ type remoteRefusal struct {
 func (e *remoteRefusal) Error() string   { return e.text }
 func (e *remoteRefusal) StatusCode() int { return e.status }
 
+// maxRelayedDeletes bounds the other nodes' deletions this node runs at
+// once: one whose session ends slowly holds up no other.
+const maxRelayedDeletes = 8
+
 // serveDeletes answers other nodes' deletions of the chats this node
-// runs, one at a time, on the subscription's goroutine: deletions are rare,
-// and each is over within deleteTimeout.
+// runs, each on a goroutine of its own (at most maxRelayedDeletes at once),
+// which stop cancels and waits for.
 func (r *Relay) serveDeletes(s *Server) (*nats.Subscription, error) {
-	return r.nc.Subscribe(deleteSubject(r.node), func(m *nats.Msg) {
+	ctx, cancel := context.WithCancel(context.Background())
+	slots := make(chan struct{}, maxRelayedDeletes)
+	sub, err := r.nc.Subscribe(deleteSubject(r.node), func(m *nats.Msg) {
 		var req relayDelete
-		var ans relayDeleted
 		if err := json.Unmarshal(m.Data, &req); err != nil || req.Session == "" || req.Browser == "" {
-			ans = relayDeleted{Status: http.StatusBadRequest, Error: "bad request"}
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
-			if err := s.opts.Engine.Delete(ctx, req.Session, req.Browser); err != nil {
+			answer, _ := json.Marshal(relayDeleted{Status: http.StatusBadRequest, Error: "bad request"})
+			_ = m.Respond(answer)
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		r.mu.Lock() // stop cancels ctx under it, then waits for deletes
+		if ctx.Err() != nil {
+			r.mu.Unlock()
+			<-slots
+			return
+		}
+		r.deletes.Add(1)
+		r.mu.Unlock()
+		go func() {
+			defer func() { <-slots; r.deletes.Done() }()
+			dctx, done := context.WithTimeout(ctx, deleteTimeout)
+			defer done()
+			var ans relayDeleted
+			if err := s.opts.Engine.Delete(dctx, req.Session, req.Browser); err != nil {
 				status, err := deleteStatus(req.Session, err)
 				ans = relayDeleted{Status: status, Error: err.Error()}
 			} else {
 				s.logger.Info("chat deleted", "session", req.Session, "for", "another node")
 			}
-			cancel()
-		}
-		answer, _ := json.Marshal(ans)
-		_ = m.Respond(answer)
+			answer, _ := json.Marshal(ans)
+			_ = m.Respond(answer)
+		}()
 	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r.stopDeletes = cancel
+	return sub, nil
 }
 
 // askDelete asks node, which runs session, to delete it for browser.
@@ -67,7 +97,11 @@ func (r *Relay) askDelete(ctx context.Context, node, session, browser string) er
 		return err
 	}
 	m, err := r.nc.RequestWithContext(ctx, deleteSubject(node), req)
-	if err != nil {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return &remoteRefusal{status: http.StatusServiceUnavailable,
+			text: fmt.Sprintf("chat %q runs on gateway node %s, which takes no deletions: it runs an earlier version of the gateway (retry once it is upgraded), or it stopped (retry once its lease has expired)", session, node)}
+	case err != nil:
 		return &remoteRefusal{status: http.StatusServiceUnavailable,
 			text: fmt.Sprintf("chat %q runs on gateway node %s, which did not answer its deletion (%v): retry", session, node, err)}
 	}

@@ -526,6 +526,7 @@ func TestOpenErrors(t *testing.T) {
 		{"a message before session.open", map[string]any{"type": "message", "content": "hi"}, "not_open"},
 		{"an answer before session.open", map[string]any{"type": "tool.result", "id": "call_time", "attempt": 1, "result": 1}, "not_open"},
 		{"cancel before session.open", map[string]any{"type": "cancel"}, "not_open"},
+		{"a ping before session.open", map[string]any{"type": "ping"}, "not_open"},
 		{"a session that does not exist", map[string]any{"type": "session.open", "session": "nope"}, "unknown_session"},
 		{"after beyond the last event", map[string]any{"type": "session.open", "session": id, "after": 1 << 40}, "bad_frame"},
 		{"negative after", map[string]any{"type": "session.open", "session": id, "after": -1}, "bad_frame"},
@@ -732,5 +733,31 @@ func badFrameSaysSo(t *testing.T, f frame) {
 	}
 	if text := f.errorText(); !strings.HasPrefix(text, "bad frame: ") || strings.Count(text, "bad frame") != 1 || strings.Contains(text, "bad request") {
 		t.Errorf("a bad_frame's message: %q, want it to start \"bad frame: \" and say so once", text)
+	}
+}
+
+// TestPingIsAnsweredWithPong: a page that has heard nothing for a while
+// (it woke from a sleep) asks whether its socket still reaches the
+// session: a ping gets a pong, on a session idle or busy, and the session
+// sees nothing of it.
+func TestPingIsAnsweredWithPong(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := h.newBrowser(nil)
+	c, id := b.open(pageTools)
+	if got := c.reply("hello"); got != "echo: hello" {
+		t.Fatalf("reply = %q", got)
+	}
+	last := h.session(id).LastSeq()
+	for range 2 {
+		c.send(map[string]any{"type": "ping"})
+		if f := c.untilType("pong"); f.String() != `{"type":"pong"}` {
+			t.Errorf("pong = %s", f)
+		}
+	}
+	if n := h.session(id).LastSeq(); n != last {
+		t.Errorf("the session's last event went from %d to %d with the pings, want none", last, n)
+	}
+	if got := c.reply("again"); got != "echo: again" {
+		t.Fatalf("reply after the pings = %q", got)
 	}
 }

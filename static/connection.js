@@ -16,7 +16,11 @@
  * `answered`: answerWait) arms a watch: when no frame at all arrives within
  * `answerTimeout` ms, the socket is taken for dead, let go, and another
  * opened after the backoff, as after a close with 1006. A frame may ask
- * for longer (session.open: OPEN_ANSWER_MS).
+ * for longer (session.open: OPEN_ANSWER_MS). A socket that has been silent
+ * for PROBE_SILENCE_MS is asked for a pong (a `ping`, watched the same way)
+ * when the machine wakes from a sleep (a look at the clock comes late), the
+ * browser comes back online, or the tab is shown again (watchWake): a live
+ * one answers, a dead one is found without waiting for the user to send.
  *
  * The gateway reads frames of at most `frameBytes` (a larger one makes it
  * close the socket with 1009, and the page would send it again after every
@@ -27,7 +31,8 @@
  *
  * Exports:
  * - Connection: open(), write(frame), drop(), retryLater(), stop(), retryNow(),
- *   connected(), id.
+ *   connected(), probe(), watchWake(), id.
+ * - PROBE_SILENCE_MS: how long a socket is silent before a wake probes it.
  * - socketURL(url): a ws(s) URL from a relative or http(s) one.
  * - OPEN_ANSWER_MS: how long a session.open's answer may take at least;
  *   answerWait(frame, running): which frames the gateway always answers.
@@ -57,6 +62,19 @@ import { CLOSE, FRAME_ERROR } from "./codes.js";
  * @property {(state: "connecting" | "closed", extra?: {code?: number, reason?: string, retryIn?: number}) => void} state
  */
 
+/**
+ * How long a socket has been silent (ms) before a wake, a return online or
+ * the tab shown again probes it: one that just brought a frame is alive.
+ */
+export const PROBE_SILENCE_MS = 10_000;
+
+/**
+ * The wake watch looks at the clock every WAKE_TICK_MS; a look that comes
+ * WAKE_GAP_MS after the last or later says the machine slept (or the tab
+ * was frozen, or throttled in the background: a probe costs one frame).
+ */
+const WAKE_TICK_MS = 5_000, WAKE_GAP_MS = 20_000;
+
 /** One socket at a time to url, reopened until stopped. */
 export class Connection {
     /** @type {string} */ #url;
@@ -71,6 +89,9 @@ export class Connection {
     #retries = 0;
     /** @type {ReturnType<typeof setTimeout> | null} */ #retryTimer = null;
     #stopped = false;
+    #heard = 0; // Date.now() of the current socket's last frame
+    #live = false; // the current socket's session opened: the gateway takes a ping
+    /** @type {ReturnType<typeof setInterval> | null} */ #wakeTimer = null;
 
     /**
      * @param {string} url  A ws(s) URL.
@@ -103,12 +124,14 @@ export class Connection {
         const ws = new this.#WS(this.#url);
         this.#id++;
         this.#ws = ws;
+        this.#live = false;
         this.#hooks.state("connecting");
         ws.onopen = () => {
             if (ws === this.#ws) this.#hooks.open();
         };
         ws.onmessage = (e) => {
             if (ws !== this.#ws) return;
+            this.#heard = Date.now();
             this.#clearAnswer();
             this.#hooks.frame(e.data);
         };
@@ -158,6 +181,7 @@ export class Connection {
     /** Closes for good: no more sockets, no retries. */
     stop() {
         this.#stopped = true;
+        if (this.#wakeTimer !== null) clearInterval(this.#wakeTimer);
         this.#clearRetry();
         this.drop();
     }
@@ -165,13 +189,43 @@ export class Connection {
     /** The session opened: the next failure starts the backoff over. */
     connected() {
         this.#retries = 0;
+        this.#live = true;
     }
 
-    /** Retries at once if a retry is waiting (the browser is back online). */
+    /** Retries at once if a retry is waiting (the browser is back online); else probes the socket. */
     retryNow() {
-        if (this.#retryTimer === null) return;
+        if (this.#retryTimer === null) return this.probe();
         this.#retries = 0;
         this.open();
+    }
+
+    /**
+     * Sends a ping, which the gateway answers with a pong, when the socket's
+     * session is open and the socket has been silent for PROBE_SILENCE_MS:
+     * no frame back within answerTimeout, and it is let go as a dead one.
+     */
+    probe() {
+        if (this.#answerTimeout === false || !this.#live || this.#stopped || Date.now() - this.#heard < PROBE_SILENCE_MS) return;
+        this.write({ type: "ping" }, true);
+    }
+
+    /**
+     * Probes the socket when the machine wakes from a sleep or the tab is
+     * shown again, and retries at once (or probes) when the browser comes
+     * back online; until stop(). @param {typeof globalThis} scope
+     */
+    watchWake(scope) {
+        if (typeof scope.addEventListener !== "function" || this.#wakeTimer !== null) return;
+        scope.addEventListener("online", () => this.retryNow());
+        scope.document?.addEventListener("visibilitychange", () => {
+            if (scope.document.visibilityState === "visible") this.probe();
+        });
+        let last = Date.now();
+        this.#wakeTimer = setInterval(() => {
+            const now = Date.now();
+            if (now - last >= WAKE_GAP_MS) this.probe();
+            last = now;
+        }, WAKE_TICK_MS);
     }
 
     /**

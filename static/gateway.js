@@ -137,7 +137,7 @@ export class GatewayClient extends EventTarget {
         }, this.#cards);
         if (typeof addEventListener === "function") {
             addEventListener("pagehide", () => this.#store.flush());
-            addEventListener("online", () => this.#conn.retryNow());
+            this.#conn.watchWake(globalThis); // online, a wake from a sleep, the tab shown: retry or probe
         }
         queueMicrotask(() => {
             if (this.#closed) return;

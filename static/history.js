@@ -153,17 +153,18 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
      */
     async function remove(id, title) {
         if (!doc.defaultView?.confirm(`Delete the chat "${title}"? It cannot be brought back.`)) return;
+        const shown = id === client.session;
         try {
             const res = await fetch(`${url}/${encodeURIComponent(id)}`, { method: "DELETE", credentials: "same-origin" });
             // 404: gone already (another tab deleted it, or --retain did).
             if (!res.ok && res.status !== 404) throw new Error((await res.text()) || `${res.status} ${res.statusText}`);
-            if (id === client.session) client.reset();
+            if (shown) client.reset();
             announce(`Deleted the chat ${title}.`);
         } catch (err) {
             doc.defaultView?.alert(`The chat "${title}" was not deleted: ${err instanceof Error ? err.message : err}`);
         }
         await refresh();
-        if (id === client.session || !list.contains(doc.activeElement)) focusPrompt();
+        if (shown || !list.contains(doc.activeElement)) focusPrompt();
     }
 
     list.addEventListener("click", (e) => {

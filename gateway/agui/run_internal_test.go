@@ -101,43 +101,42 @@ func TestRunSendsWhatTheFrontEndLacks(t *testing.T) {
 	}
 }
 
-// takesAll is a page that takes every message: the run's Sending waits for
-// the message.taken the test plays.
-type takesAll struct{}
+// takesAll is a page that takes every message, and keeps the id it was
+// sent with: the run's Sending waits for the message.taken the test plays.
+type takesAll struct{ id string }
 
-func (takesAll) Send(context.Context, string) error             { return nil }
-func (takesAll) SendOnce(context.Context, string, string) error { return nil }
+func (p *takesAll) SendOnce(_ context.Context, id, _ string) error {
+	p.id = id
+	return nil
+}
 
 // TestRunWaitsForItsMessage: a run that answers a front-end tool and sends
 // a new message (one request with both) ends once the session goes idle
 // after that message: the turn the answer began may end, and the session
 // go idle, between the run's Attach and its message's arrival, and that
-// idle is not the message's answer. Nor is another tab's message.taken,
-// or a sub-agent's message, the run's.
+// idle is not the message's answer. Nor is an earlier user message the
+// replay holds. A message whose id the engine would not take is sent with
+// one of the gateway's, which its message.taken names.
 func TestRunWaitsForItsMessage(t *testing.T) {
-	for _, tc := range []struct {
-		name, id string
-		taken    func(event func(typ string, v any))
-	}{
-		{"with an id", "user-2", func(event func(string, any)) {
-			event(engine.FrameMessageTaken, engine.MessageTakenFrame{ID: "user-2-other-tab"})
-			event(engine.EventSessionIdle, struct{}{})
-			event(engine.FrameMessageTaken, engine.MessageTakenFrame{ID: "user-2"})
-			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", ID: "user-2", Content: "hello"}})
-		}},
-		{"with none the engine keeps", "", func(event func(string, any)) {
-			event(engine.EventMessage, map[string]any{"parent": "call_9", "message": engine.Message{Role: "user", Content: "a sub-agent's task"}})
-			event(engine.EventSessionIdle, struct{}{})
-			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "hello"}})
-		}},
+	for _, tc := range []struct{ name, id string }{
+		{"with an id", "user-2"},
+		{"with none the engine keeps", ""},
+		{"with one too long", strings.Repeat("x", engine.MaxMessageIDBytes+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			r := newRun(rec, Options{}, runInput{ThreadID: "t1", RunID: "r1"})
 			r.begin()
 			r.base, r.input = 4, true
-			if err := r.sending.Send(context.Background(), takesAll{}, tc.id, "hello"); err != nil {
+			page := &takesAll{}
+			if err := r.sending.Send(context.Background(), page, tc.id, "hello"); err != nil {
 				t.Fatal(err)
+			}
+			if tc.id != "" && len(tc.id) <= engine.MaxMessageIDBytes && page.id != tc.id {
+				t.Fatalf("sent with id %q, want the front end's %q", page.id, tc.id)
+			}
+			if engine.CheckMessageID(page.id) != nil {
+				t.Fatalf("sent with id %q, which the engine does not take", page.id)
 			}
 			seq := r.base
 			event := func(typ string, v any) {
@@ -152,7 +151,9 @@ func TestRunWaitsForItsMessage(t *testing.T) {
 				}
 				r.Event(context.Background(), nil, ev)
 			}
-			// The answer's turn, ending as the message is on its way.
+			// An earlier message, replayed; the answer's turn, ending as
+			// the message is on its way.
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", Content: "what time is it"}})
 			event(engine.EventModelDelta, engine.ModelDeltaEvent{Text: "get_local_time returned"})
 			event(engine.EventModelFinished, engine.ModelFinishedEvent{StopReason: model.StopEndTurn})
 			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "assistant", Content: "get_local_time returned"}})
@@ -160,7 +161,8 @@ func TestRunWaitsForItsMessage(t *testing.T) {
 			if r.Ended() {
 				t.Fatal("the run ended at the idle before its message was taken")
 			}
-			tc.taken(event)
+			event(engine.FrameMessageTaken, engine.MessageTakenFrame{ID: page.id})
+			event(engine.EventMessage, engine.MessageEvent{Message: engine.Message{Role: "user", ID: page.id, Content: "hello"}})
 			if r.Ended() {
 				t.Fatal("the run ended before its message's answer")
 			}

@@ -161,11 +161,10 @@ func streamChunks(t *testing.T, play func(event func(typ string, v any)), setup 
 	return chunks
 }
 
-// takesAll is a page that takes every message: the response's Sending waits
-// for the message.taken the test plays.
+// takesAll is a page that takes every message: the response's Sending
+// waits for the message.taken the test plays.
 type takesAll struct{}
 
-func (takesAll) Send(context.Context, string) error             { return nil }
 func (takesAll) SendOnce(context.Context, string, string) error { return nil }
 
 // TestResponseWaitsForItsMessage: a new message's response ends once the

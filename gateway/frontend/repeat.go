@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"slices"
 
@@ -80,55 +81,41 @@ func Peek(ctx context.Context, sess *engine.Session, found func([]engine.Event) 
 }
 
 // Sending is a response's new user message, from its send until the
-// session takes it: message.taken for its id, or, for a message the engine
-// keeps no id of, the first user message's event. A session.idle before
-// then ends what ran as it was sent (another tab's turn, the turn the
-// request's own answers began), not the message's answer: the response
-// waits on. The zero value has sent nothing.
+// session takes it: message.taken for its id. A session.idle before then
+// ends what ran as it was sent (another tab's turn, the turn the request's
+// own answers began), not the message's answer: the response waits on.
+// The zero value has sent nothing.
 type Sending struct {
 	id      string
 	waiting bool
 }
 
-// Send sends a front end's user message from page: once by its id
-// (Page.SendOnce) when the engine takes the id, so that a request sent
-// again is one message; else as it comes.
+// sender is what sends a user message: an *engine.Page.
+type sender interface {
+	SendOnce(ctx context.Context, id, content string) error
+}
+
+// Send sends a front end's user message from page, once by its id
+// (Page.SendOnce), so that a request sent again is one message. An id the
+// engine does not take (empty, too long) is replaced by one of the
+// gateway's, which message.taken names all the same (a copy sent again is
+// then a second message, as a message without an id would be).
 func (s *Sending) Send(ctx context.Context, page sender, id, content string) error {
 	if engine.CheckMessageID(id) != nil {
-		id = ""
+		id = "gw-" + rand.Text()
 	}
-	var err error
-	if id != "" {
-		err = page.SendOnce(ctx, id, content)
-	} else {
-		err = page.Send(ctx, content)
-	}
+	err := page.SendOnce(ctx, id, content)
 	s.id, s.waiting = id, err == nil
 	return err
 }
 
-// sender is what sends a user message: an *engine.Page.
-type sender interface {
-	Send(ctx context.Context, content string) error
-	SendOnce(ctx context.Context, id, content string) error
-}
-
 // See notes ev, one of every frame of the response's page in order.
 func (s *Sending) See(ev engine.Event) {
-	if !s.waiting {
+	if !s.waiting || ev.Type != engine.FrameMessageTaken {
 		return
 	}
-	switch {
-	case s.id != "" && ev.Type == engine.FrameMessageTaken:
-		var f engine.MessageTakenFrame
-		s.waiting = json.Unmarshal(ev.Frame, &f) != nil || f.ID != s.id
-	case s.id == "" && ev.Type == engine.EventMessage:
-		var e struct {
-			Parent  string         `json:"parent"`
-			Message engine.Message `json:"message"`
-		}
-		s.waiting = json.Unmarshal(ev.Frame, &e) != nil || e.Parent != "" || e.Message.Role != "user"
-	}
+	var f engine.MessageTakenFrame
+	s.waiting = json.Unmarshal(ev.Frame, &f) != nil || f.ID != s.id
 }
 
 // Waiting reports whether the message is sent and the session has not
