@@ -172,6 +172,34 @@ func toldDeleted(t *testing.T, w *testWorker, id string, n int) {
 	}
 }
 
+// aliceChat starts an engine made of o (a test worker when it has none,
+// the fake clock epoch, a quiet logger) and a chat of alice's on it whose
+// page has sent text; the engine stops at the test's end.
+func aliceChat(t *testing.T, o engine.Options, text string) (*engine.Engine, *engine.Session, *reader) {
+	t.Helper()
+	if o.Worker == nil {
+		o.Worker = &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.NewFake(epoch)
+	}
+	o.Logger = quiet()
+	e, err := engine.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, e) })
+	s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0)
+	if err := p.page.Send(context.Background(), text); err != nil {
+		t.Fatal(err)
+	}
+	return e, s, p
+}
+
 // gatedStore holds Delete until release is closed, once entered says it
 // began, and counts the loads that read a journal meanwhile.
 type gatedStore struct {
@@ -204,21 +232,8 @@ func TestLoadDuringADeletion(t *testing.T) {
 	ctx := context.Background()
 	store := &gatedStore{Store: engine.NewMemoryStore(), entered: make(chan struct{}), release: make(chan struct{})}
 	c := clock.NewFake(epoch)
-	e, err := engine.New(engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
-		Store:  store, Clock: c, Logger: quiet(), Unload: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop(t, e)
-	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := attach(t, s, 0)
-	if err := p.page.Send(ctx, "hello"); err != nil {
-		t.Fatal(err)
-	}
+	e, s, p := aliceChat(t, engine.Options{Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
+		Store: store, Clock: c, Unload: time.Minute}, "hello")
 	p.until("the turn's end", finalIdle("done"))
 	p.page.Detach()
 	if _, err := s.Transcript(ctx); err != nil { // a barrier: the page has left
@@ -291,21 +306,8 @@ func TestDeleteWithAFailingStore(t *testing.T) {
 	ctx := context.Background()
 	store := &failingStore{Store: engine.NewMemoryStore()}
 	w := &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
-	e, err := engine.New(engine.Options{Worker: w,
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
-		Store:  store, Clock: clock.NewFake(epoch), Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop(t, e)
-	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := attach(t, s, 0)
-	if err := p.page.Send(ctx, "hello"); err != nil {
-		t.Fatal(err)
-	}
+	e, s, p := aliceChat(t, engine.Options{Worker: w, Store: store,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })}, "hello")
 	p.until("the turn's end", finalIdle("done"))
 	store.down.Store(true)
 	if err := e.Delete(ctx, s.ID(), "alice"); !errors.Is(err, engine.ErrStoreUnavailable) {
@@ -337,22 +339,9 @@ func TestDeleteAnswersOncePurged(t *testing.T) {
 		<-unblock // a client that does not watch ctx
 		return model.Response{}, ctx.Err()
 	}}
-	e, err := engine.New(engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil }),
-		Store:  store, Clock: clock.NewFake(epoch), Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop(t, e)
-	defer close(unblock)
-	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := attach(t, s, 0)
-	if err := p.page.Send(ctx, "a slow reply"); err != nil {
-		t.Fatal(err)
-	}
+	e, s, _ := aliceChat(t, engine.Options{Store: store,
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return m, nil })}, "a slow reply")
+	t.Cleanup(func() { close(unblock) }) // before the engine's stop: cleanups run last first
 	recv(t, started, "the model turn")
 	if err := e.Delete(ctx, s.ID(), "alice"); err != nil {
 		t.Fatal(err)
