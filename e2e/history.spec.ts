@@ -156,6 +156,8 @@ test("a chat deleted from the list is gone, here and in the tab that shows it; t
     expect(asked).toBe(`Delete the chat "${WEATHER}"? It cannot be brought back.`);
     await expect(other.page.getByTestId("notice-text").last()).toHaveText("This chat was deleted. Start a new chat to go on.");
     await expect(other.page.getByTestId("prompt")).toBeDisabled();
+    await expect(other.page.getByTestId("history-item"), "the other tab's list follows").toHaveText([TIME]);
+    await expect(page.getByRole("button", { name: `Delete the chat ${TIME}` }), "the focus stays in the list").toBeFocused();
     expect(await chat.session(), "the chat shown stays").toBe(second);
 
     // The chat shown, deleted: a new chat takes its place, the prompt focused.

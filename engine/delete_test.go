@@ -14,6 +14,8 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // TestDelete: a browser deletes a chat of its own, on a NATS that nodes
@@ -65,15 +67,6 @@ func TestDelete(t *testing.T) {
 		}
 		return s, p
 	}
-	unload := func(n node, s *engine.Session, p *reader) {
-		t.Helper()
-		p.page.Detach()
-		if _, err := s.Transcript(ctx); err != nil { // a barrier: the page has left
-			t.Fatal(err)
-		}
-		n.clock.Advance(time.Minute)
-		recv(t, s.Done(), "the idle session's unload")
-	}
 	gone := func(n node, id string) {
 		t.Helper()
 		if _, err := n.store.Load(ctx, id); !errors.Is(err, engine.ErrNoSession) {
@@ -106,6 +99,9 @@ func TestDelete(t *testing.T) {
 		if f := string(ended[len(ended)-1].Frame); !strings.Contains(f, `"reason":"deleted"`) {
 			t.Errorf("session.ended = %s, want reason deleted", f)
 		}
+		if f := ended[len(ended)-2]; f.Type != engine.EventModelFinished || !strings.Contains(string(f.Frame), `"stopReason":"cancelled"`) {
+			t.Errorf("the event before session.ended: %s %s, want model.finished {stopReason: cancelled}: the streaming turn ends", f.Type, f.Frame)
+		}
 		toldDeleted(t, a.worker, s.ID(), 1)
 		gone(a, s.ID())
 		gone(b, s.ID())
@@ -114,7 +110,7 @@ func TestDelete(t *testing.T) {
 	t.Run("not in memory, and ended", func(t *testing.T) {
 		s, p := chat(a, "alice", "hello")
 		p.until("the turn's end", finalIdle("done"))
-		unload(a, s, p)
+		leaveMemory(t, s, p, a.clock)
 		ended, q := chat(a, "alice", "hello")
 		q.until("the turn's end", finalIdle("done"))
 		ended.End(ctx, "done with it")
@@ -200,6 +196,18 @@ func aliceChat(t *testing.T, o engine.Options, text string) (*engine.Engine, *en
 	return e, s, p
 }
 
+// leaveMemory detaches p, s's only page, and advances c past the engine's
+// Unload (a minute): s, idle, leaves memory.
+func leaveMemory(t *testing.T, s *engine.Session, p *reader, c *clock.Fake) {
+	t.Helper()
+	p.page.Detach()
+	if _, err := s.Transcript(context.Background()); err != nil { // a barrier: the page has left
+		t.Fatal(err)
+	}
+	c.Advance(time.Minute)
+	recv(t, s.Done(), "the idle session's unload")
+}
+
 // gatedStore holds Delete until release is closed, once entered says it
 // began, and counts the loads that read a journal meanwhile.
 type gatedStore struct {
@@ -235,12 +243,7 @@ func TestLoadDuringADeletion(t *testing.T) {
 	e, s, p := aliceChat(t, engine.Options{Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }),
 		Store: store, Clock: c, Unload: time.Minute}, "hello")
 	p.until("the turn's end", finalIdle("done"))
-	p.page.Detach()
-	if _, err := s.Transcript(ctx); err != nil { // a barrier: the page has left
-		t.Fatal(err)
-	}
-	c.Advance(time.Minute)
-	recv(t, s.Done(), "the idle session's unload")
+	leaveMemory(t, s, p, c)
 
 	deleted := make(chan error, 1)
 	go func() { deleted <- e.Delete(ctx, s.ID(), "alice") }()
@@ -348,5 +351,98 @@ func TestDeleteAnswersOncePurged(t *testing.T) {
 	}
 	if _, err := store.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
 		t.Errorf("Delete answered, and the store still has the chat: %v", err)
+	}
+}
+
+// TestSummaryWithoutJournalIsDropped: a chat whose journal is gone while
+// its summary is there (a deletion a crash undid in part: the NATS server
+// killed after the purge brought the summary's earlier revisions back) is
+// not listed once the gateway starts again: its title, the user's first
+// message, would be, and the chat open as unknown_session.
+func TestSummaryWithoutJournalIsDropped(t *testing.T) {
+	url := natstest.Server(t, nil)
+	ctx := context.Background()
+	store, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: "a", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ghost := engine.Summary{ID: "deleted-before-the-crash", Owner: "alice", Title: "my address is …", Created: epoch, Updated: epoch}
+	if err := store.Summarize(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := sharedNode(t, url, "b", engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }), Clock: clock.NewFake(epoch)})
+	s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.List(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != s.ID() {
+		t.Errorf("alice's chats after a start: %+v, want only %s (not the one whose journal is gone)", list, s.ID())
+	}
+	if sums, _ := store.Summaries(ctx, "alice"); len(sums) != 1 {
+		t.Errorf("the store keeps %d of alice's summaries, want 1", len(sums))
+	}
+}
+
+// TestJournalPurgedUnderASession: an operator's purge of a chat's journal
+// (storage.md) while a gateway holds the chat in memory: the session's
+// next step does not follow what the journal holds, and it leaves memory
+// rather than retry for ever (the store unavailable to it, the node not
+// ready, until a restart); opened again, the chat is gone.
+func TestJournalPurgedUnderASession(t *testing.T) {
+	url := natstest.Server(t, nil)
+	ctx := context.Background()
+	c := clock.NewFake(epoch)
+	e, _ := sharedNode(t, url, "a", engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }), Clock: c, Unload: time.Minute})
+	first, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, first, 0)
+	if err := p.page.Send(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	p.until("the turn's end", finalIdle("done"))
+	// Unloaded and loaded again, the node has not read where the journal
+	// ends yet: its next step reads it.
+	leaveMemory(t, first, p, c)
+	s, err := e.Load(ctx, first.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = attach(t, s, s.LastSeq())
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, jetstream.JournalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, natsjs.WithPurgeSubject("gateway.journal."+s.ID())); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.page.Send(ctx, "and now?") // its step does not fit the journal
+	recv(t, s.Done(), "the session's leaving memory")
+	if err := e.Health(); err != nil {
+		t.Errorf("the engine's health after the session left: %v, want nil", err)
+	}
+	if _, err := e.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("Load of the purged chat: %v, want ErrNoSession", err)
 	}
 }

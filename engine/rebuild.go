@@ -245,6 +245,15 @@ func (e *Engine) Resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("failed to list sessions: %w", err)
 	}
+	if lister, ok := e.opts.Store.(JournalList); ok {
+		// Before the gateway serves: a chat deleted just before a crash
+		// is not listed again.
+		if ids, err := lister.Journals(ctx); err != nil {
+			e.opts.Logger.Warn("failed to list the journals", "err", err)
+		} else {
+			e.dropSummariesWithoutJournal(ctx, ids, sums)
+		}
+	}
 	n, elsewhere := 0, 0
 	for _, sum := range sums {
 		if ctx.Err() != nil {

@@ -24,11 +24,46 @@ func (e *Engine) sweepExpired() {
 		return
 	}
 	n := 0
+	kept := sums[:0:0]
 	for _, sum := range sums {
-		if !e.expired(sum.Updated) {
+		if !e.expired(sum.Updated) || e.inMemory(sum.ID) || !e.deleteUnowned(ctx, sum.ID) {
+			kept = append(kept, sum)
 			continue
 		}
-		if e.inMemory(sum.ID) {
+		n++
+	}
+	if n > 0 {
+		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
+	}
+	lister, ok := e.opts.Store.(JournalList)
+	if !ok {
+		return
+	}
+	ids, err := lister.Journals(ctx) // after the summaries: see dropSummariesWithoutJournal
+	if err != nil {
+		e.opts.Logger.Warn("retention: failed to list the journals", "err", err)
+		return
+	}
+	e.sweepUnsummarized(ctx, lister, ids, kept)
+	e.dropSummariesWithoutJournal(ctx, ids, kept)
+}
+
+// dropSummariesWithoutJournal deletes the summaries, read before the
+// journals' list ids, whose journal is gone: a deletion a crash undid in part (the NATS server
+// killed after it purged a chat, which brought the summary's earlier
+// revisions back, not the journal: an outside audit's kill -9, every
+// time), or a journal lost. Such a chat was listed with its title, and
+// opened as unknown_session. A journal is written before its summary, so
+// one listed after the summaries were read is there for each of them but
+// those deleted since.
+func (e *Engine) dropSummariesWithoutJournal(ctx context.Context, ids []string, sums []Summary) {
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		have[id] = true
+	}
+	n := 0
+	for _, sum := range sums {
+		if have[sum.ID] || e.inMemory(sum.ID) {
 			continue
 		}
 		if e.deleteUnowned(ctx, sum.ID) {
@@ -36,21 +71,13 @@ func (e *Engine) sweepExpired() {
 		}
 	}
 	if n > 0 {
-		e.opts.Logger.Info("retention: deleted expired sessions", "sessions", n, "retain", e.opts.Retain)
-	}
-	if lister, ok := e.opts.Store.(JournalList); ok {
-		e.sweepUnsummarized(ctx, lister, sums)
+		e.opts.Logger.Info("deleted the summaries of sessions whose journal is gone (deleted before a crash, or lost)", "sessions", n)
 	}
 }
 
 // sweepUnsummarized deletes the journals past Retain that no summary
 // names, by when they were last appended to.
-func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, sums []Summary) {
-	ids, err := lister.Journals(ctx)
-	if err != nil {
-		e.opts.Logger.Warn("retention: failed to list the journals", "err", err)
-		return
-	}
+func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, ids []string, sums []Summary) {
 	named := make(map[string]bool, len(sums))
 	for _, sum := range sums {
 		named[sum.ID] = true

@@ -210,7 +210,13 @@ func (s *Session) end(reason string) {
 		s.idleTimer.Stop()
 		s.idleTimer = nil
 	}
+	turning := s.turn != nil
 	s.cancelAll("the session ended")
+	if turning {
+		// The turn's end is never read: the session leaves first. Its
+		// pages are told its text ends here, as a Stop tells them.
+		s.publish(EventModelFinished, ModelFinishedEvent{StopReason: model.StopCancelled})
+	}
 	s.queue = nil
 	if s.purging != nil {
 		// Deleted: the worker is told once the journal is gone

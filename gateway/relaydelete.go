@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -90,12 +91,20 @@ func (r *Relay) serveDeletes(s *Server) (*nats.Subscription, error) {
 	return sub, nil
 }
 
+// relayDeleteTimeout bounds the wait for another node's deletion: one
+// takes milliseconds (the session's end, a purge), and a node that died
+// while it deleted never answers: the browser is told to retry within
+// this, not after deleteTimeout.
+const relayDeleteTimeout = 15 * time.Second
+
 // askDelete asks node, which runs session, to delete it for browser.
 func (r *Relay) askDelete(ctx context.Context, node, session, browser string) error {
 	req, err := json.Marshal(relayDelete{Session: session, Browser: browser})
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, relayDeleteTimeout)
+	defer cancel()
 	m, err := r.nc.RequestWithContext(ctx, deleteSubject(node), req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

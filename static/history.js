@@ -12,8 +12,8 @@
  *
  * The list is asked for again when a session opens (the page loaded, a switch,
  * New chat, a reconnect after a restart), when a message of the user's
- * arrives (a first one gives a chat its title; any other moves it up) and when
- * a turn ends. Never while the connection is down: the gateway is away, and
+ * arrives (a first one gives a chat its title; any other moves it up), when
+ * a turn ends and when the session ends (another tab may have deleted it). Never while the connection is down: the gateway is away, and
  * the next `opened` asks anyway.
  *
  * Exports: mountHistory(nav, client, options).
@@ -53,9 +53,13 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
     /** @type {string | null} the chat last scrolled into view */
     let scrolledTo = null;
 
-    /** Asks the gateway for the list; one request at a time, the last ask wins. */
-    async function refresh() {
-        if (client.state !== "open") return;
+    /**
+     * Asks the gateway for the list; one request at a time, the last ask
+     * wins. Not while the connection is down, unless forced (the session
+     * ended, and its socket with it: the gateway is there).
+     */
+    async function refresh(force = false) {
+        if (!force && client.state !== "open") return;
         if (loading) {
             again = true;
             return;
@@ -154,6 +158,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
     async function remove(id, title) {
         if (!doc.defaultView?.confirm(`Delete the chat "${title}"? It cannot be brought back.`)) return;
         const shown = id === client.session;
+        const at = [...list.querySelectorAll("[data-testid=history-delete]")].findIndex((b) => b instanceof HTMLElement && b.dataset.session === id);
         try {
             const res = await fetch(`${url}/${encodeURIComponent(id)}`, { method: "DELETE", credentials: "same-origin" });
             // 404: gone already (another tab deleted it, or --retain did).
@@ -164,7 +169,12 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
             doc.defaultView?.alert(`The chat "${title}" was not deleted: ${err instanceof Error ? err.message : err}`);
         }
         await refresh();
-        if (shown || !list.contains(doc.activeElement)) focusPrompt();
+        // The focus goes to the next chat's ×, where one clearing the list
+        // goes on; to the box when the chat shown went, or the list is empty.
+        const dels = list.querySelectorAll("[data-testid=history-delete]");
+        const next = dels[Math.min(Math.max(at, 0), dels.length - 1)];
+        if (shown || !(next instanceof HTMLElement)) focusPrompt();
+        else next.focus({ preventScroll: true });
     }
 
     list.addEventListener("click", (e) => {
@@ -208,6 +218,9 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         }),
         client.on("idle", ({ replayed }) => {
             if (!replayed) void refresh();
+        }),
+        client.on("ended", ({ replayed }) => {
+            if (!replayed) void refresh(true); // deleted, maybe, in another tab
         }),
     ];
 

@@ -182,6 +182,13 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 	if err != nil {
 		return err
 	}
+	if len(b.Events) > 0 && h.seq < b.Events[0].Seq-1 {
+		// The journal ends before what this node stored of it: purged or
+		// restored under the session (an operator's purge, a copy put
+		// back). Retrying would never fit; the session leaves memory, and
+		// loads again from what the journal holds, or is gone.
+		return fmt.Errorf("%w: %w: session %s's journal ends at event %d, before event %d, which follows what this node stored of it: the journal was purged or restored meanwhile", ErrFenced, engine.ErrSeqGap, session, h.seq, b.Events[0].Seq)
+	}
 	if len(b.Events) > 0 && h.seq >= b.Events[0].Seq {
 		// The journal has this batch's first event already: maybe an
 		// earlier try, given up on (a timeout while NATS was away), that
