@@ -8,4 +8,8 @@
 // SIGINT), then drains and stops them, so tests start the real server on
 // port 0 and stop it. Concurrency: run owns every goroutine it starts and
 // returns only once they stopped.
+//
+// Two commands work on the store instead (admin.go): gateway sessions
+// lists every chat, and gateway delete deletes chats by id, for an
+// operator who must erase someone's data without their cookie.
 package main

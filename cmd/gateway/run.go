@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,6 +29,9 @@ import (
 // run starts the gateway and serves until ctx ends, then shuts down
 // gracefully. It prints the URL to open on stdout once it listens.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && slices.Contains(adminCommands, args[0]) {
+		return runAdmin(ctx, args, getenv, stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err

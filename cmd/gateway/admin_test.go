@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestEraseWithTheGatewayStopped: an operator asked to erase someone's
+// chat, on the embedded store, with no cookie of theirs: gateway sessions
+// finds it by its title (the person's first message), gateway delete
+// deletes it with the gateway stopped, and the gateway, started again,
+// neither lists nor opens it. While the gateway runs, the commands are
+// refused, naming why.
+func TestEraseWithTheGatewayStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, dir := buildGatewayBinary(t), t.TempDir()
+	addr := durableFreeAddr(t)
+	base := "http://" + addr
+	start := func() *gatewayProc {
+		p := startGatewayProc(t, "gateway", bin, addr, dir)
+		p.waitHealthy(base)
+		return p
+	}
+	stop := func(p *gatewayProc) {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.wait(); err != nil {
+			t.Fatalf("the gateway's exit: %v", err)
+		}
+	}
+	admin := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String() + errOut.String(), err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	jar, _ := cookiejar.New(nil)
+	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+
+	g := start()
+	chat := func(text string) string {
+		page, err := br.dial(ctx, base, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = page.send(ctx, map[string]any{"type": "session.open"})
+		opened, err := page.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = page.send(ctx, map[string]any{"type": "message", "content": text})
+		if _, err := page.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }); err != nil {
+			t.Fatal(err)
+		}
+		return opened.f.Session
+	}
+	erase, keep := chat("my name is Ada, what time is it"), chat("what's the weather in Tokyo")
+	if out, err := admin("sessions", "--data-dir", dir); err == nil || !strings.Contains(out, "in use by another gateway") {
+		t.Errorf("gateway sessions beside the running gateway: %v %q, want a refusal saying it is in use", err, out)
+	}
+	stop(g)
+
+	out, err := admin("sessions", "--data-dir", dir)
+	if err != nil {
+		t.Fatalf("gateway sessions: %v\n%s", err, out)
+	}
+	var found string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var s struct{ ID, Owner, Title string }
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatalf("gateway sessions wrote %q, not a JSON object a line", line)
+		}
+		if strings.Contains(s.Title, "Ada") {
+			found = s.ID
+		}
+	}
+	if found != erase {
+		t.Fatalf("the chat found by its title: %q, want %s\n%s", found, erase, out)
+	}
+	if out, err := admin("delete", "--data-dir", dir, found, "no-such-chat"); err == nil || !strings.Contains(out, found+": deleted") || !strings.Contains(out, "no-such-chat: not deleted") {
+		t.Errorf("gateway delete: %v %q, want the chat deleted and the other named as not", err, out)
+	}
+
+	start()
+	resp, err := br.http.Get(base + "/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(list), erase) || !strings.Contains(string(list), keep) {
+		t.Errorf("the browser's chats after the erasure: %s, want %s alone", list, keep)
+	}
+	page, err := br.dial(ctx, base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = page.send(ctx, map[string]any{"type": "session.open", "session": erase})
+	if _, err := page.until("unknown_session", func(f wireFrame) bool { return f.Type == "error" && f.Code == "unknown_session" }); err != nil {
+		t.Error(err)
+	}
+}
