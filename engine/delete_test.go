@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -196,6 +197,22 @@ func aliceChat(t *testing.T, o engine.Options, text string) (*engine.Engine, *en
 	return e, s, p
 }
 
+// helloChat opens a chat of alice's on e whose page has said hello and
+// read the reply.
+func helloChat(t *testing.T, e *engine.Engine) (*engine.Session, *reader) {
+	t.Helper()
+	s, err := e.Open(context.Background(), engine.OpenOptions{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := attach(t, s, 0)
+	if err := p.page.Send(context.Background(), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	p.until("the turn's end", finalIdle("done"))
+	return s, p
+}
+
 // leaveMemory detaches p, s's only page, and advances c past the engine's
 // Unload (a minute): s, idle, leaves memory.
 func leaveMemory(t *testing.T, s *engine.Session, p *reader, c *clock.Fake) {
@@ -300,32 +317,56 @@ func (f *failingStore) Delete(ctx context.Context, id string) error {
 	return f.Store.Delete(ctx, id)
 }
 
-// TestDeleteWithAFailingStore: a deletion the store refuses (its end's
-// step, then the purge) is an ErrStoreUnavailable the browser may try
-// again, and the worker is not told the chat is gone: it is not. Once the
-// store takes writes again, the same Delete deletes it, and the worker
-// hears it once.
+// TestDeleteWithAFailingStore: a deletion the store refuses is an
+// ErrStoreUnavailable the browser may try again, and the worker is not
+// told the chat is gone: it is not. The store may fail as the chat is
+// deleted (its end's step, then the purge: the chat leaves memory), or
+// have failed before (a step waits for it: the chat is refused as it is,
+// and stays). Once the store takes writes again, the same Delete deletes
+// it, and the worker hears it once.
 func TestDeleteWithAFailingStore(t *testing.T) {
-	ctx := context.Background()
-	store := &failingStore{Store: engine.NewMemoryStore()}
-	w := &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
-	e, s, p := aliceChat(t, engine.Options{Worker: w, Store: store,
-		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })}, "hello")
-	p.until("the turn's end", finalIdle("done"))
-	store.down.Store(true)
-	if err := e.Delete(ctx, s.ID(), "alice"); !errors.Is(err, engine.ErrStoreUnavailable) {
-		t.Fatalf("Delete with the store down: %v, want ErrStoreUnavailable", err)
-	}
-	for _, r := range w.requests(engine.TypeSessionEnd) {
-		t.Errorf("the worker was told %+v of a chat the store still has", r.Trigger)
-	}
-	store.down.Store(false)
-	if err := e.Delete(ctx, s.ID(), "alice"); err != nil {
-		t.Fatalf("Delete once the store is back: %v", err)
-	}
-	toldDeleted(t, w, s.ID(), 1)
-	if _, err := store.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
-		t.Errorf("the store still has the chat: %v", err)
+	for _, tc := range []struct {
+		name    string
+		waiting bool // a step of the chat waits for the store as it is deleted
+	}{
+		{"as the chat is deleted", false},
+		{"with a step waiting for it", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := &failingStore{Store: engine.NewMemoryStore()}
+			w := &testWorker{agent: engine.AgentConfig{Model: "fake-model"}}
+			c := clock.NewFake(epoch)
+			e, s, p := aliceChat(t, engine.Options{Worker: w, Store: store, Clock: c,
+				Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })}, "hello")
+			p.until("the turn's end", finalIdle("done"))
+			store.down.Store(true)
+			if tc.waiting {
+				if err := p.page.Send(ctx, "one more"); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, "the store's failure", func() bool { return e.Health() != nil })
+			}
+			err := e.Delete(ctx, s.ID(), "alice")
+			if !errors.Is(err, engine.ErrStoreUnavailable) {
+				t.Fatalf("Delete with the store down: %v, want ErrStoreUnavailable", err)
+			}
+			if _, loaded := e.Session(s.ID()); loaded != tc.waiting {
+				t.Errorf("in memory after the refused Delete: %v, want %v", loaded, tc.waiting)
+			}
+			store.down.Store(false)
+			waitUntil(t, "the store's return", func() bool {
+				c.Advance(time.Second) // the steps waiting are tried again every second
+				return e.Health() == nil
+			})
+			if err := e.Delete(ctx, s.ID(), "alice"); err != nil {
+				t.Fatalf("Delete once the store is back: %v", err)
+			}
+			toldDeleted(t, w, s.ID(), 1) // once: not for the refused Delete too
+			if _, err := store.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
+				t.Errorf("the store still has the chat: %v", err)
+			}
+		})
 	}
 }
 
@@ -334,7 +375,8 @@ func TestDeleteWithAFailingStore(t *testing.T) {
 // client slow to see its context would turn a deletion done into "not
 // deleted: retry".
 func TestDeleteAnswersOncePurged(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard) // a regression fails, not hangs
+	defer cancel()
 	store := engine.NewMemoryStore()
 	started, unblock := make(chan struct{}, 1), make(chan struct{})
 	m := &fakeModel{reply: func(ctx context.Context, req model.Request) (model.Response, error) {
@@ -403,15 +445,7 @@ func TestJournalPurgedUnderASession(t *testing.T) {
 	c := clock.NewFake(epoch)
 	e, _ := sharedNode(t, url, "a", engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
 		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }), Clock: c, Unload: time.Minute})
-	first, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := attach(t, first, 0)
-	if err := p.page.Send(ctx, "hello"); err != nil {
-		t.Fatal(err)
-	}
-	p.until("the turn's end", finalIdle("done"))
+	first, p := helloChat(t, e)
 	// Unloaded and loaded again, the node has not read where the journal
 	// ends yet: its next step reads it.
 	leaveMemory(t, first, p, c)
@@ -444,5 +478,47 @@ func TestJournalPurgedUnderASession(t *testing.T) {
 	}
 	if _, err := e.Load(ctx, s.ID()); !errors.Is(err, engine.ErrNoSession) {
 		t.Errorf("Load of the purged chat: %v, want ErrNoSession", err)
+	}
+}
+
+// shortList is the JetStream store whose journal listing misses one id,
+// as the server's paged listing (100,000 subjects a page, offsets over a
+// sorted list) misses one when a journal sorted before the page boundary
+// is purged between two pages.
+type shortList struct {
+	*jetstream.Store
+	missing string
+}
+
+func (s shortList) Journals(ctx context.Context) ([]string, error) {
+	ids, err := s.Store.Journals(ctx)
+	return slices.DeleteFunc(ids, func(id string) bool { return id == s.missing }), err
+}
+
+// TestAListingThatMissesAJournalDeletesNoChat: a chat with its journal
+// and its summary, left idle, survives a start whose list of journals
+// misses it (a second review's must-fix: the summaries without a journal
+// were deleted, journal and all, on that list's word alone).
+func TestAListingThatMissesAJournalDeletesNoChat(t *testing.T) {
+	url := natstest.Server(t, nil)
+	ctx := context.Background()
+	c := clock.NewFake(epoch)
+	opts := engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }), Clock: c, Unload: time.Minute}
+	a, st := sharedNode(t, url, "a", opts)
+	s, p := helloChat(t, a)
+	leaveMemory(t, s, p, c)
+
+	opts.Store, opts.Logger = shortList{Store: st, missing: s.ID()}, quiet()
+	b, err := engine.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, b)
+	if err := b.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(ctx, s.ID()); errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("the chat's journal was purged: one listing that missed it deleted a live chat whole (Store.Delete)")
 	}
 }

@@ -251,7 +251,7 @@ func (e *Engine) Resume(ctx context.Context) error {
 		if ids, err := lister.Journals(ctx); err != nil {
 			e.opts.Logger.Warn("failed to list the journals", "err", err)
 		} else {
-			e.dropSummariesWithoutJournal(ctx, ids, sums)
+			e.dropSummariesWithoutJournal(ctx, lister, ids, sums)
 		}
 	}
 	n, elsewhere := 0, 0

@@ -26,7 +26,7 @@ func (e *Engine) sweepExpired() {
 	n := 0
 	kept := sums[:0:0]
 	for _, sum := range sums {
-		if !e.expired(sum.Updated) || e.inMemory(sum.ID) || !e.deleteUnowned(ctx, sum.ID) {
+		if !e.expired(sum.Updated) || e.inMemory(sum.ID) || !e.deleteUnowned(ctx, sum.ID, nil) {
 			kept = append(kept, sum)
 			continue
 		}
@@ -45,7 +45,7 @@ func (e *Engine) sweepExpired() {
 		return
 	}
 	e.sweepUnsummarized(ctx, lister, ids, kept)
-	e.dropSummariesWithoutJournal(ctx, ids, kept)
+	e.dropSummariesWithoutJournal(ctx, lister, ids, kept)
 }
 
 // dropSummariesWithoutJournal deletes the summaries, read before the
@@ -56,7 +56,7 @@ func (e *Engine) sweepExpired() {
 // opened as unknown_session. A journal is written before its summary, so
 // one listed after the summaries were read is there for each of them but
 // those deleted since.
-func (e *Engine) dropSummariesWithoutJournal(ctx context.Context, ids []string, sums []Summary) {
+func (e *Engine) dropSummariesWithoutJournal(ctx context.Context, lister JournalList, ids []string, sums []Summary) {
 	have := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		have[id] = true
@@ -66,7 +66,14 @@ func (e *Engine) dropSummariesWithoutJournal(ctx context.Context, ids []string, 
 		if have[sum.ID] || e.inMemory(sum.ID) {
 			continue
 		}
-		if e.deleteUnowned(ctx, sum.ID) {
+		// The list is but a hint (a long one comes in pages, which a
+		// deletion meanwhile shifts): under the lease, a read of the
+		// journal's end says it is gone before anything is deleted.
+		gone := func() bool {
+			_, err := lister.JournalUpdated(ctx, sum.ID)
+			return errors.Is(err, ErrNoSession)
+		}
+		if e.deleteUnowned(ctx, sum.ID, gone) {
 			n++
 		}
 	}
@@ -94,7 +101,7 @@ func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, ids 
 			}
 			continue
 		}
-		if e.expired(updated) && e.deleteUnowned(ctx, id) {
+		if e.expired(updated) && e.deleteUnowned(ctx, id, nil) {
 			n++
 		}
 	}
@@ -103,11 +110,13 @@ func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, ids 
 	}
 }
 
-// deleteUnowned deletes an expired session from the store, unless a node
-// runs it: on a store that nodes share (Owners), under the session's lease,
-// which another node holds while the session is in its memory (a page
-// open on a chat untouched for longer than Retain).
-func (e *Engine) deleteUnowned(ctx context.Context, id string) bool {
+// deleteUnowned deletes a session from the store (expired, or a summary
+// without its journal), unless a node runs it: on a store that nodes share
+// (Owners), under the session's lease, which another node holds while the
+// session is in its memory (a page open on a chat untouched for longer
+// than Retain); and, when still is given, only if it still says so once
+// the lease is held.
+func (e *Engine) deleteUnowned(ctx context.Context, id string, still func() bool) bool {
 	if owners, ok := e.opts.Store.(Owners); ok {
 		own, err := owners.Own(ctx, id, func() {})
 		if err != nil {
@@ -121,6 +130,9 @@ func (e *Engine) deleteUnowned(ctx context.Context, id string) bool {
 				e.opts.Logger.Warn("retention: failed to give a deleted session's lease back; it expires by itself", "session", id, "err", err)
 			}
 		}()
+	}
+	if still != nil && !still() {
+		return false
 	}
 	if err := e.opts.Store.Delete(ctx, id); err != nil {
 		e.opts.Logger.Warn("retention: failed to delete a session", "session", id, "err", err)

@@ -43,6 +43,9 @@ type Session struct {
 	// budgetUsed says why the session takes no more messages, its token
 	// budget used up (noteBudget); nil while it takes them.
 	budgetUsed atomic.Pointer[string]
+	// cutShort: the session ended with its model turn running, whose end
+	// is published already: the turn's goroutine publishes no more.
+	cutShort atomic.Bool
 
 	// reading is the read of the journal under way for replays from the
 	// store, which the pages that resume meanwhile share (replayread.go).

@@ -74,8 +74,12 @@ func (s *Session) startTurn() {
 
 // saysNoMore reports whether the turn of ctx may publish no more: a
 // sub-agent that ended says nothing, while a retry's sub-agent may be
-// streaming under the same call.
-func (s *Session) saysNoMore(ctx context.Context) bool { return s.parent != nil && ctx.Err() != nil }
+// streaming under the same call; nor does the turn of a session that
+// ended, whose model.finished is published already. (A Stop's turn goes
+// on publishing until its turnDone, which says what it streamed.)
+func (s *Session) saysNoMore(ctx context.Context) bool {
+	return ctx.Err() != nil && (s.parent != nil || s.cutShort.Load())
+}
 
 // generate calls the model, turning a panic into an error (modelPanic).
 func generate(ctx context.Context, m model.Model, req model.Request, onDelta func(string)) (resp model.Response, err error) {
@@ -211,6 +215,7 @@ func (s *Session) end(reason string) {
 		s.idleTimer = nil
 	}
 	turning := s.turn != nil
+	s.cutShort.Store(true)
 	s.cancelAll("the session ended")
 	if turning {
 		// The turn's end is never read: the session leaves first. Its

@@ -49,7 +49,8 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
 
     /** @type {ChatSummary[] | null} the gateway's last answer; null before the first */
     let chats = null;
-    let loading = false, again = false, retries = 0, retryTimer = 0;
+    /** again: asked for while a request was out (forced, when any of those asks was) */
+    let loading = false, again = false, againForced = false, retries = 0, retryTimer = 0;
     /** @type {string | null} the chat last scrolled into view */
     let scrolledTo = null;
 
@@ -62,6 +63,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         if (!force && client.state !== "open") return;
         if (loading) {
             again = true;
+            againForced ||= force;
             return;
         }
         loading = true;
@@ -78,8 +80,9 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         } finally {
             loading = false;
             if (again) {
-                again = false;
-                void refresh();
+                const forced = againForced;
+                again = againForced = false;
+                void refresh(forced);
             }
         }
     }

@@ -60,9 +60,13 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	case name == "sessions" && len(ids) > 0:
 		return fmt.Errorf("gateway sessions: unexpected argument %q", ids[0])
 	}
-	o := jetstream.Options{URL: *natsURL, Node: fmt.Sprintf("admin-%d", os.Getpid()),
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	if *natsURL == "" {
+	// Attach: the nodes' settings (their flags, not these) stay as they are.
+	o := jetstream.Options{URL: *natsURL, Attach: true, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if *natsURL != "" {
+		o.Node = fmt.Sprintf("admin-%d", os.Getpid()) // named in the leases it takes
+	} else {
+		// The embedded store's node, the gateway stopped (its lock says so):
+		// the leases a crash left are this node's to take back.
 		dir, err := filepath.Abs(*dataDir)
 		if err != nil {
 			return fmt.Errorf("data-dir %q: %w", *dataDir, err)

@@ -5,12 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/store/jetstream"
 )
 
 // TestEraseWithTheGatewayStopped: an operator asked to erase someone's
@@ -112,5 +117,45 @@ func TestEraseWithTheGatewayStopped(t *testing.T) {
 	_ = page.send(ctx, map[string]any{"type": "session.open", "session": erase})
 	if _, err := page.until("unknown_session", func(f wireFrame) bool { return f.Type == "error" && f.Code == "unknown_session" }); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestAdminChangesNothingOfTheStore: the operator's commands read the
+// store as the gateway left it, and leave its settings as its flags made
+// them: a store kept with --retain 2160h (90 days) keeps its browsers'
+// identities 90 days after a gateway sessions, which opened it with no
+// such flag (it cut them to the default 30 days, and every identity older
+// went at once). A directory with no store is refused, not made one.
+func TestAdminChangesNothingOfTheStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const retain = 90 * 24 * time.Hour
+	s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir, CookieLifetime: retain, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var out bytes.Buffer
+	for _, args := range [][]string{{"sessions", "--data-dir", dir}, {"delete", "--data-dir", dir, "no-such-chat"}} {
+		err := runAdmin(ctx, args, func(string) string { return "" }, &out, &out)
+		if args[0] == "sessions" && err != nil {
+			t.Fatalf("gateway %v: %v\n%s", args, err, out.String())
+		}
+	}
+	var next bytes.Buffer
+	s, err = jetstream.Open(ctx, jetstream.Options{DataDir: dir, CookieLifetime: retain, Logger: slog.New(slog.NewTextHandler(&next, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if strings.Contains(next.String(), "bucket=") {
+		t.Errorf("the gateway's next start found a bucket the commands changed:\n%s", next.String())
+	}
+	empty := t.TempDir()
+	if err := runAdmin(ctx, []string{"sessions", "--data-dir", empty}, func(string) string { return "" }, &out, &out); err == nil || !strings.Contains(err.Error(), "holds no gateway store") {
+		t.Errorf("gateway sessions on an empty directory: %v, want a refusal", err)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("gateway sessions wrote %d files in a directory that held no store", len(entries))
 	}
 }

@@ -20,6 +20,9 @@ func (s *Store) setUp(ctx context.Context) error {
 	if s.embedded != nil {
 		where = s.opts.DataDir
 	}
+	if s.opts.Attach {
+		return s.attach(ctx, where)
+	}
 	hint := func(what string, err error) error {
 		if refusedReplicas(err) {
 			return fmt.Errorf("nats-replicas %d: %s is a single server, which keeps one copy (%w): give it a cluster of %d or more servers, or take --nats-replicas 1", s.opts.Replicas, where, err, s.opts.Replicas)
@@ -86,6 +89,35 @@ func (s *Store) setUp(ctx context.Context) error {
 		s.opts.Logger.Warn("the session journal's stream has another number of replicas than --nats-replicas, which only a new stream takes: change it with the nats CLI (nats stream edit "+JournalStream+" --replicas N) and each bucket's with nats kv",
 			"replicas", s.journal.CachedInfo().Config.Replicas, "nats_replicas", s.opts.Replicas)
 	}
+	return nil
+}
+
+// attach looks up the streams and buckets the gateway made (Options.Attach).
+func (s *Store) attach(ctx context.Context, where string) error {
+	var err error
+	missing := func(what string, err error) error {
+		return fmt.Errorf("no gateway store in %s: %s: %w", where, what, err)
+	}
+	if s.journal, err = s.js.Stream(ctx, JournalStream); err != nil {
+		return missing("the session journal", err)
+	}
+	if s.summaries, err = s.js.KeyValue(ctx, SummaryBucket); err != nil {
+		return missing("the session summaries", err)
+	}
+	if s.summaryStream, err = s.js.Stream(ctx, summaryStreamName); err != nil {
+		return missing("the session summaries", err)
+	}
+	if s.cookies, err = s.js.KeyValue(ctx, CookieBucket); err != nil {
+		return missing("the cookie identities", err)
+	}
+	if s.owners, err = s.js.KeyValue(ctx, OwnersBucket); err != nil {
+		return missing("the session leases", err)
+	}
+	st, err := s.owners.Status(ctx)
+	if err != nil {
+		return missing("the session leases", err)
+	}
+	s.opts.LeaseTTL = st.TTL() // the nodes' leases' life, which Own renews by
 	return nil
 }
 

@@ -81,6 +81,12 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Logger gets a line per event worth knowing. Default: slog.Default().
 	Logger *slog.Logger
+	// Attach opens what the gateway made and changes nothing of it: no
+	// stream or bucket is made or updated (their times to live stay), and
+	// no start-up migration runs; a store that is not there is an error.
+	// For the operator's commands beside running gateways (gateway
+	// sessions, gateway delete), whose flags are not the gateways'.
+	Attach bool
 	// Clock tells whether a lease is still this node's to use: how long
 	// since its last acknowledged renewal. Default: clock.Real. The
 	// renewals themselves come every third of LeaseTTL of real time, as
