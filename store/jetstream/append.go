@@ -183,11 +183,7 @@ func (s *Store) Append(ctx context.Context, session string, b engine.Batch) erro
 		return err
 	}
 	if len(b.Events) > 0 && h.seq < b.Events[0].Seq-1 {
-		// The journal ends before what this node stored of it: purged or
-		// restored under the session (an operator's purge, a copy put
-		// back). Retrying would never fit; the session leaves memory, and
-		// loads again from what the journal holds, or is gone.
-		return fmt.Errorf("%w: %w: session %s's journal ends at event %d, before event %d, which follows what this node stored of it: the journal was purged or restored meanwhile", ErrFenced, engine.ErrSeqGap, session, h.seq, b.Events[0].Seq)
+		return s.appendBehind(session, h.seq, b.Events[0].Seq)
 	}
 	if len(b.Events) > 0 && h.seq >= b.Events[0].Seq {
 		// The journal has this batch's first event already: maybe an
@@ -264,7 +260,40 @@ func (s *Store) stored(session string, h head) {
 	if len(s.splits) > 0 {
 		delete(s.splits, session)
 	}
+	if len(s.behind) > 0 {
+		delete(s.behind, session)
+	}
 	s.mu.Unlock()
+}
+
+// behindTries is how many appends in a row may find a session's journal
+// ending before what this node stored of it before the session is fenced.
+// A replica a moment behind its leader answers one read so (the next, a
+// second later, finds it caught up); a journal purged or restored under
+// the session answers every read so.
+const behindTries = 3
+
+// appendBehind answers an append whose journal ends at last, before
+// first, the batch's first event, which follows what this node stored:
+// ErrSeqGap, tried again; at the behindTries-th in a row, ErrFenced: the
+// journal was purged or restored under the session (an operator's purge, a
+// copy put back), and the session leaves memory to load again from what
+// the journal holds, or to find it gone. Retried, it would never fit, and
+// the node would stay not ready.
+func (s *Store) appendBehind(session string, last, first int64) error {
+	s.mu.Lock()
+	delete(s.heads, session) // the next try reads the end again
+	s.behind[session]++
+	n := s.behind[session]
+	if n >= behindTries {
+		delete(s.behind, session)
+	}
+	s.mu.Unlock()
+	err := fmt.Errorf("%w: session %s's journal ends at event %d, before event %d, which follows what this node stored of it", engine.ErrSeqGap, session, last, first)
+	if n < behindTries {
+		return err
+	}
+	return fmt.Errorf("%w: %w: the journal was purged or restored meanwhile", ErrFenced, err)
 }
 
 // splitTry is a step this node is appending in parts: the seq of the

@@ -190,6 +190,7 @@ func (s *Store) forgetOwned(o *ownership) {
 		delete(s.owned, o.session)
 		delete(s.heads, o.session)
 		delete(s.splits, o.session)
+		delete(s.behind, o.session)
 	}
 	s.mu.Unlock()
 }

@@ -115,6 +115,9 @@ type Store struct {
 	// splits names the set of parts of each session's step that this
 	// node is appending in parts and has not stored yet (parts.go).
 	splits map[string]splitTry
+	// behind counts, per session, the appends in a row that found its
+	// journal ending before what this node stored of it (appendBehind).
+	behind map[string]int
 	// format2: the journal's stream says it may hold parts; until
 	// then, markAgain is when a batch in parts may try to mark it again.
 	// markDenied: the server refused this node a mark; the next refusals are
@@ -187,7 +190,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	default:
 		o.Node = nuid.Next()
 	}
-	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, splits: map[string]splitTry{}, stop: make(chan struct{}),
+	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, splits: map[string]splitTry{}, behind: map[string]int{}, stop: make(chan struct{}),
 		summaryWarned: rate.Sometimes{Interval: time.Minute}}
 	var err error
 	// The client's own errors (a relayed page's queue that overflowed, say)
