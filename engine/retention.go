@@ -24,7 +24,7 @@ func (e *Engine) sweepExpired() {
 		return
 	}
 	n := 0
-	kept := sums[:0:0]
+	var kept []Summary
 	for _, sum := range sums {
 		if !e.expired(sum.Updated) || e.inMemory(sum.ID) || !e.deleteUnowned(ctx, sum.ID, nil) {
 			kept = append(kept, sum)
@@ -49,13 +49,13 @@ func (e *Engine) sweepExpired() {
 }
 
 // dropSummariesWithoutJournal deletes the summaries, read before the
-// journals' list ids, whose journal is gone: a deletion a crash undid in part (the NATS server
-// killed after it purged a chat, which brought the summary's earlier
-// revisions back, not the journal: an outside audit's kill -9, every
-// time), or a journal lost. Such a chat was listed with its title, and
-// opened as unknown_session. A journal is written before its summary, so
-// one listed after the summaries were read is there for each of them but
-// those deleted since.
+// journals' list ids, whose journal is gone: a deletion a crash undid in
+// part (a NATS server killed after it purged a chat brought the summary's
+// earlier revisions back, not the journal: an outside audit's kill -9,
+// every time), or a journal lost. Such a chat was listed with its title,
+// and opened as unknown_session. The list is a hint only: each summary it
+// leaves out is deleted under its lease once a read says its journal is
+// gone.
 func (e *Engine) dropSummariesWithoutJournal(ctx context.Context, lister JournalList, ids []string, sums []Summary) {
 	have := make(map[string]bool, len(ids))
 	for _, id := range ids {
