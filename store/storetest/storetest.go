@@ -410,7 +410,7 @@ func journalFrom(t *testing.T, s engine.Store, jf engine.JournalFrom) {
 		t.Errorf("LoadFrom of a session never appended: %v, want ErrNoSession", err)
 	}
 	big := func(seq int64) engine.Event {
-		return engine.Event{Seq: seq, Type: "tool.finished", Frame: json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"result":%q}`, seq, strings.Repeat("r", 2<<20)))}
+		return engine.Event{Seq: seq, Type: "tool.finished", Frame: json.RawMessage(fmt.Sprintf(`{"type":"tool.finished","seq":%d,"result":%q}`, seq, strings.Repeat("r", 1<<20+64<<10)))} // past a default NATS server's max_payload, 1 MiB
 	}
 	var all []engine.Event
 	next := int64(1)
