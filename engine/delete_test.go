@@ -533,3 +533,47 @@ func TestAListingThatMissesAJournalDeletesNoChat(t *testing.T) {
 		t.Errorf("the chat's journal was purged: one listing that missed it deleted a live chat whole (Store.Delete)")
 	}
 }
+
+// BenchmarkDelete deletes a chat in memory, its page open, on the
+// embedded JetStream store: the session's end, its last step stored, the
+// purge of its journal and its summary, its leaving memory (the answer's
+// wait of DELETE /sessions/{id}, less HTTP). The chat's opening and first
+// reply are not timed.
+func BenchmarkDelete(b *testing.B) {
+	ctx := context.Background()
+	store, err := jetstream.Open(ctx, jetstream.Options{DataDir: b.TempDir(), Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	e, err := engine.New(engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }), Store: store, Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.Close(ctx) }()
+	for b.Loop() {
+		b.StopTimer()
+		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := s.Attach(ctx, engine.AttachOptions{Buffer: 1 << 10})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Send(ctx, "hello"); err != nil {
+			b.Fatal(err)
+		}
+		for idle := false; !idle; {
+			<-p.Ready()
+			for _, ev := range p.Take(nil) {
+				idle = idle || ev.Type == engine.EventSessionIdle
+			}
+		}
+		b.StartTimer()
+		if err := e.Delete(ctx, s.ID(), "alice"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
