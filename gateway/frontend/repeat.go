@@ -102,7 +102,7 @@ type sender interface {
 // then a second message, as a message without an id would be).
 func (s *Sending) Send(ctx context.Context, page sender, id, content string) error {
 	if engine.CheckMessageID(id) != nil {
-		id = "gw-" + rand.Text()
+		id = "gateway-" + rand.Text() // not gw<seq>, the AG-UI ids of the gateway's events
 	}
 	err := page.SendOnce(ctx, id, content)
 	s.id, s.waiting = id, err == nil
