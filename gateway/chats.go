@@ -57,21 +57,10 @@ type browserCtxKey struct{}
 // gateway shuts down.
 func (s *Server) chatRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.admitOrigin(w, r, "chat request refused") {
-			return
-		}
-		if r.Method == http.MethodOptions {
-			s.preflight(w, r, "GET, POST")
-			return
-		}
-		_, browser, ok := s.browserOrRefuse(w, r)
+		browser, ok := s.admitBrowser(w, r, "chat request refused", "GET, POST")
 		if !ok {
 			return
 		}
-		// Every answer is this browser's chat, or says something of it
-		// (a 204: no stream to resume): no shared cache may keep one for
-		// the next browser that asks for the same URL.
-		w.Header().Set("Cache-Control", "no-store")
 		if !s.admitSocket(browser) {
 			s.opts.Metrics.LimitHit("sockets")
 			frontend.Text(w, fmt.Sprintf("this browser already has %d streams and sockets open here, the most it may: close another page", s.opts.MaxSockets), http.StatusTooManyRequests)
@@ -104,6 +93,28 @@ func (s *Server) chatRoute(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, browserCtxKey{}, browser)))
 	})
+}
+
+// admitBrowser admits a request of a browser's about its chats: the
+// Origin check before any cookie (refused: what the log line says), a
+// preflight answered with methods, and the browser's cookie identity
+// (made when it has none). It reports false when it has answered.
+func (s *Server) admitBrowser(w http.ResponseWriter, r *http.Request, refused, methods string) (string, bool) {
+	if !s.admitOrigin(w, r, refused) {
+		return "", false
+	}
+	if r.Method == http.MethodOptions {
+		s.preflight(w, r, methods)
+		return "", false
+	}
+	_, browser, ok := s.browserOrRefuse(w, r)
+	if ok {
+		// Every answer is this browser's chat, or says something of it
+		// (a 204: no stream to resume): no shared cache may keep one for
+		// the next browser that asks for the same URL.
+		w.Header().Set("Cache-Control", "no-store")
+	}
+	return browser, ok
 }
 
 // readBody reads a front end's request body whole, within

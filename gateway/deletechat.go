@@ -22,18 +22,10 @@ const deleteTimeout = time.Minute
 // relay. 204 once it is gone; 404 for a chat this browser does not have
 // (another browser's included).
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if !s.admitOrigin(w, r, "chat deletion refused") {
-		return
-	}
-	if r.Method == http.MethodOptions {
-		s.preflight(w, r, "DELETE")
-		return
-	}
-	_, browser, ok := s.browserOrRefuse(w, r)
+	browser, ok := s.admitBrowser(w, r, "chat deletion refused", "DELETE")
 	if !ok {
 		return
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	id := r.PathValue("id")
 	// Asked, the deletion goes on if the browser leaves: a purge cut
 	// halfway would leave the chat's summary without its journal.
