@@ -154,12 +154,17 @@ export class Connection {
         ws.send(JSON.stringify(frame));
         if (answered !== false && this.#answerTimeout !== false && this.#answerTimer === null) {
             const timeout = typeof answered === "number" ? Math.max(answered, this.#answerTimeout) : this.#answerTimeout;
+            const heard = this.#heard;
             this.#answerTimer = setTimeout(() => {
-                this.#answerTimer = null;
-                if (ws !== this.#ws) return;
-                this.#ws = null; // its close, whenever the browser gives up on it, is not ours
-                ws.close(CLOSE.NORMAL);
-                this.#onClose(/** @type {CloseEvent} */ ({ code: 1006, reason: `no answer from the gateway in ${timeout} ms`, wasClean: false }));
+                // One turn more for a frame that came as the tab was frozen:
+                // its message event may wait behind this timer.
+                this.#answerTimer = setTimeout(() => {
+                    this.#answerTimer = null;
+                    if (ws !== this.#ws || this.#heard !== heard) return;
+                    this.#ws = null; // its close, whenever the browser gives up on it, is not ours
+                    ws.close(CLOSE.NORMAL);
+                    this.#onClose(/** @type {CloseEvent} */ ({ code: 1006, reason: `no answer from the gateway in ${timeout} ms`, wasClean: false }));
+                }, 0);
             }, timeout);
         }
         return true;
