@@ -1402,9 +1402,12 @@ test("after a sleep, a return online or the tab shown again, a silent socket is 
     await page.evaluate(() => dispatchEvent(new Event("online")));
     expect(await pings()).toEqual([0]);
 
-    // Asleep a minute: on waking the socket is pinged, and its pong keeps it.
+    // Asleep a minute: on waking the socket is pinged, once though the
+    // browser says it is online and the tab shown too; its pong keeps it.
     await page.clock.fastForward(60_000);
     await expect.poll(pings).toEqual([1]);
+    await page.evaluate(() => { dispatchEvent(new Event("online")); document.dispatchEvent(new Event("visibilitychange")); });
+    expect(await pings(), "one ping at a time").toEqual([1]);
     await page.evaluate(() => (window as any).FakeSocket.last().push({ type: "pong" }));
     await page.clock.runFor(1_000);
     expect(await page.evaluate(() => (window as any).FakeSocket.sockets.length), "a socket that answered stays").toBe(1);
@@ -1424,4 +1427,38 @@ test("after a sleep, a return online or the tab shown again, a silent socket is 
     const closed = await page.evaluate(() => (window as any).states.find((s: any) => s.state === "closed"));
     expect(closed).toMatchObject({ code: 1006, reason: "no answer from the gateway in 5000 ms" });
     expect(await page.evaluate(() => (window as any).FakeSocket.sockets[0].readyState)).toBe(3);
+});
+
+test("a Stop written into a socket that died goes again on the next, until the turn's end is seen", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const client = connect({ WebSocket: w.FakeSocket, storage: new w.MemoryStorage(), answerTimeout: 300, reconnect: { initialDelay: 10, maxDelay: 10 } });
+        const open = async (n: number, seq: number) => {
+            await w.until(() => w.FakeSocket.sockets.length === n);
+            const ws = w.FakeSocket.last();
+            ws.accept();
+            ws.push({ type: "session.opened", session: "s1", seq, page: `p${n}` });
+            return ws;
+        };
+        const first = await open(1, 0);
+        client.send("stream a long answer");
+        await w.until(() => first.sent.length === 2);
+        first.push({ type: "message.taken", id: first.sent[1].id });
+        first.push({ type: "message", seq: 1, message: { role: "user", content: "stream a long answer", id: first.sent[1].id } });
+        first.push({ type: "model.delta", seq: 2, text: "Here is" });
+        client.cancel(); // the socket is dead from now on: no answer comes
+        const second = await open(2, 2);
+        await w.until(() => second.sent.length === 2);
+        const again = second.sent.map((f: any) => f.type);
+        second.push({ type: "model.finished", seq: 3, stopReason: "cancelled", usage: {} });
+        second.push({ type: "session.idle", seq: 4 });
+        second.drop(1006);
+        const third = await open(3, 4);
+        await w.sleep(200);
+        return { first: first.sent.map((f: any) => f.type), again, third: third.sent.map((f: any) => f.type) };
+    });
+    expect(out.first).toEqual(["session.open", "message", "cancel"]);
+    expect(out.again, "the Stop goes again").toEqual(["session.open", "cancel"]);
+    expect(out.third, "once the turn's end is seen, no more").toEqual(["session.open"]);
 });

@@ -90,6 +90,7 @@ export class Connection {
     /** @type {ReturnType<typeof setTimeout> | null} */ #retryTimer = null;
     #stopped = false;
     #heard = 0; // Date.now() of the current socket's last frame
+    #pinging = false; // a ping is out on the current socket, no frame since
     #live = false; // the current socket's session opened: the gateway takes a ping
     /** @type {ReturnType<typeof setInterval> | null} */ #wakeTimer = null;
 
@@ -124,7 +125,7 @@ export class Connection {
         const ws = new this.#WS(this.#url);
         this.#id++;
         this.#ws = ws;
-        this.#live = false;
+        this.#live = this.#pinging = false;
         this.#hooks.state("connecting");
         ws.onopen = () => {
             if (ws === this.#ws) this.#hooks.open();
@@ -132,6 +133,7 @@ export class Connection {
         ws.onmessage = (e) => {
             if (ws !== this.#ws) return;
             this.#heard = Date.now();
+            this.#pinging = false;
             this.#clearAnswer();
             this.#hooks.frame(e.data);
         };
@@ -210,8 +212,8 @@ export class Connection {
      * no frame back within answerTimeout, and it is let go as a dead one.
      */
     probe() {
-        if (this.#answerTimeout === false || !this.#live || this.#stopped || Date.now() - this.#heard < PROBE_SILENCE_MS) return;
-        this.write({ type: "ping" }, true);
+        if (this.#answerTimeout === false || !this.#live || this.#stopped || this.#pinging || Date.now() - this.#heard < PROBE_SILENCE_MS) return;
+        this.#pinging = this.write({ type: "ping" }, true); // one at a time: a wake also fires online and visibilitychange
     }
 
     /**
@@ -228,7 +230,9 @@ export class Connection {
         let last = Date.now();
         this.#wakeTimer = setInterval(() => {
             const now = Date.now();
-            if (now - last >= WAKE_GAP_MS) this.probe();
+            // A hidden tab's late tick is its timers throttled, not a sleep:
+            // visibilitychange probes it once it shows.
+            if (now - last >= WAKE_GAP_MS && !scope.document?.hidden) this.probe();
             last = now;
         }, WAKE_TICK_MS);
     }

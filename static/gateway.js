@@ -255,9 +255,7 @@ export class GatewayClient extends EventTarget {
 
     #write(frame) {
         const written = this.#conn.write(frame, answerWait(frame, this.#running()));
-        // A message is kept until the gateway confirms it, written or not
-        // (the socket closing under it): the next connection sends it.
-        this.#outbox.written(frame);
+        this.#outbox.written(frame, this.#running()); // kept until the gateway confirms it, written or not: the next connection sends it
         if (written) this.#emit("send", frame);
         return written;
     }
@@ -354,6 +352,7 @@ export class GatewayClient extends EventTarget {
         this.#events.push(f);
         if (!replayed || f.seq >= this.#replayUntil) this.#store.schedule(); // a replay's copy (megabytes, a long chat's): once in, or at pagehide
         this.#emit("frame", f);
+        this.#outbox.saw(f); // a turn's end confirms a Stop
         const out = clientEvent(f, replayed);
         if (f.type === "session.ended" && !parentOf(f)) this.#ended = true;
         if (out) this.#emit(...out);

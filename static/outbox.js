@@ -9,7 +9,10 @@
  * its write until that answer (or an `error` naming its id), and the next
  * connection, or the page after a reload, sends it again, first and in
  * order. A message that waits for a session (sent while offline) is kept
- * across a reload too. docs/sdk.md#messages-are-taken-once.
+ * across a reload too. docs/sdk.md#messages-are-taken-once. A Stop written
+ * while a turn runs is kept, in its place among them, until the page sees
+ * the turn end (`saw`): one written into a socket that died goes again on
+ * the next, before the messages written after it. Not across a reload.
  *
  * Exports: Outbox, newMessageId.
  *
@@ -34,7 +37,8 @@ export class Outbox {
      */
     get unsent() {
         const waiting = this.#waiting.filter((f) => f.type === "message");
-        return waiting.length === 0 ? this.#unsent : [...this.#unsent, ...waiting];
+        const written = this.#unsent.filter((f) => f.type === "message");
+        return waiting.length === 0 ? written : [...written, ...waiting];
     }
 
     /**
@@ -49,14 +53,33 @@ export class Outbox {
         if (frame.type === "message") this.#changed();
     }
 
-    /** A frame of type is waiting. @param {string} type */
-    waits(type) { return this.#waiting.some((f) => f.type === type); }
+    /** A frame of type is waiting, or written and not confirmed. @param {string} type */
+    waits(type) { return this.#waiting.some((f) => f.type === type) || this.#unsent.some((f) => f.type === type); }
 
-    /** A frame was written, or its write failed: a message is kept until confirmed. */
-    written(frame) {
-        if (frame.type !== "message" || !frame.id || this.#unsent.includes(frame)) return;
+    /**
+     * A frame was written, or its write failed: a message is kept until
+     * confirmed, a Stop until its turn's end is seen.
+     * @param {any} frame  @param {boolean} [running]  a turn runs (a Stop: kept)
+     */
+    written(frame, running = false) {
+        if (this.#unsent.includes(frame)) return;
+        if (frame.type === "cancel" && running) {
+            this.#unsent.push(frame);
+            return;
+        }
+        if (frame.type !== "message" || !frame.id) return;
         this.#unsent.push(frame);
         this.#changed();
+    }
+
+    /**
+     * A session event, in order: a turn's end (the agent's model.finished,
+     * session.idle, session.ended) confirms the Stops written before it.
+     * @param {{type: string, parent?: string}} f
+     */
+    saw(f) {
+        const end = f.type === "session.idle" || f.type === "session.ended" || (f.type === "model.finished" && !f.parent);
+        if (end && this.#unsent.some((u) => u.type === "cancel")) this.#unsent = this.#unsent.filter((u) => u.type !== "cancel");
     }
 
     /**
