@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -162,16 +163,23 @@ type inStepKey struct{}
 
 // callWorker runs the worker's Decide with ctx, a decideCtx or an
 // attemptCtx (both say which session decides); a panic is an error.
-func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (d Decision, err error) {
+func (s *Session) callWorker(ctx context.Context, t Trigger, proposed Decision) (Decision, error) {
+	return decideSafely(ctx, s.e.opts.Worker, DecideRequest{Session: s.id, Owner: s.owner, Trigger: t, Proposed: proposed, Parent: s.parentCall()}, s.baseLogger)
+}
+
+// decideSafely runs w's Decide on req: a panic is an error (logged, with its
+// stack), and an error is an ErrWorker.
+func decideSafely(ctx context.Context, w Worker, req DecideRequest, logger *slog.Logger) (d Decision, err error) {
+	t := req.Trigger
 	defer func() {
 		if p := recover(); p != nil {
-			s.baseLogger.Error("worker panicked", "trigger", t.TriggerType(), "panic", p, "stack", string(debug.Stack()))
+			logger.Error("worker panicked", "trigger", t.TriggerType(), "panic", p, "stack", string(debug.Stack()))
 			// The panic's value stays in the log: it may hold what no
 			// page or model should read (a query, a credential).
 			d, err = Decision{}, fmt.Errorf("%w: it panicked on %s (the gateway's log has why)", ErrWorker, t.TriggerType())
 		}
 	}()
-	d, err = s.e.opts.Worker.Decide(ctx, DecideRequest{Session: s.id, Owner: s.owner, Trigger: t, Proposed: proposed, Parent: s.parentCall()})
+	d, err = w.Decide(ctx, req)
 	if err != nil && !errors.Is(err, ErrWorker) {
 		err = fmt.Errorf("%w on %s: %w", ErrWorker, t.TriggerType(), err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 )
 
@@ -109,19 +108,8 @@ func (e *Engine) deleteStored(ctx context.Context, id, owner string) error {
 	case !listed:
 		return fmt.Errorf("%w: no session %s of this owner's", ErrNoSession, id)
 	}
-	if owners, ok := e.opts.Store.(Owners); ok {
-		own, err := owners.Own(ctx, id, func() {})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := own.Release(context.WithoutCancel(ctx)); err != nil {
-				e.opts.Logger.Warn("failed to give a deleted session's lease back; it expires by itself", "session", id, "err", err)
-			}
-		}()
-	}
-	if err := e.opts.Store.Delete(ctx, id); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	if _, err := e.deleteUnderLease(ctx, id, nil); err != nil {
+		return err
 	}
 	e.opts.Logger.Info("session deleted", "session", id)
 	e.tellDeleted(id, owner)
@@ -136,12 +124,8 @@ func (e *Engine) tellDeleted(id, owner string) {
 	e.runners.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.opts.DecideTimeout)
 		defer cancel()
-		defer func() {
-			if p := recover(); p != nil {
-				e.opts.Logger.Error("worker panicked", "trigger", TypeSessionEnd, "session", id, "panic", p, "stack", string(debug.Stack()))
-			}
-		}()
-		if _, err := e.opts.Worker.Decide(ctx, DecideRequest{Session: id, Owner: owner, Trigger: SessionEnd{Reason: ReasonDeleted}}); err != nil {
+		req := DecideRequest{Session: id, Owner: owner, Trigger: SessionEnd{Reason: ReasonDeleted}}
+		if _, err := decideSafely(ctx, e.opts.Worker, req, e.opts.Logger.With("session", id)); err != nil {
 			e.opts.Logger.Warn("the worker failed on the session.end of a deleted session", "session", id, "err", err)
 		}
 	})

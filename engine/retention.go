@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -111,32 +112,38 @@ func (e *Engine) sweepUnsummarized(ctx context.Context, lister JournalList, ids 
 }
 
 // deleteUnowned deletes a session from the store (expired, or a summary
-// without its journal), unless a node runs it: on a store that nodes share
-// (Owners), under the session's lease, which another node holds while the
-// session is in its memory (a page open on a chat untouched for longer
-// than Retain); and, when still is given, only if it still says so once
-// the lease is held.
+// without its journal) unless a node runs it (deleteUnderLease), and
+// reports whether it did; a failure is logged, for a later sweep.
 func (e *Engine) deleteUnowned(ctx context.Context, id string, still func() bool) bool {
+	deleted, err := e.deleteUnderLease(ctx, id, still)
+	if err != nil && !errors.Is(err, ErrOwnedElsewhere) {
+		e.opts.Logger.Warn("retention: failed to delete a session; a later sweep tries again", "session", id, "err", err)
+	}
+	return deleted
+}
+
+// deleteUnderLease deletes session id from the store: on a store that
+// nodes share (Owners), under the session's lease, which another node
+// holds while the session is in its memory (ErrOwnedElsewhere: a page open
+// on a chat untouched for longer than Retain); and, when still is given,
+// only if it still says so once the lease is held (false, nil when not).
+func (e *Engine) deleteUnderLease(ctx context.Context, id string, still func() bool) (bool, error) {
 	if owners, ok := e.opts.Store.(Owners); ok {
 		own, err := owners.Own(ctx, id, func() {})
 		if err != nil {
-			if !errors.Is(err, ErrOwnedElsewhere) {
-				e.opts.Logger.Warn("retention: failed to take an expired session's lease; it is deleted at a later sweep", "session", id, "err", err)
-			}
-			return false
+			return false, err
 		}
 		defer func() {
 			if err := own.Release(context.WithoutCancel(ctx)); err != nil {
-				e.opts.Logger.Warn("retention: failed to give a deleted session's lease back; it expires by itself", "session", id, "err", err)
+				e.opts.Logger.Warn("failed to give a deleted session's lease back; it expires by itself", "session", id, "err", err)
 			}
 		}()
 	}
 	if still != nil && !still() {
-		return false
+		return false, nil
 	}
 	if err := e.opts.Store.Delete(ctx, id); err != nil {
-		e.opts.Logger.Warn("retention: failed to delete a session", "session", id, "err", err)
-		return false
+		return false, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
-	return true
+	return true, nil
 }

@@ -54,7 +54,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 // deleteStatus is a failed deletion's answer: its status, and what the
 // browser reads.
 func deleteStatus(id string, err error) (int, error) {
-	var coded interface{ StatusCode() int } // another node's answer
+	var coded interface{ StatusCode() int } // another node's answer, as it gave it (a chatError)
 	switch {
 	case errors.As(err, &coded):
 		return coded.StatusCode(), err

@@ -23,8 +23,8 @@ func TestDeleteStatus(t *testing.T) {
 	}{
 		{fmt.Errorf("%w: no session s1 of this owner's", engine.ErrNoSession), http.StatusNotFound, `there is no chat "s1" for this browser`},
 		{&engine.OwnedElsewhereError{Session: "s1", Node: "b"}, http.StatusServiceUnavailable, "runs on another gateway node"},
-		{&remoteRefusal{status: http.StatusNotFound, text: "unknown session: there is no chat \"s1\" for this browser"}, http.StatusNotFound, "no chat"},
-		{&remoteRefusal{status: http.StatusServiceUnavailable, text: "chat \"s1\" runs on gateway node b, which takes no deletions"}, http.StatusServiceUnavailable, "takes no deletions"},
+		{&chatError{status: http.StatusNotFound, err: errors.New("unknown session: there is no chat \"s1\" for this browser")}, http.StatusNotFound, "no chat"},
+		{&chatError{status: http.StatusServiceUnavailable, err: errors.New("chat \"s1\" runs on gateway node b, which takes no deletions")}, http.StatusServiceUnavailable, "takes no deletions"},
 		{engine.ErrSessionClosed, http.StatusServiceUnavailable, "shutting down"},
 		{context.DeadlineExceeded, http.StatusServiceUnavailable, "was not deleted within"},
 		{fmt.Errorf("%w: no space left on device", engine.ErrStoreUnavailable), http.StatusServiceUnavailable, "no space left on device"},

@@ -29,15 +29,6 @@ type relayDeleted struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// remoteRefusal is a deletion another node refused, as it answers.
-type remoteRefusal struct {
-	status int
-	text   string
-}
-
-func (e *remoteRefusal) Error() string   { return e.text }
-func (e *remoteRefusal) StatusCode() int { return e.status }
-
 // maxRelayedDeletes bounds the other nodes' deletions this node runs at
 // once: one whose session ends slowly holds up no other.
 const maxRelayedDeletes = 8
@@ -108,18 +99,18 @@ func (r *Relay) askDelete(ctx context.Context, node, session, browser string) er
 	m, err := r.nc.RequestWithContext(ctx, deleteSubject(node), req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return &remoteRefusal{status: http.StatusServiceUnavailable,
-			text: fmt.Sprintf("chat %q runs on gateway node %s, which takes no deletions: it runs an earlier version of the gateway (retry once it is upgraded), or it stopped (retry once its lease has expired)", session, node)}
+		return &chatError{status: http.StatusServiceUnavailable,
+			err: fmt.Errorf("chat %q runs on gateway node %s, which takes no deletions: it runs an earlier version of the gateway (retry once it is upgraded), or it stopped (retry once its lease has expired)", session, node)}
 	case err != nil:
-		return &remoteRefusal{status: http.StatusServiceUnavailable,
-			text: fmt.Sprintf("chat %q runs on gateway node %s, which did not answer its deletion (%v): retry", session, node, err)}
+		return &chatError{status: http.StatusServiceUnavailable,
+			err: fmt.Errorf("chat %q runs on gateway node %s, which did not answer its deletion (%v): retry", session, node, err)}
 	}
 	var ans relayDeleted
 	if err := json.Unmarshal(m.Data, &ans); err != nil {
-		return &remoteRefusal{status: http.StatusBadGateway, text: fmt.Sprintf("gateway node %s answered the deletion of chat %q with no answer this node reads: %v", node, session, err)}
+		return &chatError{status: http.StatusBadGateway, err: fmt.Errorf("gateway node %s answered the deletion of chat %q with no answer this node reads: %v", node, session, err)}
 	}
 	if ans.Status == 0 {
 		return nil
 	}
-	return &remoteRefusal{status: ans.Status, text: ans.Error}
+	return &chatError{status: ans.Status, err: errors.New(ans.Error)} // as that node answers its browsers
 }

@@ -71,10 +71,6 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return fmt.Errorf("data-dir %q: %w", *dataDir, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "gateway-data.json")); err != nil {
-			// Opened, an empty directory would become a new store.
-			return fmt.Errorf("data-dir %s holds no gateway store (%w): give the directory the gateway runs on", dir, err)
-		}
 		o.DataDir = dir
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)

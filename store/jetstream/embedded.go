@@ -111,7 +111,11 @@ func syncOptions(sync time.Duration) (interval time.Duration, always bool) {
 
 // startEmbedded starts the server with its files in dataDir/jetstream,
 // flushing them to the disk as sync says (Options.Sync).
-func startEmbedded(dataDir string, sync time.Duration, logger *slog.Logger) (*embedded, error) {
+func startEmbedded(dataDir string, sync time.Duration, attach bool, logger *slog.Logger) (*embedded, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, markerFile)); attach && err != nil {
+		// Opened, an empty directory would become a new store.
+		return nil, fmt.Errorf("data-dir %s holds no gateway store (%w): give the directory the gateway runs on", dataDir, err)
+	}
 	held, err := checkDataDir(dataDir)
 	if err != nil {
 		return nil, err

@@ -83,7 +83,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Attach opens what the gateway made and changes nothing of it: no
 	// stream or bucket is made or updated (their times to live stay), and
-	// no start-up migration runs; a store that is not there is an error.
+	// no start-up migration runs; a store that is not there (a data
+	// directory without the gateway's marker) is an error.
 	// For the operator's commands beside running gateways (gateway
 	// sessions, gateway delete), whose flags are not the gateways'.
 	Attach bool
@@ -204,7 +205,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.denials.refused(err)
 	})
 	if o.URL == "" {
-		if s.embedded, err = startEmbedded(o.DataDir, o.Sync, o.Logger); err != nil {
+		if s.embedded, err = startEmbedded(o.DataDir, o.Sync, o.Attach, o.Logger); err != nil {
 			return nil, err
 		}
 		s.nc, err = nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns), nats.Name("gateway"), logErrors)
