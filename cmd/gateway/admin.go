@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clienttools/gateway/control"
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream"
 )
@@ -23,9 +23,10 @@ import (
 //	gateway sessions [--data-dir D | --nats-url U]   every chat, one JSON object a line
 //	gateway delete [--data-dir D | --nats-url U] ID...
 //
-// On the embedded store the gateway must be stopped: the data directory's
-// lock lets one process in. On a NATS nodes share, a chat a node runs is
-// refused, naming the node.
+// On the embedded store, a gateway running on it answers them itself,
+// through its control socket (package control); stopped, the command opens
+// the store (its lock lets one process in). On a NATS nodes share, a chat
+// a node runs is refused, naming the node.
 var adminCommands = []string{"sessions", "delete"}
 
 // adminTimeout bounds a command's work with the store.
@@ -42,7 +43,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return def
 	}
-	dataDir := fs.String("data-dir", env("GATEWAY_DATA_DIR", defaultDataDir(getenv)), "the embedded store's directory, the gateway stopped (env GATEWAY_DATA_DIR)")
+	dataDir := fs.String("data-dir", env("GATEWAY_DATA_DIR", defaultDataDir(getenv)), "the embedded store's directory; a gateway running on it answers through its control socket (env GATEWAY_DATA_DIR)")
 	natsURL := fs.String("nats-url", env("GATEWAY_NATS_URL", ""), "the NATS the gateway nodes share, instead of the data directory (env GATEWAY_NATS_URL)")
 	if err := fs.Parse(args[1:]); err != nil {
 		fs.SetOutput(stderr)
@@ -60,21 +61,29 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	case name == "sessions" && len(ids) > 0:
 		return fmt.Errorf("gateway sessions: unexpected argument %q", ids[0])
 	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
 	// Attach: the nodes' settings (their flags, not these) stay as they are.
 	o := jetstream.Options{URL: *natsURL, Attach: true, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if *natsURL != "" {
 		o.Node = fmt.Sprintf("admin-%d", os.Getpid()) // named in the leases it takes
 	} else {
-		// The embedded store's node, the gateway stopped (its lock says so):
-		// the leases a crash left are this node's to take back.
 		dir, err := filepath.Abs(*dataDir)
 		if err != nil {
 			return fmt.Errorf("data-dir %q: %w", *dataDir, err)
 		}
+		// A gateway running on it answers the command itself; else the
+		// embedded store's node, the gateway stopped (its lock says so):
+		// the leases a crash left are this node's to take back.
+		switch c, err := control.Dial(ctx, dir); {
+		case err == nil:
+			defer c.Close()
+			return runOnGateway(ctx, c, name, ids, stdout)
+		case !errors.Is(err, control.ErrNotRunning):
+			return err
+		}
 		o.DataDir = dir
 	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
 	store, err := jetstream.Open(ctx, o)
 	if err != nil {
 		return fmt.Errorf("failed to open the store: %w", err)
@@ -85,38 +94,32 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("failed to list the sessions: %w", err)
 	}
 	if name == "sessions" {
-		return listSessions(stdout, sums)
+		return control.WriteSessions(stdout, sums)
 	}
 	return deleteSessions(ctx, store, sums, ids, stdout)
 }
 
-// listSessions writes every session's summary, newest first, one JSON
-// object a line: the owner is the browser's identity (or the person
-// gateway.Options.Identify names), the title its first message.
-func listSessions(w io.Writer, sums []engine.Summary) error {
-	slices.SortFunc(sums, func(a, b engine.Summary) int { return b.Updated.Compare(a.Updated) })
-	enc := json.NewEncoder(w)
-	for _, s := range sums {
-		if err := enc.Encode(struct {
-			ID      string    `json:"id"`
-			Owner   string    `json:"owner"`
-			Title   string    `json:"title"`
-			Created time.Time `json:"created"`
-			Updated time.Time `json:"updated"`
-			Ended   bool      `json:"ended,omitempty"`
-		}{s.ID, s.Owner, s.Title, s.Created, s.Updated, s.Ended}); err != nil {
-			return err
-		}
+// runOnGateway runs the command on the gateway that runs on the data
+// directory, through its control socket: a chat it runs is ended where
+// it runs, its pages and its worker told.
+func runOnGateway(ctx context.Context, c *control.Client, name string, ids []string, stdout io.Writer) error {
+	if name == "sessions" {
+		return c.Sessions(ctx, stdout)
 	}
-	return nil
+	return deleteEach(ids, stdout, func(id string) error { return c.Delete(ctx, id) })
 }
 
-// deleteSessions deletes each session of ids, under its lease, and says
-// so; it fails naming those it did not delete.
+// deleteSessions deletes each session of ids, under its lease.
 func deleteSessions(ctx context.Context, store *jetstream.Store, sums []engine.Summary, ids []string, w io.Writer) error {
+	return deleteEach(ids, w, func(id string) error { return deleteSession(ctx, store, sums, id) })
+}
+
+// deleteEach deletes each session of ids with del, and says so; it fails
+// naming those it did not delete.
+func deleteEach(ids []string, w io.Writer, del func(id string) error) error {
 	var failed []string
 	for _, id := range ids {
-		err := deleteSession(ctx, store, sums, id)
+		err := del(id)
 		if err != nil {
 			fmt.Fprintf(w, "%s: not deleted: %v\n", id, err)
 			failed = append(failed, id)

@@ -22,8 +22,8 @@ import (
 // chat, on the embedded store, with no cookie of theirs: gateway sessions
 // finds it by its title (the person's first message), gateway delete
 // deletes it with the gateway stopped, and the gateway, started again,
-// neither lists nor opens it. While the gateway runs, the commands are
-// refused, naming why.
+// neither lists nor opens it. (TestEraseWhileTheGatewayRuns: the same
+// through the running gateway.)
 func TestEraseWithTheGatewayStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -44,13 +44,7 @@ func TestEraseWithTheGatewayStopped(t *testing.T) {
 			t.Fatalf("the gateway's exit: %v", err)
 		}
 	}
-	admin := func(args ...string) (string, error) {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		return out.String() + errOut.String(), err
-	}
+	admin := func(args ...string) (string, error) { return runCommand(bin, args...) }
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
 	jar, _ := cookiejar.New(nil)
@@ -58,25 +52,10 @@ func TestEraseWithTheGatewayStopped(t *testing.T) {
 
 	g := start()
 	chat := func(text string) string {
-		page, err := br.dial(ctx, base, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = page.send(ctx, map[string]any{"type": "session.open"})
-		opened, err := page.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = page.send(ctx, map[string]any{"type": "message", "content": text})
-		if _, err := page.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }); err != nil {
-			t.Fatal(err)
-		}
-		return opened.f.Session
+		_, id := openChat(ctx, t, br, base, text)
+		return id
 	}
 	erase, keep := chat("my name is Ada, what time is it"), chat("what's the weather in Tokyo")
-	if out, err := admin("sessions", "--data-dir", dir); err == nil || !strings.Contains(out, "in use by another gateway") {
-		t.Errorf("gateway sessions beside the running gateway: %v %q, want a refusal saying it is in use", err, out)
-	}
 	stop(g)
 
 	out, err := admin("sessions", "--data-dir", dir)
@@ -158,4 +137,92 @@ func TestAdminChangesNothingOfTheStore(t *testing.T) {
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
 		t.Errorf("gateway sessions wrote %d files in a directory that held no store", len(entries))
 	}
+}
+
+// TestEraseWhileTheGatewayRuns: the operator's commands reach the gateway
+// that runs on the data directory, through its control socket: gateway
+// sessions lists every browser's chats, and gateway delete ends a chat
+// where it runs (its open page reads session.ended, reason "deleted") and
+// purges it; the browser's list no longer has it. Killed (kill -9), the
+// gateway leaves its socket behind: the commands then open the store
+// themselves, and find the chat gone.
+func TestEraseWhileTheGatewayRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, dir := buildGatewayBinary(t), t.TempDir()
+	addr := durableFreeAddr(t)
+	base := "http://" + addr
+	admin := func(args ...string) (string, error) {
+		return runCommand(bin, append(args[:1:1], append([]string{"--data-dir", dir}, args[1:]...)...)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	jar, _ := cookiejar.New(nil)
+	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	g := startGatewayProc(t, "gateway", bin, addr, dir)
+	g.waitHealthy(base)
+
+	page, erase := openChat(ctx, t, br, base, "my name is Ada, what's the weather in Paris")
+
+	out, err := admin("sessions")
+	if err != nil || !strings.Contains(out, `"id":"`+erase+`"`) || !strings.Contains(out, "Ada") {
+		t.Fatalf("gateway sessions beside the running gateway: %v\n%s\nwant the chat listed", err, out)
+	}
+	if out, err := admin("delete", erase); err != nil || !strings.Contains(out, erase+": deleted") {
+		t.Fatalf("gateway delete beside the running gateway: %v\n%s", err, out)
+	}
+	if _, err := page.until("session.ended deleted", func(f wireFrame) bool { return f.Type == "session.ended" && f.Reason == "deleted" }); err != nil {
+		t.Error(err)
+	}
+	resp, err := br.http.Get(base + "/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(list), erase) {
+		t.Errorf("the browser's chats after the erasure: %s, want it gone", list)
+	}
+	if out, err := admin("delete", erase); err == nil || !strings.Contains(out, erase+": not deleted") || !strings.Contains(out, "404") {
+		t.Errorf("gateway delete of a deleted chat: %v %q, want it named as not deleted (404)", err, out)
+	}
+
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.wait()
+	if out, err := admin("sessions"); err != nil || strings.Contains(out, erase) {
+		t.Errorf("gateway sessions after a kill -9, its socket left behind: %v\n%s\nwant the store opened, without the chat", err, out)
+	}
+}
+
+// runCommand runs the binary with args, and returns its output, stdout
+// then stderr.
+func runCommand(bin string, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String() + errOut.String(), err
+}
+
+// openChat opens a new chat on a page of br, says text in it and waits
+// for the answer; the page stays open.
+func openChat(ctx context.Context, t *testing.T, br *durableBrowser, base, text string) (*pageConn, string) {
+	t.Helper()
+	page, err := br.dial(ctx, base, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = page.send(ctx, map[string]any{"type": "session.open"})
+	opened, err := page.until("session.opened", func(f wireFrame) bool { return f.Type == "session.opened" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = page.send(ctx, map[string]any{"type": "message", "content": text})
+	if _, err := page.until("session.idle", func(f wireFrame) bool { return f.Type == "session.idle" && *f.Seq > 2 }); err != nil {
+		t.Fatal(err)
+	}
+	return page, opened.f.Session
 }

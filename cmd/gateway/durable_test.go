@@ -219,6 +219,7 @@ type wireFrame struct {
 	Deadline string          `json:"deadline"`
 	OK       bool            `json:"ok"`
 	Code     string          `json:"code"`
+	Reason   string          `json:"reason"`  // session.ended's
 	Message  json.RawMessage `json:"message"` // an object in message events, a string in errors
 }
 

@@ -160,6 +160,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer msrv.Close()
 		logger.Info("metrics served", "addr", mln.Addr().String(), "path", "/metrics")
 	}
+	stopControl := serveControl(store.dataDir, eng, logger)
+	defer stopControl() // a start that failed from here on
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -182,6 +184,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer cancel()
 	// Stop accepting, close the sockets with 1001 and end the streams, then
 	// end the sessions.
+	stopControl()
 	errs := []error{gw.ShutdownServer(shutdownCtx, srv), eng.Close(shutdownCtx)}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)

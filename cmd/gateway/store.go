@@ -36,6 +36,7 @@ type openedStore struct {
 	cookies scs.Store      // nil: the gateway's in-memory default
 	relay   *gateway.Relay // nil: a single node
 	adopt   time.Duration  // engine.Options.Adopt: on a NATS nodes share
+	dataDir string         // the embedded store's directory, absolute; "" for another store
 	where   string
 	close   func()
 }
@@ -68,7 +69,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	if err != nil {
 		return openedStore{}, err
 	}
-	opened := openedStore{Store: s, cookies: s.Cookies(), where: where, close: func() { closeWithin(storeCloseGrace, s.Close, logger) }}
+	opened := openedStore{Store: s, cookies: s.Cookies(), dataDir: o.DataDir, where: where, close: func() { closeWithin(storeCloseGrace, s.Close, logger) }}
 	if cfg.natsURL != "" {
 		opened.relay = gateway.NewRelay(s.Conn(), s.Node())
 		// Before any session is resumed: a second node of this name would

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/clienttools/gateway/control"
+	"github.com/clienttools/gateway/engine"
+)
+
+// serveControl serves the operator's commands on the embedded store's
+// control socket in dir, so that they work while the gateway runs
+// (package control); stop closes it, once however often called, before the engine: a deletion asked
+// then would find it shutting down. With no dir (another store) or no
+// socket (a path too long for one), stop does nothing, and the commands
+// need the gateway stopped, as the log says.
+func serveControl(dir string, eng *engine.Engine, logger *slog.Logger) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	ln, err := control.Listen(dir)
+	if err != nil {
+		logger.Warn("the commands on the store (gateway sessions, gateway delete) need the gateway stopped: its control socket is off", "err", err)
+		return func() {}
+	}
+	srv := &http.Server{
+		Handler: control.Handler(control.Options{
+			Summaries: func(ctx context.Context) ([]engine.Summary, error) { return eng.Store().Summaries(ctx, "") },
+			Delete:    eng.Delete,
+			Logger:    logger,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("the control socket failed: the commands on the store need the gateway stopped", "err", err)
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// A deletion under way finishes (it is bounded); a listing too.
+			ctx, cancel := context.WithTimeout(context.Background(), control.DeleteTimeout)
+			defer cancel()
+			_ = srv.Shutdown(ctx) // removes the socket's file as it closes the listener
+			<-done
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// ErrNotRunning: no gateway answers on the data directory's control
+// socket (none runs, or one of a version without it, or one that left its
+// socket behind as it was killed): the command opens the store itself,
+// whose lock says whether a gateway holds it.
+var ErrNotRunning = errors.New("no gateway answers on the control socket")
+
+// Client speaks to the gateway that runs on a data directory.
+type Client struct {
+	http *http.Client
+}
+
+// Dial connects to the control socket in dir: ErrNotRunning when nothing
+// listens there.
+func Dial(ctx context.Context, dir string) (*Client, error) {
+	path := filepath.Join(dir, SocketName)
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("%w (no socket can be at %s: its path is too long)", ErrNotRunning, path)
+	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}
+	conn, err := dial(ctx)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w (%s)", ErrNotRunning, path)
+		}
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	conn.Close()
+	return &Client{http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+	}}}, nil
+}
+
+// Close releases the client's connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Sessions copies the gateway's list of every session, one JSON Session a
+// line, to w.
+func (c *Client) Sessions(ctx context.Context, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, "/sessions")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return answerErr(resp)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Delete asks the gateway to delete session id: nil once it is gone.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	resp, err := c.do(ctx, http.MethodDelete, "/sessions/"+url.PathEscape(id))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return answerErr(resp)
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
+	// The host is no one's: the socket is the address.
+	req, err := http.NewRequestWithContext(ctx, method, "http://gateway"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the running gateway did not answer: %w", err)
+	}
+	return resp, nil
+}
+
+// answerErr is the gateway's refusal, in its words.
+func answerErr(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	msg := strings.TrimSpace(string(b))
+	if msg == "" {
+		msg = resp.Status
+	}
+	return fmt.Errorf("the gateway answered %d: %s", resp.StatusCode, msg)
+}

@@ -1,0 +1,15 @@
+// Package control lets the operator's commands on the store (gateway
+// sessions, gateway delete) reach a gateway that is running on the
+// embedded store: the data directory's lock lets one process in, so the
+// gateway answers them itself, over a Unix socket in that directory
+// (SocketName), HTTP on it. The socket is the operator's, as the data
+// directory is: its file's permissions (0600, in a directory of 0700)
+// are its authentication, and no browser can reach it.
+//
+// Listen and Handler serve it (the gateway's binary wires them); Dial
+// reaches it, and says ErrNotRunning when no gateway answers there, so the
+// command opens the store itself.
+//
+// A Handler is safe for concurrent use; each request runs on the HTTP
+// server's goroutine, bounded by the request's context and DeleteTimeout.
+package control

@@ -1,0 +1,175 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+)
+
+// SocketName is the control socket's file in the data directory.
+const SocketName = "control.sock"
+
+// maxSocketPath is the longest socket path every Unix takes (Linux takes
+// 107 bytes, the BSDs and macOS 103; the margin is the terminating NUL's).
+const maxSocketPath = 103
+
+// DeleteTimeout bounds a deletion over the socket, as the browsers'
+// DELETE /sessions/{id}: the session's end and the store's purge.
+const DeleteTimeout = time.Minute
+
+// Listen listens on the control socket in dir, which the caller holds
+// the lock of: a socket file there is one an earlier run left (a kill -9
+// leaves it), and is replaced. Only the directory's owner may connect
+// (0600). A dir whose socket path is longer than a Unix socket's address
+// takes (about 100 bytes) is an error: the caller goes on without it.
+func Listen(dir string) (net.Listener, error) {
+	path := filepath.Join(dir, SocketName)
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control socket %s: the path is %d bytes, over the %d a Unix socket's address takes: a shorter --data-dir has one", path, len(path), maxSocketPath)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("control socket %s: a file that is no socket is in its place", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("control socket %s: failed to remove an earlier run's: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	// The directory is 0700 already; the socket's own mode says it again
+	// for a directory an operator opened up.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Options are what a Handler answers with.
+type Options struct {
+	// Summaries lists every stored session's summary (engine.Store's
+	// Summaries with no owner). Required.
+	Summaries func(ctx context.Context) ([]engine.Summary, error)
+	// Delete deletes session id of owner wherever it is (engine.Engine's
+	// Delete): its pages are told, then its worker. Required.
+	Delete func(ctx context.Context, id, owner string) error
+	// Logger records each deletion. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the commands: GET /sessions (every session, one JSON
+// Session a line, newest first) and DELETE /sessions/{id} (204 once it
+// is gone; 404 when no session of that id is listed; 503 when the store
+// or the gateway's shutdown stopped it: nothing is half gone, and the same
+// request deletes it).
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /sessions", func(w http.ResponseWriter, r *http.Request) {
+		sums, err := o.Summaries(r.Context())
+		if err != nil {
+			text(w, http.StatusServiceUnavailable, fmt.Sprintf("failed to list the sessions: %v", err))
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_ = WriteSessions(w, sums)
+	})
+	mux.HandleFunc("DELETE /sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		// Asked, the deletion goes on if the command is stopped: a purge
+		// cut halfway would leave the chat's summary without its journal.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), DeleteTimeout)
+		defer cancel()
+		err := deleteListed(ctx, o, id)
+		if err == nil {
+			o.Logger.Info("session deleted by the operator's command", "session", id)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		status := deleteStatus(err)
+		level := slog.LevelInfo
+		if status >= http.StatusInternalServerError {
+			level = slog.LevelWarn
+		}
+		o.Logger.Log(r.Context(), level, "the operator's deletion failed", "session", id, "status", status, "err", err)
+		text(w, status, err.Error())
+	})
+	return mux
+}
+
+// deleteListed deletes session id as its owner would: the summary names
+// the owner.
+func deleteListed(ctx context.Context, o Options, id string) error {
+	if err := engine.CheckID(id); err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrNoSession, err)
+	}
+	sums, err := o.Summaries(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: the list of sessions: %w", engine.ErrStoreUnavailable, err)
+	}
+	i := slices.IndexFunc(sums, func(s engine.Summary) bool { return s.ID == id })
+	if i < 0 {
+		return fmt.Errorf("%w: no session of this id is listed (gateway sessions lists them)", engine.ErrNoSession)
+	}
+	return o.Delete(ctx, id, sums[i].Owner)
+}
+
+// deleteStatus is a failed deletion's status.
+func deleteStatus(err error) int {
+	switch {
+	case errors.Is(err, engine.ErrNoSession):
+		return http.StatusNotFound
+	case errors.Is(err, engine.ErrStoreUnavailable), errors.Is(err, engine.ErrOwnedElsewhere),
+		errors.Is(err, engine.ErrSessionClosed), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func text(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg)
+}
+
+// Session is one line of gateway sessions: the owner is the browser's
+// identity (or the person gateway.Options.Identify names), the title its
+// first message.
+type Session struct {
+	ID      string    `json:"id"`
+	Owner   string    `json:"owner"`
+	Title   string    `json:"title"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Ended   bool      `json:"ended,omitempty"`
+}
+
+// WriteSessions writes sums newest first, one JSON Session a line.
+func WriteSessions(w io.Writer, sums []engine.Summary) error {
+	sums = slices.Clone(sums)
+	slices.SortFunc(sums, func(a, b engine.Summary) int { return b.Updated.Compare(a.Updated) })
+	enc := json.NewEncoder(w)
+	for _, s := range sums {
+		if err := enc.Encode(Session{s.ID, s.Owner, s.Title, s.Created, s.Updated, s.Ended}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
