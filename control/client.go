@@ -79,6 +79,21 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Backup asks the gateway to copy its store into dir, a new data
+// directory (an absolute path), and returns what it says it copied.
+func (c *Client) Backup(ctx context.Context, dir string) (string, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/backup?to="+url.QueryEscape(dir))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", answerErr(resp)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return string(b), err
+}
+
 func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
 	// The host is no one's: the socket is the address.
 	req, err := http.NewRequestWithContext(ctx, method, "http://gateway"+path, nil)

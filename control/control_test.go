@@ -186,3 +186,48 @@ func TestSocketFile(t *testing.T) {
 		t.Errorf("Dial in a directory of a long path: %v, want ErrNotRunning", err)
 	}
 }
+
+// TestBackupEndsWithItsCommand: the gateway copies into the directory the
+// command names, and says what it copied; a command stopped meanwhile
+// (Ctrl-C: its connection closes) stops the backup, which then removes
+// what it wrote; a directory that is no absolute path is refused (the
+// gateway's working directory is not the command's).
+func TestBackupEndsWithItsCommand(t *testing.T) {
+	dir := t.TempDir()
+	started, stopped := make(chan struct{}, 1), make(chan error, 1)
+	o := (&fakeChats{}).options()
+	o.Backup = func(ctx context.Context, to string) (string, error) {
+		if strings.HasSuffix(to, "quick") {
+			return "GATEWAY_JOURNAL: 3 messages, 300 bytes\n", nil
+		}
+		started <- struct{}{}
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return "", ctx.Err()
+	}
+	serve(t, dir, o)
+	c := dial(t, dir)
+	ctx := context.Background()
+	if said, err := c.Backup(ctx, "/backups/quick"); err != nil || !strings.Contains(said, "GATEWAY_JOURNAL: 3 messages") {
+		t.Errorf("a backup: %q %v", said, err)
+	}
+	if _, err := c.Backup(ctx, "backups/relative"); err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("a backup into a relative path: %v, want a 400 naming it", err)
+	}
+	cmd, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := c.Backup(cmd, "/backups/slow"); done <- err }()
+	<-started
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("a stopped command's backup: no error")
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the backup ended with %v, want its context cancelled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the backup went on after its command stopped")
+	}
+}

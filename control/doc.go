@@ -1,6 +1,6 @@
 // Package control lets the operator's commands on the store (gateway
-// sessions, gateway delete) reach a gateway that is running on the
-// embedded store: the data directory's lock lets one process in, so the
+// sessions, gateway delete, gateway backup) reach a gateway that is
+// running on the embedded store: the data directory's lock lets one process in, so the
 // gateway answers them itself, over a Unix socket in that directory
 // (SocketName), HTTP on it. The socket is the operator's, as the data
 // directory is: its file's permissions (0600, in a directory of 0700)

@@ -68,15 +68,21 @@ type Options struct {
 	// Delete deletes session id of owner wherever it is (engine.Engine's
 	// Delete): its pages are told, then its worker. Required.
 	Delete func(ctx context.Context, id, owner string) error
-	// Logger records each deletion. Default: slog.Default().
+	// Backup copies the store into dir, a new data directory, and says
+	// what it copied. Nil: the gateway takes no backups (POST /backup is
+	// 404).
+	Backup func(ctx context.Context, dir string) (string, error)
+	// Logger records each deletion and backup. Default: slog.Default().
 	Logger *slog.Logger
 }
 
 // Handler serves the commands: GET /sessions (every session, one JSON
-// Session a line, newest first) and DELETE /sessions/{id} (204 once it
-// is gone; 404 when no session of that id is listed; 503 when the store
-// or the gateway's shutdown stopped it: nothing is half gone, and the same
-// request deletes it).
+// Session a line, newest first), DELETE /sessions/{id} (204 once it is
+// gone; 404 when no session of that id is listed; 503 when the store or
+// the gateway's shutdown stopped it: nothing is half gone, and the same
+// request deletes it) and POST /backup?to=DIR (200 once the copy is
+// whole, saying what it holds; 500 saying why not, with nothing left in
+// DIR).
 func Handler(o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -111,6 +117,26 @@ func Handler(o Options) http.Handler {
 		o.Logger.Log(r.Context(), level, "the operator's deletion failed", "session", id, "status", status, "err", err)
 		text(w, status, err.Error())
 	})
+	if o.Backup != nil {
+		mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
+			dir := r.URL.Query().Get("to")
+			if !filepath.IsAbs(dir) {
+				text(w, http.StatusBadRequest, fmt.Sprintf("the backup's directory %q is not an absolute path", dir))
+				return
+			}
+			// The command's end stops the backup, which removes what it
+			// wrote: no half backup is left to be taken for a whole one.
+			start := time.Now()
+			copied, err := o.Backup(r.Context(), dir)
+			if err != nil {
+				o.Logger.Warn("the operator's backup failed", "dir", dir, "err", err)
+				text(w, http.StatusInternalServerError, err.Error())
+				return
+			}
+			o.Logger.Info("backed up the sessions", "dir", dir, "took", time.Since(start).Round(time.Millisecond))
+			text(w, http.StatusOK, copied)
+		})
+	}
 	return mux
 }
 

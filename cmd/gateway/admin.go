@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/clienttools/gateway/control"
@@ -18,19 +19,25 @@ import (
 )
 
 // The operator's commands on the store, for what no browser asks: finding
-// a person's chats and erasing them without their cookie (docs/storage.md).
+// a person's chats and erasing them without their cookie, and a copy of
+// every chat (docs/storage.md).
 //
 //	gateway sessions [--data-dir D | --nats-url U]   every chat, one JSON object a line
 //	gateway delete [--data-dir D | --nats-url U] ID...
+//	gateway backup [--data-dir D | --nats-url U] --to DIR
 //
 // On the embedded store, a gateway running on it answers them itself,
 // through its control socket (package control); stopped, the command opens
 // the store (its lock lets one process in). On a NATS nodes share, a chat
 // a node runs is refused, naming the node.
-var adminCommands = []string{"sessions", "delete"}
+var adminCommands = []string{"sessions", "delete", "backup"}
 
-// adminTimeout bounds a command's work with the store.
-const adminTimeout = time.Minute
+// adminTimeout bounds a command's work with the store; backupTimeout a
+// backup's, which copies every chat.
+const (
+	adminTimeout  = time.Minute
+	backupTimeout = time.Hour
+)
 
 // runAdmin runs the command args[0] with the rest of args.
 func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -45,10 +52,14 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	dataDir := fs.String("data-dir", env("GATEWAY_DATA_DIR", defaultDataDir(getenv)), "the embedded store's directory; a gateway running on it answers through its control socket (env GATEWAY_DATA_DIR)")
 	natsURL := fs.String("nats-url", env("GATEWAY_NATS_URL", ""), "the NATS the gateway nodes share, instead of the data directory (env GATEWAY_NATS_URL)")
+	var to *string
+	if name == "backup" {
+		to = fs.String("to", "", "the backup: a new or empty directory, which becomes a data directory a gateway starts on (--data-dir)")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		fs.SetOutput(stderr)
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "Usage: gateway %s [--data-dir DIR | --nats-url URL]%s\n", name, map[string]string{"delete": " SESSION..."}[name])
+			fmt.Fprintf(stderr, "Usage: gateway %s [--data-dir DIR | --nats-url URL]%s\n", name, map[string]string{"delete": " SESSION...", "backup": " --to DIR"}[name])
 			fs.PrintDefaults()
 			return err
 		}
@@ -58,10 +69,20 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	switch {
 	case name == "delete" && len(ids) == 0:
 		return errors.New("gateway delete: name the sessions to delete (their ids, as gateway sessions lists them)")
-	case name == "sessions" && len(ids) > 0:
-		return fmt.Errorf("gateway sessions: unexpected argument %q", ids[0])
+	case name != "delete" && len(ids) > 0:
+		return fmt.Errorf("gateway %s: unexpected argument %q", name, ids[0])
+	case name == "backup" && *to == "":
+		return errors.New("gateway backup: --to names the directory to copy every chat into (new or empty)")
 	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	timeout := adminTimeout
+	if name == "backup" {
+		abs, err := filepath.Abs(*to)
+		if err != nil {
+			return fmt.Errorf("to %q: %w", *to, err)
+		}
+		*to, timeout = abs, backupTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// Attach: the nodes' settings (their flags, not these) stay as they are.
 	o := jetstream.Options{URL: *natsURL, Attach: true, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -78,7 +99,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		switch c, err := control.Dial(ctx, dir); {
 		case err == nil:
 			defer c.Close()
-			return runOnGateway(ctx, c, name, ids, stdout)
+			return runOnGateway(ctx, c, name, ids, to, stdout)
 		case !errors.Is(err, control.ErrNotRunning):
 			return err
 		}
@@ -89,6 +110,14 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("failed to open the store: %w", err)
 	}
 	defer store.Close()
+	if name == "backup" {
+		copied, err := store.Backup(ctx, *to)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, describeCopied(copied, *to))
+		return nil
+	}
 	sums, err := store.Summaries(ctx, "")
 	if err != nil {
 		return fmt.Errorf("failed to list the sessions: %w", err)
@@ -102,9 +131,14 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 // runOnGateway runs the command on the gateway that runs on the data
 // directory, through its control socket: a chat it runs is ended where
 // it runs, its pages and its worker told.
-func runOnGateway(ctx context.Context, c *control.Client, name string, ids []string, stdout io.Writer) error {
-	if name == "sessions" {
+func runOnGateway(ctx context.Context, c *control.Client, name string, ids []string, to *string, stdout io.Writer) error {
+	switch name {
+	case "sessions":
 		return c.Sessions(ctx, stdout)
+	case "backup":
+		said, err := c.Backup(ctx, *to)
+		fmt.Fprint(stdout, said)
+		return err
 	}
 	return deleteEach(ids, stdout, func(id string) error { return c.Delete(ctx, id) })
 }
@@ -148,4 +182,15 @@ func deleteSession(ctx context.Context, store *jetstream.Store, sums []engine.Su
 	}
 	defer func() { _ = own.Release(context.WithoutCancel(ctx)) }()
 	return store.Delete(ctx, id)
+}
+
+// describeCopied says what a backup copied, a stream a line, and where it
+// is: the directory a gateway starts on.
+func describeCopied(copied []jetstream.Copied, dir string) string {
+	var b strings.Builder
+	for _, c := range copied {
+		fmt.Fprintf(&b, "%s: %d messages, %d bytes\n", c.Stream, c.Messages, c.Bytes)
+	}
+	fmt.Fprintf(&b, "backed up into %s: a gateway started with --data-dir on it (or on a copy of it) has every chat as copied\n", dir)
+	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,18 +151,12 @@ func TestEraseWhileTheGatewayRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin, dir := buildGatewayBinary(t), t.TempDir()
-	addr := durableFreeAddr(t)
-	base := "http://" + addr
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	bin, dir, base, br, g := startWithBrowser(t)
 	admin := func(args ...string) (string, error) {
 		return runCommand(bin, append(args[:1:1], append([]string{"--data-dir", dir}, args[1:]...)...)...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
-	jar, _ := cookiejar.New(nil)
-	br := &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
-	g := startGatewayProc(t, "gateway", bin, addr, dir)
-	g.waitHealthy(base)
 
 	page, erase := openChat(ctx, t, br, base, "my name is Ada, what's the weather in Paris")
 
@@ -225,4 +220,99 @@ func openChat(ctx context.Context, t *testing.T, br *durableBrowser, base, text 
 		t.Fatal(err)
 	}
 	return page, opened.f.Session
+}
+
+// TestBackupWhileTheGatewayRuns: gateway backup, beside a gateway that
+// runs on the embedded store, copies every chat into a new directory while
+// the chats go on; a gateway started on the copy (after the first was
+// killed, kill -9) gives the browser its identity and its chat as it was
+// at the copy, without what was said after. With the gateway stopped,
+// the command copies the store itself.
+func TestBackupWhileTheGatewayRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	bin, dir, base, br, g := startWithBrowser(t)
+	backup := filepath.Join(t.TempDir(), "backup")
+	page, id := openChat(ctx, t, br, base, "what's the weather in Tokyo")
+
+	out, err := runCommand(bin, "backup", "--data-dir", dir, "--to", backup)
+	if err != nil || !strings.Contains(out, "GATEWAY_JOURNAL: ") {
+		t.Fatalf("gateway backup beside the running gateway: %v\n%s", err, out)
+	}
+	_ = page.send(ctx, map[string]any{"type": "message", "content": "said after the backup"})
+	if _, err := page.until("the second turn's idle", func(f wireFrame) bool {
+		role, content := f.chat()
+		return f.Type == "message" && role == "user" && content == "said after the backup"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.wait()
+
+	g = startGatewayProc(t, "gateway on the backup", bin, strings.TrimPrefix(base, "http://"), backup)
+	g.waitHealthy(base)
+	resp, err := br.http.Get(base + "/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(list), id) {
+		t.Fatalf("the browser's chats on the backup: %s, want %s (its identity and its chat restored)", list, id)
+	}
+	replay, err := br.dial(ctx, base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = replay.send(ctx, map[string]any{"type": "session.open", "session": id, "after": 0})
+	// Every user message up to one said now: the replay's come first.
+	_ = replay.send(ctx, map[string]any{"type": "message", "content": "said on the backup"})
+	var said []string
+	if _, err := replay.until("the message said on the backup", func(f wireFrame) bool {
+		role, content := f.chat()
+		if f.Type == "message" && role == "user" {
+			said = append(said, content)
+		}
+		return content == "said on the backup"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(said, "|"); got != "what's the weather in Tokyo|said on the backup" {
+		t.Errorf("the user's messages in the restored chat: %q, want the one said before the backup, then the new one", got)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.wait(); err != nil {
+		t.Fatalf("the gateway's exit: %v", err)
+	}
+
+	// Stopped (the first killed: its socket left behind), the command
+	// opens the store itself.
+	again := filepath.Join(t.TempDir(), "again")
+	if out, err := runCommand(bin, "backup", "--data-dir", dir, "--to", again); err != nil || !strings.Contains(out, "GATEWAY_JOURNAL: ") {
+		t.Errorf("gateway backup with the gateway stopped: %v\n%s", err, out)
+	}
+	if out, err := runCommand(bin, "backup", "--data-dir", dir, "--to", again); err == nil || !strings.Contains(out, "not empty") {
+		t.Errorf("gateway backup into a directory that holds one: %v\n%s, want a refusal", err, out)
+	}
+}
+
+// startWithBrowser starts the binary on a new data directory, and a
+// browser with a cookie jar for it.
+func startWithBrowser(t *testing.T) (bin, dir, base string, br *durableBrowser, g *gatewayProc) {
+	t.Helper()
+	bin, dir = buildGatewayBinary(t), t.TempDir()
+	addr := durableFreeAddr(t)
+	base = "http://" + addr
+	jar, _ := cookiejar.New(nil)
+	br = &durableBrowser{http: &http.Client{Jar: jar, Timeout: hang}}
+	g = startGatewayProc(t, "gateway", bin, addr, dir)
+	g.waitHealthy(base)
+	return bin, dir, base, br, g
 }

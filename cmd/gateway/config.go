@@ -202,7 +202,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			fs.SetOutput(stderr)
 			fmt.Fprintln(stderr, "Usage of gateway (each flag also reads the environment variable it names):")
 			fs.PrintDefaults()
-			fmt.Fprintln(stderr, "\nCommands on the store, instead of serving (docs/storage.md, Deleting a chat):\n  gateway sessions [--data-dir DIR | --nats-url URL]        every chat, one JSON object a line\n  gateway delete [--data-dir DIR | --nats-url URL] ID...   delete chats by id")
+			fmt.Fprintln(stderr, "\nCommands on the store, instead of serving (docs/storage.md), beside a gateway that runs or not:\n  gateway sessions [--data-dir DIR | --nats-url URL]         every chat, one JSON object a line\n  gateway delete [--data-dir DIR | --nats-url URL] ID...    delete chats by id\n  gateway backup [--data-dir DIR | --nats-url URL] --to DIR  copy every chat into a new data directory")
 			return c, err
 		}
 		return c, fmt.Errorf("%w (gateway -h lists the flags)", err)

@@ -12,26 +12,32 @@ import (
 	"github.com/clienttools/gateway/engine"
 )
 
-// serveControl serves the operator's commands on the embedded store's
+// serveControl serves the operator's commands (gateway sessions, gateway
+// delete, gateway backup) on the embedded store's
 // control socket in dir, so that they work while the gateway runs
 // (package control); stop closes it, once however often called, before the engine: a deletion asked
 // then would find it shutting down. With no dir (another store) or no
 // socket (a path too long for one), stop does nothing, and the commands
 // need the gateway stopped, as the log says.
-func serveControl(dir string, eng *engine.Engine, logger *slog.Logger) (stop func()) {
+func serveControl(store openedStore, eng *engine.Engine, logger *slog.Logger) (stop func()) {
+	dir := store.dataDir
 	if dir == "" {
 		return func() {}
 	}
 	ln, err := control.Listen(dir)
 	if err != nil {
-		logger.Warn("the commands on the store (gateway sessions, gateway delete) need the gateway stopped: its control socket is off", "err", err)
+		logger.Warn("the commands on the store (gateway sessions, gateway delete, gateway backup) need the gateway stopped: its control socket is off", "err", err)
 		return func() {}
 	}
 	srv := &http.Server{
 		Handler: control.Handler(control.Options{
 			Summaries: func(ctx context.Context) ([]engine.Summary, error) { return eng.Store().Summaries(ctx, "") },
 			Delete:    eng.Delete,
-			Logger:    logger,
+			Backup: func(ctx context.Context, dir string) (string, error) {
+				copied, err := store.backup(ctx, dir)
+				return describeCopied(copied, dir), err
+			},
+			Logger: logger,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -160,7 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer msrv.Close()
 		logger.Info("metrics served", "addr", mln.Addr().String(), "path", "/metrics")
 	}
-	stopControl := serveControl(store.dataDir, eng, logger)
+	stopControl := serveControl(store, eng, logger)
 	defer stopControl() // a start that failed from here on
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	serveErr := make(chan error, 1)

@@ -37,6 +37,7 @@ type openedStore struct {
 	relay   *gateway.Relay // nil: a single node
 	adopt   time.Duration  // engine.Options.Adopt: on a NATS nodes share
 	dataDir string         // the embedded store's directory, absolute; "" for another store
+	backup  func(ctx context.Context, dir string) ([]jetstream.Copied, error)
 	where   string
 	close   func()
 }
@@ -69,7 +70,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	if err != nil {
 		return openedStore{}, err
 	}
-	opened := openedStore{Store: s, cookies: s.Cookies(), dataDir: o.DataDir, where: where, close: func() { closeWithin(storeCloseGrace, s.Close, logger) }}
+	opened := openedStore{Store: s, cookies: s.Cookies(), dataDir: o.DataDir, backup: s.Backup, where: where, close: func() { closeWithin(storeCloseGrace, s.Close, logger) }}
 	if cfg.natsURL != "" {
 		opened.relay = gateway.NewRelay(s.Conn(), s.Node())
 		// Before any session is resumed: a second node of this name would

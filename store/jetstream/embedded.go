@@ -31,6 +31,16 @@ type marker struct {
 	Note    string    `json:"note"`
 }
 
+// writeMarker makes dir the gateway's data directory, saying note.
+func writeMarker(dir, note string) error {
+	path := filepath.Join(dir, markerFile)
+	m, _ := json.MarshalIndent(marker{Format: dataFormat, Created: time.Now().UTC(), Note: note}, "", "  ")
+	if err := os.WriteFile(path, append(m, '\n'), 0o600); err != nil {
+		return fmt.Errorf("failed to write %s: %w", path, err)
+	}
+	return nil
+}
+
 // embedded is a NATS server with JetStream and no listening port, in this
 // process.
 type embedded struct {
@@ -69,12 +79,7 @@ func checkDataDir(dir string) (held bool, err error) {
 	case errors.Is(err, fs.ErrNotExist) && len(entries) > 0:
 		return false, fmt.Errorf("%s is not a gateway data directory: it holds other files and no %s. Give --data-dir an empty or new directory, or the one the gateway made", dir, markerFile)
 	case errors.Is(err, fs.ErrNotExist):
-		m, _ := json.MarshalIndent(marker{Format: dataFormat, Created: time.Now().UTC(),
-			Note: "The client-tools gateway's sessions (NATS JetStream files under jetstream/). Back up the whole directory while the gateway is stopped."}, "", "  ")
-		if err := os.WriteFile(path, append(m, '\n'), 0o600); err != nil {
-			return false, fmt.Errorf("failed to write %s: %w", path, err)
-		}
-		return false, nil
+		return false, writeMarker(dir, "The client-tools gateway's sessions (NATS JetStream files under jetstream/). Back them up with gateway backup, or copy the whole directory while the gateway is stopped.")
 	case err != nil:
 		return false, fmt.Errorf("failed to read %s: %w", path, err)
 	}
@@ -135,6 +140,17 @@ func startEmbedded(dataDir string, sync time.Duration, attach bool, logger *slog
 	// interrupted) leaves the marker and no streams: nothing was lost.
 	streams, _ := os.ReadDir(filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams"))
 	held = held && len(streams) > 0
+	ns, err := startServer(storeDir, sync, logger)
+	if err != nil {
+		return nil, err
+	}
+	started = true
+	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock, held: held}, nil
+}
+
+// startServer starts a NATS server with JetStream and no listening port,
+// its files in storeDir, flushed to the disk as sync says.
+func startServer(storeDir string, sync time.Duration, logger *slog.Logger) (*server.Server, error) {
 	interval, always := syncOptions(sync)
 	ns, err := server.NewServer(&server.Options{
 		ServerName:   "gateway",
@@ -156,14 +172,13 @@ func startEmbedded(dataDir string, sync time.Duration, attach bool, logger *slog
 	ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("the embedded NATS server did not start with its data in %s", dataDir)
+		return nil, fmt.Errorf("the embedded NATS server did not start with its data in %s", storeDir)
 	}
 	if !ns.JetStreamEnabled() {
 		ns.Shutdown()
-		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", dataDir)
+		return nil, fmt.Errorf("the embedded NATS server could not enable JetStream in %s (is it writable, and is another gateway using it?)", storeDir)
 	}
-	started = true
-	return &embedded{ns: ns, storeDir: storeDir, unlock: unlock, held: held}, nil
+	return ns, nil
 }
 
 // off says why the server's JetStream stores nothing, or nil when it

@@ -1,0 +1,261 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// backupStreams are the streams a backup copies, in this order: every one
+// the gateway keeps, so that a gateway started on the copy finds what a
+// crash at that moment would have left. The journal goes first: a chat
+// made while the copy is taken then has a summary without its journal,
+// which a gateway deletes as it starts, rather than a journal no list
+// names.
+var backupStreams = []string{JournalStream, summaryStreamName, "KV_" + CookieBucket, "KV_" + OwnersBucket}
+
+// Copied is what a backup copied of one stream.
+type Copied struct {
+	Stream   string
+	Messages uint64
+	Bytes    uint64
+}
+
+// backupChunkWait bounds each exchange of a backup with a NATS server:
+// the snapshot's start, a chunk, the restore's answer.
+const backupChunkWait = 30 * time.Second
+
+// Backup copies the store into dir, a new data directory, while the
+// gateway runs: each stream as JetStream snapshots it, at one moment, into
+// an embedded NATS server of this process whose files are dir's; then
+// dir's marker, last, so that a backup cut short is no store. A gateway
+// started on dir (--data-dir) has every chat as it was when the journal
+// was copied, and every browser's identity. dir must be new or empty; a
+// backup that fails, or whose ctx ends, removes what it wrote. From a
+// NATS cluster, the copy keeps one replica of each stream.
+func (s *Store) Backup(ctx context.Context, dir string) (copied []Copied, err error) {
+	made, err := backupDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if made {
+			_ = os.RemoveAll(dir)
+		} else {
+			_ = os.RemoveAll(filepath.Join(dir, "jetstream"))
+			_ = os.Remove(filepath.Join(dir, markerFile))
+		}
+	}()
+	ns, err := startServer(filepath.Join(dir, "jetstream"), DefaultSync, s.opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}
+	defer stop()
+	to, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("gateway-backup"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to connect to the backup's server: %w", err)
+	}
+	defer to.Close()
+	for _, name := range backupStreams {
+		c, err := copyStream(ctx, s.nc, to, name)
+		if errors.Is(err, errNoStream) {
+			continue // a store that never made it (an old one's buckets)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to back up %s: %w", name, err)
+		}
+		copied = append(copied, c)
+	}
+	to.Close()
+	stop()
+	if err := syncTree(dir); err != nil {
+		return nil, fmt.Errorf("failed to flush the backup to the disk: %w", err)
+	}
+	if err := writeMarker(dir, fmt.Sprintf("A backup of the client-tools gateway's sessions, taken %s: start a gateway with --data-dir on this directory, or on a copy of it.", time.Now().UTC().Format(time.RFC3339))); err != nil {
+		return nil, err
+	}
+	return copied, nil
+}
+
+// backupDir makes dir for a backup, or says why it cannot be one. made:
+// Backup created it.
+func backupDir(dir string) (made bool, err error) {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return false, fmt.Errorf("failed to create the backup's directory: %w", err)
+		}
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to read the backup's directory %s: %w", dir, err)
+	case len(entries) > 0:
+		return false, fmt.Errorf("%s is not empty: a backup goes into a new or empty directory", dir)
+	}
+	return false, nil
+}
+
+// errNoStream: the server has no such stream.
+var errNoStream = errors.New("no such stream")
+
+// apiError is a JetStream API answer's error.
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+// streamNotFound is JetStream's error code for a stream it has not.
+const streamNotFound = 10059
+
+func (e *apiError) err() error {
+	if e.ErrCode == streamNotFound {
+		return errNoStream
+	}
+	return fmt.Errorf("%s (JetStream error %d)", e.Description, e.ErrCode)
+}
+
+// copyStream copies stream name from one server to another: from's
+// snapshot, chunk by chunk, into to's restore, each chunk acknowledged
+// to from once to has taken it (JetStream's flow control holds the
+// snapshot meanwhile).
+func copyStream(ctx context.Context, from, to *nats.Conn, name string) (Copied, error) {
+	inbox := from.NewInbox()
+	chunks, err := from.SubscribeSync(inbox)
+	if err != nil {
+		return Copied{}, err
+	}
+	defer func() { _ = chunks.Unsubscribe() }()
+	var snap struct {
+		Error  *apiError       `json:"error"`
+		Config json.RawMessage `json:"config"`
+		State  json.RawMessage `json:"state"`
+	}
+	if err := apiRequest(ctx, from, "$JS.API.STREAM.SNAPSHOT."+name, map[string]any{"deliver_subject": inbox, "no_consumers": true}, &snap); err != nil {
+		return Copied{}, fmt.Errorf("its snapshot: %w", err)
+	}
+	if snap.Error != nil {
+		return Copied{}, snap.Error.err()
+	}
+	// One server keeps one copy, whatever the cluster kept.
+	var cfg map[string]any
+	if err := json.Unmarshal(snap.Config, &cfg); err != nil {
+		return Copied{}, fmt.Errorf("its configuration: %w", err)
+	}
+	cfg["num_replicas"] = 1
+	delete(cfg, "placement")
+	var restore struct {
+		Error          *apiError `json:"error"`
+		DeliverSubject string    `json:"deliver_subject"`
+	}
+	if err := apiRequest(ctx, to, "$JS.API.STREAM.RESTORE."+name, map[string]any{"config": cfg, "state": snap.State}, &restore); err != nil {
+		return Copied{}, fmt.Errorf("its restore: %w", err)
+	}
+	if restore.Error != nil {
+		return Copied{}, fmt.Errorf("its restore: %w", restore.Error.err())
+	}
+	for {
+		wait, cancel := context.WithTimeout(ctx, backupChunkWait)
+		m, err := chunks.NextMsgWithContext(wait)
+		cancel()
+		if err != nil {
+			return Copied{}, fmt.Errorf("its snapshot's next chunk: %w", err)
+		}
+		if len(m.Data) == 0 {
+			// The end: no status or 204 (after a chunk it acknowledged),
+			// else the snapshot's failure.
+			if st := m.Header.Get("Status"); st != "" && st != "204" {
+				return Copied{}, fmt.Errorf("its snapshot failed: %s %s", st, m.Header.Get("Description"))
+			}
+			break
+		}
+		var taken struct {
+			Error *apiError `json:"error"`
+		}
+		if err := requestRaw(ctx, to, restore.DeliverSubject, m.Data, &taken); err != nil {
+			return Copied{}, fmt.Errorf("its restore: %w", err)
+		}
+		if taken.Error != nil {
+			return Copied{}, fmt.Errorf("its restore: %w", taken.Error.err())
+		}
+		if m.Reply == "" {
+			continue // the last chunk asks for no acknowledgement
+		}
+		if err := m.Respond(nil); err != nil {
+			return Copied{}, fmt.Errorf("its snapshot: %w", err)
+		}
+	}
+	var done struct {
+		Error *apiError `json:"error"`
+		State struct {
+			Msgs  uint64 `json:"messages"`
+			Bytes uint64 `json:"bytes"`
+		} `json:"state"`
+	}
+	if err := requestRaw(ctx, to, restore.DeliverSubject, nil, &done); err != nil {
+		return Copied{}, fmt.Errorf("its restore's end: %w", err)
+	}
+	if done.Error != nil {
+		return Copied{}, fmt.Errorf("its restore: %w", done.Error.err())
+	}
+	return Copied{Stream: name, Messages: done.State.Msgs, Bytes: done.State.Bytes}, nil
+}
+
+// apiRequest sends a JetStream API request, body as JSON, and reads its
+// answer into answer.
+func apiRequest(ctx context.Context, nc *nats.Conn, subject string, body, answer any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return requestRaw(ctx, nc, subject, data, answer)
+}
+
+// requestRaw sends data and reads the answer, when it has one, into
+// answer.
+func requestRaw(ctx context.Context, nc *nats.Conn, subject string, data []byte, answer any) error {
+	wait, cancel := context.WithTimeout(ctx, backupChunkWait)
+	defer cancel()
+	m, err := nc.RequestWithContext(wait, subject, data)
+	if err != nil {
+		return err
+	}
+	if len(m.Data) == 0 {
+		return nil
+	}
+	return json.Unmarshal(m.Data, answer)
+}
+
+// syncTree flushes every file and directory under dir to the disk: the
+// backup is on the disk when Backup returns.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Sync()
+	})
+}

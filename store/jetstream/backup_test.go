@@ -1,0 +1,172 @@
+package jetstream_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/jetstream"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
+)
+
+// TestBackupWhileWriting: a backup taken while sessions are written is a
+// data directory a store opens with every session written before it as it
+// was (its journal, a step larger than a snapshot's chunk included, its
+// summary) and every browser identity; a session written during it has a
+// journal that ends where it ended at some moment, with no step missing
+// before. A directory that holds something is refused and left as it was;
+// a backup stopped halfway leaves no directory.
+func TestBackupWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	step := func(session string, seq int64, text string) engine.Batch {
+		frame, _ := json.Marshal(map[string]any{"type": "message", "seq": seq, "message": map[string]string{"role": "user", "content": text}})
+		return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message", Frame: frame}}, State: json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))}
+	}
+	// Random text, which the snapshot's compression keeps about as large.
+	large := make([]byte, 450<<10)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(large)
+	big := base64.StdEncoding.EncodeToString(large)
+	const sessions = 100
+	for i := range sessions {
+		id := fmt.Sprintf("s%d", i)
+		for seq := int64(1); seq <= 3; seq++ {
+			text := "hello"
+			if i == 0 && seq == 2 {
+				text = big // five of a snapshot's 128 KiB chunks
+			}
+			if err := s.Append(ctx, id, step(id, seq, text)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Title: "chat " + id, Updated: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cookies := s.Cookies().(scs.CtxStore)
+	if err := cookies.CommitCtx(ctx, "token-of-alice", []byte("alice's identity"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A session goes on being written while the backup is taken.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for seq := int64(1); ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.Append(ctx, "busy", step("busy", seq, "more")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	dir := filepath.Join(t.TempDir(), "backup")
+	copied, err := s.Backup(ctx, dir)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(copied) == 0 || copied[0].Stream != "GATEWAY_JOURNAL" || copied[0].Messages < 3*sessions {
+		t.Errorf("copied %+v, want the journal first with at least %d steps", copied, 3*sessions)
+	}
+
+	b := open(t, dir)
+	for i := range sessions {
+		id := fmt.Sprintf("s%d", i)
+		got, err := b.Load(ctx, id)
+		if err != nil || len(got) != 3 {
+			t.Fatalf("session %s in the backup: %d steps, %v; want 3", id, len(got), err)
+		}
+		for j, batch := range got {
+			want := step(id, int64(j+1), "hello")
+			if i == 0 && j == 1 {
+				want = step(id, 2, big)
+			}
+			if !bytes.Equal(batch.Events[0].Frame, want.Events[0].Frame) || string(batch.State) != string(want.State) {
+				t.Fatalf("session %s step %d differs in the backup", id, j+1)
+			}
+		}
+	}
+	busy, err := b.Load(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, batch := range busy {
+		if batch.Events[0].Seq != int64(j+1) {
+			t.Fatalf("the busy session's step %d in the backup holds event %d: a step is missing before it", j+1, batch.Events[0].Seq)
+		}
+	}
+	sums, err := b.Summaries(ctx, "alice")
+	if err != nil || len(sums) != sessions {
+		t.Errorf("the backup lists %d of alice's sessions (%v), want %d", len(sums), err, sessions)
+	}
+	if got, found, err := b.Cookies().(scs.CtxStore).FindCtx(ctx, "token-of-alice"); err != nil || !found || string(got) != "alice's identity" {
+		t.Errorf("the identity in the backup: %q %v %v", got, found, err)
+	}
+
+	if _, err := s.Backup(ctx, dir); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("a backup into a directory that holds one: %v, want a refusal", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	half := filepath.Join(t.TempDir(), "half")
+	if _, err := s.Backup(cancelled, half); err == nil {
+		t.Error("a backup whose context ended: no error")
+	}
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Errorf("a backup that failed left its directory: %v", err)
+	}
+}
+
+// TestBackupFromACluster: a backup of a store on a NATS cluster, its
+// streams replicated three times, is a data directory one embedded server
+// opens, with the chats as they were.
+func TestBackupFromACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS cluster")
+	}
+	ctx := context.Background()
+	members := natstest.Cluster(t, 3)
+	s, err := jetstream.Open(ctx, jetstream.Options{URL: strings.Join(natstest.URLs(members), ","), Node: "a", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	frame := json.RawMessage(`{"type":"message","seq":1,"message":{"role":"user","content":"hello"}}`)
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 1, Type: "message", Frame: frame}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Summarize(ctx, engine.Summary{ID: "s1", Owner: "alice", Title: "hello", Updated: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "backup")
+	if _, err := s.Backup(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	b := open(t, dir)
+	got, err := b.Load(ctx, "s1")
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Events[0].Frame, frame) {
+		t.Errorf("the chat in the backup: %+v, %v", got, err)
+	}
+	if sums, err := b.Summaries(ctx, "alice"); err != nil || len(sums) != 1 {
+		t.Errorf("alice's chats in the backup: %+v, %v", sums, err)
+	}
+}
