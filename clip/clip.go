@@ -1,6 +1,9 @@
 package clip
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // To is s cut to at most n bytes, where a character starts: a character
 // that would not fit whole is left out. s itself when it fits; "" when
@@ -33,4 +36,14 @@ func Marked(s string, n int, mark string) string {
 		return s
 	}
 	return To(s, n) + mark
+}
+
+// Quote is s quoted as Go quotes a string, cut to its first n bytes (then
+// followed by ...): an error that names what a peer sent need not repeat
+// all of it.
+func Quote(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(To(s, n)) + "..."
 }

@@ -50,6 +50,22 @@ func TestMarked(t *testing.T) {
 	}
 }
 
+func TestQuote(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 5, `"short"`},
+		{"a \"longer\" text", 10, `"a \"longer\""...`},
+		{"naïve", 3, `"na"...`},
+	} {
+		if got := clip.Quote(tc.s, tc.n); got != tc.want {
+			t.Errorf("Quote(%q, %d) = %s, want %s", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
+
 // FuzzTo: the cut is a prefix of at most n bytes, valid UTF-8 when s is,
 // and drops less than one character's worth of what fits.
 func FuzzTo(f *testing.F) {

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/clienttools/gateway/clip"
 )
 
 // The approval gate: a tool declared with approval "always" asks the user
@@ -106,7 +108,7 @@ func (s *Session) approve(a ToolApprove, from *Page) error {
 	c, ok := s.lookup(a.ID)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: %q", ErrUnknownCall, a.ID)
+		return fmt.Errorf("%w: %s", ErrUnknownCall, clip.Quote(a.ID, maxQuotedID))
 	case c.run != s:
 		return c.run.approve(a, from) // a sub-agent's call
 	case !c.approving && !c.settled && !s.needsApproval(c):
@@ -116,7 +118,7 @@ func (s *Session) approve(a ToolApprove, from *Page) error {
 	case !c.approving && c.attempt > 0:
 		return fmt.Errorf("%w: %q was approved already", ErrSettled, a.ID)
 	case !c.approving:
-		return fmt.Errorf("%w: %q does not ask for approval", ErrUnknownCall, a.ID)
+		return fmt.Errorf("%w: %s does not ask for approval", ErrUnknownCall, clip.Quote(a.ID, maxQuotedID))
 	case a.Digest != approvalDigest(s.id, c.id, c.args):
 		return badRequest("the approval's digest is not %q's: it was given for another call or other arguments", a.ID)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/clock"
 	"github.com/clienttools/gateway/engine/model"
 	"go.opentelemetry.io/otel/trace"
@@ -99,6 +100,11 @@ type outcome struct {
 	retryable bool
 	timedOut  bool // the attempt's deadline passed: no answer came
 }
+
+// maxQuotedID is the most of a call id an error quotes: the rest is the
+// page's, which sent it (docs/protocol.md: a reply quotes at most 64
+// bytes of a refused value).
+const maxQuotedID = 64
 
 // openCalls returns the unsettled calls in the order they were dispatched,
 // so a cancel settles them (and tells the browser) in a predictable order.
@@ -372,7 +378,7 @@ func (s *Session) target(id string, attempt int, def answerDefaults, what string
 	case id == "":
 		return nil, 0, fmt.Errorf("%w: %s names no call id", ErrUnknownCall, what)
 	case !ok:
-		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownCall, id)
+		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownCall, clip.Quote(id, maxQuotedID))
 	case attempt == 0:
 		attempt = c.attempt
 	}
@@ -408,7 +414,7 @@ func (s *Session) answer(a Action, def answerDefaults, fromClient bool) error {
 		// A repeat of the answer that settled the call is a duplicate;
 		// anything else is for an attempt that ended without one.
 		if attempt == c.answeredBy {
-			return fmt.Errorf("%w: %q", ErrSettled, id)
+			return fmt.Errorf("%w: %s", ErrSettled, clip.Quote(id, maxQuotedID))
 		}
 		return fmt.Errorf("%w: %q attempt %d (the call has settled)", ErrStaleAttempt, id, attempt)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/clienttools/gateway/clip"
 	"github.com/clienttools/gateway/clock"
 )
 
@@ -128,7 +129,7 @@ func (s *Session) progress(pr ToolProgress, handler Handler) error {
 	case ok && c.run != s:
 		return c.run.progress(pr, handler) // a sub-agent's call
 	case !ok || c.handler != handler:
-		return fmt.Errorf("%w: %q", ErrUnknownCall, pr.ID)
+		return fmt.Errorf("%w: %s", ErrUnknownCall, clip.Quote(pr.ID, maxQuotedID))
 	case c.settled:
 		return fmt.Errorf("%w: %q attempt %d (the call has settled)", ErrStaleAttempt, pr.ID, pr.Attempt)
 	case pr.Attempt != c.attempt || c.backingOff:

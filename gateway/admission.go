@@ -69,7 +69,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		}
 		s.opts.Metrics.LimitHit("host")
 		s.logRefusal(slog.LevelWarn, "request refused for its Host", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
-		frontend.Text(w, fmt.Sprintf("Host %q is not a name this gateway answers to; its operator can allow it with --hosts", r.Host), http.StatusForbidden)
+		frontend.Text(w, fmt.Sprintf("Host %s is not a name this gateway answers to; its operator can allow it with --hosts", clip.Quote(r.Host, maxQuoted)), http.StatusForbidden)
 	})
 }
 
@@ -97,7 +97,7 @@ func (s *Server) originAllowed(r *http.Request) error {
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("the Origin %q is not a URL with a host, which --origins cannot allow", origin)
+		return fmt.Errorf("the Origin %s is not a URL with a host, which --origins cannot allow", clip.Quote(origin, maxQuoted))
 	}
 	if strings.EqualFold(u.Host, r.Host) {
 		return nil
@@ -111,7 +111,7 @@ func (s *Server) originAllowed(r *http.Request) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("pages of %s may not use this gateway's %s (--origins)", u.Host, r.URL.Path)
+	return fmt.Errorf("pages of %s may not use this gateway's %s (--origins)", clip.Marked(u.Host, maxQuoted, "..."), clip.Marked(r.URL.Path, maxQuoted, "..."))
 }
 
 // admitOrigin admits an HTTP request a page makes with its cookie (the
@@ -161,6 +161,9 @@ func clipReason(s string) string { return clip.To(s, 123) }
 type share struct {
 	sockets int
 	opens   *rate.Limiter // new sessions
+	// refunded: new sessions taken from opens whose open failed, given
+	// back (a rate.Limiter takes back no token once its time has come).
+	refunded int
 }
 
 // admitSocket counts a socket of browser, or refuses it past MaxSockets.
@@ -185,20 +188,35 @@ func (s *Server) socketClosed(browser string) {
 }
 
 // allowNewSession takes one of browser's new sessions per minute, or says
-// how long until it has one.
-func (s *Server) allowNewSession(browser string) (ok bool, wait time.Duration) {
+// how long until one is free. refund gives it back, for an open that
+// failed: a session refused (MaxLiveSessions, a failing store) is not one
+// the browser opened, and its retry should not find the minute spent.
+func (s *Server) allowNewSession(browser string) (refund func(), ok bool, wait time.Duration) {
 	if s.opts.NewSessionsPerMinute <= 0 {
-		return true, 0
+		return func() {}, true, 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	sh := s.shareOf(browser)
+	refund = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// Its own share: one swept meanwhile had its full allowance.
+		if s.shares[browser] == sh && sh.refunded < sh.opens.Burst() {
+			sh.refunded++
+		}
+	}
+	if sh.refunded > 0 {
+		sh.refunded--
+		return refund, true, 0
+	}
 	now := s.opts.Clock.Now()
-	r := s.shareOf(browser).opens.ReserveN(now, 1)
+	r := sh.opens.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return false, d
+		return nil, false, d
 	}
-	return true, 0
+	return refund, true, 0
 }
 
 // shareOf returns browser's share, made on first use; s.mu is held. Shares

@@ -255,6 +255,27 @@ func TestLiveSessionsPerBrowser(t *testing.T) {
 	h.newBrowser(nil).open(pageTools)
 }
 
+// TestRefusedSessionsAreNotCounted: a new session refused (here for
+// MaxLiveSessions) is not one of the browser's NewSessionsPerMinute: its
+// retries are refused for what refused it, not rate_limited "this
+// browser opened 3 sessions" (an outside audit: it had opened 2).
+func TestRefusedSessionsAreNotCounted(t *testing.T) {
+	h := newHarness(t, harnessOptions{
+		engine:  engine.Options{MaxLiveSessions: 2},
+		gateway: gateway.Options{NewSessionsPerMinute: 3},
+	})
+	b := h.newBrowser(nil)
+	b.open(pageTools)
+	b.open(pageTools)
+	c := b.dial(nil)
+	for i := range 3 {
+		c.send(map[string]any{"type": "session.open", "tools": pageTools})
+		if f := c.untilError(); f.Code != string(engine.WireLimitExceeded) {
+			t.Fatalf("new session %d past the live ones: %s, want limit_exceeded", i+3, f.raw)
+		}
+	}
+}
+
 // TestLiveSessionsWhenGoingBack: going back to a chat that left memory
 // counts against MaxLiveSessions too: with two chats in memory, each with
 // its page, a third is refused (limit_exceeded); once one of them left,

@@ -267,12 +267,16 @@ func (s *Server) chatSession(r *http.Request, frontEnd, key string, create bool)
 		if !create {
 			return nil, &chatError{status: http.StatusNotFound, err: fmt.Errorf("%w: there is no chat %q for this browser", errUnknownSession, key)}
 		}
-		if ok, wait := s.allowNewSession(browser); !ok {
+		refund, ok, wait := s.allowNewSession(browser)
+		if !ok {
 			s.opts.Metrics.LimitHit(string(engine.WireRateLimited))
 			wait = wait.Round(time.Second) + time.Second
 			return nil, &chatError{status: http.StatusTooManyRequests, err: fmt.Errorf("this browser opened %d sessions in the last minute, the most it may: try again in %v", s.opts.NewSessionsPerMinute, wait), retry: wait}
 		}
 		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: browser, ID: id})
+		if err != nil {
+			refund()
+		}
 		switch {
 		case err == nil:
 			s.logger.Info("chat opened", "frontEnd", frontEnd, "session", id)

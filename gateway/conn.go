@@ -438,7 +438,8 @@ func (c *conn) open(f SessionOpen) {
 	}
 	var sess *engine.Session
 	if f.Session == "" {
-		if ok, wait := c.s.allowNewSession(c.browser); !ok {
+		refund, ok, wait := c.s.allowNewSession(c.browser)
+		if !ok {
 			c.refuse(engine.WireRateLimited, fmt.Sprintf("this browser opened %d sessions in the last minute, the most it may: try again in %v", c.s.opts.NewSessionsPerMinute, wait.Round(time.Second)+time.Second))
 			return
 		}
@@ -447,6 +448,7 @@ func (c *conn) open(f SessionOpen) {
 		sess, err = eng.Open(ctx, engine.OpenOptions{Owner: c.browser})
 		cancel()
 		if err != nil {
+			refund()
 			c.refuse(errorCode(err), wireText(err, ""))
 			return
 		}
@@ -592,6 +594,10 @@ func (c *conn) refuse(code engine.WireCode, message string) {
 // otherwise have that queue hold 64 texts that each repeat a refused value
 // of up to a frame's size.
 const maxErrorText = 1024
+
+// maxQuoted is the most of a refused value (a frame's type, a Host, an
+// Origin) an answer quotes (docs/protocol.md, docs/gateway.md).
+const maxQuoted = 64
 
 // refuseMessage is refuse for the message of id (none: "").
 func (c *conn) refuseMessage(id string, code engine.WireCode, message string) {

@@ -130,6 +130,11 @@ func DecodeFrame(data []byte) (Frame, error) {
 	if err := fields.read(data); err != nil {
 		return nil, err
 	}
+	// "Type" beside or in place of "type" is refused as any member's
+	// other spelling is, before the type is known.
+	if err := fields.caseCheck("the frame", []string{"type"}); err != nil {
+		return nil, err
+	}
 	rawType, ok := fields.get("type")
 	if !ok || bytes.Equal(rawType, []byte("null")) {
 		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadFrame)
@@ -232,7 +237,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 		// JavaScript's new Error() gives): the engine says it failed
 		// without saying why, as for a worker's.
 		if f.Code != "" && !f.Code.Known() {
-			return nil, fmt.Errorf("%w: tool.error \"code\" %s is not a tool error code: leave it out, or use one docs/protocol.md lists (tool_failed when the tool failed)", ErrBadFrame, quoteAtMost(string(f.Code), 64))
+			return nil, fmt.Errorf("%w: tool.error \"code\" %s is not a tool error code: leave it out, or use one docs/protocol.md lists (tool_failed when the tool failed)", ErrBadFrame, clip.Quote(string(f.Code), maxQuoted))
 		}
 		if err := checkAnswer(typ, f.ID, f.Attempt); err != nil {
 			return nil, err
@@ -271,17 +276,8 @@ func DecodeFrame(data []byte) (Frame, error) {
 	case FramePing:
 		return PingFrame{}, nil
 	default:
-		return nil, fmt.Errorf("%w %s: want session.open, message, tool.result, tool.error, tool.progress, tool.approve, cancel or ping", ErrUnknownFrame, quoteAtMost(typ, 64))
+		return nil, fmt.Errorf("%w %s: want session.open, message, tool.result, tool.error, tool.progress, tool.approve, cancel or ping", ErrUnknownFrame, clip.Quote(typ, maxQuoted))
 	}
-}
-
-// quoteAtMost quotes s, cut to its first n bytes: an error that names what
-// a page sent need not repeat all of it.
-func quoteAtMost(s string, n int) string {
-	if len(s) <= n {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(clip.To(s, n)) + "..."
 }
 
 func checkAnswer(typ, id string, attempt int) error {

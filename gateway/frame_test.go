@@ -158,7 +158,7 @@ func TestDecodeFrame(t *testing.T) {
 		{data: `{"type":"message","content":"x\ud83dy"}`, want: gateway.MessageFrame{Content: "x\ufffdy"}},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, wantErr: gateway.ErrBadFrame, mention: `more than 10000 deep`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, want: engine.ToolResult{ID: "c", Attempt: 1, Result: json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))}},
-		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `missing "type"`},
+		{data: `{"TYPE":"cancel"}`, wantErr: gateway.ErrBadFrame, mention: `has "TYPE": member names are case-sensitive, write "type"`},
 		{data: `{"type":"pong"}`, wantErr: gateway.ErrUnknownFrame, mention: `"pong"`},
 		{data: `{"type":"tool.result","id":"c","attempt":1,"result":1,"ID":"d"}`, wantErr: gateway.ErrBadFrame, mention: `"ID"`},
 		{data: `{"type":"tool.error","id":"c","attempt":0,"error":"x"}`, wantErr: gateway.ErrBadFrame, mention: `"attempt" is 0`},
@@ -235,9 +235,6 @@ func TestDecodeFrameMemberCase(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, value := range members {
-			if name == "type" {
-				continue
-			}
 			other := strings.ToUpper(name[:1]) + name[1:]
 			t.Run(typ+"/"+other, func(t *testing.T) {
 				data := strings.TrimSuffix(frame, "}") + fmt.Sprintf(`,%q:%s}`, other, value)
@@ -270,6 +267,8 @@ func TestDecodeFrameNearMisses(t *testing.T) {
 		{`{"type":"tool.result","id":"c","Attempt":1,"result":1}`, "Attempt", "attempt"},
 		{`{"type":"message","contents":"hi"}`, "contents", "content"},
 		{`{"type":"message","Content":"hi"}`, "Content", "content"},
+		{`{"Type":"ping"}`, "Type", "type"},
+		{`{"TYPE":"message","content":"hi"}`, "TYPE", "type"},
 		{`{"type":"tool.error","id":"c","attempt":1,"eror":"x"}`, "eror", "error"},
 		{`{"type":"session.open","tools":["a"],"theme":"dark"}`, "", ""},
 		{`{"type":"message","content":"hi","id":"m1","sentAt":"12:00"}`, "", ""},

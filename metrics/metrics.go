@@ -62,7 +62,7 @@ func New() *Metrics {
 	m.sessionsOpened = prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_sessions_opened_total",
 		Help: "New sessions opened on this node."})
 	m.pages = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_pages_connected",
-		Help: "Browser pages connected to this node (WebSockets, and pages relayed here from other nodes)."})
+		Help: "Browser pages connected to this node: the WebSockets it holds, a page relayed to another node included (counted where its socket is)."})
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_http_streams_open",
 		Help: "Responses of the HTTP front ends (the AI SDK's /api/chat, AG-UI's /ag-ui) streaming on this node."})
 	m.framesIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_frames_received_total",

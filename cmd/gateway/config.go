@@ -497,11 +497,11 @@ func checkNATSURLs(list string) error {
 		u, err := url.Parse(raw)
 		switch {
 		case entry == "":
-			return fmt.Errorf("nats-url %q has an empty entry: give the servers' URLs, comma-separated", redactedURLs(list))
+			return fmt.Errorf("nats-url %q has an empty entry: give the servers' URLs, comma-separated", jetstream.RedactedURLs(list))
 		case err != nil || u.Host == "":
-			return fmt.Errorf("nats-url entry %q is not a NATS server's URL (nats://host:port, or host:port)", redactedURLs(entry))
+			return fmt.Errorf("nats-url entry %q is not a NATS server's URL (nats://host:port, or host:port)", jetstream.RedactedURLs(entry))
 		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
-			return fmt.Errorf("nats-url entry %q is not a NATS server's URL: its scheme is %s, where nats, tls, ws or wss is", redactedURLs(entry), u.Scheme)
+			return fmt.Errorf("nats-url entry %q is not a NATS server's URL: its scheme is %s, where nats, tls, ws or wss is", jetstream.RedactedURLs(entry), u.Scheme)
 		}
 	}
 	return nil

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -52,7 +50,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	if cfg.natsURL == "" {
 		o.Sync = cfg.fsync
 	}
-	where := "NATS at " + redactedURLs(cfg.natsURL)
+	where := "NATS at " + jetstream.RedactedURLs(cfg.natsURL)
 	if cfg.natsURL == "" {
 		dir, err := filepath.Abs(cfg.dataDir)
 		if err != nil {
@@ -65,7 +63,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 	s, err := jetstream.Open(openCtx, o)
 	if errors.Is(err, nats.ErrNoServers) {
 		// Which flag, and which servers, without their secrets.
-		return openedStore{}, fmt.Errorf("nats-url %s: %w", redactedURLs(cfg.natsURL), err)
+		return openedStore{}, fmt.Errorf("nats-url %s: %w", jetstream.RedactedURLs(cfg.natsURL), err)
 	}
 	if err != nil {
 		return openedStore{}, err
@@ -105,19 +103,4 @@ func closeWithin(grace time.Duration, close func() error, logger *slog.Logger) {
 	case <-time.After(grace):
 		logger.Error("the session store did not close in time: exiting without it (what it acknowledged is stored)", "waited", grace)
 	}
-}
-
-// redactedURLs is a comma-separated list of NATS URLs with their passwords
-// (and tokens) replaced: the start's line and logs are no place for them.
-func redactedURLs(list string) string {
-	urls := strings.Split(list, ",")
-	for i, u := range urls {
-		if parsed, err := url.Parse(strings.TrimSpace(u)); err == nil && parsed.User != nil {
-			if _, hasPassword := parsed.User.Password(); !hasPassword {
-				parsed.User = url.User("xxxxx") // a token alone
-			}
-			urls[i] = parsed.Redacted()
-		}
-	}
-	return strings.Join(urls, ",")
 }

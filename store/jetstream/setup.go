@@ -16,7 +16,7 @@ func (s *Store) setUp(ctx context.Context) error {
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		return fmt.Errorf("failed to use JetStream: %w", err)
 	}
-	where := "the NATS server at " + s.opts.URL
+	where := "the NATS server at " + RedactedURLs(s.opts.URL)
 	if s.embedded != nil {
 		where = s.opts.DataDir
 	}
