@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,29 +35,31 @@ const backupChunkWait = 30 * time.Second
 
 // Backup copies the store into dir, a new data directory, while the
 // gateway runs: each stream as JetStream snapshots it, at one moment, into
-// an embedded NATS server of this process whose files are dir's; then
-// dir's marker, last, so that a backup cut short is no store. A gateway
-// started on dir (--data-dir) has every chat as it was when the journal
-// was copied, and every browser's identity. dir must be new or empty; a
-// backup that fails, or whose ctx ends, removes what it wrote. From a
-// NATS cluster, the copy keeps one replica of each stream.
+// an embedded NATS server of this process whose files are in a directory
+// beside dir (dir's name and ".partial-"), which takes dir's name once the
+// copy is whole and on the disk: a backup cut short (a kill -9) is no
+// directory of dir's name. A gateway started on dir (--data-dir) has every
+// chat as it was when the journal was copied, and every browser's
+// identity. dir must be new or empty, and not in the data directory; a
+// backup that fails, or whose ctx ends, removes what it wrote. From a NATS
+// cluster, the copy keeps one replica of each stream.
 func (s *Store) Backup(ctx context.Context, dir string) (copied []Copied, err error) {
-	made, err := backupDir(dir)
-	if err != nil {
+	if err := s.checkBackupDir(dir); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create the backup's directory: %w", err)
+	}
+	partial, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".partial-")
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the backup's directory: %w", err)
+	}
 	defer func() {
-		if err == nil {
-			return
-		}
-		if made {
-			_ = os.RemoveAll(dir)
-		} else {
-			_ = os.RemoveAll(filepath.Join(dir, "jetstream"))
-			_ = os.Remove(filepath.Join(dir, markerFile))
+		if err != nil {
+			_ = os.RemoveAll(partial)
 		}
 	}()
-	ns, err := startServer(filepath.Join(dir, "jetstream"), DefaultSync, s.opts.Logger)
+	ns, err := startServer(filepath.Join(partial, "jetstream"), DefaultSync, s.opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -86,31 +89,44 @@ func (s *Store) Backup(ctx context.Context, dir string) (copied []Copied, err er
 	}
 	to.Close()
 	stop()
-	if err := syncTree(dir); err != nil {
+	if err := writeMarker(partial, fmt.Sprintf("A backup of the client-tools gateway's sessions, taken %s: start a gateway with --data-dir on this directory, or on a copy of it.", time.Now().UTC().Format(time.RFC3339))); err != nil {
+		return nil, err
+	}
+	if err := syncTree(partial); err != nil {
 		return nil, fmt.Errorf("failed to flush the backup to the disk: %w", err)
 	}
-	if err := writeMarker(dir, fmt.Sprintf("A backup of the client-tools gateway's sessions, taken %s: start a gateway with --data-dir on this directory, or on a copy of it.", time.Now().UTC().Format(time.RFC3339))); err != nil {
-		return nil, err
+	// An empty dir is replaced; one that something was written into
+	// meanwhile refuses the rename.
+	if err := os.Rename(partial, dir); err != nil {
+		return nil, fmt.Errorf("failed to name the backup %s: %w", dir, err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return nil, fmt.Errorf("failed to flush the backup to the disk: %w", err)
 	}
 	return copied, nil
 }
 
-// backupDir makes dir for a backup, or says why it cannot be one. made:
-// Backup created it.
-func backupDir(dir string) (made bool, err error) {
+// checkBackupDir says why dir cannot be a backup: not new or empty, or
+// in the data directory (a backup of it would hold itself).
+func (s *Store) checkBackupDir(dir string) error {
+	if s.embedded != nil {
+		data := filepath.Dir(s.embedded.storeDir)
+		rel, err := filepath.Rel(data, dir)
+		outside := rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
+		if err == nil && !outside {
+			return fmt.Errorf("%s is in the data directory %s: a backup goes outside it", dir, data)
+		}
+	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return false, fmt.Errorf("failed to create the backup's directory: %w", err)
-		}
-		return true, nil
+		return nil
 	case err != nil:
-		return false, fmt.Errorf("failed to read the backup's directory %s: %w", dir, err)
+		return fmt.Errorf("failed to read the backup's directory %s: %w", dir, err)
 	case len(entries) > 0:
-		return false, fmt.Errorf("%s is not empty: a backup goes into a new or empty directory", dir)
+		return fmt.Errorf("%s is not empty: a backup goes into a new or empty directory", dir)
 	}
-	return false, nil
+	return nil
 }
 
 // errNoStream: the server has no such stream.
@@ -242,6 +258,16 @@ func requestRaw(ctx context.Context, nc *nats.Conn, subject string, data []byte,
 		return nil
 	}
 	return json.Unmarshal(m.Data, answer)
+}
+
+// syncDir flushes dir's entries (a rename into it) to the disk.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // syncTree flushes every file and directory under dir to the disk: the

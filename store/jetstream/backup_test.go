@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,11 +24,12 @@ import (
 // was (its journal, a step larger than a snapshot's chunk included, its
 // summary) and every browser identity; a session written during it has a
 // journal that ends where it ended at some moment, with no step missing
-// before. A directory that holds something is refused and left as it was;
-// a backup stopped halfway leaves no directory.
+// before. A directory that holds something, or one in the data directory,
+// is refused; a backup stopped halfway leaves no directory.
 func TestBackupWhileWriting(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, t.TempDir())
+	data := t.TempDir()
+	s := open(t, data)
 	step := func(session string, seq int64, text string) engine.Batch {
 		frame, _ := json.Marshal(map[string]any{"type": "message", "seq": seq, "message": map[string]string{"role": "user", "content": text}})
 		return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message", Frame: frame}}, State: json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))}
@@ -131,8 +131,11 @@ func TestBackupWhileWriting(t *testing.T) {
 	if _, err := s.Backup(cancelled, half); err == nil {
 		t.Error("a backup whose context ended: no error")
 	}
-	if _, err := os.Stat(half); !os.IsNotExist(err) {
-		t.Errorf("a backup that failed left its directory: %v", err)
+	if left, _ := filepath.Glob(half + "*"); len(left) > 0 {
+		t.Errorf("a backup that failed left %v", left)
+	}
+	if _, err := s.Backup(ctx, filepath.Join(data, "backup")); err == nil || !strings.Contains(err.Error(), "in the data directory") {
+		t.Errorf("a backup into the data directory: %v, want a refusal", err)
 	}
 }
 
