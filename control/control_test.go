@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,7 +20,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if sock := os.Getenv("CONTROL_TEST_DIAL"); sock != "" {
+		dialAsAnother(sock) // TestAnotherUserIsRefused's other user
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // fakeChats is the engine's side of the socket: stored summaries, and a
 // Delete that removes one or fails as told.
@@ -230,4 +237,21 @@ func TestBackupEndsWithItsCommand(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the backup went on after its command stopped")
 	}
+}
+
+// dialAsAnother is the process TestAnotherUserIsRefused runs as another
+// user: it asks for the list of sessions and says what came back.
+func dialAsAnother(sock string) {
+	ctx := context.Background()
+	c, err := control.Dial(ctx, filepath.Dir(sock))
+	if err != nil {
+		fmt.Println("refused: dial:", err)
+		return
+	}
+	defer c.Close()
+	if err := c.Sessions(ctx, io.Discard); err != nil {
+		fmt.Println("refused:", err)
+		return
+	}
+	fmt.Println("answered")
 }

@@ -3,8 +3,9 @@
 // running on the embedded store: the data directory's lock lets one process in, so the
 // gateway answers them itself, over a Unix socket in that directory
 // (SocketName), HTTP on it. The socket is the operator's, as the data
-// directory is: its file's permissions (0600, in a directory of 0700)
-// are its authentication, and no browser can reach it.
+// directory is: only a process of the gateway's user, or root, may use it
+// (its file's mode is 0600, and on Linux each connection's user is
+// checked), and no browser can reach it.
 //
 // Listen and Handler serve it (the gateway's binary wires them); Dial
 // reaches it, and says ErrNotRunning when no gateway answers there, so the

@@ -31,8 +31,9 @@ const DeleteTimeout = time.Minute
 
 // Listen listens on the control socket in dir, which the caller holds
 // the lock of: a socket file there is one an earlier run left (a kill -9
-// leaves it), and is replaced. Only the directory's owner may connect
-// (0600). A dir whose socket path is longer than a Unix socket's address
+// leaves it), and is replaced. Only a process of the gateway's user, or
+// root, may use it: the file's mode is 0600, and on Linux each
+// connection's user is checked (SO_PEERCRED). A dir whose socket path is longer than a Unix socket's address
 // takes (about 100 bytes) is an error: the caller goes on without it.
 func Listen(dir string) (net.Listener, error) {
 	path := filepath.Join(dir, SocketName)
@@ -51,13 +52,29 @@ func Listen(dir string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	// The directory is 0700 already; the socket's own mode says it again
-	// for a directory an operator opened up.
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	return ln, nil
+	// The mode is set after the file is made, and the directory may be
+	// open to others: each connection's user is checked too.
+	return peerChecked{ln}, nil
+}
+
+// peerChecked closes each connection whose peer checkPeer refuses.
+type peerChecked struct{ net.Listener }
+
+func (l peerChecked) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if checkPeer(c) == nil {
+			return c, nil
+		}
+		c.Close()
+	}
 }
 
 // Options are what a Handler answers with.

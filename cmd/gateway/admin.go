@@ -37,6 +37,9 @@ var adminCommands = []string{"sessions", "delete", "backup"}
 const (
 	adminTimeout  = time.Minute
 	backupTimeout = time.Hour
+	// deleteWait is a deletion's through the control socket: the
+	// gateway's own bound, and a margin.
+	deleteWait = control.DeleteTimeout + 10*time.Second
 )
 
 // runAdmin runs the command args[0] with the rest of args.
@@ -75,6 +78,11 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New("gateway backup: --to names the directory to copy every chat into (new or empty)")
 	}
 	timeout := adminTimeout
+	if name == "delete" {
+		// Each deletion has its own bound, the gateway's and a margin:
+		// one the command gave up on may be done by the gateway after.
+		timeout = time.Duration(len(ids)) * deleteWait
+	}
 	if name == "backup" {
 		abs, err := filepath.Abs(*to)
 		if err != nil {
@@ -140,7 +148,15 @@ func runOnGateway(ctx context.Context, c *control.Client, name string, ids []str
 		fmt.Fprint(stdout, said)
 		return err
 	}
-	return deleteEach(ids, stdout, func(id string) error { return c.Delete(ctx, id) })
+	return deleteEach(ids, stdout, func(id string) error {
+		ctx, cancel := context.WithTimeout(ctx, deleteWait)
+		defer cancel()
+		err := c.Delete(ctx, id)
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("no answer in %v, and the gateway may still delete it (gateway sessions says): %w", deleteWait, err)
+		}
+		return err
+	})
 }
 
 // deleteSessions deletes each session of ids, under its lease.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -11,6 +12,12 @@ import (
 	"github.com/clienttools/gateway/control"
 	"github.com/clienttools/gateway/engine"
 )
+
+// controlStopGrace bounds the wait, at shutdown, for the operator's
+// commands under way: a deletion's purge, a stopped backup's removal of
+// what it wrote (the backup's server takes about 5 s to give up a
+// restore).
+const controlStopGrace = 10 * time.Second
 
 // serveControl serves the operator's commands (gateway sessions, gateway
 // delete, gateway backup) on the embedded store's
@@ -29,6 +36,7 @@ func serveControl(store openedStore, eng *engine.Engine, logger *slog.Logger) (s
 		logger.Warn("the commands on the store (gateway sessions, gateway delete, gateway backup) need the gateway stopped: its control socket is off", "err", err)
 		return func() {}
 	}
+	base, cancelBase := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler: control.Handler(control.Options{
 			Summaries: func(ctx context.Context) ([]engine.Summary, error) { return eng.Store().Summaries(ctx, "") },
@@ -40,6 +48,10 @@ func serveControl(store openedStore, eng *engine.Engine, logger *slog.Logger) (s
 			Logger: logger,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+		// A backup ends with its command, or with the gateway: stop
+		// cancels this, and the backup removes what it wrote.
+		BaseContext: func(net.Listener) context.Context { return base },
 	}
 	done := make(chan struct{})
 	go func() {
@@ -51,8 +63,11 @@ func serveControl(store openedStore, eng *engine.Engine, logger *slog.Logger) (s
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			// A deletion under way finishes (it is bounded); a listing too.
-			ctx, cancel := context.WithTimeout(context.Background(), control.DeleteTimeout)
+			// A backup under way is stopped (it removes what it wrote); a
+			// deletion finishes, its context its own; a listing too. What
+			// is left after controlStopGrace ends with the store's close.
+			cancelBase()
+			ctx, cancel := context.WithTimeout(context.Background(), controlStopGrace)
 			defer cancel()
 			_ = srv.Shutdown(ctx) // removes the socket's file as it closes the listener
 			<-done

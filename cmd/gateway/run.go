@@ -182,10 +182,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
-	// Stop accepting, close the sockets with 1001 and end the streams, then
-	// end the sessions.
-	stopControl()
-	errs := []error{gw.ShutdownServer(shutdownCtx, srv), eng.Close(shutdownCtx)}
+	// Stop accepting, close the sockets with 1001 and end the streams,
+	// and, alongside, the operator's commands (a backup under way is
+	// stopped); then end the sessions.
+	controlStopped := make(chan struct{})
+	go func() { stopControl(); close(controlStopped) }()
+	errs := []error{gw.ShutdownServer(shutdownCtx, srv)}
+	<-controlStopped
+	errs = append(errs, eng.Close(shutdownCtx))
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // backupStreams are the streams a backup copies, in this order: every one
@@ -40,26 +41,38 @@ const backupChunkWait = 30 * time.Second
 // copy is whole and on the disk: a backup cut short (a kill -9) is no
 // directory of dir's name. A gateway started on dir (--data-dir) has every
 // chat as it was when the journal was copied, and every browser's
-// identity. dir must be new or empty, and not in the data directory; a
-// backup that fails, or whose ctx ends, removes what it wrote. From a NATS
+// identity. An empty dir that exists (a mount point) is filled from
+// within instead, its marker last. dir must be new or empty, and apart
+// from the data directory; a backup that fails, or whose ctx ends,
+// removes what it wrote. From a NATS
 // cluster, the copy keeps one replica of each stream.
 func (s *Store) Backup(ctx context.Context, dir string) (copied []Copied, err error) {
-	if err := s.checkBackupDir(dir); err != nil {
+	exists, err := s.checkBackupDir(dir)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+	// A new dir is made whole beside it and renamed; an empty one that
+	// exists (a mount point, another disk) is filled from within, its
+	// marker last.
+	within, prefix := filepath.Dir(dir), filepath.Base(dir)+".partial-"
+	if exists {
+		within, prefix = dir, ".partial-"
+	} else if err := os.MkdirAll(within, 0o700); err != nil {
 		return nil, fmt.Errorf("failed to create the backup's directory: %w", err)
 	}
-	partial, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".partial-")
+	partial, err := os.MkdirTemp(within, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the backup's directory: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(partial)
+			if exists {
+				_ = os.RemoveAll(filepath.Join(dir, "jetstream"))
+			}
 		}
 	}()
-	ns, err := startServer(filepath.Join(partial, "jetstream"), DefaultSync, s.opts.Logger)
+	ns, err := startServer(filepath.Join(partial, "jetstream"), DefaultSync, natsLog{l: s.opts.Logger, backup: true})
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +90,17 @@ func (s *Store) Backup(ctx context.Context, dir string) (copied []Copied, err er
 		return nil, fmt.Errorf("failed to connect to the backup's server: %w", err)
 	}
 	defer to.Close()
+	toJS, err := jetstream.New(to)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range backupStreams {
-		c, err := copyStream(ctx, s.nc, to, name)
+		c, last, err := copyStream(ctx, s.nc, to, name)
 		if errors.Is(err, errNoStream) {
 			continue // a store that never made it (an old one's buckets)
+		}
+		if err == nil && strings.HasPrefix(name, "KV_") {
+			c, err = s.copyTail(ctx, toJS, name, last)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("failed to back up %s: %w", name, err)
@@ -89,44 +109,92 @@ func (s *Store) Backup(ctx context.Context, dir string) (copied []Copied, err er
 	}
 	to.Close()
 	stop()
-	if err := writeMarker(partial, fmt.Sprintf("A backup of the client-tools gateway's sessions, taken %s: start a gateway with --data-dir on this directory, or on a copy of it.", time.Now().UTC().Format(time.RFC3339))); err != nil {
+	note := fmt.Sprintf("A backup of the client-tools gateway's sessions, taken %s: start a gateway with --data-dir on this directory, or on a copy of it.", time.Now().UTC().Format(time.RFC3339))
+	if exists {
+		return copied, fillBackup(dir, partial, note)
+	}
+	if err := writeMarker(partial, note); err != nil {
 		return nil, err
 	}
 	if err := syncTree(partial); err != nil {
 		return nil, fmt.Errorf("failed to flush the backup to the disk: %w", err)
 	}
-	// An empty dir is replaced; one that something was written into
-	// meanwhile refuses the rename.
+	// One that something was written into meanwhile refuses the rename.
 	if err := os.Rename(partial, dir); err != nil {
 		return nil, fmt.Errorf("failed to name the backup %s: %w", dir, err)
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
+	if err := syncPath(filepath.Dir(dir)); err != nil {
 		return nil, fmt.Errorf("failed to flush the backup to the disk: %w", err)
 	}
 	return copied, nil
 }
 
+// fillBackup moves the whole copy in partial, a directory in dir, into
+// dir, and then writes dir's marker: a copy cut short between the two is
+// a jetstream/ without a marker, which no gateway starts on as it is.
+func fillBackup(dir, partial, note string) error {
+	if err := syncTree(partial); err != nil {
+		return fmt.Errorf("failed to flush the backup to the disk: %w", err)
+	}
+	if err := os.Rename(filepath.Join(partial, "jetstream"), filepath.Join(dir, "jetstream")); err != nil {
+		return fmt.Errorf("failed to move the backup into %s: %w", dir, err)
+	}
+	if err := os.Remove(partial); err != nil {
+		return fmt.Errorf("failed to move the backup into %s: %w", dir, err)
+	}
+	if err := writeMarker(dir, note); err != nil {
+		return err
+	}
+	for _, p := range []string{filepath.Join(dir, markerFile), dir} {
+		if err := syncPath(p); err != nil {
+			return fmt.Errorf("failed to flush the backup to the disk: %w", err)
+		}
+	}
+	return nil
+}
+
 // checkBackupDir says why dir cannot be a backup: not new or empty, or
-// in the data directory (a backup of it would hold itself).
-func (s *Store) checkBackupDir(dir string) error {
+// in the data directory (a backup of it would hold itself), its links
+// followed. exists: dir is an empty directory.
+func (s *Store) checkBackupDir(dir string) (exists bool, err error) {
 	if s.embedded != nil {
-		data := filepath.Dir(s.embedded.storeDir)
-		rel, err := filepath.Rel(data, dir)
-		outside := rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
-		if err == nil && !outside {
-			return fmt.Errorf("%s is in the data directory %s: a backup goes outside it", dir, data)
+		data, target := realPath(filepath.Dir(s.embedded.storeDir)), realPath(dir)
+		for _, pair := range [][2]string{{data, target}, {target, data}} {
+			rel, err := filepath.Rel(pair[0], pair[1])
+			outside := rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
+			if err == nil && !outside {
+				return false, fmt.Errorf("%s and the data directory %s are one in the other: a backup goes apart from it", dir, filepath.Dir(s.embedded.storeDir))
+			}
 		}
 	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("failed to read the backup's directory %s: %w", dir, err)
+		return false, fmt.Errorf("failed to read the backup's directory %s: %w", dir, err)
 	case len(entries) > 0:
-		return fmt.Errorf("%s is not empty: a backup goes into a new or empty directory", dir)
+		return false, fmt.Errorf("%s is not empty: a backup goes into a new or empty directory", dir)
 	}
-	return nil
+	return true, nil
+}
+
+// realPath is path with its links followed, as far as it exists: the
+// rest is joined as given.
+func realPath(path string) string {
+	path = filepath.Clean(path)
+	var rest []string
+	for {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return filepath.Join(append([]string{path}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(path)}, rest...)
+		path = parent
+	}
 }
 
 // errNoStream: the server has no such stream.
@@ -142,22 +210,28 @@ type apiError struct {
 // streamNotFound is JetStream's error code for a stream it has not.
 const streamNotFound = 10059
 
+// err is a snapshot's refusal: errNoStream for a stream the server has
+// not (and only there: a restore's 10059 is no such thing).
 func (e *apiError) err() error {
 	if e.ErrCode == streamNotFound {
 		return errNoStream
 	}
-	return fmt.Errorf("%s (JetStream error %d)", e.Description, e.ErrCode)
+	return e
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (JetStream error %d)", e.Description, e.ErrCode)
 }
 
 // copyStream copies stream name from one server to another: from's
 // snapshot, chunk by chunk, into to's restore, each chunk acknowledged
 // to from once to has taken it (JetStream's flow control holds the
 // snapshot meanwhile).
-func copyStream(ctx context.Context, from, to *nats.Conn, name string) (Copied, error) {
+func copyStream(ctx context.Context, from, to *nats.Conn, name string) (_ Copied, snapshotLast uint64, _ error) {
 	inbox := from.NewInbox()
 	chunks, err := from.SubscribeSync(inbox)
 	if err != nil {
-		return Copied{}, err
+		return Copied{}, 0, err
 	}
 	defer func() { _ = chunks.Unsubscribe() }()
 	var snap struct {
@@ -166,15 +240,21 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (Copied, 
 		State  json.RawMessage `json:"state"`
 	}
 	if err := apiRequest(ctx, from, "$JS.API.STREAM.SNAPSHOT."+name, map[string]any{"deliver_subject": inbox, "no_consumers": true}, &snap); err != nil {
-		return Copied{}, fmt.Errorf("its snapshot: %w", err)
+		return Copied{}, 0, fmt.Errorf("its snapshot: %w", err)
 	}
 	if snap.Error != nil {
-		return Copied{}, snap.Error.err()
+		return Copied{}, 0, snap.Error.err()
+	}
+	var state struct {
+		LastSeq uint64 `json:"last_seq"`
+	}
+	if err := json.Unmarshal(snap.State, &state); err != nil {
+		return Copied{}, 0, fmt.Errorf("its state: %w", err)
 	}
 	// One server keeps one copy, whatever the cluster kept.
 	var cfg map[string]any
 	if err := json.Unmarshal(snap.Config, &cfg); err != nil {
-		return Copied{}, fmt.Errorf("its configuration: %w", err)
+		return Copied{}, 0, fmt.Errorf("its configuration: %w", err)
 	}
 	cfg["num_replicas"] = 1
 	delete(cfg, "placement")
@@ -183,23 +263,23 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (Copied, 
 		DeliverSubject string    `json:"deliver_subject"`
 	}
 	if err := apiRequest(ctx, to, "$JS.API.STREAM.RESTORE."+name, map[string]any{"config": cfg, "state": snap.State}, &restore); err != nil {
-		return Copied{}, fmt.Errorf("its restore: %w", err)
+		return Copied{}, 0, fmt.Errorf("its restore: %w", err)
 	}
 	if restore.Error != nil {
-		return Copied{}, fmt.Errorf("its restore: %w", restore.Error.err())
+		return Copied{}, 0, fmt.Errorf("its restore: %w", restore.Error)
 	}
 	for {
 		wait, cancel := context.WithTimeout(ctx, backupChunkWait)
 		m, err := chunks.NextMsgWithContext(wait)
 		cancel()
 		if err != nil {
-			return Copied{}, fmt.Errorf("its snapshot's next chunk: %w", err)
+			return Copied{}, 0, fmt.Errorf("its snapshot's next chunk: %w", err)
 		}
 		if len(m.Data) == 0 {
 			// The end: no status or 204 (after a chunk it acknowledged),
 			// else the snapshot's failure.
 			if st := m.Header.Get("Status"); st != "" && st != "204" {
-				return Copied{}, fmt.Errorf("its snapshot failed: %s %s", st, m.Header.Get("Description"))
+				return Copied{}, 0, fmt.Errorf("its snapshot failed: %s %s", st, m.Header.Get("Description"))
 			}
 			break
 		}
@@ -207,16 +287,16 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (Copied, 
 			Error *apiError `json:"error"`
 		}
 		if err := requestRaw(ctx, to, restore.DeliverSubject, m.Data, &taken); err != nil {
-			return Copied{}, fmt.Errorf("its restore: %w", err)
+			return Copied{}, 0, fmt.Errorf("its restore: %w", err)
 		}
 		if taken.Error != nil {
-			return Copied{}, fmt.Errorf("its restore: %w", taken.Error.err())
+			return Copied{}, 0, fmt.Errorf("its restore: %w", taken.Error)
 		}
 		if m.Reply == "" {
 			continue // the last chunk asks for no acknowledgement
 		}
 		if err := m.Respond(nil); err != nil {
-			return Copied{}, fmt.Errorf("its snapshot: %w", err)
+			return Copied{}, 0, fmt.Errorf("its snapshot: %w", err)
 		}
 	}
 	var done struct {
@@ -227,12 +307,63 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (Copied, 
 		} `json:"state"`
 	}
 	if err := requestRaw(ctx, to, restore.DeliverSubject, nil, &done); err != nil {
-		return Copied{}, fmt.Errorf("its restore's end: %w", err)
+		return Copied{}, 0, fmt.Errorf("its restore's end: %w", err)
 	}
 	if done.Error != nil {
-		return Copied{}, fmt.Errorf("its restore: %w", done.Error.err())
+		return Copied{}, 0, fmt.Errorf("its restore: %w", done.Error)
 	}
-	return Copied{Stream: name, Messages: done.State.Msgs, Bytes: done.State.Bytes}, nil
+	return Copied{Stream: name, Messages: done.State.Msgs, Bytes: done.State.Bytes}, state.LastSeq, nil
+}
+
+// backupTailLimit bounds copyTail: a bucket written faster than the
+// backup reads it would keep it copying for ever.
+const backupTailLimit = time.Minute
+
+// copyTail copies into the backup's stream name what the live one holds
+// after its snapshot's last sequence, until it has caught up: a key
+// written while its bucket was copied lost its earlier revision (a bucket
+// keeps one a key) before the snapshot read it, and its new one is past
+// the snapshot's end; without its tail, the backup has neither (a
+// browser's identity renewed meanwhile, and every chat of that browser
+// with it). The journal needs none: its steps are only appended.
+func (s *Store) copyTail(ctx context.Context, to jetstream.JetStream, name string, after uint64) (Copied, error) {
+	live, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return Copied{}, err
+	}
+	limit := time.Now().Add(backupTailLimit)
+	for {
+		if time.Now().After(limit) {
+			return Copied{}, fmt.Errorf("what was written while it was copied did not stop coming for %v (the gateway writes it faster than the backup copies it): try again when it is less busy", backupTailLimit)
+		}
+		msg, err := live.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return Copied{}, fmt.Errorf("what was written while it was copied, from stream sequence %d: %w", after+1, err)
+		}
+		after = msg.Sequence
+		out := nats.NewMsg(msg.Subject)
+		out.Data = msg.Data
+		for k, v := range msg.Header {
+			// What its writer expected of the live stream (a revision,
+			// a message id) means nothing in the backup's.
+			if strings.HasPrefix(k, "Nats-Expected-") || k == "Nats-Msg-Id" {
+				continue
+			}
+			out.Header[k] = v
+		}
+		if _, err := to.PublishMsg(ctx, out); err != nil {
+			return Copied{}, fmt.Errorf("what was written while it was copied, stream sequence %d: %w", after, err)
+		}
+	}
+	info, err := to.Stream(ctx, name)
+	if err != nil {
+		return Copied{}, err
+	}
+	st := info.CachedInfo().State
+	return Copied{Stream: name, Messages: st.Msgs, Bytes: st.Bytes}, nil
 }
 
 // apiRequest sends a JetStream API request, body as JSON, and reads its
@@ -260,8 +391,9 @@ func requestRaw(ctx context.Context, nc *nats.Conn, subject string, data []byte,
 	return json.Unmarshal(m.Data, answer)
 }
 
-// syncDir flushes dir's entries (a rename into it) to the disk.
-func syncDir(dir string) error {
+// syncPath flushes a file, or a directory's entries (a rename into it),
+// to the disk.
+func syncPath(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,7 +23,9 @@ import (
 // TestBackupWhileWriting: a backup taken while sessions are written is a
 // data directory a store opens with every session written before it as it
 // was (its journal, a step larger than a snapshot's chunk included, its
-// summary) and every browser identity; a session written during it has a
+// summary, written again meanwhile) and every browser identity (renewed
+// meanwhile: a key written while its bucket was copied was in neither
+// the snapshot nor after it); a session written during it has a
 // journal that ends where it ended at some moment, with no step missing
 // before. A directory that holds something, or one in the data directory,
 // is refused; a backup stopped halfway leaves no directory.
@@ -55,14 +58,21 @@ func TestBackupWhileWriting(t *testing.T) {
 		}
 	}
 	cookies := s.Cookies().(scs.CtxStore)
-	if err := cookies.CommitCtx(ctx, "token-of-alice", []byte("alice's identity"), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
+	const identities = 3000
+	identity := func(i int) (string, []byte) { return fmt.Sprintf("token-%d", i), []byte(fmt.Sprintf("identity %d", i)) }
+	for i := range identities {
+		token, b := identity(i)
+		if err := cookies.CommitCtx(ctx, token, b, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
-	// A session goes on being written while the backup is taken.
+	// While the backup is taken, a session goes on being written, and
+	// identities and summaries are written again (a visit renews its
+	// browser's identity; a step, its session's summary).
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		for seq := int64(1); ; seq++ {
@@ -72,6 +82,38 @@ func TestBackupWhileWriting(t *testing.T) {
 			default:
 			}
 			if err := s.Append(ctx, "busy", step("busy", seq, "more")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			time.Sleep(200 * time.Microsecond) // a busy site's visits, not a flood
+			token, b := identity(i * 7 % identities)
+			if err := cookies.CommitCtx(ctx, token, b, time.Now().Add(time.Hour)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			time.Sleep(200 * time.Microsecond)
+			id := fmt.Sprintf("s%d", i*13%sessions)
+			if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Title: "chat " + id, Updated: time.Now()}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -118,8 +160,15 @@ func TestBackupWhileWriting(t *testing.T) {
 	if err != nil || len(sums) != sessions {
 		t.Errorf("the backup lists %d of alice's sessions (%v), want %d", len(sums), err, sessions)
 	}
-	if got, found, err := b.Cookies().(scs.CtxStore).FindCtx(ctx, "token-of-alice"); err != nil || !found || string(got) != "alice's identity" {
-		t.Errorf("the identity in the backup: %q %v %v", got, found, err)
+	missing := 0
+	for i := range identities {
+		token, want := identity(i)
+		if got, found, err := b.Cookies().(scs.CtxStore).FindCtx(ctx, token); err != nil || !found || !bytes.Equal(got, want) {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d identities are not in the backup", missing, identities)
 	}
 
 	if _, err := s.Backup(ctx, dir); err == nil || !strings.Contains(err.Error(), "not empty") {
@@ -134,8 +183,27 @@ func TestBackupWhileWriting(t *testing.T) {
 	if left, _ := filepath.Glob(half + "*"); len(left) > 0 {
 		t.Errorf("a backup that failed left %v", left)
 	}
-	if _, err := s.Backup(ctx, filepath.Join(data, "backup")); err == nil || !strings.Contains(err.Error(), "in the data directory") {
-		t.Errorf("a backup into the data directory: %v, want a refusal", err)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(data, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{filepath.Join(data, "backup"), filepath.Join(link, "backup")} {
+		if _, err := s.Backup(ctx, in); err == nil || !strings.Contains(err.Error(), "one in the other") {
+			t.Errorf("a backup into the data directory (%s): %v, want a refusal", in, err)
+		}
+	}
+
+	// An empty directory that exists (a mount point) is filled from
+	// within.
+	empty := t.TempDir()
+	if _, err := s.Backup(ctx, empty); err != nil {
+		t.Fatalf("a backup into an empty directory: %v", err)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 2 {
+		t.Errorf("the empty directory holds %d entries after the backup, want jetstream/ and the marker", len(entries))
+	}
+	if sums, err := open(t, empty).Summaries(ctx, "alice"); err != nil || len(sums) != sessions {
+		t.Errorf("the backup in the empty directory lists %d sessions (%v), want %d", len(sums), err, sessions)
 	}
 }
 

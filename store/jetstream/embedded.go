@@ -75,7 +75,7 @@ func checkDataDir(dir string) (held bool, err error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "jetstream" }):
-		return false, fmt.Errorf("%s holds the gateway's jetstream/ but not its %s: restore that file from a backup (or write {\"format\": %d} to it, if this is the gateway's directory), or give --data-dir another directory", dir, markerFile, dataFormat)
+		return false, fmt.Errorf("%s holds the gateway's jetstream/ but not its %s: restore that file from a backup (or write {\"format\": %d} to it, if this is the gateway's directory, and not a gateway backup cut short, which writes it last and is no backup without it), or give --data-dir another directory", dir, markerFile, dataFormat)
 	case errors.Is(err, fs.ErrNotExist) && len(entries) > 0:
 		return false, fmt.Errorf("%s is not a gateway data directory: it holds other files and no %s. Give --data-dir an empty or new directory, or the one the gateway made", dir, markerFile)
 	case errors.Is(err, fs.ErrNotExist):
@@ -140,7 +140,7 @@ func startEmbedded(dataDir string, sync time.Duration, attach bool, logger *slog
 	// interrupted) leaves the marker and no streams: nothing was lost.
 	streams, _ := os.ReadDir(filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams"))
 	held = held && len(streams) > 0
-	ns, err := startServer(storeDir, sync, logger)
+	ns, err := startServer(storeDir, sync, natsLog{l: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func startEmbedded(dataDir string, sync time.Duration, attach bool, logger *slog
 
 // startServer starts a NATS server with JetStream and no listening port,
 // its files in storeDir, flushed to the disk as sync says.
-func startServer(storeDir string, sync time.Duration, logger *slog.Logger) (*server.Server, error) {
+func startServer(storeDir string, sync time.Duration, log natsLog) (*server.Server, error) {
 	interval, always := syncOptions(sync)
 	ns, err := server.NewServer(&server.Options{
 		ServerName:   "gateway",
@@ -168,7 +168,7 @@ func startServer(storeDir string, sync time.Duration, logger *slog.Logger) (*ser
 	}
 	// Its warnings and errors are the operator's: a journal it rebuilt or
 	// cut after a crash, a block it could not read.
-	ns.SetLogger(natsLog{logger}, false, false)
+	ns.SetLogger(log, false, false)
 	ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
@@ -329,7 +329,13 @@ func (s *Store) setDown(err error) {
 // natsLog passes the embedded server's warnings and errors to the
 // gateway's log, each once, as it says them; its notices (start-up, the
 // configuration) are debug lines.
-type natsLog struct{ l *slog.Logger }
+type natsLog struct {
+	l *slog.Logger
+	// backup: the server of a backup under way, whose failures the backup
+	// reports itself: its lines are at debug, and say whose they are, so
+	// that none reads as the live store's.
+	backup bool
+}
 
 func (n natsLog) Noticef(format string, v ...any) { n.log(slog.LevelDebug, format, v) }
 func (n natsLog) Warnf(format string, v ...any)   { n.log(slog.LevelWarn, format, v) }
@@ -339,7 +345,11 @@ func (n natsLog) Debugf(string, ...any)           {}
 func (n natsLog) Tracef(string, ...any)           {}
 
 func (n natsLog) log(level slog.Level, format string, v []any) {
+	who := "embedded NATS server: "
+	if n.backup {
+		level, who = slog.LevelDebug, "the backup's NATS server: "
+	}
 	if n.l.Enabled(context.Background(), level) {
-		n.l.Log(context.Background(), level, "embedded NATS server: "+fmt.Sprintf(format, v...))
+		n.l.Log(context.Background(), level, who+fmt.Sprintf(format, v...))
 	}
 }
