@@ -331,22 +331,54 @@ func (s *Store) copyTail(ctx context.Context, to jetstream.JetStream, name strin
 	if err != nil {
 		return Copied{}, err
 	}
-	limit := time.Now().Add(backupTailLimit)
-	for {
-		if time.Now().After(limit) {
-			return Copied{}, fmt.Errorf("what was written while it was copied did not stop coming for %v (the gateway writes it faster than the backup copies it): try again when it is less busy", backupTailLimit)
-		}
-		msg, err := live.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(">"))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
+	info, err := live.Info(ctx)
+	if err != nil {
+		return Copied{}, err
+	}
+	if info.State.LastSeq > after {
+		// An ordered consumer reads it as fast as the server sends, not
+		// a request a message.
+		ctx, cancel := context.WithTimeout(ctx, backupTailLimit)
+		defer cancel()
+		cons, err := s.js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1})
 		if err != nil {
-			return Copied{}, fmt.Errorf("what was written while it was copied, from stream sequence %d: %w", after+1, err)
+			return Copied{}, fmt.Errorf("what was written while it was copied: %w", err)
 		}
-		after = msg.Sequence
-		out := nats.NewMsg(msg.Subject)
-		out.Data = msg.Data
-		for k, v := range msg.Header {
+		if err := copyMessages(ctx, cons, to); err != nil {
+			return Copied{}, err
+		}
+	}
+	got, err := to.Stream(ctx, name)
+	if err != nil {
+		return Copied{}, err
+	}
+	st := got.CachedInfo().State
+	return Copied{Stream: name, Messages: st.Msgs, Bytes: st.Bytes}, nil
+}
+
+// copyMessages publishes into to what cons reads, until it has read all
+// there is (its pending count 0), or ctx ends: the stream written faster
+// than the copy goes.
+func copyMessages(ctx context.Context, cons jetstream.Consumer, to jetstream.JetStream) error {
+	msgs, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("what was written while it was copied: %w", err)
+	}
+	defer msgs.Stop()
+	stop := context.AfterFunc(ctx, msgs.Stop)
+	defer stop()
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("what was written while it was copied did not stop coming for %v (the gateway writes it faster than the backup copies it): try again when it is less busy: %w", backupTailLimit, ctx.Err())
+			}
+			return fmt.Errorf("what was written while it was copied: %w", err)
+		}
+		out := nats.NewMsg(msg.Subject())
+		out.Data = msg.Data()
+		for k, v := range msg.Headers() {
 			// What its writer expected of the live stream (a revision,
 			// a message id) means nothing in the backup's.
 			if strings.HasPrefix(k, "Nats-Expected-") || k == "Nats-Msg-Id" {
@@ -355,15 +387,16 @@ func (s *Store) copyTail(ctx context.Context, to jetstream.JetStream, name strin
 			out.Header[k] = v
 		}
 		if _, err := to.PublishMsg(ctx, out); err != nil {
-			return Copied{}, fmt.Errorf("what was written while it was copied, stream sequence %d: %w", after, err)
+			return fmt.Errorf("what was written while it was copied: %w", err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("what was written while it was copied: %w", err)
+		}
+		if md.NumPending == 0 {
+			return nil
 		}
 	}
-	info, err := to.Stream(ctx, name)
-	if err != nil {
-		return Copied{}, err
-	}
-	st := info.CachedInfo().State
-	return Copied{Stream: name, Messages: st.Msgs, Bytes: st.Bytes}, nil
 }
 
 // apiRequest sends a JetStream API request, body as JSON, and reads its

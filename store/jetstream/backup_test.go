@@ -72,53 +72,33 @@ func TestBackupWhileWriting(t *testing.T) {
 	// browser's identity; a step, its session's summary).
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		for seq := int64(1); ; seq++ {
-			select {
-			case <-stop:
-				return
-			default:
+	keepWriting := func(pause time.Duration, write func(i int) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(pause):
+				}
+				if err := write(i); err != nil {
+					t.Error(err)
+					return
+				}
 			}
-			if err := s.Append(ctx, "busy", step("busy", seq, "more")); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			time.Sleep(200 * time.Microsecond) // a busy site's visits, not a flood
-			token, b := identity(i * 7 % identities)
-			if err := cookies.CommitCtx(ctx, token, b, time.Now().Add(time.Hour)); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			time.Sleep(200 * time.Microsecond)
-			id := fmt.Sprintf("s%d", i*13%sessions)
-			if err := s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Title: "chat " + id, Updated: time.Now()}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+		}()
+	}
+	keepWriting(0, func(i int) error { return s.Append(ctx, "busy", step("busy", int64(i+1), "more")) })
+	// A busy site's visits and steps, not a flood.
+	keepWriting(50*time.Microsecond, func(i int) error {
+		token, b := identity(i * 7 % identities)
+		return cookies.CommitCtx(ctx, token, b, time.Now().Add(time.Hour))
+	})
+	keepWriting(50*time.Microsecond, func(i int) error {
+		id := fmt.Sprintf("s%d", i*13%sessions)
+		return s.Summarize(ctx, engine.Summary{ID: id, Owner: "alice", Title: "chat " + id, Updated: time.Now()})
+	})
 	dir := filepath.Join(t.TempDir(), "backup")
 	copied, err := s.Backup(ctx, dir)
 	close(stop)
