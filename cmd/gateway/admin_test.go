@@ -151,9 +151,9 @@ func TestEraseWhileTheGatewayRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
 	bin, dir, base, br, g := startWithBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hang) // after the build, which may take longer
+	defer cancel()
 	admin := func(args ...string) (string, error) {
 		return runCommand(bin, append(args[:1:1], append([]string{"--data-dir", dir}, args[1:]...)...)...)
 	}
@@ -232,9 +232,9 @@ func TestBackupWhileTheGatewayRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
 	bin, dir, base, br, g := startWithBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*hang) // after the build, which may take longer; two starts of the gateway
+	defer cancel()
 	backup := filepath.Join(t.TempDir(), "backup")
 	page, id := openChat(ctx, t, br, base, "what's the weather in Tokyo")
 
