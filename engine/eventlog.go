@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -563,6 +564,13 @@ func (l *eventLog) sameButRuns(state json.RawMessage) bool {
 // l.seq events), as it is loaded with state, which ended with stored (the
 // runs in it); before the session runs.
 func (l *eventLog) setRuns(stored []runMark, state json.RawMessage) {
+	if len(stored) > 0 {
+		// This run's epoch names the run it loads after: should this
+		// run store no step (a page opens the chat, and nothing happens
+		// in it), its epoch is in no mark, and heldSince places it by
+		// that one.
+		l.epoch += "." + ownEpoch(stored[len(stored)-1].Epoch)
+	}
 	kept := len(stored) - min(len(stored), maxRuns-1)
 	l.runs = append(slices.Clone(stored[kept:]), runMark{Epoch: l.epoch, End: l.seq})
 	for _, r := range stored[:kept] {
@@ -599,25 +607,44 @@ func (l *eventLog) ahead(after int64, epoch string) error {
 }
 
 // heldSince is the least of what the journal held at the loads since the
-// run epoch names (at every load it remembers, for a run it does not: one
-// before them), this run's included; 0 for a session new in this run,
+// run epoch names (for a run no mark names, that stored no step: since the
+// run it loaded after, as its epoch says; at every load it remembers, for
+// a run it cannot place: one before them), this run's included; 0 for a session new in this run,
 // which no other run had: a copy of that run that goes past it holds
 // events the store lost. l.mu is held.
 func (l *eventLog) heldSince(epoch string) int64 {
 	if len(l.runs) == 0 {
 		return 0
 	}
-	since := 0
+	since := -1
 	for i, r := range l.runs {
 		if r.Epoch == epoch {
 			since = i + 1
 		}
 	}
+	if _, after, ok := strings.Cut(epoch, "."); ok && since < 0 {
+		// A run that stored no step, whose mark is in no state: its
+		// pages hold what the journal held at its load, which came after
+		// the run its epoch names, and before every load since.
+		for i, r := range l.runs {
+			if ownEpoch(r.Epoch) == after {
+				since = i + 1
+			}
+		}
+	}
+	since = max(since, 0)
 	held := l.runs[len(l.runs)-1].End // this run's: never after epoch's
 	for _, r := range l.runs[since:] {
 		held = min(held, r.End)
 	}
 	return held
+}
+
+// ownEpoch is a run's own part of its epoch, without the run it loaded
+// after (an epoch of a gateway before them is its own part whole).
+func ownEpoch(epoch string) string {
+	own, _, _ := strings.Cut(epoch, ".")
+	return own
 }
 
 // sayAhead logs, once, that a page saw events past the journal's last

@@ -234,6 +234,49 @@ func TestResumeOfACopyFromALostRun(t *testing.T) {
 	})
 }
 
+// TestResumeOfACopyFromARunThatStoredNothing: a page opens a chat, and
+// nothing happens in it before the chat leaves memory (its unload, a
+// deploy): that run stored no step, so no state names its epoch. The
+// page's copy, resumed at the next load, holds only what the journal held
+// at that run's load, and is taken; it was refused as a copy holding
+// events the store lost, held to the chat's first load (an outside soak:
+// a needless replay of the whole chat, and a warning of lost data).
+func TestResumeOfACopyFromARunThatStoredNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, r *rig) {
+		w, m, s, _ := hiThenStop(t, r)
+		ctx := context.Background()
+		for _, say := range []string{"again", ""} {
+			e := r.start(w, m)
+			s2, err := e.Load(ctx, s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := attach(t, s2, s2.LastSeq())
+			epoch := epochOf(t, p.until("session.opened", isType(engine.FrameSessionOpened)))
+			if say != "" {
+				_ = p.page.Send(ctx, say)
+				p.until("the reply", finalIdle(""))
+				stop(t, e)
+				continue
+			}
+			last := s2.LastSeq()
+			stop(t, e) // nothing happened in this run
+			s3 := r.loaded(w, m, s.ID())
+			page, err := s3.Attach(ctx, engine.AttachOptions{After: last, Epoch: epoch})
+			if page != nil {
+				page.Detach()
+			}
+			if err != nil {
+				t.Errorf("a copy of a run that stored nothing, whole: %v; want it taken", err)
+			}
+			if page, err := s3.Attach(ctx, engine.AttachOptions{After: last + 2, Epoch: epoch}); err == nil {
+				page.Detach()
+				t.Error("a copy of a run that stored nothing, past the journal: taken; want it refused")
+			}
+		}
+	})
+}
+
 // TestResumeOfACopyFromBeforeTheRunsKept: a copy of a run older than the
 // loads the state keeps (16) is held to the least of what the journal held
 // at every load since, those that left the window too: a session restored
