@@ -31,10 +31,11 @@ func TestMain(m *testing.M) {
 // fakeChats is the engine's side of the socket: stored summaries, and a
 // Delete that removes one or fails as told.
 type fakeChats struct {
-	mu      sync.Mutex
-	sums    []engine.Summary
-	failing error // Delete's error while set
-	deleted []string
+	mu       sync.Mutex
+	sums     []engine.Summary
+	failing  error // Delete's error while set
+	deleted  []string
+	unlisted []string // the ids DeleteUnlisted was asked for
 }
 
 func (f *fakeChats) options() control.Options {
@@ -58,6 +59,12 @@ func (f *fakeChats) options() control.Options {
 				}
 			}
 			return fmt.Errorf("%w: not this owner's", engine.ErrNoSession)
+		},
+		DeleteUnlisted: func(_ context.Context, id string) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.unlisted = append(f.unlisted, id)
+			return fmt.Errorf("%w: neither a summary nor a journal", engine.ErrNoSession)
 		},
 	}
 }
@@ -132,6 +139,9 @@ func TestCommandsOnTheRunningGateway(t *testing.T) {
 		if err := c.Delete(ctx, id); err == nil || !strings.Contains(err.Error(), "404") {
 			t.Errorf("deleting %q: %v, want a 404", id, err)
 		}
+	}
+	if strings.Join(chats.unlisted, " ") != "s-old no-such-chat" {
+		t.Errorf("ids no list names went to DeleteUnlisted as %v, want s-old and no-such-chat (not an id that is none)", chats.unlisted)
 	}
 	out.Reset()
 	if err := c.Sessions(ctx, &out); err != nil || strings.Contains(out.String(), "s-old") {

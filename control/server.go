@@ -85,6 +85,10 @@ type Options struct {
 	// Delete deletes session id of owner wherever it is (engine.Engine's
 	// Delete): its pages are told, then its worker. Required.
 	Delete func(ctx context.Context, id, owner string) error
+	// DeleteUnlisted deletes session id that no summary lists (its
+	// summary lost, its journal kept: engine.Engine's DeleteUnlisted); nil:
+	// such an id is not found.
+	DeleteUnlisted func(ctx context.Context, id string) error
 	// Backup copies the store into dir, a new data directory, and says
 	// what it copied. Nil: the gateway takes no backups (POST /backup is
 	// 404).
@@ -158,7 +162,7 @@ func Handler(o Options) http.Handler {
 }
 
 // deleteListed deletes session id as its owner would: the summary names
-// the owner.
+// the owner; or, listed nowhere, as one no list names.
 func deleteListed(ctx context.Context, o Options, id string) error {
 	if err := engine.CheckID(id); err != nil {
 		return fmt.Errorf("%w: %w", engine.ErrNoSession, err)
@@ -168,6 +172,9 @@ func deleteListed(ctx context.Context, o Options, id string) error {
 		return fmt.Errorf("%w: the list of sessions: %w", engine.ErrStoreUnavailable, err)
 	}
 	i := slices.IndexFunc(sums, func(s engine.Summary) bool { return s.ID == id })
+	if i < 0 && o.DeleteUnlisted != nil {
+		return o.DeleteUnlisted(ctx, id) // an erasure reaches a chat whose summary was lost
+	}
 	if i < 0 {
 		return fmt.Errorf("%w: no session of this id is listed (gateway sessions lists them)", engine.ErrNoSession)
 	}

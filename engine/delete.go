@@ -29,6 +29,24 @@ const ReasonDeleted = "deleted"
 // failed left memory ended, or as it was when the store refused its end
 // too, for Delete to be called again. The worker is told nothing then.
 func (e *Engine) Delete(ctx context.Context, id, owner string) error {
+	return e.delete(ctx, id, owner, false)
+}
+
+// DeleteUnlisted deletes session id, which no list of sessions names (its
+// summary was lost: a crash, a failed write, a backup taken as it was
+// deleted), for an operator: as its owner's Delete does when it is in
+// memory; else its journal, under its lease, while loads of it wait.
+// ErrNoSession when it has no journal either. The worker is told when the
+// session was in memory (its owner known).
+func (e *Engine) DeleteUnlisted(ctx context.Context, id string) error {
+	if s, ok := e.Session(id); ok {
+		return e.Delete(ctx, id, s.owner)
+	}
+	return e.delete(ctx, id, "", true)
+}
+
+// delete is Delete, of a session no list names when unlisted.
+func (e *Engine) delete(ctx context.Context, id, owner string, unlisted bool) error {
 	if err := CheckID(id); err != nil {
 		return fmt.Errorf("%w: %w", ErrNoSession, err)
 	}
@@ -46,7 +64,7 @@ func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 			e.loading[id] = lc
 			e.wg.Add(1)
 			e.mu.Unlock()
-			err := e.deleteStored(ctx, id, owner)
+			err := e.deleteStored(ctx, id, owner, unlisted)
 			e.loaded(id, lc)
 			e.wg.Done()
 			return err
@@ -60,6 +78,9 @@ func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if unlisted {
+			owner = s.owner // loaded meanwhile: its owner's, as Delete
 		}
 		if s.owner != owner {
 			return fmt.Errorf("%w: session %s is not this owner's", ErrNoSession, id)
@@ -100,8 +121,12 @@ func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 }
 
 // deleteStored deletes session id, not in memory here, from the store,
-// when owner's list of sessions names it, and then tells the worker.
-func (e *Engine) deleteStored(ctx context.Context, id, owner string) error {
+// when owner's list of sessions names it, and then tells the worker; or,
+// unlisted, when it has a journal (no owner to tell).
+func (e *Engine) deleteStored(ctx context.Context, id, owner string, unlisted bool) error {
+	if unlisted {
+		return e.deleteUnlistedJournal(ctx, id)
+	}
 	switch listed, err := e.listedFor(ctx, id, owner); {
 	case err != nil:
 		return fmt.Errorf("%w: the list of sessions: %w", ErrStoreUnavailable, err)
@@ -113,6 +138,37 @@ func (e *Engine) deleteStored(ctx context.Context, id, owner string) error {
 	}
 	e.opts.Logger.Info("session deleted", "session", id)
 	e.tellDeleted(id, owner)
+	return nil
+}
+
+// deleteUnlistedJournal deletes the journal of session id, which no list
+// names, once its lease is held and it still has one.
+func (e *Engine) deleteUnlistedJournal(ctx context.Context, id string) error {
+	lister, ok := e.opts.Store.(JournalList)
+	if !ok {
+		return fmt.Errorf("%w: no list names session %s, and this store lists no journals", ErrNoSession, id)
+	}
+	var readErr error
+	has := func() bool {
+		_, readErr = lister.JournalUpdated(ctx, id)
+		return readErr == nil
+	}
+	if !has() {
+		if errors.Is(readErr, ErrNoSession) {
+			return fmt.Errorf("%w: session %s has neither a summary nor a journal", ErrNoSession, id)
+		}
+		return fmt.Errorf("%w: its journal: %w", ErrStoreUnavailable, readErr)
+	}
+	deleted, err := e.deleteUnderLease(ctx, id, has)
+	switch {
+	case err != nil:
+		return err
+	case !deleted && errors.Is(readErr, ErrNoSession):
+		return fmt.Errorf("%w: session %s has neither a summary nor a journal", ErrNoSession, id)
+	case !deleted:
+		return fmt.Errorf("%w: its journal: %w", ErrStoreUnavailable, readErr)
+	}
+	e.opts.Logger.Info("session deleted, which no list named", "session", id)
 	return nil
 }
 

@@ -577,3 +577,65 @@ func BenchmarkDelete(b *testing.B) {
 		}
 	}
 }
+
+// TestDeleteUnlisted: an operator erases a chat that no list names (its
+// summary lost, its journal kept): one not in memory has its journal
+// purged under its lease; one in memory is ended where it runs (its page
+// reads session.ended, deleted) and purged; an id with no journal either
+// is ErrNoSession.
+func TestDeleteUnlisted(t *testing.T) {
+	url := natstest.Server(t, nil)
+	ctx := context.Background()
+	opts := func() engine.Options {
+		return engine.Options{Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+			Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil }), Clock: clock.NewFake(epoch)}
+	}
+	e, store := sharedNode(t, url, "a", opts())
+	chat := func(e *engine.Engine) (string, *reader) {
+		t.Helper()
+		s, err := e.Open(ctx, engine.OpenOptions{Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := attach(t, s, 0)
+		_ = p.page.Send(ctx, "my name is Ada")
+		p.until("the reply", finalIdle(""))
+		return s.ID(), p
+	}
+	js, err := natsjs.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlist := func(id string) {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, jetstream.SummaryBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Purge(ctx, "alice."+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored, p := chat(e)
+	p.page.Detach()
+	stop(t, e)
+	unlist(stored)
+	e2, store2 := sharedNode(t, url, "b", opts())
+	live, page := chat(e2)
+	unlist(live)
+
+	if err := e2.DeleteUnlisted(ctx, "no-such-chat"); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("DeleteUnlisted of an id with no journal: %v, want ErrNoSession", err)
+	}
+	for _, id := range []string{stored, live} {
+		if err := e2.DeleteUnlisted(ctx, id); err != nil {
+			t.Fatalf("DeleteUnlisted(%s): %v", id, err)
+		}
+		if _, err := store2.Load(ctx, id); !errors.Is(err, engine.ErrNoSession) {
+			t.Errorf("session %s's journal after DeleteUnlisted: %v, want gone", id, err)
+		}
+	}
+	page.until("session.ended, deleted", func(ev engine.Event) bool {
+		return ev.Type == engine.EventSessionEnded && strings.Contains(string(ev.Frame), `"deleted"`)
+	})
+}

@@ -39,8 +39,9 @@ func serveControl(store openedStore, eng *engine.Engine, logger *slog.Logger) (s
 	base, cancelBase := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler: control.Handler(control.Options{
-			Summaries: func(ctx context.Context) ([]engine.Summary, error) { return eng.Store().Summaries(ctx, "") },
-			Delete:    eng.Delete,
+			Summaries:      func(ctx context.Context) ([]engine.Summary, error) { return eng.Store().Summaries(ctx, "") },
+			Delete:         eng.Delete,
+			DeleteUnlisted: eng.DeleteUnlisted,
 			Backup: func(ctx context.Context, dir string) (string, error) {
 				copied, err := store.backup(ctx, dir)
 				return describeCopied(copied, dir), err
