@@ -33,7 +33,18 @@ func Dial(ctx context.Context, dir string) (*Client, error) {
 	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
+		c, err := d.DialContext(ctx, "unix", path)
+		if err != nil {
+			return nil, err
+		}
+		// The process that listens is the gateway's user's, or root's: a
+		// socket another user put in a directory open to it would answer
+		// for the gateway ("deleted").
+		if err := checkPeer(c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("control socket %s is not the gateway's: %w", path, err)
+		}
+		return c, nil
 	}
 	conn, err := dial(ctx)
 	if err != nil {

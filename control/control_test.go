@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,10 @@ import (
 func TestMain(m *testing.M) {
 	if sock := os.Getenv("CONTROL_TEST_DIAL"); sock != "" {
 		dialAsAnother(sock) // TestAnotherUserIsRefused's other user
+		return
+	}
+	if sock := os.Getenv("CONTROL_TEST_SERVE"); sock != "" {
+		serveAsAnother(sock) // TestAnotherUsersSocketIsRefused's other user
 		return
 	}
 	goleak.VerifyTestMain(m)
@@ -264,4 +269,20 @@ func dialAsAnother(sock string) {
 		return
 	}
 	fmt.Println("answered")
+}
+
+// serveAsAnother is the process TestAnotherUsersSocketIsRefused runs as
+// another user: a socket in the gateway's place that says every chat was
+// deleted, until its stdin closes.
+func serveAsAnother(sock string) {
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		fmt.Println("failed:", err)
+		return
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Println("listening")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	srv.Close()
 }

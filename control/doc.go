@@ -5,7 +5,8 @@
 // (SocketName), HTTP on it. The socket is the operator's, as the data
 // directory is: only a process of the gateway's user, or root, may use it
 // (its file's mode is 0600, and on Linux each connection's user is
-// checked), and no browser can reach it.
+// checked; Dial checks the listener's user alike), and no browser can
+// reach it.
 //
 // Listen and Handler serve it (the gateway's binary wires them); Dial
 // reaches it, and says ErrNotRunning when no gateway answers there, so the

@@ -7,10 +7,11 @@ import (
 	"syscall"
 )
 
-// checkPeer refuses a connection whose process runs as another user than
-// the gateway's (root aside), whatever the socket file's mode: the file
-// is made before its mode is set, and a data directory made beforehand
-// may be open to others.
+// checkPeer refuses a connection whose other end is a process of another
+// user than this one's (root aside), whatever the socket file's mode: on
+// the gateway's side, the file is made before its mode is set, and a data
+// directory made beforehand may be open to others; on the command's, a
+// socket there may be another user's.
 func checkPeer(c net.Conn) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -31,7 +32,7 @@ func checkPeer(c net.Conn) error {
 		return fmt.Errorf("the peer's credentials: %w", credErr)
 	}
 	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
-		return fmt.Errorf("a process of user %d is not the gateway's user (%d) nor root", cred.Uid, os.Geteuid())
+		return fmt.Errorf("its other end is a process of user %d, not of this one (%d) nor root", cred.Uid, os.Geteuid())
 	}
 	return nil
 }
