@@ -39,9 +39,6 @@ func (e *Engine) Delete(ctx context.Context, id, owner string) error {
 // ErrNoSession when it has no journal either. The worker is told when the
 // session was in memory (its owner known).
 func (e *Engine) DeleteUnlisted(ctx context.Context, id string) error {
-	if s, ok := e.Session(id); ok {
-		return e.Delete(ctx, id, s.owner)
-	}
 	return e.delete(ctx, id, "", true)
 }
 

@@ -200,27 +200,14 @@ func realPath(path string) string {
 // errNoStream: the server has no such stream.
 var errNoStream = errors.New("no such stream")
 
-// apiError is a JetStream API answer's error.
-type apiError struct {
-	Code        int    `json:"code"`
-	ErrCode     int    `json:"err_code"`
-	Description string `json:"description"`
-}
-
-// streamNotFound is JetStream's error code for a stream it has not.
-const streamNotFound = 10059
-
-// err is a snapshot's refusal: errNoStream for a stream the server has
-// not (and only there: a restore's 10059 is no such thing).
-func (e *apiError) err() error {
-	if e.ErrCode == streamNotFound {
+// snapshotRefused is a snapshot's refusal: errNoStream for a stream the
+// server has not (and only there: a restore's "not found" is no such
+// thing).
+func snapshotRefused(e *jetstream.APIError) error {
+	if e.ErrorCode == jetstream.JSErrCodeStreamNotFound {
 		return errNoStream
 	}
 	return e
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (JetStream error %d)", e.Description, e.ErrCode)
 }
 
 // copyStream copies stream name from one server to another: from's
@@ -235,15 +222,15 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (_ Copied
 	}
 	defer func() { _ = chunks.Unsubscribe() }()
 	var snap struct {
-		Error  *apiError       `json:"error"`
-		Config json.RawMessage `json:"config"`
-		State  json.RawMessage `json:"state"`
+		Error  *jetstream.APIError `json:"error"`
+		Config json.RawMessage     `json:"config"`
+		State  json.RawMessage     `json:"state"`
 	}
 	if err := apiRequest(ctx, from, "$JS.API.STREAM.SNAPSHOT."+name, map[string]any{"deliver_subject": inbox, "no_consumers": true}, &snap); err != nil {
 		return Copied{}, 0, fmt.Errorf("its snapshot: %w", err)
 	}
 	if snap.Error != nil {
-		return Copied{}, 0, snap.Error.err()
+		return Copied{}, 0, snapshotRefused(snap.Error)
 	}
 	var state struct {
 		LastSeq uint64 `json:"last_seq"`
@@ -259,8 +246,8 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (_ Copied
 	cfg["num_replicas"] = 1
 	delete(cfg, "placement")
 	var restore struct {
-		Error          *apiError `json:"error"`
-		DeliverSubject string    `json:"deliver_subject"`
+		Error          *jetstream.APIError `json:"error"`
+		DeliverSubject string              `json:"deliver_subject"`
 	}
 	if err := apiRequest(ctx, to, "$JS.API.STREAM.RESTORE."+name, map[string]any{"config": cfg, "state": snap.State}, &restore); err != nil {
 		return Copied{}, 0, fmt.Errorf("its restore: %w", err)
@@ -284,7 +271,7 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (_ Copied
 			break
 		}
 		var taken struct {
-			Error *apiError `json:"error"`
+			Error *jetstream.APIError `json:"error"`
 		}
 		if err := requestRaw(ctx, to, restore.DeliverSubject, m.Data, &taken); err != nil {
 			return Copied{}, 0, fmt.Errorf("its restore: %w", err)
@@ -300,7 +287,7 @@ func copyStream(ctx context.Context, from, to *nats.Conn, name string) (_ Copied
 		}
 	}
 	var done struct {
-		Error *apiError `json:"error"`
+		Error *jetstream.APIError `json:"error"`
 		State struct {
 			Msgs  uint64 `json:"messages"`
 			Bytes uint64 `json:"bytes"`
