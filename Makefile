@@ -1,9 +1,10 @@
 # Build and test the gateway. `make test` is what CI runs (.ci/run): it
-# installs what is missing, checks the generated templ code, lints (gofmt,
-# go vet, staticcheck: `make lint`), runs the Go tests with the race detector,
-# type-checks the TypeScript declarations (`make types`), runs the cluster
-# test (`make cluster-test`) and the Node worker helper's tests (`make
-# node-test`), builds the binary and runs the Playwright specs against it.
+# installs what is missing, checks the generated templ code, then side by
+# side lints (gofmt, go vet, staticcheck: `make lint`), type-checks the
+# TypeScript declarations (`make types`), runs the Go tests with the race
+# detector and the Node tests (`make node-test`); then the cluster test
+# (`make cluster-test`), the Playwright specs against the built binary, and
+# a user's suite on the test kit (`make user-suite`).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -19,9 +20,16 @@ E2E_ARGS ?=
 
 .PHONY: types user-suite cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check shape-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
 
-test: deps generate-check vendor-check lint types unit cluster-test node-test build
+# The checks before Playwright run side by side (-j3): the race-detected
+# unit tests leave a core idle a third of their time, which lint, types and
+# the Node tests fill. Each one's output is printed whole when it ends.
+# cluster-test runs alone, then the Playwright specs, which keep both cores
+# busy by themselves.
+test: deps generate-check vendor-check
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint types unit node-test
+	$(MAKE) --no-print-directory cluster-test
 	npx playwright test $(E2E_ARGS)
-	$(MAKE) user-suite
+	$(MAKE) --no-print-directory user-suite
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gateway
@@ -69,7 +77,10 @@ vendor-check: node_modules
 		cmp -s "$$f" $(VENDOR)/"$$(basename "$$f")" || { echo "$(VENDOR)/$$(basename "$$f") differs from node_modules: run make vendor and commit it" >&2; exit 1; }; \
 	done
 
-lint: fmt-check vet staticcheck shape-check
+# One after the other, even under make -j: vet and staticcheck compile the
+# same packages, and side by side on a cold build cache each would.
+lint:
+	@$(MAKE) --no-print-directory -j1 fmt-check vet staticcheck shape-check
 
 # The TypeScript declarations, type-checked (tsc --noEmit, TypeScript pinned
 # in package.json): the SDK package's against its JS (static/types), a page

@@ -52,11 +52,13 @@ export default defineConfig({
                 "--no-first-run",
             ],
         },
-        // The trace keeps the DOM and the network of a failed test, without
-        // its screencast: capturing frames for every test loaded the two
-        // cores enough that a page got its frames 600 ms late (progress.spec:
-        // 5 of 80 runs failed with it, 0 of 80 without).
-        trace: { mode: "retain-on-failure", screenshots: false },
+        // E2E_TRACE=1 keeps the DOM and the network of a failed test (npx
+        // playwright show-trace), without its screencast: capturing frames
+        // for every test loaded the two cores enough that a page got its
+        // frames 600 ms late (progress.spec: 5 of 80 runs failed with it, 0
+        // of 80 without). Off by default: recording every test for the few
+        // that fail costs the suite a tenth of its time.
+        trace: process.env.E2E_TRACE === "1" ? { mode: "retain-on-failure", screenshots: false } : "off",
         screenshot: "only-on-failure",
     },
     projects: [

@@ -77,15 +77,19 @@ func TestLoadsTheFirstJournalsSettledCalls(t *testing.T) {
 }
 
 // TestStepLargerThanAMessage: worker tools whose results together pass
-// what one NATS message holds (the HTTP worker takes 4 MiB a result) end
-// their turn, and the session loads again with each result once. The
-// JetStream store splits such a step; without that it was refused and
-// retried for ever, and the session took no turn again.
+// what one NATS message holds (the HTTP worker takes 4 MiB a result, and
+// the embedded server 8 MiB a message; here a server takes 64 KiB, and
+// each result is half that) end their turn, and the session loads again
+// with each result once. The JetStream store splits such a step; without
+// that it was refused and retried for ever, and the session took no turn
+// again.
 func TestStepLargerThanAMessage(t *testing.T) {
-	forEachStore(t, func(t *testing.T, r *rig) {
+	const maxPayload = 64 << 10
+	const size = maxPayload/2 - 64
+	forEachStoreOf(t, maxPayload, func(t *testing.T, r *rig) {
 		w := &testWorker{agent: engine.AgentConfig{Tools: []engine.AgentTool{{Name: "export"}}}}
 		w.execute = func(ctx context.Context, x engine.ToolExecute, _ engine.Decision) (engine.Decision, error) {
-			result, _ := json.Marshal(strings.Repeat(x.ID[len(x.ID)-1:], 4<<20-64))
+			result, _ := json.Marshal(strings.Repeat(x.ID[len(x.ID)-1:], size))
 			return engine.Decision{Actions: []engine.Action{engine.ToolResult{Result: result}}}, nil
 		}
 		m := callsThenSummary(use("call_1", "export", `{}`), use("call_2", "export", `{}`))
@@ -110,8 +114,8 @@ func TestStepLargerThanAMessage(t *testing.T) {
 				results[msg.ToolUseID] = len(msg.Content)
 			}
 		}
-		if len(results) != 2 || results["call_1"] < 4<<20-64 || results["call_2"] < 4<<20-64 {
-			t.Errorf("the tool results after a load (bytes by call): %v; want call_1 and call_2, 4 MiB each", results)
+		if len(results) != 2 || results["call_1"] < size || results["call_2"] < size {
+			t.Errorf("the tool results after a load (bytes by call): %v; want call_1 and call_2, %d bytes each", results, size)
 		}
 		checkJournal(t, r.store, s.ID())
 	})

@@ -595,7 +595,7 @@ func TestIdentityStoreDown(t *testing.T) {
 func TestFrontEndRefusalsLogBounded(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := newHarness(t, harnessOptions{gateway: gateway.Options{Clock: clk}})
-	big := strings.Repeat("x", 1<<20)
+	big := strings.Repeat("x", 64<<10) // far past a quote, and 30 of them parse quickly under -race
 	for range 30 {
 		b := h.newBrowser(nil)
 		req := userMessage("chat-a", "hi")
