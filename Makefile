@@ -80,7 +80,10 @@ vendor-check: node_modules
 # One after the other, even under make -j: vet and staticcheck compile the
 # same packages, and side by side on a cold build cache each would.
 lint:
-	@$(MAKE) --no-print-directory -j1 fmt-check vet staticcheck shape-check
+	@$(MAKE) --no-print-directory fmt-check
+	@$(MAKE) --no-print-directory vet
+	@$(MAKE) --no-print-directory staticcheck
+	@$(MAKE) --no-print-directory shape-check
 
 # The TypeScript declarations, type-checked (tsc --noEmit, TypeScript pinned
 # in package.json): the SDK package's against its JS (static/types), a page
