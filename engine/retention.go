@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -69,10 +70,16 @@ func (e *Engine) dropSummariesWithoutJournal(ctx context.Context, lister Journal
 		}
 		// The list is but a hint (a long one comes in pages, which a
 		// deletion meanwhile shifts): under the lease, a read of the
-		// journal's end says it is gone before anything is deleted.
+		// journal's end says it is gone before anything is deleted, and
+		// the owner's list that the summary is still there. A chat deleted
+		// since the summaries were read (by its browser, on any node) has
+		// neither, and is no summary left behind by a crash.
 		gone := func() bool {
-			_, err := lister.JournalUpdated(ctx, sum.ID)
-			return errors.Is(err, ErrNoSession)
+			if _, err := lister.JournalUpdated(ctx, sum.ID); !errors.Is(err, ErrNoSession) {
+				return false
+			}
+			still, err := e.opts.Store.Summaries(ctx, sum.Owner)
+			return err == nil && slices.ContainsFunc(still, func(s Summary) bool { return s.ID == sum.ID })
 		}
 		if e.deleteUnowned(ctx, sum.ID, gone) {
 			n++

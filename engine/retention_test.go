@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/clienttools/gateway/engine/model"
 	"github.com/clienttools/gateway/store/jetstream"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/clienttools/gateway/testlog"
 )
 
 // TestRetentionSparesAnotherNodesSession: on a NATS that nodes share, a
@@ -268,5 +272,76 @@ func TestRetentionOfAJournalNoSummaryNames(t *testing.T) {
 	})
 	if _, err := store.Load(ctx, "young"); err != nil {
 		t.Errorf("the young journal after the sweep: %v, want it kept", err)
+	}
+}
+
+// deletedDuringSweep is a node's store on which, once armed, another node
+// deletes chat deleting between the sweep's read of the summaries and its
+// read of the journals; each read of the journals is said on journals.
+type deletedDuringSweep struct {
+	*jetstream.Store
+	deleting atomic.Pointer[string]
+	journals chan struct{}
+}
+
+func (d *deletedDuringSweep) Journals(ctx context.Context) ([]string, error) {
+	if id := d.deleting.Swap(nil); id != nil {
+		if err := d.Delete(ctx, *id); err != nil {
+			return nil, err
+		}
+	}
+	defer func() { d.journals <- struct{}{} }()
+	return d.Store.Journals(ctx)
+}
+
+// TestSweepCountsNoChatDeletedMeanwhile: a chat deleted (on another node,
+// or by its browser) while the retention sweep runs, between its read of
+// the summaries and of the journals, is no summary whose journal is gone:
+// the sweep logged one such "deleted before a crash, or lost" at every
+// sweep of a busy gateway with no crash (an outside soak).
+func TestSweepCountsNoChatDeletedMeanwhile(t *testing.T) {
+	url := natstest.Server(t, nil)
+	ctx := context.Background()
+	js, err := jetstream.Open(ctx, jetstream.Options{URL: url, Node: "a", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.Close() })
+	store := &deletedDuringSweep{Store: js, journals: make(chan struct{}, 10)}
+	var logs testlog.Buffer
+	c := clock.NewFake(epoch)
+	e, err := engine.New(engine.Options{Store: store, Clock: c, Unload: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Worker: &testWorker{agent: engine.AgentConfig{Model: "fake-model"}},
+		Models: model.ResolverFunc(func(string) (model.Model, error) { return textModel(), nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, e) })
+	s, p := helloChat(t, e)
+	leaveMemory(t, s, p, c) // and the first sweep runs
+	recv(t, store.journals, "the first sweep")
+
+	id := s.ID()
+	store.deleting.Store(&id)
+	c.Advance(time.Hour)
+	recv(t, store.journals, "the second sweep, and the deletion")
+	// The third sweep begins once the second has ended.
+	for deadline := time.Now().Add(hangGuard); ; {
+		c.Advance(time.Hour)
+		select {
+		case <-store.journals:
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().Before(deadline) {
+				continue
+			}
+			t.Fatal("no third sweep")
+		}
+		break
+	}
+	if strings.Contains(logs.String(), "journal is gone") {
+		t.Errorf("a chat deleted during the sweep was logged as a summary left without its journal:\n%s", logs.String())
+	}
+	if sums, _ := store.Summaries(ctx, "alice"); len(sums) != 0 {
+		t.Errorf("alice's summaries after the deletion: %+v, want none", sums)
 	}
 }
