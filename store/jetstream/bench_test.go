@@ -268,3 +268,84 @@ func benchStore(b *testing.B) *jetstream.Store {
 	b.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// BenchmarkDeleteLongLivedChat deletes a chat whose journal spans span
+// bytes of other chats' messages (a chat used now and again while others
+// were busy), after a restart of the store (so the server holds no index
+// of the journal's blocks in memory), while another chat appends steps
+// one after another. It reports the deletion's time (ms-delete) and the
+// slowest of the other chat's appends meanwhile (ns-append-max) beside
+// their median (ns-append-p50): how long a deletion holds up the chats
+// that go on, as JetStream finds the chat's messages block by block.
+func BenchmarkDeleteLongLivedChat(b *testing.B) {
+	for _, span := range []int{64 << 20, 256 << 20} {
+		b.Run(fmt.Sprintf("span=%dMiB", span>>20), func(b *testing.B) {
+			ctx := context.Background()
+			step := func(seq int64, size int) engine.Batch {
+				frame := json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"text":"`, seq) + strings.Repeat("x", size) + `"}`)
+				return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message", Frame: frame}}, State: json.RawMessage(`{"v":1}`)}
+			}
+			var deleting, appendMax, appendP50 time.Duration
+			for range b.N {
+				b.StopTimer()
+				dir := b.TempDir()
+				s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				const size = 64 << 10
+				if err := s.Append(ctx, "old", step(1, 100)); err != nil {
+					b.Fatal(err)
+				}
+				for i := range span / size {
+					if err := s.Append(ctx, fmt.Sprintf("busy%d", i%100), step(int64(i/100+1), size)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Append(ctx, "old", step(2, 100)); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if s, err = jetstream.Open(ctx, jetstream.Options{DataDir: dir}); err != nil {
+					b.Fatal(err)
+				}
+				stop, done := make(chan struct{}), make(chan []time.Duration)
+				go func() {
+					var took []time.Duration
+					for seq := int64(1); ; seq++ {
+						select {
+						case <-stop:
+							done <- took
+							return
+						default:
+						}
+						start := time.Now()
+						if err := s.Append(ctx, "going-on", step(seq, 200)); err != nil {
+							b.Error(err)
+						}
+						took = append(took, time.Since(start))
+					}
+				}()
+				time.Sleep(50 * time.Millisecond) // the other chat's appends under way
+				b.StartTimer()
+				start := time.Now()
+				if err := s.Delete(ctx, "old"); err != nil {
+					b.Fatal(err)
+				}
+				deleting += time.Since(start)
+				b.StopTimer()
+				close(stop)
+				took := <-done
+				slices.Sort(took)
+				appendMax = max(appendMax, took[len(took)-1])
+				appendP50 += took[len(took)/2]
+				_ = s.Close()
+			}
+			b.ReportMetric(float64(deleting.Milliseconds())/float64(b.N), "ms-delete")
+			b.ReportMetric(float64(appendMax), "ns-append-max")
+			b.ReportMetric(float64(appendP50)/float64(b.N), "ns-append-p50")
+		})
+	}
+}

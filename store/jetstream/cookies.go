@@ -3,12 +3,14 @@ package jetstream
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/engine"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,9 +18,12 @@ import (
 // the JetStream bucket beside the journals, so a browser is recognised after
 // a restart and on every node of a cluster. Entries expire when scs says,
 // and the bucket forgets an entry untouched for CookieLifetime.
-func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies} }
+func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies, nc: s.nc} }
 
-type cookieStore struct{ kv jetstream.KeyValue }
+type cookieStore struct {
+	kv jetstream.KeyValue
+	nc *nats.Conn // for leaderGet
+}
 
 var _ scs.CtxStore = cookieStore{}
 
@@ -29,7 +34,15 @@ func (c cookieStore) FindCtx(ctx context.Context, token string) ([]byte, bool, e
 		return nil, false, nil
 	}
 	e, err := c.kv.Get(ctx, token)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// The get is direct: any replica answers it, and one a moment
+		// behind has not got an identity made on any node just now (a
+		// browser's page, then its WebSocket). Said not found, the browser
+		// would get a new identity in its place, and lose its chats. The
+		// stream's leader has every write it acknowledged.
+		return c.leaderGet(ctx, token)
+	}
+	if errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, false, nil
 	}
 	if err != nil {
@@ -38,6 +51,53 @@ func (c cookieStore) FindCtx(ctx context.Context, token string) ([]byte, bool, e
 	data, ok := unexpired(e.Value())
 	return data, ok, nil
 }
+
+// leaderGetWait bounds leaderGet, as nats.go bounds its own requests.
+const leaderGetWait = 5 * time.Second
+
+// leaderGet reads token's entry through the bucket's stream leader, with
+// JetStream's message get, which a direct get's replicas do not answer.
+func (c cookieStore) leaderGet(ctx context.Context, token string) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, leaderGetWait)
+	defer cancel()
+	req := fmt.Sprintf(`{"last_by_subj":"$KV.%s.%s"}`, CookieBucket, token) // a valid token needs no escaping
+	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+kvStream(CookieBucket), []byte(req))
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
+	}
+	var answer struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &answer); err != nil {
+		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
+	}
+	switch {
+	case answer.Error != nil && answer.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, false, nil
+	case answer.Error != nil:
+		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, answer.Error)
+	case answer.Message == nil:
+		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: an answer without the message", engine.ErrStoreUnavailable)
+	}
+	if len(answer.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(answer.Message.Header)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
+		}
+		if op := h.Get(kvOperation); op != "" {
+			return nil, false, nil // a deletion's marker (DEL, PURGE)
+		}
+	}
+	data, ok := unexpired(answer.Message.Data)
+	return data, ok, nil
+}
+
+// kvOperation is the header a key-value bucket's deletion markers carry.
+const kvOperation = "KV-Operation"
 
 // unexpired is an entry's session data, and false when the entry is too
 // short to hold its expiry or the expiry passed.

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -72,4 +75,57 @@ func reopen(t *testing.T, s *Store, dir string) *Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// TestIdentityMadeAMomentAgoIsFound: a browser's identity stored a moment
+// ago is found though a replica behind answers the read (here a mirror
+// that answers the bucket's direct gets and holds none of its keys): said
+// not found, the browser got a new identity in its place and lost its
+// chats (the cluster test's browser, whose WebSocket came right after its
+// first page, once).
+func TestIdentityMadeAMomentAgoIsFound(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: natstest.Server(t, nil), Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cookies := s.Cookies().(scs.CtxStore)
+	// The mirror answers direct gets once it has taken a message.
+	if err := cookies.CommitCtx(ctx, "seed", []byte("x"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	behind, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: "BEHIND", MirrorDirect: true,
+		Mirror: &jetstream.StreamSource{Name: kvStream(CookieBucket), FilterSubject: "$KV." + CookieBucket + ".seed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := behind.Info(ctx)
+		if err == nil && info.State.Msgs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mirror took no message: %+v, %v", info, err)
+		}
+	}
+	for i := range 20 {
+		token := fmt.Sprintf("browser%d", i)
+		if err := cookies.CommitCtx(ctx, token, []byte("its identity"), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := cookies.FindCtx(ctx, token)
+		if err != nil || !ok || string(got) != "its identity" {
+			t.Fatalf("Find of %s just stored: %q, %v, %v; want its identity", token, got, ok, err)
+		}
+	}
+	// Deleted, and never stored: not found, by the leader too.
+	if err := cookies.DeleteCtx(ctx, "browser0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"browser0", "nobody"} {
+		if got, ok, err := cookies.FindCtx(ctx, token); err != nil || ok {
+			t.Errorf("Find of %s: %q, %v, %v; want not found", token, got, ok, err)
+		}
+	}
 }
