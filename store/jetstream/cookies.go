@@ -18,11 +18,11 @@ import (
 // the JetStream bucket beside the journals, so a browser is recognised after
 // a restart and on every node of a cluster. Entries expire when scs says,
 // and the bucket forgets an entry untouched for CookieLifetime.
-func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies, nc: s.nc} }
+func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies, s: s} }
 
 type cookieStore struct {
 	kv jetstream.KeyValue
-	nc *nats.Conn // for leaderGet
+	s  *Store // for leaderGet
 }
 
 var _ scs.CtxStore = cookieStore{}
@@ -61,7 +61,18 @@ func (c cookieStore) leaderGet(ctx context.Context, token string) ([]byte, bool,
 	ctx, cancel := context.WithTimeout(ctx, leaderGetWait)
 	defer cancel()
 	req := fmt.Sprintf(`{"last_by_subj":"$KV.%s.%s"}`, CookieBucket, token) // a valid token needs no escaping
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+kvStream(CookieBucket), []byte(req))
+	api := "STREAM.MSG.GET." + kvStream(CookieBucket)
+	m, err := request(ctx, &c.s.denials, api, func(ctx context.Context) (*nats.Msg, error) {
+		return c.s.nc.RequestWithContext(ctx, "$JS.API."+api, []byte(req))
+	})
+	if errors.Is(err, errDenied) {
+		// A user deploy.md's permissions do not cover: the direct get's
+		// answer stands, as it did before the leader was asked.
+		if !c.s.leaderGetDenied.Swap(true) {
+			c.s.opts.Logger.Warn("the NATS user may not read the identities through their stream's leader: on a cluster, a browser whose identity was made a moment ago on another node may be given a new one (deploy.md, The NATS user)", "err", err)
+		}
+		return nil, false, nil
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
 	}

@@ -5,11 +5,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/clienttools/gateway/testlog"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -127,5 +131,35 @@ func TestIdentityMadeAMomentAgoIsFound(t *testing.T) {
 		if got, ok, err := cookies.FindCtx(ctx, token); err != nil || ok {
 			t.Errorf("Find of %s: %q, %v, %v; want not found", token, got, ok, err)
 		}
+	}
+}
+
+// TestIdentityLeaderReadRefused: a NATS user that may not read the
+// identities through their stream's leader still has a cookie it does not
+// know answered at once as unknown (a new identity, as before the leader
+// was asked), not a 503 after a timeout at each of its browser's tries,
+// and the log says once what the node cannot do.
+func TestIdentityLeaderReadRefused(t *testing.T) {
+	ctx := context.Background()
+	base := natstest.Server(t, []*server.User{{Username: "node", Password: "n",
+		Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.MSG.GET.>"}}}}})
+	var logs testlog.Buffer
+	s, err := Open(ctx, Options{URL: strings.Replace(base, "nats://", "nats://node:n@", 1), Node: "n1", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cookies := s.Cookies().(scs.CtxStore)
+	for range 3 {
+		start := time.Now()
+		if got, ok, err := cookies.FindCtx(ctx, "unknown"); err != nil || ok {
+			t.Fatalf("Find of a cookie the store does not keep: %q, %v, %v; want not found", got, ok, err)
+		}
+		if took := time.Since(start); took >= leaderGetWait {
+			t.Errorf("Find of a cookie the store does not keep took %v, its timeout: the refusal was not seen", took)
+		}
+	}
+	if n := strings.Count(logs.String(), "may not read the identities through their stream's leader"); n != 1 {
+		t.Errorf("the refusal was said %d times, want once:\n%s", n, logs.String())
 	}
 }

@@ -136,6 +136,9 @@ type Store struct {
 
 	// denials ends the API requests the server refuses this node's user.
 	denials denials
+	// leaderGetDenied: the server refused a cookie read through the
+	// stream's leader (cookieStore.leaderGet), which the log said once.
+	leaderGetDenied atomic.Bool
 	// down: why the embedded server stores nothing (JetStream off, a
 	// stream's write error), as reviveJetStream last found; nil: it
 	// stores. Appends fail at once meanwhile, rather than each wait for
