@@ -3,7 +3,6 @@ package jetstream
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -18,12 +17,9 @@ import (
 // the JetStream bucket beside the journals, so a browser is recognised after
 // a restart and on every node of a cluster. Entries expire when scs says,
 // and the bucket forgets an entry untouched for CookieLifetime.
-func (s *Store) Cookies() scs.Store { return cookieStore{kv: s.cookies, s: s} }
+func (s *Store) Cookies() scs.Store { return cookieStore{s} }
 
-type cookieStore struct {
-	kv jetstream.KeyValue
-	s  *Store // for leaderGet
-}
+type cookieStore struct{ s *Store }
 
 var _ scs.CtxStore = cookieStore{}
 
@@ -33,7 +29,7 @@ func (c cookieStore) FindCtx(ctx context.Context, token string) ([]byte, bool, e
 	if !validToken(token) {
 		return nil, false, nil
 	}
-	e, err := c.kv.Get(ctx, token)
+	e, err := c.s.cookies.Get(ctx, token)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// The get is direct: any replica answers it, and one a moment
 		// behind has not got an identity made on any node just now (a
@@ -60,10 +56,16 @@ const leaderGetWait = 5 * time.Second
 func (c cookieStore) leaderGet(ctx context.Context, token string) ([]byte, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, leaderGetWait)
 	defer cancel()
-	req := fmt.Sprintf(`{"last_by_subj":"$KV.%s.%s"}`, CookieBucket, token) // a valid token needs no escaping
+	var answer struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
 	api := "STREAM.MSG.GET." + kvStream(CookieBucket)
-	m, err := request(ctx, &c.s.denials, api, func(ctx context.Context) (*nats.Msg, error) {
-		return c.s.nc.RequestWithContext(ctx, "$JS.API."+api, []byte(req))
+	_, err := request(ctx, &c.s.denials, api, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, apiRequest(ctx, c.s.nc, "$JS.API."+api, map[string]string{"last_by_subj": "$KV." + CookieBucket + "." + token}, &answer)
 	})
 	if errors.Is(err, errDenied) {
 		// A user deploy.md's permissions do not cover: the direct get's
@@ -73,35 +75,25 @@ func (c cookieStore) leaderGet(ctx context.Context, token string) ([]byte, bool,
 		}
 		return nil, false, nil
 	}
+	if err == nil {
+		switch {
+		case answer.Error != nil && answer.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+			return nil, false, nil
+		case answer.Error != nil:
+			err = answer.Error
+		case answer.Message == nil:
+			err = errors.New("an answer without the message")
+		}
+	}
+	var h nats.Header
+	if err == nil && len(answer.Message.Header) > 0 {
+		h, err = nats.DecodeHeadersMsg(answer.Message.Header)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
 	}
-	var answer struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(m.Data, &answer); err != nil {
-		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
-	}
-	switch {
-	case answer.Error != nil && answer.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, false, nil
-	case answer.Error != nil:
-		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, answer.Error)
-	case answer.Message == nil:
-		return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: an answer without the message", engine.ErrStoreUnavailable)
-	}
-	if len(answer.Message.Header) > 0 {
-		h, err := nats.DecodeHeadersMsg(answer.Message.Header)
-		if err != nil {
-			return nil, false, fmt.Errorf("%w: failed to read a cookie session from its stream's leader: %w", engine.ErrStoreUnavailable, err)
-		}
-		if op := h.Get(kvOperation); op != "" {
-			return nil, false, nil // a deletion's marker (DEL, PURGE)
-		}
+	if h.Get(kvOperation) != "" {
+		return nil, false, nil // a deletion's marker (DEL, PURGE)
 	}
 	data, ok := unexpired(answer.Message.Data)
 	return data, ok, nil
@@ -126,7 +118,7 @@ func (c cookieStore) CommitCtx(ctx context.Context, token string, b []byte, expi
 	v := make([]byte, 8+len(b))
 	binary.BigEndian.PutUint64(v, uint64(expiry.UnixNano()))
 	copy(v[8:], b)
-	if _, err := c.kv.Put(ctx, token, v); err != nil {
+	if _, err := c.s.cookies.Put(ctx, token, v); err != nil {
 		return fmt.Errorf("%w: failed to store a cookie session: %w", engine.ErrStoreUnavailable, err)
 	}
 	return nil
@@ -136,7 +128,7 @@ func (c cookieStore) DeleteCtx(ctx context.Context, token string) error {
 	if !validToken(token) {
 		return nil
 	}
-	if err := c.kv.Delete(ctx, token); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := c.s.cookies.Delete(ctx, token); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("%w: failed to delete a cookie session: %w", engine.ErrStoreUnavailable, err)
 	}
 	return nil
