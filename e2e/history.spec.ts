@@ -159,6 +159,10 @@ test("a chat deleted from the list is gone, here and in the tab that shows it; t
     await expect(other.page.getByTestId("history-item"), "the other tab's list follows").toHaveText([TIME]);
     await expect(page.getByRole("button", { name: `Delete the chat ${TIME}` }), "the focus stays in the list").toBeFocused();
     expect(await chat.session(), "the chat shown stays").toBe(second);
+    // The list is asked for again now and then (a turn ended, a title came):
+    // the focus stays on the ×.
+    await page.evaluate(() => (window as any).chatHistory.refresh());
+    await expect(page.getByRole("button", { name: `Delete the chat ${TIME}` }), "the focus stays through a refresh").toBeFocused();
 
     // The chat shown, deleted: a new chat takes its place, the prompt focused.
     page.once("dialog", (d) => d.accept());

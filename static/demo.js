@@ -15,7 +15,8 @@
  * and, while a chat is empty, the suggestions below (welcome.js), each a
  * phrase the demo's scripted model answers with one of these tools.
  *
- * For debugging and end-to-end tests the client is window.gatewayClient.
+ * For debugging and end-to-end tests the client is window.gatewayClient, and
+ * the list of chats window.chatHistory (its refresh() asks for it now).
  */
 import { connect } from "./gateway.js";
 import { isSettled } from "./cards.js";
@@ -152,5 +153,5 @@ const main = must(document, "[data-chat]");
 const client = connect({ url: main.dataset.socket || "/ws", tools });
 chat = mountChat(main, client);
 mountWelcome(main, client, { suggestions: SUGGESTIONS, send: (text) => chat.send(text) });
-mountHistory(must(document, "[data-testid=history]"), client, { url: main.dataset.sessions || "/sessions", announce: (text) => chat.announce(text) });
-Object.assign(window, { gatewayClient: client });
+const chatList = mountHistory(must(document, "[data-testid=history]"), client, { url: main.dataset.sessions || "/sessions", announce: (text) => chat.announce(text) });
+Object.assign(window, { gatewayClient: client, chatHistory: chatList });

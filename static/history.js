@@ -49,24 +49,37 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
 
     /** @type {ChatSummary[] | null} the gateway's last answer; null before the first */
     let chats = null;
-    /** again: asked for while a request was out (forced, when any of those asks was) */
-    let loading = false, again = false, againForced = false, retries = 0, retryTimer = 0;
+    /** @type {Promise<void> | null} the request out, and the one asked for while it was (forced, when any of those asks was) */
+    let loading = null, again = null;
+    let againForced = false, retries = 0, retryTimer = 0;
     /** @type {string | null} the chat last scrolled into view */
     let scrolledTo = null;
 
     /**
      * Asks the gateway for the list; one request at a time, the last ask
      * wins. Not while the connection is down, unless forced (the session
-     * ended, and its socket with it: the gateway is there).
+     * ended, and its socket with it: the gateway is there). Resolves once a
+     * list asked for after this call is shown, so a caller that changed the
+     * list (a deletion) sees its change.
+     * @returns {Promise<void>}
      */
-    async function refresh(force = false) {
-        if (!force && client.state !== "open") return;
-        if (loading) {
-            again = true;
-            againForced ||= force;
-            return;
+    function refresh(force = false) {
+        if (!force && client.state !== "open") return Promise.resolve();
+        if (!loading) {
+            loading = load().finally(() => { loading = null; });
+            return loading;
         }
-        loading = true;
+        againForced ||= force;
+        again ??= loading.then(() => {
+            const forced = againForced;
+            again = null;
+            againForced = false;
+            return refresh(forced);
+        });
+        return again;
+    }
+
+    async function load() {
         try {
             const res = await fetch(url, { credentials: "same-origin", cache: "no-store" });
             if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
@@ -77,13 +90,6 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         } catch (err) {
             // The list is a convenience: the chat works without it.
             console.warn(`could not list the chats: ${err}`);
-        } finally {
-            loading = false;
-            if (again) {
-                const forced = againForced;
-                again = againForced = false;
-                void refresh(forced);
-            }
         }
     }
 
@@ -107,9 +113,12 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
 
     function render() {
         if (!chats) return;
-        // Keep the focus on the chat it was on: the list is rebuilt.
-        const focused = /** @type {HTMLElement | null} */ (doc.activeElement)?.closest?.("[data-testid=history-item]");
-        const focusedId = focused instanceof HTMLElement ? focused.dataset.session : undefined;
+        // Keep the focus where it was, a chat or its ×: the list is rebuilt,
+        // now and then while the user is in it (a turn ended, a title came).
+        const focused = /** @type {HTMLElement | null} */ (doc.activeElement)?.closest?.("[data-testid=history-item], [data-testid=history-delete]");
+        const refocus = focused instanceof HTMLElement && list.contains(focused) && focused.dataset.session
+            ? `[data-testid="${focused.dataset.testid}"][data-session="${CSS.escape(focused.dataset.session)}"]`
+            : "";
         const items = chats.filter((c) => c.title).map((c) => {
             const li = clone(doc, "tpl-history-item");
             const button = /** @type {HTMLButtonElement} */ (must(li, "[data-testid=history-item]"));
@@ -130,7 +139,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         });
         list.replaceChildren(...items);
         none.hidden = items.length > 0;
-        if (focusedId) list.querySelector(`[data-session="${CSS.escape(focusedId)}"]`)?.focus({ preventScroll: true });
+        if (refocus) /** @type {HTMLElement | null} */ (list.querySelector(refocus))?.focus({ preventScroll: true });
         // The chat shown, in view once it is marked (a phone's strip scrolls
         // sideways): not at each refresh, which would undo the user's scroll.
         const current = list.querySelector("[aria-current]");
