@@ -613,6 +613,9 @@ func TestSettledOnceStored(t *testing.T) {
 				return
 			}
 			h.waitFinished(id)
+			// Said by the flusher once the pages have the frame: maybe a
+			// moment after this page read it.
+			waitUntil(t, "the settled call said", func() bool { n, _ := settledSaid(logs, m); return n > 0 })
 			if n, _ := settledSaid(logs, m); n != 1 {
 				t.Errorf("a step refused, then taken, was said %d times, want 1", n)
 			}
