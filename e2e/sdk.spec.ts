@@ -3,16 +3,9 @@
 // the cases the real gateway makes hard to stage (duplicate deliveries,
 // drops, replays that overlap what the page has seen).
 import type { Page } from "@playwright/test";
-import { expect, test, installFakeSocket } from "./support";
+import { expect, test, sdkTest, installFakeSocket } from "./support";
 
-test.beforeEach(async ({ page }) => {
-    await installFakeSocket(page);
-    await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
-    // Any page of the gateway's origin will do: the SDK is imported from /static/.
-    await page.goto("/healthz");
-});
-
-test("the first frame is session.open with the tool names; the session is stored", async ({ page }) => {
+sdkTest("the first frame is session.open with the tool names; the session is stored", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -39,7 +32,7 @@ test("the first frame is session.open with the tool names; the session is stored
     expect(out.stored).toMatchObject({ session: "s1", seq: 0 });
 });
 
-test("a session over the storage's quota keeps its id, and its whole copy is not tried again while it is as large", async ({ page }) => {
+sdkTest("a session over the storage's quota keeps its id, and its whole copy is not tried again while it is as large", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -71,7 +64,7 @@ test("a session over the storage's quota keeps its id, and its whole copy is not
     expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
 });
 
-test("a reload restores the stored events and resumes after the last seq", async ({ page }) => {
+sdkTest("a reload restores the stored events and resumes after the last seq", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -103,7 +96,7 @@ test("a reload restores the stored events and resumes after the last seq", async
     expect(out.seq).toBe(4);
 });
 
-test("reconnects with capped exponential backoff and emits every event once", async ({ page }) => {
+sdkTest("reconnects with capped exponential backoff and emits every event once", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -146,7 +139,7 @@ test("reconnects with capped exponential backoff and emits every event once", as
     out.gaps.slice(1).forEach((g: number, i: number) => expect(g).toBeGreaterThanOrEqual(out.retryIn[i + 1] - 5));
 });
 
-test("a tool call runs once per (id, attempt); a redelivery resends the answer", async ({ page }) => {
+sdkTest("a tool call runs once per (id, attempt); a redelivery resends the answer", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -200,7 +193,7 @@ test("a tool call runs once per (id, attempt); a redelivery resends the answer",
     expect(out.local).toMatchObject({ id: "c1", name: "lookup", local: true, localState: "answered", attempt: 1, attempts: 3 });
 });
 
-test("tool.cancel aborts the signal and nothing is answered", async ({ page }) => {
+sdkTest("tool.cancel aborts the signal and nothing is answered", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -227,7 +220,7 @@ test("tool.cancel aborts the signal and nothing is answered", async ({ page }) =
     expect(out.card.localState).toBe("cancelled");
 });
 
-test("bad input is answered with proposed unless the tool accepts it; errors become tool.error", async ({ page }) => {
+sdkTest("bad input is answered with proposed unless the tool accepts it; errors become tool.error", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect, ToolError } = await import("/static/gateway.js");
         const w = window as any;
@@ -285,7 +278,7 @@ test("bad input is answered with proposed unless the tool accepts it; errors bec
     expect(out.byId["11"]).toEqual({ type: "tool.error", id: "11", attempt: 1, error: "" });
 });
 
-test("messages, cancel and answers wait for the session while offline", async ({ page }) => {
+sdkTest("messages, cancel and answers wait for the session while offline", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -328,7 +321,7 @@ test("messages, cancel and answers wait for the session while offline", async ({
     ]);
 });
 
-test("a message the gateway has not confirmed goes again with its id, after a reconnect and after a reload", async ({ page }) => {
+sdkTest("a message the gateway has not confirmed goes again with its id, after a reconnect and after a reload", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -373,7 +366,7 @@ test("a message the gateway has not confirmed goes again with its id, after a re
     expect(out.afterReload).toEqual([{ type: "session.open", tools: [], session: "s1", after: 0 }, out.four]);
 });
 
-for (const code of ["unknown_session", "session_unreadable"]) test(`a session the gateway does not open (${code}) is forgotten and a new one opens on the same connection`, async ({ page }) => {
+for (const code of ["unknown_session", "session_unreadable"]) sdkTest(`a session the gateway does not open (${code}) is forgotten and a new one opens on the same connection`, async ({ page }) => {
     const out = await page.evaluate(async (code) => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -401,7 +394,7 @@ for (const code of ["unknown_session", "session_unreadable"]) test(`a session th
 });
 
 for (const code of ["store_unavailable", "worker_failed", "bad_config", "rate_limited", "limit_exceeded", "internal"]) {
-    test(`a session.open the gateway refused (${code}) opens again after the backoff, the session kept`, async ({ page }) => {
+    sdkTest(`a session.open the gateway refused (${code}) opens again after the backoff, the session kept`, async ({ page }) => {
         const out = await page.evaluate(async (code) => {
             const { connect } = await import("/static/gateway.js");
             const w = window as any;
@@ -433,7 +426,7 @@ for (const code of ["store_unavailable", "worker_failed", "bad_config", "rate_li
     });
 }
 
-test("a resume refused as bad_frame (the gateway's store lost events the page has) opens the session again from its start, keeping what waits to be sent", async ({ page }) => {
+sdkTest("a resume refused as bad_frame (the gateway's store lost events the page has) opens the session again from its start, keeping what waits to be sent", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -465,7 +458,7 @@ test("a resume refused as bad_frame (the gateway's store lost events the page ha
     expect(out.events).toBe(1);
 });
 
-test("a resume says the epoch of the session.opened its copy came with, across a reconnect and a reload", async ({ page }) => {
+sdkTest("a resume says the epoch of the session.opened its copy came with, across a reconnect and a reload", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -495,7 +488,7 @@ test("a resume says the epoch of the session.opened its copy came with, across a
     expect(out.third).toEqual({ type: "session.open", tools: [], session: "s1", after: 2, epoch: "run2" });
 });
 
-test("a new session the worker could not start opens once it can, with the messages sent meanwhile", async ({ page }) => {
+sdkTest("a new session the worker could not start opens once it can, with the messages sent meanwhile", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -516,7 +509,7 @@ test("a new session the worker could not start opens once it can, with the messa
     expect(out.session).toBe("s9");
 });
 
-test("open(id) forgets the session and opens that one from its start; reset() opens a new one", async ({ page }) => {
+sdkTest("open(id) forgets the session and opens that one from its start; reset() opens a new one", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -560,7 +553,7 @@ test("open(id) forgets the session and opens that one from its start; reset() op
     expect(out.resets).toEqual([{ reason: "open", session: null }, { reason: "reset", session: null }]);
 });
 
-test("an unknown session stays forgotten when the connection drops before the new one opens", async ({ page }) => {
+sdkTest("an unknown session stays forgotten when the connection drops before the new one opens", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -588,7 +581,7 @@ test("an unknown session stays forgotten when the connection drops before the ne
     expect(out.stored).toBe("fresh");
 });
 
-test("tool cards follow started, retrying and finished", async ({ page }) => {
+sdkTest("tool cards follow started, retrying and finished", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -617,7 +610,7 @@ test("tool cards follow started, retrying and finished", async ({ page }) => {
     });
 });
 
-test("the page id comes from session.opened, a new one on every connection", async ({ page }) => {
+sdkTest("the page id comes from session.opened, a new one on every connection", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -646,7 +639,7 @@ test("the page id comes from session.opened, a new one on every connection", asy
     expect(out.page).toBe("p2");
 });
 
-test("tool.started's page says where a client attempt runs: here, elsewhere, waiting", async ({ page }) => {
+sdkTest("tool.started's page says where a client attempt runs: here, elsewhere, waiting", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -677,7 +670,7 @@ test("tool.started's page says where a client attempt runs: here, elsewhere, wai
     expect(out.cards).toEqual([["here", "me", "here"], ["there", "other", null], ["nobody", null, "waiting"], ["worker", null, null]]);
 });
 
-test("a card's value is the result parsed: JSON text becomes a value, other text stays text", async ({ page }) => {
+sdkTest("a card's value is the result parsed: JSON text becomes a value, other text stays text", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -700,7 +693,7 @@ test("a card's value is the result parsed: JSON text becomes a value, other text
     ]);
 });
 
-test("tool.leased moves the current attempt between pages; another attempt's lease is ignored", async ({ page }) => {
+sdkTest("tool.leased moves the current attempt between pages; another attempt's lease is ignored", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -740,7 +733,7 @@ test("tool.leased moves the current attempt between pages; another attempt's lea
     expect(out.sent).toEqual([]);
 });
 
-test("a new page id re-evaluates where the cards run", async ({ page }) => {
+sdkTest("a new page id re-evaluates where the cards run", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -764,7 +757,7 @@ test("a new page id re-evaluates where the cards run", async ({ page }) => {
     expect(out).toEqual(["p1 here", "p1 elsewhere", "p2 here"]);
 });
 
-test("close code 4000 (unresponsive) reconnects and resumes", async ({ page }) => {
+sdkTest("close code 4000 (unresponsive) reconnects and resumes", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect, CLOSE } = await import("/static/gateway.js");
         const w = window as any;
@@ -791,7 +784,7 @@ test("close code 4000 (unresponsive) reconnects and resumes", async ({ page }) =
     expect(out.resets).toBe(0);
 });
 
-test("a close with 4001 is a close like any other: the session is kept and resumed", async ({ page }) => {
+sdkTest("a close with 4001 is a close like any other: the session is kept and resumed", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -813,7 +806,7 @@ test("a close with 4001 is a close like any other: the session is kept and resum
     expect(out.session).toBe("kept");
 });
 
-test("refused frames, rate_limited and limit_exceeded included, are error events; the connection stays", async ({ page }) => {
+sdkTest("refused frames, rate_limited and limit_exceeded included, are error events; the connection stays", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const gw = await import("/static/gateway.js");
         const codes = await import("/static/codes.js");
@@ -842,7 +835,7 @@ test("refused frames, rate_limited and limit_exceeded included, are error events
     expect(out.frozen).toBe(true);
 });
 
-test("a run whose attempt failed elsewhere (tool.retrying, no tool.cancel) is aborted", async ({ page }) => {
+sdkTest("a run whose attempt failed elsewhere (tool.retrying, no tool.cancel) is aborted", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -871,7 +864,7 @@ test("a run whose attempt failed elsewhere (tool.retrying, no tool.cancel) is ab
     expect(out.card).toMatchObject({ status: "retrying", attempt: 2, page: null, where: null, localState: "cancelled" });
 });
 
-test("an answer written to a dead socket goes again after the reconnect, until its call settles", async ({ page }) => {
+sdkTest("an answer written to a dead socket goes again after the reconnect, until its call settles", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -934,7 +927,7 @@ async function approvalWaiting(page: Page) {
     });
 }
 
-test("an approval given while the socket is down is kept, and a later one replaces it: the last goes once", async ({ page }) => {
+sdkTest("an approval given while the socket is down is kept, and a later one replaces it: the last goes once", async ({ page }) => {
     await approvalWaiting(page);
     const out = await page.evaluate(async () => {
         const w = window as any;
@@ -956,7 +949,7 @@ test("an approval given while the socket is down is kept, and a later one replac
     expect(out.sent).toEqual([{ type: "tool.approve", id: "c1", digest: "d1", approved: false }]);
 });
 
-test("an approval a node missed goes again after the move or reconnect, until the gateway takes it", async ({ page }) => {
+sdkTest("an approval a node missed goes again after the move or reconnect, until the gateway takes it", async ({ page }) => {
     await approvalWaiting(page);
     const out = await page.evaluate(async () => {
         const w = window as any;
@@ -992,7 +985,7 @@ test("an approval a node missed goes again after the move or reconnect, until th
     expect(out.after).toEqual(["message"]);
 });
 
-test("an approval whose call settled meanwhile (the replay says so) is not sent again", async ({ page }) => {
+sdkTest("an approval whose call settled meanwhile (the replay says so) is not sent again", async ({ page }) => {
     await approvalWaiting(page);
     const out = await page.evaluate(async () => {
         const w = window as any;
@@ -1012,7 +1005,7 @@ test("an approval whose call settled meanwhile (the replay says so) is not sent 
     expect(out).toEqual(["message"]); // the probe alone
 });
 
-test("an approval given during a replay goes once: the replay's end does not send it again", async ({ page }) => {
+sdkTest("an approval given during a replay goes once: the replay's end does not send it again", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1039,7 +1032,7 @@ test("an approval given during a replay goes once: the replay's end does not sen
     expect(out).toEqual(["tool.approve", "message"]);
 });
 
-test("an answer goes again after the session moved to another node, on the same socket", async ({ page }) => {
+sdkTest("an answer goes again after the session moved to another node, on the same socket", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1058,7 +1051,7 @@ test("an answer goes again after the session moved to another node, on the same 
     expect(out).toEqual(["tool.result", "tool.result"]);
 });
 
-test("a second session.opened on an open socket (the session moved to another node) is a resume", async ({ page }) => {
+sdkTest("a second session.opened on an open socket (the session moved to another node) is a resume", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1087,7 +1080,7 @@ test("a second session.opened on an open socket (the session moved to another no
     expect(out.opened.map((o: any) => [o.page, o.resumed])).toEqual([["p1", false], ["p2", true]]);
 });
 
-test("a card's progress goes when its call settles", async ({ page }) => {
+sdkTest("a card's progress goes when its call settles", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1109,7 +1102,7 @@ test("a card's progress goes when its call settles", async ({ page }) => {
     expect(out.card).toMatchObject({ status: "done", progress: null });
 });
 
-test("progress() cuts a message to the gateway's 500 bytes of UTF-8, between characters", async ({ page }) => {
+sdkTest("progress() cuts a message to the gateway's 500 bytes of UTF-8, between characters", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1141,7 +1134,7 @@ test("progress() cuts a message to the gateway's 500 bytes of UTF-8, between cha
     ]);
 });
 
-test("a socket that answers nothing after a message is taken for dead: the SDK reconnects and sends the message again, with its id", async ({ page }) => {
+sdkTest("a socket that answers nothing after a message is taken for dead: the SDK reconnects and sends the message again, with its id", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1176,7 +1169,7 @@ test("a socket that answers nothing after a message is taken for dead: the SDK r
     expect(out.sockets).toBe(2);
 });
 
-test("a socket that answers nothing after a tool's answer, an approval or a Stop is taken for dead; an idle Stop and a progress report are not watched", async ({ page }) => {
+sdkTest("a socket that answers nothing after a tool's answer, an approval or a Stop is taken for dead; an idle Stop and a progress report are not watched", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1240,7 +1233,7 @@ test("a socket that answers nothing after a tool's answer, an approval or a Stop
     expect(out.approved).toEqual({ type: "tool.approve", id: "c2", digest: "d2", approved: true });
 });
 
-test("a tool's value that is not JSON is answered at once with a tool_failed error that says so, never a tool.result the gateway refuses", async ({ page }) => {
+sdkTest("a tool's value that is not JSON is answered at once with a tool_failed error that says so, never a tool.result the gateway refuses", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect, ToolError } = await import("/static/gateway.js");
         const w = window as any;
@@ -1276,7 +1269,7 @@ test("a tool's value that is not JSON is answered at once with a tool_failed err
     expect(out.detail.error).toContain("The tool's error is not JSON");
 });
 
-test("a progress report leaves out what the gateway would refuse, and ctx.deadline follows the deadline the gateway moved", async ({ page }) => {
+sdkTest("a progress report leaves out what the gateway would refuse, and ctx.deadline follows the deadline the gateway moved", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1311,7 +1304,7 @@ test("a progress report leaves out what the gateway would refuse, and ctx.deadli
     expect(out.seen).toEqual({ before: "2030-01-01T00:00:00.000Z", after: "2030-01-01T00:00:30.000Z" });
 });
 
-test("connect() throws for a tool name the gateway would refuse at every open, where the page retried for ever", async ({ page }) => {
+sdkTest("connect() throws for a tool name the gateway would refuse at every open, where the page retried for ever", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1330,7 +1323,7 @@ test("connect() throws for a tool name the gateway would refuse at every open, w
     expect(out.longest).toBe("connected");
 });
 
-test("a session.open waits past answerTimeout for its answer, which may wait for the worker's decision", async ({ page }) => {
+sdkTest("a session.open waits past answerTimeout for its answer, which may wait for the worker's decision", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1353,7 +1346,7 @@ test("a session.open waits past answerTimeout for its answer, which may wait for
     expect(out.sockets).toBe(1);
 });
 
-test("a message sent while the socket is down survives a reload, and goes once the page is back", async ({ page }) => {
+sdkTest("a message sent while the socket is down survives a reload, and goes once the page is back", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -1382,6 +1375,10 @@ test("a message sent while the socket is down survives a reload, and goes once t
 });
 
 test("after a sleep, a return online or the tab shown again, a silent socket is pinged: one that answers stays, a dead one is replaced", async ({ page }) => {
+    // A page and a clock of its own: the SDK specs' shared page has none.
+    await installFakeSocket(page);
+    await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
+    await page.goto("/healthz");
     await page.clock.install(); // time flows; fastForward is a laptop's sleep
     const start = () => page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
@@ -1429,7 +1426,7 @@ test("after a sleep, a return online or the tab shown again, a silent socket is 
     expect(await page.evaluate(() => (window as any).FakeSocket.sockets[0].readyState)).toBe(3);
 });
 
-test("a Stop written into a socket that died goes again on the next, until the turn's end is seen", async ({ page }) => {
+sdkTest("a Stop written into a socket that died goes again on the next, until the turn's end is seen", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;

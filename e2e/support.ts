@@ -3,7 +3,7 @@
 // the model saw. The fault injection, the fake WebSocket and the gateway's
 // record of a session come from the test kit (testkit/, docs/testing.md),
 // the same one a user's suite imports.
-import { test as base, expect, type Locator, type Page } from "@playwright/test";
+import { test as base, expect, type ConsoleMessage, type Locator, type Page } from "@playwright/test";
 import { attachWire, installFakeSocket, replay, type Wire } from "../testkit/index.js";
 
 export { attachWire, installFakeSocket, type Wire };
@@ -31,6 +31,48 @@ export const test = base.extend<{ pageErrors: string[] }>({
     ],
 });
 export { expect };
+
+/**
+ * The SDK specs' test: one page a worker, navigated to `path` afresh for each
+ * test, with the fake WebSocket (window.FakeSocket) in it. A browser context
+ * of its own for each of forty specs that only evaluate script in a page was
+ * most of their time. The navigation ends the last spec's clients and
+ * timers; the page's storage is cleared. No page clock: a spec that needs
+ * one takes `test`.
+ */
+export const sdkTest = base.extend<{ pageErrors: string[] }, { sdkPage: Page }>({
+    sdkPage: [
+        async ({ browser }, use, workerInfo) => {
+            const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL });
+            const page = await context.newPage();
+            await installFakeSocket(page);
+            await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
+            await use(page);
+            await context.close();
+        },
+        { scope: "worker" },
+    ],
+    page: async ({ sdkPage }, use) => {
+        // Any page of the gateway's origin will do: the SDK is imported from /static/.
+        await sdkPage.goto("/healthz");
+        await sdkPage.evaluate(() => { sessionStorage.clear(); localStorage.clear(); });
+        await use(sdkPage);
+    },
+    pageErrors: [
+        async ({ page }, use) => {
+            const errors: string[] = [];
+            const pageerror = (e: Error) => errors.push(`uncaught ${e.name}: ${e.message}`);
+            const console = (m: ConsoleMessage) => { if (m.type() === "error") errors.push(`console.error: ${m.text()}`); };
+            page.on("pageerror", pageerror);
+            page.on("console", console);
+            await use(errors);
+            page.off("pageerror", pageerror);
+            page.off("console", console);
+            expect(errors, "errors in the page").toEqual([]);
+        },
+        { auto: true },
+    ],
+});
 
 /** A session event as the gateway sent it (docs/protocol.md). */
 export type Frame = { type: string; seq?: number; [field: string]: any };
