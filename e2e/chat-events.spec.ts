@@ -1,9 +1,9 @@
 // The chat page's answers to what the gateway says about the session
 // itself: a reply discarded by a restart, a message the store refused. The
 // page's socket is the fake of sdk.spec.ts: the spec plays the gateway.
-import { expect, test, openOnFakeSocket, scrolled } from "./support";
+import { expect, fakeChatTest, openOnFakeSocket, scrolled } from "./support";
 
-test.beforeEach(({ page }) => openOnFakeSocket(page));
+fakeChatTest.beforeEach(({ page }) => openOnFakeSocket(page));
 
 const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
 
@@ -20,7 +20,7 @@ const reopened = (page: any, seq: number, type: string) => page.evaluate(async (
     return ws.sent.find((f: any) => f.type === type);
 }, { seq, type });
 
-test("a reply cut by a restart is dropped, and the new one streams in its place", async ({ page }) => {
+fakeChatTest("a reply cut by a restart is dropped, and the new one streams in its place", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
     await push(page, { type: "model.delta", seq: 2, text: "Hel" });
     await push(page, { type: "model.delta", seq: 3, text: "lo, wo" });
@@ -37,7 +37,7 @@ test("a reply cut by a restart is dropped, and the new one streams in its place"
     await expect(replies.getByTestId("message-text")).toHaveText("Hello, world.");
 });
 
-test("a message the store refused says so, and its text is given back", async ({ page }) => {
+fakeChatTest("a message the store refused says so, and its text is given back", async ({ page }) => {
     const prompt = page.getByTestId("prompt");
     await prompt.fill("remember this");
     await prompt.press("Enter");
@@ -50,7 +50,7 @@ test("a message the store refused says so, and its text is given back", async ({
     await expect(page.getByTestId("stop")).toBeDisabled();
 });
 
-test("offline, a message waits as Queued with no Thinking, and goes once the page is back", async ({ page }) => {
+fakeChatTest("offline, a message waits as Queued with no Thinking, and goes once the page is back", async ({ page }) => {
     await page.evaluate(() => (window as any).FakeSocket.last().drop());
     const status = page.getByTestId("connection-status");
     await expect(status).toHaveAttribute("data-state", /^(closed|connecting)$/);
@@ -64,7 +64,7 @@ test("offline, a message waits as Queued with no Thinking, and goes once the pag
     await expect(page.getByTestId("thinking")).toBeVisible();
 });
 
-test("the offline status counts down to the next try", async ({ page }) => {
+fakeChatTest("the offline status counts down to the next try", async ({ page }) => {
     await page.evaluate(() => {
         const w = window as any;
         w.gatewayClient.on("state", (d: any) => { if (d.retryIn !== undefined) w.__retryIn = d.retryIn; });
@@ -87,7 +87,7 @@ test("the offline status counts down to the next try", async ({ page }) => {
     expect(await seconds()).toBeGreaterThanOrEqual(first - 3);
 });
 
-test("a chat the gateway will not open says so once, however many tries", async ({ page }) => {
+fakeChatTest("a chat the gateway will not open says so once, however many tries", async ({ page }) => {
     const refuse = (n: number) => page.evaluate(async (n) => {
         const w = window as any;
         await w.until(() => w.FakeSocket.sockets.length === n, 15_000);
@@ -102,7 +102,7 @@ test("a chat the gateway will not open says so once, however many tries", async 
     await expect(page.getByTestId("connection-status")).not.toHaveAttribute("data-state", "open");
 });
 
-test("a refusal whose text counts down is said once", async ({ page }) => {
+fakeChatTest("a refusal whose text counts down is said once", async ({ page }) => {
     const refuse = (n: number, message: string) => page.evaluate(async ({ n, message }) => {
         const w = window as any;
         await w.until(() => w.FakeSocket.sockets.length === n, 15_000);
@@ -116,7 +116,7 @@ test("a refusal whose text counts down is said once", async ({ page }) => {
     await expect(page.getByTestId("notice-text")).toHaveText(["The chat could not be opened: this browser opened 30 sessions in the last minute, the most it may: try again in 2s"]);
 });
 
-test("a chat the gateway cannot read: a new chat opens on the same socket, and the page says why", async ({ page }) => {
+fakeChatTest("a chat the gateway cannot read: a new chat opens on the same socket, and the page says why", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
     await expect(page.getByTestId("message")).toHaveCount(1);
     const sent = await page.evaluate(async () => {
@@ -137,7 +137,7 @@ test("a chat the gateway cannot read: a new chat opens on the same socket, and t
     expect(await page.evaluate(() => (window as any).FakeSocket.sockets.length), "no other socket").toBe(2);
 });
 
-test("an approval given offline says it goes once the page is back, and goes then", async ({ page }) => {
+fakeChatTest("an approval given offline says it goes once the page is back, and goes then", async ({ page }) => {
     await push(page, { type: "tool.approval", seq: 1, id: "c1", name: "delete_file", arguments: '{"path":"notes.txt"}', digest: "d1", handler: "worker" });
     const card = page.locator('[data-testid="tool-card"][data-tool-id="c1"]');
     await expect(card.getByTestId("tool-approval")).toBeVisible();
@@ -160,7 +160,7 @@ test("an approval given offline says it goes once the page is back, and goes the
 const started = (seq: number, id: string) => ({ type: "tool.started", seq, id, name: "lookup", arguments: "{}", input: { status: "valid", value: {} }, handler: "worker", attempt: 1, attempts: 1, deadline: "2026-01-01T00:00:00Z" });
 const cancelled = (seq: number, id: string, why: string) => ({ type: "tool.finished", seq, id, ok: false, name: "lookup", error: `lookup was cancelled: ${why}.`, code: "cancelled" });
 
-test("calls the session's end cancelled say it ended, not Stopped.", async ({ page }) => {
+fakeChatTest("calls the session's end cancelled say it ended, not Stopped.", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "look it up" } });
     await push(page, started(2, "c1"));
     await push(page, cancelled(3, "c1", "the session ended"));
@@ -169,7 +169,7 @@ test("calls the session's end cancelled say it ended, not Stopped.", async ({ pa
     await expect(page.getByTestId("notice").filter({ hasText: "Stopped." })).toHaveCount(0);
 });
 
-test("a Stop at the calls of each turn is said, a turn no message started too", async ({ page }) => {
+fakeChatTest("a Stop at the calls of each turn is said, a turn no message started too", async ({ page }) => {
     const stopped = page.getByTestId("notice").filter({ hasText: "Stopped." });
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "look it up" } });
     await push(page, started(2, "c1"));
@@ -183,7 +183,7 @@ test("a Stop at the calls of each turn is said, a turn no message started too", 
     await expect(stopped).toHaveCount(2);
 });
 
-test("a turn the model declined, or a filter withheld, with no text says so; one with text does not", async ({ page }) => {
+fakeChatTest("a turn the model declined, or a filter withheld, with no text says so; one with text does not", async ({ page }) => {
     const notices = page.getByTestId("notice-text");
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
     await push(page, { type: "model.finished", seq: 2, stopReason: "refusal", usage: { inputTokens: 0, outputTokens: 0 } });
@@ -202,7 +202,7 @@ test("a turn the model declined, or a filter withheld, with no text says so; one
     await expect(notices).toHaveCount(2);
 });
 
-test("while the model's request waits to go again, Thinking says why; the reply puts it back", async ({ page }) => {
+fakeChatTest("while the model's request waits to go again, Thinking says why; the reply puts it back", async ({ page }) => {
     const thinking = page.getByTestId("thinking");
     const words = page.getByTestId("thinking-text");
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
@@ -244,7 +244,7 @@ const turns = Array.from({ length: 40 }, (_, n) => [
     { type: "session.idle", seq: 3 * n + 3 },
 ]).flat();
 
-test("a chat switched to shows once its replay is in, whole and at its bottom", async ({ page }) => {
+fakeChatTest("a chat switched to shows once its replay is in, whole and at its bottom", async ({ page }) => {
     const list = page.getByTestId("message-list");
     const messages = page.getByTestId("message");
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "the chat before" } });
@@ -268,7 +268,7 @@ test("a chat switched to shows once its replay is in, whole and at its bottom", 
     await expect.poll(async () => (await scrolled(page)).below).toBeLessThan(48);
 });
 
-test("a chat switched to whose connection is lost on the way shows what came", async ({ page }) => {
+fakeChatTest("a chat switched to whose connection is lost on the way shows what came", async ({ page }) => {
     const list = page.getByTestId("message-list");
     await switchTo(page, turns.length);
     await pushAll(page, turns.slice(0, 30));

@@ -1,12 +1,13 @@
 // A model failure is said once, in words, with a Retry button; the gateway's
 // own text (resolver addresses, URLs) goes to the console only. The page's
 // socket is the fake of sdk.spec.ts: the spec plays a gateway whose model fails.
-import { expect, test, openOnFakeSocket } from "./support";
+import type { ConsoleMessage } from "@playwright/test";
+import { expect, fakeChatTest, openOnFakeSocket } from "./support";
 
 const push = (page: any, frame: any) => page.evaluate((f: any) => (window as any).FakeSocket.last().push(f), frame);
 const sent = (page: any) => page.evaluate(() => (window as any).FakeSocket.last().sent.slice(1));
 
-test.beforeEach(({ page }) => openOnFakeSocket(page));
+fakeChatTest.beforeEach(({ page }) => openOnFakeSocket(page));
 
 /** A turn on "hi" whose model fails with error, as the gateway reports it: model.finished, then error. */
 async function failingTurn(page: any, error: string, seq = 1) {
@@ -16,9 +17,10 @@ async function failingTurn(page: any, error: string, seq = 1) {
     await push(page, { type: "session.idle", seq: seq + 3 });
 }
 
-test("a model that cannot be reached is said once, without the network's details, and Retry sends the message again", async ({ page }) => {
+fakeChatTest("a model that cannot be reached is said once, without the network's details, and Retry sends the message again", async ({ page }) => {
     const warnings: string[] = [];
-    page.on("console", (m) => { if (m.type() === "warning") warnings.push(m.text()); });
+    const warned = (m: ConsoleMessage) => { if (m.type() === "warning") warnings.push(m.text()); };
+    page.on("console", warned);
     const raw = 'openai: Post "https://api.openai.com/v1/chat/completions": dial tcp: lookup api.openai.com on 10.96.0.10:53: no such host';
     await failingTurn(page, raw);
 
@@ -30,6 +32,7 @@ test("a model that cannot be reached is said once, without the network's details
     for (const leak of ["10.96.0.10", "lookup", "dial tcp", "https://"]) expect(body).not.toContain(leak);
     // The details are for whoever opens the console.
     expect(warnings.some((w) => w.includes("10.96.0.10:53"))).toBe(true);
+    page.off("console", warned); // the page is the next spec's too
     await expect(page.locator("[data-chat]")).toHaveAttribute("data-busy", "false");
 
     const retry = notices.getByRole("button", { name: "Retry" });
@@ -56,7 +59,7 @@ for (const { raw, said } of [
     { raw: "openai: dial tcp [2001:db8::1]:443: connect: connection refused", said: "The model could not be reached." },
     { raw: "openai: status 400: the endpoint [2001:db8::1]:443 refused the request", said: "The model failed: the endpoint refused the request." },
 ]) {
-    test(`a provider's failure in words: ${raw.slice(0, 40)}`, async ({ page }) => {
+    fakeChatTest(`a provider's failure in words: ${raw.slice(0, 40)}`, async ({ page }) => {
         await failingTurn(page, raw);
         const text = page.getByTestId("notice-text");
         await expect(text).toHaveCount(1);
@@ -65,7 +68,7 @@ for (const { raw, said } of [
     });
 }
 
-test("a chat longer than the model reads says to start a new chat, and offers no Retry, which would fail the same way", async ({ page }) => {
+fakeChatTest("a chat longer than the model reads says to start a new chat, and offers no Retry, which would fail the same way", async ({ page }) => {
     const raw = "openai: status 400: the chat is longer than the model can read: start a new chat (This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.)";
     await failingTurn(page, raw);
     await expect(page.getByTestId("notice-text")).toHaveText(["This chat is longer than the model can read: start a new chat."]);
@@ -75,7 +78,7 @@ test("a chat longer than the model reads says to start a new chat, and offers no
     await expect(page.getByTestId("notice").last().getByRole("button", { name: "Retry" })).toBeVisible();
 });
 
-test("a worker failure is said once, in words", async ({ page }) => {
+fakeChatTest("a worker failure is said once, in words", async ({ page }) => {
     await push(page, { type: "message", seq: 1, message: { role: "user", content: "hi" } });
     await push(page, { type: "error", seq: 2, code: "worker_failed", message: "worker: Post \"http://10.0.0.7:8080/hook\": connection refused" });
     await push(page, { type: "session.idle", seq: 3 });

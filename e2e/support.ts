@@ -33,46 +33,57 @@ export const test = base.extend<{ pageErrors: string[] }>({
 export { expect };
 
 /**
- * The SDK specs' test: one page a worker, navigated to `path` afresh for each
- * test, with the fake WebSocket (window.FakeSocket) in it. A browser context
- * of its own for each of forty specs that only evaluate script in a page was
- * most of their time. The navigation ends the last spec's clients and
- * timers; the page's storage is cleared. No page clock: a spec that needs
- * one takes `test`.
+ * A test whose page is one page a worker, with the fake WebSocket in it
+ * (window.FakeSocket; with replaceWebSocket, window.WebSocket too), navigated
+ * to /healthz afresh for each test, its storage cleared: the navigation ends
+ * the last test's clients and timers. For the specs that play the gateway
+ * frame by frame, a browser context of their own for each was most of their
+ * time. No page clock, no viewport or media of a test's own, no listener
+ * left on the page: a spec that needs one takes `test`.
  */
-export const sdkTest = base.extend<{ pageErrors: string[] }, { sdkPage: Page }>({
-    sdkPage: [
-        async ({ browser }, use, workerInfo) => {
-            const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL });
-            const page = await context.newPage();
-            await installFakeSocket(page);
-            await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
-            await use(page);
-            await context.close();
+const replacedWebSocket = new WeakSet<Page>();
+
+function sharedPageTest(fake: { replaceWebSocket?: boolean }) {
+    return base.extend<{ pageErrors: string[] }, { sharedPage: Page }>({
+        sharedPage: [
+            async ({ browser }, use, workerInfo) => {
+                const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL });
+                const page = await context.newPage();
+                await installFakeSocket(page, fake);
+                if (fake.replaceWebSocket) replacedWebSocket.add(page);
+                await page.route("**/favicon.ico", (route) => route.fulfill({ status: 204 }));
+                await use(page);
+                await context.close();
+            },
+            { scope: "worker" },
+        ],
+        page: async ({ sharedPage }, use) => {
+            await sharedPage.goto("/healthz");
+            await sharedPage.evaluate(() => { sessionStorage.clear(); localStorage.clear(); });
+            await use(sharedPage);
         },
-        { scope: "worker" },
-    ],
-    page: async ({ sdkPage }, use) => {
-        // Any page of the gateway's origin will do: the SDK is imported from /static/.
-        await sdkPage.goto("/healthz");
-        await sdkPage.evaluate(() => { sessionStorage.clear(); localStorage.clear(); });
-        await use(sdkPage);
-    },
-    pageErrors: [
-        async ({ page }, use) => {
-            const errors: string[] = [];
-            const pageerror = (e: Error) => errors.push(`uncaught ${e.name}: ${e.message}`);
-            const console = (m: ConsoleMessage) => { if (m.type() === "error") errors.push(`console.error: ${m.text()}`); };
-            page.on("pageerror", pageerror);
-            page.on("console", console);
-            await use(errors);
-            page.off("pageerror", pageerror);
-            page.off("console", console);
-            expect(errors, "errors in the page").toEqual([]);
-        },
-        { auto: true },
-    ],
-});
+        pageErrors: [
+            async ({ page }, use) => {
+                const errors: string[] = [];
+                const pageerror = (e: Error) => errors.push(`uncaught ${e.name}: ${e.message}`);
+                const console = (m: ConsoleMessage) => { if (m.type() === "error") errors.push(`console.error: ${m.text()}`); };
+                page.on("pageerror", pageerror);
+                page.on("console", console);
+                await use(errors);
+                page.off("pageerror", pageerror);
+                page.off("console", console);
+                expect(errors, "errors in the page").toEqual([]);
+            },
+            { auto: true },
+        ],
+    });
+}
+
+/** The SDK's specs: any page of the gateway's origin will do, as the SDK is imported from /static/. */
+export const sdkTest = sharedPageTest({});
+
+/** The chat page's specs on the fake socket: openOnFakeSocket then opens the page there. */
+export const fakeChatTest = sharedPageTest({ replaceWebSocket: true });
 
 /** A session event as the gateway sent it (docs/protocol.md). */
 export type Frame = { type: string; seq?: number; [field: string]: any };
@@ -215,7 +226,10 @@ export function ofType(frames: Frame[], type: string, id?: string): Frame[] {
  * plays the gateway's side from there (FakeSocket.last()).
  */
 export async function openOnFakeSocket(page: Page) {
-    await installFakeSocket(page, { replaceWebSocket: true });
+    if (!replacedWebSocket.has(page)) {
+        await installFakeSocket(page, { replaceWebSocket: true });
+        replacedWebSocket.add(page);
+    }
     await page.goto("/");
     await page.evaluate(async () => {
         const w = window as any;
