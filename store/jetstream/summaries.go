@@ -286,24 +286,6 @@ func (s *Store) summaryUnreadable(which string, err error) {
 	})
 }
 
-// Delete implements engine.Store. It purges the session's messages from
-// the journal's stream and from the summaries' (its key, whoever owns
-// it): nothing of the session stays, where the bucket's own Purge would
-// leave a marker per key for ever.
-func (s *Store) Delete(ctx context.Context, session string) error {
-	if !validID(session) {
-		return nil
-	}
-	if err := s.journal.Purge(ctx, jetstream.WithPurgeSubject(subject(session))); err != nil {
-		return fmt.Errorf("failed to delete session %s's journal: %w", session, err)
-	}
-	s.forgetSession(session)
-	if err := s.summaryStream.Purge(ctx, jetstream.WithPurgeSubject(summarySubject+"*."+session)); err != nil {
-		return fmt.Errorf("failed to delete session %s's summary: %w", session, err)
-	}
-	return nil
-}
-
 var _ engine.JournalList = (*Store)(nil)
 
 // Journals lists the sessions that have a journal (engine.JournalList):

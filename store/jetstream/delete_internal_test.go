@@ -1,0 +1,190 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/clienttools/gateway/engine"
+	"github.com/clienttools/gateway/store/jetstream/natstest"
+	"github.com/clienttools/gateway/testlog"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// deletions counts the journal's message deletions and purges the store's
+// server is asked for: the API requests' subjects, seen by a subscriber of
+// its own beside the server's.
+type deletions struct{ one, purges atomic.Int64 }
+
+func countDeletions(t *testing.T, s *Store) *deletions {
+	t.Helper()
+	d := &deletions{}
+	for subj, n := range map[string]*atomic.Int64{
+		"$JS.API.STREAM.MSG.DELETE." + JournalStream: &d.one,
+		"$JS.API.STREAM.PURGE." + JournalStream:      &d.purges,
+	} {
+		sub, err := s.nc.Subscribe(subj, func(*nats.Msg) { n.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// chats appends steps to the sessions in turn: a step of each, steps
+// times, so that each session's journal spans the others'.
+func chats(t *testing.T, s *Store, steps int, sessions ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for seq := 1; seq <= steps; seq++ {
+		for _, id := range sessions {
+			frame := json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"text":%q}`, seq, strings.Repeat(id, 20)))
+			if err := s.Append(ctx, id, engine.Batch{Events: []engine.Event{{Seq: int64(seq), Type: "message", Frame: frame}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// kept checks that id's journal holds its steps whole, or, with steps 0,
+// that it is gone.
+func kept(t *testing.T, s *Store, id string, steps int) {
+	t.Helper()
+	batches, err := s.Load(context.Background(), id)
+	switch {
+	case steps == 0 && !errors.Is(err, engine.ErrNoSession):
+		t.Errorf("%s after its deletion: %d steps, %v; want none", id, len(batches), err)
+	case steps > 0 && err != nil:
+		t.Errorf("%s: %v", id, err)
+	case steps > 0 && len(batches) != steps:
+		t.Errorf("%s has %d steps, want %d", id, len(batches), steps)
+	}
+}
+
+// TestDeleteFarSpreadJournal: a chat whose journal spans more of the
+// stream than a purge should read (it was used now and then while others
+// were busy) is deleted message by message, by their links, and no other
+// chat loses a step. A purge of its subject reads every block between its
+// first message and its last, holding every chat's appends meanwhile: 0.87
+// s for 4 GiB once the server had dropped its index of those blocks
+// (BenchmarkDeleteLongLivedChat).
+func TestDeleteFarSpreadJournal(t *testing.T) {
+	s, ctx := openForLoad(t)
+	s.purgeSpan = 1 // any span is too far
+	chats(t, s, 30, "far", "busy1", "busy2")
+	counted := countDeletions(t, s)
+	if err := s.Delete(ctx, "far"); err != nil {
+		t.Fatal(err)
+	}
+	if n := counted.one.Load(); n != 30 {
+		t.Errorf("%d messages deleted one by one, want the chat's 30", n)
+	}
+	kept(t, s, "far", 0)
+	kept(t, s, "busy1", 30)
+	kept(t, s, "busy2", 30)
+	// Appended to again (a node that had it in memory), it starts anew.
+	chats(t, s, 1, "far")
+	kept(t, s, "far", 1)
+}
+
+// TestDeleteNearJournal: a chat whose journal spans little of the stream
+// is purged, one request, as before.
+func TestDeleteNearJournal(t *testing.T) {
+	s, ctx := openForLoad(t)
+	chats(t, s, 30, "near", "busy")
+	counted := countDeletions(t, s)
+	if err := s.Delete(ctx, "near"); err != nil {
+		t.Fatal(err)
+	}
+	if one, purges := counted.one.Load(), counted.purges.Load(); one != 0 || purges != 1 {
+		t.Errorf("%d messages deleted one by one and %d purges, want a purge alone", one, purges)
+	}
+	kept(t, s, "near", 0)
+	kept(t, s, "busy", 30)
+}
+
+// TestDeleteJournalPastAnUnlinkedMessage: a journal with a message that
+// names no message before it (a backup's tail copies messages without
+// their links) is deleted whole all the same: its messages after it by
+// their links, the rest by the purge.
+func TestDeleteJournalPastAnUnlinkedMessage(t *testing.T) {
+	s, ctx := openForLoad(t)
+	s.purgeSpan = 1
+	chats(t, s, 10, "far", "busy")
+	// A step as a backup's tail copies it: published with no link.
+	last, err := s.journal.GetLastMsgForSubject(ctx, subject("far"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := strings.Replace(string(last.Data), `"seq":10`, `"seq":11`, 1)
+	copied = strings.Replace(copied, `"q":10`, `"q":11`, 1)
+	if _, err := s.js.Publish(ctx, subject("far"), []byte(copied)); err != nil {
+		t.Fatal(err)
+	}
+	s.forgetSession("far") // its head: the journal moved on without this store
+	chats(t, s, 10, "busy2")
+	if err := s.Append(ctx, "far", engine.Batch{Events: []engine.Event{{Seq: 12, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":12}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	kept(t, s, "far", 12)
+	counted := countDeletions(t, s)
+	if err := s.Delete(ctx, "far"); err != nil {
+		t.Fatal(err)
+	}
+	if n := counted.one.Load(); n != 2 {
+		t.Errorf("%d messages deleted one by one, want 2: the unlinked message and the one after it", n)
+	}
+	kept(t, s, "far", 0)
+	kept(t, s, "busy", 10)
+	kept(t, s, "busy2", 10)
+}
+
+// TestDeleteMessagesRefused: a NATS user that may not delete the journal's
+// messages one by one (deploy.md grants it) has its chats purged whole,
+// the refusal said once, and seen at once rather than after a timeout.
+func TestDeleteMessagesRefused(t *testing.T) {
+	ctx := context.Background()
+	base := natstest.Server(t, []*server.User{{Username: "node", Password: "n",
+		Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.MSG.DELETE.>"}}}}})
+	var logs testlog.Buffer
+	s, err := Open(ctx, Options{URL: strings.Replace(base, "nats://", "nats://node:n@", 1), Node: "n1", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.purgeSpan = 1
+	for _, id := range []string{"far1", "far2"} {
+		if _, err := s.Own(ctx, id, func() {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Own(ctx, "busy", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	chats(t, s, 10, "far1", "far2", "busy")
+	for _, id := range []string{"far1", "far2"} {
+		start := time.Now()
+		if err := s.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took >= apiTimeout {
+			t.Errorf("deleting %s took %v, a request's timeout: the refusal was not seen", id, took)
+		}
+		kept(t, s, id, 0)
+	}
+	kept(t, s, "busy", 10)
+	if n := strings.Count(logs.String(), "may not delete the journal's messages one by one"); n != 1 {
+		t.Errorf("the refusal was said %d times, want once:\n%s", n, logs.String())
+	}
+}
