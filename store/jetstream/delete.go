@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,6 +43,12 @@ func (s *Store) Delete(ctx context.Context, session string) error {
 // messages: a quiet node's chats are purged.
 const purgeSpan = 256
 
+// walkBudget bounds deleteByLinks for one journal: about 13,000 messages
+// on one server (0.37 ms a message, a read and a deletion, on a busy
+// two-core machine), fewer on a cluster, where each deletion is
+// replicated.
+const walkBudget = 5 * time.Second
+
 // deleteJournal deletes session's journal. Its messages are found from
 // its last to its first by their links: each message's append expected
 // the subject's last sequence to be the one before it (publish), and the
@@ -53,7 +60,16 @@ const purgeSpan = 256
 // are purged; then the purge has few blocks or none to read.
 func (s *Store) deleteJournal(ctx context.Context, session string) error {
 	subj := subject(session)
-	s.deleteByLinks(ctx, subj)
+	// The walk takes two requests a message: for a journal of very many,
+	// or a sweep with many journals to delete, it leaves the rest to the
+	// purge, and at least half the time left to it.
+	budget := walkBudget
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(deadline)/2)
+	}
+	walk, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	s.deleteByLinks(walk, subj)
 	return s.journal.Purge(ctx, jetstream.WithPurgeSubject(subj))
 }
 
