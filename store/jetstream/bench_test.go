@@ -272,17 +272,35 @@ func benchStore(b *testing.B) *jetstream.Store {
 
 // BenchmarkDeleteLongLivedChat deletes a chat whose journal spans span
 // bytes of other chats' messages (a chat used now and again while others
-// were busy), after a restart of the store (so the server holds no index
-// of the journal's blocks in memory), while another chat appends steps
-// one after another. It reports the deletion's time (ms-delete) and the
+// were busy), after a restart of the store, while another chat appends
+// steps one after another. It reports the deletion's time (ms-op) and the
 // slowest of the other chat's appends meanwhile (ns-append-max), beside
 // the slowest and the median of those before it (ns-append-max-before,
-// ns-append-p50): how long a deletion holds up the
-// chats that go on. A purge of its subject reads the blocks between its
-// messages whose index the server dropped (-delete-after 130s), and holds
-// the appends that long; its deletion by its messages' links reads the
-// blocks that hold them (deleteByLinks).
+// ns-append-p50): how long a deletion holds up the chats that go on. A
+// purge of its subject reads the blocks between its messages whose index
+// the server dropped (-delete-after 130s), and holds the appends that
+// long; its deletion by its messages' links reads the blocks that hold
+// them (deleteByLinks).
 func BenchmarkDeleteLongLivedChat(b *testing.B) {
+	benchLongLivedChat(b, func(ctx context.Context, s *jetstream.Store) error { return s.Delete(ctx, "old") })
+}
+
+// BenchmarkLoadLongLivedChat is BenchmarkDeleteLongLivedChat for a load of
+// the chat (its page opened again): the journal's read finds each message
+// after the one before it.
+func BenchmarkLoadLongLivedChat(b *testing.B) {
+	benchLongLivedChat(b, func(ctx context.Context, s *jetstream.Store) error {
+		batches, err := s.Load(ctx, "old")
+		if err == nil && len(batches) != 2 {
+			err = fmt.Errorf("loaded %d steps, want 2", len(batches))
+		}
+		return err
+	})
+}
+
+// benchLongLivedChat times op on a store whose chat "old" has two steps,
+// span bytes of other chats' apart, while another chat appends.
+func benchLongLivedChat(b *testing.B, op func(context.Context, *jetstream.Store) error) {
 	for _, span := range []int{64 << 20, 1 << 30, 4 << 30} {
 		b.Run(fmt.Sprintf("span=%dMiB", span>>20), func(b *testing.B) {
 			ctx := context.Background()
@@ -290,7 +308,7 @@ func BenchmarkDeleteLongLivedChat(b *testing.B) {
 				frame := json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d,"text":"`, seq) + strings.Repeat("x", size) + `"}`)
 				return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message", Frame: frame}}, State: json.RawMessage(`{"v":1}`)}
 			}
-			var deleting, appendMax, quietMax, appendP50 time.Duration
+			var took, appendMax, quietMax, appendP50 time.Duration
 			for range b.N {
 				b.StopTimer()
 				dir := b.TempDir()
@@ -317,7 +335,7 @@ func BenchmarkDeleteLongLivedChat(b *testing.B) {
 					b.Fatal(err)
 				}
 				// Another chat goes on meanwhile: how long its appends
-				// took while the deletion ran, against those before it.
+				// took while op ran, against those before it.
 				type appended struct {
 					at   time.Time
 					took time.Duration
@@ -342,11 +360,11 @@ func BenchmarkDeleteLongLivedChat(b *testing.B) {
 				time.Sleep(*deleteAfter) // the other chat's appends under way
 				b.StartTimer()
 				start := time.Now()
-				if err := s.Delete(ctx, "old"); err != nil {
+				if err := op(ctx, s); err != nil {
 					b.Fatal(err)
 				}
 				end := time.Now()
-				deleting += end.Sub(start)
+				took += end.Sub(start)
 				b.StopTimer()
 				close(stop)
 				var before, during []time.Duration
@@ -366,7 +384,7 @@ func BenchmarkDeleteLongLivedChat(b *testing.B) {
 				appendP50 += before[len(before)/2]
 				_ = s.Close()
 			}
-			b.ReportMetric(float64(deleting.Milliseconds())/float64(b.N), "ms-delete")
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms-op")
 			b.ReportMetric(float64(appendMax), "ns-append-max")
 			b.ReportMetric(float64(quietMax), "ns-append-max-before")
 			b.ReportMetric(float64(appendP50)/float64(b.N), "ns-append-p50")
@@ -374,9 +392,9 @@ func BenchmarkDeleteLongLivedChat(b *testing.B) {
 	}
 }
 
-// deleteAfter is how long BenchmarkDeleteLongLivedChat waits after the
-// restart before it deletes: past two minutes, the server has dropped its
+// deleteAfter is how long benchLongLivedChat waits after the restart
+// before its operation: past two minutes, the server has dropped its
 // index of the blocks between the chat's messages, as on a node that has
 // been running (go test -bench DeleteLongLivedChat ./store/jetstream
 // -delete-after 130s).
-var deleteAfter = flag.Duration("delete-after", 50*time.Millisecond, "BenchmarkDeleteLongLivedChat: how long after the restart the chat is deleted")
+var deleteAfter = flag.Duration("delete-after", 50*time.Millisecond, "BenchmarkDeleteLongLivedChat, BenchmarkLoadLongLivedChat: how long after the restart the chat is deleted or loaded")

@@ -67,12 +67,15 @@ func (s *Store) journalEnd(ctx context.Context, session string) (uint64, error) 
 
 // loadThrough reads session's journal from the message at stream sequence
 // start (1: its start; else where a batch starts) to the one at through,
-// which it has.
+// which it has: by its messages' links when it spans far (links.go), else
+// in batches.
 func (s *Store) loadThrough(ctx context.Context, session string, start, through uint64) ([]engine.Batch, error) {
-	out, err := readDirect(s,
-		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, start, through) },
-		// The stream's leader serves a consumer.
-		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, start, through) })
+	walk, cancel := walkContext(ctx)
+	out, byLinks, err := s.readByLinks(walk, session, start, through)
+	cancel()
+	if !byLinks {
+		out, err = s.readBatched(ctx, session, start, through)
+	}
 	switch {
 	case errors.Is(err, engine.ErrCorrupt):
 		return nil, fmt.Errorf("failed to read session %s's journal: %w", session, err)
@@ -80,6 +83,15 @@ func (s *Store) loadThrough(ctx context.Context, session string, start, through 
 		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
 	return out, nil
+}
+
+// readBatched reads session's journal from start to through in batches
+// of its messages, or through a consumer.
+func (s *Store) readBatched(ctx context.Context, session string, start, through uint64) ([]engine.Batch, error) {
+	return readDirect(s,
+		func() ([]engine.Batch, error) { return s.readJournal(ctx, session, start, through) },
+		// The stream's leader serves a consumer.
+		func() ([]engine.Batch, error) { return s.readJournalByConsumer(ctx, session, start, through) })
 }
 
 // readDirect reads with batched direct gets (direct), or with fallback when

@@ -143,8 +143,10 @@ type Store struct {
 	// deletion (deleteByLinks), which the log said once: journals are
 	// purged whole from then on.
 	deleteByLinksDenied atomic.Bool
-	// purgeSpan is purgeSpan, which tests lower.
-	purgeSpan uint64
+	// rate is the journal's, for spansFar; farBytes is farBytes, which
+	// tests lower.
+	rate     journalRate
+	farBytes uint64
 	// down: why the embedded server stores nothing (JetStream off, a
 	// stream's write error), as reviveJetStream last found; nil: it
 	// stores. Appends fail at once meanwhile, rather than each wait for
@@ -201,7 +203,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Node = nuid.Next()
 	}
 	s := &Store{opts: o, heads: map[string]head{}, owned: map[string]*ownership{}, splits: map[string]splitTry{}, behind: map[string]int{}, stop: make(chan struct{}),
-		summaryWarned: rate.Sometimes{Interval: time.Minute}, purgeSpan: purgeSpan}
+		summaryWarned: rate.Sometimes{Interval: time.Minute}, farBytes: farBytes}
 	var err error
 	// The client's own errors (a relayed page's queue that overflowed, say)
 	// go to the gateway's log, not to stderr in the client's format.

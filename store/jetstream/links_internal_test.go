@@ -16,30 +16,44 @@ import (
 	"github.com/clienttools/gateway/testlog"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// deletions counts the journal's message deletions and purges the store's
-// server is asked for: the API requests' subjects, seen by a subscriber of
-// its own beside the server's.
-type deletions struct{ one, purges atomic.Int64 }
-
-func countDeletions(t *testing.T, s *Store) *deletions {
+// requests counts the API requests on subj the store's server is asked
+// for whose body match takes (nil: every one), seen by a subscriber of its
+// own beside the server's.
+func requests(t *testing.T, s *Store, subj string, match func(body []byte) bool) func() int64 {
 	t.Helper()
-	d := &deletions{}
-	for subj, n := range map[string]*atomic.Int64{
-		"$JS.API.STREAM.MSG.DELETE." + JournalStream: &d.one,
-		"$JS.API.STREAM.PURGE." + JournalStream:      &d.purges,
-	} {
-		sub, err := s.nc.Subscribe(subj, func(*nats.Msg) { n.Add(1) })
-		if err != nil {
-			t.Fatal(err)
+	var n atomic.Int64
+	sub, err := s.nc.Subscribe(subj, func(m *nats.Msg) {
+		if match == nil || match(m.Data) {
+			n.Add(1)
 		}
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := s.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return func() int64 {
+		t.Helper()
+		if err := s.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return n.Load()
+	}
+}
+
+// deletions counts the journal's message deletions and purges.
+type deletions struct{ one, purges func() int64 }
+
+func countDeletions(t *testing.T, s *Store) deletions {
+	return deletions{
+		one:    requests(t, s, "$JS.API.STREAM.MSG.DELETE."+JournalStream, nil),
+		purges: requests(t, s, "$JS.API.STREAM.PURGE."+JournalStream, nil),
+	}
 }
 
 // chats appends steps to the sessions in turn: a step of each, steps
@@ -81,13 +95,13 @@ func kept(t *testing.T, s *Store, id string, steps int) {
 // (BenchmarkDeleteLongLivedChat).
 func TestDeleteFarSpreadJournal(t *testing.T) {
 	s, ctx := openForLoad(t)
-	s.purgeSpan = 1 // any span is too far
+	s.farBytes = 1 // any span is far
 	chats(t, s, 30, "far", "busy1", "busy2")
 	counted := countDeletions(t, s)
 	if err := s.Delete(ctx, "far"); err != nil {
 		t.Fatal(err)
 	}
-	if n := counted.one.Load(); n != 30 {
+	if n := counted.one(); n != 30 {
 		t.Errorf("%d messages deleted one by one, want the chat's 30", n)
 	}
 	kept(t, s, "far", 0)
@@ -107,7 +121,7 @@ func TestDeleteNearJournal(t *testing.T) {
 	if err := s.Delete(ctx, "near"); err != nil {
 		t.Fatal(err)
 	}
-	if one, purges := counted.one.Load(), counted.purges.Load(); one != 0 || purges != 1 {
+	if one, purges := counted.one(), counted.purges(); one != 0 || purges != 1 {
 		t.Errorf("%d messages deleted one by one and %d purges, want a purge alone", one, purges)
 	}
 	kept(t, s, "near", 0)
@@ -120,7 +134,7 @@ func TestDeleteNearJournal(t *testing.T) {
 // their links, the rest by the purge.
 func TestDeleteJournalPastAnUnlinkedMessage(t *testing.T) {
 	s, ctx := openForLoad(t)
-	s.purgeSpan = 1
+	s.farBytes = 1
 	chats(t, s, 10, "far", "busy")
 	// A step as a backup's tail copies it: published with no link.
 	last, err := s.journal.GetLastMsgForSubject(ctx, subject("far"))
@@ -142,7 +156,7 @@ func TestDeleteJournalPastAnUnlinkedMessage(t *testing.T) {
 	if err := s.Delete(ctx, "far"); err != nil {
 		t.Fatal(err)
 	}
-	if n := counted.one.Load(); n != 2 {
+	if n := counted.one(); n != 2 {
 		t.Errorf("%d messages deleted one by one, want 2: the unlinked message and the one after it", n)
 	}
 	kept(t, s, "far", 0)
@@ -163,7 +177,7 @@ func TestDeleteMessagesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	s.purgeSpan = 1
+	s.farBytes = 1
 	for _, id := range []string{"far1", "far2"} {
 		if _, err := s.Own(ctx, id, func() {}); err != nil {
 			t.Fatal(err)
@@ -186,5 +200,58 @@ func TestDeleteMessagesRefused(t *testing.T) {
 	kept(t, s, "busy", 10)
 	if n := strings.Count(logs.String(), "may not delete the journal's messages one by one"); n != 1 {
 		t.Errorf("the refusal was said %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestLoadFarSpreadJournal: a chat whose journal spans far is read by its
+// links, a message a request and no batched read, and reads as the batched
+// read does: every step whole and in order, one stored in parts included.
+func TestLoadFarSpreadJournal(t *testing.T) {
+	ctx := context.Background()
+	s := openSmall(t)
+	for _, id := range []string{"far", "busy"} {
+		if _, err := s.Own(ctx, id, func() {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chats(t, s, 5, "far", "busy")
+	big := engine.Batch{Events: []engine.Event{bigEvent(6, 150<<10)}, State: json.RawMessage(`{"v":6}`)}
+	if err := s.Append(ctx, "far", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "far", engine.Batch{Events: []engine.Event{bigEvent(7, 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	batched, err := s.Load(ctx, "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.farBytes = 1 // any span is far
+	s.rate = journalRate{}
+	batchedReads := requests(t, s, directGetPrefix+JournalStream, func(body []byte) bool { return strings.Contains(string(body), `"batch"`) })
+	reads := requests(t, s, directGetPrefix+JournalStream, nil)
+	byLinks, err := s.Load(ctx, "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byLinks) != 7 || fmt.Sprint(byLinks) != fmt.Sprint(batched) {
+		t.Errorf("read by its links: %d steps, want the batched read's %d:\n%.300v\n%.300v", len(byLinks), len(batched), byLinks, batched)
+	}
+	info, err := s.journal.Info(ctx, jetstream.WithSubjectFilter(subject("far")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its first, then each from its last to the one after its first (the
+	// load's read of its last, by subject, is a request of another name).
+	if n, want := reads(), int64(info.State.Subjects[subject("far")]); batchedReads() != 0 || n != want {
+		t.Errorf("%d reads, %d of them batched; want %d: its first, then each from its last", n, batchedReads(), want)
+	}
+	// From a batch in its middle (a replay's read), by its links too.
+	from, err := s.LoadFrom(ctx, "far", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(from) == 0 || from[0].Events[0].Seq > 4 || fmt.Sprint(from) != fmt.Sprint(batched[len(batched)-len(from):]) {
+		t.Errorf("LoadFrom 4 by links: %.300v", from)
 	}
 }
