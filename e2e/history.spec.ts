@@ -157,6 +157,15 @@ test("a chat deleted from the list is gone, here and in the tab that shows it; t
     await expect(other.page.getByTestId("notice-text").last()).toHaveText("This chat was deleted. Start a new chat to go on.");
     await expect(other.page.getByTestId("prompt")).toBeDisabled();
     await expect(other.page.getByTestId("history-item"), "the other tab's list follows").toHaveText([TIME]);
+    // A list asked for between the chat's end and its purge has it still,
+    // ended: it is not shown.
+    await other.page.route("**/sessions", (route) => route.fulfill({ json: { sessions: [
+        { id: second, title: TIME, created: "", updated: "" },
+        { id: first, title: WEATHER, created: "", updated: "", ended: true },
+    ] } }));
+    await other.page.evaluate(() => (window as any).chatHistory.refresh(true));
+    await expect(other.page.getByTestId("history-item"), "a deleted chat a late list has").toHaveText([TIME]);
+    await other.page.unroute("**/sessions");
     await expect(page.getByRole("button", { name: `Delete the chat ${TIME}` }), "the focus stays in the list").toBeFocused();
     expect(await chat.session(), "the chat shown stays").toBe(second);
     // The list is asked for again now and then (a turn ended, a title came):

@@ -8,7 +8,9 @@
  * chat shown has nothing in it yet. Each chat's × deletes it, once the user
  * confirms, with `DELETE /sessions/{id}` (the list's url and the id): gone
  * from the gateway, its pages told (`ended`, reason "deleted"); the chat
- * shown, deleted, gives way to a new one.
+ * shown, deleted, gives way to a new one. A chat deleted while the page
+ * looks on (here, or in another tab that showed the one this tab shows)
+ * stays out of the list, though a list asked for before its purge has it.
  *
  * The list is asked for again when a session opens (the page loaded, a switch,
  * New chat, a reconnect after a restart), when a message of the user's
@@ -54,6 +56,14 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
     let againForced = false, retries = 0, retryTimer = 0;
     /** @type {string | null} the chat last scrolled into view */
     let scrolledTo = null;
+    /**
+     * The chats deleted while this page looked on (here, or in another tab
+     * that showed the one this tab shows): the gateway tells a chat's pages
+     * it ended before it purges the chat, and a list asked for in between
+     * has it still.
+     * @type {Set<string>}
+     */
+    const deleted = new Set();
 
     /**
      * Asks the gateway for the list; one request at a time, the last ask
@@ -79,6 +89,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         return again;
     }
 
+    /** Fetches the list and shows it; a failure leaves the last one shown. */
     async function load() {
         try {
             const res = await fetch(url, { credentials: "same-origin", cache: "no-store" });
@@ -119,7 +130,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         const refocus = focused instanceof HTMLElement && list.contains(focused) && focused.dataset.session
             ? `[data-testid="${focused.dataset.testid}"][data-session="${CSS.escape(focused.dataset.session)}"]`
             : "";
-        const items = chats.filter((c) => c.title).map((c) => {
+        const items = chats.filter((c) => c.title && !deleted.has(c.id)).map((c) => {
             const li = clone(doc, "tpl-history-item");
             const button = /** @type {HTMLButtonElement} */ (must(li, "[data-testid=history-item]"));
             button.dataset.session = c.id;
@@ -175,6 +186,7 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
             const res = await fetch(`${url}/${encodeURIComponent(id)}`, { method: "DELETE", credentials: "same-origin" });
             // 404: gone already (another tab deleted it, or --retain did).
             if (!res.ok && res.status !== 404) throw new Error((await res.text()) || `${res.status} ${res.statusText}`);
+            deleted.add(id);
             if (shown) client.reset();
             announce(`Deleted the chat ${title}.`);
         } catch (err) {
@@ -231,8 +243,13 @@ export function mountHistory(nav, client, { url = "/sessions", announce = () => 
         client.on("idle", ({ replayed }) => {
             if (!replayed) void refresh();
         }),
-        client.on("ended", ({ replayed }) => {
-            if (!replayed) void refresh(true); // deleted, maybe, in another tab
+        client.on("ended", ({ replayed, reason }) => {
+            if (replayed) return;
+            if (reason === "deleted" && client.session) {
+                deleted.add(client.session); // in another tab
+                render();
+            }
+            void refresh(true);
         }),
     ];
 
