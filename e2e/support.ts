@@ -32,6 +32,9 @@ export const test = base.extend<{ pageErrors: string[] }>({
 });
 export { expect };
 
+/** The pages whose WebSocket is the fake already (openOnFakeSocket adds it once). */
+const replacedWebSocket = new WeakSet<Page>();
+
 /**
  * A test whose page is one page a worker, with the fake WebSocket in it
  * (window.FakeSocket; with replaceWebSocket, window.WebSocket too), navigated
@@ -41,8 +44,6 @@ export { expect };
  * time. No page clock, no viewport or media of a test's own, no listener
  * left on the page: a spec that needs one takes `test`.
  */
-const replacedWebSocket = new WeakSet<Page>();
-
 function sharedPageTest(fake: { replaceWebSocket?: boolean }) {
     return base.extend<{ pageErrors: string[] }, { sharedPage: Page }>({
         sharedPage: [
@@ -66,12 +67,12 @@ function sharedPageTest(fake: { replaceWebSocket?: boolean }) {
             async ({ page }, use) => {
                 const errors: string[] = [];
                 const pageerror = (e: Error) => errors.push(`uncaught ${e.name}: ${e.message}`);
-                const console = (m: ConsoleMessage) => { if (m.type() === "error") errors.push(`console.error: ${m.text()}`); };
+                const logged = (m: ConsoleMessage) => { if (m.type() === "error") errors.push(`console.error: ${m.text()}`); };
                 page.on("pageerror", pageerror);
-                page.on("console", console);
+                page.on("console", logged);
                 await use(errors);
                 page.off("pageerror", pageerror);
-                page.off("console", console);
+                page.off("console", logged);
                 expect(errors, "errors in the page").toEqual([]);
             },
             { auto: true },
