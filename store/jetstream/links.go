@@ -110,12 +110,15 @@ func (s *Store) firstOf(ctx context.Context, subj string, start uint64) (*jetstr
 
 // readByLinks reads session's journal from stream sequence start (1: its
 // start; else a batch's first message) to through, its last message, by
-// their links from the last, when it spans far (spansFar). It reports
-// false, having read nothing, for a journal that does not, or one whose
-// links do not lead to start (a journal a backup's tail copied without
-// its links, a message a replica behind has not got): the batched read
-// reads it. A stream that holds less than farBytes costs it nothing.
-func (s *Store) readByLinks(ctx context.Context, session string, start, through uint64) ([]engine.Batch, bool, error) {
+// their links from the last, when it spans far (spansFar). With from past
+// 1, it stops at the batch that holds event from (a replay's read: a
+// search of the journal's middle would look across the blocks between its
+// messages). It reports false, having read nothing, for a journal that
+// does not span far, or one whose links do not lead to start (a journal a
+// backup's tail copied without its links, a message a replica behind has
+// not got): the batched read reads it. A stream that holds less than
+// farBytes costs it nothing.
+func (s *Store) readByLinks(ctx context.Context, session string, start, through uint64, from int64) ([]engine.Batch, bool, error) {
 	if s.noBatchGet.Load() || !s.mayBeFar(ctx) {
 		return nil, false, nil
 	}
@@ -129,7 +132,7 @@ func (s *Store) readByLinks(ctx context.Context, session string, start, through 
 		return nil, false, nil
 	}
 	msgs := []*jetstream.RawStreamMsg{last} // the last first
-	for msg := last; msg.Sequence != first.Sequence; msgs = append(msgs, msg) {
+	for msg := last; msg.Sequence != first.Sequence && !holds(msg.Data, from); msgs = append(msgs, msg) {
 		switch prev, _ := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader)); {
 		case prev == first.Sequence:
 			msg = first
@@ -141,7 +144,7 @@ func (s *Store) readByLinks(ctx context.Context, session string, start, through 
 			}
 		}
 	}
-	r := newJournalReader(session, first.Sequence, through)
+	r := newJournalReader(session, msgs[len(msgs)-1].Sequence, through)
 	for i := len(msgs) - 1; i >= 0; i-- {
 		r.next = msgs[i].Sequence
 		if err := r.keep(msgs[i].Data); err != nil {
@@ -149,6 +152,16 @@ func (s *Store) readByLinks(ctx context.Context, session string, start, through 
 		}
 	}
 	return r.out, true, nil
+}
+
+// holds reports whether a journal message starts a batch whose first
+// event is from or before it, from past 1.
+func holds(data []byte, from int64) bool {
+	if from <= 1 {
+		return false
+	}
+	first, kind, err := firstEvent(data)
+	return err == nil && kind == startsEvents && first <= from
 }
 
 // link reads a journal message's link: the sequence of the message before

@@ -246,12 +246,25 @@ func TestLoadFarSpreadJournal(t *testing.T) {
 	if n, want := reads(), int64(info.State.Subjects[subject("far")]); batchedReads() != 0 || n != want {
 		t.Errorf("%d reads, %d of them batched; want %d: its first, then each from its last", n, batchedReads(), want)
 	}
-	// From a batch in its middle (a replay's read), by its links too.
-	from, err := s.LoadFrom(ctx, "far", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(from) == 0 || from[0].Events[0].Seq > 4 || fmt.Sprint(from) != fmt.Sprint(batched[len(batched)-len(from):]) {
-		t.Errorf("LoadFrom 4 by links: %.300v", from)
+	// From a batch in its middle (a replay's read), by its links too, from
+	// the batch that holds the event: the one in parts, or the last alone.
+	for _, tc := range []struct {
+		from  int64
+		steps int
+	}{{4, 4}, {6, 2}, {7, 1}} {
+		before := reads()
+		got, err := s.LoadFrom(ctx, "far", tc.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.steps || fmt.Sprint(got) != fmt.Sprint(batched[len(batched)-tc.steps:]) {
+			t.Errorf("LoadFrom %d by links: %d steps, want the last %d:\n%.300v", tc.from, len(got), tc.steps, got)
+		}
+		if tc.from == 7 && reads()-before != 2 {
+			t.Errorf("LoadFrom 7 took %d reads, want 2: the journal's first message, and its last, which holds event 7", reads()-before)
+		}
+		if batchedReads() != 0 {
+			t.Errorf("LoadFrom %d made %d batched reads: a search of the journal's middle", tc.from, batchedReads())
+		}
 	}
 }

@@ -46,7 +46,7 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	if err != nil {
 		return nil, err
 	}
-	return s.loadThrough(ctx, session, 1, through)
+	return s.loadThrough(ctx, session, 1, through, 0)
 }
 
 // journalEnd returns the stream sequence of session's journal's last
@@ -68,12 +68,16 @@ func (s *Store) journalEnd(ctx context.Context, session string) (uint64, error) 
 // loadThrough reads session's journal from the message at stream sequence
 // start (1: its start; else where a batch starts) to the one at through,
 // which it has: by its messages' links when it spans far (links.go), else
-// in batches.
-func (s *Store) loadThrough(ctx context.Context, session string, start, through uint64) ([]engine.Batch, error) {
+// in batches. With from past 1 (LoadFrom), it may start at the batch that
+// holds event from, found by its links or by a search (batchHolding).
+func (s *Store) loadThrough(ctx context.Context, session string, start, through uint64, from int64) ([]engine.Batch, error) {
 	walk, cancel := walkContext(ctx)
-	out, byLinks, err := s.readByLinks(walk, session, start, through)
+	out, byLinks, err := s.readByLinks(walk, session, start, through, from)
 	cancel()
 	if !byLinks {
+		if from > 1 && start <= 1 && !s.noBatchGet.Load() {
+			start = s.batchHolding(ctx, session, from, through)
+		}
 		out, err = s.readBatched(ctx, session, start, through)
 	}
 	switch {

@@ -16,7 +16,9 @@ import (
 // follows the last: engine.CheckBatch), and a look at one message, a
 // batched direct get of one, tells where it stands. A search of a stream
 // of a million messages takes about twenty looks, each a message read,
-// where a chat of thousands of turns is tens of megabytes.
+// where a chat of thousands of turns is tens of megabytes. A journal that
+// spans far is read back by its links to that batch instead (links.go):
+// each look would scan the blocks between two of its messages.
 
 // maxLooks bounds a search's looks: past it the read starts at the best
 // batch found so far.
@@ -30,11 +32,7 @@ func (s *Store) LoadFrom(ctx context.Context, session string, from int64) ([]eng
 	if err != nil {
 		return nil, err
 	}
-	start := uint64(1)
-	if from > 1 && !s.noBatchGet.Load() {
-		start = s.batchHolding(ctx, session, from, through)
-	}
-	return s.loadThrough(ctx, session, start, through)
+	return s.loadThrough(ctx, session, 1, through, from)
 }
 
 // batchHolding returns the stream sequence of a batch of session's journal
