@@ -140,7 +140,7 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 	} else {
 		// A step with no event, or a part: the last event is read from the
 		// journal.
-		if h.seq, err = s.lastEventSeq(ctx, session, msg.Sequence); err != nil {
+		if h.seq, err = s.lastEventSeq(ctx, session, msg); err != nil {
 			return head{}, err
 		}
 	}
@@ -148,9 +148,9 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 }
 
 // lastEventSeq finds the seq of session's last event by reading its
-// journal through its last message, at stream sequence through; rare (the
+// journal through its last message, through; rare (the
 // process restarted right after a step with no event, or one in parts).
-func (s *Store) lastEventSeq(ctx context.Context, session string, through uint64) (int64, error) {
+func (s *Store) lastEventSeq(ctx context.Context, session string, through *jetstream.RawStreamMsg) (int64, error) {
 	batches, err := s.loadThrough(ctx, session, 1, through, 0)
 	if err != nil {
 		return 0, err
@@ -425,7 +425,7 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 		}
 		// A try in parts that landed whole: read it back.
 		var batches []engine.Batch
-		if batches, err = s.loadThrough(ctx, session, 1, msg.Sequence, 0); err != nil {
+		if batches, err = s.loadThrough(ctx, session, 1, msg, 0); err != nil {
 			return b, head{}, false, err
 		}
 		if len(batches) == 0 {
@@ -439,7 +439,7 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 	n := len(got.Events)
 	switch {
 	case n == 0 && len(b.Events) == 0 && got.State != nil && bytes.Equal(got.State, b.State):
-		if h.seq, err = s.lastEventSeq(ctx, session, msg.Sequence); err != nil {
+		if h.seq, err = s.lastEventSeq(ctx, session, msg); err != nil {
 			return b, head{}, false, err
 		}
 	case n == 0 || n > len(b.Events) || n < len(b.Events) && got.State != nil || n == len(b.Events) && !bytes.Equal(got.State, b.State):

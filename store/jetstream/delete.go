@@ -42,20 +42,20 @@ func (s *Store) deleteJournal(ctx context.Context, session string) error {
 }
 
 // deleteByLinks deletes subj's messages one by one from its last, by
-// their links, when it spans far (spansFar). It never deletes a message of
+// their links, when it spans far (farFirst). It never deletes a message of
 // another subject: a link that names one ends the walk. Whatever ends it
 // (a read or a deletion that fails, the server refusing deletions), the
 // purge after it deletes the rest, and says what failed.
 func (s *Store) deleteByLinks(ctx context.Context, subj string) {
-	if s.deleteByLinksDenied.Load() || !s.mayBeFar(ctx) {
+	if s.deleteByLinksDenied.Load() {
 		return
 	}
 	msg, err := s.journal.GetLastMsgForSubject(ctx, subj)
 	if err != nil {
 		return
 	}
-	first, err := s.firstOf(ctx, subj, 1)
-	if err != nil || !s.spansFar(ctx, first.Time, msg.Time) {
+	first := s.farFirst(ctx, subj, 1, msg)
+	if first == nil {
 		return // the purge reads the few blocks it spans
 	}
 	for {

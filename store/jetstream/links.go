@@ -34,28 +34,36 @@ const farBytes = 32 << 20
 // its messages span, read at most every rateEvery.
 type journalRate struct {
 	mu   sync.Mutex
-	at   time.Time
-	rate float64 // 0: the stream holds less than farBytes, so nothing spans it
+	at   time.Time // when rate was read; zero: never
+	rate float64   // 0: the stream holds less than farBytes, so nothing spans it
 }
 
 const rateEvery = 10 * time.Second
 
 // read returns stream's rate, reading it again when it is older than
 // rateEvery; 0 when the stream holds far bytes or less, or cannot be read.
+// The lock is not held over the request: a load or a deletion that finds
+// the rate fresh does not wait for another's (on a restart, every session
+// loads at once). Two that find it stale both ask.
 func (r *journalRate) read(ctx context.Context, stream jetstream.Stream, far uint64) float64 {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.at) >= rateEvery {
-		info, err := stream.Info(ctx)
-		if err != nil {
-			return 0 // the batched read or the purge, as before
-		}
-		r.at, r.rate = time.Now(), 0
-		if st := info.State; st.Bytes > far {
-			r.rate = float64(st.Bytes) / max(st.LastTime.Sub(st.FirstTime).Seconds(), 1)
-		}
+	at, rate := r.at, r.rate
+	r.mu.Unlock()
+	if time.Since(at) < rateEvery {
+		return rate
 	}
-	return r.rate
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return 0 // the batched read or the purge, as before
+	}
+	rate = 0
+	if st := info.State; st.Bytes > far {
+		rate = float64(st.Bytes) / max(st.LastTime.Sub(st.FirstTime).Seconds(), 1)
+	}
+	r.mu.Lock()
+	r.at, r.rate = time.Now(), rate
+	r.mu.Unlock()
+	return rate
 }
 
 // spansFar reports whether a journal whose first message was stored at
@@ -67,10 +75,19 @@ func (s *Store) spansFar(ctx context.Context, first, last time.Time) bool {
 	return last.Sub(first).Seconds()*s.rate.read(ctx, s.journal, s.farBytes) > float64(s.farBytes)
 }
 
-// mayBeFar reports whether the journal stream holds more than s.farBytes:
-// in a smaller one no journal spans far, and nothing is asked of it.
-func (s *Store) mayBeFar(ctx context.Context) bool {
-	return s.rate.read(ctx, s.journal, s.farBytes) > 0
+// farFirst returns subj's first message at stream sequence start or
+// after, when its journal from there to last spans far; nil when it does
+// not, or the stream holds too little for any journal to (then nothing is
+// asked of the server but its stream's size, every rateEvery).
+func (s *Store) farFirst(ctx context.Context, subj string, start uint64, last *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
+	if s.rate.read(ctx, s.journal, s.farBytes) == 0 {
+		return nil
+	}
+	first, err := s.journal.GetMsg(ctx, max(start, 1), jetstream.WithGetMsgSubject(subj))
+	if err != nil || first.Sequence > last.Sequence || !s.spansFar(ctx, first.Time, last.Time) {
+		return nil
+	}
+	return first
 }
 
 // walkBudget bounds a walk by links of one journal: about 13,000 messages
@@ -103,14 +120,9 @@ func (s *Store) linked(ctx context.Context, subj string, seq uint64) (*jetstream
 	return msg, err
 }
 
-// firstOf reads subj's first message at stream sequence start or after.
-func (s *Store) firstOf(ctx context.Context, subj string, start uint64) (*jetstream.RawStreamMsg, error) {
-	return s.journal.GetMsg(ctx, max(start, 1), jetstream.WithGetMsgSubject(subj))
-}
-
 // readByLinks reads session's journal from stream sequence start (1: its
-// start; else a batch's first message) to through, its last message, by
-// their links from the last, when it spans far (spansFar). With from past
+// start; else a batch's first message) to last, its last message, by
+// their links from the last, when it spans far (farFirst). With from past
 // 1, it stops at the batch that holds event from (a replay's read: a
 // search of the journal's middle would look across the blocks between its
 // messages). It reports false, having read nothing, for a journal that
@@ -118,19 +130,16 @@ func (s *Store) firstOf(ctx context.Context, subj string, start uint64) (*jetstr
 // backup's tail copied without its links, a message a replica behind has
 // not got): the batched read reads it. A stream that holds less than
 // farBytes costs it nothing.
-func (s *Store) readByLinks(ctx context.Context, session string, start, through uint64, from int64) ([]engine.Batch, bool, error) {
-	if s.noBatchGet.Load() || !s.mayBeFar(ctx) {
+func (s *Store) readByLinks(ctx context.Context, session string, start uint64, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, bool, error) {
+	if s.noBatchGet.Load() {
 		return nil, false, nil
 	}
 	subj := subject(session)
-	first, err := s.firstOf(ctx, subj, start)
-	if err != nil || first.Sequence > through {
+	first := s.farFirst(ctx, subj, start, last)
+	if first == nil {
 		return nil, false, nil
 	}
-	last, err := s.linked(ctx, subj, through)
-	if err != nil || !s.spansFar(ctx, first.Time, last.Time) {
-		return nil, false, nil
-	}
+	var err error
 	msgs := []*jetstream.RawStreamMsg{last} // the last first
 	for msg := last; msg.Sequence != first.Sequence && !holds(msg.Data, from); msgs = append(msgs, msg) {
 		switch prev, _ := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader)); {
@@ -144,7 +153,7 @@ func (s *Store) readByLinks(ctx context.Context, session string, start, through 
 			}
 		}
 	}
-	r := newJournalReader(session, msgs[len(msgs)-1].Sequence, through)
+	r := newJournalReader(session, msgs[len(msgs)-1].Sequence, last.Sequence)
 	for i := len(msgs) - 1; i >= 0; i-- {
 		r.next = msgs[i].Sequence
 		if err := r.keep(msgs[i].Data); err != nil {

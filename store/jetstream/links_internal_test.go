@@ -112,8 +112,8 @@ func TestDeleteFarSpreadJournal(t *testing.T) {
 	kept(t, s, "far", 1)
 }
 
-// TestDeleteNearJournal: a chat whose journal spans little of the stream
-// is purged, one request, as before.
+// TestDeleteNearJournal: on a stream that holds less than farBytes (so no
+// journal in it spans far), a chat is purged, one request, as before.
 func TestDeleteNearJournal(t *testing.T) {
 	s, ctx := openForLoad(t)
 	chats(t, s, 30, "near", "busy")
@@ -241,10 +241,11 @@ func TestLoadFarSpreadJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Its first, then each from its last to the one after its first (the
-	// load's read of its last, by subject, is a request of another name).
-	if n, want := reads(), int64(info.State.Subjects[subject("far")]); batchedReads() != 0 || n != want {
-		t.Errorf("%d reads, %d of them batched; want %d: its first, then each from its last", n, batchedReads(), want)
+	// Its first, then each from the one before its last to the one after
+	// its first: its last is the load's read of it by subject, a request
+	// of another name, and is not read again.
+	if n, want := reads(), int64(info.State.Subjects[subject("far")])-1; batchedReads() != 0 || n != want {
+		t.Errorf("%d reads, %d of them batched; want %d: its first, then each from the one before its last", n, batchedReads(), want)
 	}
 	// From a batch in its middle (a replay's read), by its links too, from
 	// the batch that holds the event: the one in parts, or the last alone.
@@ -260,11 +261,34 @@ func TestLoadFarSpreadJournal(t *testing.T) {
 		if len(got) != tc.steps || fmt.Sprint(got) != fmt.Sprint(batched[len(batched)-tc.steps:]) {
 			t.Errorf("LoadFrom %d by links: %d steps, want the last %d:\n%.300v", tc.from, len(got), tc.steps, got)
 		}
-		if tc.from == 7 && reads()-before != 2 {
-			t.Errorf("LoadFrom 7 took %d reads, want 2: the journal's first message, and its last, which holds event 7", reads()-before)
+		if tc.from == 7 && reads()-before != 1 {
+			t.Errorf("LoadFrom 7 took %d reads, want 1: the journal's first message (its last, which holds event 7, is read by subject)", reads()-before)
 		}
 		if batchedReads() != 0 {
 			t.Errorf("LoadFrom %d made %d batched reads: a search of the journal's middle", tc.from, batchedReads())
 		}
+	}
+}
+
+// TestLoadNearJournalOnALargeStream: on a stream that holds more than
+// farBytes, a chat whose steps came close together is still read in
+// batches, after one look at its first message: most loads are of such
+// chats, and a read by links costs a request a message.
+func TestLoadNearJournalOnALargeStream(t *testing.T) {
+	s, ctx := openForLoad(t)
+	chats(t, s, 40, "busy1", "busy2")
+	chats(t, s, 5, "near")
+	info, err := s.journal.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half the stream: the whole test's steps came within a second, so
+	// the near chat's, a few milliseconds, span far less than that.
+	s.farBytes = info.State.Bytes / 2
+	batchedReads := requests(t, s, directGetPrefix+JournalStream, func(body []byte) bool { return strings.Contains(string(body), `"batch"`) })
+	reads := requests(t, s, directGetPrefix+JournalStream, nil)
+	kept(t, s, "near", 5)
+	if b, n := batchedReads(), reads(); b == 0 || n-b != 1 {
+		t.Errorf("%d reads, %d of them batched; want batched reads after one look at its first message", n, b)
 	}
 }

@@ -42,38 +42,39 @@ var (
 
 // Load implements engine.Store.
 func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error) {
-	through, err := s.journalEnd(ctx, session)
+	last, err := s.journalEnd(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	return s.loadThrough(ctx, session, 1, through, 0)
+	return s.loadThrough(ctx, session, 1, last, 0)
 }
 
-// journalEnd returns the stream sequence of session's journal's last
-// message, or ErrNoSession.
-func (s *Store) journalEnd(ctx context.Context, session string) (uint64, error) {
+// journalEnd returns session's journal's last message, or ErrNoSession.
+func (s *Store) journalEnd(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
 	if !validID(session) {
-		return 0, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
 	last, err := s.lastMsg(ctx, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
+		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
-	return last.Sequence, nil
+	return last, nil
 }
 
 // loadThrough reads session's journal from the message at stream sequence
-// start (1: its start; else where a batch starts) to the one at through,
-// which it has: by its messages' links when it spans far (links.go), else
-// in batches. With from past 1 (LoadFrom), it may start at the batch that
-// holds event from, found by its links or by a search (batchHolding).
-func (s *Store) loadThrough(ctx context.Context, session string, start, through uint64, from int64) ([]engine.Batch, error) {
+// start (1: its start; else where a batch starts) to last, its last
+// message as lastMsg read it: by its messages' links when it spans far
+// (links.go), else in batches. With from past 1 (LoadFrom), it may start
+// at the batch that holds event from, found by its links or by a search
+// (batchHolding).
+func (s *Store) loadThrough(ctx context.Context, session string, start uint64, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, error) {
 	walk, cancel := walkContext(ctx)
-	out, byLinks, err := s.readByLinks(walk, session, start, through, from)
+	out, byLinks, err := s.readByLinks(walk, session, start, last, from)
 	cancel()
+	through := last.Sequence
 	if !byLinks {
 		if from > 1 && start <= 1 && !s.noBatchGet.Load() {
 			start = s.batchHolding(ctx, session, from, through)

@@ -28,11 +28,11 @@ var _ engine.JournalFrom = (*Store)(nil)
 
 // LoadFrom implements engine.JournalFrom.
 func (s *Store) LoadFrom(ctx context.Context, session string, from int64) ([]engine.Batch, error) {
-	through, err := s.journalEnd(ctx, session)
+	last, err := s.journalEnd(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	return s.loadThrough(ctx, session, 1, through, from)
+	return s.loadThrough(ctx, session, 1, last, from)
 }
 
 // batchHolding returns the stream sequence of a batch of session's journal
