@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,12 +23,12 @@ import (
 // own beside the server's.
 func requests(t *testing.T, s *Store, subj string, match func(body []byte) bool) func() int64 {
 	t.Helper()
-	var n atomic.Int64
-	sub, err := s.nc.Subscribe(subj, func(m *nats.Msg) {
-		if match == nil || match(m.Data) {
-			n.Add(1)
-		}
-	})
+	// A channel, not a handler: the connection's reader puts each message
+	// in it before it reads the answer to a flush, where a handler runs
+	// later, on a goroutine of its own, and a count read after the flush
+	// could miss the last requests.
+	seen := make(chan *nats.Msg, 1<<14)
+	sub, err := s.nc.ChanSubscribe(subj, seen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +36,22 @@ func requests(t *testing.T, s *Store, subj string, match func(body []byte) bool)
 	if err := s.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	var n int64
 	return func() int64 {
 		t.Helper()
 		if err := s.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		return n.Load()
+		for {
+			select {
+			case m := <-seen:
+				if match == nil || match(m.Data) {
+					n++
+				}
+			default:
+				return n
+			}
+		}
 	}
 }
 
