@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +19,11 @@ import (
 	"github.com/clienttools/gateway/engine"
 	"github.com/clienttools/gateway/store/jetstream"
 )
+
+// benchLogger is the benchmarks' stores' logger: each opens a new data
+// directory, and a warning that says so at every open buried the results
+// (make bench); an error still shows.
+var benchLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
 // BenchmarkAppend appends batches shaped as the engine's: a model delta
 // (one ~200-byte event, no state) and a step (three events and a 1 KiB
@@ -44,7 +51,7 @@ func BenchmarkAppend(b *testing.B) {
 		for _, r := range []run{{1, 0, ""}, {100, 0, ""}, {1, jetstream.SyncEveryWrite, "/fsync=always"}} {
 			sessions := r.sessions
 			b.Run(fmt.Sprintf("%s/sessions=%d%s", shape.name, sessions, r.suffix), func(b *testing.B) {
-				s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir(), Sync: r.sync})
+				s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir(), Sync: r.sync, Logger: benchLogger})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -262,7 +269,7 @@ func btoi(v bool) int {
 // ends.
 func benchStore(b *testing.B) *jetstream.Store {
 	b.Helper()
-	s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir()})
+	s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: b.TempDir(), Logger: benchLogger})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -312,7 +319,7 @@ func benchLongLivedChat(b *testing.B, op func(context.Context, *jetstream.Store)
 			for range b.N {
 				b.StopTimer()
 				dir := b.TempDir()
-				s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir})
+				s, err := jetstream.Open(ctx, jetstream.Options{DataDir: dir, Logger: benchLogger})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -331,7 +338,7 @@ func benchLongLivedChat(b *testing.B, op func(context.Context, *jetstream.Store)
 				if err := s.Close(); err != nil {
 					b.Fatal(err)
 				}
-				if s, err = jetstream.Open(ctx, jetstream.Options{DataDir: dir}); err != nil {
+				if s, err = jetstream.Open(ctx, jetstream.Options{DataDir: dir, Logger: benchLogger}); err != nil {
 					b.Fatal(err)
 				}
 				// Another chat goes on meanwhile: how long its appends
