@@ -291,9 +291,21 @@ func TestLoadNearJournalOnALargeStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Half the stream: the whole test's steps came within a second, so
-	// the near chat's, a few milliseconds, span far less than that.
-	s.farBytes = info.State.Bytes / 2
+	// Halfway between what the near chat spans, judged as spansFar judges
+	// it (its time at the stream's mean rate), and the whole stream: the
+	// chat is near, and the stream holds more than farBytes, however
+	// slowly this machine appended.
+	first, err := s.journal.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject("near")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.journal.GetLastMsgForSubject(ctx, subject("near"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := info.State
+	spanned := float64(st.Bytes) * last.Time.Sub(first.Time).Seconds() / max(st.LastTime.Sub(st.FirstTime).Seconds(), 1)
+	s.farBytes = uint64((spanned + float64(st.Bytes)) / 2)
 	batchedReads := requests(t, s, directGetPrefix+JournalStream, func(body []byte) bool { return strings.Contains(string(body), `"batch"`) })
 	reads := requests(t, s, directGetPrefix+JournalStream, nil)
 	kept(t, s, "near", 5)
