@@ -201,7 +201,8 @@ func (s *Session) purgeStored() {
 	defer cancel()
 	if err := s.e.opts.Store.Delete(ctx, s.id); err != nil {
 		// Its end may not be stored either (the store refused its last
-		// steps): it is loaded again ended, or as it was.
+		// steps): it is loaded again ended, or as it was, or not at all
+		// (a deletion cut short part way: Store.Delete).
 		s.purged = fmt.Errorf("%w: the session left memory, and is not deleted: %w", ErrStoreUnavailable, err)
 		s.logger.Warn("failed to delete the session; it is deleted when asked again", "err", err)
 		return

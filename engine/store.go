@@ -49,7 +49,10 @@ type Store interface {
 	// Summaries lists the summaries of owner's sessions, or of every
 	// session when owner is "", newest first.
 	Summaries(ctx context.Context, owner string) ([]Summary, error)
-	// Delete forgets a session: its journal and its summary.
+	// Delete forgets a session: its journal and its summary. One that
+	// fails part way leaves the session as it was, or one that Load
+	// answers ErrNoSession for (and deletes what is left of): never a
+	// journal that Load returns with steps missing.
 	Delete(ctx context.Context, session string) error
 }
 

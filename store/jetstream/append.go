@@ -151,7 +151,7 @@ func (s *Store) headOf(ctx context.Context, session string) (head, error) {
 // journal through its last message, through; rare (the
 // process restarted right after a step with no event, or one in parts).
 func (s *Store) lastEventSeq(ctx context.Context, session string, through *jetstream.RawStreamMsg) (int64, error) {
-	batches, err := s.loadThrough(ctx, session, 1, through, 0)
+	batches, err := s.loadThrough(ctx, session, 1, nil, through, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -425,7 +425,7 @@ func (s *Store) landed(ctx context.Context, session string, b engine.Batch) (res
 		}
 		// A try in parts that landed whole: read it back.
 		var batches []engine.Batch
-		if batches, err = s.loadThrough(ctx, session, 1, msg, 0); err != nil {
+		if batches, err = s.loadThrough(ctx, session, 1, nil, msg, 0); err != nil {
 			return b, head{}, false, err
 		}
 		if len(batches) == 0 {

@@ -27,11 +27,11 @@ func (s *Store) Delete(ctx context.Context, session string) error {
 }
 
 // deleteJournal deletes session's journal. A journal that spans far
-// (links.go) is deleted message by message, found from its last by their
-// links (deleteByLinks). What the links do not reach
-// (an append after the last message was read, a journal a backup's tail
-// copied without its links, a message a replica behind has not got), and
-// a journal that spans less, are purged; then the purge has few blocks or
+// (links.go) is deleted message by message, found by their links
+// (deleteByLinks). What the links do not reach (an append after the last
+// message was read, a message published by hand without its link, a
+// message a replica behind has not got, a walk out of its time), and a
+// journal that spans less, are purged; then the purge has few blocks or
 // none to read.
 func (s *Store) deleteJournal(ctx context.Context, session string) error {
 	subj := subject(session)
@@ -41,11 +41,19 @@ func (s *Store) deleteJournal(ctx context.Context, session string) error {
 	return s.journal.Purge(ctx, jetstream.WithPurgeSubject(subj))
 }
 
-// deleteByLinks deletes subj's messages one by one from its last, by
-// their links, when it spans far (farFirst). It never deletes a message of
-// another subject: a link that names one ends the walk. Whatever ends it
-// (a read or a deletion that fails, the server refusing deletions), the
-// purge after it deletes the rest, and says what failed.
+// deleteByLinks deletes subj's messages one by one, when it spans far
+// (farFirst): its first, then the others from its last, by their links.
+// It never deletes a message of another subject: a link that names one
+// ends the walk. Whatever ends it (a read or a deletion that fails, the
+// server refusing deletions), the purge after it deletes the rest, and
+// says what failed.
+//
+// The first goes first so that a deletion cut short (its time, a purge
+// that fails, the process killed) leaves no chat to load: what is left
+// starts at a message that links to a deleted one, which Load takes for
+// a deletion begun, and finishes. Cut short from the last back, it left
+// the chat's first steps, a whole journal of fewer steps, which a load
+// read as the chat and the chat went on from.
 func (s *Store) deleteByLinks(ctx context.Context, subj string) {
 	if s.deleteByLinksDenied.Load() {
 		return
@@ -54,13 +62,13 @@ func (s *Store) deleteByLinks(ctx context.Context, subj string) {
 	if err != nil {
 		return
 	}
-	first := s.farFirst(ctx, subj, 1, msg)
-	if first == nil {
-		return // the purge reads the few blocks it spans
+	first := s.farFirst(ctx, subj, 1, nil, msg)
+	if first == nil || !s.deleteMsg(ctx, first.Sequence) {
+		return // the purge: it reads the few blocks a near journal spans
 	}
-	for {
+	for msg.Sequence != first.Sequence {
 		prev, linked := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader))
-		if !s.deleteMsg(ctx, msg.Sequence) || !linked || prev < first.Sequence {
+		if !s.deleteMsg(ctx, msg.Sequence) || !linked || prev <= first.Sequence || prev >= msg.Sequence {
 			return
 		}
 		if msg, err = s.linked(ctx, subj, prev); err != nil {

@@ -76,15 +76,21 @@ func (s *Store) spansFar(ctx context.Context, first, last time.Time) bool {
 }
 
 // farFirst returns subj's first message at stream sequence start or
-// after, when its journal from there to last spans far; nil when it does
-// not, or the stream holds too little for any journal to (then nothing is
-// asked of the server but its stream's size, every rateEvery).
-func (s *Store) farFirst(ctx context.Context, subj string, start uint64, last *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
+// after (first, when the caller read it; else read here), when its
+// journal from there to last spans far; nil when it does not, or the
+// stream holds too little for any journal to (then nothing is asked of
+// the server but its stream's size, every rateEvery).
+func (s *Store) farFirst(ctx context.Context, subj string, start uint64, first, last *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
 	if s.rate.read(ctx, s.journal, s.farBytes) == 0 {
 		return nil
 	}
-	first, err := s.journal.GetMsg(ctx, max(start, 1), jetstream.WithGetMsgSubject(subj))
-	if err != nil || first.Sequence > last.Sequence || !s.spansFar(ctx, first.Time, last.Time) {
+	if first == nil {
+		var err error
+		if first, err = s.journal.GetMsg(ctx, max(start, 1), jetstream.WithGetMsgSubject(subj)); err != nil {
+			return nil
+		}
+	}
+	if first.Sequence > last.Sequence || !s.spansFar(ctx, first.Time, last.Time) {
 		return nil
 	}
 	return first
@@ -125,24 +131,28 @@ func (s *Store) linked(ctx context.Context, subj string, seq uint64) (*jetstream
 // their links from the last, when it spans far (farFirst). With from past
 // 1, it stops at the batch that holds event from (a replay's read: a
 // search of the journal's middle would look across the blocks between its
-// messages). It reports false, having read nothing, for a journal that
-// does not span far, or one whose links do not lead to start (a journal a
-// backup's tail copied without its links, a message a replica behind has
-// not got): the batched read reads it. A stream that holds less than
-// farBytes costs it nothing.
-func (s *Store) readByLinks(ctx context.Context, session string, start uint64, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, bool, error) {
+// messages). It reports false, and returns nothing, for a journal that
+// does not span far, or one whose links do not lead to start (a message
+// published by hand without its link, a message a replica behind has not
+// got, a walk out of its time): the batched read then reads the whole of
+// it. On a stream that holds less than farBytes it asks the server
+// nothing but the stream's size, every rateEvery.
+func (s *Store) readByLinks(ctx context.Context, session string, start uint64, first, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, bool, error) {
 	if s.noBatchGet.Load() {
 		return nil, false, nil
 	}
 	subj := subject(session)
-	first := s.farFirst(ctx, subj, start, last)
-	if first == nil {
+	if first = s.farFirst(ctx, subj, start, first, last); first == nil {
 		return nil, false, nil
 	}
 	var err error
 	msgs := []*jetstream.RawStreamMsg{last} // the last first
 	for msg := last; msg.Sequence != first.Sequence && !holds(msg.Data, from); msgs = append(msgs, msg) {
 		switch prev, _ := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader)); {
+		case prev >= msg.Sequence:
+			// No server stores such a link (it checks the one it is
+			// given): one would send the walk round, not back.
+			return nil, false, nil
 		case prev == first.Sequence:
 			msg = first
 		case prev < first.Sequence:

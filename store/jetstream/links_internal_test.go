@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,14 +140,15 @@ func TestDeleteNearJournal(t *testing.T) {
 }
 
 // TestDeleteJournalPastAnUnlinkedMessage: a journal with a message that
-// names no message before it (a backup's tail copies messages without
-// their links) is deleted whole all the same: its messages after it by
-// their links, the rest by the purge.
+// names no message before it (published by hand, without the header that
+// every append of the store's sets) is deleted whole all the same: its
+// first message, those after the unlinked one by their links, the rest by
+// the purge.
 func TestDeleteJournalPastAnUnlinkedMessage(t *testing.T) {
 	s, ctx := openForLoad(t)
 	s.farBytes = 1
 	chats(t, s, 10, "far", "busy")
-	// A step as a backup's tail copies it: published with no link.
+	// A step published by hand: no link.
 	last, err := s.journal.GetLastMsgForSubject(ctx, subject("far"))
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +168,8 @@ func TestDeleteJournalPastAnUnlinkedMessage(t *testing.T) {
 	if err := s.Delete(ctx, "far"); err != nil {
 		t.Fatal(err)
 	}
-	if n := counted.one(); n != 2 {
-		t.Errorf("%d messages deleted one by one, want 2: the unlinked message and the one after it", n)
+	if n := counted.one(); n != 3 {
+		t.Errorf("%d messages deleted one by one, want 3: the journal's first, the unlinked message and the one after it", n)
 	}
 	kept(t, s, "far", 0)
 	kept(t, s, "busy", 10)
@@ -311,5 +314,136 @@ func TestLoadNearJournalOnALargeStream(t *testing.T) {
 	kept(t, s, "near", 5)
 	if b, n := batchedReads(), reads(); b == 0 || n-b != 1 {
 		t.Errorf("%d reads, %d of them batched; want batched reads after one look at its first message", n, b)
+	}
+}
+
+// forgedStream is the journal's stream with hooks: forge changes each
+// message GetMsg reads (a link as no server of ours stores one), and
+// deleted runs after each DeleteMsg.
+type forgedStream struct {
+	jetstream.Stream
+	forge   func(m *jetstream.RawStreamMsg)
+	deleted func(n int)
+	gets    atomic.Int64
+	deletes int
+}
+
+func (f *forgedStream) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	f.gets.Add(1)
+	m, err := f.Stream.GetMsg(ctx, seq, opts...)
+	if err == nil && f.forge != nil {
+		f.forge(m)
+	}
+	return m, err
+}
+
+func (f *forgedStream) DeleteMsg(ctx context.Context, seq uint64) error {
+	err := f.Stream.DeleteMsg(ctx, seq)
+	f.deletes++
+	if f.deleted != nil {
+		f.deleted(f.deletes)
+	}
+	return err
+}
+
+// seqsOf returns the stream sequences of id's journal, first to last.
+func seqsOf(t *testing.T, s *Store, id string) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for seq := uint64(1); ; seq++ {
+		m, err := s.journal.GetMsg(context.Background(), seq, jetstream.WithGetMsgSubject(subject(id)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return seqs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, m.Sequence)
+		seq = m.Sequence
+	}
+}
+
+// TestDeletionCutShortLeavesNoChat: a deletion by links that stops part
+// way (its context ends: a sweep out of time, a shutdown; or its purge
+// fails, or the process dies) leaves no chat to load. Deleted from its
+// last message back, it left the chat's first steps, which a load
+// returned as the chat, and the chat went on from there, numbering again
+// events its pages had. The load finds what is left, deletes it and its
+// summary, and answers that there is no such session.
+func TestDeletionCutShortLeavesNoChat(t *testing.T) {
+	s, _ := openForLoad(t)
+	s.farBytes = 1 // any span is far
+	chats(t, s, 30, "far", "busy")
+	if err := s.Summarize(context.Background(), engine.Summary{ID: "far", Owner: "ada", Title: "far", Created: time.Now(), Updated: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.journal = &forgedStream{Stream: s.journal, deleted: func(n int) {
+		if n == 10 {
+			cancel()
+		}
+	}}
+	if err := s.Delete(ctx, "far"); err == nil {
+		t.Fatal("a deletion whose context ended part way reported none")
+	}
+	if left := len(seqsOf(t, s, "far")); left == 0 || left == 30 {
+		t.Fatalf("%d of the chat's 30 messages left: the deletion was not cut short part way, and the test tries nothing", left)
+	}
+	if got, err := s.Load(context.Background(), "far"); !errors.Is(err, engine.ErrNoSession) {
+		t.Errorf("a load after a deletion cut short: %d steps, %v; want ErrNoSession", len(got), err)
+	}
+	if left := seqsOf(t, s, "far"); len(left) > 0 {
+		t.Errorf("the load left %d of the chat's messages", len(left))
+	}
+	sums, err := s.Summaries(context.Background(), "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sums) > 0 {
+		t.Errorf("the chat is still listed: %+v", sums)
+	}
+	kept(t, s, "busy", 30)
+}
+
+// TestWalkStaysInItsChat: a link that names another chat's message, or
+// one that does not go back, ends the walk by links: the load reads the
+// chat whole in batches, at once, and a deletion deletes no other chat's
+// message. No server of ours stores such links (it checks the one each
+// append gives); the walk must not trust them all the same.
+func TestWalkStaysInItsChat(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		link func(far, busy []uint64) uint64 // what far's 11th message links to
+	}{
+		{"a link to another chat's message", func(_, busy []uint64) uint64 { return busy[9] }},
+		{"a link to itself", func(far, _ []uint64) uint64 { return far[10] }},
+		{"a link forward", func(far, _ []uint64) uint64 { return far[12] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ctx := openForLoad(t)
+			s.farBytes = 1
+			chats(t, s, 20, "far", "busy")
+			far, busy := seqsOf(t, s, "far"), seqsOf(t, s, "busy")
+			to := strconv.FormatUint(tc.link(far, busy), 10)
+			forged := &forgedStream{Stream: s.journal, forge: func(m *jetstream.RawStreamMsg) {
+				if m.Sequence == far[10] {
+					m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, to)
+				}
+			}}
+			s.journal = forged
+			kept(t, s, "far", 20)
+			// The walk gives up where it meets the link: the last nine
+			// messages, the forged one, maybe the one it names, the look
+			// at the first. A walk round reads until its time is up.
+			if n := forged.gets.Load(); n > 13 {
+				t.Errorf("the load read %d messages one by one; want it to give up at the forged link", n)
+			}
+			if err := s.Delete(ctx, "far"); err != nil {
+				t.Fatal(err)
+			}
+			kept(t, s, "far", 0)
+			kept(t, s, "busy", 20)
+		})
 	}
 }

@@ -40,13 +40,54 @@ var (
 	errNoDirectAnswer = errors.New("the stream's replicas did not answer the whole journal")
 )
 
-// Load implements engine.Store.
+// Load implements engine.Store. A journal whose first message links to
+// an earlier one lost its start to a deletion cut short (deleteByLinks
+// deletes the first message before the others): Load finishes the
+// deletion, and the session is gone.
 func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error) {
 	last, err := s.journalEnd(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	return s.loadThrough(ctx, session, 1, last, 0)
+	first, err := s.journalStart(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	if _, headless := link(first.Header.Get(jetstream.ExpectedLastSubjSeqHeader)); headless {
+		return nil, s.finishDeletion(ctx, session, first.Sequence)
+	}
+	return s.loadThrough(ctx, session, 1, first, last, 0)
+}
+
+// journalStart returns session's journal's first message, or ErrNoSession
+// (deleted since its end was read), as lastMsg reads its last.
+func (s *Store) journalStart(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
+	var retry replicaRetry
+	for {
+		first, err := s.journal.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject(session)))
+		switch {
+		case errors.Is(err, nats.ErrNoResponders) && retry.again(ctx):
+			continue
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
+		case err != nil:
+			return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
+		}
+		return first, nil
+	}
+}
+
+// finishDeletion deletes what is left of session's journal, whose first
+// message, at stream sequence at, is not its start, and its summary, and
+// returns ErrNoSession: the deletion was asked for, and what is left is
+// its last steps without their start, no chat to run.
+func (s *Store) finishDeletion(ctx context.Context, session string, at uint64) error {
+	if err := s.Delete(ctx, session); err != nil {
+		s.opts.Logger.Warn("a session's deletion was cut short, and what is left of it could not be deleted: it cannot be loaded, and is deleted when asked again", "session", session, "err", err)
+	} else {
+		s.opts.Logger.Info("a session's deletion was cut short: what was left of it is deleted now", "session", session)
+	}
+	return fmt.Errorf("%w: session %s was being deleted (its journal starts at a message that follows a deleted one, stream sequence %d)", engine.ErrNoSession, session, at)
 }
 
 // journalEnd returns session's journal's last message, or ErrNoSession.
@@ -67,12 +108,13 @@ func (s *Store) journalEnd(ctx context.Context, session string) (*jetstream.RawS
 // loadThrough reads session's journal from the message at stream sequence
 // start (1: its start; else where a batch starts) to last, its last
 // message as lastMsg read it: by its messages' links when it spans far
-// (links.go), else in batches. With from past 1 (LoadFrom), it may start
-// at the batch that holds event from, found by its links or by a search
-// (batchHolding).
-func (s *Store) loadThrough(ctx context.Context, session string, start uint64, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, error) {
+// (links.go), else in batches. first is its first message from start on,
+// when the caller read it (nil: read when needed). With from past 1
+// (LoadFrom), it may start at the batch that holds event from, found by
+// its links or by a search (batchHolding).
+func (s *Store) loadThrough(ctx context.Context, session string, start uint64, first, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, error) {
 	walk, cancel := walkContext(ctx)
-	out, byLinks, err := s.readByLinks(walk, session, start, last, from)
+	out, byLinks, err := s.readByLinks(walk, session, start, first, last, from)
 	cancel()
 	through := last.Sequence
 	if !byLinks {

@@ -32,7 +32,7 @@ func (s *Store) LoadFrom(ctx context.Context, session string, from int64) ([]eng
 	if err != nil {
 		return nil, err
 	}
-	return s.loadThrough(ctx, session, 1, last, from)
+	return s.loadThrough(ctx, session, 1, nil, last, from)
 }
 
 // batchHolding returns the stream sequence of a batch of session's journal
