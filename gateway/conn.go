@@ -480,7 +480,7 @@ func (c *conn) open(f SessionOpen) {
 		// It left memory at each try: another node took it (its lease
 		// was lost here), or it unloads as fast as it loads. Either way
 		// the page resumes by reconnecting, as after any move.
-		c.close(engine.CloseElsewhere, "the session moved to another gateway node: reconnect")
+		c.close(engine.CloseElsewhere, leftThisNode)
 		return
 	}
 	if err != nil {

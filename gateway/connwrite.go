@@ -14,6 +14,12 @@ import (
 )
 
 // reply queues a frame of the gateway's own, waiting for room.
+// leftThisNode is the close reason of a page whose session left this
+// node: its lease lapsed (a pause, NATS out of reach, its leader
+// elected) or was handed over. Another node may run it now, or will once
+// it is loaded again: the page reconnects either way.
+const leftThisNode = "the session left this gateway node (its lease lapsed, or was handed over): reconnect"
+
 func (c *conn) reply(typ string, frame json.RawMessage) {
 	for {
 		c.mu.Lock()
@@ -258,7 +264,7 @@ func (c *conn) ended(page *engine.Page) bool {
 	case errors.Is(err, engine.ErrUnloaded):
 		// The session left this node (its lease was lost): it runs
 		// elsewhere from its journal.
-		end = closeRequest{engine.CloseElsewhere, "the session moved to another gateway node: reconnect"}
+		end = closeRequest{engine.CloseElsewhere, leftThisNode}
 	default:
 		return true
 	}

@@ -53,6 +53,11 @@ func TestClusterFailover(t *testing.T) {
 	for _, name := range names {
 		// The first start makes the replicated streams: it takes a while.
 		procs[name].waitHealthyFor(bases[name], time.Minute)
+		// The test's 5 s leases, shorter than a cluster should run with
+		// (it kills no NATS server): each node says what they risk.
+		if log := procs[name].stderr.String(); !strings.Contains(log, "the session leases last less than 10 s") {
+			t.Errorf("%s did not warn of its 5 s leases on a cluster:\n%s", name, log)
+		}
 	}
 
 	// Calls per second: the cluster, pages spread over its three nodes,
