@@ -131,46 +131,62 @@ func (s *Store) linked(ctx context.Context, subj string, seq uint64) (*jetstream
 // their links from the last, when it spans far (farFirst). With from past
 // 1, it stops at the batch that holds event from (a replay's read: a
 // search of the journal's middle would look across the blocks between its
-// messages). It reports false, and returns nothing, for a journal that
-// does not span far, or one whose links do not lead to start (a message
-// published by hand without its link, a message a replica behind has not
-// got, a walk out of its time): the batched read then reads the whole of
-// it. On a stream that holds less than farBytes it asks the server
-// nothing but the stream's size, every rateEvery.
-func (s *Store) readByLinks(ctx context.Context, session string, start uint64, first, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, bool, error) {
+// messages). It returns the batches it read, from the oldest, and where
+// the read in batches is to go before them: to the message before stream
+// sequence below (0: nowhere, the walk read it all). A walk that stops
+// short of start (out of its time, a message published by hand without
+// its link, one a replica behind has not got) keeps what it read from the
+// first batch with events on; a journal that does not span far is read
+// in batches whole (nothing read, below past last). On a stream that
+// holds less than farBytes it asks the server nothing but the stream's
+// size, every rateEvery.
+func (s *Store) readByLinks(ctx context.Context, session string, start uint64, first, last *jetstream.RawStreamMsg, from int64) (out []engine.Batch, below uint64, err error) {
+	none := last.Sequence + 1
 	if s.noBatchGet.Load() {
-		return nil, false, nil
+		return nil, none, nil
 	}
 	subj := subject(session)
 	if first = s.farFirst(ctx, subj, start, first, last); first == nil {
-		return nil, false, nil
+		return nil, none, nil
 	}
-	var err error
 	msgs := []*jetstream.RawStreamMsg{last} // the last first
 	for msg := last; msg.Sequence != first.Sequence && !holds(msg.Data, from); msgs = append(msgs, msg) {
-		switch prev, _ := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader)); {
-		case prev >= msg.Sequence:
-			// No server stores such a link (it checks the one it is
-			// given): one would send the walk round, not back.
-			return nil, false, nil
+		prev, _ := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader))
+		switch {
 		case prev == first.Sequence:
 			msg = first
-		case prev < first.Sequence:
-			return nil, false, nil
+			continue
+		case prev < first.Sequence, prev >= msg.Sequence:
+			// Unlinked; or a link no server stores (it checks the one it
+			// is given), which would send the walk round, not back.
 		default:
-			if msg, err = s.linked(ctx, subj, prev); err != nil {
-				return nil, false, nil
+			var err error
+			if msg, err = s.linked(ctx, subj, prev); err == nil {
+				continue
 			}
 		}
+		// Short of start: what was read stays, from a batch's start on
+		// (a set's parts whole), and the batched read reads before it.
+		for len(msgs) > 0 {
+			if _, kind, err := firstEvent(msgs[len(msgs)-1].Data); err == nil && kind == startsEvents {
+				break
+			}
+			msgs = msgs[:len(msgs)-1]
+		}
+		if len(msgs) == 0 {
+			return nil, none, nil
+		}
+		below = msgs[len(msgs)-1].Sequence
+		break
 	}
 	r := newJournalReader(session, msgs[len(msgs)-1].Sequence, last.Sequence)
 	for i := len(msgs) - 1; i >= 0; i-- {
 		r.next = msgs[i].Sequence
 		if err := r.keep(msgs[i].Data); err != nil {
-			return nil, true, err
+			return nil, 0, err
 		}
 	}
-	return r.out, true, nil
+	return r.out, below, nil
 }
 
 // holds reports whether a journal message starts a batch whose first

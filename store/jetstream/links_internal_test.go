@@ -324,12 +324,17 @@ type forgedStream struct {
 	jetstream.Stream
 	forge   func(m *jetstream.RawStreamMsg)
 	deleted func(n int)
-	gets    atomic.Int64
-	deletes int
+	// failFrom: GetMsg fails from its failFrom-th call on (0: never), as
+	// a walk's reads do once its time is up.
+	failFrom int64
+	gets     atomic.Int64
+	deletes  int
 }
 
 func (f *forgedStream) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
-	f.gets.Add(1)
+	if n := f.gets.Add(1); f.failFrom > 0 && n >= f.failFrom {
+		return nil, context.DeadlineExceeded
+	}
 	m, err := f.Stream.GetMsg(ctx, seq, opts...)
 	if err == nil && f.forge != nil {
 		f.forge(m)
@@ -445,5 +450,42 @@ func TestWalkStaysInItsChat(t *testing.T) {
 			kept(t, s, "far", 0)
 			kept(t, s, "busy", 20)
 		})
+	}
+}
+
+// TestLoadKeepsWhatTheWalkRead: a walk by links that stops short of the
+// journal's start (out of its time, a message a replica behind has not
+// got) keeps what it read, and the read in batches reads the rest: before
+// it threw that away and read the whole journal again, so a far-spread
+// chat longer than a walk's 5 s paid them at every load, then the whole
+// read. The batches of that read that go past where the walk stopped
+// (one is not bounded by a sequence) are not taken twice.
+func TestLoadKeepsWhatTheWalkRead(t *testing.T) {
+	defer func(b int) { loadBatch = b }(loadBatch)
+	loadBatch = 4
+	s, _ := openForLoad(t)
+	s.farBytes = 1
+	chats(t, s, 30, "far", "busy")
+	batched := requests(t, s, directGetPrefix+JournalStream, func(body []byte) bool { return strings.Contains(string(body), `"batch"`) })
+	// Load's look at the first message, then nine of the walk's reads
+	// (steps 29 to 21; the last, 30, came with the journal's end): the
+	// tenth fails.
+	s.journal = &forgedStream{Stream: s.journal, failFrom: 11}
+	got, err := s.Load(context.Background(), "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range got {
+		if len(b.Events) != 1 || b.Events[0].Seq != int64(i+1) {
+			t.Fatalf("step %d of the load: %+v; want event %d alone", i+1, b.Events, i+1)
+		}
+	}
+	if len(got) != 30 {
+		t.Fatalf("loaded %d steps, want 30", len(got))
+	}
+	// Steps 1 to 20 in batches of 4, and one batch past them; the whole
+	// journal would take 8.
+	if n := batched(); n > 6 {
+		t.Errorf("%d batched reads; want at most 6, for the 20 steps the walk did not read", n)
 	}
 }

@@ -114,14 +114,17 @@ func (s *Store) journalEnd(ctx context.Context, session string) (*jetstream.RawS
 // its links or by a search (batchHolding).
 func (s *Store) loadThrough(ctx context.Context, session string, start uint64, first, last *jetstream.RawStreamMsg, from int64) ([]engine.Batch, error) {
 	walk, cancel := walkContext(ctx)
-	out, byLinks, err := s.readByLinks(walk, session, start, first, last, from)
+	out, below, err := s.readByLinks(walk, session, start, first, last, from)
 	cancel()
-	through := last.Sequence
-	if !byLinks {
+	if err == nil && below > 0 {
+		through := below - 1
 		if from > 1 && start <= 1 && !s.noBatchGet.Load() {
 			start = s.batchHolding(ctx, session, from, through)
 		}
-		out, err = s.readBatched(ctx, session, start, through)
+		var before []engine.Batch
+		if before, err = s.readBatched(ctx, session, start, through); err == nil {
+			out = append(before[:upTo(before, out)], out...)
+		}
 	}
 	switch {
 	case errors.Is(err, engine.ErrCorrupt):
@@ -130,6 +133,23 @@ func (s *Store) loadThrough(ctx context.Context, session string, start uint64, f
 		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
 	return out, nil
+}
+
+// upTo is how many of before, a read in batches that may have gone past
+// the message it was to end at (a batch of messages is not bounded by a
+// sequence), come before after, the journal's batches from a batch with
+// events on: those before its first event.
+func upTo(before, after []engine.Batch) int {
+	if len(after) == 0 || len(after[0].Events) == 0 {
+		return len(before)
+	}
+	next := after[0].Events[0].Seq
+	for i, b := range before {
+		if len(b.Events) > 0 && b.Events[0].Seq >= next {
+			return i
+		}
+	}
+	return len(before)
 }
 
 // readBatched reads session's journal from start to through in batches
