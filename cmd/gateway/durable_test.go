@@ -16,12 +16,14 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/clienttools/gateway/store/jetstream/natstest"
 	"github.com/clienttools/gateway/testlog"
 	"github.com/coder/websocket"
 )
@@ -741,13 +743,7 @@ func durableSameJSON(a, b []byte) bool {
 // durableFreeAddr is a 127.0.0.1 address with a port nothing listens on now.
 func durableFreeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(natstest.FreePort(t)))
 }
 
 func clipLog(s string, n int) string {

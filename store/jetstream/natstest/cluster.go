@@ -3,6 +3,7 @@ package natstest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"strconv"
@@ -31,13 +32,13 @@ func Cluster(t testing.TB, n int) []*Member {
 	routes := make([]*url.URL, n)
 	ports := make([]int, n)
 	for i := range n {
-		ports[i] = freePort(t)
+		ports[i] = FreePort(t)
 		routes[i], _ = url.Parse("nats://127.0.0.1:" + strconv.Itoa(ports[i]))
 	}
 	members := make([]*Member, n)
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("n%d", i+1), opts: server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freePort(t),
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: FreePort(t),
 			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: MaxPayload,
 			Cluster: server.ClusterOpts{Name: "gateway", Host: "127.0.0.1", Port: ports[i]},
 			Routes:  routes,
@@ -93,15 +94,24 @@ func (m *Member) Stop() {
 	}
 }
 
-// freePort is a loopback port no one listens on now.
-func freePort(t testing.TB) int {
+// FreePort is a loopback port no one listens on now, for a server to
+// take later (a process started with it, one restarted on it). It is
+// below the kernel's ephemeral range (32768 on, on Linux): a port that a
+// listen on port 0 gave, closed for the server to take, could be given to
+// another socket first (a client's connection takes one too), and the
+// server failed to listen ("address already in use") with the packages'
+// tests run side by side.
+func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			ln.Close()
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port from 20000 to 32000")
+	return 0
 }
 
 // jetStreamAnswers reports whether the server at u answers a JetStream
