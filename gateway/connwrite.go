@@ -13,13 +13,13 @@ import (
 	"github.com/coder/websocket"
 )
 
-// reply queues a frame of the gateway's own, waiting for room.
 // leftThisNode is the close reason of a page whose session left this
 // node: its lease lapsed (a pause, NATS out of reach, its leader
 // elected) or was handed over. Another node may run it now, or will once
 // it is loaded again: the page reconnects either way.
 const leftThisNode = "the session left this gateway node (its lease lapsed, or was handed over): reconnect"
 
+// reply queues a frame of the gateway's own, waiting for room.
 func (c *conn) reply(typ string, frame json.RawMessage) {
 	for {
 		c.mu.Lock()
