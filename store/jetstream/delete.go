@@ -37,11 +37,11 @@ func (s *Store) deleteJournal(ctx context.Context, session string) error {
 	subj := subject(session)
 	walk, cancel := walkContext(ctx)
 	defer cancel()
-	s.deleteByLinks(walk, subj)
+	s.deleteByLinks(walk, session)
 	return s.journal.Purge(ctx, jetstream.WithPurgeSubject(subj))
 }
 
-// deleteByLinks deletes subj's messages one by one, when it spans far
+// deleteByLinks deletes session's messages one by one, when it spans far
 // (farFirst): its first, then the others from its last, by their links.
 // It never deletes a message of another subject: a link that names one
 // ends the walk. Whatever ends it (a read or a deletion that fails, the
@@ -54,24 +54,21 @@ func (s *Store) deleteJournal(ctx context.Context, session string) error {
 // a deletion begun, and finishes. Cut short from the last back, it left
 // the chat's first steps, a whole journal of fewer steps, which a load
 // read as the chat and the chat went on from.
-func (s *Store) deleteByLinks(ctx context.Context, subj string) {
+func (s *Store) deleteByLinks(ctx context.Context, session string) {
 	if s.deleteByLinksDenied.Load() {
 		return
 	}
-	msg, err := s.journal.GetLastMsgForSubject(ctx, subj)
+	msg, err := s.lastMsg(ctx, session)
 	if err != nil {
 		return
 	}
+	subj := subject(session)
 	first := s.farFirst(ctx, subj, 1, nil, msg)
 	if first == nil || !s.deleteMsg(ctx, first.Sequence) {
 		return // the purge: it reads the few blocks a near journal spans
 	}
-	for msg.Sequence != first.Sequence {
-		prev, linked := link(msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader))
-		if !s.deleteMsg(ctx, msg.Sequence) || !linked || prev <= first.Sequence || prev >= msg.Sequence {
-			return
-		}
-		if msg, err = s.linked(ctx, subj, prev); err != nil {
+	for ok := true; ok && msg.Sequence != first.Sequence; msg, ok = s.before(ctx, subj, msg, first) {
+		if !s.deleteMsg(ctx, msg.Sequence) {
 			return
 		}
 	}

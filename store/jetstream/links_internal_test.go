@@ -294,7 +294,7 @@ func TestLoadNearJournalOnALargeStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Halfway between what the near chat spans, judged as spansFar judges
+	// Halfway between what the near chat spans, judged as farFirst judges
 	// it (its time at the stream's mean rate), and the whole stream: the
 	// chat is near, and the stream holds more than farBytes, however
 	// slowly this machine appended.

@@ -53,7 +53,7 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 	if err != nil {
 		return nil, err
 	}
-	if _, headless := link(first.Header.Get(jetstream.ExpectedLastSubjSeqHeader)); headless {
+	if link(first) > 0 {
 		return nil, s.finishDeletion(ctx, session, first.Sequence)
 	}
 	return s.loadThrough(ctx, session, 1, first, last, 0)

@@ -143,7 +143,7 @@ type Store struct {
 	// deletion (deleteByLinks), which the log said once: journals are
 	// purged whole from then on.
 	deleteByLinksDenied atomic.Bool
-	// rate is the journal's, for spansFar; farBytes is farBytes, which
+	// rate is the journal's, for farFirst; farBytes is farBytes, which
 	// tests lower.
 	rate     journalRate
 	farBytes uint64
