@@ -71,9 +71,25 @@ func encodeBatch(b engine.Batch) ([]byte, error) {
 // after a node dies or under load, none may be for a moment, and the server
 // says "no responders". That passes; the read is tried again for a while.
 func (s *Store) lastMsg(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
+	return fromReplicas(ctx, func() (*jetstream.RawStreamMsg, error) {
+		return s.journal.GetLastMsgForSubject(ctx, subject(session))
+	})
+}
+
+// firstMsg reads the first message of session's journal, as lastMsg reads
+// its last.
+func (s *Store) firstMsg(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
+	return fromReplicas(ctx, func() (*jetstream.RawStreamMsg, error) {
+		return s.journal.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject(session)))
+	})
+}
+
+// fromReplicas makes read, a direct get, again while no replica answers,
+// for a while.
+func fromReplicas(ctx context.Context, read func() (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
 	var retry replicaRetry
 	for {
-		msg, err := s.journal.GetLastMsgForSubject(ctx, subject(session))
+		msg, err := read()
 		if !errors.Is(err, nats.ErrNoResponders) || !retry.again(ctx) {
 			return msg, err
 		}

@@ -60,21 +60,10 @@ func (s *Store) Load(ctx context.Context, session string) ([]engine.Batch, error
 }
 
 // journalStart returns session's journal's first message, or ErrNoSession
-// (deleted since its end was read), as lastMsg reads its last.
+// (deleted since its end was read).
 func (s *Store) journalStart(ctx context.Context, session string) (*jetstream.RawStreamMsg, error) {
-	var retry replicaRetry
-	for {
-		first, err := s.journal.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject(session)))
-		switch {
-		case errors.Is(err, nats.ErrNoResponders) && retry.again(ctx):
-			continue
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
-		case err != nil:
-			return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
-		}
-		return first, nil
-	}
+	first, err := s.firstMsg(ctx, session)
+	return journalMsg(session, first, err)
 }
 
 // finishDeletion deletes what is left of session's journal, whose first
@@ -96,13 +85,20 @@ func (s *Store) journalEnd(ctx context.Context, session string) (*jetstream.RawS
 		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
 	}
 	last, err := s.lastMsg(ctx, session)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	return journalMsg(session, last, err)
+}
+
+// journalMsg is a read of one of session's journal's messages as a load
+// answers it: no message is ErrNoSession, a read that failed
+// ErrStoreUnavailable.
+func journalMsg(session string, msg *jetstream.RawStreamMsg, err error) (*jetstream.RawStreamMsg, error) {
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, fmt.Errorf("%w: %q", engine.ErrNoSession, session)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("%w: failed to read session %s's journal: %w", engine.ErrStoreUnavailable, session, err)
 	}
-	return last, nil
+	return msg, nil
 }
 
 // loadThrough reads session's journal from the message at stream sequence
