@@ -195,34 +195,17 @@ func TestReadBatchAnswers(t *testing.T) {
 	}
 }
 
-// watchDirectGets counts the direct gets of stream that s makes, seen from
-// a second connection: each call of the function returned says how many
-// came since the last.
+// watchDirectGets counts the direct gets of stream that s makes: each
+// call of the function returned says how many came since the last.
 func watchDirectGets(t *testing.T, s *Store, stream string) func() int {
 	t.Helper()
-	watch, err := nats.Connect(s.embedded.ns.ClientURL(), nats.InProcessServer(s.embedded.ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(watch.Close)
-	requests, err := watch.SubscribeSync(directGetPrefix + stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	count := requests(t, s, directGetPrefix+stream, nil)
+	var seen int64
 	return func() int {
 		t.Helper()
-		if err := watch.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for {
-			if _, err := requests.NextMsg(50 * time.Millisecond); err != nil {
-				return n
-			}
-			n++
-		}
+		n := count()
+		since := n - seen
+		seen = n
+		return int(since)
 	}
 }
