@@ -92,7 +92,7 @@ func (s *Store) farFirst(ctx context.Context, subj string, start uint64, first, 
 
 // walkBudget bounds a walk by links of one journal: about 50,000 messages
 // deleted on one server (0.1 ms a message, a read and a deletion, on a
-// two-core machine; 0.37 ms under the race detector), fewer on a cluster,
+// two-core machine; 0.7 ms under the race detector), fewer on a cluster,
 // where each read is a round trip and each deletion is replicated.
 const walkBudget = 5 * time.Second
 
