@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/clienttools/gateway/engine"
 )
 
@@ -56,5 +58,60 @@ func TestJetStreamComesBackOn(t *testing.T) {
 	}
 	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
 		t.Errorf("the journal holds events %v, want [1 2]", seqs)
+	}
+}
+
+// TestReviveWaitsForJetStreamToStop: nats-server turns JetStream off in
+// steps (marked off, its streams stopped, the JetStream let go of), and a
+// revive that turned it on before the last step had its new JetStream let
+// go of in its place: the new streams ran on with their files open, the
+// next start waited 10 s (reviveFirstWait), and a JetStream request could
+// meet a nil and end the process. Revive, tried over and over while
+// JetStream goes off, turns it on only once it is off, at the first try
+// after.
+func TestReviveWaitsForJetStreamToStop(t *testing.T) {
+	was := reviveEvery
+	reviveEvery = time.Hour // the tries are the test's own
+	t.Cleanup(func() { reviveEvery = was })
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close()
+		goleak.VerifyNone(t) // no stream of a JetStream let go of runs on
+	})
+	if _, err := s.Own(ctx, "s1", func() { t.Error("lost the lease") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 1, Type: "message",
+		Frame: json.RawMessage(`{"type":"message","seq":1}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	off := make(chan error)
+	go func() { off <- s.embedded.ns.ShutdownJetStream() }()
+	tries := 0
+	for stopping := true; stopping; tries++ {
+		select {
+		case err := <-off:
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopping = false
+		default:
+		}
+		if _, err := s.embedded.revive(); err != nil {
+			t.Fatalf("revive while JetStream goes off: %v", err)
+		}
+	}
+	on, err := s.embedded.revive()
+	if err != nil || !on && !s.embedded.ns.JetStreamEnabled() {
+		t.Fatalf("revive once JetStream is off (%d tries while it went off): %v, %v; JetStream on: %v",
+			tries, on, err, s.embedded.ns.JetStreamEnabled())
+	}
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1]" {
+		t.Errorf("the journal holds events %v, want [1]", seqs)
 	}
 }

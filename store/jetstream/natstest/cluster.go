@@ -79,6 +79,7 @@ func (m *Member) Start(t testing.TB) {
 	}
 	ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
 		t.Fatalf("NATS server %s did not start", m.Name)
 	}
 	m.ns = ns

@@ -32,6 +32,7 @@ func Start(t testing.TB, edit func(*server.Options)) string {
 	}
 	ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
 		t.Fatal("the NATS server did not start")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
