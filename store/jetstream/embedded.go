@@ -242,12 +242,7 @@ var (
 // tried again the same way, after a wait that grows (reviveFirstWait).
 func (e *embedded) revive() (bool, error) {
 	werr, enabled := e.writeErr(), e.ns.JetStreamEnabled()
-	if !enabled && e.ns.JetStreamConfig() != nil {
-		// Still going off: nats-server marks JetStream off first, then
-		// stops its streams, and lets go of its JetStream last. One started
-		// meanwhile was let go of in its place, its streams left running
-		// on their files, and a JetStream request then met a nil (a panic
-		// that ended the process, in a test's run).
+	if e.goingOff() {
 		return false, nil
 	}
 	switch {
@@ -278,6 +273,13 @@ func (e *embedded) revive() (bool, error) {
 			return false, err
 		}
 	}
+	if e.goingOff() {
+		// nats-server's own shutdown, for a full disk, began with ours
+		// and still runs: ours found JetStream marked off, and returned.
+		// Not a try: the next look starts it, once it is off.
+		e.retryAt = now
+		return false, nil
+	}
 	// The server's own configuration, as at its start: the store's
 	// directory (the server adds its "jetstream" folder again), and
 	// limits it works out from the disk and memory it finds now; its
@@ -286,6 +288,15 @@ func (e *embedded) revive() (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// goingOff reports whether the server's JetStream is still going off.
+// nats-server marks it off first, then stops its streams, and lets go of
+// it last: one started meanwhile is let go of in its place, its streams
+// left running on their files, and a JetStream request can then meet a
+// nil (a panic that ended a test's process).
+func (e *embedded) goingOff() bool {
+	return !e.ns.JetStreamEnabled() && e.ns.JetStreamConfig() != nil
 }
 
 func (e *embedded) stop() {
