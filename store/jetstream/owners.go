@@ -277,6 +277,32 @@ func (o *ownership) renew() {
 			case gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev:
 				start = o.s.opts.Clock.Now()
 				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), e.Revision())
+			case errors.Is(gerr, jetstream.ErrKeyNotFound) && !alone:
+				switch aged, aerr := o.s.leaseAgedOut(ctx, o.session); {
+				case aerr != nil:
+					unsure = true
+				case aged:
+					// Expired, with no marker of a lease given back or
+					// taken away: renewals that did not land within the
+					// lease's time, as while the bucket elected a leader
+					// (its max_age ran on meanwhile). Taken again, it
+					// stays this node's: a node that took it meanwhile
+					// and holds it makes the create fail; one that took
+					// it, wrote to the session's journal, and lost it in
+					// turn, fences this node's next append, which expects
+					// the journal to end where this node left it. Should
+					// the create fail, the lease is another node's or
+					// this node's at a later revision (a replica behind
+					// answered the reads): the next tick tells.
+					start = o.s.opts.Clock.Now()
+					if r, cerr := o.s.owners.Create(ctx, o.session, []byte(o.s.opts.Node)); cerr == nil {
+						newRev, err = r, nil
+					} else {
+						unsure = true
+					}
+				}
+				// Else a marker: given back or taken away (ForceRelease),
+				// lost.
 			case gerr == nil && string(e.Value()) != o.s.opts.Node,
 				errors.Is(gerr, jetstream.ErrKeyNotFound), errors.Is(gerr, jetstream.ErrKeyDeleted):
 				// Another node's, or gone: lost.
@@ -322,6 +348,24 @@ func (o *ownership) renew() {
 		o.s.opts.Logger.Warn("lost a session's lease", "session", o.session, "err", err)
 		o.lost()
 	}
+}
+
+// leaseAgedOut reports whether session's lease has no message left in its
+// bucket: it expired (the bucket's max_age). A lease given back or taken
+// away leaves a marker instead, which the bucket's Get does not tell from
+// none.
+func (s *Store) leaseAgedOut(ctx context.Context, session string) (bool, error) {
+	st, err := s.js.Stream(ctx, kvStream(OwnersBucket))
+	if err != nil {
+		return false, fmt.Errorf("failed to look up the leases' stream: %w", err)
+	}
+	switch _, err := st.GetLastMsgForSubject(ctx, ownersSubject+session); {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to read session %s's lease: %w", session, err)
+	}
+	return false, nil
 }
 
 // ForceRelease deletes session's lease whoever holds it: the holder finds

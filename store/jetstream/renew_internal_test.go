@@ -204,3 +204,85 @@ func holding(t *testing.T, opts Options) (*Store, *ownership, *int) {
 	defer s.mu.Unlock()
 	return s, s.owned["s1"], losses
 }
+
+// TestRenewTakesAnExpiredLeaseAgain: on a NATS that nodes share, a lease
+// whose key expired (its renewals did not land within its time, as while
+// the leases' bucket elects a leader, its max_age running on) and that no
+// node took is this node's to take again. It was lost, and every node's
+// sessions with it, when one NATS server of three died (an outside audit,
+// with 5 s leases). A lease given back or taken away leaves a marker, and
+// is lost; a node that took it, wrote to the journal and let it expire in
+// turn, leaves this node's next append fenced.
+func TestRenewTakesAnExpiredLeaseAgain(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		meanwhile func(t *testing.T, s *Store)
+		lost      bool
+		fenced    bool
+	}{
+		{name: "expired", meanwhile: expire},
+		{name: "given back", lost: true, meanwhile: func(t *testing.T, s *Store) {
+			if err := s.ForceRelease(ctx, "s1"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "taken, written to and expired", fenced: true, meanwhile: func(t *testing.T, s *Store) {
+			expire(t, s)
+			other, err := Open(ctx, Options{URL: s.opts.URL, Node: "n2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			if _, err := other.Own(ctx, "s1", func() {}); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 2, Type: "message",
+				Frame: []byte(`{"type":"message","seq":2,"message":{"role":"user","content":"n2's"}}`)}}}); err != nil {
+				t.Fatal(err)
+			}
+			expire(t, other)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, o, losses := holding(t, Options{URL: natstest.Server(t, nil), Node: "n1", LeaseTTL: time.Minute})
+			if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 1, Type: "message",
+				Frame: []byte(`{"type":"message","seq":1}`)}}}); err != nil {
+				t.Fatal(err)
+			}
+			tc.meanwhile(t, s)
+			o.renew()
+			if lost := *losses > 0; lost != tc.lost || o.gone != tc.lost {
+				t.Fatalf("lost %v (gone %v), want %v", lost, o.gone, tc.lost)
+			}
+			if tc.lost {
+				return
+			}
+			if e, err := s.owners.Get(ctx, "s1"); err != nil || string(e.Value()) != "n1" || e.Revision() != o.rev {
+				t.Fatalf("the lease after the renewal: %v, %v; want n1's, at revision %d", e, err, o.rev)
+			}
+			err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 2, Type: "message",
+				Frame: []byte(`{"type":"message","seq":2}`)}}})
+			if fenced := errors.Is(err, ErrFenced); fenced != tc.fenced {
+				t.Errorf("the next append: %v, want fenced %v", err, tc.fenced)
+			}
+		})
+	}
+}
+
+// expire takes session s1's lease out of its bucket as its max_age does,
+// with no marker.
+func expire(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s.js.Stream(ctx, kvStream(OwnersBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(ownersSubject+"s1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.owners.Get(ctx, "s1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the lease's key once expired: %v, want ErrKeyNotFound", err)
+	}
+}

@@ -85,7 +85,7 @@ func (s *Store) setUp(ctx context.Context) error {
 	// this one renews and trusts its leases by the bucket's.
 	s.opts.LeaseTTL = leaseTTL
 	if s.opts.URL != "" && s.opts.Replicas > 1 && leaseTTL < minClusterLease {
-		s.opts.Logger.Warn("the session leases last less than 10 s: when a NATS server dies, its buckets elect another leader, a few seconds without one, and a lease that expires meanwhile is lost, so every node may lose its sessions as if it had paused; raise it (deploy.md, --lease-ttl)",
+		s.opts.Logger.Warn("the session leases last less than 10 s: when a NATS server dies, its buckets elect another leader, 4 to 9 s without one, and a lease that goes unrenewed past its time meanwhile is lost, so every node may lose its sessions as if it had paused; raise it (deploy.md, --lease-ttl)",
 			"lease_ttl", leaseTTL, "bucket", OwnersBucket)
 	}
 	s.sayWhatWasMissing()
@@ -97,9 +97,10 @@ func (s *Store) setUp(ctx context.Context) error {
 }
 
 // minClusterLease is the shortest lease a cluster's node is not warned
-// of: an outside audit's kills of the NATS server leading the leases'
-// bucket (three servers, one machine) cost every node its sessions in 3
-// of 4 tries with 5 s leases, none in 6 with 10 s.
+// of: kills of the NATS server leading the leases' bucket (three servers,
+// one machine) cost a session its lease in 2 tries of 4 with 5 s leases,
+// none in 6 with 10 s; before a renewal took an expired key again, an
+// outside audit's cost every node its sessions in 3 of 4 with 5 s.
 const minClusterLease = 10 * time.Second
 
 // attach looks up the streams and buckets the gateway made (Options.Attach).

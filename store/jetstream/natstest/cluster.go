@@ -85,8 +85,11 @@ func (m *Member) Start(t testing.TB) {
 	m.ns = ns
 }
 
-// Stop shuts m down, as a kill would to its clients and peers (its files
-// stay); stopping a stopped member does nothing.
+// Stop shuts m down (its files stay): its clients and peers see it go, as
+// they would a kill, but it hands what it leads to another server first,
+// where a crashed one leaves it without a leader until the others elect
+// one (4 to 9 s: nats-server's election timeout). Stopping a stopped
+// member does nothing.
 func (m *Member) Stop() {
 	if m.ns != nil {
 		m.ns.Shutdown()
