@@ -54,6 +54,7 @@ type embedded struct {
 	// reviveJetStream's goroutine reads these.
 	retryAt   time.Time
 	retryWait time.Duration
+	startErr  error // why the last start failed, until one works (off)
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
@@ -184,6 +185,9 @@ func startServer(storeDir string, sync time.Duration, log natsLog) (*server.Serv
 // off says why the server's JetStream stores nothing, or nil when it
 // does: it is off, or a stream met a write error.
 func (e *embedded) off() error {
+	if !e.ns.JetStreamEnabled() && e.startErr != nil {
+		return fmt.Errorf("the embedded NATS server's JetStream is off, and did not start again (%w): mend what failed under %s; the gateway starts it again after %v, then twice as long each time, up to every %v", e.startErr, e.storeDir, reviveFirstWait, reviveMaxWait)
+	}
 	if !e.ns.JetStreamEnabled() {
 		return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
 	}
@@ -285,8 +289,17 @@ func (e *embedded) revive() (bool, error) {
 	// limits it works out from the disk and memory it finds now; its
 	// flushes (Options.Sync) come from the server's options, set at start.
 	if err := e.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: e.storeDir}); err != nil {
+		// nats-server keeps a start that failed part way (its directory
+		// unwritable, or no directory) as its JetStream, said on though it
+		// stores nothing: the store said it was healthy, and started it
+		// no more. Let go of it, for the next start.
+		e.startErr = err
+		if serr := e.ns.ShutdownJetStream(); serr != nil {
+			return false, errors.Join(err, serr)
+		}
 		return false, err
 	}
+	e.startErr = nil
 	return true, nil
 }
 
@@ -327,6 +340,7 @@ func (s *Store) reviveJetStream() {
 		}
 		switch on, err := s.embedded.revive(); {
 		case err != nil:
+			s.setDown(s.embedded.off())
 			s.opts.Logger.Warn("failed to start the embedded NATS server's JetStream again; trying again", "err", err)
 		case on:
 			s.setDown(s.embedded.off())

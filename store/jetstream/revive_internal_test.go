@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/clienttools/gateway/engine"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // TestJetStreamComesBackOn: a server that turned JetStream off (as a
@@ -113,5 +117,70 @@ func TestReviveWaitsForJetStreamToStop(t *testing.T) {
 	}
 	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1]" {
 		t.Errorf("the journal holds events %v, want [1]", seqs)
+	}
+}
+
+// TestReviveAfterAFailedStart: a start of JetStream that fails part way
+// (its directory is no directory, as a disk mounted wrong may leave it)
+// left nats-server's JetStream set up and said on, though it stored
+// nothing: the store said it was healthy, and never started it again. It
+// is let go of, the store says it stores nothing, and a later start, once
+// what failed is mended, stores again, with everything from before.
+func TestReviveAfterAFailedStart(t *testing.T) {
+	was := reviveEvery
+	reviveEvery = time.Hour // the tries are the test's own
+	t.Cleanup(func() { reviveEvery = was })
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Own(ctx, "s1", func() { t.Error("lost the lease") }); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(seq int64) engine.Batch {
+		return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message",
+			Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, seq))}}}
+	}
+	if err := s.Append(ctx, "s1", ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	files := filepath.Join(s.embedded.storeDir, server.JetStreamStoreDir)
+	if err := os.Rename(files, files+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if on, err := s.embedded.revive(); err == nil || on {
+		t.Fatalf("a start of JetStream in a file: %v, %v; want it to fail", on, err)
+	}
+	if err := s.embedded.off(); err == nil || !strings.Contains(err.Error(), "did not start again") || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("the store after a failed start of JetStream: %v, want it to say the start failed, and why", err)
+	}
+
+	if err := os.Remove(files); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(files+".aside", files); err != nil {
+		t.Fatal(err)
+	}
+	s.embedded.retryAt = time.Time{} // the wait after a failed start is over
+	if on, err := s.embedded.revive(); err != nil || !on {
+		t.Fatalf("a start once mended: %v, %v; want JetStream on", on, err)
+	}
+	if err := s.embedded.off(); err != nil {
+		t.Errorf("the store once JetStream is on again: %v", err)
+	}
+	if err := s.Append(ctx, "s1", ev(2)); err != nil {
+		t.Fatalf("an append once JetStream is on again: %v", err)
+	}
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
+		t.Errorf("the journal holds events %v, want [1 2]", seqs)
 	}
 }
