@@ -73,17 +73,6 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
-// waitFor polls ok for up to 30 s: a bound against a hang, not a timing
-// assertion.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for %s", what)
-		}
-	}
-}
-
 // openOwned opens a store on dataDir that owns session s1 and holds its
 // first step, and returns it with step, which appends event seq padded to
 // 64 KiB, waiting for the store at most timeout.

@@ -52,9 +52,13 @@ type embedded struct {
 	// The next start of JetStream is not before retryAt; retryWait, the
 	// wait after the last, doubles to reviveMaxWait (revive). Only
 	// reviveJetStream's goroutine reads these.
-	retryAt   time.Time
-	retryWait time.Duration
-	startErr  error // why the last start failed, until one works (off)
+	retryAt    time.Time
+	retryWait  time.Duration
+	startErr   error  // why the last start failed, until one works (off)
+	stoppedFor string // the write error revive stopped JetStream for, until a start works
+	// How many looks in a row found JetStream off (offLooks), or on with
+	// a stream's write error (errLooks): revive acts on two.
+	offLooks, errLooks int
 }
 
 // checkDataDir makes dir the gateway's data directory, or says why it
@@ -185,20 +189,22 @@ func startServer(storeDir string, sync time.Duration, log natsLog) (*server.Serv
 // off says why the server's JetStream stores nothing, or nil when it
 // does: it is off, or a stream met a write error.
 func (e *embedded) off() error {
-	if !e.ns.JetStreamEnabled() && e.startErr != nil {
+	werr := e.writeErr()
+	switch on := e.ns.JetStreamEnabled(); {
+	case !on && e.startErr != nil:
 		return fmt.Errorf("the embedded NATS server's JetStream is off, and did not start again (%w): mend what failed under %s; the gateway starts it again after %v, then twice as long each time, up to every %v", e.startErr, e.storeDir, reviveFirstWait, reviveMaxWait)
-	}
-	if !e.ns.JetStreamEnabled() {
+	case !on && e.stoppedFor != "":
+		werr = e.stoppedFor // stopped by revive, to start again
+	case !on:
 		return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
 	}
-	werr := e.writeErr()
 	switch {
 	case werr == "":
 		return nil
 	case noSpace(werr):
 		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
 	default:
-		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again at once, then after %v, then twice as long each time, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again within seconds, then after %v, then twice as long each time, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
 	}
 }
 
@@ -226,12 +232,12 @@ const reviveFree = 8 << 20
 // should go back on (a variable for tests).
 var reviveEvery = 2 * time.Second
 
-// JetStream starts again at once (once the disk has room), then, should it
-// stop again, after reviveFirstWait, then twice as long each time, up to
-// reviveMaxWait: another write error than a full disk's may be mended (a
-// disk remounted, a limit lifted) without a restart, and a start reads
-// every stream's files, too much to do every few seconds against a disk
-// that still fails.
+// JetStream starts again within a few looks (once the disk has room),
+// then, should it stop again, after reviveFirstWait, then twice as long
+// each time, up to reviveMaxWait: another write error than a full disk's
+// may be mended (a disk remounted, a limit lifted) without a restart, and
+// a start reads every stream's files, too much to do every few seconds
+// against a disk that still fails.
 var (
 	reviveFirstWait = 10 * time.Second
 	reviveMaxWait   = 5 * time.Minute
@@ -244,10 +250,26 @@ var (
 // refused step is stored once the disk has room: started again, JetStream
 // reads its streams back from the same files. Another write error is
 // tried again the same way, after a wait that grows (reviveFirstWait).
+//
+// It acts on what two looks in a row saw (reviveEvery apart): it stops
+// JetStream for a write error seen twice with JetStream on, and starts
+// it once two looks found it off, never in the look that stopped it.
+// nats-server stops JetStream by itself too (a write refused for its
+// permissions), and two stops that overlap are not safe: the one that
+// ends last lets go of whatever JetStream the server has by then (a start
+// made in between: its streams went on writing the same files beside the
+// next start's, and an acknowledged step was lost; a JetStream request met
+// a nil, a panic that ended a test's process).
 func (e *embedded) revive() (bool, error) {
 	werr, enabled := e.writeErr(), e.ns.JetStreamEnabled()
-	if e.goingOff() {
-		return false, nil
+	off := !enabled && e.ns.JetStreamConfig() == nil
+	switch {
+	case off:
+		e.offLooks, e.errLooks = e.offLooks+1, 0
+	case enabled && werr != "":
+		e.offLooks, e.errLooks = 0, e.errLooks+1
+	default:
+		e.offLooks, e.errLooks = 0, 0
 	}
 	switch {
 	case enabled && werr == "":
@@ -257,33 +279,33 @@ func (e *embedded) revive() (bool, error) {
 			e.retryAt, e.retryWait = time.Time{}, 0
 		}
 		return false, nil
-	case !enabled || noSpace(werr):
+	case !enabled && !off:
+		return false, nil // still going off: nats-server lets go of it last
+	case off || noSpace(werr):
 		// A full disk (or JetStream off: nats-server turns it off for a
 		// full disk, and for a directory it may not write) waits for room.
 		if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
 			return false, nil
 		}
 	}
-	// A start: at once, then, should what failed still be there (EIO, a
+	// A start: now, then, should what failed still be there (EIO, a
 	// read-only disk, a file size limit), less and less often.
 	now := time.Now()
 	if now.Before(e.retryAt) {
 		return false, nil
 	}
-	e.retryWait = min(max(2*e.retryWait, reviveFirstWait), reviveMaxWait)
-	e.retryAt = now.Add(e.retryWait)
-	if e.ns.JetStreamEnabled() {
-		if err := e.ns.ShutdownJetStream(); err != nil {
-			return false, err
+	if enabled {
+		if e.errLooks >= 2 {
+			e.offLooks, e.errLooks, e.stoppedFor = 0, 0, werr
+			return false, e.ns.ShutdownJetStream() // the start comes at a later look
 		}
-	}
-	if e.goingOff() {
-		// nats-server's own shutdown, for a full disk, began with ours
-		// and still runs: ours found JetStream marked off, and returned.
-		// Not a try: the next look starts it, once it is off.
-		e.retryAt = now
 		return false, nil
 	}
+	if e.offLooks < 2 {
+		return false, nil
+	}
+	e.retryWait = min(max(2*e.retryWait, reviveFirstWait), reviveMaxWait)
+	e.retryAt = now.Add(e.retryWait)
 	// The server's own configuration, as at its start: the store's
 	// directory (the server adds its "jetstream" folder again), and
 	// limits it works out from the disk and memory it finds now; its
@@ -294,22 +316,14 @@ func (e *embedded) revive() (bool, error) {
 		// stores nothing: the store said it was healthy, and started it
 		// no more. Let go of it, for the next start.
 		e.startErr = err
+		e.offLooks = 0
 		if serr := e.ns.ShutdownJetStream(); serr != nil {
 			return false, errors.Join(err, serr)
 		}
 		return false, err
 	}
-	e.startErr = nil
+	e.startErr, e.stoppedFor, e.offLooks = nil, "", 0
 	return true, nil
-}
-
-// goingOff reports whether the server's JetStream is still going off.
-// nats-server marks it off first, then stops its streams, and lets go of
-// it last: one started meanwhile is let go of in its place, its streams
-// left running on their files, and a JetStream request can then meet a
-// nil (a panic that ended a test's process).
-func (e *embedded) goingOff() bool {
-	return !e.ns.JetStreamEnabled() && e.ns.JetStreamConfig() != nil
 }
 
 func (e *embedded) stop() {

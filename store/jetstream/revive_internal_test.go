@@ -57,9 +57,9 @@ func TestJetStreamComesBackOn(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := s.Healthy(); err != nil {
-		t.Errorf("Healthy after JetStream came back on: %v", err)
-	}
+	// The store says so at the end of the look that started it again,
+	// which the step may beat.
+	waitFor(t, "Healthy once JetStream is back on", func() bool { return s.Healthy() == nil })
 	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
 		t.Errorf("the journal holds events %v, want [1 2]", seqs)
 	}
@@ -74,26 +74,7 @@ func TestJetStreamComesBackOn(t *testing.T) {
 // JetStream goes off, turns it on only once it is off, at the first try
 // after.
 func TestReviveWaitsForJetStreamToStop(t *testing.T) {
-	was := reviveEvery
-	reviveEvery = time.Hour // the tries are the test's own
-	t.Cleanup(func() { reviveEvery = was })
-	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = s.Close()
-		goleak.VerifyNone(t) // no stream of a JetStream let go of runs on
-	})
-	if _, err := s.Own(ctx, "s1", func() { t.Error("lost the lease") }); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 1, Type: "message",
-		Frame: json.RawMessage(`{"type":"message","seq":1}`)}}}); err != nil {
-		t.Fatal(err)
-	}
-
+	s := revivable(t)
 	off := make(chan error)
 	go func() { off <- s.embedded.ns.ShutdownJetStream() }()
 	tries := 0
@@ -110,13 +91,46 @@ func TestReviveWaitsForJetStreamToStop(t *testing.T) {
 			t.Fatalf("revive while JetStream goes off: %v", err)
 		}
 	}
-	on, err := s.embedded.revive()
+	// Started at the second look that finds it off (the loop's last try
+	// may have been the first).
+	on, err := reviveLooks(s, 2)
 	if err != nil || !on && !s.embedded.ns.JetStreamEnabled() {
 		t.Fatalf("revive once JetStream is off (%d tries while it went off): %v, %v; JetStream on: %v",
 			tries, on, err, s.embedded.ns.JetStreamEnabled())
 	}
 	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1]" {
 		t.Errorf("the journal holds events %v, want [1]", seqs)
+	}
+}
+
+// TestReviveStartsAtALaterLook: nats-server stops JetStream by itself too
+// (a write refused for its permissions, in a goroutine of its own), and a
+// stop that overlaps revive's own lets go of whatever JetStream the server
+// has when it ends: a start made before then ran on beside the next one,
+// on the same files, and an acknowledged step was lost (an outside
+// review's harness, two stops at once and a revive, 36 rounds of 40).
+// Revive starts JetStream only at the second look in a row that finds it
+// off, a look (reviveEvery) after the first: the stops are over by then.
+func TestReviveStartsAtALaterLook(t *testing.T) {
+	s := revivable(t)
+	for round := range 10 {
+		other := make(chan struct{})
+		go func() { _ = s.embedded.ns.ShutdownJetStream(); close(other) }()
+		_ = s.embedded.ns.ShutdownJetStream()
+		if on, err := s.embedded.revive(); on || err != nil {
+			t.Fatalf("round %d: the look right after JetStream was stopped: on %v, %v; want it left off", round, on, err)
+		}
+		<-other                          // a look later
+		s.embedded.retryAt = time.Time{} // the wait after the last start is over
+		if on, err := reviveLooks(s, 2); !on || err != nil {
+			t.Fatalf("round %d: the next look: on %v, %v; want JetStream started", round, on, err)
+		}
+	}
+	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
+		t.Fatal(err)
+	}
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
+		t.Errorf("the journal holds events %v, want [1 2]", seqs)
 	}
 }
 
@@ -127,25 +141,7 @@ func TestReviveWaitsForJetStreamToStop(t *testing.T) {
 // is let go of, the store says it stores nothing, and a later start, once
 // what failed is mended, stores again, with everything from before.
 func TestReviveAfterAFailedStart(t *testing.T) {
-	was := reviveEvery
-	reviveEvery = time.Hour // the tries are the test's own
-	t.Cleanup(func() { reviveEvery = was })
-	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Own(ctx, "s1", func() { t.Error("lost the lease") }); err != nil {
-		t.Fatal(err)
-	}
-	ev := func(seq int64) engine.Batch {
-		return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message",
-			Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, seq))}}}
-	}
-	if err := s.Append(ctx, "s1", ev(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := revivable(t)
 	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +153,7 @@ func TestReviveAfterAFailedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if on, err := s.embedded.revive(); err == nil || on {
+	if on, err := reviveLooks(s, 2); err == nil || on {
 		t.Fatalf("a start of JetStream in a file: %v, %v; want it to fail", on, err)
 	}
 	if err := s.embedded.off(); err == nil || !strings.Contains(err.Error(), "did not start again") || !strings.Contains(err.Error(), "not a directory") {
@@ -171,16 +167,71 @@ func TestReviveAfterAFailedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.embedded.retryAt = time.Time{} // the wait after a failed start is over
-	if on, err := s.embedded.revive(); err != nil || !on {
+	if on, err := reviveLooks(s, 2); err != nil || !on {
 		t.Fatalf("a start once mended: %v, %v; want JetStream on", on, err)
 	}
 	if err := s.embedded.off(); err != nil {
 		t.Errorf("the store once JetStream is on again: %v", err)
 	}
-	if err := s.Append(ctx, "s1", ev(2)); err != nil {
+	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
 		t.Fatalf("an append once JetStream is on again: %v", err)
 	}
 	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
 		t.Errorf("the journal holds events %v, want [1 2]", seqs)
 	}
+}
+
+// waitFor polls ok for up to 30 s: a bound against a hang, not a timing
+// assertion.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s", what)
+		}
+	}
+}
+
+// reviveLooks runs up to n of revive's looks, until one starts JetStream
+// or fails.
+func reviveLooks(s *Store, n int) (on bool, err error) {
+	for range n {
+		if on, err = s.embedded.revive(); on || err != nil {
+			break
+		}
+	}
+	return on, err
+}
+
+// revivable opens a store on the embedded server whose revive runs only
+// when the test calls it, holding session s1 with its first step, and
+// checks when the test ends that no stream of a JetStream let go of runs
+// on.
+func revivable(t *testing.T) *Store {
+	t.Helper()
+	was := reviveEvery
+	reviveEvery = time.Hour
+	t.Cleanup(func() { reviveEvery = was })
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close()
+		goleak.VerifyNone(t)
+	})
+	if _, err := s.Own(ctx, "s1", func() { t.Error("lost the lease") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "s1", message(1)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// message is a step of one message event, seq.
+func message(seq int64) engine.Batch {
+	return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message",
+		Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, seq))}}}
 }

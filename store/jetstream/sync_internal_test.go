@@ -38,7 +38,7 @@ func TestSync(t *testing.T) {
 			if err := s.embedded.ns.ShutdownJetStream(); err != nil {
 				t.Fatal(err)
 			}
-			if on, err := s.embedded.revive(); !on || err != nil {
+			if on, err := reviveLooks(s, 2); !on || err != nil {
 				t.Fatalf("revive: %v %v", on, err)
 			}
 			check("after JetStream went back on")
