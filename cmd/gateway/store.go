@@ -58,9 +58,9 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 		}
 		o.DataDir, where = dir, dir
 	}
-	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	s, err := jetstream.Open(openCtx, o)
+	// The store's set-up has a minute of its own (jetstream.Open), which
+	// starts after the embedded server has read its files.
+	s, err := jetstream.Open(ctx, o)
 	if errors.Is(err, nats.ErrNoServers) {
 		// Which flag, and which servers, without their secrets.
 		return openedStore{}, fmt.Errorf("nats-url %s: %w", jetstream.RedactedURLs(cfg.natsURL), err)
@@ -73,7 +73,10 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (openedStor
 		opened.relay = gateway.NewRelay(s.Conn(), s.Node())
 		// Before any session is resumed: a second node of this name would
 		// take the first's sessions for its own.
-		if err := opened.relay.CheckName(openCtx); err != nil {
+		checkCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := opened.relay.CheckName(checkCtx)
+		cancel()
+		if err != nil {
 			opened.close()
 			return openedStore{}, err
 		}

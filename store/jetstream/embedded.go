@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -173,8 +174,16 @@ func startServer(storeDir string, sync time.Duration, log natsLog) (*server.Serv
 	}
 	// Its warnings and errors are the operator's: a journal it rebuilt or
 	// cut after a crash, a block it could not read.
+	log.fatal = new(atomic.Pointer[string])
 	ns.SetLogger(log, false, false)
 	ns.Start()
+	if why := log.fatal.Load(); why != nil {
+		// Start gave up (JetStream could not start: a directory it may
+		// not write), and never says it is ready: ReadyForConnections
+		// waited its 30 s, and the error named no cause.
+		ns.Shutdown()
+		return nil, fmt.Errorf("the embedded NATS server did not start with its data in %s: %s", storeDir, *why)
+	}
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("the embedded NATS server did not start with its data in %s", storeDir)
@@ -382,14 +391,23 @@ type natsLog struct {
 	// reports itself: its lines are at debug, and say whose they are, so
 	// that none reads as the live store's.
 	backup bool
+	// fatal is the text of the server's last Fatalf (nil: none): it logs
+	// why it gave up, and returns from Start.
+	fatal *atomic.Pointer[string]
 }
 
 func (n natsLog) Noticef(format string, v ...any) { n.log(slog.LevelDebug, format, v) }
 func (n natsLog) Warnf(format string, v ...any)   { n.log(slog.LevelWarn, format, v) }
 func (n natsLog) Errorf(format string, v ...any)  { n.log(slog.LevelError, format, v) }
-func (n natsLog) Fatalf(format string, v ...any)  { n.log(slog.LevelError, format, v) }
-func (n natsLog) Debugf(string, ...any)           {}
-func (n natsLog) Tracef(string, ...any)           {}
+func (n natsLog) Fatalf(format string, v ...any) {
+	if n.fatal != nil {
+		why := fmt.Sprintf(format, v...)
+		n.fatal.Store(&why)
+	}
+	n.log(slog.LevelError, format, v)
+}
+func (n natsLog) Debugf(string, ...any) {}
+func (n natsLog) Tracef(string, ...any) {}
 
 func (n natsLog) log(level slog.Level, format string, v []any) {
 	who := "embedded NATS server: "

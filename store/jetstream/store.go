@@ -165,7 +165,11 @@ type head struct {
 }
 
 // Open starts the embedded server (or connects to URL) and makes sure the
-// stream and buckets exist.
+// stream and buckets exist. ctx ends it early (a signal); the set-up has a
+// minute of its own (setUpTimeout), from after the embedded server has
+// read its files, for as long as they take: a large store after a crash
+// rebuilds its index from its blocks, and a minute from before that
+// failed every start of a store whose reading took most of it.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	switch {
 	case o.URL != "" && o.Sync != 0:
@@ -237,7 +241,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Logger.Info("the NATS server takes messages of at most max_payload bytes: a session's step larger than that is stored in parts, a round trip each; max_payload: 8MB avoids most (deploy.md)",
 			"max_payload", max, "max_message", MaxMessage)
 	}
-	if err := s.setUp(ctx); err != nil {
+	setUpCtx, cancel := context.WithTimeout(ctx, setUpTimeout)
+	defer cancel()
+	if err := s.setUp(setUpCtx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -249,6 +255,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// setUpTimeout bounds Open's set-up of the streams and buckets: NATS
+// servers that do not answer, or that refuse for a while (a cluster
+// electing its leaders), fail the start with what they said.
+const setUpTimeout = time.Minute
 
 // Close stops renewing leases, closes the connection and stops the
 // embedded server.

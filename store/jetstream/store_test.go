@@ -160,6 +160,28 @@ func TestDataDir(t *testing.T) {
 			t.Errorf("a second Open of a directory in use: %v", err)
 		}
 	})
+	// The server's JetStream cannot start there (its folder is a file): the
+	// error says why, at once. Open waited 30 s for a server that had given
+	// up, and said only that it did not start.
+	t.Run("JetStream cannot start", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := jetstream.Open(context.Background(), jetstream.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close()
+		files := filepath.Join(dir, "jetstream", "jetstream")
+		if err := os.RemoveAll(files); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(files, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = jetstream.Open(context.Background(), jetstream.Options{DataDir: dir})
+		if err == nil || !strings.Contains(err.Error(), "storage directory is not a directory") {
+			t.Errorf("Open where JetStream cannot start: %v, want an error saying why", err)
+		}
+	})
 	// gateway.lock keeps the last holder's process id, so it looks like a
 	// stale lock file: deleting it must not let a second gateway in.
 	t.Run("in use, its lock file deleted", func(t *testing.T) {
