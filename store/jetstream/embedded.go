@@ -212,6 +212,8 @@ func (e *embedded) off() error {
 		return nil
 	case noSpace(werr):
 		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
+	case notLoaded(werr):
+		return fmt.Errorf("the embedded NATS server could not load a stream from its files when its JetStream started (%s; its warning in the log says why): mend what failed under %s; the gateway starts its JetStream again after %v, then twice as long each time, up to every %v", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
 	default:
 		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again within seconds, then after %v, then twice as long each time, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
 	}
@@ -220,18 +222,25 @@ func (e *embedded) off() error {
 // noSpace says whether a stream's write error is a full disk's.
 func noSpace(werr string) bool { return strings.Contains(werr, "no space left") }
 
-// writeErr is the write error a stream of the server met, or "". A
-// stream whose write failed (a full disk) stores nothing from then on,
+// writeErr is the write error a stream of the server met, or that a
+// stream could not be loaded from its files at JetStream's start, or "".
+// A stream whose write failed (a full disk) stores nothing from then on,
 // and its publishers get no answer, until JetStream starts again: a
-// single server does not turn JetStream off for it.
+// single server does not turn JetStream off for it. One not loaded (its
+// files damaged or unreadable) is not there to store anything, though
+// JetStream is on.
 func (e *embedded) writeErr() string {
 	for _, he := range e.ns.Healthz(&server.HealthzOptions{Details: true}).Errors {
-		if he.Type == server.HealthzErrorStream && strings.Contains(he.Error, "write error") {
+		if he.Type == server.HealthzErrorStream && (strings.Contains(he.Error, "write error") || notLoaded(he.Error)) {
 			return he.Error
 		}
 	}
 	return ""
 }
+
+// notLoaded says whether a stream's error is that JetStream's start could
+// not load it.
+func notLoaded(werr string) bool { return strings.Contains(werr, "could not be recovered") }
 
 // reviveFree is the room the disk needs before JetStream goes back on: a
 // disk with less would fill at once, and the server turn it off again.

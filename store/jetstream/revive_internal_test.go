@@ -235,3 +235,52 @@ func message(seq int64) engine.Batch {
 	return engine.Batch{Events: []engine.Event{{Seq: seq, Type: "message",
 		Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, seq))}}}
 }
+
+// TestReviveAfterAStreamNotRecovered: a start of JetStream that could not
+// load the journal's stream from its files (its metadata unreadable) is
+// on, and stores nothing in it: the store said it was healthy. It says
+// what failed, and starts JetStream again after its wait, which loads
+// the stream once its files are mended.
+func TestReviveAfterAStreamNotRecovered(t *testing.T) {
+	s := revivable(t)
+	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(s.embedded.storeDir, server.JetStreamStoreDir, server.DEFAULT_GLOBAL_ACCOUNT, "streams", JournalStream, server.JetStreamMetaFile)
+	good, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(meta, []byte("{damaged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := reviveLooks(s, 2); !on || err != nil {
+		t.Fatalf("a start with the journal's metadata damaged: %v, %v; want JetStream on", on, err)
+	}
+	if err := s.embedded.off(); err == nil || !strings.Contains(err.Error(), JournalStream) {
+		t.Errorf("the store with the journal's stream not loaded: %v, want it to say so", err)
+	}
+
+	if err := os.WriteFile(meta, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	on := false
+	for look := 0; !on && look < 6; look++ {
+		s.embedded.retryAt = time.Time{} // the wait after the last start is over
+		if on, err = s.embedded.revive(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !on {
+		t.Fatal("JetStream was not started again once the journal's files were mended")
+	}
+	if err := s.embedded.off(); err != nil {
+		t.Errorf("the store once the journal's stream is loaded: %v", err)
+	}
+	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
+		t.Fatalf("an append once the journal's stream is loaded: %v", err)
+	}
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
+		t.Errorf("the journal holds events %v, want [1 2]", seqs)
+	}
+}
