@@ -56,7 +56,7 @@ type embedded struct {
 	retryAt    time.Time
 	retryWait  time.Duration
 	startErr   error  // why the last start failed, until one works (off)
-	stoppedFor string // the write error revive stopped JetStream for, until a start works
+	stoppedFor string // the stream's error revive stopped JetStream for, until a start works
 	// How many looks in a row found JetStream off (offLooks), or on with
 	// a stream's write error (errLooks): revive acts on two.
 	offLooks, errLooks int
@@ -198,13 +198,18 @@ func startServer(storeDir string, sync time.Duration, log natsLog) (*server.Serv
 // off says why the server's JetStream stores nothing, or nil when it
 // does: it is off, or a stream met a write error.
 func (e *embedded) off() error {
-	werr := e.writeErr()
+	werr := e.streamErr()
 	switch on := e.ns.JetStreamEnabled(); {
 	case !on && e.startErr != nil:
-		return fmt.Errorf("the embedded NATS server's JetStream is off, and did not start again (%w): mend what failed under %s; the gateway starts it again after %v, then twice as long each time, up to every %v", e.startErr, e.storeDir, reviveFirstWait, reviveMaxWait)
+		return fmt.Errorf("the embedded NATS server's JetStream is off, and did not start again (%w): mend what failed under %s; %s", e.startErr, e.storeDir, restartsSaid())
 	case !on && e.stoppedFor != "":
 		werr = e.stoppedFor // stopped by revive, to start again
 	case !on:
+		if free, err := freeBytes(e.storeDir); err == nil && free >= reviveFree {
+			// Not for a full disk: for a write it may not make (its log
+			// line says which).
+			return fmt.Errorf("the embedded NATS server turned JetStream off after a write failed (its log says which; a permission refused?): mend what failed under %s; %s", e.storeDir, restartsSaid())
+		}
 		return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
 	}
 	switch {
@@ -213,25 +218,34 @@ func (e *embedded) off() error {
 	case noSpace(werr):
 		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
 	case notLoaded(werr):
-		return fmt.Errorf("the embedded NATS server could not load a stream from its files when its JetStream started (%s; its warning in the log says why): mend what failed under %s; the gateway starts its JetStream again after %v, then twice as long each time, up to every %v", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
+		return fmt.Errorf("the embedded NATS server could not load a stream from its files when its JetStream started (%s; its warning in the log says why): mend what failed under %s; %s", werr, e.storeDir, restartsSaid())
 	default:
-		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); the gateway starts its JetStream again within seconds, then after %v, then twice as long each time, up to every %v, and stores again once a start finds the writes work", werr, e.storeDir, reviveFirstWait, reviveMaxWait)
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); %s", werr, e.storeDir, restartsSaid())
 	}
+}
+
+// restartsSaid is what off says of revive's starts of JetStream.
+func restartsSaid() string {
+	return fmt.Sprintf("the gateway starts its JetStream again within seconds, then, each time it fails again, after %v, then twice as long, up to every %v, and stores again once a start works", reviveFirstWait, reviveMaxWait)
 }
 
 // noSpace says whether a stream's write error is a full disk's.
 func noSpace(werr string) bool { return strings.Contains(werr, "no space left") }
 
-// writeErr is the write error a stream of the server met, or that a
+// streamErr is the write error a stream of the server met, or that a
 // stream could not be loaded from its files at JetStream's start, or "".
 // A stream whose write failed (a full disk) stores nothing from then on,
 // and its publishers get no answer, until JetStream starts again: a
 // single server does not turn JetStream off for it. One not loaded (its
 // files damaged or unreadable) is not there to store anything, though
 // JetStream is on.
-func (e *embedded) writeErr() string {
+func (e *embedded) streamErr() string {
 	for _, he := range e.ns.Healthz(&server.HealthzOptions{Details: true}).Errors {
-		if he.Type == server.HealthzErrorStream && (strings.Contains(he.Error, "write error") || notLoaded(he.Error)) {
+		// A stream the start could not load counts if it is one of the
+		// store's (those a backup copies): a stray folder of another, or
+		// one a deletion has not finished removing, stores nothing anyone
+		// waits for.
+		if he.Type == server.HealthzErrorStream && (strings.Contains(he.Error, "write error") || notLoaded(he.Error) && slices.Contains(backupStreams, he.Stream)) {
 			return he.Error
 		}
 	}
@@ -279,10 +293,10 @@ var (
 // next start's, and an acknowledged step was lost; a JetStream request met
 // a nil, a panic that ended a test's process).
 func (e *embedded) revive() (bool, error) {
-	werr, enabled := e.writeErr(), e.ns.JetStreamEnabled()
-	off := !enabled && e.ns.JetStreamConfig() == nil
+	werr, enabled := e.streamErr(), e.ns.JetStreamEnabled()
+	released := !enabled && e.ns.JetStreamConfig() == nil // off, and let go of
 	switch {
-	case off:
+	case released:
 		e.offLooks, e.errLooks = e.offLooks+1, 0
 	case enabled && werr != "":
 		e.offLooks, e.errLooks = 0, e.errLooks+1
@@ -297,9 +311,9 @@ func (e *embedded) revive() (bool, error) {
 			e.retryAt, e.retryWait = time.Time{}, 0
 		}
 		return false, nil
-	case !enabled && !off:
+	case !enabled && !released:
 		return false, nil // still going off: nats-server lets go of it last
-	case off || noSpace(werr):
+	case released || noSpace(werr):
 		// A full disk (or JetStream off: nats-server turns it off for a
 		// full disk, and for a directory it may not write) waits for room.
 		if free, err := freeBytes(e.storeDir); err == nil && free < reviveFree {
@@ -375,7 +389,12 @@ func (s *Store) reviveJetStream() {
 			s.setDown(s.embedded.off())
 			s.opts.Logger.Warn("failed to start the embedded NATS server's JetStream again; trying again", "err", err)
 		case on:
-			s.setDown(s.embedded.off())
+			err := s.embedded.off()
+			s.setDown(err)
+			if err != nil {
+				s.opts.Logger.Warn("the embedded NATS server's JetStream started again, and still stores nothing", "err", err)
+				break
+			}
 			s.opts.Logger.Info("the embedded NATS server's JetStream stores again")
 			warned = false
 		}

@@ -287,15 +287,19 @@ func (o *ownership) renew() {
 					// lease's time, as while the bucket elected a leader
 					// (its max_age ran on meanwhile). Taken again, it
 					// stays this node's: a node that took it meanwhile
-					// and holds it makes the create fail; one that took
+					// and holds it makes the write fail; one that took
 					// it, wrote to the session's journal, and lost it in
 					// turn, fences this node's next append, which expects
-					// the journal to end where this node left it. Should
-					// the create fail, the lease is another node's or
-					// this node's at a later revision (a replica behind
-					// answered the reads): the next tick tells.
+					// the journal to end where this node left it. The
+					// write is fenced on the key having no message at
+					// all (a create would write over a marker, and undo
+					// a ForceRelease that landed since the read). Should
+					// it fail, the key has a message now: a marker,
+					// another node's lease, or this node's at a later
+					// revision (a replica behind answered the reads):
+					// the next tick tells.
 					start = o.s.opts.Clock.Now()
-					if r, cerr := o.s.owners.Create(ctx, o.session, []byte(o.s.opts.Node)); cerr == nil {
+					if r, perr := o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), 0); perr == nil {
 						newRev, err = r, nil
 					} else {
 						unsure = true
@@ -304,8 +308,9 @@ func (o *ownership) renew() {
 				// Else a marker: given back or taken away (ForceRelease),
 				// lost.
 			case gerr == nil && string(e.Value()) != o.s.opts.Node,
-				errors.Is(gerr, jetstream.ErrKeyNotFound), errors.Is(gerr, jetstream.ErrKeyDeleted):
-				// Another node's, or gone: lost.
+				errors.Is(gerr, jetstream.ErrKeyNotFound):
+				// Another node's, or gone (on the embedded server, taken
+				// again below): lost.
 			default:
 				// Unread (a cluster without its quorum), or this node's
 				// at no later revision (a replica behind its leader):
@@ -355,11 +360,7 @@ func (o *ownership) renew() {
 // away leaves a marker instead, which the bucket's Get does not tell from
 // none.
 func (s *Store) leaseAgedOut(ctx context.Context, session string) (bool, error) {
-	st, err := s.js.Stream(ctx, kvStream(OwnersBucket))
-	if err != nil {
-		return false, fmt.Errorf("failed to look up the leases' stream: %w", err)
-	}
-	switch _, err := st.GetLastMsgForSubject(ctx, ownersSubject+session); {
+	switch _, err := s.ownersStream.GetLastMsgForSubject(ctx, ownersSubject+session); {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return true, nil
 	case err != nil:

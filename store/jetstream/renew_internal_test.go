@@ -222,8 +222,13 @@ func TestRenewTakesAnExpiredLeaseAgain(t *testing.T) {
 		fenced    bool
 	}{
 		{name: "expired", meanwhile: expire},
+		{name: "taken away", lost: true, meanwhile: func(t *testing.T, s *Store) {
+			if err := s.ForceRelease(ctx, "s1"); err != nil { // a purge marker
+				t.Fatal(err)
+			}
+		}},
 		{name: "given back", lost: true, meanwhile: func(t *testing.T, s *Store) {
-			if err := s.ForceRelease(ctx, "s1"); err != nil {
+			if err := s.owners.Delete(ctx, "s1"); err != nil { // Release's delete marker
 				t.Fatal(err)
 			}
 		}},
@@ -284,5 +289,42 @@ func expire(t *testing.T, s *Store) {
 	}
 	if _, err := s.owners.Get(ctx, "s1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("the lease's key once expired: %v, want ErrKeyNotFound", err)
+	}
+}
+
+// releasedAfterRead is the leases' stream, whose read of a lease is
+// followed at once by an operator's ForceRelease of it.
+type releasedAfterRead struct {
+	jetstream.Stream
+	s *Store
+}
+
+func (r releasedAfterRead) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	m, err := r.Stream.GetLastMsgForSubject(ctx, subject)
+	if ferr := r.s.ForceRelease(ctx, "s1"); ferr != nil {
+		return nil, ferr
+	}
+	return m, err
+}
+
+// TestRenewKeepsAForceReleaseThatLandsAsItRetakes: a renewal that read an
+// expired lease takes it again only while the key has no message at all.
+// A create would write over the purge marker of a ForceRelease that landed
+// after the read, and the holder, told to stop, would go on. The lease is
+// lost at the next renewal, which finds the marker.
+func TestRenewKeepsAForceReleaseThatLandsAsItRetakes(t *testing.T) {
+	ctx := context.Background()
+	s, o, losses := holding(t, Options{URL: natstest.Server(t, nil), Node: "n1", LeaseTTL: time.Minute})
+	expire(t, s)
+	stream := s.ownersStream
+	s.ownersStream = releasedAfterRead{stream, s}
+	o.renew()
+	s.ownersStream = stream
+	if _, err := s.owners.Get(ctx, "s1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the lease after a ForceRelease that landed as the renewal took it again: %v, want it released", err)
+	}
+	o.renew()
+	if *losses != 1 || !o.gone {
+		t.Errorf("the next renewal: lost %d times (gone %v), want the lease lost once", *losses, o.gone)
 	}
 }

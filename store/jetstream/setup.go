@@ -81,11 +81,14 @@ func (s *Store) setUp(ctx context.Context) error {
 	if err != nil {
 		return hint("the session leases", err)
 	}
+	if s.ownersStream, err = s.js.Stream(ctx, kvStream(OwnersBucket)); err != nil {
+		return hint("the session leases", err)
+	}
 	// Nodes that disagreed on a lease's life would each trust their own:
 	// this one renews and trusts its leases by the bucket's.
 	s.opts.LeaseTTL = leaseTTL
 	if s.opts.URL != "" && s.opts.Replicas > 1 && leaseTTL < minClusterLease {
-		s.opts.Logger.Warn("the session leases last less than 10 s: when a NATS server dies, its buckets elect another leader, 4 to 9 s without one, and a lease that goes unrenewed past its time meanwhile is lost, so every node may lose its sessions as if it had paused; raise it (deploy.md, --lease-ttl)",
+		s.opts.Logger.Warn("the session leases last less than 10 s: when a NATS server dies, its buckets elect another leader, 4 to 9 s without one, and a lease unrenewed for its time and a fifth meanwhile is lost, so every node may lose its sessions as if it had paused; raise it (deploy.md, --lease-ttl)",
 			"lease_ttl", leaseTTL, "bucket", OwnersBucket)
 	}
 	s.sayWhatWasMissing()
@@ -122,6 +125,9 @@ func (s *Store) attach(ctx context.Context, where string) error {
 		return missing("the cookie identities", err)
 	}
 	if s.owners, err = s.js.KeyValue(ctx, OwnersBucket); err != nil {
+		return missing("the session leases", err)
+	}
+	if s.ownersStream, err = s.js.Stream(ctx, kvStream(OwnersBucket)); err != nil {
 		return missing("the session leases", err)
 	}
 	st, err := s.owners.Status(ctx)

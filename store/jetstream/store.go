@@ -109,6 +109,9 @@ type Store struct {
 	summaryStream jetstream.Stream
 	cookies       jetstream.KeyValue
 	owners        jetstream.KeyValue
+	// ownersStream is the leases' bucket's stream, which a renewal reads
+	// directly to tell an expired lease from one given back.
+	ownersStream jetstream.Stream
 
 	mu    sync.Mutex
 	heads map[string]head       // per session: where its journal ends
@@ -165,11 +168,12 @@ type head struct {
 }
 
 // Open starts the embedded server (or connects to URL) and makes sure the
-// stream and buckets exist. ctx ends it early (a signal); the set-up has a
-// minute of its own (setUpTimeout), from after the embedded server has
-// read its files, for as long as they take: a large store after a crash
-// rebuilds its index from its blocks, and a minute from before that
-// failed every start of a store whose reading took most of it.
+// stream and buckets exist. ctx ends its set-up early (a signal; the
+// embedded server's reading of its files does not watch it), and the
+// set-up has a minute of its own (setUpTimeout), from after the embedded
+// server has read its files, for as long as they take: a large store after
+// a crash rebuilds its index from its blocks, and a minute from before
+// that failed every start of a store whose reading took most of it.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	switch {
 	case o.URL != "" && o.Sync != 0:
