@@ -91,7 +91,7 @@ func (s *Store) setUp(ctx context.Context) error {
 		s.opts.Logger.Warn("the session leases last less than 10 s: when a NATS server dies, its buckets elect another leader, 4 to 9 s without one, and a lease unrenewed for its time and a fifth meanwhile is lost, so every node may lose its sessions as if it had paused; raise it (deploy.md, --lease-ttl)",
 			"lease_ttl", leaseTTL, "bucket", OwnersBucket)
 	}
-	s.sayWhatWasMissing()
+	s.sayWhatWasMissing(ctx)
 	if s.journal.CachedInfo().Config.Replicas != s.opts.Replicas {
 		s.opts.Logger.Warn("the session journal's stream has another number of replicas than --nats-replicas, which only a new stream takes: change it with the nats CLI (nats stream edit "+JournalStream+" --replicas N) and each bucket's with nats kv",
 			"replicas", s.journal.CachedInfo().Config.Replicas, "nats_replicas", s.opts.Replicas)
@@ -416,7 +416,7 @@ var lostWhat = map[string]string{
 // store that was missing from a data directory that held one (deleted, or
 // the disk lost it), and was made anew: the store starts, and the operator
 // learns what its users lost.
-func (s *Store) sayWhatWasMissing() {
+func (s *Store) sayWhatWasMissing(ctx context.Context) {
 	if s.embedded == nil {
 		return
 	}
@@ -425,8 +425,27 @@ func (s *Store) sayWhatWasMissing() {
 		return
 	}
 	for _, name := range s.made {
-		if lost, ok := lostWhat[name]; ok {
-			s.opts.Logger.Error("the data directory held the gateway's store, but a part of it was missing and was made anew, empty: restore the directory from a backup to get it back", "part", name, "dir", s.opts.DataDir, "lost", lost)
+		lost, ok := lostWhat[name]
+		if !ok {
+			continue
 		}
+		if n := s.madeHolds(ctx, name); n > 0 {
+			// Its folder was there, its metadata not (deleted, damaged):
+			// the server took the messages it found back into the stream
+			// made anew.
+			s.opts.Logger.Warn("the data directory held the gateway's store, and a part of it had lost its metadata, which was written anew: the messages it held were kept; restore the directory from a backup if any look missing", "part", name, "dir", s.opts.DataDir, "messages", n)
+			continue
+		}
+		s.opts.Logger.Error("the data directory held the gateway's store, but a part of it was missing and was made anew, empty: restore the directory from a backup to get it back", "part", name, "dir", s.opts.DataDir, "lost", lost)
 	}
+}
+
+// madeHolds is how many messages stream name, made by this start, holds
+// (0 when its state does not read).
+func (s *Store) madeHolds(ctx context.Context, name string) uint64 {
+	st, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return st.CachedInfo().State.Msgs
 }

@@ -242,6 +242,29 @@ func TestMissingPartsAreSaid(t *testing.T) {
 		t.Errorf("a part that was there is said missing:\n%s", logs)
 	}
 
+	// A part whose folder is there and its metadata damaged is made anew
+	// with the messages the server finds in it: the chats are there, and
+	// the log does not say they are gone.
+	s := open(t, dir)
+	if _, err := s.Own(context.Background(), "s1", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	ev := engine.Event{Seq: 1, Type: "message", Frame: json.RawMessage(`{"type":"message","seq":1}`)}
+	if err := s.Append(context.Background(), "s1", engine.Batch{Events: []engine.Event{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if err := os.WriteFile(filepath.Join(streams, jetstream.JournalStream, "meta.inf"), []byte("{damaged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs = start(dir)
+	if strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "its metadata, which was written anew") {
+		t.Errorf("the start after the journal's metadata was damaged says:\n%s", logs)
+	}
+	if got, err := open(t, dir).Load(context.Background(), "s1"); err != nil || len(got) != 1 {
+		t.Errorf("the chat after the journal's metadata was damaged: %d steps, %v; want its one step", len(got), err)
+	}
+
 	if err := os.Remove(filepath.Join(dir, "gateway-data.json")); err != nil {
 		t.Fatal(err)
 	}
