@@ -196,7 +196,8 @@ func startServer(storeDir string, sync time.Duration, log natsLog) (*server.Serv
 }
 
 // off says why the server's JetStream stores nothing, or nil when it
-// does: it is off, or a stream met a write error.
+// does: it is off (turned off, stopped by revive, or a start failed), or a
+// stream of the store's met a write error or was not loaded.
 func (e *embedded) off() error {
 	werr := e.streamErr()
 	switch on := e.ns.JetStreamEnabled(); {

@@ -272,45 +272,39 @@ func (o *ownership) renew() {
 			// A renewal given up on (a timeout while NATS was away) may
 			// have landed once NATS was back: the lease is still this
 			// node's, at a later revision. From that one, renew again.
-			e, gerr := o.s.owners.Get(ctx, o.session)
+			m, gerr := o.s.ownersStream.GetLastMsgForSubject(ctx, ownersSubject+o.session)
 			switch {
-			case gerr == nil && string(e.Value()) == o.s.opts.Node && e.Revision() > rev:
+			case gerr == nil && string(m.Data) == o.s.opts.Node && m.Sequence > rev:
 				start = o.s.opts.Clock.Now()
-				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), e.Revision())
-			case errors.Is(gerr, jetstream.ErrKeyNotFound) && !alone:
-				switch aged, aerr := o.s.leaseAgedOut(ctx, o.session); {
-				case aerr != nil:
+				newRev, err = o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), m.Sequence)
+			case errors.Is(gerr, jetstream.ErrMsgNotFound) && !alone:
+				// Expired, with no marker of a lease given back or taken
+				// away (the bucket's Get tells neither from none):
+				// renewals that did not land within the lease's time, as
+				// while the bucket elected a leader (its max_age ran on
+				// meanwhile). Taken again, it stays this node's: a node
+				// that took it meanwhile and holds it makes the write
+				// fail; one that took it, wrote to the session's
+				// journal, and lost it in turn, fences this node's next
+				// append, which expects the journal to end where this
+				// node left it. The write is fenced on the key having no
+				// message at all (a create would write over a marker, and
+				// undo a ForceRelease that landed since the read). Should
+				// it fail, the key has a message now: a marker, another
+				// node's lease, or this node's at a later revision (a
+				// replica behind answered the read): the next tick tells.
+				start = o.s.opts.Clock.Now()
+				if r, perr := o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), 0); perr == nil {
+					newRev, err = r, nil
+				} else {
 					unsure = true
-				case aged:
-					// Expired, with no marker of a lease given back or
-					// taken away: renewals that did not land within the
-					// lease's time, as while the bucket elected a leader
-					// (its max_age ran on meanwhile). Taken again, it
-					// stays this node's: a node that took it meanwhile
-					// and holds it makes the write fail; one that took
-					// it, wrote to the session's journal, and lost it in
-					// turn, fences this node's next append, which expects
-					// the journal to end where this node left it. The
-					// write is fenced on the key having no message at
-					// all (a create would write over a marker, and undo
-					// a ForceRelease that landed since the read). Should
-					// it fail, the key has a message now: a marker,
-					// another node's lease, or this node's at a later
-					// revision (a replica behind answered the reads):
-					// the next tick tells.
-					start = o.s.opts.Clock.Now()
-					if r, perr := o.s.publish(ctx, ownersSubject+o.session, []byte(o.s.opts.Node), 0); perr == nil {
-						newRev, err = r, nil
-					} else {
-						unsure = true
-					}
 				}
-				// Else a marker: given back or taken away (ForceRelease),
-				// lost.
-			case gerr == nil && string(e.Value()) != o.s.opts.Node,
-				errors.Is(gerr, jetstream.ErrKeyNotFound):
-				// Another node's, or gone (on the embedded server, taken
-				// again below): lost.
+			case gerr == nil && string(m.Data) != o.s.opts.Node,
+				errors.Is(gerr, jetstream.ErrMsgNotFound):
+				// Another node's, given back or taken away (a delete or
+				// purge marker, ForceRelease's: a marker has no value, and
+				// no node is named ""), or gone (on the embedded server,
+				// taken again below): lost.
 			default:
 				// Unread (a cluster without its quorum), or this node's
 				// at no later revision (a replica behind its leader):
@@ -353,20 +347,6 @@ func (o *ownership) renew() {
 		o.s.opts.Logger.Warn("lost a session's lease", "session", o.session, "err", err)
 		o.lost()
 	}
-}
-
-// leaseAgedOut reports whether session's lease has no message left in its
-// bucket: it expired (the bucket's max_age). A lease given back or taken
-// away leaves a marker instead, which the bucket's Get does not tell from
-// none.
-func (s *Store) leaseAgedOut(ctx context.Context, session string) (bool, error) {
-	switch _, err := s.ownersStream.GetLastMsgForSubject(ctx, ownersSubject+session); {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("failed to read session %s's lease: %w", session, err)
-	}
-	return false, nil
 }
 
 // ForceRelease deletes session's lease whoever holds it: the holder finds

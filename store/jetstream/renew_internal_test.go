@@ -117,11 +117,11 @@ func TestLateRenewalKeepsTheLease(t *testing.T) {
 	}
 }
 
-// unreadableKV is a bucket whose reads go unanswered, as a cluster's
-// without its quorum may.
-type unreadableKV struct{ jetstream.KeyValue }
+// unreadableLeases is the leases' stream, whose reads go unanswered, as a
+// cluster's without its quorum may.
+type unreadableLeases struct{ jetstream.Stream }
 
-func (unreadableKV) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
+func (unreadableLeases) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStreamMsg, error) {
 	return nil, errors.New("nats: timeout")
 }
 
@@ -138,13 +138,13 @@ func TestRenewThatCannotTellWhoseTheLeaseIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners := s.owners
-	s.owners = unreadableKV{owners}
+	leases := s.ownersStream
+	s.ownersStream = unreadableLeases{leases}
 	o.renew()
 	if *losses > 0 || o.gone {
 		t.Fatalf("a renewal that could not read the lease lost it (gone %v)", o.gone)
 	}
-	s.owners = owners
+	s.ownersStream = leases
 	o.renew()
 	if *losses > 0 || o.gone || o.rev <= landed {
 		t.Errorf("the next renewal: lost %v (gone %v), revision %d; want the lease kept, past %d", *losses > 0, o.gone, o.rev, landed)

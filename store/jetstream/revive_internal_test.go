@@ -23,32 +23,13 @@ import (
 // is stored, as storage.md promises, and the journal holds everything from
 // before. A standalone server's own full disk: TestFullDisk.
 func TestJetStreamComesBackOn(t *testing.T) {
-	was := reviveEvery
-	reviveEvery = 20 * time.Millisecond
-	t.Cleanup(func() { reviveEvery = was })
-	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Own(ctx, "s1", func() { t.Error("lost the lease") }); err != nil {
-		t.Fatal(err)
-	}
-	ev := func(seq int64) engine.Event {
-		return engine.Event{Seq: seq, Type: "message", Frame: json.RawMessage(fmt.Sprintf(`{"type":"message","seq":%d}`, seq))}
-	}
-	if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev(1)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
-		t.Fatal(err)
-	}
+	s := revivable(t, 20*time.Millisecond)
+	stopJetStream(t, s)
 	// The engine tries a refused step again every second, with a context
 	// that never ends; each try here is bounded by the client's timeout.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{ev(2)}})
+		err := s.Append(context.Background(), "s1", message(2))
 		if err == nil {
 			break
 		}
@@ -60,9 +41,7 @@ func TestJetStreamComesBackOn(t *testing.T) {
 	// The store says so at the end of the look that started it again,
 	// which the step may beat.
 	waitFor(t, "Healthy once JetStream is back on", func() bool { return s.Healthy() == nil })
-	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
-		t.Errorf("the journal holds events %v, want [1 2]", seqs)
-	}
+	holdsSteps(t, s, "[1 2]")
 }
 
 // TestReviveWaitsForJetStreamToStop: nats-server turns JetStream off in
@@ -74,7 +53,7 @@ func TestJetStreamComesBackOn(t *testing.T) {
 // JetStream goes off, turns it on only once it is off, at the first try
 // after.
 func TestReviveWaitsForJetStreamToStop(t *testing.T) {
-	s := revivable(t)
+	s := revivable(t, time.Hour)
 	off := make(chan error)
 	go func() { off <- s.embedded.ns.ShutdownJetStream() }()
 	tries := 0
@@ -114,7 +93,7 @@ func TestReviveWaitsForJetStreamToStop(t *testing.T) {
 // off, a look (reviveEvery, 2 s) after the first: two stops that began
 // together are over by then in practice (a margin, not a proof).
 func TestReviveStartsAtALaterLook(t *testing.T) {
-	s := revivable(t)
+	s := revivable(t, time.Hour)
 	for round := range 10 {
 		other := make(chan struct{})
 		go func() { _ = s.embedded.ns.ShutdownJetStream(); close(other) }()
@@ -132,12 +111,7 @@ func TestReviveStartsAtALaterLook(t *testing.T) {
 			t.Fatalf("round %d: the next look: on %v, %v; want JetStream started", round, on, err)
 		}
 	}
-	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
-		t.Fatal(err)
-	}
-	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
-		t.Errorf("the journal holds events %v, want [1 2]", seqs)
-	}
+	storesStepTwo(t, s)
 }
 
 // TestReviveAfterAFailedStart: a start of JetStream that fails part way
@@ -147,10 +121,8 @@ func TestReviveStartsAtALaterLook(t *testing.T) {
 // is let go of, the store says it stores nothing, and a later start, once
 // what failed is mended, stores again, with everything from before.
 func TestReviveAfterAFailedStart(t *testing.T) {
-	s := revivable(t)
-	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
-		t.Fatal(err)
-	}
+	s := revivable(t, time.Hour)
+	stopJetStream(t, s)
 	files := filepath.Join(s.embedded.storeDir, server.JetStreamStoreDir)
 	if err := os.Rename(files, files+".aside"); err != nil {
 		t.Fatal(err)
@@ -179,12 +151,7 @@ func TestReviveAfterAFailedStart(t *testing.T) {
 	if err := s.embedded.off(); err != nil {
 		t.Errorf("the store once JetStream is on again: %v", err)
 	}
-	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
-		t.Fatalf("an append once JetStream is on again: %v", err)
-	}
-	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
-		t.Errorf("the journal holds events %v, want [1 2]", seqs)
-	}
+	storesStepTwo(t, s)
 }
 
 // waitFor polls ok for up to 30 s: a bound against a hang, not a timing
@@ -209,14 +176,14 @@ func reviveLooks(s *Store, n int) (on bool, err error) {
 	return on, err
 }
 
-// revivable opens a store on the embedded server whose revive runs only
-// when the test calls it, holding session s1 with its first step, and
-// checks when the test ends that no stream of a JetStream let go of runs
-// on.
-func revivable(t *testing.T) *Store {
+// revivable opens a store on the embedded server whose revive looks every
+// every (time.Hour: only when the test calls it), holding session s1 with
+// its first step, and checks when the test ends that no stream of a
+// JetStream let go of runs on.
+func revivable(t *testing.T, every time.Duration) *Store {
 	t.Helper()
 	was := reviveEvery
-	reviveEvery = time.Hour
+	reviveEvery = every
 	t.Cleanup(func() { reviveEvery = was })
 	ctx := context.Background()
 	s, err := Open(ctx, Options{DataDir: t.TempDir()})
@@ -248,11 +215,9 @@ func message(seq int64) engine.Batch {
 // what failed, and starts JetStream again after its wait, which loads
 // the stream once its files are mended.
 func TestReviveAfterAStreamNotRecovered(t *testing.T) {
-	s := revivable(t)
-	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
-		t.Fatal(err)
-	}
-	meta := filepath.Join(s.embedded.storeDir, server.JetStreamStoreDir, server.DEFAULT_GLOBAL_ACCOUNT, "streams", JournalStream, server.JetStreamMetaFile)
+	s := revivable(t, time.Hour)
+	stopJetStream(t, s)
+	meta := filepath.Join(streamsDir(s), JournalStream, server.JetStreamMetaFile)
 	good, err := os.ReadFile(meta)
 	if err != nil {
 		t.Fatal(err)
@@ -283,12 +248,7 @@ func TestReviveAfterAStreamNotRecovered(t *testing.T) {
 	if err := s.embedded.off(); err != nil {
 		t.Errorf("the store once the journal's stream is loaded: %v", err)
 	}
-	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
-		t.Fatalf("an append once the journal's stream is loaded: %v", err)
-	}
-	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1 2]" {
-		t.Errorf("the journal holds events %v, want [1 2]", seqs)
-	}
+	storesStepTwo(t, s)
 }
 
 // TestAStrayStreamFolderIsNotTheStores: a folder under the server's
@@ -297,11 +257,9 @@ func TestReviveAfterAStreamNotRecovered(t *testing.T) {
 // waits for: the store stays healthy, where it said it stored nothing and
 // started JetStream again for good.
 func TestAStrayStreamFolderIsNotTheStores(t *testing.T) {
-	s := revivable(t)
-	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
-		t.Fatal(err)
-	}
-	stray := filepath.Join(s.embedded.storeDir, server.JetStreamStoreDir, server.DEFAULT_GLOBAL_ACCOUNT, "streams", "KV_OLD", "msgs")
+	s := revivable(t, time.Hour)
+	stopJetStream(t, s)
+	stray := filepath.Join(streamsDir(s), "KV_OLD", "msgs")
 	if err := os.MkdirAll(stray, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +269,36 @@ func TestAStrayStreamFolderIsNotTheStores(t *testing.T) {
 	if err := s.embedded.off(); err != nil {
 		t.Errorf("the store beside a stray stream folder: %v, want it healthy", err)
 	}
-	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
-		t.Errorf("an append beside a stray stream folder: %v", err)
+	storesStepTwo(t, s)
+}
+
+// stopJetStream turns the embedded server's JetStream off, as nats-server
+// does by itself.
+func stopJetStream(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.embedded.ns.ShutdownJetStream(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// storesStepTwo appends session s1's second step, after its first.
+func storesStepTwo(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.Append(context.Background(), "s1", message(2)); err != nil {
+		t.Fatalf("the second step: %v", err)
+	}
+	holdsSteps(t, s, "[1 2]")
+}
+
+// holdsSteps checks the events session s1's journal holds.
+func holdsSteps(t *testing.T, s *Store, want string) {
+	t.Helper()
+	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != want {
+		t.Errorf("the journal holds events %v, want %s", seqs, want)
+	}
+}
+
+// streamsDir is the folder of the embedded server's streams.
+func streamsDir(s *Store) string {
+	return filepath.Join(s.embedded.storeDir, server.JetStreamStoreDir, server.DEFAULT_GLOBAL_ACCOUNT, "streams")
 }
