@@ -18,7 +18,7 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Extra arguments for Playwright, e.g. make e2e E2E_ARGS='e2e/reload.spec.ts --headed'.
 E2E_ARGS ?=
 
-.PHONY: types user-suite cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check shape-check vet staticcheck unit node-test e2e bench screenshot deps chromium clean
+.PHONY: types user-suite cluster-test test build generate generate-check vendor vendor-check lint fmt fmt-check shape-check vet staticcheck unit node-test e2e bench bench-page screenshot deps chromium clean
 
 # The checks before Playwright run side by side (-j3): the race-detected
 # unit tests leave a core idle part of their time, which lint, types and
@@ -166,6 +166,11 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
 	bin/gatewaybench -store memory,jetstream -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
+
+# The chat page's cost of rendering a streamed reply, in Chromium
+# (e2e/bench/markdown.mjs): what a render costs as a reply grows.
+bench-page: deps
+	node e2e/bench/markdown.mjs
 
 # Three NATS servers and three gateways on loopback: kill -9 one, SIGTERM
 # another (docs/deploy.md). About 20 seconds; on its own, not beside the

@@ -2,8 +2,12 @@
  * markdown.js renders the model's Markdown into the chat page, safely: GFM
  * (bold, lists, tables, links, fenced code) parsed by marked, then cleaned by
  * DOMPurify, both vendored under ./vendor/ (see `make vendor`). It is called
- * again on every streamed delta, so a half-written reply renders as far as it
- * goes.
+ * again as a reply streams, so a half-written reply renders as far as it
+ * goes; each call renders again only the blocks (a paragraph, a list, a code
+ * block…) that changed since the last call on the same element, and keeps
+ * the others' nodes: a long reply costs no more to stream at its end than at
+ * its start, and a reader's selection or a Copy button's "Copied" in a block
+ * already written stays as the reply goes on.
  *
  * What the model writes is never live HTML: raw HTML in the Markdown is
  * shown as text, images become links (nothing loads from a URL the model
@@ -69,7 +73,16 @@ purify.setConfig({
  * @returns {DocumentFragment}
  */
 export function toSafeFragment(doc, text) {
-    const html = /** @type {string} */ (marked.parse(text));
+    return safeFragment(doc, /** @type {string} */ (marked.parse(text)));
+}
+
+/**
+ * html, marked's, as sanitized DOM, code blocks with their Copy buttons.
+ * @param {Document} doc
+ * @param {string} html
+ * @returns {DocumentFragment}
+ */
+function safeFragment(doc, html) {
     const frag = /** @type {DocumentFragment} */ (purify.sanitize(html));
     const out = doc.importNode(frag, true);
     out.querySelectorAll("pre").forEach((pre) => wrapCode(doc, /** @type {HTMLElement} */ (pre)));
@@ -77,12 +90,62 @@ export function toSafeFragment(doc, text) {
 }
 
 /**
- * Replaces target's content with text rendered as Markdown.
+ * @typedef {{raw: string, nodes: ChildNode[]}} Block
+ *   a top-level token's Markdown and the nodes it rendered to, in target
+ * @typedef {{links: string, blocks: Block[]}} Shown
+ *   what renderMarkdown last put in a target: its blocks, and the reference
+ *   links (`[x]: url`) they were rendered with
+ */
+
+/** @type {WeakMap<HTMLElement, Shown>} */
+const shownIn = new WeakMap();
+
+/**
+ * Replaces target's content with text rendered as Markdown. The blocks
+ * that start text as they started the text of the last call on target are
+ * kept as they are: marked renders each top-level token on its own, and a
+ * token depends only on the text before it and on its own, so a block
+ * whose Markdown is the same, after blocks that are all the same, renders
+ * the same. A reference link's definition applies to every block, so a
+ * change in them renders all again; so does a target whose children
+ * something else changed.
  * @param {HTMLElement} target
  * @param {string} text
  */
 export function renderMarkdown(target, text) {
-    target.replaceChildren(toSafeFragment(target.ownerDocument, text));
+    const doc = target.ownerDocument;
+    const tokens = marked.lexer(text);
+    const links = JSON.stringify(tokens.links);
+    let before = shownIn.get(target);
+    if (!before || before.links !== links || !holdsOnly(target, before.blocks)) {
+        target.replaceChildren();
+        before = { links, blocks: [] };
+    }
+    let same = 0;
+    while (same < before.blocks.length && same < tokens.length && before.blocks[same].raw === tokens[same].raw) same++;
+    for (const gone of before.blocks.slice(same)) for (const node of gone.nodes) node.remove();
+    const blocks = before.blocks.slice(0, same);
+    for (const token of tokens.slice(same)) {
+        const frag = safeFragment(doc, marked.parser([token]));
+        blocks.push({ raw: token.raw, nodes: [...frag.childNodes] });
+        target.append(frag);
+    }
+    shownIn.set(target, { links, blocks });
+}
+
+/**
+ * Whether target's children are the blocks' nodes, in their order.
+ * @param {HTMLElement} target @param {Block[]} blocks
+ */
+function holdsOnly(target, blocks) {
+    let child = target.firstChild;
+    for (const block of blocks) {
+        for (const node of block.nodes) {
+            if (child !== node) return false;
+            child = child.nextSibling;
+        }
+    }
+    return child === null;
 }
 
 /**

@@ -1,0 +1,88 @@
+// The chat page's cost of rendering a streamed reply (static/markdown.js), in
+// Chromium: `make bench-page`, or `node e2e/bench/markdown.mjs` after `make
+// deps`. Not a test: it asserts nothing, and prints what one render costs.
+//
+// A reply of each size (Markdown with headings, paragraphs, a list, a code
+// block and a table, over and over) is rendered as the page renders it while
+// it streams: into the same element, 100 characters more each time, the
+// layout read after each render (the page's follow.js reads it once a
+// frame). Beside it, the same texts made whole each time (toSafeFragment,
+// the element's children replaced): what every render cost when the page
+// made the whole reply anew.
+// "at its end" is the mean of the last 20 renders, where a long reply costs
+// the most.
+//
+// The page is a bare one with the chat page's stylesheet, served from
+// static/ by a server of this script's own on loopback; CHROMIUM names the
+// browser (default /usr/bin/chromium).
+import { createServer } from "node:http";
+import { readFile } from "node:fs/promises";
+import { extname, join, normalize } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "@playwright/test";
+
+const staticDir = fileURLToPath(new URL("../../static/", import.meta.url));
+const types = { ".js": "text/javascript", ".css": "text/css", ".html": "text/html" };
+const page = `<!doctype html><html><head><meta charset="utf-8"><link rel="stylesheet" href="/app.css"></head>
+<body><main><ol class="message-list"><li class="message" data-role="assistant"><div class="message-text" id="target"></div></li></ol></main></body></html>`;
+
+const server = createServer(async (req, res) => {
+    const path = normalize(new URL(req.url ?? "/", "http://x").pathname);
+    if (path === "/") return res.writeHead(200, { "content-type": "text/html" }).end(page);
+    try {
+        const body = await readFile(join(staticDir, path));
+        res.writeHead(200, { "content-type": types[extname(path)] ?? "application/octet-stream" }).end(body);
+    } catch {
+        res.writeHead(404).end();
+    }
+});
+await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(undefined)));
+const { port } = /** @type {import("node:net").AddressInfo} */ (server.address());
+
+const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+});
+try {
+    const tab = await browser.newPage();
+    await tab.goto(`http://127.0.0.1:${port}/`);
+    const rows = await tab.evaluate(async () => {
+        const { renderMarkdown, toSafeFragment } = await import("/markdown.js");
+        const target = /** @type {HTMLElement} */ (document.getElementById("target"));
+        const para = "Here is **some** text with `code` and a [link](https://example.com/x) in a sentence that goes on a while. ";
+        const block = `## Heading\n\n${para.repeat(4)}\n\n- item one ${para}\n- item two\n\n\`\`\`js\nconst x = 1;\nfunction f(a) { return a + 1; }\n\`\`\`\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n`;
+        /** @param {(text: string) => void} render @param {string} text */
+        const stream = (render, text) => {
+            const times = [];
+            for (let at = 100; at <= text.length; at += 100) {
+                const t0 = performance.now();
+                render(text.slice(0, at));
+                void target.offsetHeight;
+                times.push(performance.now() - t0);
+            }
+            const mean = (/** @type {number[]} */ t) => t.reduce((a, b) => a + b, 0) / t.length;
+            return { renders: times.length, mean: mean(times), end: mean(times.slice(-20)) };
+        };
+        const out = [];
+        // The first pass warms the page up (its code compiled, its styles
+        // resolved) and is not shown.
+        for (const copies of [4, 4, 16, 64]) {
+            const text = block.repeat(copies);
+            target.replaceChildren();
+            const streamed = stream((t) => renderMarkdown(target, t), text);
+            // The whole text parsed, cleaned and put in anew each time.
+            const whole = stream((t) => target.replaceChildren(toSafeFragment(document, t)), text);
+            out.push({ bytes: text.length, streamed, whole });
+        }
+        return out.slice(1);
+    });
+    console.log("a reply streamed 100 characters a render (ms a render: mean, and at its end)");
+    console.log(`${"reply".padStart(9)} ${"renders".padStart(8)} ${"streamed".padStart(17)} ${"made whole".padStart(17)}`);
+    for (const { bytes, streamed, whole } of rows) {
+        const f = (/** @type {{mean: number, end: number}} */ r) => `${r.mean.toFixed(2).padStart(7)} ${r.end.toFixed(2).padStart(7)}  `;
+        console.log(`${(bytes / 1024).toFixed(1).padStart(6)} KiB ${String(streamed.renders).padStart(8)}  ${f(streamed)} ${f(whole)}`);
+    }
+} finally {
+    await browser.close();
+    server.close();
+}

@@ -1,0 +1,103 @@
+// static/markdown.js as a streamed reply uses it: renderMarkdown called on
+// the same element as the text grows renders again only the blocks that
+// changed. What it shows must be, at every step, what the whole text
+// renders to on a new element; and what was already written stays put.
+import { expect, sdkTest as test } from "./support";
+
+/** Texts whose blocks change meaning as more of them comes. */
+const texts: Record<string, string> = {
+    "paragraphs and headings": "# Title\n\nA first paragraph with **bold** and `code`.\nIts second line.\n\n## Part two\n\nMore text, _emphasis_ and ~~struck~~.\n",
+    "a line that turns the paragraph above into a heading": "Looks like a paragraph\n===\n\nAnother one\n---\n\nthen a rule\n\n---\n\nend",
+    "a list that grows, loosens and nests": "- one\n- two\n\n- three, loose now\n  - nested\n  - nested two\n\n1. ordered\n2. again\n\n7. starts at seven\n8. eight\n",
+    "a table that grows rows": "| tool | handler |\n| --- | :-: |\n| get_weather | worker |\n| confirm | client |\n\nafter the table",
+    "a code block left open, then closed": "Code:\n\n```js\nconst a = 1;\n\nconsole.log(a);\n```\n\nand after it\n\n- in a list\n\n  ```\n  indented fence\n  ```\n",
+    "a reference link used before its definition": "See [the docs][d] and [more][m].\n\nA middle paragraph.\n\n[d]: https://example.com/docs\n[m]: https://example.com/more \"More\"\n\nEnd.",
+    "a quote that continues lazily": "> quoted\ncontinued lazily\n\n> another\n>\n> paragraph in it\n\nout",
+    "raw HTML, which shows as text": "<div onclick=\"x()\">block html</div>\n\ninline <b>bold</b> and <img src=x onerror=y()>\n\n<script>alert(1)</script>\n",
+    "line endings of Windows": "one\r\n\r\ntwo\r\n- a\r\n- b\r\n",
+};
+
+test("a reply rendered as it streams shows at every step what its whole text renders to", async ({ page }) => {
+    const differences = await page.evaluate(async (texts) => {
+        const { renderMarkdown } = await import("/static/markdown.js");
+        const found: string[] = [];
+        for (const [name, text] of Object.entries(texts)) {
+            const streamed = document.createElement("div");
+            // Steps of 1 to 5 characters, so that every boundary of a block is met somewhere.
+            for (let at = 0, step = 1; at < text.length; step = (step % 5) + 1) {
+                at = Math.min(text.length, at + step);
+                renderMarkdown(streamed, text.slice(0, at));
+                const whole = document.createElement("div");
+                renderMarkdown(whole, text.slice(0, at));
+                if (streamed.innerHTML !== whole.innerHTML) {
+                    found.push(`${name}, at ${at} of ${text.length}:\n${streamed.innerHTML}\n!==\n${whole.innerHTML}`);
+                    break;
+                }
+            }
+        }
+        return found;
+    }, texts);
+    expect(differences).toEqual([]);
+});
+
+test("a text that is not the streamed one's continuation replaces it whole", async ({ page }) => {
+    const shown = await page.evaluate(async () => {
+        const { renderMarkdown } = await import("/static/markdown.js");
+        const el = document.createElement("div");
+        const fresh = (text: string) => {
+            const whole = document.createElement("div");
+            renderMarkdown(whole, text);
+            return whole.innerHTML;
+        };
+        const same: boolean[] = [];
+        // A restarted turn's new text, then the transcript's, then an empty reply.
+        for (const text of ["First try, **cut**\n\n- a\n- b", "Second try\n\n- c", "Second try\n\n- c\n- d\n\n[x]: https://example.com", ""]) {
+            renderMarkdown(el, text);
+            same.push(el.innerHTML === fresh(text));
+        }
+        // Something else wrote into the element: the next render starts anew.
+        renderMarkdown(el, "one\n\ntwo");
+        el.append("stray");
+        renderMarkdown(el, "one\n\ntwo\n\nthree");
+        same.push(el.innerHTML === fresh("one\n\ntwo\n\nthree"));
+        el.firstElementChild!.remove();
+        renderMarkdown(el, "one\n\ntwo\n\nthree four");
+        same.push(el.innerHTML === fresh("one\n\ntwo\n\nthree four"));
+        return same;
+    });
+    expect(shown).toEqual([true, true, true, true, true, true]);
+});
+
+test("what a reply already wrote stays as it streams on: a selection in it, and its code block's Copy button", async ({ page }) => {
+    const kept = await page.evaluate(async () => {
+        const { renderMarkdown } = await import("/static/markdown.js");
+        const el = document.createElement("div");
+        document.body.append(el);
+        let text = "The first paragraph, which the reader selects.\n\n```js\nconst a = 1;\n```\n\nThen";
+        renderMarkdown(el, text);
+        const first = el.querySelector("p")!;
+        const copy = el.querySelector("button")!;
+        const range = document.createRange();
+        range.selectNodeContents(first);
+        getSelection()!.removeAllRanges();
+        getSelection()!.addRange(range);
+        for (const more of [" the reply", " goes on", "\n\n- with a list", "\n- of two"]) {
+            text += more;
+            renderMarkdown(el, text);
+        }
+        const result = {
+            selected: getSelection()!.toString(),
+            firstKept: el.querySelector("p") === first,
+            copyKept: el.querySelector("button") === copy && copy.isConnected,
+            items: [...el.querySelectorAll("li")].map((li) => li.textContent),
+        };
+        el.remove();
+        return result;
+    });
+    expect(kept).toEqual({
+        selected: "The first paragraph, which the reader selects.",
+        firstKept: true,
+        copyKept: true,
+        items: ["with a list", "of two"],
+    });
+});
