@@ -202,14 +202,14 @@ func (e *embedded) off() error {
 	werr := e.streamErr()
 	switch on := e.ns.JetStreamEnabled(); {
 	case !on && e.startErr != nil:
-		return fmt.Errorf("the embedded NATS server's JetStream is off, and did not start again (%w): mend what failed under %s; %s", e.startErr, e.storeDir, restartsSaid())
+		return fmt.Errorf("the embedded NATS server's JetStream is off, and did not start again (%w): mend what failed under %s; %s", e.startErr, e.storeDir, e.restartsSaid())
 	case !on && e.stoppedFor != "":
 		werr = e.stoppedFor // stopped by revive, to start again
 	case !on:
 		if free, err := freeBytes(e.storeDir); err == nil && free >= reviveFree {
 			// Not for a full disk: for a write it may not make (its log
 			// line says which).
-			return fmt.Errorf("the embedded NATS server turned JetStream off after a write failed (its log says which; a permission refused?): mend what failed under %s; %s", e.storeDir, restartsSaid())
+			return fmt.Errorf("the embedded NATS server turned JetStream off after a write failed (its log says which; a permission refused?): mend what failed under %s; %s", e.storeDir, e.restartsSaid())
 		}
 		return fmt.Errorf("the embedded NATS server turned JetStream off, as it does when a write finds the disk under %s full; it comes back on by itself once the disk has %d MiB free", e.storeDir, reviveFree>>20)
 	}
@@ -219,15 +219,22 @@ func (e *embedded) off() error {
 	case noSpace(werr):
 		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): the disk under %s is full; it stores again by itself once the disk has %d MiB free", werr, e.storeDir, reviveFree>>20)
 	case notLoaded(werr):
-		return fmt.Errorf("the embedded NATS server could not load a stream from its files when its JetStream started (%s; its warning in the log says why): mend what failed under %s; %s", werr, e.storeDir, restartsSaid())
+		return fmt.Errorf("the embedded NATS server could not load a stream from its files when its JetStream started (%s; its warning in the log says why): mend what failed under %s; %s", werr, e.storeDir, e.restartsSaid())
 	default:
-		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); %s", werr, e.storeDir, restartsSaid())
+		return fmt.Errorf("the embedded NATS server stores nothing more in a stream since a write failed (%s): mend what failed under %s (a read-only or failing disk, a file size limit); %s", werr, e.storeDir, e.restartsSaid())
 	}
 }
 
-// restartsSaid is what off says of revive's starts of JetStream.
-func restartsSaid() string {
-	return fmt.Sprintf("the gateway starts its JetStream again within seconds, then, each time it fails again, after %v, then twice as long, up to every %v, and stores again once a start works", reviveFirstWait, reviveMaxWait)
+// restartsSaid is what off says of revive's starts of JetStream. The
+// first comes at the fourth look after a stream's write error (two that
+// see it, then two that find JetStream off: 6 to 8 s), at the second after
+// JetStream went off by itself; a later one no sooner than the wait after
+// the last start, then at the looks it takes.
+func (e *embedded) restartsSaid() string {
+	if e.retryWait == 0 {
+		return fmt.Sprintf("the gateway starts its JetStream again within %v, then, each time it fails again, %v after the last start at the earliest, then twice as long, up to every %v, and stores again once a start works", 4*reviveEvery, reviveFirstWait, reviveMaxWait)
+	}
+	return fmt.Sprintf("the gateway starts its JetStream again %v after its last start at the earliest (then within a few seconds), then, each time it fails again, after twice as long, up to every %v, and stores again once a start works", e.retryWait, reviveMaxWait)
 }
 
 // noSpace says whether a stream's write error is a full disk's.

@@ -131,11 +131,17 @@ func TestReviveAfterAFailedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Off, and no start made yet: the first comes within four looks.
+	if err := s.embedded.off(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("again within %v,", 4*reviveEvery)) {
+		t.Errorf("the store with JetStream off: %v, want it to say when it starts again", err)
+	}
 	if on, err := reviveLooks(s, 2); err == nil || on {
 		t.Fatalf("a start of JetStream in a file: %v, %v; want it to fail", on, err)
 	}
-	if err := s.embedded.off(); err == nil || !strings.Contains(err.Error(), "did not start again") || !strings.Contains(err.Error(), "not a directory") {
-		t.Errorf("the store after a failed start of JetStream: %v, want it to say the start failed, and why", err)
+	// The next start waits its turn, and the store says how long.
+	if err := s.embedded.off(); err == nil || !strings.Contains(err.Error(), "did not start again") || !strings.Contains(err.Error(), "not a directory") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("again %v after its last start", reviveFirstWait)) {
+		t.Errorf("the store after a failed start of JetStream: %v, want it to say the start failed, why, and when it tries again", err)
 	}
 
 	if err := os.Remove(files); err != nil {
