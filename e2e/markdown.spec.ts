@@ -15,6 +15,11 @@ const texts: Record<string, string> = {
     "a quote that continues lazily": "> quoted\ncontinued lazily\n\n> another\n>\n> paragraph in it\n\nout",
     "raw HTML, which shows as text": "<div onclick=\"x()\">block html</div>\n\ninline <b>bold</b> and <img src=x onerror=y()>\n\n<script>alert(1)</script>\n",
     "line endings of Windows": "one\r\n\r\ntwo\r\n- a\r\n- b\r\n",
+    // GFM's table rule reads the two lines after a paragraph: while the
+    // third is "-", the indented second is code the paragraph takes in.
+    "a paragraph read with the lines after it": "|\n\t-\n- x\n\nthen\n    indented\n-- y\n",
+    "a text marked cannot read, on the way": "- a\n  > -\n  b\n\nand after it",
+    "an inline tag as text, then a comment's start": "An inline <code> tag, then <!-- never closed\n\nThe next paragraph.\n",
 };
 
 test("a reply rendered as it streams shows at every step what its whole text renders to", async ({ page }) => {
@@ -40,7 +45,29 @@ test("a reply rendered as it streams shows at every step what its whole text ren
     expect(differences).toEqual([]);
 });
 
-test("a text that is not the streamed one's continuation replaces it whole", async ({ page }) => {
+test("what marked cannot read, or takes for HTML, still shows as the model's text", async ({ page }) => {
+    const shown = await page.evaluate(async () => {
+        const { renderMarkdown } = await import("/static/markdown.js");
+        const el = document.createElement("div");
+        document.body.append(el);
+        const out: string[] = [];
+        // marked throws on this one (a list item quoting an empty list
+        // marker, then a lazy line): the page must not, and shows the text.
+        renderMarkdown(el, "- a\n  > -\n  b\n\nThe end.");
+        out.push(el.innerText.replace(/\s+/g, " ").trim());
+        // After an inline <code> marked reads raw HTML: "<!--" hid the rest.
+        renderMarkdown(el, "An inline <code> tag, then <!-- never closed\n\nThe next paragraph.");
+        out.push(el.innerText.replace(/\s+/g, " ").trim());
+        el.remove();
+        return out;
+    });
+    expect(shown).toEqual([
+        "- a > - b The end.",
+        "An inline <code> tag, then <!-- never closed The next paragraph.",
+    ]);
+});
+
+test("a text that is not the streamed one's continuation shows what a new element would", async ({ page }) => {
     const shown = await page.evaluate(async () => {
         const { renderMarkdown } = await import("/static/markdown.js");
         const el = document.createElement("div");
@@ -100,4 +127,32 @@ test("what a reply already wrote stays as it streams on: a selection in it, and 
         copyKept: true,
         items: ["with a list", "of two"],
     });
+});
+
+test("a list being written keeps its items already written: a selection in one, and a code block's Copy button", async ({ page }) => {
+    const kept = await page.evaluate(async () => {
+        const { renderMarkdown } = await import("/static/markdown.js");
+        const el = document.createElement("div");
+        document.body.append(el);
+        let text = "1. Install it:\n\n   ```bash\n   npm i x\n   ```\n\n2. Run";
+        renderMarkdown(el, text);
+        const first = el.querySelector("li p")!;
+        const copy = el.querySelector("li button")!;
+        const range = document.createRange();
+        range.selectNodeContents(first);
+        getSelection()!.removeAllRanges();
+        getSelection()!.addRange(range);
+        for (const more of [" it", "\n\n3. Done", "\n\n4. And", " the last"]) {
+            text += more;
+            renderMarkdown(el, text);
+        }
+        const result = {
+            selected: getSelection()!.toString(),
+            copyKept: el.querySelector("li button") === copy && copy.isConnected,
+            items: [...el.querySelectorAll("ol > li")].map((li) => li.firstElementChild?.textContent),
+        };
+        el.remove();
+        return result;
+    });
+    expect(kept).toEqual({ selected: "Install it:", copyKept: true, items: ["Install it:", "Run it", "Done", "And the last"] });
 });

@@ -3,11 +3,13 @@
  * (bold, lists, tables, links, fenced code) parsed by marked, then cleaned by
  * DOMPurify, both vendored under ./vendor/ (see `make vendor`). It is called
  * again as a reply streams, so a half-written reply renders as far as it
- * goes; each call renders again only the blocks (a paragraph, a list, a code
- * block…) that changed since the last call on the same element, and keeps
- * the others' nodes: a long reply costs no more to stream at its end than at
- * its start, and a reader's selection or a Copy button's "Copied" in a block
- * already written stays as the reply goes on.
+ * goes. Each call renders again only what changed since the last call on
+ * the same element (the top-level blocks from the first that changed: a
+ * paragraph, a table, a code block; in a list, its items) and keeps the
+ * others' nodes: the end of a long reply costs little more than its start
+ * (marked still reads the whole text each time), and a reader's selection,
+ * or a Copy button's "Copied", in what is already written stays as the
+ * reply goes on.
  *
  * What the model writes is never live HTML: raw HTML in the Markdown is
  * shown as text, images become links (nothing loads from a URL the model
@@ -34,6 +36,15 @@ const marked = new Marked({ gfm: true, breaks: false, async: false }, {
         },
         // An image would make the browser fetch a URL the model picked.
         image: ({ href, text }) => `<a href="${escapeHTML(href)}">${escapeHTML(text || href)}</a>`,
+        // marked takes the text after an inline <code>, <pre>, <kbd> or
+        // <script> tag for raw HTML, not to be escaped. Here such a tag is
+        // text, and so is what follows it: a "<!--" after one made the rest
+        // of its block a comment, which the sanitizer dropped. false: marked's
+        // own renderer, which escapes it now.
+        text(token) {
+            if ("escaped" in token && token.escaped && !("tokens" in token && token.tokens)) token.escaped = false;
+            return false;
+        },
     },
 });
 
@@ -73,7 +84,12 @@ purify.setConfig({
  * @returns {DocumentFragment}
  */
 export function toSafeFragment(doc, text) {
-    return safeFragment(doc, /** @type {string} */ (marked.parse(text)));
+    try {
+        return safeFragment(doc, /** @type {string} */ (marked.parse(text)));
+    } catch (err) {
+        console.warn("markdown.js: marked could not read a text; it is shown as plain text", err);
+        return plainFragment(doc, text);
+    }
 }
 
 /**
@@ -90,11 +106,17 @@ function safeFragment(doc, html) {
 }
 
 /**
- * @typedef {{raw: string, nodes: ChildNode[]}} Block
- *   a top-level token's Markdown and the nodes it rendered to, in target
- * @typedef {{links: string, blocks: Block[]}} Shown
- *   what renderMarkdown last put in a target: its blocks, and the reference
- *   links (`[x]: url`) they were rendered with
+ * @typedef {{end: number, nodes: ChildNode[], list?: ListShown}} Block
+ *   a top-level token's end in the text it was rendered from (-1: its
+ *   Markdown is not a slice of that text, so it is never kept), the nodes
+ *   it rendered to, in target, and for a list, its items
+ * @typedef {{kind: string, el: Element, head: ChildNode, items: Block[]}} ListShown
+ *   a list's element (ol or ul) and what makes it (ordered, start,
+ *   loose), the line break that opens it, and its items as blocks: their
+ *   ends in the text, their nodes in el
+ * @typedef {{text: string, links: string, blocks: Block[]}} Shown
+ *   what renderMarkdown last put in a target: the text (as marked read it),
+ *   its blocks, and the reference links (`[x]: url`) they were rendered with
  */
 
 /** @type {WeakMap<HTMLElement, Shown>} */
@@ -104,33 +126,175 @@ const shownIn = new WeakMap();
  * Replaces target's content with text rendered as Markdown. The blocks
  * that start text as they started the text of the last call on target are
  * kept as they are: marked renders each top-level token on its own, and a
- * token depends only on the text before it and on its own, so a block
- * whose Markdown is the same, after blocks that are all the same, renders
- * the same. A reference link's definition applies to every block, so a
- * change in them renders all again; so does a target whose children
- * something else changed.
+ * token's Markdown is read with the text before it, so a block whose
+ * Markdown is the same, after blocks that are all the same, renders the
+ * same. Not quite: a paragraph is read with the line after it too (GFM's
+ * table rule looks ahead), so the last block kept is never a paragraph
+ * that another block follows. A reference link's definition applies to
+ * every block, so a change in them renders all again; so does a target
+ * whose children something else changed. Only the offsets of the blocks
+ * are kept, not their Markdown: marked's pieces of a text hold the whole
+ * of that text, and a streamed reply's blocks, each kept from another
+ * render, held as many copies of the reply.
+ *
+ * A text marked cannot read (it throws on a few) is shown as plain
+ * paragraphs, so the reply is always there to read.
  * @param {HTMLElement} target
  * @param {string} text
  */
 export function renderMarkdown(target, text) {
     const doc = target.ownerDocument;
-    const tokens = marked.lexer(text);
+    const src = text.replace(/\r\n?/g, "\n"); // as marked's lexer reads it
+    let tokens;
+    try {
+        tokens = marked.lexer(src);
+    } catch (err) {
+        console.warn("markdown.js: marked could not read a reply; it is shown as plain text", err);
+        shownIn.delete(target);
+        target.replaceChildren(plainFragment(doc, text));
+        return;
+    }
     const links = JSON.stringify(tokens.links);
     let before = shownIn.get(target);
     if (!before || before.links !== links || !holdsOnly(target, before.blocks)) {
         target.replaceChildren();
-        before = { links, blocks: [] };
+        before = { text: "", links, blocks: [] };
     }
+    // Token i's Markdown is the same as the block's when both are the
+    // slice of their text between the same offsets, in the part the texts
+    // share.
+    const shared = sharedLength(before.text, src);
     let same = 0;
-    while (same < before.blocks.length && same < tokens.length && before.blocks[same].raw === tokens[same].raw) same++;
-    for (const gone of before.blocks.slice(same)) for (const node of gone.nodes) node.remove();
+    for (let end = 0; same < before.blocks.length && same < tokens.length; same++) {
+        end += tokens[same].raw.length;
+        if (before.blocks[same].end !== end || end > shared) break;
+    }
+    if (same > 0 && same < tokens.length && tokens[same - 1].type === "paragraph") same--;
     const blocks = before.blocks.slice(0, same);
-    for (const token of tokens.slice(same)) {
-        const frag = safeFragment(doc, marked.parser([token]));
-        blocks.push({ raw: token.raw, nodes: [...frag.childNodes] });
+    let start = same > 0 ? blocks[same - 1].end : 0;
+    // The first block that changed, a list still being written, keeps its
+    // items that did not.
+    const grown = same < tokens.length && before.blocks[same]?.list ? growList(doc, before.blocks[same], tokens[same], start, src, shared) : null;
+    for (const gone of before.blocks.slice(grown ? same + 1 : same)) for (const node of gone.nodes) node.remove();
+    if (grown) {
+        blocks.push(grown);
+        start = grown.end;
+    }
+    for (const token of tokens.slice(blocks.length)) {
+        const frag = blockFragment(doc, token);
+        const end = start >= 0 && src.startsWith(token.raw, start) ? start + token.raw.length : -1;
+        blocks.push({ end, nodes: [...frag.childNodes], list: token.type === "list" ? listShown(frag, token, start, src) : undefined });
+        start = end;
         target.append(frag);
     }
-    shownIn.set(target, { links, blocks });
+    shownIn.set(target, { text: src, links, blocks });
+}
+
+/** What makes a list's element: items of another kind make it anew. @param {any} token */
+const listKind = (token) => `${token.ordered} ${token.start} ${token.loose}`;
+
+/**
+ * A list's items as blocks, from its rendered fragment (its element, then a
+ * line break): each item's li and the line break after it. undefined when
+ * the fragment is not so (the sanitizer took something out), or the list
+ * is not a slice of src from start: its items are then never kept.
+ * @param {DocumentFragment} frag @param {any} token @param {number} start @param {string} src
+ * @returns {ListShown | undefined}
+ */
+function listShown(frag, token, start, src) {
+    const el = frag.firstElementChild, head = el?.firstChild;
+    if (!el || !head || head.nodeType !== 3 || start < 0) return undefined;
+    const items = itemsOf(el, token.items, start, src);
+    return items && { kind: listKind(token), el, head, items };
+}
+
+/**
+ * The items' blocks in el, whose children are a line break then, for
+ * each item, its li and a line break; null if they are not.
+ * @param {Element} el @param {any[]} items @param {number} start @param {string} src
+ * @returns {Block[] | null}
+ */
+function itemsOf(el, items, start, src) {
+    const nodes = [...el.childNodes].slice(1);
+    if (nodes.length !== 2 * items.length) return null;
+    return items.map((item, i) => {
+        const li = nodes[2 * i], after = nodes[2 * i + 1];
+        if (!(li instanceof Element) || li.tagName !== "LI" || after.nodeType !== 3) start = -1;
+        start = start >= 0 && src.startsWith(item.raw, start) ? start + item.raw.length : -1;
+        return { end: start, nodes: [li, after] };
+    });
+}
+
+/**
+ * old's list, updated to token's: the items that start src as they
+ * started the last text are kept, the rest rendered anew into the same
+ * element. null when it cannot be (another kind of list, an element
+ * something else changed): the list is then made anew.
+ * @param {Document} doc @param {Block} old @param {any} token
+ * @param {number} start  the list's start in src
+ * @param {string} src @param {number} shared  how much of src the last text shared
+ * @returns {Block | null}
+ */
+function growList(doc, old, token, start, src, shared) {
+    const list = /** @type {ListShown} */ (old.list);
+    if (token.type !== "list" || list.kind !== listKind(token) || start < 0 || old.nodes[0] !== list.el ||
+        !holdsOnly(list.el, [{ end: 0, nodes: [list.head] }, ...list.items])) {
+        return null;
+    }
+    let same = 0;
+    for (let end = start; same < list.items.length && same < token.items.length; same++) {
+        end += token.items[same].raw.length;
+        if (list.items[same].end !== end || end > shared) break;
+    }
+    const rest = token.items.slice(same);
+    const frag = blockFragment(doc, { ...token, items: rest });
+    const el = frag.firstElementChild;
+    const from = same > 0 ? list.items[same - 1].end : start;
+    const added = el && el.tagName === list.el.tagName ? itemsOf(el, rest, from, src) : null;
+    if (!added) return null;
+    for (const gone of list.items.slice(same)) for (const node of gone.nodes) node.remove();
+    list.el.append(...[...el.childNodes].slice(1));
+    const end = src.startsWith(token.raw, start) ? start + token.raw.length : -1;
+    return { end, nodes: old.nodes, list: { ...list, items: [...list.items.slice(0, same), ...added] } };
+}
+
+/**
+ * One top-level token as sanitized DOM; as plain text if marked fails on it.
+ * @param {Document} doc
+ * @param {import("./vendor/marked.js").Token} token
+ */
+function blockFragment(doc, token) {
+    try {
+        return safeFragment(doc, marked.parser([token]));
+    } catch (err) {
+        console.warn("markdown.js: marked could not render a block; it is shown as plain text", err);
+        return plainFragment(doc, token.raw);
+    }
+}
+
+/**
+ * text as paragraphs of plain text, one for each run of lines between
+ * blank ones.
+ * @param {Document} doc
+ * @param {string} text
+ */
+function plainFragment(doc, text) {
+    const out = doc.createDocumentFragment();
+    for (const para of text.split(/\r?\n(?:[ \t]*\r?\n)+/)) {
+        if (!para.trim()) continue;
+        const p = doc.createElement("p");
+        p.textContent = para;
+        out.append(p);
+    }
+    return out;
+}
+
+/** How many characters a and b share at their start. @param {string} a @param {string} b */
+function sharedLength(a, b) {
+    if (b.startsWith(a)) return a.length; // a streamed reply, grown
+    let n = 0;
+    while (n < a.length && n < b.length && a.charCodeAt(n) === b.charCodeAt(n)) n++;
+    return n;
 }
 
 /**

@@ -3,8 +3,9 @@
 // deps`. Not a test: it asserts nothing, and prints what one render costs.
 //
 // A reply of each size (Markdown with headings, paragraphs, a list, a code
-// block and a table, over and over) is rendered as the page renders it while
-// it streams: into the same element, 100 characters more each time, the
+// block and a table, over and over; then one long numbered list, a single
+// block, where keeping the blocks that did not change saves nothing) is
+// rendered as the page renders it while it streams: into the same element, 100 characters more each time, the
 // layout read after each render (the page's follow.js reads it once a
 // frame). Beside it, the same texts made whole each time (toSafeFragment,
 // the element's children replaced): what every render cost when the page
@@ -63,24 +64,35 @@ try {
             const mean = (/** @type {number[]} */ t) => t.reduce((a, b) => a + b, 0) / t.length;
             return { renders: times.length, mean: mean(times), end: mean(times.slice(-20)) };
         };
+        // One numbered list: a single top-level block, which is made anew
+        // whole at each render while it grows.
+        const list = Array.from({ length: 400 }, (_, i) => `${i + 1}. Step ${i + 1}: run \`make\` and read **what it says**.\n`).join("");
+        const texts = [
+            { shape: "blocks", text: block.repeat(4) }, // warms the page up (its code compiled, its styles resolved); not shown
+            { shape: "blocks", text: block.repeat(4) },
+            { shape: "blocks", text: block.repeat(16) },
+            { shape: "blocks", text: block.repeat(64) },
+            { shape: "one list", text: list },
+        ];
         const out = [];
-        // The first pass warms the page up (its code compiled, its styles
-        // resolved) and is not shown.
-        for (const copies of [4, 4, 16, 64]) {
-            const text = block.repeat(copies);
-            target.replaceChildren();
-            const streamed = stream((t) => renderMarkdown(target, t), text);
+        for (const [i, { shape, text }] of texts.entries()) {
+            const streamed = () => {
+                target.replaceChildren();
+                return stream((t) => renderMarkdown(target, t), text);
+            };
             // The whole text parsed, cleaned and put in anew each time.
-            const whole = stream((t) => target.replaceChildren(toSafeFragment(document, t)), text);
-            out.push({ bytes: text.length, streamed, whole });
+            const whole = () => stream((t) => target.replaceChildren(toSafeFragment(document, t)), text);
+            // Either way first in turn: the second pays for the first's garbage.
+            const [s, w] = i % 2 ? [streamed(), whole()] : (([w, s]) => [s, w])([whole(), streamed()]);
+            out.push({ shape, bytes: text.length, streamed: s, whole: w });
         }
         return out.slice(1);
     });
     console.log("a reply streamed 100 characters a render (ms a render: mean, and at its end)");
-    console.log(`${"reply".padStart(9)} ${"renders".padStart(8)} ${"streamed".padStart(17)} ${"made whole".padStart(17)}`);
-    for (const { bytes, streamed, whole } of rows) {
+    console.log(`${"reply".padStart(19)} ${"renders".padStart(8)} ${"streamed".padStart(17)} ${"made whole".padStart(17)}`);
+    for (const { shape, bytes, streamed, whole } of rows) {
         const f = (/** @type {{mean: number, end: number}} */ r) => `${r.mean.toFixed(2).padStart(7)} ${r.end.toFixed(2).padStart(7)}  `;
-        console.log(`${(bytes / 1024).toFixed(1).padStart(6)} KiB ${String(streamed.renders).padStart(8)}  ${f(streamed)} ${f(whole)}`);
+        console.log(`${shape.padStart(8)} ${(bytes / 1024).toFixed(1).padStart(6)} KiB ${String(streamed.renders).padStart(8)}  ${f(streamed)} ${f(whole)}`);
     }
 } finally {
     await browser.close();
