@@ -167,10 +167,13 @@ bench:
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
 	bin/gatewaybench -store memory,jetstream -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
 
-# The chat page's cost of rendering a streamed reply, in Chromium
-# (e2e/bench/markdown.mjs): what a render costs as a reply grows.
-bench-page: deps
+# The chat page's cost of a streamed reply, in Chromium: what a render
+# costs as a reply grows (e2e/bench/markdown.mjs), and the page's main
+# thread while a long reply streams into it from the gateway
+# (e2e/bench/stream.mjs).
+bench-page: deps build
 	node e2e/bench/markdown.mjs
+	node e2e/bench/stream.mjs
 
 # Three NATS servers and three gateways on loopback: kill -9 one, SIGTERM
 # another (docs/deploy.md). About 20 seconds; on its own, not beside the
