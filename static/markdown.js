@@ -335,8 +335,10 @@ function wrapCode(doc, pre) {
         const ok = await copyText(doc, pre.textContent ?? "");
         button.textContent = ok ? "Copied" : "Copy failed";
         // The label stays (tests and readers find the button by it); the
-        // outcome is said (announce.js).
-        button.dispatchEvent(new CustomEvent("announce", { bubbles: true, detail: ok ? "Copied." : "Copy failed." }));
+        // outcome is said (announce.js), from the document if the block
+        // was rendered again while the clipboard answered.
+        const from = button.isConnected ? button : doc;
+        from.dispatchEvent(new CustomEvent("announce", { bubbles: true, detail: ok ? "Copied." : "Copy failed." }));
         setTimeout(() => { button.textContent = "Copy"; }, 1500);
     });
     bar.append(lang, button);
