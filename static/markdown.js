@@ -164,11 +164,7 @@ export function renderMarkdown(target, text) {
     // slice of their text between the same offsets, in the part the texts
     // share.
     const shared = sharedLength(before.text, src);
-    let same = 0;
-    for (let end = 0; same < before.blocks.length && same < tokens.length; same++) {
-        end += tokens[same].raw.length;
-        if (before.blocks[same].end !== end || end > shared) break;
-    }
+    let same = keptCount(before.blocks, tokens, 0, src, shared);
     if (same > 0 && same < tokens.length && tokens[same - 1].type === "paragraph") same--;
     const blocks = before.blocks.slice(0, same);
     let start = same > 0 ? blocks[same - 1].end : 0;
@@ -188,6 +184,23 @@ export function renderMarkdown(target, text) {
         target.append(frag);
     }
     shownIn.set(target, { text: src, links, blocks });
+}
+
+/**
+ * How many of blocks, from the first, show what tokens do: a token whose
+ * Markdown is the slice of src between its block's offsets (from start),
+ * in the part of src the last text shared.
+ * @param {Block[]} blocks @param {{raw: string}[]} tokens @param {number} start
+ * @param {string} src @param {number} shared
+ */
+function keptCount(blocks, tokens, start, src, shared) {
+    let n = 0;
+    for (let end = start; n < blocks.length && n < tokens.length; n++) {
+        const raw = tokens[n].raw;
+        if (blocks[n].end !== end + raw.length || end + raw.length > shared || !src.startsWith(raw, end)) break;
+        end += raw.length;
+    }
+    return n;
 }
 
 /** What makes a list's element: items of another kind make it anew. @param {any} token */
@@ -241,11 +254,7 @@ function growList(doc, old, token, start, src, shared) {
         !holdsOnly(list.el, [{ end: 0, nodes: [list.head] }, ...list.items])) {
         return null;
     }
-    let same = 0;
-    for (let end = start; same < list.items.length && same < token.items.length; same++) {
-        end += token.items[same].raw.length;
-        if (list.items[same].end !== end || end > shared) break;
-    }
+    const same = keptCount(list.items, token.items, start, src, shared);
     const rest = token.items.slice(same);
     const frag = blockFragment(doc, { ...token, items: rest });
     const el = frag.firstElementChild;
