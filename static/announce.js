@@ -2,9 +2,9 @@
  * announce.js is the chat page's voice for screen readers: one polite live
  * region, visually hidden (web/chat.templ's `announcer`), that says what
  * happened once, in a sentence. The conversation log itself is not a live
- * region: a streamed reply's last block is rendered again every 50 ms, so
- * a live log would be read again and again, and a replayed chat read from
- * its start.
+ * region: a streamed reply's last block or two are rendered again every
+ * 50 ms, so a live log would be read again and again, and a replayed chat
+ * read from its start.
  *
  * It says, from the client's events: each finished assistant reply (once,
  * when the model is done with it, not delta by delta); a tool call that
