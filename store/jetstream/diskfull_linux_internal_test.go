@@ -32,9 +32,7 @@ func TestFullDisk(t *testing.T) {
 		t.Skipf("cannot mount a small disk here (%v): the test needs root", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	was := reviveEvery
-	reviveEvery = 50 * time.Millisecond
-	t.Cleanup(func() { reviveEvery = was })
+	looksEvery(t, 50*time.Millisecond)
 
 	s, step := openOwned(t, filepath.Join(dir, "data"), 10*time.Second)
 	filler := filepath.Join(dir, "filler")

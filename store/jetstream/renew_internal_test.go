@@ -251,8 +251,7 @@ func TestRenewTakesAnExpiredLeaseAgain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, o, losses := holding(t, Options{URL: natstest.Server(t, nil), Node: "n1", LeaseTTL: time.Minute})
-			if err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 1, Type: "message",
-				Frame: []byte(`{"type":"message","seq":1}`)}}}); err != nil {
+			if err := s.Append(ctx, "s1", message(1)); err != nil {
 				t.Fatal(err)
 			}
 			tc.meanwhile(t, s)
@@ -266,8 +265,7 @@ func TestRenewTakesAnExpiredLeaseAgain(t *testing.T) {
 			if e, err := s.owners.Get(ctx, "s1"); err != nil || string(e.Value()) != "n1" || e.Revision() != o.rev {
 				t.Fatalf("the lease after the renewal: %v, %v; want n1's, at revision %d", e, err, o.rev)
 			}
-			err := s.Append(ctx, "s1", engine.Batch{Events: []engine.Event{{Seq: 2, Type: "message",
-				Frame: []byte(`{"type":"message","seq":2}`)}}})
+			err := s.Append(ctx, "s1", message(2))
 			if fenced := errors.Is(err, ErrFenced); fenced != tc.fenced {
 				t.Errorf("the next append: %v, want fenced %v", err, tc.fenced)
 			}
@@ -280,11 +278,7 @@ func TestRenewTakesAnExpiredLeaseAgain(t *testing.T) {
 func expire(t *testing.T, s *Store) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := s.js.Stream(ctx, kvStream(OwnersBucket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(ownersSubject+"s1")); err != nil {
+	if err := s.ownersStream.Purge(ctx, jetstream.WithPurgeSubject(ownersSubject+"s1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.owners.Get(ctx, "s1"); !errors.Is(err, jetstream.ErrKeyNotFound) {

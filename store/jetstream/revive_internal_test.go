@@ -78,9 +78,7 @@ func TestReviveWaitsForJetStreamToStop(t *testing.T) {
 		t.Fatalf("revive once JetStream is off (%d tries while it went off): %v, %v; JetStream on: %v",
 			tries, on, err, s.embedded.ns.JetStreamEnabled())
 	}
-	if seqs := journalSeqs(t, s, "s1"); fmt.Sprint(seqs) != "[1]" {
-		t.Errorf("the journal holds events %v, want [1]", seqs)
-	}
+	holdsSteps(t, s, "[1]")
 }
 
 // TestReviveStartsAtALaterLook: nats-server stops JetStream by itself too
@@ -188,9 +186,7 @@ func reviveLooks(s *Store, n int) (on bool, err error) {
 // JetStream let go of runs on.
 func revivable(t *testing.T, every time.Duration) *Store {
 	t.Helper()
-	was := reviveEvery
-	reviveEvery = every
-	t.Cleanup(func() { reviveEvery = was })
+	looksEvery(t, every)
 	ctx := context.Background()
 	s, err := Open(ctx, Options{DataDir: t.TempDir()})
 	if err != nil {
@@ -207,6 +203,14 @@ func revivable(t *testing.T, every time.Duration) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// looksEvery makes the stores the test opens look whether JetStream should
+// go back on every every (time.Hour: only when the test calls revive).
+func looksEvery(t *testing.T, every time.Duration) {
+	was := reviveEvery
+	reviveEvery = every
+	t.Cleanup(func() { reviveEvery = was })
 }
 
 // message is a step of one message event, seq.

@@ -22,9 +22,7 @@ func TestSync(t *testing.T) {
 		{"every write", SyncEveryWrite, DefaultSync, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			was := reviveEvery
-			reviveEvery = time.Hour // the looks are the test's own
-			t.Cleanup(func() { reviveEvery = was })
+			looksEvery(t, time.Hour) // the looks are the test's own
 			s, err := Open(context.Background(), Options{DataDir: t.TempDir(), Sync: tc.sync})
 			if err != nil {
 				t.Fatal(err)
@@ -38,9 +36,7 @@ func TestSync(t *testing.T) {
 				}
 			}
 			check("at the start")
-			if err := s.embedded.ns.ShutdownJetStream(); err != nil {
-				t.Fatal(err)
-			}
+			stopJetStream(t, s)
 			if on, err := reviveLooks(s, 2); !on || err != nil {
 				t.Fatalf("revive: %v %v", on, err)
 			}
