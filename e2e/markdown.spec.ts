@@ -2,6 +2,7 @@
 // the same element as the text grows renders again only the blocks that
 // changed. What it shows must be, at every step, what the whole text
 // renders to on a new element; and what was already written stays put.
+import type { Page } from "@playwright/test";
 import { expect, sdkTest as test } from "./support";
 
 /** Texts whose blocks change meaning as more of them comes. */
@@ -95,64 +96,52 @@ test("a text that is not the streamed one's continuation shows what a new elemen
     expect(shown).toEqual([true, true, true, true, true, true]);
 });
 
-test("what a reply already wrote stays as it streams on: a selection in it, and its code block's Copy button", async ({ page }) => {
-    const kept = await page.evaluate(async () => {
+/**
+ * Renders text on one element, selects the element at select, and streams
+ * more onto it; then says what was selected, whether the selected element
+ * and the first Copy button are the ones from before, and the texts at
+ * items.
+ */
+async function streamOnto(page: Page, text: string, more: string[], select: string, items: string) {
+    return page.evaluate(async ({ text, more, select, items }) => {
         const { renderMarkdown } = await import("/static/markdown.js");
         const el = document.createElement("div");
         document.body.append(el);
-        let text = "The first paragraph, which the reader selects.\n\n```js\nconst a = 1;\n```\n\nThen";
         renderMarkdown(el, text);
-        const first = el.querySelector("p")!;
+        const selected = el.querySelector(select)!;
         const copy = el.querySelector("button")!;
         const range = document.createRange();
-        range.selectNodeContents(first);
+        range.selectNodeContents(selected);
         getSelection()!.removeAllRanges();
         getSelection()!.addRange(range);
-        for (const more of [" the reply", " goes on", "\n\n- with a list", "\n- of two"]) {
-            text += more;
+        for (const piece of more) {
+            text += piece;
             renderMarkdown(el, text);
         }
         const result = {
             selected: getSelection()!.toString(),
-            firstKept: el.querySelector("p") === first,
+            selectedKept: el.querySelector(select) === selected,
             copyKept: el.querySelector("button") === copy && copy.isConnected,
-            items: [...el.querySelectorAll("li")].map((li) => li.textContent),
+            items: [...el.querySelectorAll(items)].map((item) => item.textContent),
         };
         el.remove();
         return result;
-    });
+    }, { text, more, select, items });
+}
+
+test("what a reply already wrote stays as it streams on: a selection in it, and its code block's Copy button", async ({ page }) => {
+    const kept = await streamOnto(page, "The first paragraph, which the reader selects.\n\n```js\nconst a = 1;\n```\n\nThen",
+        [" the reply", " goes on", "\n\n- with a list", "\n- of two"], "p", "li");
     expect(kept).toEqual({
         selected: "The first paragraph, which the reader selects.",
-        firstKept: true,
+        selectedKept: true,
         copyKept: true,
         items: ["with a list", "of two"],
     });
 });
 
 test("a list being written keeps its items already written: a selection in one, and a code block's Copy button", async ({ page }) => {
-    const kept = await page.evaluate(async () => {
-        const { renderMarkdown } = await import("/static/markdown.js");
-        const el = document.createElement("div");
-        document.body.append(el);
-        let text = "1. Install it:\n\n   ```bash\n   npm i x\n   ```\n\n2. Run";
-        renderMarkdown(el, text);
-        const first = el.querySelector("li p")!;
-        const copy = el.querySelector("li button")!;
-        const range = document.createRange();
-        range.selectNodeContents(first);
-        getSelection()!.removeAllRanges();
-        getSelection()!.addRange(range);
-        for (const more of [" it", "\n\n3. Done", "\n\n4. And", " the last"]) {
-            text += more;
-            renderMarkdown(el, text);
-        }
-        const result = {
-            selected: getSelection()!.toString(),
-            copyKept: el.querySelector("li button") === copy && copy.isConnected,
-            items: [...el.querySelectorAll("ol > li")].map((li) => li.firstElementChild?.textContent),
-        };
-        el.remove();
-        return result;
-    });
-    expect(kept).toEqual({ selected: "Install it:", copyKept: true, items: ["Install it:", "Run it", "Done", "And the last"] });
+    const kept = await streamOnto(page, "1. Install it:\n\n   ```bash\n   npm i x\n   ```\n\n2. Run",
+        [" it", "\n\n3. Done", "\n\n4. And", " the last"], "li p", "ol > li > p:first-child");
+    expect(kept).toEqual({ selected: "Install it:", selectedKept: true, copyKept: true, items: ["Install it:", "Run it", "Done", "And the last"] });
 });
