@@ -20,7 +20,7 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "@playwright/test";
+import { blocks, launch, oneList } from "./reply.mjs";
 
 const staticDir = fileURLToPath(new URL("../../static/", import.meta.url));
 const types = { ".js": "text/javascript", ".css": "text/css", ".html": "text/html" };
@@ -40,18 +40,22 @@ const server = createServer(async (req, res) => {
 await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(undefined)));
 const { port } = /** @type {import("node:net").AddressInfo} */ (server.address());
 
-const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
+const browser = await launch();
 try {
     const tab = await browser.newPage();
     await tab.goto(`http://127.0.0.1:${port}/`);
-    const rows = await tab.evaluate(async () => {
+    // The first text warms the page up (its code compiled, its styles
+    // resolved) and is not shown.
+    const texts = [
+        { shape: "blocks", text: blocks(4) },
+        { shape: "blocks", text: blocks(4) },
+        { shape: "blocks", text: blocks(16) },
+        { shape: "blocks", text: blocks(64) },
+        { shape: "one list", text: oneList(400) },
+    ];
+    const rows = await tab.evaluate(async (texts) => {
         const { renderMarkdown, toSafeFragment } = await import("/markdown.js");
         const target = /** @type {HTMLElement} */ (document.getElementById("target"));
-        const para = "Here is **some** text with `code` and a [link](https://example.com/x) in a sentence that goes on a while. ";
-        const block = `## Heading\n\n${para.repeat(4)}\n\n- item one ${para}\n- item two\n\n\`\`\`js\nconst x = 1;\nfunction f(a) { return a + 1; }\n\`\`\`\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n`;
         /** @param {(text: string) => void} render @param {string} text */
         const stream = (render, text) => {
             const times = [];
@@ -64,16 +68,6 @@ try {
             const mean = (/** @type {number[]} */ t) => t.reduce((a, b) => a + b, 0) / t.length;
             return { renders: times.length, mean: mean(times), end: mean(times.slice(-20)) };
         };
-        // One numbered list: a single top-level block, which is made anew
-        // whole at each render while it grows.
-        const list = Array.from({ length: 400 }, (_, i) => `${i + 1}. Step ${i + 1}: run \`make\` and read **what it says**.\n`).join("");
-        const texts = [
-            { shape: "blocks", text: block.repeat(4) }, // warms the page up (its code compiled, its styles resolved); not shown
-            { shape: "blocks", text: block.repeat(4) },
-            { shape: "blocks", text: block.repeat(16) },
-            { shape: "blocks", text: block.repeat(64) },
-            { shape: "one list", text: list },
-        ];
         const out = [];
         for (const [i, { shape, text }] of texts.entries()) {
             const streamed = () => {
@@ -83,11 +77,18 @@ try {
             // The whole text parsed, cleaned and put in anew each time.
             const whole = () => stream((t) => target.replaceChildren(toSafeFragment(document, t)), text);
             // Either way first in turn: the second pays for the first's garbage.
-            const [s, w] = i % 2 ? [streamed(), whole()] : (([w, s]) => [s, w])([whole(), streamed()]);
+            let s, w;
+            if (i % 2) {
+                s = streamed();
+                w = whole();
+            } else {
+                w = whole();
+                s = streamed();
+            }
             out.push({ shape, bytes: text.length, streamed: s, whole: w });
         }
         return out.slice(1);
-    });
+    }, texts);
     console.log("a reply streamed 100 characters a render (ms a render: mean, and at its end)");
     console.log(`${"reply".padStart(19)} ${"renders".padStart(8)} ${"streamed".padStart(17)} ${"made whole".padStart(17)}`);
     for (const { shape, bytes, streamed, whole } of rows) {

@@ -17,12 +17,10 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "@playwright/test";
+import { blocks, launch } from "./reply.mjs";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const para = "Here is **some** text with `code` and a [link](https://example.com/x) in a sentence that goes on a while. ";
-const block = `## Heading\n\n${para.repeat(4)}\n\n- item one ${para}\n- item two\n\n\`\`\`js\nconst x = 1;\nfunction f(a) { return a + 1; }\n\`\`\`\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n`;
-const reply = block.repeat(48);
+const reply = blocks(48);
 
 /** A port free on loopback now. @returns {Promise<number>} */
 const freePort = () => new Promise((resolve, reject) => {
@@ -41,10 +39,7 @@ await writeFile(script, JSON.stringify({
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const gateway = spawn(join(root, "bin/gateway"), ["--listen", `127.0.0.1:${port}`, "--data-dir", join(dir, "data"), "--log-level", "error", "--script", script], { stdio: ["ignore", "ignore", "inherit"] });
-const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
+const browser = await launch();
 try {
     for (let tries = 0; ; tries++) {
         const up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
