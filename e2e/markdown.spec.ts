@@ -145,3 +145,23 @@ test("a list being written keeps its items already written: a selection in one, 
         [" it", "\n\n3. Done", "\n\n4. And", " the last"], "li p", "ol > li > p:first-child");
     expect(kept).toEqual({ selected: "Install it:", selectedKept: true, copyKept: true, items: ["Install it:", "Run it", "Done", "And the last"] });
 });
+
+test("a numbered list keeps its first number, and a table its columns' alignment", async ({ page }) => {
+    const shown = await page.evaluate(async () => {
+        const { renderMarkdown } = await import("/static/markdown.js");
+        const styles = document.createElement("link"); // the chat page's, for a reply's cells
+        styles.rel = "stylesheet";
+        styles.href = "/static/app.css";
+        await new Promise((loaded) => { styles.onload = loaded; document.head.append(styles); });
+        const el = document.createElement("div");
+        el.className = "message-text";
+        document.body.append(el);
+        renderMarkdown(el, "Then:\n\n7. seven\n8. eight\n\n| left | middle | right |\n| :-- | :-: | --: |\n| a | b | c |\n");
+        const numbers = [...el.querySelectorAll("li")].map((li) => (li.parentElement as HTMLOListElement).start + [...li.parentElement!.children].indexOf(li));
+        const align = [...el.querySelectorAll("th, td")].map((cell) => getComputedStyle(cell).textAlign.replace("-webkit-", ""));
+        el.remove();
+        styles.remove();
+        return { numbers, align };
+    });
+    expect(shown).toEqual({ numbers: [7, 8], align: ["left", "center", "right", "left", "center", "right"] });
+});

@@ -74,6 +74,10 @@ purify.setConfig({
     ALLOWED_TAGS: TAGS,
     ALLOWED_ATTR: ATTRS,
     ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
+    // DOMPurify checks the value of an attribute it does not know to be
+    // no URL against ALLOWED_URI_REGEXP: a list's start ("7") and a
+    // column's alignment ("right") were dropped.
+    ADD_URI_SAFE_ATTR: ["start", "align"],
     RETURN_DOM_FRAGMENT: true,
 });
 
