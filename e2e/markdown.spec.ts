@@ -11,6 +11,12 @@ const texts: Record<string, string> = {
     "a line that turns the paragraph above into a heading": "Looks like a paragraph\n===\n\nAnother one\n---\n\nthen a rule\n\n---\n\nend",
     "a list that grows, loosens and nests": "- one\n- two\n\n- three, loose now\n  - nested\n  - nested two\n\n1. ordered\n2. again\n\n7. starts at seven\n8. eight\n",
     "a table that grows rows": "| tool | handler |\n| --- | :-: |\n| get_weather | worker |\n| confirm | client |\n\nafter the table",
+    // Rows of fewer and more cells than the header, an escaped pipe, a
+    // line that starts a list and ends the table, a table right after it.
+    // Rendered at "``" (a row, then a fence: the table has none) and at
+    // "| - | -" (then "-:": the column's alignment changes).
+    "a table's only row, and its alignment, changed": "| hh |\n| - |\n```\ncode\n```\n\n| a | bb |\n| - | -:|\n",
+    "a long table, and rows that end it": "a | b | c\n--: | :-- | ---\n1 | `x` | **y**\n2\n3 | 4 | 5 | 6\n| a \\| b | [l](https://e.x) | ~~s~~ |\n|  | | |\n7 | 8 | 9\n- a list\n\n| h |\n| - |\n| r1 |\n| r2 |\n\t\n| r3 |\n",
     "a code block left open, then closed": "Code:\n\n```js\nconst a = 1;\n\nconsole.log(a);\n```\n\nand after it\n\n- in a list\n\n  ```\n  indented fence\n  ```\n",
     "a reference link used before its definition": "See [the docs][d] and [more][m].\n\nA middle paragraph.\n\n[d]: https://example.com/docs\n[m]: https://example.com/more \"More\"\n\nEnd.",
     "a quote that continues lazily": "> quoted\ncontinued lazily\n\n> another\n>\n> paragraph in it\n\nout",
@@ -91,9 +97,14 @@ test("a text that is not the streamed one's continuation shows what a new elemen
         el.firstElementChild!.remove();
         renderMarkdown(el, "one\n\ntwo\n\nthree four");
         same.push(el.innerHTML === fresh("one\n\ntwo\n\nthree four"));
+        // ... into a table still being written: it is made anew.
+        renderMarkdown(el, "| a |\n| - |\n| 1 |\n| 2");
+        el.querySelector("tbody tr")!.remove();
+        renderMarkdown(el, "| a |\n| - |\n| 1 |\n| 2 |\n| 3 |");
+        same.push(el.innerHTML === fresh("| a |\n| - |\n| 1 |\n| 2 |\n| 3 |"));
         return same;
     });
-    expect(shown).toEqual([true, true, true, true, true, true]);
+    expect(shown).toEqual([true, true, true, true, true, true, true]);
 });
 
 /**
@@ -144,6 +155,12 @@ test("a list being written keeps its items already written: a selection in one, 
     const kept = await streamOnto(page, "1. Install it:\n\n   ```bash\n   npm i x\n   ```\n\n2. Run",
         [" it", "\n\n3. Done", "\n\n4. And", " the last"], "li p", "ol > li > p:first-child");
     expect(kept).toEqual({ selected: "Install it:", selectedKept: true, copyKept: true, items: ["Install it:", "Run it", "Done", "And the last"] });
+});
+
+test("a table being written keeps its rows already written: a selection in one", async ({ page }) => {
+    const kept = await streamOnto(page, "```sh\nmake check\n```\n\n| step | what it says |\n| ---: | --- |\n| 1 | all passed |\n| 2",
+        [" | one", " failed |", "\n| 3 | **fixed** |", "\n\nAnd after the table."], "td:last-child", "td:first-child");
+    expect(kept).toEqual({ selected: "all passed", selectedKept: true, copyKept: true, items: ["1", "2", "3"] });
 });
 
 test("a numbered list keeps its first number, and a table its columns' alignment", async ({ page }) => {

@@ -5,9 +5,10 @@
  * again as a reply streams, so a half-written reply renders as far as it
  * goes. Each call renders again only what changed since the last call on
  * the same element (the top-level blocks from the first that changed: a
- * paragraph, a table, a code block; in a list, its items) and keeps the
- * others' nodes: the end of a long reply costs little more than its start
- * (marked still reads the whole text each time), and a reader's selection,
+ * paragraph, a table, a code block; in a list, its items; in a table, its
+ * rows) and keeps the others' nodes: the end of a long reply costs little
+ * more than its start (marked still reads the whole text each time), and a
+ * reader's selection,
  * or a Copy button's "Copied", in what is already written stays as the
  * reply goes on.
  *
@@ -110,14 +111,20 @@ function safeFragment(doc, html) {
 }
 
 /**
- * @typedef {{end: number, nodes: ChildNode[], list?: ListShown}} Block
+ * @typedef {{end: number, nodes: ChildNode[], list?: ListShown, table?: TableShown}} Block
  *   a top-level token's end in the text it was rendered from (-1: its
  *   Markdown is not a slice of that text, so it is never kept), the nodes
- *   it rendered to, in target, and for a list, its items
+ *   it rendered to, in target, and for a list, its items; for a table,
+ *   its rows
  * @typedef {{kind: string, el: Element, head: ChildNode, items: Block[]}} ListShown
  *   a list's element (ol or ul) and what makes it (ordered, start,
  *   loose), the line break that opens it, and its items as blocks: their
  *   ends in the text, their nodes in el
+ * @typedef {{el: Element, headEnd: number, body: Element | null, rows: Block[]}} TableShown
+ *   a table's element, the end of its header and delimiter lines in the
+ *   text, its tbody (null while it has no rows), and its rows as blocks:
+ *   each row's line's end in the text, its nodes (tr and the line break
+ *   after it) in body
  * @typedef {{text: string, links: string, blocks: Block[]}} Shown
  *   what renderMarkdown last put in a target: the text (as marked read it),
  *   its blocks, and the reference links (`[x]: url`) they were rendered with
@@ -172,9 +179,11 @@ export function renderMarkdown(target, text) {
     if (same > 0 && same < tokens.length && tokens[same - 1].type === "paragraph") same--;
     const blocks = before.blocks.slice(0, same);
     let start = same > 0 ? blocks[same - 1].end : 0;
-    // The first block that changed, a list still being written, keeps its
-    // items that did not.
-    const grown = same < tokens.length && before.blocks[same]?.list ? growList(doc, before.blocks[same], tokens[same], start, src, shared) : null;
+    // The first block that changed, a list or a table still being written,
+    // keeps its items or rows that did not.
+    const changed = same < tokens.length ? before.blocks[same] : undefined;
+    const grown = changed?.list ? growList(doc, changed, tokens[same], start, src, shared)
+        : changed?.table ? growTable(doc, changed, tokens[same], start, src, shared) : null;
     for (const gone of before.blocks.slice(grown ? same + 1 : same)) for (const node of gone.nodes) node.remove();
     if (grown) {
         blocks.push(grown);
@@ -183,7 +192,11 @@ export function renderMarkdown(target, text) {
     for (const token of tokens.slice(blocks.length)) {
         const frag = blockFragment(doc, token);
         const end = start >= 0 && src.startsWith(token.raw, start) ? start + token.raw.length : -1;
-        blocks.push({ end, nodes: [...frag.childNodes], list: token.type === "list" ? listShown(frag, token, start, src) : undefined });
+        blocks.push({
+            end, nodes: [...frag.childNodes],
+            list: token.type === "list" ? listShown(frag, token, start, src) : undefined,
+            table: token.type === "table" ? tableShown(frag, token, start, src) : undefined,
+        });
         start = end;
         target.append(frag);
     }
@@ -221,24 +234,24 @@ const listKind = (token) => `${token.ordered} ${token.start} ${token.loose}`;
 function listShown(frag, token, start, src) {
     const el = frag.firstElementChild, head = el?.firstChild;
     if (!el || !head || head.nodeType !== 3 || start < 0) return undefined;
-    const items = itemsOf(el, token.items, start, src);
+    const items = itemsOf([...el.childNodes].slice(1), "LI", token.items, start, src);
     return items && { kind: listKind(token), el, head, items };
 }
 
 /**
- * The items' blocks in el, whose children are a line break then, for
- * each item, its li and a line break; null if they are not.
- * @param {Element} el @param {any[]} items @param {number} start @param {string} src
+ * The items' blocks in nodes, which are, for each item, its element (a
+ * tag one: li, tr) and a line break; null if they are not.
+ * @param {ChildNode[]} nodes @param {string} tag @param {{raw: string}[]} items
+ * @param {number} start @param {string} src
  * @returns {Block[] | null}
  */
-function itemsOf(el, items, start, src) {
-    const nodes = [...el.childNodes].slice(1);
+function itemsOf(nodes, tag, items, start, src) {
     if (nodes.length !== 2 * items.length) return null;
     return items.map((item, i) => {
-        const li = nodes[2 * i], after = nodes[2 * i + 1];
-        if (!(li instanceof Element) || li.tagName !== "LI" || after.nodeType !== 3) start = -1;
+        const el = nodes[2 * i], after = nodes[2 * i + 1];
+        if (!(el instanceof Element) || el.tagName !== tag || after.nodeType !== 3) start = -1;
         start = start >= 0 && src.startsWith(item.raw, start) ? start + item.raw.length : -1;
-        return { end: start, nodes: [li, after] };
+        return { end: start, nodes: [el, after] };
     });
 }
 
@@ -263,12 +276,101 @@ function growList(doc, old, token, start, src, shared) {
     const frag = blockFragment(doc, { ...token, items: rest });
     const el = frag.firstElementChild;
     const from = same > 0 ? list.items[same - 1].end : start;
-    const added = el && el.tagName === list.el.tagName ? itemsOf(el, rest, from, src) : null;
+    const added = el && el.tagName === list.el.tagName ? itemsOf([...el.childNodes].slice(1), "LI", rest, from, src) : null;
     if (!added) return null;
     for (const gone of list.items.slice(same)) for (const node of gone.nodes) node.remove();
     list.el.append(...[...el.childNodes].slice(1));
     const end = src.startsWith(token.raw, start) ? start + token.raw.length : -1;
     return { end, nodes: old.nodes, list: { ...list, items: [...list.items.slice(0, same), ...added] } };
+}
+
+/**
+ * A table token's lines: where its header and delimiter lines end in its
+ * Markdown, and each row's line (with its line break), as marked's lexer
+ * split them: a row is a line. null when a row's cells are not found in
+ * its line, in order: its rows are then never kept.
+ * @param {any} token
+ * @returns {{head: number, rows: {raw: string}[]} | null}
+ */
+function tableLines(token) {
+    const raw = /** @type {string} */ (token.raw);
+    const first = raw.indexOf("\n");
+    const second = first < 0 ? -1 : raw.indexOf("\n", first + 1);
+    if (second < 0) return token.rows.length ? null : { head: raw.length, rows: [] };
+    const rows = [];
+    for (let at = second + 1, i = 0; i < token.rows.length; i++) {
+        const next = raw.indexOf("\n", at);
+        const line = raw.slice(at, next < 0 ? raw.length : next + 1);
+        const unescaped = line.replaceAll("\\|", "|"); // as a cell's text has it
+        let from = 0;
+        for (const cell of token.rows[i]) {
+            from = unescaped.indexOf(cell.text, from);
+            if (from < 0) return null;
+            from += cell.text.length;
+        }
+        rows.push({ raw: line });
+        at += line.length;
+    }
+    return { head: second + 1, rows };
+}
+
+/**
+ * A table's rows as blocks, from its rendered fragment (its element, then
+ * a line break); undefined when the fragment is not so, or the table is
+ * not a slice of src from start: its rows are then never kept.
+ * @param {DocumentFragment} frag @param {any} token @param {number} start @param {string} src
+ * @returns {TableShown | undefined}
+ */
+function tableShown(frag, token, start, src) {
+    const el = frag.firstElementChild, lines = tableLines(token);
+    if (!(el instanceof HTMLTableElement) || !lines || start < 0 || !src.startsWith(token.raw, start)) return undefined;
+    const body = el.tBodies[0] ?? null, headEnd = start + lines.head;
+    const rows = body ? itemsOf([...body.childNodes], "TR", lines.rows, headEnd, src) : lines.rows.length ? null : [];
+    return rows ? { el, headEnd, body, rows } : undefined;
+}
+
+/**
+ * old's table, updated to token's: while its header and delimiter lines
+ * are the same, the rows whose lines start src as they started the last
+ * text are kept, the rest rendered anew into the same tbody (a row
+ * renders from its line, the header's count of cells and the alignment
+ * alone). null when it cannot be (another header, an element something
+ * else changed): the table is then made anew.
+ * @param {Document} doc @param {Block} old @param {any} token
+ * @param {number} start  the table's start in src
+ * @param {string} src @param {number} shared  how much of src the last text shared
+ * @returns {Block | null}
+ */
+function growTable(doc, old, token, start, src, shared) {
+    const table = /** @type {TableShown} */ (old.table);
+    const lines = token.type === "table" ? tableLines(token) : null;
+    if (!lines || start < 0 || !src.startsWith(token.raw, start) || start + lines.head !== table.headEnd ||
+        table.headEnd > shared || old.nodes[0] !== table.el || (table.el.tBodies[0] ?? null) !== table.body ||
+        (table.body && !holdsOnly(table.body, table.rows))) {
+        return null;
+    }
+    const same = keptCount(table.rows, lines.rows, table.headEnd, src, shared);
+    const rest = token.rows.slice(same);
+    /** @type {Block[]} */
+    let added = [];
+    let made = null;
+    if (rest.length > 0) {
+        const el = blockFragment(doc, { ...token, rows: rest }).firstElementChild;
+        made = el instanceof HTMLTableElement ? el.tBodies[0] ?? null : null;
+        const from = same > 0 ? table.rows[same - 1].end : table.headEnd;
+        const rows = made && itemsOf([...made.childNodes], "TR", lines.rows.slice(same), from, src);
+        if (!rows) return null;
+        added = rows;
+    }
+    for (const gone of table.rows.slice(same)) for (const node of gone.nodes) node.remove();
+    let body = table.body;
+    if (made && body) body.append(...made.childNodes);
+    else if (made) table.el.append(body = made);
+    else if (same === 0 && body) {
+        body.remove(); // a table of no rows has no tbody
+        body = null;
+    }
+    return { end: start + token.raw.length, nodes: old.nodes, table: { ...table, body, rows: [...table.rows.slice(0, same), ...added] } };
 }
 
 /**

@@ -4,7 +4,8 @@
 //
 // A reply of each size (Markdown with headings, paragraphs, a list, a code
 // block and a table, over and over; then one long numbered list, a single
-// block, where keeping the blocks that did not change saves nothing) is
+// block, where keeping the blocks that did not change saves nothing; then
+// one long table) is
 // rendered as the page renders it while it streams: into the same element, 100 characters more each time, the
 // layout read after each render (the page's follow.js reads it once a
 // frame). Beside it, the same texts made whole each time (toSafeFragment,
@@ -20,7 +21,7 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
-import { blocks, launch, oneList } from "./reply.mjs";
+import { blocks, launch, oneList, oneTable } from "./reply.mjs";
 
 const staticDir = fileURLToPath(new URL("../../static/", import.meta.url));
 const types = { ".js": "text/javascript", ".css": "text/css", ".html": "text/html" };
@@ -52,6 +53,7 @@ try {
         { shape: "blocks", text: blocks(16) },
         { shape: "blocks", text: blocks(64) },
         { shape: "one list", text: oneList(400) },
+        { shape: "one table", text: oneTable(400) },
     ];
     const rows = await tab.evaluate(async (texts) => {
         const { renderMarkdown, toSafeFragment } = await import("/markdown.js");

@@ -11,6 +11,10 @@ export const blocks = (copies) => block.repeat(copies);
 /** A reply that is one numbered list of n items, a single top-level block. @param {number} n */
 export const oneList = (n) => Array.from({ length: n }, (_, i) => `${i + 1}. Step ${i + 1}: run \`make\` and read **what it says**.\n`).join("");
 
+/** A reply that is one table of n rows under its header, a single top-level block. @param {number} n */
+export const oneTable = (n) => "| step | command | what it says |\n| ---: | --- | :-- |\n" +
+    Array.from({ length: n }, (_, i) => `| ${i + 1} | \`make test-${i + 1}\` | **ok**, ${i + 1} checks passed |\n`).join("");
+
 /** Chromium as the Playwright specs run it; CHROMIUM names it (default /usr/bin/chromium). */
 export const launch = () => chromium.launch({
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
