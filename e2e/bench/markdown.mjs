@@ -3,11 +3,10 @@
 // deps`. Not a test: it asserts nothing, and prints what one render costs.
 //
 // A reply of each size (Markdown with headings, paragraphs, a list, a code
-// block and a table, over and over; then one long numbered list, a single
-// block, where keeping the blocks that did not change saves nothing; then
-// one long table) is
-// rendered as the page renders it while it streams: into the same element, 100 characters more each time, the
-// layout read after each render (the page's follow.js reads it once a
+// block and a table, over and over; then one long numbered list and one
+// long table, each a single block, whose items or rows are what is kept)
+// is rendered as the page renders it while it streams: into the same
+// element, 100 characters more each time, the layout read after each render (the page's follow.js reads it once a
 // frame). Beside it, the same texts made whole each time (toSafeFragment,
 // the element's children replaced): what every render cost when the page
 // made the whole reply anew.
