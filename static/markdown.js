@@ -189,18 +189,55 @@ export function renderMarkdown(target, text) {
         blocks.push(grown);
         start = grown.end;
     }
-    for (const token of tokens.slice(blocks.length)) {
-        const frag = blockFragment(doc, token);
+    const rest = tokens.slice(blocks.length);
+    const together = madeTogether(doc, rest);
+    for (const [i, token] of rest.entries()) {
+        const nodes = together ? together[i] : [...blockFragment(doc, token).childNodes];
+        const el = nodes[0] instanceof Element ? nodes[0] : undefined;
         const end = start >= 0 && src.startsWith(token.raw, start) ? start + token.raw.length : -1;
         blocks.push({
-            end, nodes: [...frag.childNodes],
-            list: token.type === "list" ? listShown(frag, token, start, src) : undefined,
-            table: token.type === "table" ? tableShown(frag, token, start, src) : undefined,
+            end, nodes,
+            list: token.type === "list" ? listShown(el, token, start, src) : undefined,
+            table: token.type === "table" ? tableShown(el, token, start, src) : undefined,
         });
         start = end;
-        target.append(frag);
+        target.append(...nodes);
     }
     shownIn.set(target, { text: src, links, blocks });
+}
+
+/**
+ * tokens as sanitized DOM in one pass of the sanitizer, which parses a
+ * document of its own each time (a replayed chat's finished replies, each
+ * rendered whole once, spent most of their time there), then split into
+ * each token's nodes: every block marked renders is one element and a
+ * line break, or nothing (a blank line, a reference definition). null when
+ * the nodes are not so, or marked fails on a token: the tokens are then
+ * made one by one.
+ * @param {Document} doc
+ * @param {import("./vendor/marked.js").Token[]} tokens
+ * @returns {ChildNode[][] | null}
+ */
+function madeTogether(doc, tokens) {
+    if (tokens.length < 2) return null;
+    let html = "";
+    const shown = [];
+    try {
+        for (const token of tokens) {
+            const one = /** @type {string} */ (marked.parser([token]));
+            shown.push(one !== "");
+            html += one;
+        }
+    } catch {
+        return null;
+    }
+    const nodes = [...safeFragment(doc, html).childNodes];
+    if (nodes.length !== 2 * shown.filter(Boolean).length) return null;
+    for (let i = 0; i < nodes.length; i += 2) {
+        if (!(nodes[i] instanceof Element) || nodes[i + 1].nodeType !== Node.TEXT_NODE) return null;
+    }
+    let at = 0;
+    return shown.map((one) => (one ? nodes.slice(at, (at += 2)) : []));
 }
 
 /**
@@ -224,15 +261,15 @@ function keptCount(blocks, tokens, start, src, shared) {
 const listKind = (token) => `${token.ordered} ${token.start} ${token.loose}`;
 
 /**
- * A list's items as blocks, from its rendered fragment (its element, then a
- * line break): each item's li and the line break after it. undefined when
- * the fragment is not so (the sanitizer took something out), or the list
- * is not a slice of src from start: its items are then never kept.
- * @param {DocumentFragment} frag @param {any} token @param {number} start @param {string} src
+ * A list's items as blocks, from its rendered element (ol or ul): each
+ * item's li and the line break after it. undefined when the element is not
+ * so (the sanitizer took something out), or the list is not a slice of src
+ * from start: its items are then never kept.
+ * @param {Element | undefined} el @param {any} token @param {number} start @param {string} src
  * @returns {ListShown | undefined}
  */
-function listShown(frag, token, start, src) {
-    const el = frag.firstElementChild, head = el?.firstChild;
+function listShown(el, token, start, src) {
+    const head = el?.firstChild;
     if (!el || !head || head.nodeType !== 3 || start < 0) return undefined;
     const items = itemsOf([...el.childNodes].slice(1), "LI", token.items, start, src);
     return items && { kind: listKind(token), el, head, items };
@@ -315,14 +352,14 @@ function tableLines(token) {
 }
 
 /**
- * A table's rows as blocks, from its rendered fragment (its element, then
- * a line break); undefined when the fragment is not so, or the table is
- * not a slice of src from start: its rows are then never kept.
- * @param {DocumentFragment} frag @param {any} token @param {number} start @param {string} src
+ * A table's rows as blocks, from its rendered element; undefined when it is
+ * not a table, or the table is not a slice of src from start: its rows are
+ * then never kept.
+ * @param {Element | undefined} el @param {any} token @param {number} start @param {string} src
  * @returns {TableShown | undefined}
  */
-function tableShown(frag, token, start, src) {
-    const el = frag.firstElementChild, lines = tableLines(token);
+function tableShown(el, token, start, src) {
+    const lines = tableLines(token);
     if (!(el instanceof HTMLTableElement) || !lines || start < 0 || !src.startsWith(token.raw, start)) return undefined;
     const body = el.tBodies[0] ?? null, headEnd = start + lines.head;
     const rows = body ? itemsOf([...body.childNodes], "TR", lines.rows, headEnd, src) : lines.rows.length ? null : [];

@@ -90,6 +90,41 @@ try {
         }
         return out.slice(1);
     }, texts);
+    // A chat's finished replies, each rendered once on an element of its
+    // own, as a reload or a replay renders them.
+    const replayed = await tab.evaluate(async (reply) => {
+        const { renderMarkdown, toSafeFragment } = await import("/markdown.js");
+        const list = /** @type {HTMLElement} */ (document.querySelector(".message-list"));
+        /** @param {(el: HTMLElement) => void} render */
+        const replay = (render) => {
+            const t0 = performance.now();
+            for (let i = 0; i < 300; i++) {
+                const el = document.createElement("div");
+                render(el);
+                list.append(el);
+            }
+            void list.offsetHeight;
+            const ms = (performance.now() - t0) / 300;
+            list.replaceChildren();
+            return ms;
+        };
+        const ways = {
+            renderMarkdown: (/** @type {HTMLElement} */ el) => renderMarkdown(el, reply),
+            whole: (/** @type {HTMLElement} */ el) => el.replaceChildren(toSafeFragment(document, reply)),
+        };
+        ways.renderMarkdown(document.createElement("div")); // warm-up
+        ways.whole(document.createElement("div"));
+        /** @type {Record<string, number[]>} */
+        const times = { renderMarkdown: [], whole: [] };
+        for (let i = 0; i < 7; i++) {
+            // Either way first in turn, as above.
+            for (const way of i % 2 ? ["renderMarkdown", "whole"] : ["whole", "renderMarkdown"]) times[way].push(replay(ways[way]));
+        }
+        const median = (/** @type {number[]} */ t) => t.sort((a, b) => a - b)[t.length >> 1];
+        return { renderMarkdown: median(times.renderMarkdown), whole: median(times.whole) };
+    }, blocks(1));
+    console.log(`a chat's 300 replies of ${blocks(1).length} bytes (a heading, a paragraph, a list, code, a table), each rendered once, ` +
+        `ms a reply (median of 7): renderMarkdown ${replayed.renderMarkdown.toFixed(2)}, toSafeFragment ${replayed.whole.toFixed(2)}`);
     console.log("a reply streamed 100 characters a render (ms a render: mean, and at its end)");
     console.log(`${"reply".padStart(19)} ${"renders".padStart(8)} ${"streamed".padStart(17)} ${"made whole".padStart(17)}`);
     for (const { shape, bytes, streamed, whole } of rows) {
