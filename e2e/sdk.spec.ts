@@ -64,6 +64,101 @@ sdkTest("a session over the storage's quota keeps its id, and its whole copy is 
     expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
 });
 
+sdkTest("a long session's copy is written a chunk at a time, and a reload restores it whole and writes nothing", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const { CHUNK_CHARS } = await import("/static/store.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage();
+        const writes: number[] = [];
+        const set = storage.setItem.bind(storage);
+        storage.setItem = (k: string, v: string) => {
+            writes.push(v.length);
+            set(k, v);
+        };
+        const first = connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, epoch: "e1" });
+        // 20 writes of 15 events of about 1 KB: 300 KB in all.
+        let seq = 0;
+        for (let write = 0; write < 20; write++) {
+            for (let i = 0; i < 15; i++) ws.push({ type: "model.delta", seq: ++seq, text: `${seq} `.repeat(250).slice(0, 1000) });
+            await w.until(() => JSON.parse(storage.getItem("gateway.session")).seq === seq);
+        }
+        const events = first.events;
+        first.close();
+        const largest = Math.max(...writes), total = writes.reduce((a, b) => a + b, 0);
+        const copy = [...storage.map.values()].reduce((n: number, v: string) => n + v.length, 0);
+        // A reload: another client on the same storage, the same run of the gateway.
+        writes.length = 0;
+        const second = connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 2);
+        const restored = second.events;
+        const again = w.FakeSocket.last();
+        again.accept();
+        again.push({ type: "session.opened", session: "s1", seq, epoch: "e1" });
+        await w.sleep(120);
+        second.close();
+        return { chunk: CHUNK_CHARS, largest, total, copy, same: JSON.stringify(restored) === JSON.stringify(events), count: restored.length, open: again.sent[0], writes: writes.length };
+    });
+    expect(out.count).toBe(300);
+    expect(out.same).toBe(true);
+    expect(out.copy).toBeGreaterThan(4 * out.chunk);
+    // Each write put the last chunk and the head, never the whole copy
+    // (which, written at each of the 20 writes, made 11 times the copy).
+    expect(out.largest).toBeLessThanOrEqual(out.chunk + 1100);
+    expect(out.total).toBeLessThan(5 * out.copy);
+    expect(out.open).toEqual({ type: "session.open", tools: [], session: "s1", after: 300, epoch: "e1" });
+    expect(out.writes, "the restore and the close wrote what was stored").toBe(0);
+});
+
+sdkTest("a copy whose chunk is missing or damaged resumes the session from its start, and a new session removes the old chunks", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        /** The socket start() makes the client open, accepted, once the client sent session.open on it. */
+        const opened = async (start: () => any) => {
+            const n = w.FakeSocket.sockets.length;
+            const client = start();
+            await w.until(() => w.FakeSocket.sockets.length > n);
+            const ws = w.FakeSocket.last();
+            ws.accept();
+            await w.until(() => ws.sent.length > 0);
+            return Object.assign(ws, { client });
+        };
+        const head = JSON.stringify({ v: 2, session: "s1", seq: 3, epoch: "e1", chunks: 2, unsent: [] });
+        const chunk = JSON.stringify([{ type: "model.delta", seq: 1, text: "a" }, { type: "model.delta", seq: 2, text: "b" }]);
+        const opens = [];
+        for (const second of [null, "not JSON", "[]", JSON.stringify([{ type: "model.delta", seq: 4, text: "c" }])]) {
+            const storage = new w.MemoryStorage({ "gateway.session": head, "gateway.session#1": chunk, ...(second !== null && { "gateway.session#2": second }) });
+            const ws = await opened(() => connect({ WebSocket: w.FakeSocket, storage }));
+            ws.client.close();
+            opens.push({ open: ws.sent[0], events: ws.client.events.length, keys: [...storage.map.keys()] });
+        }
+        // A whole copy of three events; then New chat.
+        const storage = new w.MemoryStorage({
+            "gateway.session": head, "gateway.session#1": chunk,
+            "gateway.session#2": JSON.stringify([{ type: "model.delta", seq: 3, text: "c" }]),
+        });
+        const ws = await opened(() => connect({ WebSocket: w.FakeSocket, storage }));
+        const client = ws.client;
+        const restored = client.events.length;
+        ws.push({ type: "session.opened", session: "s1", seq: 3, epoch: "e1" });
+        const fresh = await opened(() => (client.reset(), client)); // New chat: a new socket
+        fresh.push({ type: "session.opened", session: "s2", seq: 0, epoch: "e1" });
+        fresh.push({ type: "model.delta", seq: 1, text: "new" });
+        await w.until(() => JSON.parse(storage.getItem("gateway.session")).session === "s2");
+        client.close();
+        return { opens, restored, keys: [...storage.map.keys()].sort() };
+    });
+    // Its copy is then the session's id alone.
+    expect(out.opens).toEqual(Array(4).fill({ open: { type: "session.open", tools: [], session: "s1", after: 0 }, events: 0, keys: ["gateway.session"] }));
+    expect(out.restored).toBe(3);
+    expect(out.keys).toEqual(["gateway.session", "gateway.session#1"]);
+});
+
 sdkTest("a reload restores the stored events and resumes after the last seq", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

@@ -2,24 +2,32 @@
  * store.js: where a session survives a page reload (sessionStorage by
  * default).
  *
- * It keeps `{v: 1, session, seq, epoch, events, unsent}` under one key: the
+ * Under its key it keeps `{v: 2, session, seq, epoch, chunks, unsent}`: the
  * session id, the last seq the page has, the epoch of the session.opened
- * they came with, the session's events up to it, and the messages sent
- * that the gateway has not confirmed (sent again after the reload). `seq` and
- * `events` are written together, so a reload finds them consistent. Writes
- * are batched (at most one every SAVE_DELAY_MS, or every 20 times as long
- * as the last write took, up to SAVE_MAX_DELAY_MS: a long chat's copy is
- * megabytes, and its replay would spend its time writing them; at once on
- * `flush()`);
- * when the storage is full only the session id is kept, with seq 0, so the
- * next load replays the whole session from the gateway, and the whole copy
- * is not tried again while it is as large (a chat of large tool results
- * made every write stringify megabytes to fail again).
+ * they came with, how many chunks hold the session's events, and the
+ * messages sent that the gateway has not confirmed (sent again after the
+ * reload). The events up to seq are under `key#1` to `key#chunks`, each a
+ * JSON array of them, in order. A session's events only grow, so a chunk
+ * is written once it is full (about CHUNK_CHARS of JSON) and never again:
+ * a write puts the last chunk and the head, whatever the chat's length (a
+ * long chat's copy is megabytes, and writing it whole took a long task at
+ * each turn). The chunks go first, so a head never names one not written.
+ * A write that would change nothing is not made (a reload's restore, a
+ * pagehide right after a write). Writes are batched (at most one every
+ * SAVE_DELAY_MS, or every 20 times as long as the last write took, up to
+ * SAVE_MAX_DELAY_MS; at once on `flush()`). A copy of the first version
+ * (`{v: 1, session, seq, epoch, events, unsent}` under the key alone)
+ * still loads.
+ *
+ * When the storage is full only the session id is kept, with seq 0, so the
+ * next load replays the whole session from the gateway, and the copy is not
+ * tried again while the session's events are as many (a chat of large tool
+ * results made every write stringify megabytes to fail again).
  *
  * Exports:
  * - SessionStore: load(), schedule(), flush(), clear() for one key.
  * - defaultStorage(): sessionStorage, or null where it is blocked.
- * - DEFAULT_STORAGE_KEY, SAVE_DELAY_MS.
+ * - DEFAULT_STORAGE_KEY, SAVE_DELAY_MS, CHUNK_CHARS.
  *
  * @module store
  */
@@ -27,6 +35,8 @@
 export const DEFAULT_STORAGE_KEY = "gateway.session";
 export const SAVE_DELAY_MS = 50;
 const SAVE_MAX_DELAY_MS = 2000;
+/** A chunk of events is full, and written no more, at this many characters of JSON. */
+export const CHUNK_CHARS = 64 * 1024;
 
 /**
  * @typedef {object} StoredSession  What a page keeps of its session.
@@ -41,14 +51,28 @@ const SAVE_MAX_DELAY_MS = 2000;
  * @typedef {Pick<Storage, "getItem" | "setItem" | "removeItem">} StorageLike
  */
 
+/**
+ * @typedef {object} Written  What the storage holds of this store's session.
+ * @property {string} session
+ * @property {number} full      Events in the full chunks (1 to fullChunks).
+ * @property {number} fullChunks
+ * @property {number} lastSeq   The seq of the last event written (0: none).
+ * @property {string[]} open    The events after them, each as JSON: the last chunk.
+ * @property {number} openChars
+ * @property {number} openStored How many of open the storage's last chunk holds.
+ * @property {string} head      The head as written ("": unknown).
+ */
+
 /** One session's stored copy under one key of a Storage. */
 export class SessionStore {
     /** @type {StorageLike | null} */ #storage;
     /** @type {string} */ #key;
     /** @type {() => StoredSession | null} */ #read;
     /** @type {ReturnType<typeof setTimeout> | null} */ #timer = null;
-    /** How long the last whole write took, in ms. */ #took = 0;
-    /** @type {{session: string, events: number, unsent: number} | null} */ #overQuota = null; // the whole copy that did not fit
+    /** How long the last write took, in ms. */ #took = 0;
+    /** @type {{session: string, events: number, unsent: number} | null} */ #overQuota = null; // the copy that did not fit
+    /** @type {Written | null} */ #written = null;
+    /** Chunk keys this store may have left, from 1: removed when a copy needs fewer. */ #chunksLeft = 0;
 
     /**
      * @param {StorageLike | null} storage  null: keep nothing.
@@ -78,13 +102,49 @@ export class SessionStore {
         if (!data || typeof data.session !== "string" || !data.session) return null;
         const unsent = (Array.isArray(data.unsent) ? data.unsent : []).filter((f) =>
             f && f.type === "message" && typeof f.id === "string" && f.id && typeof f.content === "string");
-        const events = Array.isArray(data.events) ? data.events : [];
+        const chunks = data.v === 2 ? this.#loadChunks(data.chunks) : null;
+        const events = chunks ? chunks.flat() : Array.isArray(data.events) ? data.events : [];
         const ordered = events.every((e, i) => e && typeof e.seq === "number" && typeof e.type === "string" &&
             (i === 0 || e.seq > events[i - 1].seq));
         if (!ordered || events.length === 0 || events[events.length - 1].seq !== data.seq) {
             return { session: data.session, seq: 0, events: [], unsent };
         }
-        return { session: data.session, seq: data.seq, epoch: typeof data.epoch === "string" ? data.epoch : "", events, unsent };
+        const epoch = typeof data.epoch === "string" ? data.epoch : "";
+        if (chunks) {
+            // What is stored is what a write of this state would put: the
+            // restore writes nothing, and the next write the last chunk.
+            const last = /** @type {any[]} */ (chunks.at(-1)), full = events.length - last.length;
+            this.#written = {
+                session: data.session, full, fullChunks: chunks.length - 1, lastSeq: data.seq,
+                open: last.map((e) => JSON.stringify(e)), openChars: 0, openStored: last.length, head: "",
+            };
+            this.#written.openChars = this.#written.open.reduce((n, e) => n + e.length + 1, 1);
+            this.#written.head = headOf({ session: data.session, seq: data.seq, epoch, events, unsent }, chunks.length);
+        }
+        return { session: data.session, seq: data.seq, epoch, events, unsent };
+    }
+
+    /**
+     * The stored chunks 1 to count, each an array of events; null when one
+     * is missing or not one.
+     * @param {unknown} count
+     * @returns {any[][] | null}
+     */
+    #loadChunks(count) {
+        if (typeof count !== "number" || !Number.isInteger(count) || count < 1) return null;
+        this.#chunksLeft = Math.max(this.#chunksLeft, count);
+        const out = [];
+        for (let i = 1; i <= count; i++) {
+            let chunk;
+            try {
+                chunk = JSON.parse(/** @type {StorageLike} */ (this.#storage).getItem(chunkKey(this.#key, i)) ?? "null");
+            } catch {
+                return null;
+            }
+            if (!Array.isArray(chunk)) return null;
+            out.push(chunk);
+        }
+        return out;
     }
 
     /** Writes soon: at most one write per SAVE_DELAY_MS, or 20 last writes' time. */
@@ -94,18 +154,19 @@ export class SessionStore {
         this.#timer = setTimeout(() => this.flush(), delay);
     }
 
-    /** Writes now. */
+    /** Writes now: what changed since the last write. */
     flush() {
         this.#cancel();
         const state = this.#read();
-        if (!this.#storage || !state) return;
+        const storage = this.#storage;
+        if (!storage || !state) return;
         const over = this.#overQuota;
         // A session's events only grow: what did not fit will not fit, until
         // its unconfirmed messages go.
         if (over === null || over.session !== state.session || state.events.length < over.events || state.unsent.length < over.unsent) {
             try {
                 const start = Date.now();
-                this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: state.seq, epoch: state.epoch ?? "", events: state.events, unsent: state.unsent }));
+                this.#write(storage, state);
                 this.#took = Date.now() - start;
                 return;
             } catch {
@@ -114,17 +175,80 @@ export class SessionStore {
         }
         // Over quota: keep only the session and what was not confirmed; a
         // reload replays the session from the gateway.
+        this.#written = null;
+        this.#removeChunks(storage, 0);
         try {
-            this.#storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
+            storage.setItem(this.#key, JSON.stringify({ v: 1, session: state.session, seq: 0, events: [], unsent: state.unsent }));
         } catch { /* storage unusable */ }
+    }
+
+    /**
+     * Writes state's chunks that changed, then its head, unless it is the
+     * one written last.
+     * @param {StorageLike} storage @param {StoredSession} state
+     */
+    #write(storage, state) {
+        let w = this.#written;
+        const events = state.events;
+        // Not the events written (another session, a copy of another
+        // version, a session started again): all anew.
+        const count = w ? w.full + w.open.length : 0;
+        if (!w || w.session !== state.session || events.length < count || (count > 0 && events[count - 1].seq !== w.lastSeq)) {
+            w = { session: state.session, full: 0, fullChunks: 0, lastSeq: 0, open: [], openChars: 1, openStored: 0, head: "" };
+        }
+        const added = events.length - w.full - w.open.length;
+        for (const e of events.slice(events.length - added)) {
+            const json = JSON.stringify(e);
+            if (w.open.length > 0 && w.openChars + json.length + 1 > CHUNK_CHARS) {
+                // The chunk is full: written as it is, if it was not, and never again.
+                if (w.openStored < w.open.length) storage.setItem(chunkKey(this.#key, w.fullChunks + 1), `[${w.open.join(",")}]`);
+                w.full += w.open.length;
+                w.fullChunks++;
+                w.open = [];
+                w.openChars = 1;
+                w.openStored = 0;
+            }
+            w.open.push(json);
+            w.openChars += json.length + 1;
+        }
+        w.lastSeq = events.at(-1)?.seq ?? 0;
+        const chunks = w.fullChunks + (w.open.length > 0 ? 1 : 0);
+        if (w.openStored < w.open.length) {
+            storage.setItem(chunkKey(this.#key, chunks), `[${w.open.join(",")}]`);
+            w.openStored = w.open.length;
+        }
+        this.#chunksLeft = Math.max(this.#chunksLeft, chunks);
+        const head = headOf(state, chunks);
+        if (head !== w.head) storage.setItem(this.#key, head);
+        w.head = head;
+        this.#written = w;
+        this.#removeChunks(storage, chunks);
+    }
+
+    /** Removes the chunk keys after the first keep. @param {StorageLike} storage @param {number} keep */
+    #removeChunks(storage, keep) {
+        for (let i = keep + 1; i <= this.#chunksLeft; i++) {
+            try {
+                storage.removeItem(chunkKey(this.#key, i));
+            } catch { /* storage unusable */ }
+        }
+        this.#chunksLeft = keep;
     }
 
     /** Removes the stored copy, and any write still pending. */
     clear() {
         this.#cancel();
         this.#overQuota = null;
+        this.#written = null;
+        if (!this.#storage) return;
         try {
-            this.#storage?.removeItem(this.#key);
+            // The chunks the copy names, which another page may have written.
+            const { chunks } = JSON.parse(this.#storage.getItem(this.#key) ?? "{}") ?? {};
+            if (Number.isInteger(chunks) && chunks > this.#chunksLeft) this.#chunksLeft = chunks;
+        } catch { /* not a copy: no chunks */ }
+        this.#removeChunks(this.#storage, 0);
+        try {
+            this.#storage.removeItem(this.#key);
         } catch { /* storage unusable */ }
     }
 
@@ -132,6 +256,15 @@ export class SessionStore {
         if (this.#timer !== null) clearTimeout(this.#timer);
         this.#timer = null;
     }
+}
+
+/** The key of a copy's chunk n (from 1). @param {string} key @param {number} n */
+const chunkKey = (key, n) => `${key}#${n}`;
+
+/** A copy's head. @param {StoredSession} state @param {number} chunks */
+function headOf(state, chunks) {
+    if (chunks === 0) return JSON.stringify({ v: 1, session: state.session, seq: state.seq, epoch: state.epoch ?? "", events: [], unsent: state.unsent });
+    return JSON.stringify({ v: 2, session: state.session, seq: state.seq, epoch: state.epoch ?? "", chunks, unsent: state.unsent });
 }
 
 /** sessionStorage, or null where the page may not use it. */
