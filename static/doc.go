@@ -2,7 +2,7 @@
 // (gateway.js, the entry point, and the modules it imports: connection.js,
 // store.js, outbox.js, cards.js, runner.js, events.js, codes.js), the chat
 // UI (chat.js and the modules it imports: composer.js, follow.js, announce.js,
-// status.js, toolcard.js, markdown.js, errors.js, dom.js), the
+// status.js, toolcard.js, markdown.js, mdfragment.js, errors.js, dom.js), the
 // demo page's tools and the parts around its chat (demo.js, history.js,
 // welcome.js), the third-party modules the chat UI uses (vendor/, with their
 // licences; `make vendor` copies them from node_modules), the stylesheet and

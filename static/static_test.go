@@ -10,7 +10,7 @@ import (
 func TestFSHasTheAssets(t *testing.T) {
 	for _, name := range []string{
 		"gateway.js", "connection.js", "store.js", "outbox.js", "cards.js", "runner.js", "codes.js",
-		"chat.js", "composer.js", "follow.js", "announce.js", "status.js", "toolcard.js", "markdown.js", "errors.js", "dom.js", "history.js", "welcome.js", "demo.js", "app.css", "favicon.svg",
+		"chat.js", "composer.js", "follow.js", "announce.js", "status.js", "toolcard.js", "markdown.js", "mdfragment.js", "errors.js", "dom.js", "history.js", "welcome.js", "demo.js", "app.css", "favicon.svg",
 		"vendor/marked.js", "vendor/purify.js", "vendor/marked.LICENSE", "vendor/dompurify.LICENSE",
 	} {
 		b, err := fs.ReadFile(FS, name)

@@ -75,6 +75,6 @@ func (p PageProps) importMap() map[string]map[string]string {
 // holds them to it).
 var modules = []string{
 	"gateway.js", "connection.js", "store.js", "outbox.js", "cards.js", "events.js", "runner.js", "codes.js", // the SDK
-	"chat.js", "reply.js", "composer.js", "follow.js", "announce.js", "status.js", "toolcard.js", "markdown.js", "errors.js", "dom.js", "history.js", "welcome.js", "demo.js", // the chat page
+	"chat.js", "reply.js", "composer.js", "follow.js", "announce.js", "status.js", "toolcard.js", "markdown.js", "mdfragment.js", "errors.js", "dom.js", "history.js", "welcome.js", "demo.js", // the chat page
 	"vendor/marked.js", "vendor/purify.js", // third-party, copied by make vendor
 }
