@@ -114,6 +114,32 @@ sdkTest("a long session's copy is written a chunk at a time, and a reload restor
     expect(out.writes, "the restore and the close wrote what was stored").toBe(0);
 });
 
+sdkTest("a copy that fills the storage part way leaves no chunk behind, only the session's id", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { connect } = await import("/static/gateway.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage();
+        const set = storage.setItem.bind(storage);
+        storage.setItem = (k: string, v: string) => {
+            const used = [...storage.map].reduce((n: number, [key, value]: [string, string]) => n + (key === k ? 0 : value.length), 0);
+            if (used + v.length > 150_000) throw new DOMException("quota", "QuotaExceededError");
+            set(k, v);
+        };
+        const client = connect({ WebSocket: w.FakeSocket, storage });
+        await w.until(() => w.FakeSocket.sockets.length === 1);
+        const ws = w.FakeSocket.last();
+        ws.accept();
+        ws.push({ type: "session.opened", session: "s1", seq: 0, epoch: "e1" });
+        // 300 KB at once: the first chunks fit, the third does not.
+        for (let seq = 1; seq <= 300; seq++) ws.push({ type: "model.delta", seq, text: "x".repeat(1000) });
+        await w.until(() => JSON.parse(storage.getItem("gateway.session")).session === "s1");
+        client.close();
+        return { keys: [...storage.map.keys()], stored: JSON.parse(storage.getItem("gateway.session")) };
+    });
+    expect(out.keys).toEqual(["gateway.session"]);
+    expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
+});
+
 sdkTest("a copy whose chunk is missing or damaged resumes the session from its start, and a new session removes the old chunks", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");

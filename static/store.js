@@ -201,7 +201,7 @@ export class SessionStore {
             const json = JSON.stringify(e);
             if (w.open.length > 0 && w.openChars + json.length + 1 > CHUNK_CHARS) {
                 // The chunk is full: written as it is, if it was not, and never again.
-                if (w.openStored < w.open.length) storage.setItem(chunkKey(this.#key, w.fullChunks + 1), `[${w.open.join(",")}]`);
+                if (w.openStored < w.open.length) this.#putChunk(storage, w.fullChunks + 1, w.open);
                 w.full += w.open.length;
                 w.fullChunks++;
                 w.open = [];
@@ -214,15 +214,20 @@ export class SessionStore {
         w.lastSeq = events.at(-1)?.seq ?? 0;
         const chunks = w.fullChunks + (w.open.length > 0 ? 1 : 0);
         if (w.openStored < w.open.length) {
-            storage.setItem(chunkKey(this.#key, chunks), `[${w.open.join(",")}]`);
+            this.#putChunk(storage, chunks, w.open);
             w.openStored = w.open.length;
         }
-        this.#chunksLeft = Math.max(this.#chunksLeft, chunks);
         const head = headOf(state, chunks);
         if (head !== w.head) storage.setItem(this.#key, head);
         w.head = head;
         this.#written = w;
         this.#removeChunks(storage, chunks);
+    }
+
+    /** Writes chunk n, events as JSON. @param {StorageLike} storage @param {number} n @param {string[]} events */
+    #putChunk(storage, n, events) {
+        this.#chunksLeft = Math.max(this.#chunksLeft, n); // removed with the copy, even if this write fails part way
+        storage.setItem(chunkKey(this.#key, n), `[${events.join(",")}]`);
     }
 
     /** Removes the chunk keys after the first keep. @param {StorageLike} storage @param {number} keep */
