@@ -73,7 +73,8 @@ export function mountAnnouncer(el, client) {
             switching = false;
         }),
         client.on("message", ({ message, seq }) => {
-            if (message.role === "assistant" && message.content) say(`Assistant: ${plainText(message.content)}`, seq);
+            // The sentence is made for a message said, not for each one a replay brings.
+            if (message.role === "assistant" && message.content && !(seq <= historyUntil)) say(`Assistant: ${plainText(message.content)}`, seq);
         }),
         client.on("tool", (card) => {
             const now = card.approval ? "approval" : isSettled(card.status) ? card.status : "";
