@@ -167,13 +167,15 @@ bench:
 	$(GO) build -o bin/gatewaybench ./cmd/gatewaybench
 	bin/gatewaybench -store memory,jetstream -cpuprofile bin/gateway-cpu.prof -memprofile bin/gateway-heap.prof
 
-# The chat page's cost of a streamed reply, in Chromium: what a render
-# costs as a reply grows (e2e/bench/markdown.mjs), and the page's main
-# thread while a long reply streams into it from the gateway
-# (e2e/bench/stream.mjs).
+# The chat page's cost, in Chromium: what a render costs as a reply grows
+# (e2e/bench/markdown.mjs), the page's main thread while a long reply
+# streams into it from the gateway (e2e/bench/stream.mjs), and what a
+# reload and a turn cost as a chat grows to 200 and 1,000 turns
+# (e2e/bench/longchat.mjs). About 3 minutes.
 bench-page: deps build
 	node e2e/bench/markdown.mjs
 	node e2e/bench/stream.mjs
+	node e2e/bench/longchat.mjs
 
 # Three NATS servers and three gateways on loopback: kill -9 one, SIGTERM
 # another (docs/deploy.md). About 20 seconds; on its own, not beside the
