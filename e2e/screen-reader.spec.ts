@@ -38,6 +38,18 @@ test("a call's outcome is said; a reload's replay says nothing", async ({ page }
     await expect(chat.cards("get_weather")).toHaveAttribute("data-status", "done");
     await expect(chat.reply("clear in Tokyo")).toBeVisible();
     expect(await said(page), "a replay is history, not news").toEqual([]);
+
+    // The page's copy lost (over the storage's quota: the session's id
+    // alone): the whole chat comes from the gateway, history too.
+    await page.evaluate(() => {
+        const { session } = JSON.parse(sessionStorage.getItem("gateway.session")!);
+        addEventListener("pagehide", () => sessionStorage.setItem("gateway.session", JSON.stringify({ v: 1, session, seq: 0, events: [], unsent: [] })));
+    });
+    await page.reload();
+    await chat.connected();
+    await expect(chat.cards("get_weather")).toHaveAttribute("data-status", "done");
+    await expect(chat.reply("clear in Tokyo")).toBeVisible();
+    expect(await said(page), "a replay of a chat the page lost is history too").toEqual([]);
 });
 
 test("confirm asks aloud, and after Approve the focus is on the answer", async ({ page }) => {

@@ -43,7 +43,7 @@ export function mountAnnouncer(el, client) {
     let lost = false;
     // Session events up to this seq are history (Infinity: all of them,
     // until a session opens); current is the seq of the event being handled.
-    let historyUntil = Infinity, switching = false, current = 0;
+    let historyUntil = Infinity, switching = false, loaded = true, current = 0; // loaded: no session.opened yet
 
     /**
      * Adds a sentence (a live region reads what is added), unless it is
@@ -67,10 +67,12 @@ export function mountAnnouncer(el, client) {
             historyUntil = Infinity;
             switching = true;
         }),
-        // A switch's replay is history; a resume's is what the page missed.
+        // A switch's replay is history, and so is a page's first when it
+        // holds nothing of its chat (a reload whose stored copy was lost);
+        // a resume's is what the page missed.
         client.on("opened", ({ seq }) => {
-            historyUntil = switching ? seq ?? 0 : 0;
-            switching = false;
+            historyUntil = switching || (loaded && client.seq === 0) ? seq ?? 0 : 0;
+            switching = loaded = false;
         }),
         client.on("message", ({ message, seq }) => {
             // The sentence is made for a message said, not for each one a replay brings.
