@@ -114,6 +114,34 @@ sdkTest("a long session's copy is written a chunk at a time, and a reload restor
     expect(out.writes, "the restore and the close wrote what was stored").toBe(0);
 });
 
+sdkTest("a copy cut for the storage's quota is kept whole again once it fits", async ({ page }) => {
+    const out = await page.evaluate(async () => {
+        const { SessionStore } = await import("/static/store.js");
+        const w = window as any;
+        const storage = new w.MemoryStorage({ other: "y".repeat(100_000) }); // another part of the page's
+        const set = storage.setItem.bind(storage);
+        storage.setItem = (k: string, v: string) => {
+            const used = [...storage.map].reduce((n: number, [key, value]: [string, string]) => n + (key === k ? 0 : value.length), 0);
+            if (used + v.length > 250_000) throw new DOMException("quota", "QuotaExceededError");
+            set(k, v);
+        };
+        const events = Array.from({ length: 200 }, (_, i) => ({ type: "model.delta", seq: i + 1, text: "x".repeat(1000) }));
+        const state = { session: "s1", seq: 200, epoch: "e1", events, unsent: [{ type: "message", id: "m1", content: "hi" }] };
+        const store = new SessionStore(storage, "k", () => state);
+        const stored = () => new SessionStore(storage, "k", () => null).load()!.events.length;
+        store.flush();
+        const cut = stored();
+        storage.removeItem("other"); // room made
+        state.unsent = []; // m1 confirmed: the whole copy is tried again, and fits
+        store.flush();
+        const whole = stored();
+        state.unsent = [{ type: "message", id: "m2", content: "again" }]; // the next message
+        store.flush();
+        return { cut, whole, after: stored() };
+    });
+    expect(out).toEqual({ cut: 0, whole: 200, after: 200 });
+});
+
 sdkTest("a copy that fills the storage part way leaves no chunk behind, only the session's id", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
@@ -140,7 +168,7 @@ sdkTest("a copy that fills the storage part way leaves no chunk behind, only the
     expect(out.stored).toMatchObject({ session: "s1", seq: 0, events: [] });
 });
 
-sdkTest("a copy whose chunk is missing or damaged resumes the session from its start, and a new session removes the old chunks", async ({ page }) => {
+sdkTest("a copy whose chunk is missing, damaged or not the one its head names resumes the session from its start, and a new session removes the old chunks", async ({ page }) => {
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
@@ -154,11 +182,19 @@ sdkTest("a copy whose chunk is missing or damaged resumes the session from its s
             await w.until(() => ws.sent.length > 0);
             return Object.assign(ws, { client });
         };
-        const head = JSON.stringify({ v: 2, session: "s1", seq: 3, epoch: "e1", chunks: 2, unsent: [] });
-        const chunk = JSON.stringify([{ type: "model.delta", seq: 1, text: "a" }, { type: "model.delta", seq: 2, text: "b" }]);
+        const head = JSON.stringify({ v: 2, session: "s1", seq: 3, epoch: "e1", chunks: [2, 3], unsent: [] });
+        const chunk = JSON.stringify({ session: "s1", events: [{ type: "model.delta", seq: 1, text: "a" }, { type: "model.delta", seq: 2, text: "b" }] });
+        const third = [{ type: "model.delta", seq: 3, text: "c" }];
         const opens = [];
-        for (const second of [null, "not JSON", "[]", JSON.stringify([{ type: "model.delta", seq: 4, text: "c" }])]) {
-            const storage = new w.MemoryStorage({ "gateway.session": head, "gateway.session#1": chunk, ...(second !== null && { "gateway.session#2": second }) });
+        // The second chunk missing, not JSON, with no events, out of order,
+        // another session's, ending elsewhere; the first ending elsewhere
+        // (another writer on the key: its events are in order, and miss one).
+        const cases = [null, "not JSON", JSON.stringify({ session: "s1", events: [] }), JSON.stringify({ session: "s1", events: [{ type: "model.delta", seq: 1, text: "c" }] }),
+            JSON.stringify({ session: "s0", events: third }), JSON.stringify({ session: "s1", events: [...third, { type: "model.delta", seq: 4, text: "d" }] })]
+            .map((second) => [chunk, second]);
+        cases.push([JSON.stringify({ session: "s1", events: [{ type: "model.delta", seq: 1, text: "a" }] }), JSON.stringify({ session: "s1", events: third })]);
+        for (const [first, second] of cases) {
+            const storage = new w.MemoryStorage({ "gateway.session": head, "gateway.session#1": first, ...(second !== null && { "gateway.session#2": second }) });
             const ws = await opened(() => connect({ WebSocket: w.FakeSocket, storage }));
             ws.client.close();
             opens.push({ open: ws.sent[0], events: ws.client.events.length, keys: [...storage.map.keys()] });
@@ -166,7 +202,7 @@ sdkTest("a copy whose chunk is missing or damaged resumes the session from its s
         // A whole copy of three events; then New chat.
         const storage = new w.MemoryStorage({
             "gateway.session": head, "gateway.session#1": chunk,
-            "gateway.session#2": JSON.stringify([{ type: "model.delta", seq: 3, text: "c" }]),
+            "gateway.session#2": JSON.stringify({ session: "s1", events: third }),
         });
         const ws = await opened(() => connect({ WebSocket: w.FakeSocket, storage }));
         const client = ws.client;
@@ -180,7 +216,7 @@ sdkTest("a copy whose chunk is missing or damaged resumes the session from its s
         return { opens, restored, keys: [...storage.map.keys()].sort() };
     });
     // Its copy is then the session's id alone.
-    expect(out.opens).toEqual(Array(4).fill({ open: { type: "session.open", tools: [], session: "s1", after: 0 }, events: 0, keys: ["gateway.session"] }));
+    expect(out.opens).toEqual(Array(7).fill({ open: { type: "session.open", tools: [], session: "s1", after: 0 }, events: 0, keys: ["gateway.session"] }));
     expect(out.restored).toBe(3);
     expect(out.keys).toEqual(["gateway.session", "gateway.session#1"]);
 });

@@ -4,14 +4,16 @@
  *
  * Under its key it keeps `{v: 2, session, seq, epoch, chunks, unsent}`: the
  * session id, the last seq the page has, the epoch of the session.opened
- * they came with, how many chunks hold the session's events, and the
- * messages sent that the gateway has not confirmed (sent again after the
- * reload). The events up to seq are under `key#1` to `key#chunks`, each a
- * JSON array of them, in order. A session's events only grow, so a chunk
+ * they came with, the seq of each chunk's last event, and the messages sent
+ * that the gateway has not confirmed (sent again after the reload). The
+ * events up to seq are under `key#1` to `key#n` (n: chunks' length), each
+ * `{session, events}`, the events in order. A session's events only grow, so a chunk
  * is written once it is full (about CHUNK_CHARS of JSON) and never again:
  * a write puts the last chunk and the head, whatever the chat's length (a
  * long chat's copy is megabytes, and writing it whole took a long task at
- * each turn). The chunks go first, so a head never names one not written.
+ * each turn). The chunks go first, so a head never names one not written;
+ * a chunk that is not the one its head names (its session, its last seq:
+ * another writer on the key) makes the copy resume from the start.
  * A write that would change nothing is not made (a reload's restore, a
  * pagehide right after a write). Writes are batched (at most one every
  * SAVE_DELAY_MS, or every 20 times as long as the last write took, up to
@@ -54,8 +56,8 @@ export const CHUNK_CHARS = 64 * 1024;
 /**
  * @typedef {object} Written  What the storage holds of this store's session.
  * @property {string} session
- * @property {number} full      Events in the full chunks (1 to fullChunks).
- * @property {number} fullChunks
+ * @property {number} full      Events in the full chunks.
+ * @property {number[]} ends    The seq of each full chunk's last event.
  * @property {number} lastSeq   The seq of the last event written (0: none).
  * @property {string[]} open    The events after them, each as JSON: the last chunk.
  * @property {number} openChars
@@ -102,7 +104,7 @@ export class SessionStore {
         if (!data || typeof data.session !== "string" || !data.session) return null;
         const unsent = (Array.isArray(data.unsent) ? data.unsent : []).filter((f) =>
             f && f.type === "message" && typeof f.id === "string" && f.id && typeof f.content === "string");
-        const chunks = data.v === 2 ? this.#loadChunks(data.chunks) : null;
+        const chunks = data.v === 2 ? this.#loadChunks(data.session, data.chunks) : null;
         const events = chunks ? chunks.flat() : Array.isArray(data.events) ? data.events : [];
         const ordered = events.every((e, i) => e && typeof e.seq === "number" && typeof e.type === "string" &&
             (i === 0 || e.seq > events[i - 1].seq));
@@ -115,34 +117,35 @@ export class SessionStore {
             // restore writes nothing, and the next write the last chunk.
             const last = /** @type {any[]} */ (chunks.at(-1)), full = events.length - last.length;
             this.#written = {
-                session: data.session, full, fullChunks: chunks.length - 1, lastSeq: data.seq,
+                session: data.session, full, ends: data.chunks.slice(0, -1), lastSeq: data.seq,
                 open: last.map((e) => JSON.stringify(e)), openChars: 0, openStored: last.length, head: "",
             };
             this.#written.openChars = this.#written.open.reduce((n, e) => n + e.length + 1, 1);
-            this.#written.head = headOf({ session: data.session, seq: data.seq, epoch, events, unsent }, chunks.length);
+            this.#written.head = headOf({ session: data.session, seq: data.seq, epoch, events, unsent }, data.chunks);
         }
         return { session: data.session, seq: data.seq, epoch, events, unsent };
     }
 
     /**
-     * The stored chunks 1 to count, each an array of events; null when one
-     * is missing or not one.
-     * @param {unknown} count
+     * The stored chunks a head names by their last events' seqs (ends),
+     * each an array of events; null when one is missing, or not the one
+     * named: not session's, or not ending there.
+     * @param {string} session @param {unknown} ends
      * @returns {any[][] | null}
      */
-    #loadChunks(count) {
-        if (typeof count !== "number" || !Number.isInteger(count) || count < 1) return null;
-        this.#chunksLeft = Math.max(this.#chunksLeft, count);
+    #loadChunks(session, ends) {
+        if (!Array.isArray(ends) || ends.length === 0) return null;
+        this.#chunksLeft = Math.max(this.#chunksLeft, ends.length);
         const out = [];
-        for (let i = 1; i <= count; i++) {
+        for (const [i, end] of ends.entries()) {
             let chunk;
             try {
-                chunk = JSON.parse(/** @type {StorageLike} */ (this.#storage).getItem(chunkKey(this.#key, i)) ?? "null");
+                chunk = JSON.parse(/** @type {StorageLike} */ (this.#storage).getItem(chunkKey(this.#key, i + 1)) ?? "null");
             } catch {
                 return null;
             }
-            if (!Array.isArray(chunk)) return null;
-            out.push(chunk);
+            if (chunk?.session !== session || !Array.isArray(chunk.events) || chunk.events.at(-1)?.seq !== end) return null;
+            out.push(chunk.events);
         }
         return out;
     }
@@ -168,6 +171,7 @@ export class SessionStore {
                 const start = Date.now();
                 this.#write(storage, state);
                 this.#took = Date.now() - start;
+                this.#overQuota = null; // it fits now (room made elsewhere): the next write may not be cut
                 return;
             } catch {
                 this.#overQuota = { session: state.session, events: state.events.length, unsent: state.unsent.length };
@@ -194,16 +198,16 @@ export class SessionStore {
         // version, a session started again): all anew.
         const count = w ? w.full + w.open.length : 0;
         if (!w || w.session !== state.session || events.length < count || (count > 0 && events[count - 1].seq !== w.lastSeq)) {
-            w = { session: state.session, full: 0, fullChunks: 0, lastSeq: 0, open: [], openChars: 1, openStored: 0, head: "" };
+            w = { session: state.session, full: 0, ends: [], lastSeq: 0, open: [], openChars: 1, openStored: 0, head: "" };
         }
         const added = events.length - w.full - w.open.length;
         for (const e of events.slice(events.length - added)) {
             const json = JSON.stringify(e);
             if (w.open.length > 0 && w.openChars + json.length + 1 > CHUNK_CHARS) {
                 // The chunk is full: written as it is, if it was not, and never again.
-                if (w.openStored < w.open.length) this.#putChunk(storage, w.fullChunks + 1, w.open);
+                if (w.openStored < w.open.length) this.#putChunk(storage, w.session, w.ends.length + 1, w.open);
                 w.full += w.open.length;
-                w.fullChunks++;
+                w.ends.push(events[w.full - 1].seq);
                 w.open = [];
                 w.openChars = 1;
                 w.openStored = 0;
@@ -212,22 +216,25 @@ export class SessionStore {
             w.openChars += json.length + 1;
         }
         w.lastSeq = events.at(-1)?.seq ?? 0;
-        const chunks = w.fullChunks + (w.open.length > 0 ? 1 : 0);
+        const ends = w.open.length > 0 ? [...w.ends, w.lastSeq] : w.ends;
         if (w.openStored < w.open.length) {
-            this.#putChunk(storage, chunks, w.open);
+            this.#putChunk(storage, w.session, ends.length, w.open);
             w.openStored = w.open.length;
         }
-        const head = headOf(state, chunks);
+        const head = headOf(state, ends);
         if (head !== w.head) storage.setItem(this.#key, head);
         w.head = head;
         this.#written = w;
-        this.#removeChunks(storage, chunks);
+        this.#removeChunks(storage, ends.length);
     }
 
-    /** Writes chunk n, events as JSON. @param {StorageLike} storage @param {number} n @param {string[]} events */
-    #putChunk(storage, n, events) {
+    /**
+     * Writes chunk n of session's copy, events as JSON.
+     * @param {StorageLike} storage @param {string} session @param {number} n @param {string[]} events
+     */
+    #putChunk(storage, session, n, events) {
         this.#chunksLeft = Math.max(this.#chunksLeft, n); // removed with the copy, even if this write fails part way
-        storage.setItem(chunkKey(this.#key, n), `[${events.join(",")}]`);
+        storage.setItem(chunkKey(this.#key, n), `{"session":${JSON.stringify(session)},"events":[${events.join(",")}]}`);
     }
 
     /** Removes the chunk keys after the first keep. @param {StorageLike} storage @param {number} keep */
@@ -249,7 +256,7 @@ export class SessionStore {
         try {
             // The chunks the copy names, which another page may have written.
             const { chunks } = JSON.parse(this.#storage.getItem(this.#key) ?? "{}") ?? {};
-            if (Number.isInteger(chunks) && chunks > this.#chunksLeft) this.#chunksLeft = chunks;
+            if (Array.isArray(chunks)) this.#chunksLeft = Math.max(this.#chunksLeft, chunks.length);
         } catch { /* not a copy: no chunks */ }
         this.#removeChunks(this.#storage, 0);
         try {
@@ -266,9 +273,9 @@ export class SessionStore {
 /** The key of a copy's chunk n (from 1). @param {string} key @param {number} n */
 const chunkKey = (key, n) => `${key}#${n}`;
 
-/** A copy's head. @param {StoredSession} state @param {number} chunks */
+/** A copy's head. @param {StoredSession} state @param {number[]} chunks  each chunk's last seq */
 function headOf(state, chunks) {
-    if (chunks === 0) return JSON.stringify({ v: 1, session: state.session, seq: state.seq, epoch: state.epoch ?? "", events: [], unsent: state.unsent });
+    if (chunks.length === 0) return JSON.stringify({ v: 1, session: state.session, seq: state.seq, epoch: state.epoch ?? "", events: [], unsent: state.unsent });
     return JSON.stringify({ v: 2, session: state.session, seq: state.seq, epoch: state.epoch ?? "", chunks, unsent: state.unsent });
 }
 
