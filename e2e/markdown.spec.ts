@@ -16,6 +16,9 @@ const texts: Record<string, string> = {
     // Rendered at "``" (a row, then a fence: the table has none) and at
     // "| - | -" (then "-:": the column's alignment changes).
     "a table's only row, and its alignment, changed": "| hh |\n| - |\n```\ncode\n```\n\n| a | bb |\n| - | -:|\n",
+    // Rendered at "\t": a line of a tab after the rows is one once a line
+    // break follows it, and the table's Markdown is the same either way.
+    "a table whose last line becomes a row": "| hhh |\n| - |\n| r |\n\t\n\nNext paragraph.",
     "a long table, and rows that end it": "a | b | c\n--: | :-- | ---\n1 | `x` | **y**\n2\n3 | 4 | 5 | 6\n| a \\| b | [l](https://e.x) | ~~s~~ |\n|  | | |\n7 | 8 | 9\n- a list\n\n| h |\n| - |\n| r1 |\n| r2 |\n\t\n| r3 |\n",
     "a code block left open, then closed": "Code:\n\n```js\nconst a = 1;\n\nconsole.log(a);\n```\n\nand after it\n\n- in a list\n\n  ```\n  indented fence\n  ```\n",
     "a reference link used before its definition": "See [the docs][d] and [more][m].\n\nA middle paragraph.\n\n[d]: https://example.com/docs\n[m]: https://example.com/more \"More\"\n\nEnd.",
@@ -85,7 +88,8 @@ test("a text that is not the streamed one's continuation shows what a new elemen
         };
         const same: boolean[] = [];
         // A restarted turn's new text, then the transcript's, then an empty reply.
-        for (const text of ["First try, **cut**\n\n- a\n- b", "Second try\n\n- c", "Second try\n\n- c\n- d\n\n[x]: https://example.com", ""]) {
+        // Then a text cut short, whose last paragraph reads otherwise with no list after it.
+        for (const text of ["First try, **cut**\n\n- a\n- b", "Second try\n\n- c", "Second try\n\n- c\n- d\n\n[x]: https://example.com", "", "|\n\t|\n-", "|\n\t|\n"]) {
             renderMarkdown(el, text);
             same.push(el.innerHTML === fresh(text));
         }
@@ -104,7 +108,7 @@ test("a text that is not the streamed one's continuation shows what a new elemen
         same.push(el.innerHTML === fresh("| a |\n| - |\n| 1 |\n| 2 |\n| 3 |"));
         return same;
     });
-    expect(shown).toEqual([true, true, true, true, true, true, true]);
+    expect(shown).toEqual([true, true, true, true, true, true, true, true, true]);
 });
 
 /**
