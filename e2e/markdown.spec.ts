@@ -19,6 +19,9 @@ const texts: Record<string, string> = {
     // Rendered at "\t": a line of a tab after the rows is one once a line
     // break follows it, and the table's Markdown is the same either way.
     "a table whose last line becomes a row": "| hhh |\n| - |\n| r |\n\t\n\nNext paragraph.",
+    // Rendered at "--": an item's Markdown the same, and read otherwise
+    // once a tab follows (review41b).
+    "a list item whose last line changes meaning": "1. bbbb\n--\t\n\nafter",
     "a long table, and rows that end it": "a | b | c\n--: | :-- | ---\n1 | `x` | **y**\n2\n3 | 4 | 5 | 6\n| a \\| b | [l](https://e.x) | ~~s~~ |\n|  | | |\n7 | 8 | 9\n- a list\n\n| h |\n| - |\n| r1 |\n| r2 |\n\t\n| r3 |\n",
     "a code block left open, then closed": "Code:\n\n```js\nconst a = 1;\n\nconsole.log(a);\n```\n\nand after it\n\n- in a list\n\n  ```\n  indented fence\n  ```\n",
     "a reference link used before its definition": "See [the docs][d] and [more][m].\n\nA middle paragraph.\n\n[d]: https://example.com/docs\n[m]: https://example.com/more \"More\"\n\nEnd.",

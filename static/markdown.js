@@ -51,10 +51,9 @@ const shownIn = new WeakMap();
  * token's Markdown is read with the text before it, so a block whose
  * Markdown is the same, after blocks that are all the same, renders the
  * same. Not quite: a paragraph is read with the line after it too (GFM's
- * table rule looks ahead), and a table's last line is a row or not as a
- * line break follows it, so the last block kept is never a paragraph or a
- * table that another block follows, or that a text cut short ends with. A
- * reference link's definition applies to
+ * table rule looks ahead), so the last block kept is never a paragraph
+ * that another block follows; and what ended where the last text ended
+ * is never kept (keptCount). A reference link's definition applies to
  * every block, so a change in them renders all again; so does a target
  * whose children something else changed. Only the offsets of the blocks
  * are kept, not their Markdown: marked's pieces of a text hold the whole
@@ -89,12 +88,7 @@ export function renderMarkdown(target, text) {
     // share.
     const shared = sharedLength(before.text, src);
     let same = keptCount(before.blocks, tokens, 0, src, shared);
-    // A paragraph is read with the lines after it, and a table's last
-    // line is a row or not as a line break follows it, while their
-    // Markdown stays the same: the last kept is made again (a table
-    // growing, its rows kept) unless nothing came after it.
-    const after = same < tokens.length || shared < before.text.length;
-    if (same > 0 && after && (tokens[same - 1].type === "paragraph" || tokens[same - 1].type === "table")) same--;
+    if (same > 0 && same < tokens.length && tokens[same - 1].type === "paragraph") same--;
     const blocks = before.blocks.slice(0, same);
     let start = same > 0 ? blocks[same - 1].end : 0;
     // The first block that changed, a list or a table still being written,
@@ -127,7 +121,11 @@ export function renderMarkdown(target, text) {
 /**
  * How many of blocks, from the first, show what tokens do: a token whose
  * Markdown is the slice of src between its block's offsets (from start),
- * in the part of src the last text shared.
+ * in the part of src the last text shared, and not up to its end: what
+ * ended there (the last text's end, or where the texts part) may read
+ * otherwise with what follows it now, with its Markdown the same (a table's
+ * last line of a tab is a row once a line break follows; a list item's
+ * "--" is a heading's line with a tab after it).
  * @param {Block[]} blocks @param {{raw: string}[]} tokens @param {number} start
  * @param {string} src @param {number} shared
  */
@@ -135,7 +133,7 @@ function keptCount(blocks, tokens, start, src, shared) {
     let n = 0;
     for (let end = start; n < blocks.length && n < tokens.length; n++) {
         const raw = tokens[n].raw;
-        if (blocks[n].end !== end + raw.length || end + raw.length > shared || !src.startsWith(raw, end)) break;
+        if (blocks[n].end !== end + raw.length || end + raw.length >= shared || !src.startsWith(raw, end)) break;
         end += raw.length;
     }
     return n;
