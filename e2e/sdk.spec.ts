@@ -213,12 +213,22 @@ sdkTest("a copy whose chunk is missing, damaged or not the one its head names re
         fresh.push({ type: "model.delta", seq: 1, text: "new" });
         await w.until(() => JSON.parse(storage.getItem("gateway.session")).session === "s2");
         client.close();
-        return { opens, restored, keys: [...storage.map.keys()].sort() };
+        // A head of the first version over a chunked copy (a page of an
+        // earlier version wrote it): the chunks go with the next write.
+        const old = new w.MemoryStorage({
+            "gateway.session": JSON.stringify({ v: 1, session: "s1", seq: 0, events: [] }),
+            "gateway.session#1": chunk, "gateway.session#2": JSON.stringify({ session: "s1", events: third }),
+        });
+        const again = await opened(() => connect({ WebSocket: w.FakeSocket, storage: old }));
+        again.push({ type: "session.opened", session: "s1", seq: 0, epoch: "e1" });
+        again.client.close();
+        return { opens, restored, keys: [...storage.map.keys()].sort(), oldKeys: [...old.map.keys()] };
     });
     // Its copy is then the session's id alone.
     expect(out.opens).toEqual(Array(7).fill({ open: { type: "session.open", tools: [], session: "s1", after: 0 }, events: 0, keys: ["gateway.session"] }));
     expect(out.restored).toBe(3);
     expect(out.keys).toEqual(["gateway.session", "gateway.session#1"]);
+    expect(out.oldKeys).toEqual(["gateway.session"]);
 });
 
 sdkTest("a reload restores the stored events and resumes after the last seq", async ({ page }) => {

@@ -105,6 +105,12 @@ export class SessionStore {
         const unsent = (Array.isArray(data.unsent) ? data.unsent : []).filter((f) =>
             f && f.type === "message" && typeof f.id === "string" && f.id && typeof f.content === "string");
         const chunks = data.v === 2 ? this.#loadChunks(data.session, data.chunks) : null;
+        if (data.v !== 2) {
+            // A head of the first version, which an earlier version of the
+            // page may have written over a chunked copy: its chunks go with
+            // this store's next write.
+            while (this.#storage.getItem(chunkKey(this.#key, this.#chunksLeft + 1)) !== null) this.#chunksLeft++;
+        }
         const events = chunks ? chunks.flat() : Array.isArray(data.events) ? data.events : [];
         const ordered = events.every((e, i) => e && typeof e.seq === "number" && typeof e.type === "string" &&
             (i === 0 || e.seq > events[i - 1].seq));
