@@ -7,24 +7,25 @@
  * they came with, the seq of each chunk's last event, and the messages sent
  * that the gateway has not confirmed (sent again after the reload). The
  * events up to seq are under `key#1` to `key#n` (n: chunks' length), each
- * `{session, events}`, the events in order. A session's events only grow, so a chunk
- * is written once it is full (about CHUNK_CHARS of JSON) and never again:
- * a write puts the last chunk and the head, whatever the chat's length (a
- * long chat's copy is megabytes, and writing it whole took a long task at
- * each turn). The chunks go first, so a head never names one not written;
- * a chunk that is not the one its head names (its session, its last seq:
- * another writer on the key) makes the copy resume from the start.
- * A write that would change nothing is not made (a reload's restore, a
- * pagehide right after a write). Writes are batched (at most one every
- * SAVE_DELAY_MS, or every 20 times as long as the last write took, up to
- * SAVE_MAX_DELAY_MS; at once on `flush()`). A copy of the first version
- * (`{v: 1, session, seq, epoch, events, unsent}` under the key alone)
- * still loads.
+ * `{session, events}`, the events in order. A session's events only grow,
+ * so a chunk is written once it is full (about CHUNK_CHARS of JSON) and
+ * never again: a write puts the last chunk and the head, whatever the
+ * chat's length (a long chat's copy is megabytes, and writing it whole
+ * took a long task at each turn). The chunks go first, so a head never
+ * names one not written; a chunk that is not the one its head names (its
+ * session, its last seq: another writer on the key) makes the copy resume
+ * from the start. A write that would change nothing is not made (a
+ * reload's restore, a pagehide right after a write). Writes are batched
+ * (at most one every SAVE_DELAY_MS, or every 20 times as long as the last
+ * write took, up to SAVE_MAX_DELAY_MS; at once on `flush()`). A copy of
+ * the first version (`{v: 1, session, seq, epoch, events, unsent}` under
+ * the key alone) still loads.
  *
  * When the storage is full only the session id is kept, with seq 0, so the
  * next load replays the whole session from the gateway, and the copy is not
- * tried again while the session's events are as many (a chat of large tool
- * results made every write stringify megabytes to fail again).
+ * tried again while the session's events are as many, until a write fits
+ * again (a chat of large tool results made every write stringify megabytes
+ * to fail again).
  *
  * Exports:
  * - SessionStore: load(), schedule(), flush(), clear() for one key.
