@@ -96,7 +96,7 @@ export function toSafeFragment(doc, text) {
     try {
         return safeFragment(doc, /** @type {string} */ (marked.parse(text)));
     } catch (err) {
-        console.warn("markdown.js: marked could not read a text; it is shown as plain text", err);
+        console.warn("mdfragment.js: marked could not read a text; it is shown as plain text", err);
         return plainFragment(doc, text);
     }
 }
@@ -157,7 +157,7 @@ export function blockFragment(doc, token) {
     try {
         return safeFragment(doc, marked.parser([token]));
     } catch (err) {
-        console.warn("markdown.js: marked could not render a block; it is shown as plain text", err);
+        console.warn("mdfragment.js: marked could not render a block; it is shown as plain text", err);
         return plainFragment(doc, token.raw);
     }
 }
