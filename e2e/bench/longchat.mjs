@@ -25,15 +25,8 @@
 // setItem of its copy (its head and its chunks), in characters of JSON. It
 // prints the medians. CHROMIUM names the browser (default
 // /usr/bin/chromium).
-import { spawn } from "node:child_process";
-import { rmSync } from "node:fs";
-import { mkdtemp, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { launch } from "./reply.mjs";
+import { launch, scriptedGateway } from "./reply.mjs";
 
 const { values: opts } = parseArgs({ options: { n: { type: "string", default: "200,1000" }, reps: { type: "string", default: "3" } } });
 const sizes = opts.n.split(",").map(Number);
@@ -42,7 +35,6 @@ if (!sizes.every((n) => Number.isInteger(n) && n > 0) || !(Number.isInteger(reps
     throw new Error("usage: node e2e/bench/longchat.mjs [--n 200,1000] [--reps 3]");
 }
 
-const root = fileURLToPath(new URL("../../", import.meta.url));
 const reply = "Here is the answer to **turn ${1}**, with `inline code` and a [link](https://example.com/t/${1}).\n\n" +
     "- the first point, about item ${1}\n- the second point, *emphasised*\n- a third point that runs a little longer than the others\n\n" +
     "| key | value |\n| --- | --- |\n| turn | ${1} |\n| state | ok |\n\n" +
@@ -50,31 +42,15 @@ const reply = "Here is the answer to **turn ${1}**, with `inline code` and a [li
 const sleep = (/** @type {number} */ ms) => new Promise((r) => setTimeout(r, ms));
 const median = (/** @type {number[]} */ xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-/** A port free on loopback now. @returns {Promise<number>} */
-const freePort = () => new Promise((resolve, reject) => {
-    const s = createServer().once("error", reject).listen(0, "127.0.0.1", () => {
-        const { port } = /** @type {import("node:net").AddressInfo} */ (s.address());
-        s.close(() => resolve(port));
-    });
-});
-
-const dir = await mkdtemp(join(tmpdir(), "bench-longchat-"));
-const script = join(dir, "script.json");
-await writeFile(script, JSON.stringify({
+const gateway = await scriptedGateway({
     rules: [
         { match: "^turn (\\d+) tool$", say: "Turn ${1}: let me ask your page for the time.", tools: [{ name: "get_local_time" }] },
         { match: "^turn (\\d+)$", say: reply },
         { match: "^more (\\d+)$", delay: "30ms", say: reply },
     ],
     afterTool: [{ tool: "get_local_time", ok: "Your page says:\n\n```json\n${result}\n```\n\nThat is the **local time** of the page, with its zone. A few more words here so that this reply, like the others, is a few hundred bytes of Markdown with a code block in it." }],
-}));
-const port = await freePort();
-const url = `http://127.0.0.1:${port}`;
-const gateway = spawn(join(root, "bin/gateway"), ["--listen", `127.0.0.1:${port}`, "--store", "memory", "--log-level", "error",
-    "--script", script, "--max-session-tokens", "-1", "--max-message-tokens", "-1", "--max-new-sessions", "-1"],
-{ stdio: ["ignore", "ignore", "inherit"] });
-// Also when the process exits without the finally below (Playwright's Ctrl-C handler exits at once).
-process.once("exit", () => { gateway.kill("SIGTERM"); rmSync(dir, { recursive: true, force: true }); });
+}, { args: ["--max-session-tokens", "-1", "--max-message-tokens", "-1", "--max-new-sessions", "-1"] });
+const { url } = gateway;
 
 // In every document of the measuring page: long tasks, writes of the stored
 // copy, and the frame where the list shows the reply that ends with `bench.last`.
@@ -182,10 +158,6 @@ async function turn(page, cdp, text) {
 
 const browser = await launch();
 try {
-    for (let tries = 0; !(await fetch(`${url}/healthz`).then((r) => r.ok, () => false)); tries++) {
-        if (gateway.exitCode !== null || tries > 100) throw new Error(`the gateway did not answer on ${url}`);
-        await sleep(100);
-    }
     console.log(`chats of N turns: replies of ${reply.replaceAll("${1}", "500").length} bytes of Markdown, 3 words a delta, get_local_time every 5th turn; medians of ${reps}`);
     for (const n of sizes) {
         const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -232,9 +204,5 @@ try {
     }
 } finally {
     await browser.close();
-    if (gateway.exitCode === null && gateway.signalCode === null) {
-        const exited = new Promise((r) => gateway.once("exit", r));
-        gateway.kill("SIGTERM");
-        await exited;
-    }
+    await gateway.stop();
 }

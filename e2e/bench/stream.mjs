@@ -11,42 +11,16 @@
 // what a reader feels as a page that does not answer). Three runs, each
 // on a page of its own. CHROMIUM names the browser (default
 // /usr/bin/chromium).
-import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { blocks, launch } from "./reply.mjs";
+import { blocks, launch, scriptedGateway } from "./reply.mjs";
 
-const root = fileURLToPath(new URL("../../", import.meta.url));
 const reply = blocks(48);
-
-/** A port free on loopback now. @returns {Promise<number>} */
-const freePort = () => new Promise((resolve, reject) => {
-    const s = createServer().once("error", reject).listen(0, "127.0.0.1", () => {
-        const { port } = /** @type {import("node:net").AddressInfo} */ (s.address());
-        s.close(() => resolve(port));
-    });
-});
-
-const dir = await mkdtemp(join(tmpdir(), "bench-stream-"));
-const script = join(dir, "script.json");
-await writeFile(script, JSON.stringify({
+const gateway = await scriptedGateway({
     rules: [{ match: "^long markdown$", chunkWords: 5, delay: "5ms", say: reply }],
     fallback: "Say: long markdown",
-}));
-const port = await freePort();
-const url = `http://127.0.0.1:${port}`;
-const gateway = spawn(join(root, "bin/gateway"), ["--listen", `127.0.0.1:${port}`, "--data-dir", join(dir, "data"), "--log-level", "error", "--script", script], { stdio: ["ignore", "ignore", "inherit"] });
+}, { store: "jetstream" });
+const { url } = gateway;
 const browser = await launch();
 try {
-    for (let tries = 0; ; tries++) {
-        const up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
-        if (up) break;
-        if (tries > 100) throw new Error(`the gateway did not answer on ${url} in 10 s`);
-        await new Promise((r) => setTimeout(r, 100));
-    }
     console.log(`a ${(reply.length / 1024).toFixed(1)} KiB Markdown reply streamed into the chat page (5 words a delta, 5 ms apart)`);
     for (let run = 1; run <= 3; run++) {
         const page = await browser.newPage();
@@ -78,10 +52,5 @@ try {
     }
 } finally {
     await browser.close();
-    if (gateway.exitCode === null && gateway.signalCode === null) {
-        const exited = new Promise((r) => gateway.once("exit", r));
-        gateway.kill("SIGTERM");
-        await exited;
-    }
-    await rm(dir, { recursive: true, force: true });
+    await gateway.stop();
 }
