@@ -118,13 +118,7 @@ sdkTest("a copy cut for the storage's quota is kept whole again once it fits", a
     const out = await page.evaluate(async () => {
         const { SessionStore } = await import("/static/store.js");
         const w = window as any;
-        const storage = new w.MemoryStorage({ other: "y".repeat(100_000) }); // another part of the page's
-        const set = storage.setItem.bind(storage);
-        storage.setItem = (k: string, v: string) => {
-            const used = [...storage.map].reduce((n: number, [key, value]: [string, string]) => n + (key === k ? 0 : value.length), 0);
-            if (used + v.length > 250_000) throw new DOMException("quota", "QuotaExceededError");
-            set(k, v);
-        };
+        const storage = new w.MemoryStorage({ other: "y".repeat(100_000) }, 250_000); // another part of the page's
         const events = Array.from({ length: 200 }, (_, i) => ({ type: "model.delta", seq: i + 1, text: "x".repeat(1000) }));
         const state = { session: "s1", seq: 200, epoch: "e1", events, unsent: [{ type: "message", id: "m1", content: "hi" }] };
         const store = new SessionStore(storage, "k", () => state);
@@ -146,13 +140,7 @@ sdkTest("a copy that fills the storage part way leaves no chunk behind, only the
     const out = await page.evaluate(async () => {
         const { connect } = await import("/static/gateway.js");
         const w = window as any;
-        const storage = new w.MemoryStorage();
-        const set = storage.setItem.bind(storage);
-        storage.setItem = (k: string, v: string) => {
-            const used = [...storage.map].reduce((n: number, [key, value]: [string, string]) => n + (key === k ? 0 : value.length), 0);
-            if (used + v.length > 150_000) throw new DOMException("quota", "QuotaExceededError");
-            set(k, v);
-        };
+        const storage = new w.MemoryStorage({}, 150_000);
         const client = connect({ WebSocket: w.FakeSocket, storage });
         await w.until(() => w.FakeSocket.sockets.length === 1);
         const ws = w.FakeSocket.last();
