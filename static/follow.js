@@ -104,10 +104,6 @@ export function followLog(log, items = log) {
             leftIn = null;
             return;
         }
-        // A log whose items are hidden while its chat's replay fills them
-        // (welcome.js) has no layout to read: each read made one, every
-        // frame of a long replay. Shown, it is followed (the observer below).
-        if (log.hidden || items.hidden) return;
         const s = scroller();
         read(s);
         if (!there) return;
