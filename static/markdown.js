@@ -206,31 +206,16 @@ function growList(doc, old, token, start, src, shared) {
 /**
  * A table token's lines: where its header and delimiter lines end in its
  * Markdown, and each row's line (with its line break), as marked's lexer
- * split them: a row is a line. null when a row's cells are not found in
- * its line, in order: its rows are then never kept.
+ * split them: its rows are the lines after the delimiter line, in order.
  * @param {any} token
- * @returns {{head: number, rows: {raw: string}[]} | null}
+ * @returns {{head: number, rows: {raw: string}[]}}
  */
 function tableLines(token) {
     const raw = /** @type {string} */ (token.raw);
-    const first = raw.indexOf("\n");
-    const second = first < 0 ? -1 : raw.indexOf("\n", first + 1);
-    if (second < 0) return token.rows.length ? null : { head: raw.length, rows: [] };
-    const rows = [];
-    for (let at = second + 1, i = 0; i < token.rows.length; i++) {
-        const next = raw.indexOf("\n", at);
-        const line = raw.slice(at, next < 0 ? raw.length : next + 1);
-        const unescaped = line.replaceAll("\\|", "|"); // as a cell's text has it
-        let from = 0;
-        for (const cell of token.rows[i]) {
-            from = unescaped.indexOf(cell.text, from);
-            if (from < 0) return null;
-            from += cell.text.length;
-        }
-        rows.push({ raw: line });
-        at += line.length;
-    }
-    return { head: second + 1, rows };
+    const second = raw.indexOf("\n", raw.indexOf("\n") + 1);
+    if (second < 0) return { head: raw.length, rows: [] }; // the delimiter line still being written
+    const lines = raw.slice(second + 1).split(/(?<=\n)/);
+    return { head: second + 1, rows: lines.slice(0, token.rows.length).map((line) => ({ raw: line })) };
 }
 
 /**
@@ -242,7 +227,7 @@ function tableLines(token) {
  */
 function tableShown(el, token, start, src) {
     const lines = tableLines(token);
-    if (!(el instanceof HTMLTableElement) || !lines || start < 0 || !src.startsWith(token.raw, start)) return undefined;
+    if (!(el instanceof HTMLTableElement) || start < 0 || !src.startsWith(token.raw, start)) return undefined;
     const body = el.tBodies[0] ?? null, headEnd = start + lines.head;
     const rows = body ? itemsOf([...body.childNodes], "TR", lines.rows, headEnd, src) : lines.rows.length ? null : [];
     return rows ? { el, headEnd, body, rows } : undefined;
