@@ -122,13 +122,12 @@ export class SessionStore {
         if (chunks) {
             // What is stored is what a write of this state would put: the
             // restore writes nothing, and the next write the last chunk.
-            const last = /** @type {any[]} */ (chunks.at(-1)), full = events.length - last.length;
+            const open = /** @type {any[]} */ (chunks.at(-1)).map((e) => JSON.stringify(e));
             this.#written = {
-                session: data.session, full, ends: data.chunks.slice(0, -1), lastSeq: data.seq,
-                open: last.map((e) => JSON.stringify(e)), openChars: 0, openStored: last.length, head: "",
+                session: data.session, full: events.length - open.length, ends: data.chunks.slice(0, -1), lastSeq: data.seq,
+                open, openChars: open.reduce((n, e) => n + e.length + 1, 1), openStored: open.length,
+                head: headOf({ session: data.session, seq: data.seq, epoch, events, unsent }, data.chunks),
             };
-            this.#written.openChars = this.#written.open.reduce((n, e) => n + e.length + 1, 1);
-            this.#written.head = headOf({ session: data.session, seq: data.seq, epoch, events, unsent }, data.chunks);
         }
         return { session: data.session, seq: data.seq, epoch, events, unsent };
     }
