@@ -45,13 +45,16 @@ export function mountAnnouncer(el, client) {
     // until a session opens); current is the seq of the event being handled.
     let historyUntil = Infinity, switching = false, loaded = true, current = 0; // loaded: no session.opened yet
 
+    /** Whether the session event seq is history, which is not said. @param {number} [seq] */
+    const history = (seq) => seq !== undefined && seq <= historyUntil;
+
     /**
      * Adds a sentence (a live region reads what is added), unless it is
      * about a session event that is history.
      * @param {string} text @param {number} [seq]  The event it is about.
      */
     function say(text, seq) {
-        if (seq !== undefined && seq <= historyUntil) return;
+        if (history(seq)) return;
         const line = doc.createElement("p");
         line.textContent = text;
         el.append(line);
@@ -76,7 +79,7 @@ export function mountAnnouncer(el, client) {
         }),
         client.on("message", ({ message, seq }) => {
             // The sentence is made for a message said, not for each one a replay brings.
-            if (message.role === "assistant" && message.content && !(seq <= historyUntil)) say(`Assistant: ${plainText(message.content)}`, seq);
+            if (message.role === "assistant" && message.content && !history(seq)) say(`Assistant: ${plainText(message.content)}`, seq);
         }),
         client.on("tool", (card) => {
             const now = card.approval ? "approval" : isSettled(card.status) ? card.status : "";
