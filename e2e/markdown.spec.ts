@@ -37,7 +37,7 @@ const texts: Record<string, string> = {
 
 test("a reply rendered as it streams shows at every step what its whole text renders to", async ({ page }) => {
     const differences = await page.evaluate(async (texts) => {
-        const { renderMarkdown } = await import("/static/markdown.js");
+        const { renderMarkdown, toSafeFragment } = await import("/static/markdown.js");
         const found: string[] = [];
         for (const [name, text] of Object.entries(texts)) {
             const streamed = document.createElement("div");
@@ -49,6 +49,14 @@ test("a reply rendered as it streams shows at every step what its whole text ren
                 renderMarkdown(whole, text.slice(0, at));
                 if (streamed.innerHTML !== whole.innerHTML) {
                     found.push(`${name}, at ${at} of ${text.length}:\n${streamed.innerHTML}\n!==\n${whole.innerHTML}`);
+                    break;
+                }
+                // A new element's blocks, cleaned in one pass and split,
+                // are what the whole text's HTML cleaned at once is.
+                const once = document.createElement("div");
+                once.append(toSafeFragment(document, text.slice(0, at)));
+                if (whole.innerHTML !== once.innerHTML) {
+                    found.push(`${name}, at ${at} of ${text.length}, as the whole text:\n${whole.innerHTML}\n!==\n${once.innerHTML}`);
                     break;
                 }
             }
